@@ -1,0 +1,138 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+std::string_view value_role_name(ValueRole role) {
+  switch (role) {
+    case ValueRole::Activation: return "activation";
+    case ValueRole::Input: return "input";
+    case ValueRole::Parameter: return "parameter";
+    case ValueRole::State: return "state";
+    case ValueRole::Buffer: return "buffer";
+    case ValueRole::Constant: return "constant";
+  }
+  return "activation";
+}
+
+template <typename T>
+static const T* find_attr(const Node& node, const std::string& key) {
+  auto it = node.attributes.find(key);
+  return it == node.attributes.end() ? nullptr : std::get_if<T>(&it->second);
+}
+
+int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
+  const auto* v = find_attr<int64_t>(*this, key);
+  return v ? *v : fallback;
+}
+
+double Node::attr_float(const std::string& key, double fallback) const {
+  const auto* v = find_attr<double>(*this, key);
+  return v ? *v : fallback;
+}
+
+std::string Node::attr_string(const std::string& key, const std::string& fallback) const {
+  const auto* v = find_attr<std::string>(*this, key);
+  return v ? *v : fallback;
+}
+
+std::vector<int64_t> Node::attr_ints(const std::string& key, const std::vector<int64_t>& fallback) const {
+  const auto* v = find_attr<std::vector<int64_t>>(*this, key);
+  return v ? *v : fallback;
+}
+
+std::vector<double> Node::attr_floats(const std::string& key) const {
+  const auto* v = find_attr<std::vector<double>>(*this, key);
+  return v ? *v : std::vector<double>{};
+}
+
+const Tensor* Node::attr_tensor(const std::string& key) const { return find_attr<Tensor>(*this, key); }
+
+ValueId Graph::add_value(Value value) {
+  values_.push_back(std::move(value));
+  return ValueId{static_cast<uint32_t>(values_.size() - 1)};
+}
+
+NodeId Graph::add_node(Node node) {
+  NodeId id{static_cast<uint32_t>(nodes_.size())};
+  for (ValueId out : node.outputs)
+    if (out.valid()) value(out).producer = id;
+  nodes_.push_back(std::move(node));
+  removed_.push_back(false);
+  order_.push_back(id);
+  return id;
+}
+
+std::vector<NodeId> Graph::consumers(ValueId id) const {
+  std::vector<NodeId> users;
+  for (NodeId n : order_) {
+    const auto& ins = nodes_[n.index].inputs;
+    if (std::find(ins.begin(), ins.end(), id) != ins.end()) users.push_back(n);
+  }
+  return users;
+}
+
+std::optional<ValueId> Graph::find_value(const std::string& name) const {
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (values_[i].name == name) return ValueId{static_cast<uint32_t>(i)};
+  return std::nullopt;
+}
+
+void Graph::remove_node(NodeId id) {
+  ONNXTRAIN_CHECK(!removed_.at(id.index), "node removed twice");
+  removed_[id.index] = true;
+  for (ValueId out : nodes_[id.index].outputs)
+    if (out.valid() && value(out).producer == id) value(out).producer = NodeId{};
+  order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end());
+}
+
+void Graph::replace_uses(ValueId from, ValueId to) {
+  for (NodeId n : order_)
+    for (ValueId& in : nodes_[n.index].inputs)
+      if (in == from) in = to;
+  for (ValueId& out : outputs)
+    if (out == from) out = to;
+}
+
+void Graph::sort() {
+  // Kahn's algorithm over live nodes; ties keep the current order so a sorted model stays as it is.
+  std::vector<int> pending(nodes_.size(), 0);
+  std::vector<std::vector<NodeId>> users(nodes_.size());
+  for (NodeId n : order_) {
+    for (ValueId in : nodes_[n.index].inputs) {
+      if (!in.valid()) continue;
+      NodeId p = value(in).producer;
+      if (p.valid() && !removed_[p.index]) {
+        ++pending[n.index];
+        users[p.index].push_back(n);
+      }
+    }
+  }
+  std::deque<NodeId> ready;
+  for (NodeId n : order_)
+    if (pending[n.index] == 0) ready.push_back(n);
+  std::vector<NodeId> sorted;
+  while (!ready.empty()) {
+    NodeId n = ready.front();
+    ready.pop_front();
+    sorted.push_back(n);
+    for (NodeId u : users[n.index])
+      if (--pending[u.index] == 0) ready.push_back(u);
+  }
+  if (sorted.size() != order_.size()) {
+    for (NodeId n : order_) {
+      if (pending[n.index] > 0) {
+        const Node& node = nodes_[n.index];
+        throw Error("the graph has a cycle: this node depends, through its inputs, on its own outputs")
+            .at_node(node.name, node.op_type, node.domain, node.opset);
+      }
+    }
+  }
+  order_ = std::move(sorted);
+}
+
+}  // namespace onnxtrain

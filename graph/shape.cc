@@ -1,0 +1,160 @@
+#include "graph/shape.h"
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+Dim Dim::symbol(std::string name, int64_t factor) {
+  Dim d;
+  d.kind_ = Kind::Symbolic;
+  d.value_ = factor;
+  d.symbol_ = std::move(name);
+  return d;
+}
+
+int64_t Dim::value() const {
+  ONNXTRAIN_CHECK(is_static(), "value() of a non-static dim " + to_string());
+  return value_;
+}
+
+std::optional<int64_t> Dim::evaluate(const SymbolBindings& bindings) const {
+  if (is_static()) return value_;
+  if (is_symbolic()) {
+    auto it = bindings.find(symbol_);
+    if (it != bindings.end()) return value_ * it->second;
+  }
+  return std::nullopt;
+}
+
+Dim Dim::bind(const SymbolBindings& bindings) const {
+  if (auto v = evaluate(bindings)) return Dim(*v);
+  return *this;
+}
+
+Dim Dim::operator*(const Dim& other) const {
+  if (is_static() && other.is_static()) return Dim(value_ * other.value_);
+  if (is_static() && value_ == 0) return Dim(0);
+  if (other.is_static() && other.value_ == 0) return Dim(0);
+  if (is_symbolic() && other.is_static()) return symbol(symbol_, value_ * other.value_);
+  if (is_static() && other.is_symbolic()) return symbol(other.symbol_, value_ * other.value_);
+  return unknown();
+}
+
+Dim Dim::operator+(const Dim& other) const {
+  if (is_static() && other.is_static()) return Dim(value_ + other.value_);
+  if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_) return symbol(symbol_, value_ + other.value_);
+  if (is_static() && value_ == 0) return other;
+  if (other.is_static() && other.value_ == 0) return *this;
+  return unknown();
+}
+
+Dim Dim::operator-(const Dim& other) const {
+  if (is_static() && other.is_static()) return Dim(value_ - other.value_);
+  if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_) {
+    return value_ == other.value_ ? Dim(0) : symbol(symbol_, value_ - other.value_);
+  }
+  if (other.is_static() && other.value_ == 0) return *this;
+  return unknown();
+}
+
+Dim Dim::divide_exact(const Dim& other) const {
+  if (other.is_static() && other.value_ != 0) {
+    if (is_static() && value_ % other.value_ == 0) return Dim(value_ / other.value_);
+    if (is_symbolic() && value_ % other.value_ == 0) return symbol(symbol_, value_ / other.value_);
+  }
+  if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_ && value_ % other.value_ == 0) {
+    return Dim(value_ / other.value_);
+  }
+  return unknown();
+}
+
+bool Dim::operator==(const Dim& other) const {
+  if (kind_ != other.kind_) return false;
+  if (kind_ == Kind::Unknown) return false;  // two unknown dims are not known to be equal
+  return value_ == other.value_ && symbol_ == other.symbol_;
+}
+
+std::string Dim::to_string() const {
+  switch (kind_) {
+    case Kind::Static: return std::to_string(value_);
+    case Kind::Symbolic: return value_ == 1 ? symbol_ : std::to_string(value_) + "*" + symbol_;
+    case Kind::Unknown: return "?";
+  }
+  return "?";
+}
+
+Shape Shape::of(const std::vector<int64_t>& sizes) {
+  Shape s;
+  for (int64_t v : sizes) s.dims.emplace_back(v);
+  return s;
+}
+
+bool Shape::is_static() const {
+  if (!rank_known) return false;
+  for (const Dim& d : dims)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+std::vector<int64_t> Shape::static_sizes() const {
+  ONNXTRAIN_CHECK(is_static(), "static_sizes() of " + to_string());
+  std::vector<int64_t> sizes;
+  for (const Dim& d : dims) sizes.push_back(d.value());
+  return sizes;
+}
+
+std::optional<int64_t> Shape::numel(const SymbolBindings& bindings) const {
+  if (!rank_known) return std::nullopt;
+  int64_t n = 1;
+  for (const Dim& d : dims) {
+    auto v = d.evaluate(bindings);
+    if (!v) return std::nullopt;
+    n *= *v;
+  }
+  return n;
+}
+
+Shape Shape::bind(const SymbolBindings& bindings) const {
+  Shape s = *this;
+  for (Dim& d : s.dims) d = d.bind(bindings);
+  return s;
+}
+
+std::string Shape::to_string() const {
+  if (!rank_known) return "(?)";
+  std::string text = "(";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + dims[i].to_string();
+  return text + ")";
+}
+
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  if (!a.rank_known || !b.rank_known) return Shape::unknown_rank();
+  size_t rank = std::max(a.dims.size(), b.dims.size());
+  Shape out;
+  out.dims.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim one(1);
+    const Dim& da = i < rank - a.dims.size() ? one : a.dims[i - (rank - a.dims.size())];
+    const Dim& db = i < rank - b.dims.size() ? one : b.dims[i - (rank - b.dims.size())];
+    if (da.is_static() && da.value() == 1) {
+      out.dims[i] = db;
+    } else if (db.is_static() && db.value() == 1) {
+      out.dims[i] = da;
+    } else if (da == db) {
+      out.dims[i] = da;
+    } else if (da.is_static() && db.is_static()) {
+      return std::nullopt;
+    } else {
+      // One side static (not 1), the other symbolic or unknown: the static one must win at run time.
+      out.dims[i] = da.is_static() ? da : (db.is_static() ? db : Dim::unknown());
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,87 @@
+#include "graph/tensor.h"
+
+#include <cstring>
+#include <numeric>
+
+namespace onnxtrain {
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
+  for (int64_t s : sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
+  bytes_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(numel()) * dtype_size(dtype));
+}
+
+Tensor Tensor::scalar_int64(int64_t v) {
+  Tensor t(DType::Int64, {});
+  t.data<int64_t>()[0] = v;
+  return t;
+}
+
+Tensor Tensor::vector_int64(const std::vector<int64_t>& values) {
+  Tensor t(DType::Int64, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data<int64_t>().begin());
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  return std::accumulate(sizes_.begin(), sizes_.end(), int64_t{1}, std::multiplies<>());
+}
+
+void Tensor::check_element_size(std::size_t element) const {
+  ONNXTRAIN_CHECK(bytes_ != nullptr, "access to an empty tensor");
+  ONNXTRAIN_CHECK(element == dtype_size(dtype_), "element type does not match tensor dtype " +
+                                                     std::string(dtype_name(dtype_)));
+}
+
+template <typename T>
+static void widen(const std::byte* raw, int64_t n, auto& out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, raw + i * sizeof(T), sizeof(T));
+    out.push_back(static_cast<typename std::decay_t<decltype(out)>::value_type>(v));
+  }
+}
+
+std::vector<int64_t> Tensor::to_int64() const {
+  std::vector<int64_t> out;
+  int64_t n = numel();
+  switch (dtype_) {
+    case DType::Int64: widen<int64_t>(raw(), n, out); break;
+    case DType::Int32: widen<int32_t>(raw(), n, out); break;
+    case DType::Int16: widen<int16_t>(raw(), n, out); break;
+    case DType::Int8: widen<int8_t>(raw(), n, out); break;
+    case DType::UInt64: widen<uint64_t>(raw(), n, out); break;
+    case DType::UInt32: widen<uint32_t>(raw(), n, out); break;
+    case DType::UInt16: widen<uint16_t>(raw(), n, out); break;
+    case DType::UInt8: case DType::Bool: widen<uint8_t>(raw(), n, out); break;
+    default: ONNXTRAIN_CHECK(false, "to_int64() of a " + std::string(dtype_name(dtype_)) + " tensor");
+  }
+  return out;
+}
+
+std::vector<double> Tensor::to_double() const {
+  std::vector<double> out;
+  int64_t n = numel();
+  switch (dtype_) {
+    case DType::Float32: widen<float>(raw(), n, out); break;
+    case DType::Float64: widen<double>(raw(), n, out); break;
+    default: {
+      for (int64_t v : to_int64()) out.push_back(static_cast<double>(v));
+    }
+  }
+  return out;
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> sizes) const {
+  Tensor t = *this;
+  t.sizes_ = std::move(sizes);
+  ONNXTRAIN_CHECK(t.numel() == numel(), "reshape changes the element count");
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = *this;
+  if (bytes_) t.bytes_ = std::make_shared<std::vector<std::byte>>(*bytes_);
+  return t;
+}
+
+}  // namespace onnxtrain

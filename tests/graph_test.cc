@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include "graph/graph.h"
+#include "graph/op_schema.h"
+
+using namespace onnxtrain;
+
+TEST(Shape, SymbolicArithmetic) {
+  Dim n = Dim::symbol("N");
+  EXPECT_EQ((n * Dim(4)).to_string(), "4*N");
+  EXPECT_EQ((n * Dim(4)).divide_exact(Dim(2)).to_string(), "2*N");
+  EXPECT_TRUE((n * Dim(3)).divide_exact(Dim(2)).is_unknown());
+  EXPECT_EQ(*Shape({n, Dim(3)}).numel({{"N", 5}}), 15);
+  EXPECT_FALSE(Shape({n, Dim(3)}).numel().has_value());
+  EXPECT_EQ(Shape({n, Dim(1), Dim(28)}).to_string(), "(N,1,28)");
+  EXPECT_NE(Dim::unknown(), Dim::unknown());
+}
+
+TEST(Shape, Broadcast) {
+  auto s = broadcast_shapes(Shape({Dim::symbol("N"), Dim(1), Dim(5)}), Shape::of({3, 1}));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->to_string(), "(N,3,5)");
+  EXPECT_FALSE(broadcast_shapes(Shape::of({2, 3}), Shape::of({4, 3})));
+}
+
+TEST(Graph, SortDetectsCycle) {
+  Graph g;
+  ValueId a = g.add_value({.name = "a", .dtype = DType::Float32});
+  ValueId b = g.add_value({.name = "b", .dtype = DType::Float32});
+  g.add_node({.name = "n1", .op_type = "Relu", .inputs = {b}, .outputs = {a}});
+  g.add_node({.name = "n2", .op_type = "Relu", .inputs = {a}, .outputs = {b}});
+  try {
+    g.sort();
+    FAIL() << "a cycle was not detected";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.has_node());
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos);
+  }
+}
+
+TEST(Graph, SortOrdersProducersFirst) {
+  Graph g;
+  ValueId x = g.add_value({.name = "x", .dtype = DType::Float32});
+  ValueId a = g.add_value({.name = "a", .dtype = DType::Float32});
+  ValueId b = g.add_value({.name = "b", .dtype = DType::Float32});
+  NodeId second = g.add_node({.name = "second", .op_type = "Relu", .inputs = {a}, .outputs = {b}});
+  NodeId first = g.add_node({.name = "first", .op_type = "Relu", .inputs = {x}, .outputs = {a}});
+  g.sort();
+  ASSERT_EQ(g.order().size(), 2u);
+  EXPECT_EQ(g.order()[0], first);
+  EXPECT_EQ(g.order()[1], second);
+}
