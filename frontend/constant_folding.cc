@@ -1,0 +1,153 @@
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <set>
+
+#include "frontend/import_passes.h"
+#include "graph/error.h"
+#include "graph/op_schema.h"
+
+namespace onnxtrain {
+
+namespace {
+
+bool is_constant(const Graph& graph, ValueId id) {
+  if (!id.valid()) return true;  // an omitted optional input does not block folding
+  const Value& v = graph.value(id);
+  return v.data && (v.role == ValueRole::Constant || v.role == ValueRole::Buffer);
+}
+
+void make_constant(Graph& graph, ValueId id, Tensor data) {
+  Value& v = graph.value(id);
+  v.dtype = data.dtype();
+  v.shape = Shape::of(data.sizes());
+  v.data = std::move(data);
+  v.role = ValueRole::Constant;
+  graph.initializers.push_back(id);
+}
+
+// Evaluates the node with the schema's constant evaluator; false when it cannot be folded.
+bool fold_with_evaluator(Graph& graph, NodeId id, const OpSchema& schema) {
+  const Node& node = graph.node(id);
+  if (!schema.fold) return false;
+  for (ValueId in : node.inputs)
+    if (!is_constant(graph, in)) return false;
+  FoldContext ctx{node, {}, {}};
+  for (ValueId in : node.inputs) ctx.inputs.push_back(in.valid() ? *graph.value(in).data : Tensor());
+  for (ValueId out : node.outputs) ctx.output_shapes.push_back(out.valid() ? graph.value(out).shape : Shape());
+  std::vector<Tensor> results = schema.fold(ctx);
+  ONNXTRAIN_CHECK(results.size() >= node.outputs.size(),
+                  node.op_type + " fold returned " + std::to_string(results.size()) + " outputs");
+  std::vector<ValueId> outputs = node.outputs;
+  graph.remove_node(id);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].valid()) make_constant(graph, outputs[i], std::move(results[i]));
+  return true;
+}
+
+// Folds int outputs whose element values shape inference found statically (Shape of a static tensor,
+// and the Gather/Concat/... chains over it), even when the node's inputs are not constants.
+bool fold_known_values(Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  for (ValueId out : node.outputs) {
+    if (!out.valid()) continue;
+    const Value& v = graph.value(out);
+    bool int_type = v.dtype == DType::Int64 || v.dtype == DType::Int32;
+    if (!v.known || !int_type || !v.shape.rank_known || v.shape.rank() > 1) return false;
+    for (const Dim& d : *v.known)
+      if (!d.is_static()) return false;
+  }
+  std::vector<ValueId> outputs = node.outputs;
+  graph.remove_node(id);
+  for (ValueId out : outputs) {
+    if (!out.valid()) continue;
+    const Value& v = graph.value(out);
+    std::vector<int64_t> values;
+    for (const Dim& d : *v.known) values.push_back(d.value());
+    Tensor t = Tensor::vector_int64(values);
+    if (v.shape.rank() == 0) t = t.reshaped({});
+    if (v.dtype == DType::Int32) {
+      Tensor narrowed(DType::Int32, t.sizes());
+      std::transform(values.begin(), values.end(), narrowed.data<int32_t>().begin(),
+                     [](int64_t x) { return static_cast<int32_t>(x); });
+      t = narrowed;
+    }
+    make_constant(graph, out, t);
+  }
+  return true;
+}
+
+bool is_graph_output(const Graph& graph, ValueId id) {
+  return std::find(graph.outputs.begin(), graph.outputs.end(), id) != graph.outputs.end();
+}
+
+void remove_dead_nodes(Graph& graph) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::set<ValueId> used(graph.outputs.begin(), graph.outputs.end());
+    for (NodeId n : graph.order())
+      for (ValueId in : graph.node(n).inputs) used.insert(in);
+    for (NodeId n : std::vector<NodeId>(graph.order())) {
+      const auto& outs = graph.node(n).outputs;
+      if (std::none_of(outs.begin(), outs.end(), [&](ValueId v) { return v.valid() && used.count(v); })) {
+        graph.remove_node(n);
+        changed = true;
+      }
+    }
+    std::vector<ValueId> kept;
+    for (ValueId id : graph.initializers)
+      if (used.count(id)) kept.push_back(id);
+    graph.initializers = std::move(kept);
+  }
+}
+
+}  // namespace
+
+std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report) {
+  std::vector<ValueId> constant_node_outputs;
+  std::set<std::string> unsupported;
+  for (NodeId id : std::vector<NodeId>(graph.order())) {
+    Node& node = graph.node(id);
+    const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
+    if (!schema) {
+      if (!onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, node.domain)) {
+        throw Error(node.domain.empty() || node.domain == "ai.onnx"
+                        ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " + std::to_string(node.opset) +
+                              " defines it"
+                        : "unknown op '" + node.op_type + "' in domain '" + node.domain +
+                              "' (custom domains need a model-local function or an onnxtrain schema)")
+            .at_node(node.name, node.op_type, node.domain, node.opset);
+      }
+      unsupported.insert(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+      for (ValueId out : node.outputs) {
+        if (!out.valid()) continue;
+        auto it = onnx_infos.find(graph.value(out).name);
+        if (it != onnx_infos.end()) {
+          graph.value(out).dtype = it->second.dtype;
+          graph.value(out).shape = it->second.shape;
+        }
+      }
+      continue;
+    }
+    infer_node(graph, id, *schema);
+    if (node.op_type == "Identity" && node.domain.empty() && node.has_input(0) &&
+        !is_graph_output(graph, node.outputs[0])) {
+      ValueId in = node.inputs[0], out = node.outputs[0];
+      graph.remove_node(id);
+      graph.replace_uses(out, in);
+      ++report.folded_nodes;
+      continue;
+    }
+    const bool is_constant_node = node.op_type == "Constant" && node.domain.empty();
+    std::vector<ValueId> outputs = node.outputs;
+    if (fold_with_evaluator(graph, id, *schema) || fold_known_values(graph, id)) {
+      ++report.folded_nodes;
+      if (is_constant_node) constant_node_outputs.insert(constant_node_outputs.end(), outputs.begin(), outputs.end());
+    }
+  }
+  remove_dead_nodes(graph);
+  report.unsupported_ops.assign(unsupported.begin(), unsupported.end());
+  return constant_node_outputs;
+}
+
+}  // namespace onnxtrain

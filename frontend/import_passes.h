@@ -1,0 +1,37 @@
+// The importer's passes (frontend-internal), in the order import_model runs them.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frontend/importer.h"
+
+namespace onnxtrain {
+
+// Shapes ONNX's own inference found, by value name (used for ops onnxtrain has no schema for).
+struct OnnxValueInfo {
+  DType dtype = DType::Undefined;
+  Shape shape = Shape::unknown_rank();
+};
+using OnnxValueInfos = std::map<std::string, OnnxValueInfo>;
+
+Shape shape_from_type(const onnx::TypeProto& type);
+
+// ModelProto → Graph: values, nodes (typed ids), attributes, graph inputs/outputs; sorts the nodes and
+// refuses missing inputs, duplicate outputs and cycles. Leading symbolic dims of inputs are recorded as
+// batch symbols and bound to `batch` when given.
+Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> batch);
+
+// Sets the role of each given initializer (parameter, state, buffer, constant) from the input kinds of
+// the ops that consume it, and freezes parameters whose names match `freeze_pattern`.
+void classify_initializers(Graph& graph, const std::vector<ValueId>& initializers, const std::string& freeze_pattern);
+
+// Shape inference and constant folding in one topological sweep, then dead node removal. Ops without an
+// onnxtrain schema that ONNX knows get their shapes from `onnx_infos` and are listed in the report.
+// Returns the values that Constant nodes became (initializers now, to be classified like the others).
+std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report);
+
+}  // namespace onnxtrain

@@ -1,0 +1,112 @@
+#include "frontend/importer.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+
+#include "frontend/import_passes.h"
+#include "frontend/model_file.h"
+#include "frontend/tensor_proto.h"
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+int default_opset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return static_cast<int>(o.version());
+  return 0;
+}
+
+void check_opsets(const onnx::ModelProto& model) {
+  int opset = default_opset(model);
+  if (opset == 0) return;  // only other domains (ai.onnx.ml, ai.onnx.preview.training): their ops decide
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    throw Error("opset " + std::to_string(opset) + " of domain ai.onnx is not supported: onnxtrain reads opsets " +
+                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                (opset < kMinOpset ? " (re-export the model with a newer exporter)" : ""));
+  }
+}
+
+// Debian's ONNX 1.12 checks and infers models of the opsets and IR versions it knows.
+bool onnx_library_knows(const onnx::ModelProto& model) {
+  return default_opset(model) <= kOnnxLibraryMaxOpset && model.ir_version() <= onnx::Version::IR_VERSION;
+}
+
+void run_onnx_checker(const onnx::ModelProto& model) {
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error(std::string("the ONNX checker rejects the model: ") + e.what());
+  }
+}
+
+// Old opsets are converted to opset 13 where ONNX's converter can, so fewer op versions reach the schemas;
+// when it cannot, the model is kept as it is (onnxtrain's schemas read the older forms too).
+void convert_old_opset(onnx::ModelProto& model, ImportedModel& report) {
+  int opset = default_opset(model);
+  constexpr int kTarget = 13;
+  if (opset >= kTarget) return;
+  try {
+    model = onnx::version_conversion::ConvertVersion(model, kTarget);
+    report.notes.push_back("converted from opset " + std::to_string(opset) + " to " + std::to_string(kTarget) +
+                           " with ONNX's version converter");
+  } catch (const std::exception& e) {
+    report.notes.push_back("kept opset " + std::to_string(opset) + ": ONNX's version converter could not convert it (" +
+                           e.what() + ")");
+  }
+}
+
+OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    throw Error(std::string("ONNX shape inference fails: ") + e.what());
+  }
+  OnnxValueInfos infos;
+  auto add = [&](const onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type()) return;
+    infos[vi.name()] = {dtype_from_onnx(vi.type().tensor_type().elem_type()), shape_from_type(vi.type())};
+  };
+  for (const auto& vi : model.graph().value_info()) add(vi);
+  for (const auto& vi : model.graph().output()) add(vi);
+  return infos;
+}
+
+}  // namespace
+
+ImportedModel import_model(const std::string& path, const ImportOptions& options) {
+  ImportedModel report;
+  try {
+    onnx::ModelProto model = read_model_file(path);
+    load_external_data(model, path);
+    if (int calls = inline_local_functions(model)) {
+      report.notes.push_back("inlined " + std::to_string(calls) + " calls of model-local functions");
+    }
+    check_opsets(model);
+    OnnxValueInfos onnx_infos;
+    if (onnx_library_knows(model)) {
+      run_onnx_checker(model);
+      convert_old_opset(model, report);
+      onnx_infos = run_onnx_shape_inference(model);
+    } else {
+      report.notes.push_back("opset " + std::to_string(default_opset(model)) + " / IR version " +
+                             std::to_string(model.ir_version()) +
+                             " is newer than Debian's ONNX library knows: checked with onnxtrain's own schemas");
+    }
+    report.graph = graph_from_proto(model, options.batch);
+    report.graph.info.path = path;
+    classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);
+    std::vector<ValueId> from_constant_nodes = infer_and_fold(report.graph, onnx_infos, report);
+    classify_initializers(report.graph, from_constant_nodes, options.freeze_pattern);
+  } catch (Error& e) {
+    e.in_file(path);
+    throw;
+  }
+  return report;
+}
+
+}  // namespace onnxtrain

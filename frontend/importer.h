@@ -1,0 +1,45 @@
+// The ONNX importer: reads a .onnx file (weights inline or in external data files next to it), inlines
+// model-local functions, validates it (ONNX's checker and shape inference where Debian's ONNX 1.12
+// knows the opset, onnxtrain's own schemas beyond that), folds constant subgraphs and returns onnxtrain's
+// IR with every initializer classified (parameter, state, buffer, constant). Protobuf stays inside
+// frontend/: callers see only the Graph.
+//
+//   ImportOptions options;
+//   options.batch = 64;                    // bind the symbolic batch dim (folds more); default: keep symbolic
+//   ImportedModel model = import_model("models/cnn_opset17.onnx", options);
+//   for (NodeId n : model.graph.order()) ...
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace onnxtrain {
+
+struct ImportOptions {
+  std::optional<int64_t> batch;  // binds the symbolic leading dim of the graph inputs
+  std::string freeze_pattern;    // ECMAScript regex; matching parameters become frozen
+};
+
+struct ImportedModel {
+  Graph graph;
+  std::vector<std::string> notes;  // what the importer did that a user may want to know
+  // Ops present in the model that onnxtrain has no schema for (op type, with domain when not ai.onnx):
+  // they load (shapes from ONNX's inference) but cannot be trained yet.
+  std::vector<std::string> unsupported_ops;
+  int folded_nodes = 0;            // nodes replaced by constants
+};
+
+// Throws onnxtrain::Error naming the file (and the node, op, domain and opset where one is at fault).
+ImportedModel import_model(const std::string& path, const ImportOptions& options = {});
+
+// The opsets of the default domain onnxtrain accepts.
+constexpr int kMinOpset = 7;
+constexpr int kMaxOpset = 21;
+// The newest default-domain opset Debian's ONNX library (1.12) knows: its checker, shape inference and
+// version converter run up to here; beyond it, onnxtrain's own schemas carry the model.
+constexpr int kOnnxLibraryMaxOpset = 17;
+
+}  // namespace onnxtrain

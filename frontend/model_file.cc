@@ -1,0 +1,82 @@
+#include "frontend/model_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace fs = std::filesystem;
+
+onnx::ModelProto read_model_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("no such file");
+  if (fs::is_directory(path, ec)) throw Error("is a directory, expected an .onnx file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open the file for reading");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  if (bytes.empty()) throw Error("the file is empty, expected an ONNX model");
+
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    throw Error("not an ONNX model: the file does not parse as an ONNX ModelProto (truncated or corrupt protobuf, "
+                "or a different file format)");
+  }
+  // Random bytes and other protobufs can parse as a ModelProto by accident; a real model has these.
+  if (!model.has_graph() || model.opset_import_size() == 0 || model.ir_version() <= 0) {
+    throw Error("not an ONNX model: the file parses, but has no " +
+                std::string(!model.has_graph() ? "graph" : model.opset_import_size() == 0 ? "opset_import" : "ir_version") +
+                " (truncated, corrupt, or a different file format)");
+  }
+  return model;
+}
+
+static void load_one_external(onnx::TensorProto& tensor, const fs::path& folder) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& entry : tensor.external_data()) {
+    if (entry.key() == "location") location = entry.value();
+    else if (entry.key() == "offset") offset = std::stoll(entry.value());
+    else if (entry.key() == "length") length = std::stoll(entry.value());
+  }
+  const std::string what = "initializer '" + tensor.name() + "' is stored in external data";
+  if (location.empty()) throw Error(what + " but names no location");
+  fs::path relative(location);
+  if (relative.is_absolute() || relative.lexically_normal().string().starts_with("..")) {
+    throw Error(what + " at '" + location + "', outside the model's folder; onnxtrain reads only files next to the model");
+  }
+  fs::path file = folder / relative;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(what + " in '" + file.string() + "', which cannot be opened (missing external data file?)");
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || offset + length > size) {
+    throw Error(what + " at bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) + ") of '" +
+                file.string() + "', which has only " + std::to_string(size) + " bytes (truncated?)");
+  }
+  std::string data(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(data.data(), length);
+  tensor.set_raw_data(std::move(data));
+  tensor.clear_external_data();
+  tensor.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+void load_external_data(onnx::ModelProto& model, const std::string& model_path) {
+  const fs::path folder = fs::path(model_path).parent_path();
+  for (auto& tensor : *model.mutable_graph()->mutable_initializer()) {
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL) load_one_external(tensor, folder);
+  }
+  for (auto& node : *model.mutable_graph()->mutable_node()) {
+    for (auto& attr : *node.mutable_attribute()) {
+      if (attr.has_t() && attr.t().data_location() == onnx::TensorProto::EXTERNAL) load_one_external(*attr.mutable_t(), folder);
+    }
+  }
+}
+
+}  // namespace onnxtrain

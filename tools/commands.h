@@ -1,0 +1,12 @@
+// The subcommands of the `onnxtrain` CLI, one file each. Each registers itself on the app with its
+// options and a callback; tools/onnxtrain.cc lists them in one table.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace onnxtrain::cli {
+
+void add_inspect_command(CLI::App& app);
+void add_version_command(CLI::App& app);
+
+}  // namespace onnxtrain::cli

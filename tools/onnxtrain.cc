@@ -1,0 +1,29 @@
+// onnxtrain: train ONNX models. One binary, subcommands; exit code 0 on success, 1 on a user error
+// (the message names the file and node), 2 on bad usage.
+#include <iostream>
+
+#include "graph/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"onnxtrain: trains ONNX models exported from PyTorch or any other framework.\n"
+               "Run `onnxtrain COMMAND --help` for the options of a command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "onnxtrain 0.1.0");
+  onnxtrain::cli::add_inspect_command(app);
+  onnxtrain::cli::add_version_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const onnxtrain::Error& e) {
+    std::cerr << "onnxtrain: error: " << e.describe() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "onnxtrain: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
