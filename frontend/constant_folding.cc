@@ -36,6 +36,7 @@ bool fold_with_evaluator(Graph& graph, NodeId id, const OpSchema& schema) {
   for (ValueId in : node.inputs) ctx.inputs.push_back(in.valid() ? *graph.value(in).data : Tensor());
   for (ValueId out : node.outputs) ctx.output_shapes.push_back(out.valid() ? graph.value(out).shape : Shape());
   std::vector<Tensor> results = schema.fold(ctx);
+  if (results.empty()) return false;  // the evaluator declined (e.g. float16 math)
   ONNXTRAIN_CHECK(results.size() >= node.outputs.size(),
                   node.op_type + " fold returned " + std::to_string(results.size()) + " outputs");
   std::vector<ValueId> outputs = node.outputs;

@@ -91,7 +91,8 @@ struct OpSchema {
   std::vector<InputKind> input_kinds;  // the last entry repeats for variadic inputs
   void (*infer)(InferContext&) = nullptr;
   OpCost (*cost)(const CostContext&) = nullptr;  // nullptr: one FLOP per output element, twice in backward
-  std::vector<Tensor> (*fold)(const FoldContext&) = nullptr;  // nullptr: never folded
+  // Constant evaluator; nullptr: never folded. Returns one tensor per output, or nothing to decline.
+  std::vector<Tensor> (*fold)(const FoldContext&) = nullptr;
 
   InputKind input_kind(size_t i) const;
 };

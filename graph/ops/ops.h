@@ -8,6 +8,32 @@ class OpRegistry;
 void register_builtin_ops(OpRegistry& registry);
 
 // --- shape and data movement ops (shape_ops helper section) ---
+void register_shape_size_ops(OpRegistry& registry);
+void register_gather_ops(OpRegistry& registry);
+void register_squeeze_ops(OpRegistry& registry);
+void register_concat_split_ops(OpRegistry& registry);
+void register_reshape_ops(OpRegistry& registry);
+void register_slice_ops(OpRegistry& registry);
+void register_transpose_ops(OpRegistry& registry);
+void register_expand_tile_ops(OpRegistry& registry);
+void register_cast_identity_ops(OpRegistry& registry);
+void register_constant_ops(OpRegistry& registry);
+void register_pad_ops(OpRegistry& registry);
+void register_compare_logic_ops(OpRegistry& registry);
 // --- math ops (math_ops helper section) ---
+void register_elementwise_binary_ops(OpRegistry& registry);
+void register_elementwise_unary_ops(OpRegistry& registry);
+void register_variadic_ops(OpRegistry& registry);
+void register_conv_ops(OpRegistry& registry);
+void register_gemm_op(OpRegistry& registry);
+void register_matmul_op(OpRegistry& registry);
+void register_pooling_ops(OpRegistry& registry);
+void register_batch_norm_ops(OpRegistry& registry);
+void register_layer_norm_op(OpRegistry& registry);
+void register_lrn_op(OpRegistry& registry);
+void register_softmax_ops(OpRegistry& registry);
+void register_reduce_ops(OpRegistry& registry);
+void register_dropout_op(OpRegistry& registry);
+void register_loss_ops(OpRegistry& registry);
 
 }  // namespace onnxtrain

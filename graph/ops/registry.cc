@@ -6,7 +6,33 @@ namespace onnxtrain {
 
 void register_builtin_ops(OpRegistry& registry) {
   // --- shape and data movement ops ---
+  register_shape_size_ops(registry);
+  register_gather_ops(registry);
+  register_squeeze_ops(registry);
+  register_concat_split_ops(registry);
+  register_reshape_ops(registry);
+  register_slice_ops(registry);
+  register_transpose_ops(registry);
+  register_expand_tile_ops(registry);
+  register_cast_identity_ops(registry);
+  register_constant_ops(registry);
+  register_pad_ops(registry);
+  register_compare_logic_ops(registry);
   // --- math ops ---
+  register_elementwise_binary_ops(registry);
+  register_elementwise_unary_ops(registry);
+  register_variadic_ops(registry);
+  register_conv_ops(registry);
+  register_gemm_op(registry);
+  register_matmul_op(registry);
+  register_pooling_ops(registry);
+  register_batch_norm_ops(registry);
+  register_layer_norm_op(registry);
+  register_lrn_op(registry);
+  register_softmax_ops(registry);
+  register_reduce_ops(registry);
+  register_dropout_op(registry);
+  register_loss_ops(registry);
   (void)registry;
 }
 

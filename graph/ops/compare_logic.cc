@@ -1,0 +1,191 @@
+// Where (opset 9, 16), the comparisons Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool
+// outputs) and the logical Not, And, Or, Xor. All broadcast like numpy. Equal and Where of known
+// vectors stay known where the answer does not depend on a symbol (the Expand shape chains use them).
+#include <functional>
+
+#include "graph/ops/data_movement_fold.h"
+#include "graph/ops/ops.h"
+#include "graph/ops/shape_rules.h"
+
+namespace onnxtrain {
+
+namespace {
+
+using namespace shape_ops;
+
+// Pairs of known elements under 0-D/1-D broadcasting; nullopt when an input is not known.
+std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& ctx, const Shape& out) {
+  if (!out.rank_known || out.rank() > 1 || (out.rank() == 1 && !out.dims[0].is_static())) return std::nullopt;
+  const size_t n = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
+  std::vector<std::vector<Dim>> operands;
+  for (size_t i = 0; i < ctx.input_count(); ++i) {
+    auto known = ctx.input_known(i);
+    if (!known || (known->size() != 1 && known->size() != n)) return std::nullopt;
+    if (known->size() == 1) known->resize(n, known->front());
+    operands.push_back(std::move(*known));
+  }
+  return operands;
+}
+
+// a == b for known shape values: nullopt when it depends on what a symbol is bound to.
+std::optional<bool> known_equal(const Dim& a, const Dim& b) {
+  if (a == b) return true;
+  if (a.is_static() && b.is_static()) return false;
+  if ((a.is_symbolic() && b.is_static() && b.value() < 0) || (b.is_symbolic() && a.is_static() && a.value() < 0)) {
+    return false;  // symbols in known values are sizes, never negative
+  }
+  return std::nullopt;
+}
+
+void infer_comparison(InferContext& ctx) {
+  require_same_dtype(ctx, 1);
+  Shape out = broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1));
+  ctx.set_output(0, DType::Bool, out);
+  if (ctx.node().op_type != "Equal") return;
+  auto operands = known_operands(ctx, out);
+  if (!operands) return;
+  std::vector<Dim> values;
+  for (size_t i = 0; i < (*operands)[0].size(); ++i) {
+    auto equal = known_equal((*operands)[0][i], (*operands)[1][i]);
+    if (!equal) return;
+    values.emplace_back(*equal ? 1 : 0);
+  }
+  set_known_output(ctx, 0, DType::Bool, values);
+}
+
+std::function<bool(double, double)> compare_doubles(const std::string& op) {
+  if (op == "Equal") return std::equal_to<double>();
+  if (op == "Less") return std::less<double>();
+  if (op == "LessOrEqual") return std::less_equal<double>();
+  if (op == "Greater") return std::greater<double>();
+  return std::greater_equal<double>();
+}
+
+std::function<bool(int64_t, int64_t)> compare_ints(const std::string& op) {
+  if (op == "Equal") return std::equal_to<int64_t>();
+  if (op == "Less") return std::less<int64_t>();
+  if (op == "LessOrEqual") return std::less_equal<int64_t>();
+  if (op == "Greater") return std::greater<int64_t>();
+  return std::greater_equal<int64_t>();
+}
+
+// The inputs broadcast to the output sizes.
+std::vector<Tensor> broadcast_inputs(const FoldContext& ctx) {
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : ctx.inputs) {
+    auto s = broadcast_sizes(sizes, t.sizes());
+    if (!s)
+      fail_fold(ctx,
+                "input shapes " + ints_to_string(sizes) + " and " + ints_to_string(t.sizes()) + " cannot broadcast");
+    sizes = *s;
+  }
+  std::vector<Tensor> expanded;
+  for (const Tensor& t : ctx.inputs) expanded.push_back(broadcast_to(t, sizes));
+  return expanded;
+}
+
+std::vector<Tensor> fold_comparison(const FoldContext& ctx) {
+  std::vector<Tensor> in = broadcast_inputs(ctx);
+  Tensor out(DType::Bool, in[0].sizes());
+  const bool floating = is_floating(in[0].dtype()) || is_floating(in[1].dtype());
+  auto by_double = compare_doubles(ctx.node.op_type);
+  auto by_int = compare_ints(ctx.node.op_type);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    bool r = floating ? by_double(read_as_double(in[0], i), read_as_double(in[1], i))
+                      : by_int(read_as_int64(in[0], i), read_as_int64(in[1], i));
+    write_from_int64(out, i, r);
+  }
+  return {out};
+}
+
+void require_bool(const InferContext& ctx, size_t i) {
+  if (ctx.input_dtype(i) != DType::Bool) {
+    fail_op(ctx, "input " + std::to_string(i) + " must be bool, got " + std::string(dtype_name(ctx.input_dtype(i))));
+  }
+}
+
+void infer_where(InferContext& ctx) {
+  require_bool(ctx, 0);
+  require_same_dtype(ctx, 2, 1);
+  DType dtype = ctx.input_dtype(1);
+  Shape out =
+      broadcast_or_fail(ctx, broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1)), ctx.input_shape(2));
+  ctx.set_output(0, dtype, out);
+  auto operands = known_operands(ctx, out);
+  if (!operands) return;
+  std::vector<Dim> values;
+  for (size_t i = 0; i < (*operands)[0].size(); ++i) {
+    const Dim& condition = (*operands)[0][i];
+    if (!condition.is_static()) return;
+    values.push_back(condition.value() ? (*operands)[1][i] : (*operands)[2][i]);
+  }
+  set_known_output(ctx, 0, dtype, values);
+}
+
+std::vector<Tensor> fold_where(const FoldContext& ctx) {
+  std::vector<Tensor> in = broadcast_inputs(ctx);
+  Tensor out(in[1].dtype(), in[0].sizes());
+  for (int64_t i = 0; i < out.numel(); ++i) copy_element(read_as_int64(in[0], i) ? in[1] : in[2], i, out, i);
+  return {out};
+}
+
+void infer_not(InferContext& ctx) {
+  require_bool(ctx, 0);
+  ctx.set_output(0, DType::Bool, ctx.input_shape(0));
+}
+
+void infer_logical(InferContext& ctx) {
+  require_bool(ctx, 0);
+  require_bool(ctx, 1);
+  ctx.set_output(0, DType::Bool, broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1)));
+}
+
+std::vector<Tensor> fold_logical(const FoldContext& ctx) {
+  std::vector<Tensor> in = broadcast_inputs(ctx);
+  const std::string& op = ctx.node.op_type;
+  Tensor out(DType::Bool, in[0].sizes());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    bool a = read_as_int64(in[0], i) != 0;
+    bool b = in.size() > 1 && read_as_int64(in[1], i) != 0;
+    bool r = op == "Not" ? !a : op == "And" ? (a && b) : op == "Or" ? (a || b) : (a != b);
+    write_from_int64(out, i, r);
+  }
+  return {out};
+}
+
+}  // namespace
+
+void register_compare_logic_ops(OpRegistry& registry) {
+  for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"}) {
+    registry.add({.op_type = op,
+                  .min_inputs = 2,
+                  .max_inputs = 2,
+                  .input_kinds = {InputKind::NonDifferentiable},
+                  .infer = infer_comparison,
+                  .cost = one_flop_per_output_no_backward,
+                  .fold = fold_comparison});
+  }
+  for (const char* op : {"And", "Or", "Xor"}) {
+    registry.add({.op_type = op,
+                  .min_inputs = 2,
+                  .max_inputs = 2,
+                  .input_kinds = {InputKind::NonDifferentiable},
+                  .infer = infer_logical,
+                  .cost = one_flop_per_output_no_backward,
+                  .fold = fold_logical});
+  }
+  registry.add({.op_type = "Not",
+                .input_kinds = {InputKind::NonDifferentiable},
+                .infer = infer_not,
+                .cost = one_flop_per_output_no_backward,
+                .fold = fold_logical});
+  registry.add({.op_type = "Where",
+                .min_inputs = 3,
+                .max_inputs = 3,
+                .input_kinds = {InputKind::NonDifferentiable, InputKind::Data, InputKind::Data},
+                .infer = infer_where,
+                .cost = one_flop_per_output_no_backward,
+                .fold = fold_where});
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,236 @@
+#include "graph/ops/op_helpers.h"
+
+#include <algorithm>
+
+namespace onnxtrain::op_helpers {
+
+void fail(const InferContext& ctx, const std::string& message) { ctx.fail(ctx.node().op_type + ": " + message); }
+
+static std::string input_label(const InferContext& ctx, size_t i) {
+  return "input " + std::to_string(i) + " ('" + ctx.input(i).name + "')";
+}
+
+void require_numeric(const InferContext& ctx, size_t i) {
+  DType t = ctx.input_dtype(i);
+  if (t == DType::Bool || t == DType::String || t == DType::Complex64 || t == DType::Complex128) {
+    fail(ctx, input_label(ctx, i) + " must be a numeric tensor, got " + std::string(dtype_name(t)));
+  }
+}
+
+void require_floating(const InferContext& ctx, size_t i) {
+  if (!is_floating(ctx.input_dtype(i))) {
+    fail(ctx, input_label(ctx, i) + " must be a floating-point tensor, got " + std::string(dtype_name(ctx.input_dtype(i))));
+  }
+}
+
+void require_integer(const InferContext& ctx, size_t i) {
+  if (!is_integer(ctx.input_dtype(i))) {
+    fail(ctx, input_label(ctx, i) + " must be an integer tensor, got " + std::string(dtype_name(ctx.input_dtype(i))));
+  }
+}
+
+void require_same_dtype(const InferContext& ctx, size_t i, size_t reference) {
+  if (ctx.input_dtype(i) != ctx.input_dtype(reference)) {
+    fail(ctx, input_label(ctx, i) + " is " + std::string(dtype_name(ctx.input_dtype(i))) + " but " +
+                  input_label(ctx, reference) + " is " + std::string(dtype_name(ctx.input_dtype(reference))) +
+                  "; they must have the same type");
+  }
+}
+
+Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b) {
+  auto out = broadcast_shapes(a, b);
+  if (!out) fail(ctx, "cannot broadcast shapes " + a.to_string() + " and " + b.to_string());
+  return *out;
+}
+
+int64_t axis_or_fail(const InferContext& ctx, int64_t axis, const Shape& shape, const char* what) {
+  auto a = normalize_axis(axis, shape.rank());
+  if (!a) {
+    fail(ctx, std::string(what) + " " + std::to_string(axis) + " is out of range for an input of rank " +
+                  std::to_string(shape.rank()) + " (shape " + shape.to_string() + ")");
+  }
+  return *a;
+}
+
+void require_vector_of(const InferContext& ctx, size_t i, const char* what, const Dim& size, const std::string& size_origin) {
+  const Shape& s = ctx.input_shape(i);
+  if (!s.rank_known) return;
+  bool ok = s.rank() == 1 && !(s.dims[0].is_static() && size.is_static() && s.dims[0].value() != size.value());
+  if (!ok) {
+    fail(ctx, std::string(what) + " has shape " + s.to_string() + " but must be (" + size.to_string() + "), " +
+                  size_origin);
+  }
+}
+
+bool is_static_value(const Dim& d, int64_t value) { return d.is_static() && d.value() == value; }
+
+std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out, const std::vector<size_t>& inputs,
+                                              Dim (*combine)(const Dim&, const Dim&)) {
+  if (inputs.empty() || !is_integer(ctx.input_dtype(inputs[0])) || !out.rank_known || out.rank() > 1) return std::nullopt;
+  if (out.rank() == 1 && !out.dims[0].is_static()) return std::nullopt;
+  const size_t length = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
+  if (length > 64) return std::nullopt;
+  std::vector<std::vector<Dim>> values;
+  for (size_t i : inputs) {
+    auto known = ctx.input_known(i);
+    if (!known || (known->size() != length && known->size() != 1)) return std::nullopt;
+    values.push_back(std::move(*known));
+  }
+  std::vector<Dim> result(length);
+  for (size_t j = 0; j < length; ++j) {
+    auto at = [&](size_t k) { return values[k].size() == 1 ? values[k][0] : values[k][j]; };
+    result[j] = at(0);
+    for (size_t k = 1; k < values.size(); ++k) result[j] = combine(result[j], at(k));
+  }
+  return result;
+}
+
+Dim dim_max(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return std::max(a.value(), b.value());
+  return a == b ? a : Dim::unknown();
+}
+
+Dim dim_min(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return std::min(a.value(), b.value());
+  return a == b ? a : Dim::unknown();
+}
+
+Dim dim_div(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return b.value() == 0 ? Dim::unknown() : Dim(a.value() / b.value());
+  return a.divide_exact(b);
+}
+
+Dim dim_pow(const Dim& a, const Dim& b) {
+  if (!a.is_static() || !b.is_static() || b.value() < 0) return is_static_value(b, 1) ? a : Dim::unknown();
+  int64_t r = 1;
+  for (int64_t i = 0; i < b.value(); ++i) r *= a.value();
+  return r;
+}
+
+WindowSpec read_window(const InferContext& ctx, size_t spatial, std::vector<Dim> kernel) {
+  const Node& node = ctx.node();
+  WindowSpec w;
+  w.kernel = std::move(kernel);
+  auto read = [&](const char* name, std::vector<int64_t> fallback, size_t count, int64_t min_value) {
+    std::vector<int64_t> v = node.attr_ints(name, fallback);
+    if (v.size() != count) {
+      fail(ctx, std::string(name) + " has " + std::to_string(v.size()) + " values but the input has " +
+                    std::to_string(spatial) + " spatial dims (expected " + std::to_string(count) + ")");
+    }
+    for (int64_t x : v) {
+      if (x < min_value) fail(ctx, std::string(name) + " must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+    }
+    return v;
+  };
+  w.strides = read("strides", std::vector<int64_t>(spatial, 1), spatial, 1);
+  w.dilations = read("dilations", std::vector<int64_t>(spatial, 1), spatial, 1);
+  w.auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" && w.auto_pad != "VALID") {
+    fail(ctx, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
+  }
+  // As in ONNX's own inference, explicit pads take precedence over auto_pad.
+  if (node.has_attribute("pads")) w.auto_pad = "NOTSET";
+  w.pads = read("pads", std::vector<int64_t>(2 * spatial, 0), 2 * spatial, 0);
+  w.ceil_mode = node.attr_int("ceil_mode", 0) != 0;
+  if (w.kernel.size() != spatial) {
+    fail(ctx, "kernel_shape has " + std::to_string(w.kernel.size()) + " values but the input has " +
+                  std::to_string(spatial) + " spatial dims");
+  }
+  for (const Dim& k : w.kernel) {
+    if (k.is_static() && k.value() < 1) fail(ctx, "kernel sizes must be >= 1, got " + k.to_string());
+  }
+  return w;
+}
+
+Dim window_output_dim(const InferContext& ctx, const Dim& in, size_t axis, const WindowSpec& w) {
+  const int64_t stride = w.strides[axis];
+  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+    if (in.is_static()) return (in.value() + stride - 1) / stride;
+    return in.divide_exact(stride);
+  }
+  const Dim& k = w.kernel[axis];
+  if (!k.is_static()) return Dim::unknown();
+  const int64_t effective = (k.value() - 1) * w.dilations[axis] + 1;
+  const bool valid = w.auto_pad == "VALID";
+  const int64_t pad_begin = valid ? 0 : w.pads[axis];
+  const int64_t pads = valid ? 0 : w.pads[axis] + w.pads[axis + w.kernel.size()];
+  if (!in.is_static()) return stride == 1 && pads + 1 == effective ? in : Dim::unknown();
+  const int64_t span = in.value() + pads - effective;
+  if (span < 0) {
+    fail(ctx, "the window (kernel " + std::to_string(k.value()) + ", dilated to " + std::to_string(effective) +
+                  ") is larger than the padded input (" + std::to_string(in.value() + pads) + ") on spatial axis " +
+                  std::to_string(axis));
+  }
+  const int64_t floor_out = span / stride + 1;
+  if (!w.ceil_mode) return floor_out;
+  // The extra ceil-mode window must start inside the input or its leading padding (PyTorch, ONNX 1.16+).
+  int64_t out = (span + stride - 1) / stride + 1;
+  if (out > floor_out && (out - 1) * stride >= in.value() + pad_begin) --out;
+  return out;
+}
+
+int64_t kernel_volume(const std::vector<Dim>& kernel) {
+  int64_t v = 1;
+  for (const Dim& k : kernel) {
+    if (!k.is_static()) return 0;
+    v *= k.value();
+  }
+  return v;
+}
+
+SoftmaxAxes softmax_axes(const Node& node, int64_t rank) {
+  const bool coerced = node.opset < 13;
+  int64_t axis = node.attr_int("axis", coerced ? 1 : -1);
+  axis = normalize_axis(axis, rank).value_or(0);
+  return {axis, coerced ? rank - 1 : axis};
+}
+
+bool batch_norm_training(const Node& node) {
+  if (node.opset >= 14) return node.attr_int("training_mode", 0) != 0;
+  return std::count_if(node.outputs.begin() + std::min<size_t>(1, node.outputs.size()), node.outputs.end(),
+                       [](ValueId v) { return v.valid(); }) > 0;
+}
+
+void fold_fail(const FoldContext& ctx, const std::string& message) {
+  throw Error(ctx.node.op_type + ": " + message).at_node(ctx.node.name, ctx.node.op_type, ctx.node.domain, ctx.node.opset);
+}
+
+std::vector<int64_t> broadcast_sizes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    ONNXTRAIN_CHECK(da == db || da == 1 || db == 1, "folding shapes that do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> broadcast_source_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  const size_t rank = out.size();
+  ONNXTRAIN_CHECK(in.size() <= rank, "broadcast source has a higher rank than the result");
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = in.size(); i-- > 0;) {
+    strides[i + rank - in.size()] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  int64_t total = 1;
+  for (int64_t s : out) total *= s;
+  std::vector<int64_t> index(static_cast<size_t>(total));
+  std::vector<int64_t> counter(rank, 0);
+  int64_t source = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    index[static_cast<size_t>(n)] = source;
+    for (size_t d = rank; d-- > 0;) {  // odometer increment
+      source += strides[d];
+      if (++counter[d] < out[d]) break;
+      source -= strides[d] * counter[d];
+      counter[d] = 0;
+    }
+  }
+  return index;
+}
+
+}  // namespace onnxtrain::op_helpers
