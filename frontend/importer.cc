@@ -69,7 +69,7 @@ OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
   OnnxValueInfos infos;
   auto add = [&](const onnx::ValueInfoProto& vi) {
     if (!vi.type().has_tensor_type()) return;
-    infos[vi.name()] = {dtype_from_onnx(vi.type().tensor_type().elem_type()), shape_from_type(vi.type())};
+    infos[vi.name()] = {dtype_from_onnx_code(vi.type().tensor_type().elem_type()), shape_from_type(vi.type())};
   };
   for (const auto& vi : model.graph().value_info()) add(vi);
   for (const auto& vi : model.graph().output()) add(vi);

@@ -88,7 +88,7 @@ Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> bat
       if (batch) bindings[symbol] = *batch;
     }
     ValueId id = graph.add_value({.name = input.name(),
-                                  .dtype = dtype_from_onnx(input.type().tensor_type().elem_type()),
+                                  .dtype = dtype_from_onnx_code(input.type().tensor_type().elem_type()),
                                   .shape = shape.bind(bindings),
                                   .role = ValueRole::Input});
     by_name[input.name()] = id;

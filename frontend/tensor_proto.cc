@@ -10,29 +10,6 @@
 
 namespace onnxtrain {
 
-DType dtype_from_onnx(int32_t onnx_type) {
-  using P = onnx::TensorProto;
-  switch (onnx_type) {
-    case P::FLOAT: return DType::Float32;
-    case P::DOUBLE: return DType::Float64;
-    case P::FLOAT16: return DType::Float16;
-    case P::BFLOAT16: return DType::BFloat16;
-    case P::INT8: return DType::Int8;
-    case P::UINT8: return DType::UInt8;
-    case P::INT16: return DType::Int16;
-    case P::UINT16: return DType::UInt16;
-    case P::INT32: return DType::Int32;
-    case P::UINT32: return DType::UInt32;
-    case P::INT64: return DType::Int64;
-    case P::UINT64: return DType::UInt64;
-    case P::BOOL: return DType::Bool;
-    case P::STRING: return DType::String;
-    case P::COMPLEX64: return DType::Complex64;
-    case P::COMPLEX128: return DType::Complex128;
-    default: return DType::Undefined;
-  }
-}
-
 // Copies typed repeated fields into the tensor, narrowing as the ONNX spec stores them (int32_data
 // holds int8/int16/uint8/uint16/bool/float16/bfloat16 too, one element per entry).
 template <typename Out, typename Field>
@@ -47,7 +24,7 @@ static void copy_field(const Field& field, Tensor& t, const char* what) {
 
 Tensor tensor_from_proto(const onnx::TensorProto& proto) {
   const std::string& name = proto.name();
-  DType dtype = dtype_from_onnx(proto.data_type());
+  DType dtype = dtype_from_onnx_code(proto.data_type());
   if (dtype == DType::Undefined || dtype == DType::String || dtype == DType::Complex64 ||
       dtype == DType::Complex128) {
     throw Error("initializer '" + name + "' has data type " + std::to_string(proto.data_type()) +

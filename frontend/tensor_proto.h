@@ -7,7 +7,6 @@
 
 namespace onnxtrain {
 
-DType dtype_from_onnx(int32_t onnx_type);
 // The tensor's data; raw_data or typed fields. External data must have been loaded already.
 Tensor tensor_from_proto(const onnx::TensorProto& proto);
 

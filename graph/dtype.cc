@@ -1,5 +1,7 @@
 #include "graph/dtype.h"
 
+#include <iterator>
+
 namespace onnxtrain {
 
 std::size_t dtype_size(DType type) {
@@ -47,6 +49,15 @@ bool is_integer(DType type) {
     case DType::Int32: case DType::UInt32: case DType::Int64: case DType::UInt64: return true;
     default: return false;
   }
+}
+
+DType dtype_from_onnx_code(int64_t code) {
+  // In code order: 0 = UNDEFINED, 1 = FLOAT, ... 16 = BFLOAT16.
+  constexpr DType kByCode[] = {DType::Undefined, DType::Float32,  DType::UInt8,     DType::Int8,   DType::UInt16,
+                               DType::Int16,     DType::Int32,    DType::Int64,     DType::String, DType::Bool,
+                               DType::Float16,   DType::Float64,  DType::UInt32,    DType::UInt64, DType::Complex64,
+                               DType::Complex128, DType::BFloat16};
+  return code >= 0 && code < static_cast<int64_t>(std::size(kByCode)) ? kByCode[code] : DType::Undefined;
 }
 
 }  // namespace onnxtrain

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace onnxtrain {
@@ -30,5 +31,7 @@ std::size_t dtype_size(DType type);  // bytes per element; 0 for Undefined/Strin
 std::string_view dtype_name(DType type);  // "float32", "int64", ...
 bool is_floating(DType type);
 bool is_integer(DType type);  // signed or unsigned integers, not bool
+// ONNX's TensorProto::DataType code (as models store it, also in Cast's `to`); Undefined when unknown.
+DType dtype_from_onnx_code(int64_t code);
 
 }  // namespace onnxtrain

@@ -12,24 +12,19 @@ namespace {
 
 using namespace shape_ops;
 
-// ONNX TensorProto::DataType codes, in code order (0 = UNDEFINED).
-constexpr DType kOnnxTypes[] = {DType::Undefined,  DType::Float32, DType::UInt8,  DType::Int8,   DType::UInt16,
-                                DType::Int16,      DType::Int32,   DType::Int64,  DType::String, DType::Bool,
-                                DType::Float16,    DType::Float64, DType::UInt32, DType::UInt64, DType::Complex64,
-                                DType::Complex128, DType::BFloat16};
 constexpr const char* kOnnxTypeNames[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
                                           "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
                                           "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
 
 // The `to` attribute of Cast as a DType; Undefined when absent or not a type onnxtrain knows.
 DType cast_target(const Node& node) {
-  constexpr int64_t count = std::size(kOnnxTypes);
+  constexpr int64_t count = std::size(kOnnxTypeNames);
   if (node.has_attribute("to")) {
     int64_t code = node.attr_int("to", 0);
     std::string name = node.attr_string("to", "");
     for (int64_t i = 0; i < count && !name.empty(); ++i)
       if (name == kOnnxTypeNames[i]) code = i;
-    if (code > 0 && code < count) return kOnnxTypes[code];
+    return dtype_from_onnx_code(code);
   }
   return DType::Undefined;
 }
