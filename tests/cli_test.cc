@@ -1,0 +1,71 @@
+// The `onnxtrain` binary as a user runs it: exit codes (0 ok, 1 user error, 2 bad usage), one clear
+// error line, and `inspect --json` as one parseable document.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct CliRun {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+CliRun run(const std::string& args) {
+  std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+TEST(Cli, InspectPrintsTheModel) {
+  CliRun r = run("inspect " + kModels + "cnn_opset17.onnx");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* fragment : {"(batch,1,28,28)", "Conv", "52138 trainable", "FLOPs per sample", "cannot train yet"})
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << fragment << " missing in:\n" << r.output;
+}
+
+TEST(Cli, InspectJsonIsOneDocument) {
+  CliRun r = run("inspect --json --batch 8 " + kModels + "resnet_opset17.onnx");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(doc["batch"], 8);
+  EXPECT_EQ(doc["totals"]["trainable_parameters"], 19994);
+  EXPECT_EQ(doc["totals"]["state_elements"], 288);
+  EXPECT_EQ(doc["inputs"][0]["shape"], "(8,3,32,32)");
+  EXPECT_GT(doc["totals"]["training_flops_per_sample"].get<double>(), doc["totals"]["forward_flops_per_sample"].get<double>());
+  EXPECT_TRUE(doc["untrainable_ops"].empty());
+}
+
+TEST(Cli, UserErrorsExitOneWithTheFile) {
+  CliRun r = run("inspect /nonexistent/model.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/model.onnx: no such file"), std::string::npos) << r.output;
+  r = run("inspect " + kModels + "fixtures.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("not an ONNX model"), std::string::npos) << r.output;
+}
+
+TEST(Cli, BadUsageExitsTwo) {
+  EXPECT_EQ(run("").exit_code, 2);
+  EXPECT_EQ(run("inspect").exit_code, 2);
+  EXPECT_EQ(run("inspect --batch 0 " + kModels + "cnn_opset17.onnx").exit_code, 2);
+  EXPECT_EQ(run("frobnicate").exit_code, 2);
+}
+
+TEST(Cli, HelpExitsZero) {
+  CliRun r = run("inspect --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--batch"), std::string::npos);
+  EXPECT_EQ(run("version").exit_code, 0);
+}
+
+}  // namespace
