@@ -30,10 +30,18 @@ void make_constant(Graph& graph, ValueId id, Tensor data) {
 bool fold_with_evaluator(Graph& graph, NodeId id, const OpSchema& schema) {
   const Node& node = graph.node(id);
   if (!schema.fold) return false;
-  for (ValueId in : node.inputs)
-    if (!is_constant(graph, in)) return false;
+  auto type_only = [&](size_t i) {
+    return std::find(schema.type_only_inputs.begin(), schema.type_only_inputs.end(), i) != schema.type_only_inputs.end();
+  };
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (!type_only(i) && !is_constant(graph, node.inputs[i])) return false;
   FoldContext ctx{node, {}, {}};
-  for (ValueId in : node.inputs) ctx.inputs.push_back(in.valid() ? *graph.value(in).data : Tensor());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    ValueId in = node.inputs[i];
+    if (!in.valid()) ctx.inputs.emplace_back();
+    else if (type_only(i)) ctx.inputs.emplace_back(graph.value(in).dtype, std::vector<int64_t>{0});
+    else ctx.inputs.push_back(*graph.value(in).data);
+  }
   for (ValueId out : node.outputs) ctx.output_shapes.push_back(out.valid() ? graph.value(out).shape : Shape());
   std::vector<Tensor> results = schema.fold(ctx);
   if (results.empty()) return false;  // the evaluator declined (e.g. float16 math)

@@ -93,6 +93,9 @@ struct OpSchema {
   OpCost (*cost)(const CostContext&) = nullptr;  // nullptr: one FLOP per output element, twice in backward
   // Constant evaluator; nullptr: never folded. Returns one tensor per output, or nothing to decline.
   std::vector<Tensor> (*fold)(const FoldContext&) = nullptr;
+  // Inputs the op reads only for their dtype (CastLike's second): folding does not need them constant
+  // and sees an empty tensor of that dtype.
+  std::vector<size_t> type_only_inputs;
 
   InputKind input_kind(size_t i) const;
 };

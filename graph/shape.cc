@@ -123,7 +123,10 @@ Shape Shape::bind(const SymbolBindings& bindings) const {
 std::string Shape::to_string() const {
   if (!rank_known) return "(?)";
   std::string text = "(";
-  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + dims[i].to_string();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) text += ',';
+    text += dims[i].to_string();
+  }
   return text + ")";
 }
 

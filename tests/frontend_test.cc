@@ -155,3 +155,17 @@ TEST(Frontend, TransformerShapeChainsFold) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Frontend, DynamoZeroBiasChainsFold) {
+  // The dynamo exporter gives bias-free convs a computed zero bias: Expand(CastLike(0, W), Shape(W)[0:1]).
+  // It folds to a constant (never a trained parameter: PyTorch has no such bias).
+  const Graph g = import_model(kModels + "resnet_dynamo.onnx").graph;
+  for (NodeId n : g.order()) {
+    const std::string& op = g.node(n).op_type;
+    EXPECT_TRUE(op != "Expand" && op != "CastLike") << g.node(n).name << " (" << op << ") was not folded";
+  }
+}
+
+}  // namespace

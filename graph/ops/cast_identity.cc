@@ -90,7 +90,8 @@ void register_cast_identity_ops(OpRegistry& registry) {
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable},
                 .infer = infer_cast_like,
                 .cost = no_flops,
-                .fold = fold_cast_like});
+                .fold = fold_cast_like,
+                .type_only_inputs = {1}});
   registry.add({.op_type = "Identity",
                 .input_kinds = {InputKind::Data},
                 .infer = infer_identity,
