@@ -54,7 +54,9 @@ TEST_P(Fixture, LoadsWithPyTorchParameterCounts) {
 
   // Every node's outputs have a known rank and, with the batch bound, static sizes.
   ModelSummary bound = summarize_model(model.graph, 4);
-  for (const auto& n : bound.nodes) EXPECT_TRUE(n.output_shape.is_static()) << file << ": " << n.name << " " << n.output_shape.to_string();
+  for (const auto& n : bound.nodes) {
+    EXPECT_TRUE(n.output_shape.is_static()) << file << ": " << n.name << " " << n.output_shape.to_string();
+  }
   EXPECT_GT(bound.forward_flops, 0);
   // Ops on weights alone (a Transpose of W inside a function) do not scale with the batch; the rest does.
   EXPECT_GT(bound.forward_flops, 3.9 * s.forward_flops) << "FLOPs must scale with the batch";
@@ -150,7 +152,9 @@ TEST(Frontend, TransformerShapeChainsFold) {
   for (NodeId n : symbolic.graph.order()) {
     const Node& node = symbolic.graph.node(n);
     for (ValueId out : node.outputs)
-      if (out.valid()) EXPECT_TRUE(symbolic.graph.value(out).shape.rank_known) << node.name;
+      if (out.valid()) {
+        EXPECT_TRUE(symbolic.graph.value(out).shape.rank_known) << node.name;
+      }
   }
 }
 
