@@ -14,8 +14,8 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
   ModelSummary s;
   s.info = graph.info;
   s.batch = batch;
-  SymbolBindings bindings;
-  for (const std::string& symbol : graph.info.batch_symbols) bindings[symbol] = batch;
+  for (const std::string& symbol : graph.info.batch_symbols) s.bindings[symbol] = batch;
+  const SymbolBindings& bindings = s.bindings;
 
   for (ValueId id : graph.inputs) s.inputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
   for (ValueId id : graph.outputs) s.outputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
@@ -41,7 +41,7 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
     const Node& node = graph.node(id);
     NodeSummary n{.name = node.name, .op_type = node.op_type, .domain = node.domain};
     ++s.op_histogram[op_label(node)];
-    if (!node.outputs.empty() && node.outputs[0].valid()) n.output_shape = graph.value(node.outputs[0]).shape.bind(bindings);
+    if (!node.outputs.empty() && node.outputs[0].valid()) n.output_shape = graph.value(node.outputs[0]).shape;
     for (ValueId in : node.inputs) {
       if (in.valid() && graph.value(in).role == ValueRole::Parameter && counted.insert(in).second) {
         n.parameters += graph.value(in).data->numel();

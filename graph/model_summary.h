@@ -24,7 +24,7 @@ struct NodeSummary {
   std::string name;
   std::string op_type;
   std::string domain;
-  Shape output_shape;            // of the first output, bound to the batch
+  Shape output_shape;            // of the first output, as the graph has it (symbolic batch kept)
   int64_t parameters = 0;        // elements of the parameters this node is the first user of
   double forward_flops = 0;
   double backward_flops = 0;
@@ -35,6 +35,7 @@ struct NodeSummary {
 struct ModelSummary {
   ModelInfo info;
   int64_t batch = 1;
+  SymbolBindings bindings;  // the batch symbols bound to `batch`, as the costs use them
   std::vector<TensorSummary> inputs, outputs;
   std::map<std::string, int> op_histogram;  // "Conv", or "domain.Op" outside ai.onnx
   std::vector<NodeSummary> nodes;

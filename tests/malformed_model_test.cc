@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <random>
 
 #include "frontend/importer.h"
@@ -93,6 +94,35 @@ TEST_F(MalformedModel, TruncatedRealModel) {
     std::string path = write("truncated.onnx", bytes.substr(0, cut));
     EXPECT_THROW(import_model(path), Error) << "cut at " << cut;
   }
+}
+
+TEST_F(MalformedModel, MutatedModelsNeverCrash) {
+  // Random byte flips in real exports: each must load or end in onnxtrain::Error, never anything else.
+  // ONNXTRAIN_FUZZ_TRIALS raises the count for a longer local run (the default keeps CI fast).
+  const int kTrials = std::getenv("ONNXTRAIN_FUZZ_TRIALS") ? std::atoi(std::getenv("ONNXTRAIN_FUZZ_TRIALS")) : 60;
+  std::mt19937 rng(11);
+  int accepted = 0, refused = 0;
+  for (const char* fixture : {"cnn_opset17.onnx", "transformer_opset13.onnx", "transformer_dynamo.onnx"}) {
+    std::ifstream in(std::string(ONNXTRAIN_SOURCE_DIR) + "/models/" + fixture, std::ios::binary);
+    ASSERT_TRUE(in) << fixture;
+    const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (int trial = 0; trial < kTrials; ++trial) {
+      std::string bytes = original;
+      for (int flips = 1 + static_cast<int>(rng() % 8); flips > 0; --flips) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+      std::string path = write("mutated.onnx", bytes);
+      try {
+        import_model(path);
+        ++accepted;  // a flip inside weight data changes nothing structural
+      } catch (const Error& e) {
+        ++refused;
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << fixture << " trial " << trial << ": not an onnxtrain::Error: " << e.what();
+      }
+    }
+  }
+  std::printf("mutated models: %d accepted, %d refused with an error\n", accepted, refused);
+  EXPECT_GT(refused, 0);
 }
 
 TEST_F(MalformedModel, NodeWithMissingInput) {
