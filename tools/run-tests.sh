@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, step 2: install the dependencies, build the Release preset and run the whole test suite
-# (all but the `bench` label), then build the ASan+UBSan preset and run the `malformed` tests under it.
+# (all but the `bench` label), then build the ASan+UBSan preset and run the same tests under it
+# (the `malformed` label feeds hostile model files).
 # This is what CI runs (.ci/run). Honours CI=true (no prompts) and ONNXTRAIN_JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,7 +14,7 @@ cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
-echo "== asan: malformed inputs under AddressSanitizer + UndefinedBehaviorSanitizer"
+echo "== asan: every test (malformed inputs among them) under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
