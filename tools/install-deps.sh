@@ -3,7 +3,7 @@
 # package is already installed it changes nothing and needs no network. Runs as root, or through sudo.
 #
 #   tools/install-deps.sh              # build + test dependencies
-#   tools/install-deps.sh --fixtures   # also Debian's PyTorch and ONNX for models/make_fixtures.py
+#   tools/install-deps.sh --fixtures   # also Debian's PyTorch, torchvision and ONNX for models/make_fixtures.py and models/zoo/make_zoo.py
 #   tools/install-deps.sh --yes        # never ask (also implied by CI=true or no terminal on stdin)
 #   tools/install-deps.sh --list       # print the package list and exit
 set -euo pipefail
@@ -19,7 +19,7 @@ packages=(
   python3
 )
 # Only for regenerating the ONNX fixtures in models/; never needed to build or test.
-fixture_packages=(python3-torch python3-onnx)
+fixture_packages=(python3-torch python3-torchvision python3-onnx)
 
 assume_yes=false
 list_only=false
