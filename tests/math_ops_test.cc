@@ -6,6 +6,7 @@
 
 #include "graph/graph.h"
 #include "graph/op_schema.h"
+#include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 
 using namespace onnxtrain;

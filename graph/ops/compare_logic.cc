@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -11,21 +12,8 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
-
-// Pairs of known elements under 0-D/1-D broadcasting; nullopt when an input is not known.
-std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& ctx, const Shape& out) {
-  if (!out.rank_known || out.rank() > 1 || (out.rank() == 1 && !out.dims[0].is_static())) return std::nullopt;
-  const size_t n = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
-  std::vector<std::vector<Dim>> operands;
-  for (size_t i = 0; i < ctx.input_count(); ++i) {
-    auto known = ctx.input_known(i);
-    if (!known || (known->size() != 1 && known->size() != n)) return std::nullopt;
-    if (known->size() == 1) known->resize(n, known->front());
-    operands.push_back(std::move(*known));
-  }
-  return operands;
-}
 
 // a == b for known shape values: nullopt when it depends on what a symbol is bound to.
 std::optional<bool> known_equal(const Dim& a, const Dim& b) {
@@ -42,7 +30,7 @@ void infer_comparison(InferContext& ctx) {
   Shape out = broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1));
   ctx.set_output(0, DType::Bool, out);
   if (ctx.node().op_type != "Equal") return;
-  auto operands = known_operands(ctx, out);
+  auto operands = known_operands(ctx, out, {0, 1});
   if (!operands) return;
   std::vector<Dim> values;
   for (size_t i = 0; i < (*operands)[0].size(); ++i) {
@@ -67,21 +55,6 @@ std::function<bool(int64_t, int64_t)> compare_ints(const std::string& op) {
   if (op == "LessOrEqual") return std::less_equal<int64_t>();
   if (op == "Greater") return std::greater<int64_t>();
   return std::greater_equal<int64_t>();
-}
-
-// The inputs broadcast to the output sizes.
-std::vector<Tensor> broadcast_inputs(const FoldContext& ctx) {
-  std::vector<int64_t> sizes;
-  for (const Tensor& t : ctx.inputs) {
-    auto s = broadcast_sizes(sizes, t.sizes());
-    if (!s)
-      fail_fold(ctx,
-                "input shapes " + ints_to_string(sizes) + " and " + ints_to_string(t.sizes()) + " cannot broadcast");
-    sizes = *s;
-  }
-  std::vector<Tensor> expanded;
-  for (const Tensor& t : ctx.inputs) expanded.push_back(broadcast_to(t, sizes));
-  return expanded;
 }
 
 std::vector<Tensor> fold_comparison(const FoldContext& ctx) {
@@ -111,7 +84,7 @@ void infer_where(InferContext& ctx) {
   Shape out =
       broadcast_or_fail(ctx, broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1)), ctx.input_shape(2));
   ctx.set_output(0, dtype, out);
-  auto operands = known_operands(ctx, out);
+  auto operands = known_operands(ctx, out, {0, 1, 2});
   if (!operands) return;
   std::vector<Dim> values;
   for (size_t i = 0; i < (*operands)[0].size(); ++i) {
@@ -162,7 +135,7 @@ void register_compare_logic_ops(OpRegistry& registry) {
                   .max_inputs = 2,
                   .input_kinds = {InputKind::NonDifferentiable},
                   .infer = infer_comparison,
-                  .cost = one_flop_per_output_no_backward,
+                  .cost = flops_per_output_element<1, 0>,
                   .fold = fold_comparison});
   }
   for (const char* op : {"And", "Or", "Xor"}) {
@@ -171,20 +144,20 @@ void register_compare_logic_ops(OpRegistry& registry) {
                   .max_inputs = 2,
                   .input_kinds = {InputKind::NonDifferentiable},
                   .infer = infer_logical,
-                  .cost = one_flop_per_output_no_backward,
+                  .cost = flops_per_output_element<1, 0>,
                   .fold = fold_logical});
   }
   registry.add({.op_type = "Not",
                 .input_kinds = {InputKind::NonDifferentiable},
                 .infer = infer_not,
-                .cost = one_flop_per_output_no_backward,
+                .cost = flops_per_output_element<1, 0>,
                 .fold = fold_logical});
   registry.add({.op_type = "Where",
                 .min_inputs = 3,
                 .max_inputs = 3,
                 .input_kinds = {InputKind::NonDifferentiable, InputKind::Data, InputKind::Data},
                 .infer = infer_where,
-                .cost = one_flop_per_output_no_backward,
+                .cost = flops_per_output_element<1, 0>,
                 .fold = fold_where});
 }
 

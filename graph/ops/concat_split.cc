@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -12,6 +13,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 int64_t concat_axis_attribute(const Node& node) {

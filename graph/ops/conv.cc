@@ -25,14 +25,12 @@ std::optional<ConvInputs> read_conv_inputs(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
   const int64_t group = ctx.node().attr_int("group", 1);
-  if (group < 1) fail(ctx, "group must be >= 1, got " + std::to_string(group));
+  if (group < 1) fail_op(ctx, "group must be >= 1, got " + std::to_string(group));
   if (!x.rank_known) return std::nullopt;
-  if (x.rank() < 3) {
-    fail(ctx, "input must be (N,C,D1,...) with at least one spatial dim, got shape " + x.to_string());
-  }
+  require_spatial_input(ctx, x);
   if (w.rank_known && w.rank() != x.rank()) {
-    fail(ctx, "weight has shape " + w.to_string() + " but the input has shape " + x.to_string() +
-                  "; the weight needs as many dims as the input");
+    fail_op(ctx, "weight has shape " + w.to_string() + " but the input has shape " + x.to_string() +
+                     "; the weight needs as many dims as the input");
   }
   return ConvInputs{x, w, static_cast<size_t>(x.rank() - 2), group};
 }
@@ -44,12 +42,13 @@ std::vector<Dim> read_kernel(const InferContext& ctx, const ConvInputs& in) {
   if (!ctx.node().has_attribute("kernel_shape")) return kernel;
   const std::vector<int64_t> attr = ctx.node().attr_ints("kernel_shape");
   if (attr.size() != in.spatial) {
-    fail(ctx, "kernel_shape has " + std::to_string(attr.size()) + " values but the input has " +
-                  std::to_string(in.spatial) + " spatial dims");
+    fail_op(ctx, "kernel_shape has " + std::to_string(attr.size()) + " values but the input has " +
+                     std::to_string(in.spatial) + " spatial dims");
   }
   for (size_t i = 0; i < in.spatial; ++i) {
     if (kernel[i].is_static() && kernel[i].value() != attr[i]) {
-      fail(ctx, "kernel_shape " + Shape::of(attr).to_string() + " does not match the weight's shape " + in.w.to_string());
+      fail_op(ctx,
+              "kernel_shape " + Shape::of(attr).to_string() + " does not match the weight's shape " + in.w.to_string());
     }
     kernel[i] = attr[i];
   }
@@ -72,12 +71,12 @@ void infer_conv(InferContext& ctx) {
   const Dim out_channels = w.rank_known ? w.dims[0] : Dim::unknown();
   if (channels.is_static() && per_group.is_static() && channels.value() != per_group.value() * in->group) {
     std::string grouping = in->group == 1 ? "" : " (group=" + std::to_string(in->group) + ", so " + std::to_string(per_group.value() * in->group) + " in all)";
-    fail(ctx, "weight has " + per_group.to_string() + " input channels per group" + grouping + " but input has " +
-                  channels.to_string() + " channels (shape " + x.to_string() + ")");
+    fail_op(ctx, "weight has " + per_group.to_string() + " input channels per group" + grouping + " but input has " +
+                     channels.to_string() + " channels (shape " + x.to_string() + ")");
   }
   if (out_channels.is_static() && out_channels.value() % in->group != 0) {
-    fail(ctx, "weight has " + out_channels.to_string() + " output channels, which group=" + std::to_string(in->group) +
-                  " does not divide");
+    fail_op(ctx, "weight has " + out_channels.to_string() +
+                     " output channels, which group=" + std::to_string(in->group) + " does not divide");
   }
   check_bias(ctx, out_channels, w);
   WindowSpec window = read_window(ctx, in->spatial, read_kernel(ctx, *in));
@@ -99,8 +98,8 @@ Dim transposed_dim(const InferContext& ctx, const Dim& in, size_t axis, const Wi
   if (!in.is_static()) return offset == 0 ? in * Dim(stride) : Dim::unknown();
   const int64_t out = stride * in.value() + offset;
   if (out < 1) {
-    fail(ctx, "the output size on spatial axis " + std::to_string(axis) + " would be " + std::to_string(out) +
-                  "; pads are larger than the transposed window");
+    fail_op(ctx, "the output size on spatial axis " + std::to_string(axis) + " would be " + std::to_string(out) +
+                     "; pads are larger than the transposed window");
   }
   return out;
 }
@@ -113,8 +112,8 @@ void infer_conv_transpose(InferContext& ctx) {
   const Dim channels = x.dims[1];
   const Dim weight_in = w.rank_known ? w.dims[0] : Dim::unknown();
   if (channels.is_static() && weight_in.is_static() && channels.value() != weight_in.value()) {
-    fail(ctx, "weight has " + weight_in.to_string() + " input channels but input has " + channels.to_string() +
-                  " channels (shape " + x.to_string() + "); a ConvTranspose weight is (C, M/group, k1, ...)");
+    fail_op(ctx, "weight has " + weight_in.to_string() + " input channels but input has " + channels.to_string() +
+                     " channels (shape " + x.to_string() + "); a ConvTranspose weight is (C, M/group, k1, ...)");
   }
   const Dim out_channels = w.rank_known ? w.dims[1] * Dim(in->group) : Dim::unknown();
   check_bias(ctx, out_channels, w);
@@ -122,16 +121,16 @@ void infer_conv_transpose(InferContext& ctx) {
   const Node& node = ctx.node();
   const std::vector<int64_t> output_padding = node.attr_ints("output_padding", std::vector<int64_t>(in->spatial, 0));
   if (output_padding.size() != in->spatial) {
-    fail(ctx, "output_padding has " + std::to_string(output_padding.size()) + " values but the input has " +
-                  std::to_string(in->spatial) + " spatial dims");
+    fail_op(ctx, "output_padding has " + std::to_string(output_padding.size()) + " values but the input has " +
+                     std::to_string(in->spatial) + " spatial dims");
   }
   Shape out({x.dims[0], out_channels});
   if (node.has_attribute("output_shape")) {
     // The spatial sizes, or (as ONNX Runtime also accepts) the whole shape: take the trailing ones.
     const std::vector<int64_t> given = node.attr_ints("output_shape");
     if (given.size() != in->spatial && given.size() != in->spatial + 2) {
-      fail(ctx, "output_shape has " + std::to_string(given.size()) + " values but the input has " +
-                    std::to_string(in->spatial) + " spatial dims");
+      fail_op(ctx, "output_shape has " + std::to_string(given.size()) + " values but the input has " +
+                       std::to_string(in->spatial) + " spatial dims");
     }
     for (size_t i = given.size() - in->spatial; i < given.size(); ++i) out.dims.emplace_back(given[i]);
   } else {

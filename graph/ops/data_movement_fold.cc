@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-namespace onnxtrain::shape_ops {
+namespace onnxtrain::op_helpers {
 
 namespace {
 
@@ -73,35 +73,25 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& sizes) {
   return strides;
 }
 
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, size_t out_rank) {
+  std::vector<int64_t> in_strides = row_major_strides(in), strides(out_rank, 0);
+  size_t lead = out_rank - in.size();
+  for (size_t k = 0; k < in.size(); ++k) strides[lead + k] = in[k] == 1 ? 0 : in_strides[k];
+  return strides;
+}
+
 Tensor strided_copy(const Tensor& src, const std::vector<int64_t>& out_sizes, int64_t base,
                     const std::vector<int64_t>& src_strides) {
   Tensor out(src.dtype(), out_sizes);
-  const int64_t n = out.numel();
-  if (n == 0) return out;
   const size_t element = dtype_size(src.dtype());
-  const size_t rank = out_sizes.size();
-  std::vector<int64_t> index(rank, 0);
-  int64_t offset = base;
-  for (int64_t linear = 0; linear < n; ++linear) {
+  for_each_strided(out_sizes, base, src_strides, [&](int64_t linear, int64_t offset) {
     std::memcpy(out.raw() + linear * element, src.raw() + offset * element, element);
-    for (size_t k = rank; k-- > 0;) {
-      if (++index[k] < out_sizes[k]) {
-        offset += src_strides[k];
-        break;
-      }
-      offset -= src_strides[k] * (out_sizes[k] - 1);
-      index[k] = 0;
-    }
-  }
+  });
   return out;
 }
 
 Tensor broadcast_to(const Tensor& src, const std::vector<int64_t>& out_sizes) {
-  const auto& in = src.sizes();
-  std::vector<int64_t> in_strides = row_major_strides(in), strides(out_sizes.size(), 0);
-  size_t lead = out_sizes.size() - in.size();
-  for (size_t k = 0; k < in.size(); ++k) strides[lead + k] = in[k] == 1 ? 0 : in_strides[k];
-  return strided_copy(src, out_sizes, 0, strides);
+  return strided_copy(src, out_sizes, 0, broadcast_strides(src.sizes(), out_sizes.size()));
 }
 
 std::optional<std::vector<int64_t>> broadcast_sizes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -266,4 +256,4 @@ Tensor tensor_from_int64(DType dtype, const std::vector<int64_t>& sizes, const s
   return out;
 }
 
-}  // namespace onnxtrain::shape_ops
+}  // namespace onnxtrain::op_helpers

@@ -10,21 +10,13 @@ namespace {
 using namespace op_helpers;
 
 void check_ratio(const InferContext& ctx, double ratio) {
-  if (!(ratio >= 0 && ratio < 1)) fail(ctx, "ratio must be in [0, 1), got " + std::to_string(ratio));
-}
-
-void require_scalar(const InferContext& ctx, size_t input, const char* what) {
-  const Shape& s = ctx.input_shape(input);
-  auto numel = s.numel();
-  if (s.rank_known && !(s.rank() == 0 || (numel && *numel == 1))) {
-    fail(ctx, std::string(what) + " must be a scalar, got shape " + s.to_string());
-  }
+  if (!(ratio >= 0 && ratio < 1)) fail_op(ctx, "ratio must be in [0, 1), got " + std::to_string(ratio));
 }
 
 void infer_dropout(InferContext& ctx) {
   require_floating(ctx, 0);
   if (ctx.opset() < 12) {
-    if (ctx.has_input(1) || ctx.has_input(2)) fail(ctx, "ratio is an attribute before opset 12, not an input");
+    if (ctx.has_input(1) || ctx.has_input(2)) fail_op(ctx, "ratio is an attribute before opset 12, not an input");
     check_ratio(ctx, ctx.node().attr_float("ratio", 0.5));
   } else {
     if (ctx.has_input(1)) {
@@ -34,7 +26,7 @@ void infer_dropout(InferContext& ctx) {
     }
     if (ctx.has_input(2)) {
       if (ctx.input_dtype(2) != DType::Bool) {
-        fail(ctx, "training_mode must be bool, got " + std::string(dtype_name(ctx.input_dtype(2))));
+        fail_op(ctx, "training_mode must be bool, got " + std::string(dtype_name(ctx.input_dtype(2))));
       }
       require_scalar(ctx, 2, "training_mode");
     }
@@ -42,11 +34,6 @@ void infer_dropout(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   ctx.set_output(0, ctx.input_dtype(0), x);
   ctx.set_output(1, ctx.opset() < 10 ? ctx.input_dtype(0) : DType::Bool, x);
-}
-
-OpCost dropout_cost(const CostContext& ctx) {
-  const double n = static_cast<double>(ctx.input_numel(0));
-  return {n, n};
 }
 
 }  // namespace
@@ -59,7 +46,7 @@ void register_dropout_op(OpRegistry& registry) {
                 .max_outputs = 2,
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable, InputKind::NonDifferentiable},
                 .infer = &infer_dropout,
-                .cost = &dropout_cost});
+                .cost = &flops_per_input_element<1, 1>});
 }
 
 }  // namespace onnxtrain

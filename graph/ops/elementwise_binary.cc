@@ -4,6 +4,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 
@@ -14,7 +15,7 @@ using namespace op_helpers;
 
 struct AddOp {
   static constexpr const char* name = "Add";
-  static constexpr double backward_per_element = 1;
+  static constexpr int backward_per_element = 1;
   static Dim dims(const Dim& a, const Dim& b) { return a + b; }
   template <typename T>
   static T apply(const FoldContext&, T a, T b) { return a + b; }
@@ -22,7 +23,7 @@ struct AddOp {
 
 struct SubOp {
   static constexpr const char* name = "Sub";
-  static constexpr double backward_per_element = 1;
+  static constexpr int backward_per_element = 1;
   static Dim dims(const Dim& a, const Dim& b) { return a - b; }
   template <typename T>
   static T apply(const FoldContext&, T a, T b) { return a - b; }
@@ -30,7 +31,7 @@ struct SubOp {
 
 struct MulOp {
   static constexpr const char* name = "Mul";
-  static constexpr double backward_per_element = 2;
+  static constexpr int backward_per_element = 2;
   static Dim dims(const Dim& a, const Dim& b) { return a * b; }
   template <typename T>
   static T apply(const FoldContext&, T a, T b) { return a * b; }
@@ -38,12 +39,12 @@ struct MulOp {
 
 struct DivOp {
   static constexpr const char* name = "Div";
-  static constexpr double backward_per_element = 2;
+  static constexpr int backward_per_element = 2;
   static Dim dims(const Dim& a, const Dim& b) { return dim_div(a, b); }
   template <typename T>
   static T apply(const FoldContext& ctx, T a, T b) {
     if constexpr (std::is_integral_v<T>) {
-      if (b == 0) fold_fail(ctx, "integer division by zero");
+      if (b == 0) fail_fold(ctx, "integer division by zero");
     }
     return a / b;  // integers truncate toward zero, as ONNX Runtime does
   }
@@ -51,7 +52,7 @@ struct DivOp {
 
 struct PowOp {
   static constexpr const char* name = "Pow";
-  static constexpr double backward_per_element = 2;
+  static constexpr int backward_per_element = 2;
   static Dim dims(const Dim& a, const Dim& b) { return dim_pow(a, b); }
   template <typename T>
   static T apply(const FoldContext&, T a, T b) {
@@ -77,33 +78,23 @@ void infer_binary(InferContext& ctx) {
 }
 
 template <typename Op>
-OpCost binary_cost(const CostContext& ctx) {
-  double n = static_cast<double>(ctx.output_numel(0));
-  return {n, Op::backward_per_element * n};
-}
-
-template <typename Op>
 std::vector<Tensor> fold_binary(const FoldContext& ctx) {
-  const Tensor& a = ctx.inputs[0];
-  const Tensor& b = ctx.inputs[1];
-  const std::vector<int64_t> sizes = broadcast_sizes(a.sizes(), b.sizes());
-  const std::vector<int64_t> from_a = broadcast_source_index(a.sizes(), sizes);
-  const std::vector<int64_t> from_b = broadcast_source_index(b.sizes(), sizes);
+  const std::vector<Tensor> in = broadcast_inputs(ctx);  // both at the output sizes
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
   std::vector<Tensor> result;
   visit_fold_type(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const auto va = elements_as<T>(a);
-    std::vector<T> out(from_a.size());
+    std::vector<T> out(va.size());
     if (std::is_integral_v<T> && is_floating(b.dtype())) {  // only Pow mixes types: an int base, a float exponent
       const auto vb = b.to_double();
-      for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = static_cast<T>(std::pow(static_cast<double>(va[from_a[i]]), vb[from_b[i]]));
-      }
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(std::pow(static_cast<double>(va[i]), vb[i]));
     } else {
       const auto vb = elements_as<T>(b);
-      for (size_t i = 0; i < out.size(); ++i) out[i] = Op::apply(ctx, va[from_a[i]], vb[from_b[i]]);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = Op::apply(ctx, va[i], vb[i]);
     }
-    result.push_back(tensor_from(a.dtype(), sizes, out));
+    result.push_back(tensor_from(a.dtype(), a.sizes(), out));
   });
   return result;
 }
@@ -115,7 +106,7 @@ OpSchema binary_schema() {
           .max_inputs = 2,
           .input_kinds = {InputKind::Data, InputKind::Data},
           .infer = &infer_binary<Op>,
-          .cost = &binary_cost<Op>,
+          .cost = &flops_per_output_element<1, Op::backward_per_element>,
           .fold = &fold_binary<Op>};
 }
 

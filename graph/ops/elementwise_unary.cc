@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 
@@ -24,7 +25,7 @@ void infer_numeric_unary(InferContext& ctx) {
 void infer_gelu(InferContext& ctx) {
   const std::string approximate = ctx.node().attr_string("approximate", "none");
   if (approximate != "none" && approximate != "tanh") {
-    fail(ctx, "approximate must be 'none' or 'tanh', got '" + approximate + "'");
+    fail_op(ctx, "approximate must be 'none' or 'tanh', got '" + approximate + "'");
   }
   infer_float_unary(ctx);
 }
@@ -33,19 +34,15 @@ void infer_gelu(InferContext& ctx) {
 void infer_clip(InferContext& ctx) {
   require_numeric(ctx, 0);
   if (ctx.opset() < 11) {
-    if (ctx.has_input(1) || ctx.has_input(2)) fail(ctx, "min and max are attributes before opset 11, not inputs");
+    if (ctx.has_input(1) || ctx.has_input(2)) fail_op(ctx, "min and max are attributes before opset 11, not inputs");
     if (ctx.node().attr_float("min", -INFINITY) > ctx.node().attr_float("max", INFINITY)) {
-      fail(ctx, "min is greater than max");
+      fail_op(ctx, "min is greater than max");
     }
   }
   for (size_t i : {size_t{1}, size_t{2}}) {
     if (!ctx.has_input(i)) continue;
     require_same_dtype(ctx, i, 0);
-    const Shape& s = ctx.input_shape(i);
-    auto numel = s.numel();
-    if (s.rank_known && !(s.rank() == 0 || (numel && *numel == 1))) {
-      fail(ctx, std::string(i == 1 ? "min" : "max") + " must be a scalar, got shape " + s.to_string());
-    }
+    require_scalar(ctx, i, i == 1 ? "min" : "max");
   }
   ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
 }
@@ -70,20 +67,13 @@ void infer_prelu(InferContext& ctx) {
       for (int64_t i = 2; i < x.rank(); ++i) ones += ",1";
       hint = "; a per-channel slope needs shape (" + x.dims[1].to_string() + ones + ")";
     }
-    fail(ctx, "slope of shape " + slope.to_string() + " does not broadcast to the input " + x.to_string() + hint);
+    fail_op(ctx, "slope of shape " + slope.to_string() + " does not broadcast to the input " + x.to_string() + hint);
   }
   ctx.set_output(0, ctx.input_dtype(0), x);
 }
 
-OpCost cheap_backward_cost(const CostContext& ctx) {
-  double n = static_cast<double>(ctx.output_numel(0));
-  return {n, n};
-}
-
-OpCost elementwise_cost(const CostContext& ctx) {
-  double n = static_cast<double>(ctx.output_numel(0));
-  return {n, 2 * n};
-}
+constexpr auto cheap_backward_cost = &flops_per_output_element<1, 1>;
+constexpr auto elementwise_cost = &flops_per_output_element<1, 2>;
 
 struct SqrtOp {
   static constexpr bool floats_only = true;
@@ -150,30 +140,30 @@ OpSchema unary(const char* name, void (*infer)(InferContext&), OpCost (*cost)(co
 }  // namespace
 
 void register_elementwise_unary_ops(OpRegistry& registry) {
-  registry.add(unary("Relu", &infer_numeric_unary, &cheap_backward_cost));
-  registry.add(unary("Sigmoid", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("Tanh", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("Erf", &infer_numeric_unary, &elementwise_cost));
-  registry.add(unary("Sqrt", &infer_float_unary, &elementwise_cost, &fold_unary<SqrtOp>));
-  registry.add(unary("Exp", &infer_float_unary, &cheap_backward_cost, &fold_unary<ExpOp>));
-  registry.add(unary("Log", &infer_float_unary, &cheap_backward_cost, &fold_unary<LogOp>));
-  registry.add(unary("Neg", &infer_numeric_unary, &cheap_backward_cost, &fold_unary<NegOp>));
-  registry.add(unary("Abs", &infer_numeric_unary, &cheap_backward_cost, &fold_unary<AbsOp>));
-  registry.add(unary("Reciprocal", &infer_float_unary, &elementwise_cost, &fold_unary<ReciprocalOp>));
-  registry.add(unary("Softplus", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("LeakyRelu", &infer_float_unary, &cheap_backward_cost));
-  registry.add(unary("Elu", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("Selu", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("HardSigmoid", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("HardSwish", &infer_float_unary, &elementwise_cost));
-  registry.add(unary("Gelu", &infer_gelu, &elementwise_cost));
+  registry.add(unary("Relu", &infer_numeric_unary, cheap_backward_cost));
+  registry.add(unary("Sigmoid", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Tanh", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Erf", &infer_numeric_unary, elementwise_cost));
+  registry.add(unary("Sqrt", &infer_float_unary, elementwise_cost, &fold_unary<SqrtOp>));
+  registry.add(unary("Exp", &infer_float_unary, cheap_backward_cost, &fold_unary<ExpOp>));
+  registry.add(unary("Log", &infer_float_unary, cheap_backward_cost, &fold_unary<LogOp>));
+  registry.add(unary("Neg", &infer_numeric_unary, cheap_backward_cost, &fold_unary<NegOp>));
+  registry.add(unary("Abs", &infer_numeric_unary, cheap_backward_cost, &fold_unary<AbsOp>));
+  registry.add(unary("Reciprocal", &infer_float_unary, elementwise_cost, &fold_unary<ReciprocalOp>));
+  registry.add(unary("Softplus", &infer_float_unary, elementwise_cost));
+  registry.add(unary("LeakyRelu", &infer_float_unary, cheap_backward_cost));
+  registry.add(unary("Elu", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Selu", &infer_float_unary, elementwise_cost));
+  registry.add(unary("HardSigmoid", &infer_float_unary, elementwise_cost));
+  registry.add(unary("HardSwish", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Gelu", &infer_gelu, elementwise_cost));
 
-  OpSchema clip = unary("Clip", &infer_clip, &cheap_backward_cost);
+  OpSchema clip = unary("Clip", &infer_clip, cheap_backward_cost);
   clip.max_inputs = 3;
   clip.input_kinds = {InputKind::Data, InputKind::NonDifferentiable, InputKind::NonDifferentiable};
   registry.add(std::move(clip));
 
-  OpSchema prelu = unary("PRelu", &infer_prelu, &elementwise_cost);
+  OpSchema prelu = unary("PRelu", &infer_prelu, elementwise_cost);
   prelu.min_inputs = prelu.max_inputs = 2;
   prelu.input_kinds = {InputKind::Data, InputKind::Weight};
   registry.add(std::move(prelu));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -10,6 +11,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 // Fails unless input `i` is a 1-D vector; returns its length when static.

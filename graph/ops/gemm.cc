@@ -14,7 +14,7 @@ std::pair<Dim, Dim> matrix_dims(const InferContext& ctx, size_t input, bool tran
   const Shape& s = ctx.input_shape(input);
   if (!s.rank_known) return {Dim::unknown(), Dim::unknown()};
   if (s.rank() != 2) {
-    fail(ctx, std::string(input == 0 ? "A" : "B") + " must be a matrix, got shape " + s.to_string());
+    fail_op(ctx, std::string(input == 0 ? "A" : "B") + " must be a matrix, got shape " + s.to_string());
   }
   return transposed ? std::pair{s.dims[1], s.dims[0]} : std::pair{s.dims[0], s.dims[1]};
 }
@@ -29,22 +29,18 @@ void infer_gemm(InferContext& ctx) {
   auto [k_b, n] = matrix_dims(ctx, 1, trans_b);
   if (k_a.is_static() && k_b.is_static() && k_a.value() != k_b.value()) {
     std::string how = std::string(trans_a ? " transA=1" : "") + (trans_b ? " transB=1" : "");
-    fail(ctx, "inner dimensions differ: " + ctx.input_shape(0).to_string() + " x " + ctx.input_shape(1).to_string() +
-                  (how.empty() ? "" : " (with" + how + ")"));
+    fail_op(ctx, "inner dimensions differ: " + ctx.input_shape(0).to_string() + " x " + ctx.input_shape(1).to_string() +
+                     (how.empty() ? "" : " (with" + how + ")"));
   }
   const Shape out({m, n});
   if (ctx.has_input(2)) {
     require_same_dtype(ctx, 2, 0);
     const Shape& c = ctx.input_shape(2);
-    bool onto_out = !c.rank_known || c.rank() <= 2;  // unidirectional: C's dims are 1 or the output's
-    for (int64_t i = 0; onto_out && c.rank_known && i < c.rank(); ++i) {
-      const Dim& cd = c.dims[i];
-      const Dim& od = out.dims[i + 2 - c.rank()];
-      if (cd.is_static() && cd.value() != 1 && od.is_static() && cd.value() != od.value()) onto_out = false;
+    if (c.rank_known && !broadcasts_onto(c, out)) {  // unidirectional: C's dims are 1 or the output's
+      fail_op(ctx, "C of shape " + c.to_string() + " does not broadcast to the output " + out.to_string());
     }
-    if (!onto_out) fail(ctx, "C of shape " + c.to_string() + " does not broadcast to the output " + out.to_string());
   } else if (ctx.opset() < 11) {
-    fail(ctx, "input C is required before opset 11");
+    fail_op(ctx, "input C is required before opset 11");
   }
   ctx.set_output(0, ctx.input_dtype(0), out);
 }

@@ -16,7 +16,9 @@ DType stash_dtype(const InferContext& ctx) {
     case 10: return DType::Float16;
     case 11: return DType::Float64;
     case 16: return DType::BFloat16;
-    default: fail(ctx, "stash_type must be a floating-point type code (1, 10, 11 or 16), got " + std::to_string(stash_type));
+    default:
+      fail_op(ctx,
+              "stash_type must be a floating-point type code (1, 10, 11 or 16), got " + std::to_string(stash_type));
   }
 }
 
@@ -24,16 +26,10 @@ DType stash_dtype(const InferContext& ctx) {
 void check_affine(const InferContext& ctx, size_t input, const Shape& normalized, const Shape& x, int64_t axis) {
   if (!ctx.has_input(input)) return;
   const Shape& s = ctx.input_shape(input);
-  if (!s.rank_known) return;
-  bool ok = s.rank() <= normalized.rank();
-  for (int64_t i = 0; ok && i < s.rank(); ++i) {
-    const Dim& sd = s.dims[i];
-    const Dim& nd = normalized.dims[i + normalized.rank() - s.rank()];
-    if (sd.is_static() && sd.value() != 1 && nd.is_static() && sd.value() != nd.value()) ok = false;
-  }
-  if (!ok) {
-    fail(ctx, std::string(input == 1 ? "Scale" : "B") + " of shape " + s.to_string() + " does not match the normalized dims " +
-                  normalized.to_string() + " of the input " + x.to_string() + " (axis " + std::to_string(axis) + ")");
+  if (s.rank_known && !broadcasts_onto(s, normalized)) {
+    fail_op(ctx, std::string(input == 1 ? "Scale" : "B") + " of shape " + s.to_string() +
+                     " does not match the normalized dims " + normalized.to_string() + " of the input " +
+                     x.to_string() + " (axis " + std::to_string(axis) + ")");
   }
 }
 
@@ -47,7 +43,7 @@ void infer_layer_norm(InferContext& ctx) {
     for (size_t i = 0; i < 3; ++i) ctx.set_output(i, i == 0 ? ctx.input_dtype(0) : stash, Shape::unknown_rank());
     return;
   }
-  const int64_t axis = axis_or_fail(ctx, ctx.node().attr_int("axis", -1), x);
+  const int64_t axis = checked_axis(ctx, ctx.node().attr_int("axis", -1), x.rank());
   const Shape normalized(std::vector<Dim>(x.dims.begin() + axis, x.dims.end()));
   check_affine(ctx, 1, normalized, x, axis);
   check_affine(ctx, 2, normalized, x, axis);
@@ -56,11 +52,6 @@ void infer_layer_norm(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), x);
   ctx.set_output(1, stash, stats);
   ctx.set_output(2, stash, stats);
-}
-
-OpCost layer_norm_cost(const CostContext& ctx) {
-  const double n = static_cast<double>(ctx.input_numel(0));
-  return {5 * n, 8 * n};
 }
 
 }  // namespace
@@ -73,7 +64,7 @@ void register_layer_norm_op(OpRegistry& registry) {
                 .max_outputs = 3,
                 .input_kinds = {InputKind::Data, InputKind::Weight, InputKind::Weight},
                 .infer = &infer_layer_norm,
-                .cost = &layer_norm_cost});
+                .cost = &flops_per_input_element<5, 8>});
 }
 
 }  // namespace onnxtrain

@@ -16,19 +16,19 @@ void infer_loss(InferContext& ctx) {
   const std::string labels_name = sce ? "labels" : "target";
   require_floating(ctx, 0);
   if (ctx.input_dtype(1) != DType::Int32 && ctx.input_dtype(1) != DType::Int64) {
-    fail(ctx, labels_name + " must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(1))));
+    fail_op(ctx, labels_name + " must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(1))));
   }
   if (ctx.has_input(2)) require_same_dtype(ctx, 2, 0);
   const std::string reduction = ctx.node().attr_string("reduction", "mean");
   if (reduction != "none" && reduction != "sum" && reduction != "mean") {
-    fail(ctx, "reduction must be none, sum or mean, got '" + reduction + "'");
+    fail_op(ctx, "reduction must be none, sum or mean, got '" + reduction + "'");
   }
   const Shape& scores = ctx.input_shape(0);
   const Shape& labels = ctx.input_shape(1);
   Shape per_element = labels;  // (N,D1..Dk)
   if (scores.rank_known) {
     if (scores.rank() < 2) {
-      fail(ctx, scores_name + " must be (N,C) or (N,C,D1,...), got shape " + scores.to_string());
+      fail_op(ctx, scores_name + " must be (N,C) or (N,C,D1,...), got shape " + scores.to_string());
     }
     Shape expected = scores;
     expected.dims.erase(expected.dims.begin() + 1);
@@ -41,8 +41,8 @@ void infer_loss(InferContext& ctx) {
         if (!l.is_static()) per_element.dims[i] = e;
       }
       if (!ok) {
-        fail(ctx, labels_name + " have shape " + labels.to_string() + " but " + scores_name + " " + scores.to_string() +
-                      " need " + expected.to_string());
+        fail_op(ctx, labels_name + " have shape " + labels.to_string() + " but " + scores_name + " " +
+                         scores.to_string() + " need " + expected.to_string());
       }
     } else {
       per_element = expected;
@@ -55,11 +55,6 @@ void infer_loss(InferContext& ctx) {
   ctx.set_output(1, ctx.input_dtype(0), scores);
 }
 
-OpCost loss_cost(const CostContext& ctx) {
-  const double n = static_cast<double>(ctx.input_numel(0));
-  return {4 * n, 2 * n};
-}
-
 OpSchema loss_schema(const char* name, int max_outputs) {
   return {.op_type = name,
           .min_inputs = 2,
@@ -68,7 +63,7 @@ OpSchema loss_schema(const char* name, int max_outputs) {
           .max_outputs = max_outputs,
           .input_kinds = {InputKind::Data, InputKind::NonDifferentiable, InputKind::NonDifferentiable},
           .infer = &infer_loss,
-          .cost = &loss_cost};
+          .cost = &flops_per_input_element<4, 2>};
 }
 
 }  // namespace

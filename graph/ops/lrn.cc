@@ -12,13 +12,11 @@ using namespace op_helpers;
 void infer_lrn(InferContext& ctx) {
   require_floating(ctx, 0);
   const Node& node = ctx.node();
-  if (!node.has_attribute("size")) fail(ctx, "the size attribute is required");
+  if (!node.has_attribute("size")) fail_op(ctx, "the size attribute is required");
   const int64_t size = node.attr_int("size", 0);
-  if (size < 1) fail(ctx, "size must be >= 1, got " + std::to_string(size));
+  if (size < 1) fail_op(ctx, "size must be >= 1, got " + std::to_string(size));
   const Shape& x = ctx.input_shape(0);
-  if (x.rank_known && x.rank() < 3) {
-    fail(ctx, "input must be (N,C,D1,...) with at least one spatial dim, got shape " + x.to_string());
-  }
+  require_spatial_input(ctx, x);
   ctx.set_output(0, ctx.input_dtype(0), x);
 }
 

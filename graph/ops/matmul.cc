@@ -15,17 +15,17 @@ void infer_matmul(InferContext& ctx) {
   const Shape& b = ctx.input_shape(1);
   if (!a.rank_known || !b.rank_known) return ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
   if (a.rank() == 0 || b.rank() == 0) {
-    fail(ctx, "operands must have at least one dim: " + a.to_string() + " x " + b.to_string());
+    fail_op(ctx, "operands must have at least one dim: " + a.to_string() + " x " + b.to_string());
   }
   const Dim k_a = a.dims.back();
   const Dim k_b = b.rank() == 1 ? b.dims[0] : b.dims[b.dims.size() - 2];
   if (k_a.is_static() && k_b.is_static() && k_a.value() != k_b.value()) {
-    fail(ctx, "inner dimensions differ: " + a.to_string() + " x " + b.to_string());
+    fail_op(ctx, "inner dimensions differ: " + a.to_string() + " x " + b.to_string());
   }
   const Shape batch_a(std::vector<Dim>(a.dims.begin(), a.dims.end() - std::min<int64_t>(a.rank(), 2)));
   const Shape batch_b(std::vector<Dim>(b.dims.begin(), b.dims.end() - std::min<int64_t>(b.rank(), 2)));
   auto batch = broadcast_shapes(batch_a, batch_b);
-  if (!batch) fail(ctx, "batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
+  if (!batch) fail_op(ctx, "batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
   Shape out = *batch;
   if (a.rank() >= 2) out.dims.push_back(a.dims[a.dims.size() - 2]);
   if (b.rank() >= 2) out.dims.push_back(b.dims.back());

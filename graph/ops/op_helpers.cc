@@ -1,10 +1,13 @@
 #include "graph/ops/op_helpers.h"
 
 #include <algorithm>
+#include <set>
+
+#include "graph/ops/data_movement_fold.h"
 
 namespace onnxtrain::op_helpers {
 
-void fail(const InferContext& ctx, const std::string& message) { ctx.fail(ctx.node().op_type + ": " + message); }
+void fail_op(const InferContext& ctx, const std::string& message) { ctx.fail(ctx.node().op_type + ": " + message); }
 
 static std::string input_label(const InferContext& ctx, size_t i) {
   return "input " + std::to_string(i) + " ('" + ctx.input(i).name + "')";
@@ -13,43 +16,40 @@ static std::string input_label(const InferContext& ctx, size_t i) {
 void require_numeric(const InferContext& ctx, size_t i) {
   DType t = ctx.input_dtype(i);
   if (t == DType::Bool || t == DType::String || t == DType::Complex64 || t == DType::Complex128) {
-    fail(ctx, input_label(ctx, i) + " must be a numeric tensor, got " + std::string(dtype_name(t)));
+    fail_op(ctx, input_label(ctx, i) + " must be a numeric tensor, got " + std::string(dtype_name(t)));
   }
 }
 
 void require_floating(const InferContext& ctx, size_t i) {
   if (!is_floating(ctx.input_dtype(i))) {
-    fail(ctx, input_label(ctx, i) + " must be a floating-point tensor, got " + std::string(dtype_name(ctx.input_dtype(i))));
+    fail_op(ctx, input_label(ctx, i) + " must be a floating-point tensor, got " +
+                     std::string(dtype_name(ctx.input_dtype(i))));
   }
 }
 
 void require_integer(const InferContext& ctx, size_t i) {
   if (!is_integer(ctx.input_dtype(i))) {
-    fail(ctx, input_label(ctx, i) + " must be an integer tensor, got " + std::string(dtype_name(ctx.input_dtype(i))));
+    fail_op(ctx,
+            input_label(ctx, i) + " must be an integer tensor, got " + std::string(dtype_name(ctx.input_dtype(i))));
   }
 }
 
 void require_same_dtype(const InferContext& ctx, size_t i, size_t reference) {
   if (ctx.input_dtype(i) != ctx.input_dtype(reference)) {
-    fail(ctx, input_label(ctx, i) + " is " + std::string(dtype_name(ctx.input_dtype(i))) + " but " +
-                  input_label(ctx, reference) + " is " + std::string(dtype_name(ctx.input_dtype(reference))) +
-                  "; they must have the same type");
+    fail_op(ctx, "input " + std::to_string(i) + " has dtype " + std::string(dtype_name(ctx.input_dtype(i))) +
+                     ", expected " + std::string(dtype_name(ctx.input_dtype(reference))) + " like input " +
+                     std::to_string(reference) + " (inputs must have the same type)");
   }
 }
 
-Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b) {
-  auto out = broadcast_shapes(a, b);
-  if (!out) fail(ctx, "cannot broadcast shapes " + a.to_string() + " and " + b.to_string());
-  return *out;
-}
+bool is_int_or_bool(DType dtype) { return is_integer(dtype) || dtype == DType::Bool; }
 
-int64_t axis_or_fail(const InferContext& ctx, int64_t axis, const Shape& shape, const char* what) {
-  auto a = normalize_axis(axis, shape.rank());
-  if (!a) {
-    fail(ctx, std::string(what) + " " + std::to_string(axis) + " is out of range for an input of rank " +
-                  std::to_string(shape.rank()) + " (shape " + shape.to_string() + ")");
+void require_scalar(const InferContext& ctx, size_t input, const std::string& what) {
+  const Shape& s = ctx.input_shape(input);
+  auto numel = s.numel();
+  if (s.rank_known && !(s.rank() == 0 || (numel && *numel == 1))) {
+    fail_op(ctx, what + " must be a scalar, got shape " + s.to_string());
   }
-  return *a;
 }
 
 void require_vector_of(const InferContext& ctx, size_t i, const char* what, const Dim& size, const std::string& size_origin) {
@@ -57,30 +57,88 @@ void require_vector_of(const InferContext& ctx, size_t i, const char* what, cons
   if (!s.rank_known) return;
   bool ok = s.rank() == 1 && !(s.dims[0].is_static() && size.is_static() && s.dims[0].value() != size.value());
   if (!ok) {
-    fail(ctx, std::string(what) + " has shape " + s.to_string() + " but must be (" + size.to_string() + "), " +
-                  size_origin);
+    fail_op(ctx, std::string(what) + " has shape " + s.to_string() + " but must be (" + size.to_string() + "), " +
+                     size_origin);
+  }
+}
+
+void require_spatial_input(const InferContext& ctx, const Shape& x) {
+  if (x.rank_known && x.rank() < 3) {
+    fail_op(ctx, "input must be (N,C,D1,...) with at least one spatial dim, got shape " + x.to_string());
   }
 }
 
 bool is_static_value(const Dim& d, int64_t value) { return d.is_static() && d.value() == value; }
+
+std::string dims_to_string(const std::vector<Dim>& dims) { return Shape(dims).to_string(); }
+
+std::string ints_to_string(const std::vector<int64_t>& values) { return Shape::of(values).to_string(); }
+
+int64_t checked_axis(const InferContext& ctx, int64_t axis, int64_t rank) {
+  auto a = normalize_axis(axis, rank);
+  if (!a) {
+    fail_op(ctx, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank) +
+                     (rank > 0 ? " (expected " + std::to_string(-rank) + ".." + std::to_string(rank - 1) + ")"
+                               : " (a scalar has no axes)"));
+  }
+  return *a;
+}
+
+std::vector<int64_t> checked_axes(const InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> normalized;
+  std::set<int64_t> seen;
+  for (int64_t axis : axes) {
+    int64_t a = checked_axis(ctx, axis, rank);
+    if (!seen.insert(a).second) {
+      fail_op(ctx, "axis " + std::to_string(axis) + " is given twice in " + ints_to_string(axes) +
+                       " (axes must not be repeated)");
+    }
+    normalized.push_back(a);
+  }
+  return normalized;
+}
+
+Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b) {
+  auto out = broadcast_shapes(a, b);
+  if (!out) fail_op(ctx, "cannot broadcast shapes " + a.to_string() + " and " + b.to_string());
+  return *out;
+}
+
+bool broadcasts_onto(const Shape& s, const Shape& target) {
+  if (s.rank() > target.rank()) return false;
+  for (int64_t i = 0; i < s.rank(); ++i) {
+    const Dim& sd = s.dims[i];
+    const Dim& td = target.dims[i + target.rank() - s.rank()];
+    if (sd.is_static() && sd.value() != 1 && td.is_static() && sd.value() != td.value()) return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& ctx, const Shape& out,
+                                                            const std::vector<size_t>& inputs) {
+  if (!out.rank_known || out.rank() > 1 || (out.rank() == 1 && !out.dims[0].is_static())) return std::nullopt;
+  const size_t n = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
+  std::vector<std::vector<Dim>> operands;
+  for (size_t i : inputs) {
+    auto known = ctx.input_known(i);
+    if (!known || (known->size() != 1 && known->size() != n)) return std::nullopt;
+    if (known->size() == 1) known->resize(n, known->front());
+    operands.push_back(std::move(*known));
+  }
+  return operands;
+}
 
 std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out, const std::vector<size_t>& inputs,
                                               Dim (*combine)(const Dim&, const Dim&)) {
   if (inputs.empty() || !is_integer(ctx.input_dtype(inputs[0])) || !out.rank_known || out.rank() > 1) return std::nullopt;
   if (out.rank() == 1 && !out.dims[0].is_static()) return std::nullopt;
   const size_t length = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
-  if (length > 64) return std::nullopt;
-  std::vector<std::vector<Dim>> values;
-  for (size_t i : inputs) {
-    auto known = ctx.input_known(i);
-    if (!known || (known->size() != length && known->size() != 1)) return std::nullopt;
-    values.push_back(std::move(*known));
-  }
-  std::vector<Dim> result(length);
-  for (size_t j = 0; j < length; ++j) {
-    auto at = [&](size_t k) { return values[k].size() == 1 ? values[k][0] : values[k][j]; };
-    result[j] = at(0);
-    for (size_t k = 1; k < values.size(); ++k) result[j] = combine(result[j], at(k));
+  if (length > kMaxKnownElements) return std::nullopt;
+  auto operands = known_operands(ctx, out, inputs);
+  if (!operands) return std::nullopt;
+  std::vector<Dim> result = (*operands)[0];
+  for (size_t k = 1; k < operands->size(); ++k) {
+    for (size_t j = 0; j < length; ++j) result[j] = combine(result[j], (*operands)[k][j]);
   }
   return result;
 }
@@ -114,11 +172,12 @@ WindowSpec read_window(const InferContext& ctx, size_t spatial, std::vector<Dim>
   auto read = [&](const char* name, std::vector<int64_t> fallback, size_t count, int64_t min_value) {
     std::vector<int64_t> v = node.attr_ints(name, fallback);
     if (v.size() != count) {
-      fail(ctx, std::string(name) + " has " + std::to_string(v.size()) + " values but the input has " +
-                    std::to_string(spatial) + " spatial dims (expected " + std::to_string(count) + ")");
+      fail_op(ctx, std::string(name) + " has " + std::to_string(v.size()) + " values but the input has " +
+                       std::to_string(spatial) + " spatial dims (expected " + std::to_string(count) + ")");
     }
     for (int64_t x : v) {
-      if (x < min_value) fail(ctx, std::string(name) + " must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+      if (x < min_value)
+        fail_op(ctx, std::string(name) + " must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
     }
     return v;
   };
@@ -126,18 +185,18 @@ WindowSpec read_window(const InferContext& ctx, size_t spatial, std::vector<Dim>
   w.dilations = read("dilations", std::vector<int64_t>(spatial, 1), spatial, 1);
   w.auto_pad = node.attr_string("auto_pad", "NOTSET");
   if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" && w.auto_pad != "VALID") {
-    fail(ctx, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
+    fail_op(ctx, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
   }
   // As in ONNX's own inference, explicit pads take precedence over auto_pad.
   if (node.has_attribute("pads")) w.auto_pad = "NOTSET";
   w.pads = read("pads", std::vector<int64_t>(2 * spatial, 0), 2 * spatial, 0);
   w.ceil_mode = node.attr_int("ceil_mode", 0) != 0;
   if (w.kernel.size() != spatial) {
-    fail(ctx, "kernel_shape has " + std::to_string(w.kernel.size()) + " values but the input has " +
-                  std::to_string(spatial) + " spatial dims");
+    fail_op(ctx, "kernel_shape has " + std::to_string(w.kernel.size()) + " values but the input has " +
+                     std::to_string(spatial) + " spatial dims");
   }
   for (const Dim& k : w.kernel) {
-    if (k.is_static() && k.value() < 1) fail(ctx, "kernel sizes must be >= 1, got " + k.to_string());
+    if (k.is_static() && k.value() < 1) fail_op(ctx, "kernel sizes must be >= 1, got " + k.to_string());
   }
   return w;
 }
@@ -157,9 +216,9 @@ Dim window_output_dim(const InferContext& ctx, const Dim& in, size_t axis, const
   if (!in.is_static()) return stride == 1 && pads + 1 == effective ? in : Dim::unknown();
   const int64_t span = in.value() + pads - effective;
   if (span < 0) {
-    fail(ctx, "the window (kernel " + std::to_string(k.value()) + ", dilated to " + std::to_string(effective) +
-                  ") is larger than the padded input (" + std::to_string(in.value() + pads) + ") on spatial axis " +
-                  std::to_string(axis));
+    fail_op(ctx, "the window (kernel " + std::to_string(k.value()) + ", dilated to " + std::to_string(effective) +
+                     ") is larger than the padded input (" + std::to_string(in.value() + pads) + ") on spatial axis " +
+                     std::to_string(axis));
   }
   const int64_t floor_out = span / stride + 1;
   if (!w.ceil_mode) return floor_out;
@@ -191,46 +250,26 @@ bool batch_norm_training(const Node& node) {
                        [](ValueId v) { return v.valid(); }) > 0;
 }
 
-void fold_fail(const FoldContext& ctx, const std::string& message) {
-  throw Error(ctx.node.op_type + ": " + message).at_node(ctx.node.name, ctx.node.op_type, ctx.node.domain, ctx.node.opset);
+void fail_fold(const FoldContext& ctx, const std::string& message) {
+  const Node& n = ctx.node;
+  throw Error(n.op_type + ": " + message).at_node(n.name, n.op_type, n.domain, n.opset);
 }
 
-std::vector<int64_t> broadcast_sizes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    ONNXTRAIN_CHECK(da == db || da == 1 || db == 1, "folding shapes that do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-std::vector<int64_t> broadcast_source_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  const size_t rank = out.size();
-  ONNXTRAIN_CHECK(in.size() <= rank, "broadcast source has a higher rank than the result");
-  std::vector<int64_t> strides(rank, 0);
-  int64_t stride = 1;
-  for (size_t i = in.size(); i-- > 0;) {
-    strides[i + rank - in.size()] = in[i] == 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  int64_t total = 1;
-  for (int64_t s : out) total *= s;
-  std::vector<int64_t> index(static_cast<size_t>(total));
-  std::vector<int64_t> counter(rank, 0);
-  int64_t source = 0;
-  for (int64_t n = 0; n < total; ++n) {
-    index[static_cast<size_t>(n)] = source;
-    for (size_t d = rank; d-- > 0;) {  // odometer increment
-      source += strides[d];
-      if (++counter[d] < out[d]) break;
-      source -= strides[d] * counter[d];
-      counter[d] = 0;
+std::vector<Tensor> broadcast_inputs(const FoldContext& ctx) {
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : ctx.inputs) {
+    if (t.empty()) continue;
+    auto s = broadcast_sizes(sizes, t.sizes());
+    if (!s) {
+      fail_fold(ctx,
+                "input shapes " + ints_to_string(sizes) + " and " + ints_to_string(t.sizes()) + " cannot broadcast");
     }
+    sizes = *s;
   }
-  return index;
+  std::vector<Tensor> expanded;
+  for (const Tensor& t : ctx.inputs)
+    if (!t.empty()) expanded.push_back(broadcast_to(t, sizes));
+  return expanded;
 }
 
 }  // namespace onnxtrain::op_helpers

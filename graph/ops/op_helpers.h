@@ -1,22 +1,23 @@
-// Shared pieces of the math op schemas in graph/ops/ (elementwise, conv, pooling, normalisation,
-// reductions, losses): input checks with messages that name shapes, broadcasting, sliding-window
-// geometry, shape arithmetic on `known` values, and constant evaluation over host tensors.
+// What the op schemas in graph/ops/ share, math and shape ops alike: input checks with messages that
+// name the op and the shapes, axis checks, broadcasting, "known" element values of small int tensors,
+// sliding-window geometry, per-element costs, and the fold-time error. The tensor loops that constant
+// folding runs live beside this in graph/ops/data_movement_fold.h (same namespace).
 //
 // Cost conventions (FLOPs; a multiply-add is 2): elementwise ops 1 per output element forward and 1–2
 // backward; Conv/Gemm/MatMul 2·MACs forward and twice that backward (data + weight gradients), plus one
 // per output element for a bias both ways; pools one per window element per output, both ways;
 // normalisations ~5 per element forward and ~8 backward; softmax ~5 forward, ~4 backward; reductions
-// the input numel; losses ~4 per score element forward, ~2 backward.
+// the input numel; losses ~4 per score element forward, ~2 backward; data movement is free.
 //
 // Folding: a schema's `fold` returns one tensor per output, or an empty vector when it declines (float16
-// and bfloat16 tensors, which it does not evaluate); the node then stays in the graph.
+// and bfloat16 tensors, which the math folds do not evaluate); the node then stays in the graph.
 //
 //   Shape y = broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1));
+//   int64_t axis = checked_axis(ctx, ctx.node().attr_int("axis", 0), x.rank());  // fails at the node
 //   WindowSpec w = read_window(ctx, /*spatial=*/2, kernel);
 //   Dim h_out = window_output_dim(ctx, x.dims[2], 0, w);
 #pragma once
 
-#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,23 +26,46 @@
 
 namespace onnxtrain::op_helpers {
 
-// --- inference checks; each throws Error at the node, the message starting with the op type ---
-[[noreturn]] void fail(const InferContext& ctx, const std::string& message);
+// --- inference checks; each throws Error at the node, the message starting with "<Op>: " ---
+[[noreturn]] void fail_op(const InferContext& ctx, const std::string& message);
 void require_numeric(const InferContext& ctx, size_t input);   // not bool, string or complex
 void require_floating(const InferContext& ctx, size_t input);  // float16/bfloat16/float32/float64
 void require_integer(const InferContext& ctx, size_t input);
-void require_same_dtype(const InferContext& ctx, size_t input, size_t reference);
-Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b);
-// `axis` normalised against `rank`; fails naming the input shape when out of range.
-int64_t axis_or_fail(const InferContext& ctx, int64_t axis, const Shape& shape, const char* what = "axis");
+// Fails unless input `i` has the dtype of input `reference` ("inputs must have the same type").
+void require_same_dtype(const InferContext& ctx, size_t i, size_t reference = 0);
+bool is_int_or_bool(DType dtype);
+// A scalar or a one-element tensor (Clip's min/max, Dropout's ratio); `what` names it in the message.
+void require_scalar(const InferContext& ctx, size_t input, const std::string& what);
 // A 1-D input whose length must be `size` (a per-channel scale, bias, mean, ...).
 void require_vector_of(const InferContext& ctx, size_t input, const char* what, const Dim& size,
                        const std::string& size_origin);
+// X (N,C,D1,...) of Conv, pools and the normalisations: fails when its rank is known and below 3.
+void require_spatial_input(const InferContext& ctx, const Shape& x);
 bool is_static_value(const Dim& d, int64_t value);
 
-// --- shape arithmetic: element values of small 0-D/1-D int outputs ---
-// Combines the known values of `inputs` elementwise with numpy broadcasting into the known values of an
-// output of shape `out`; nullopt when an input is not known or the output is not a small static vector.
+// "(N,-1,3)" for dims or int values.
+std::string dims_to_string(const std::vector<Dim>& dims);
+std::string ints_to_string(const std::vector<int64_t>& values);
+
+// Normalises an axis into [0, rank) or fails: "<Op>: axis 4 is out of range for rank 4 (expected -4..3)".
+int64_t checked_axis(const InferContext& ctx, int64_t axis, int64_t rank);
+// Normalises every axis and fails on repeats.
+std::vector<int64_t> checked_axes(const InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank);
+
+// Numpy broadcast of two input shapes or fails naming both.
+Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b);
+// Whether `s` broadcasts unidirectionally onto `target` (rank known): no more dims, and each of its
+// trailing-aligned dims is 1 or equal where both are static (Gemm's C, LayerNormalization's Scale and B).
+bool broadcasts_onto(const Shape& s, const Shape& target);
+
+// --- known values: element values of small 0-D/1-D int tensors (the shape vectors exporters compute) ---
+inline constexpr size_t kMaxKnownElements = 64;
+// The known values of `inputs`, each stretched to the output's length under 0-D/1-D broadcasting;
+// nullopt when the output `out` is not a static 0-D/1-D shape or an input is not known.
+std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& ctx, const Shape& out,
+                                                            const std::vector<size_t>& inputs);
+// Combines the known values of int `inputs` elementwise into the known values of an output of shape
+// `out`; nullopt when an input is not known or the output is not a small static vector.
 std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out,
                                               const std::vector<size_t>& inputs, Dim (*combine)(const Dim&, const Dim&));
 // Dim arithmetic that stays static where both are static (max/min/pow/truncating division).
@@ -75,50 +99,23 @@ SoftmaxAxes softmax_axes(const Node& node, int64_t rank);  // the axis must be v
 // BatchNormalization uses batch statistics: training_mode=1 from opset 14, more than one output before.
 bool batch_norm_training(const Node& node);
 
-// --- constant folding over host tensors ---
-[[noreturn]] void fold_fail(const FoldContext& ctx, const std::string& message);
-// Numpy broadcast of static sizes (inference has already checked they broadcast).
-std::vector<int64_t> broadcast_sizes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
-// For each element of a tensor of sizes `out`, the index of the element of `in` it reads.
-std::vector<int64_t> broadcast_source_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
-
-// Calls fn(T{}) with the C++ type of `dtype` when folding evaluates it (float32, float64 and every
-// integer type; not float16/bfloat16, bool or strings).
-template <typename Fn>
-bool visit_fold_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::Float32: fn(float{}); return true;
-    case DType::Float64: fn(double{}); return true;
-    case DType::Int8: fn(int8_t{}); return true;
-    case DType::Int16: fn(int16_t{}); return true;
-    case DType::Int32: fn(int32_t{}); return true;
-    case DType::Int64: fn(int64_t{}); return true;
-    case DType::UInt8: fn(uint8_t{}); return true;
-    case DType::UInt16: fn(uint16_t{}); return true;
-    case DType::UInt32: fn(uint32_t{}); return true;
-    case DType::UInt64: fn(uint64_t{}); return true;
-    default: return false;
-  }
+// --- costs: a fixed number of FLOPs per element of input 0 or of output 0, forward and backward ---
+template <int Forward, int Backward>
+OpCost flops_per_input_element(const CostContext& ctx) {
+  const double n = static_cast<double>(ctx.input_numel(0));
+  return {Forward * n, Backward * n};
+}
+template <int Forward, int Backward>
+OpCost flops_per_output_element(const CostContext& ctx) {
+  const double n = static_cast<double>(ctx.output_numel(0));
+  return {Forward * n, Backward * n};
 }
 
-template <typename T>
-std::vector<T> elements_as(const Tensor& t) {
-  std::vector<T> out;
-  out.reserve(static_cast<size_t>(t.numel()));
-  if (is_floating(t.dtype())) {
-    for (double v : t.to_double()) out.push_back(static_cast<T>(v));
-  } else {
-    for (int64_t v : t.to_int64()) out.push_back(static_cast<T>(v));
-  }
-  return out;
-}
-
-template <typename T>
-Tensor tensor_from(DType dtype, std::vector<int64_t> sizes, const std::vector<T>& values) {
-  Tensor t(dtype, std::move(sizes));
-  auto data = t.data<T>();
-  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i];
-  return t;
-}
+// --- constant folding ---
+// Throws Error at the node with "<Op>: <message>".
+[[noreturn]] void fail_fold(const FoldContext& ctx, const std::string& message);
+// The present inputs numpy-broadcast to their common sizes (omitted optional inputs left out); fails
+// naming the sizes when they cannot broadcast.
+std::vector<Tensor> broadcast_inputs(const FoldContext& ctx);
 
 }  // namespace onnxtrain::op_helpers

@@ -7,7 +7,7 @@ class OpRegistry;
 
 void register_builtin_ops(OpRegistry& registry);
 
-// --- shape and data movement ops (shape_ops helper section) ---
+// --- shape and data movement ops (they also use shape_rules.h) ---
 void register_shape_size_ops(OpRegistry& registry);
 void register_gather_ops(OpRegistry& registry);
 void register_squeeze_ops(OpRegistry& registry);
@@ -20,7 +20,7 @@ void register_cast_identity_ops(OpRegistry& registry);
 void register_constant_ops(OpRegistry& registry);
 void register_pad_ops(OpRegistry& registry);
 void register_compare_logic_ops(OpRegistry& registry);
-// --- math ops (math_ops helper section) ---
+// --- math ops ---
 void register_elementwise_binary_ops(OpRegistry& registry);
 void register_elementwise_unary_ops(OpRegistry& registry);
 void register_variadic_ops(OpRegistry& registry);

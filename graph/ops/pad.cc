@@ -1,6 +1,7 @@
 // Pad (opset 1: `paddings` attribute; 2: `pads`/`value` attributes; 11: pads and constant_value inputs;
 // 18: axes input; 19: wrap mode). Pads are [begins..., ends...]; negative pads crop.
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -8,6 +9,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 constexpr int kInputsSince = 11;

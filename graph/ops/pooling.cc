@@ -14,10 +14,10 @@ using namespace op_helpers;
 std::optional<Shape> pooled_shape(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Node& node = ctx.node();
-  if (!node.has_attribute("kernel_shape")) fail(ctx, "the kernel_shape attribute is required");
+  if (!node.has_attribute("kernel_shape")) fail_op(ctx, "the kernel_shape attribute is required");
   const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
   if (!x.rank_known) return std::nullopt;
-  if (x.rank() < 3) fail(ctx, "input must be (N,C,D1,...) with at least one spatial dim, got shape " + x.to_string());
+  require_spatial_input(ctx, x);
   const size_t spatial = static_cast<size_t>(x.rank() - 2);
   const WindowSpec window = read_window(ctx, spatial, std::vector<Dim>(kernel.begin(), kernel.end()));
   Shape out({x.dims[0], x.dims[1]});
@@ -29,9 +29,9 @@ void infer_max_pool(InferContext& ctx) {
   require_numeric(ctx, 0);
   const int64_t storage_order = ctx.node().attr_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) {
-    fail(ctx, "storage_order must be 0 (row major) or 1 (column major), got " + std::to_string(storage_order));
+    fail_op(ctx, "storage_order must be 0 (row major) or 1 (column major), got " + std::to_string(storage_order));
   }
-  if (ctx.has_output(1) && ctx.opset() < 8) fail(ctx, "the Indices output needs opset 8 or later");
+  if (ctx.has_output(1) && ctx.opset() < 8) fail_op(ctx, "the Indices output needs opset 8 or later");
   const Shape out = pooled_shape(ctx).value_or(Shape::unknown_rank());
   ctx.set_output(0, ctx.input_dtype(0), out);
   ctx.set_output(1, DType::Int64, out);
@@ -41,7 +41,7 @@ void infer_average_pool(InferContext& ctx) {
   require_floating(ctx, 0);
   const int64_t count_include_pad = ctx.node().attr_int("count_include_pad", 0);
   if (count_include_pad != 0 && count_include_pad != 1) {
-    fail(ctx, "count_include_pad must be 0 or 1, got " + std::to_string(count_include_pad));
+    fail_op(ctx, "count_include_pad must be 0 or 1, got " + std::to_string(count_include_pad));
   }
   ctx.set_output(0, ctx.input_dtype(0), pooled_shape(ctx).value_or(Shape::unknown_rank()));
 }
@@ -50,7 +50,7 @@ void infer_global_pool(InferContext& ctx) {
   require_numeric(ctx, 0);
   const Shape& x = ctx.input_shape(0);
   if (!x.rank_known) return ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
-  if (x.rank() < 2) fail(ctx, "input must be (N,C,D1,...), got shape " + x.to_string());
+  if (x.rank() < 2) fail_op(ctx, "input must be (N,C,D1,...), got shape " + x.to_string());
   Shape out({x.dims[0], x.dims[1]});
   for (int64_t i = 2; i < x.rank(); ++i) out.dims.emplace_back(1);
   ctx.set_output(0, ctx.input_dtype(0), out);
@@ -63,10 +63,7 @@ OpCost window_pool_cost(const CostContext& ctx) {
   return {flops, flops};
 }
 
-OpCost global_pool_cost(const CostContext& ctx) {
-  const double n = static_cast<double>(ctx.input_numel(0));
-  return {n, n};
-}
+constexpr auto global_pool_cost = &flops_per_input_element<1, 1>;
 
 OpSchema pool_schema(const char* name, void (*infer)(InferContext&), OpCost (*cost)(const CostContext&), int max_outputs) {
   return {.op_type = name,
@@ -83,8 +80,8 @@ OpSchema pool_schema(const char* name, void (*infer)(InferContext&), OpCost (*co
 void register_pooling_ops(OpRegistry& registry) {
   registry.add(pool_schema("MaxPool", &infer_max_pool, &window_pool_cost, 2));
   registry.add(pool_schema("AveragePool", &infer_average_pool, &window_pool_cost, 1));
-  registry.add(pool_schema("GlobalAveragePool", &infer_global_pool, &global_pool_cost, 1));
-  registry.add(pool_schema("GlobalMaxPool", &infer_global_pool, &global_pool_cost, 1));
+  registry.add(pool_schema("GlobalAveragePool", &infer_global_pool, global_pool_cost, 1));
+  registry.add(pool_schema("GlobalMaxPool", &infer_global_pool, global_pool_cost, 1));
 }
 
 }  // namespace onnxtrain

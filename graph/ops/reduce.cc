@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 
@@ -30,14 +31,16 @@ std::optional<std::vector<int64_t>> read_axes(const InferContext& ctx) {
   const Node& node = ctx.node();
   const int since = axes_input_since(node);
   if (ctx.opset() < since) {
-    if (ctx.has_input(1)) fail(ctx, "axes is an attribute before opset " + std::to_string(since) + ", not an input");
+    if (ctx.has_input(1)) fail_op(ctx, "axes is an attribute before opset " + std::to_string(since) + ", not an input");
     return node.attr_ints("axes");
   }
-  if (node.has_attribute("axes")) fail(ctx, "axes is an input from opset " + std::to_string(since) + ", not an attribute");
+  if (node.has_attribute("axes"))
+    fail_op(ctx, "axes is an input from opset " + std::to_string(since) + ", not an attribute");
   if (!ctx.has_input(1)) return std::vector<int64_t>{};
-  if (ctx.input_dtype(1) != DType::Int64) fail(ctx, "axes must be int64, got " + std::string(dtype_name(ctx.input_dtype(1))));
+  if (ctx.input_dtype(1) != DType::Int64)
+    fail_op(ctx, "axes must be int64, got " + std::string(dtype_name(ctx.input_dtype(1))));
   const Shape& s = ctx.input_shape(1);
-  if (s.rank_known && s.rank() != 1) fail(ctx, "axes must be a 1-D tensor, got shape " + s.to_string());
+  if (s.rank_known && s.rank() != 1) fail_op(ctx, "axes must be a 1-D tensor, got shape " + s.to_string());
   if (s.rank_known && is_static_value(s.dims[0], 0)) return std::vector<int64_t>{};  // empty even if not constant
   return ctx.input_ints(1);
 }
@@ -66,7 +69,8 @@ void infer_reduce(InferContext& ctx) {
     }
     const int64_t count = axes_shape.dims[0].value();
     if (count == 0 && noop) return ctx.set_output(0, dtype, x);
-    if (count > x.rank()) fail(ctx, "reduces " + std::to_string(count) + " axes of an input of shape " + x.to_string());
+    if (count > x.rank())
+      fail_op(ctx, "reduces " + std::to_string(count) + " axes of an input of shape " + x.to_string());
     return ctx.set_output(0, dtype, count == 0 ? Shape() : Shape(std::vector<Dim>(static_cast<size_t>(x.rank() - count))));
   }
   if (axes->empty() && noop) {
@@ -75,11 +79,7 @@ void infer_reduce(InferContext& ctx) {
     return;
   }
   std::vector<bool> reduced(static_cast<size_t>(x.rank()), axes->empty());
-  for (int64_t axis : *axes) {
-    const int64_t a = axis_or_fail(ctx, axis, x, "axes value");
-    if (reduced[static_cast<size_t>(a)]) fail(ctx, "axes lists axis " + std::to_string(axis) + " twice");
-    reduced[static_cast<size_t>(a)] = true;
-  }
+  for (int64_t a : checked_axes(ctx, *axes, x.rank())) reduced[static_cast<size_t>(a)] = true;
   Shape out;
   for (int64_t i = 0; i < x.rank(); ++i) {
     if (!reduced[static_cast<size_t>(i)]) {
@@ -103,11 +103,11 @@ void infer_arg_reduce(InferContext& ctx) {
   const Node& node = ctx.node();
   const int64_t select_last_index = node.attr_int("select_last_index", 0);
   if (select_last_index != 0 && select_last_index != 1) {
-    fail(ctx, "select_last_index must be 0 or 1, got " + std::to_string(select_last_index));
+    fail_op(ctx, "select_last_index must be 0 or 1, got " + std::to_string(select_last_index));
   }
   const Shape& x = ctx.input_shape(0);
   if (!x.rank_known) return ctx.set_output(0, DType::Int64, Shape::unknown_rank());
-  const int64_t axis = axis_or_fail(ctx, node.attr_int("axis", 0), x);
+  const int64_t axis = checked_axis(ctx, node.attr_int("axis", 0), x.rank());
   Shape out = x;
   if (node.attr_int("keepdims", 1) != 0) {
     out.dims[axis] = 1;
@@ -123,8 +123,6 @@ OpCost reduce_cost(const CostContext& ctx) {
   const double n = factor * static_cast<double>(ctx.input_numel(0));
   return {n, n};
 }
-
-OpCost arg_reduce_cost(const CostContext& ctx) { return {static_cast<double>(ctx.input_numel(0)), 0}; }
 
 struct SumFold {
   template <typename T>
@@ -173,12 +171,8 @@ std::vector<Tensor> fold_reduce(const FoldContext& ctx) {
   std::vector<int64_t> out_sizes;
   for (size_t i = 0; i < sizes.size(); ++i)
     if (!reduced[i] || node.attr_int("keepdims", 1) != 0) out_sizes.push_back(kept_sizes[i]);
-  // The output element each input element folds into: row-major strides over kept_sizes, 0 on reduced dims.
-  std::vector<int64_t> strides(sizes.size(), 0);
-  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1, s = 1; i >= 0; --i) {
-    strides[static_cast<size_t>(i)] = reduced[static_cast<size_t>(i)] ? 0 : s;
-    s *= kept_sizes[static_cast<size_t>(i)];
-  }
+  // The output element each input element folds into: kept_sizes broadcast back onto the input.
+  const std::vector<int64_t> strides = broadcast_strides(kept_sizes, sizes.size());
   std::vector<Tensor> result;
   visit_fold_type(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -186,17 +180,10 @@ std::vector<Tensor> fold_reduce(const FoldContext& ctx) {
     int64_t out_numel = 1;
     for (int64_t s : kept_sizes) out_numel *= s;
     std::vector<T> out(static_cast<size_t>(out_numel), Op::template init<T>());
-    std::vector<int64_t> counter(sizes.size(), 0);
-    int64_t target = 0;
-    for (size_t n = 0; n < values.size(); ++n) {
-      out[static_cast<size_t>(target)] = Op::combine(out[static_cast<size_t>(target)], values[n]);
-      for (size_t d = sizes.size(); d-- > 0;) {
-        target += strides[d];
-        if (++counter[d] < sizes[d]) break;
-        target -= strides[d] * counter[d];
-        counter[d] = 0;
-      }
-    }
+    for_each_strided(sizes, 0, strides, [&](int64_t n, int64_t target) {
+      T& slot = out[static_cast<size_t>(target)];
+      slot = Op::combine(slot, values[static_cast<size_t>(n)]);
+    });
     result.push_back(tensor_from(x.dtype(), out_sizes, out));
   });
   return result;
@@ -213,7 +200,10 @@ OpSchema reduce_schema(const char* name, std::vector<Tensor> (*fold)(const FoldC
 }
 
 OpSchema arg_reduce_schema(const char* name) {
-  return {.op_type = name, .input_kinds = {InputKind::Data}, .infer = &infer_arg_reduce, .cost = &arg_reduce_cost};
+  return {.op_type = name,
+          .input_kinds = {InputKind::Data},
+          .infer = &infer_arg_reduce,
+          .cost = &flops_per_input_element<1, 0>};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Reshape (opset 1: `shape` attribute, 5: `shape` input, 14: allowzero) and Flatten. The target shape
 // may hold symbols (from Shape → Gather → Concat chains): 0 copies an input dim, -1 takes what is left,
 // which Dim arithmetic expresses symbolically: (N,16,7,7) → (-1,784) gives (N,784).
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -8,6 +9,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 constexpr int kShapeInputSince = 5;

@@ -2,6 +2,7 @@
 // the input dims as known values, which is what lets Reshape chains over them infer symbolically.
 #include <algorithm>
 
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -9,6 +10,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 // The [start, end) range of Shape-15 over a rank, clamped like a Python slice.

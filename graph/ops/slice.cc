@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -11,6 +12,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 constexpr int kInputsSince = 10;

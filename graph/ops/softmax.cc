@@ -14,19 +14,17 @@ void infer_softmax(InferContext& ctx) {
   require_floating(ctx, 0);
   const Shape& x = ctx.input_shape(0);
   if (x.rank_known) {
-    if (x.rank() == 0) fail(ctx, "input must have at least one dim, got a scalar");
-    axis_or_fail(ctx, ctx.node().attr_int("axis", ctx.opset() < 13 ? 1 : -1), x);
+    if (x.rank() == 0) fail_op(ctx, "input must have at least one dim, got a scalar");
+    checked_axis(ctx, ctx.node().attr_int("axis", ctx.opset() < 13 ? 1 : -1), x.rank());
   }
   ctx.set_output(0, ctx.input_dtype(0), x);
 }
 
-OpCost softmax_cost(const CostContext& ctx) {
-  const double n = static_cast<double>(ctx.input_numel(0));
-  return {5 * n, 4 * n};
-}
-
 OpSchema softmax_schema(const char* name) {
-  return {.op_type = name, .input_kinds = {InputKind::Data}, .infer = &infer_softmax, .cost = &softmax_cost};
+  return {.op_type = name,
+          .input_kinds = {InputKind::Data},
+          .infer = &infer_softmax,
+          .cost = &flops_per_input_element<5, 4>};
 }
 
 }  // namespace

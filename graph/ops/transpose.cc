@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "graph/ops/data_movement_fold.h"
+#include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
 
@@ -9,6 +10,7 @@ namespace onnxtrain {
 
 namespace {
 
+using namespace op_helpers;
 using namespace shape_ops;
 
 std::vector<int64_t> permutation(const Node& node, int64_t rank) {

@@ -2,6 +2,7 @@
 // Cost: (inputs − 1) FLOPs per output element forward (at least 1), one per input element backward.
 #include <algorithm>
 
+#include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 
@@ -60,7 +61,7 @@ std::vector<size_t> present_inputs(const InferContext& ctx) {
 template <typename Op>
 void infer_variadic(InferContext& ctx) {
   const std::vector<size_t> inputs = present_inputs(ctx);
-  if (inputs.empty() || inputs[0] != 0) fail(ctx, "input 0 is required");
+  if (inputs.empty() || inputs[0] != 0) fail_op(ctx, "input 0 is required");
   Shape out = ctx.input_shape(0);
   for (size_t i : inputs) {
     if (Op::floats_only) {
@@ -86,27 +87,17 @@ OpCost variadic_cost(const CostContext& ctx) {
 
 template <typename Op>
 std::vector<Tensor> fold_variadic(const FoldContext& ctx) {
-  std::vector<const Tensor*> inputs;
-  for (const Tensor& t : ctx.inputs)
-    if (!t.empty()) inputs.push_back(&t);
-  std::vector<int64_t> sizes;
-  for (const Tensor* t : inputs) sizes = broadcast_sizes(sizes, t->sizes());
+  const std::vector<Tensor> inputs = broadcast_inputs(ctx);  // the present ones, at the output sizes
   std::vector<Tensor> result;
-  visit_fold_type(inputs[0]->dtype(), [&](auto zero) {
+  visit_fold_type(inputs[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> out;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      const auto values = elements_as<T>(*inputs[k]);
-      const auto from = broadcast_source_index(inputs[k]->sizes(), sizes);
-      if (k == 0) {
-        out.resize(from.size());
-        for (size_t i = 0; i < out.size(); ++i) out[i] = values[from[i]];
-      } else {
-        for (size_t i = 0; i < out.size(); ++i) out[i] = Op::combine(out[i], values[from[i]]);
-      }
+    std::vector<T> out = elements_as<T>(inputs[0]);
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const auto values = elements_as<T>(inputs[k]);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = Op::combine(out[i], values[i]);
     }
     for (T& v : out) v = Op::template finish<T>(v, inputs.size());
-    result.push_back(tensor_from(inputs[0]->dtype(), sizes, out));
+    result.push_back(tensor_from(inputs[0].dtype(), inputs[0].sizes(), out));
   });
   return result;
 }
