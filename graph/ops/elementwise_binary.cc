@@ -79,6 +79,9 @@ void infer_binary(InferContext& ctx) {
 
 template <typename Op>
 std::vector<Tensor> fold_binary(const FoldContext& ctx) {
+  // float16/bfloat16 math is not folded: the evaluator declines and the node stays in the graph.
+  for (const Tensor& t : ctx.inputs)
+    if (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) return {};
   const std::vector<Tensor> in = broadcast_inputs(ctx);  // both at the output sizes
   const Tensor& a = in[0];
   const Tensor& b = in[1];
