@@ -59,12 +59,7 @@ Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> bat
   std::map<std::string, ValueId> by_name;
   for (const auto& init : gp.initializer()) {
     if (by_name.count(init.name())) throw Error("initializer '" + init.name() + "' is defined twice");
-    Tensor data;
-    try {
-      data = tensor_from_proto(init);
-    } catch (const Error& e) {
-      throw Error(e.message());
-    }
+    Tensor data = tensor_from_proto(init);
     Value v{.name = init.name(), .dtype = data.dtype(), .shape = Shape::of(data.sizes()), .role = ValueRole::Constant};
     v.data = std::move(data);
     ValueId id = graph.add_value(std::move(v));
