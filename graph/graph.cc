@@ -19,39 +19,6 @@ std::string_view value_role_name(ValueRole role) {
   return "activation";
 }
 
-template <typename T>
-static const T* find_attr(const Node& node, const std::string& key) {
-  auto it = node.attributes.find(key);
-  return it == node.attributes.end() ? nullptr : std::get_if<T>(&it->second);
-}
-
-int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
-  const auto* v = find_attr<int64_t>(*this, key);
-  return v ? *v : fallback;
-}
-
-double Node::attr_float(const std::string& key, double fallback) const {
-  const auto* v = find_attr<double>(*this, key);
-  return v ? *v : fallback;
-}
-
-std::string Node::attr_string(const std::string& key, const std::string& fallback) const {
-  const auto* v = find_attr<std::string>(*this, key);
-  return v ? *v : fallback;
-}
-
-std::vector<int64_t> Node::attr_ints(const std::string& key, const std::vector<int64_t>& fallback) const {
-  const auto* v = find_attr<std::vector<int64_t>>(*this, key);
-  return v ? *v : fallback;
-}
-
-std::vector<double> Node::attr_floats(const std::string& key) const {
-  const auto* v = find_attr<std::vector<double>>(*this, key);
-  return v ? *v : std::vector<double>{};
-}
-
-const Tensor* Node::attr_tensor(const std::string& key) const { return find_attr<Tensor>(*this, key); }
-
 ValueId Graph::add_value(Value value) {
   values_.push_back(std::move(value));
   return ValueId{static_cast<uint32_t>(values_.size() - 1)};

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "graph/attributes.h"
 #include "graph/dtype.h"
 #include "graph/shape.h"
 #include "graph/tensor.h"
@@ -54,9 +55,6 @@ struct Value {
   NodeId producer;                        // invalid for inputs, initializers and constants
 };
 
-using Attribute = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
-                               std::vector<std::string>, Tensor>;
-
 struct Node {
   std::string name;
   std::string op_type;
@@ -64,16 +62,20 @@ struct Node {
   int opset = 0;       // the version of `domain` the model imports
   std::vector<ValueId> inputs;  // an invalid id marks an omitted optional input
   std::vector<ValueId> outputs;
-  std::map<std::string, Attribute> attributes;
+  Attributes attributes;
 
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i].valid(); }
-  bool has_attribute(const std::string& key) const { return attributes.count(key) > 0; }
-  int64_t attr_int(const std::string& key, int64_t fallback) const;
-  double attr_float(const std::string& key, double fallback) const;
-  std::string attr_string(const std::string& key, const std::string& fallback) const;
-  std::vector<int64_t> attr_ints(const std::string& key, const std::vector<int64_t>& fallback = {}) const;
-  std::vector<double> attr_floats(const std::string& key) const;
-  const Tensor* attr_tensor(const std::string& key) const;
+  bool has_attribute(const std::string& key) const { return attributes.has(key); }
+  int64_t attr_int(const std::string& key, int64_t fallback) const { return attributes.get_int(key, fallback); }
+  double attr_float(const std::string& key, double fallback) const { return attributes.get_float(key, fallback); }
+  std::string attr_string(const std::string& key, const std::string& fallback) const {
+    return attributes.get_string(key, fallback);
+  }
+  std::vector<int64_t> attr_ints(const std::string& key, const std::vector<int64_t>& fallback = {}) const {
+    return attributes.get_ints(key, fallback);
+  }
+  std::vector<double> attr_floats(const std::string& key) const { return attributes.get_floats(key); }
+  const Tensor* attr_tensor(const std::string& key) const { return attributes.get_tensor(key); }
 };
 
 struct ModelInfo {

@@ -11,7 +11,6 @@ using namespace onnxtrain;
 
 namespace {
 
-using Attributes = std::map<std::string, Attribute>;
 
 Tensor floats(std::vector<int64_t> sizes, const std::vector<float>& values) {
   Tensor t(DType::Float32, std::move(sizes));
