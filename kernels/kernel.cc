@@ -1,0 +1,69 @@
+#include "kernels/kernel.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "graph/error.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+
+std::string_view device_kind_name(DeviceKind device) { return device == DeviceKind::Cpu ? "cpu" : "cuda"; }
+
+static int64_t product(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+int64_t TensorDesc::numel() const { return product(sizes); }
+int64_t TensorView::numel() const { return product(sizes); }
+
+void KernelRegistry::add(KernelEntry entry) {
+  for (const KernelEntry& e : entries_) {
+    ONNXTRAIN_CHECK(!(e.domain == entry.domain && e.op_type == entry.op_type && e.device == entry.device &&
+                      e.implementation == entry.implementation),
+                    "kernel registered twice: " + entry.op_type + " (" + entry.implementation + ")");
+  }
+  entries_.push_back(std::move(entry));
+}
+
+const KernelEntry* KernelRegistry::find(const std::string& domain, const std::string& op_type, DeviceKind device,
+                                        DType dtype, const std::string& implementation) const {
+  const std::string d = domain == "ai.onnx" ? std::string() : domain;
+  const KernelEntry* reference = nullptr;
+  for (const KernelEntry& e : entries_) {
+    if (e.domain != d || e.op_type != op_type || e.device != device) continue;
+    if (std::find(e.dtypes.begin(), e.dtypes.end(), dtype) == e.dtypes.end()) continue;
+    if (!implementation.empty()) {
+      if (e.implementation == implementation) return &e;
+      continue;
+    }
+    if (e.implementation != "reference") return &e;
+    reference = &e;
+  }
+  return reference;
+}
+
+std::vector<const KernelEntry*> KernelRegistry::all() const {
+  std::vector<const KernelEntry*> list;
+  for (const KernelEntry& e : entries_) list.push_back(&e);
+  return list;
+}
+
+const KernelRegistry& KernelRegistry::builtin() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    register_reference_kernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+DType kernel_dtype(const KernelSpec& spec) {
+  for (const TensorDesc& in : spec.inputs)
+    if (in.present()) return in.dtype;
+  for (const TensorDesc& out : spec.outputs)
+    if (out.present()) return out.dtype;
+  return DType::Undefined;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,118 @@
+// The kernel interface: device-neutral, prepared once, run many times. A kernel is looked up by
+// (op, device, dtype, implementation) in a KernelRegistry, prepared for fixed tensor sizes and
+// attributes (oneDNN primitive descriptors, workspaces, cuDNN algorithms are chosen here), then run on a
+// Stream with views of the input and output buffers. Kernels never see the IR (Graph/Node) and never
+// touch memory of another device implicitly; a CPU stream runs synchronously.
+//
+//   const KernelEntry* entry = KernelRegistry::builtin().find("", "Relu", DeviceKind::Cpu, DType::Float32);
+//   std::unique_ptr<Kernel> relu = entry->prepare(spec);   // spec: attributes, input/output descs
+//   relu->run(stream, {x_view}, {y_view});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/attributes.h"
+#include "graph/dtype.h"
+#include "graph/tensor.h"
+
+namespace onnxtrain {
+
+enum class DeviceKind { Cpu, Cuda };
+std::string_view device_kind_name(DeviceKind device);
+
+// Dtype and sizes of one kernel argument; dtype Undefined marks an omitted optional input or output.
+struct TensorDesc {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> sizes;
+  bool present() const { return dtype != DType::Undefined; }
+  int64_t numel() const;
+};
+
+// A non-owning view of a buffer on some device. `data` is null for an omitted argument.
+struct TensorView {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> sizes;
+  void* data = nullptr;
+  DeviceKind device = DeviceKind::Cpu;
+
+  static TensorView of(Tensor& t) { return {t.dtype(), t.sizes(), t.empty() ? nullptr : t.raw(), DeviceKind::Cpu}; }
+  static TensorView of(const Tensor& t) {
+    return {t.dtype(), t.sizes(), t.empty() ? nullptr : const_cast<std::byte*>(t.raw()), DeviceKind::Cpu};
+  }
+  bool present() const { return data != nullptr || (dtype != DType::Undefined && numel() == 0); }
+  int64_t numel() const;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+};
+
+// What a kernel is prepared for.
+struct KernelSpec {
+  std::string op_type;
+  std::string domain;  // "" = ai.onnx
+  int opset = 0;
+  Attributes attributes;
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> outputs;
+  std::string node_name;  // for error messages only
+};
+
+// Where a kernel runs. The CPU stream is synchronous; a CUDA stream will wrap cudaStream_t.
+class Stream {
+ public:
+  explicit Stream(DeviceKind device = DeviceKind::Cpu) : device_(device) {}
+  DeviceKind device() const { return device_; }
+
+ private:
+  DeviceKind device_;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Inputs and outputs in the op's order, with the sizes given at prepare time; outputs are allocated
+  // by the caller. Throws Error for data the op rejects (an index out of range, say).
+  virtual void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) = 0;
+};
+
+// Prepares a kernel; throws Error when the op's attributes or dtypes are not supported.
+using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelSpec&);
+
+struct KernelEntry {
+  std::string domain;
+  std::string op_type;
+  DeviceKind device;
+  std::vector<DType> dtypes;   // the dtypes of the op's type-deciding argument that the kernel handles
+  std::string implementation;  // "reference" (plain loops, the test oracle), "onednn", "cuda", ...
+  KernelFactory factory;
+
+  std::unique_ptr<Kernel> prepare(const KernelSpec& spec) const { return factory(spec); }
+};
+
+class KernelRegistry {
+ public:
+  void add(KernelEntry entry);  // one entry per (domain, op, device, implementation)
+  // The fastest implementation for the op on the device and dtype (anything before "reference"),
+  // or the one named by `implementation`. nullptr when there is none.
+  const KernelEntry* find(const std::string& domain, const std::string& op_type, DeviceKind device, DType dtype,
+                          const std::string& implementation = "") const;
+  std::vector<const KernelEntry*> all() const;
+
+  // Every kernel onnxtrain has (kernels/registry.cc).
+  static const KernelRegistry& builtin();
+
+ private:
+  std::vector<KernelEntry> entries_;
+};
+
+// The dtype that selects a kernel for an op: its first present input (its first output when it has no
+// inputs, like Constant or RandomNormal).
+DType kernel_dtype(const KernelSpec& spec);
+
+}  // namespace onnxtrain

@@ -1,0 +1,79 @@
+// Shared plumbing of the reference kernels: dtype dispatch, strides, broadcasting index maps and a
+// one-class-per-op adapter. Header-only and small; op math lives in the family files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "kernels/kernel.h"
+
+namespace onnxtrain::reference {
+
+// Calls fn(T{}) with the C++ type of `dtype` among float32/float64; false when dtype is not one of them.
+template <typename Fn>
+bool dispatch_float(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::Float32: fn(float{}); return true;
+    case DType::Float64: fn(double{}); return true;
+    default: return false;
+  }
+}
+
+// float32/float64/int32/int64 (arithmetic that ONNX defines on integers too).
+template <typename Fn>
+bool dispatch_numeric(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::Int32: fn(int32_t{}); return true;
+    case DType::Int64: fn(int64_t{}); return true;
+    default: return dispatch_float(dtype, fn);
+  }
+}
+
+// Any fixed-size element type, by element size (data movement copies bytes).
+inline size_t element_bytes(DType dtype) { return dtype_size(dtype); }
+
+inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
+  return strides;
+}
+
+// Strides of `in` (numpy-broadcast to `out`'s rank and sizes) over `out`'s index space: 0 where `in` broadcasts.
+inline std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  const std::vector<int64_t> own = row_major_strides(in);
+  const size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) strides[offset + i] = in[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
+// Calls fn(out_index, in_offsets...) for every element of `out`, with each input's element offset.
+template <typename Fn>
+void for_each_broadcast(const std::vector<int64_t>& out, const std::vector<std::vector<int64_t>>& in_strides, Fn&& fn) {
+  const int64_t rank = static_cast<int64_t>(out.size());
+  int64_t total = 1;
+  for (int64_t s : out) total *= s;
+  std::vector<int64_t> index(rank, 0);
+  std::vector<int64_t> offsets(in_strides.size(), 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    fn(flat, offsets);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      ++index[d];
+      for (size_t k = 0; k < in_strides.size(); ++k) offsets[k] += in_strides[k][d];
+      if (index[d] < out[d]) break;
+      for (size_t k = 0; k < in_strides.size(); ++k) offsets[k] -= in_strides[k][d] * out[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Throws Error naming the op and node of `spec`.
+[[noreturn]] inline void kernel_fail(const KernelSpec& spec, const std::string& message) {
+  throw Error(spec.op_type + " kernel" + (spec.node_name.empty() ? "" : " for node '" + spec.node_name + "'") + ": " +
+              message);
+}
+
+}  // namespace onnxtrain::reference
