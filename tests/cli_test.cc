@@ -5,7 +5,11 @@
 
 #include <array>
 #include <cstdio>
+#include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "frontend/npy.h"
 
 namespace {
 
@@ -59,6 +63,25 @@ TEST(Cli, BadUsageExitsTwo) {
   EXPECT_EQ(run("inspect").exit_code, 2);
   EXPECT_EQ(run("inspect --batch 0 " + kModels + "cnn_opset17.onnx").exit_code, 2);
   EXPECT_EQ(run("frobnicate").exit_code, 2);
+}
+
+TEST(Cli, RunWritesOutputsAndBenchmarks) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();
+  CliRun r = run("run " + kModels + "cnn_opset17.onnx --input input=" + kModels +
+                 "expected/fashion_batch3_input.npy -o " + dir + " --bench 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("logits: float32 (3,10)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("samples/s"), std::string::npos) << r.output;
+  onnxtrain::Tensor got = onnxtrain::read_npy(dir + "/logits.npy");
+  onnxtrain::Tensor expected = onnxtrain::read_npy(kModels + "expected/cnn_opset17_logits.npy");
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  auto a = got.to_double(), b = expected.to_double();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 + 1e-4 * std::abs(b[i]));
+  std::filesystem::remove_all(dir);
+
+  r = run("run " + kModels + "cnn_opset17.onnx --input " + kModels + "mlp_opset17.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("not a .npy file"), std::string::npos) << r.output;
 }
 
 TEST(Cli, HelpExitsZero) {

@@ -1,0 +1,177 @@
+#include "executor/inference_session.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+Error node_error(const Node& node, const std::string& message) {
+  return Error(message).at_node(node.name, node.op_type, node.domain, node.opset);
+}
+
+std::vector<int64_t> static_sizes_of(const Value& value, const SymbolBindings& bindings, const Node& node) {
+  Shape bound = value.shape.bind(bindings);
+  if (!bound.is_static()) {
+    throw node_error(node, "value '" + value.name + "' has shape " + value.shape.to_string() +
+                               ", not static once the batch is bound; running needs static shapes "
+                               "(re-export with fixed sizes for the other dynamic dims)");
+  }
+  return bound.static_sizes();
+}
+
+}  // namespace
+
+InferenceSession::InferenceSession(const Graph& graph, std::string implementation)
+    : graph_(graph), implementation_(std::move(implementation)), last_use_(graph.value_count(), 0) {
+  const auto& order = graph_.order();
+  for (size_t i = 0; i < order.size(); ++i)
+    for (ValueId in : graph_.node(order[i]).inputs)
+      if (in.valid()) last_use_[in.index] = i;
+  for (ValueId out : graph_.outputs) last_use_[out.index] = SIZE_MAX;  // never released
+}
+
+InferenceSession::~InferenceSession() = default;
+
+SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
+  SymbolBindings bindings;
+  for (ValueId id : graph_.inputs) {
+    const Value& v = graph_.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) throw Error("input '" + v.name + "' " + v.shape.to_string() + " was not given");
+    const Tensor& t = it->second;
+    auto mismatch = [&](const std::string& what) {
+      return Error("input '" + v.name + "': " + what + "; the model expects " + std::string(dtype_name(v.dtype)) + " " +
+                   v.shape.to_string() + ", got " + std::string(dtype_name(t.dtype())) + " " +
+                   Shape::of(t.sizes()).to_string());
+    };
+    if (t.dtype() != v.dtype) throw mismatch("wrong element type");
+    if (!v.shape.rank_known) continue;
+    if (t.rank() != v.shape.rank()) throw mismatch("wrong rank");
+    for (size_t d = 0; d < t.sizes().size(); ++d) {
+      const Dim& dim = v.shape.dims[d];
+      const int64_t size = t.sizes()[d];
+      if (dim.is_static() && dim.value() != size) throw mismatch("wrong size in dimension " + std::to_string(d));
+      if (dim.is_symbolic()) {
+        if (size % dim.factor() != 0) throw mismatch("dimension " + std::to_string(d) + " is not a multiple of " +
+                                                     std::to_string(dim.factor()));
+        auto [bound, inserted] = bindings.emplace(dim.symbol_name(), size / dim.factor());
+        if (!inserted && bound->second != size / dim.factor()) {
+          throw mismatch("'" + dim.symbol_name() + "' is " + std::to_string(bound->second) + " in another input");
+        }
+      }
+    }
+  }
+  for (const auto& [name, tensor] : inputs) {
+    bool known = std::any_of(graph_.inputs.begin(), graph_.inputs.end(), [&](ValueId id) { return graph_.value(id).name == name; });
+    if (!known) throw Error("the model has no input named '" + name + "'");
+  }
+  return bindings;
+}
+
+KernelSpec InferenceSession::spec_for(NodeId id, const SymbolBindings& bindings) const {
+  const Node& node = graph_.node(id);
+  KernelSpec spec{.op_type = node.op_type, .domain = node.domain, .opset = node.opset, .attributes = node.attributes,
+                  .node_name = node.name};
+  for (ValueId in : node.inputs) {
+    if (!in.valid()) {
+      spec.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph_.value(in);
+    spec.inputs.push_back({v.dtype, v.data ? v.data->sizes() : static_sizes_of(v, bindings, node)});
+  }
+  for (ValueId out : node.outputs) {
+    if (!out.valid()) {
+      spec.outputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph_.value(out);
+    spec.outputs.push_back({v.dtype, static_sizes_of(v, bindings, node)});
+  }
+  return spec;
+}
+
+std::vector<std::string> InferenceSession::missing_kernels(const SymbolBindings& bindings) const {
+  std::vector<std::string> missing;
+  for (NodeId id : graph_.order()) {
+    const Node& node = graph_.node(id);
+    KernelSpec spec{.op_type = node.op_type, .domain = node.domain};
+    for (ValueId in : node.inputs) spec.inputs.push_back(in.valid() ? TensorDesc{graph_.value(in).dtype, {}} : TensorDesc{});
+    for (ValueId out : node.outputs) spec.outputs.push_back(out.valid() ? TensorDesc{graph_.value(out).dtype, {}} : TensorDesc{});
+    const DType dtype = kernel_dtype(spec);
+    if (!KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_)) {
+      std::string label = (node.domain.empty() ? "" : node.domain + ".") + node.op_type + " (" +
+                          std::string(dtype_name(dtype)) + ")";
+      if (std::find(missing.begin(), missing.end(), label) == missing.end()) missing.push_back(label);
+    }
+  }
+  (void)bindings;
+  return missing;
+}
+
+void InferenceSession::prepare(const SymbolBindings& bindings) {
+  prepared_.clear();
+  for (NodeId id : graph_.order()) {
+    const Node& node = graph_.node(id);
+    KernelSpec spec = spec_for(id, bindings);
+    const DType dtype = kernel_dtype(spec);
+    const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_);
+    if (!entry) {
+      throw node_error(node, "no CPU kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
+                                 " for this op with " + std::string(dtype_name(dtype)) + " inputs yet");
+    }
+    PreparedNode prepared{id, nullptr, {}};
+    try {
+      prepared.kernel = entry->prepare(spec);
+    } catch (Error& e) {
+      e.at_node(node.name, node.op_type, node.domain, node.opset);
+      throw;
+    }
+    for (const TensorDesc& out : spec.outputs) prepared.output_sizes.push_back(out.sizes);
+    prepared_.push_back(std::move(prepared));
+  }
+  prepared_for_ = bindings;
+}
+
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
+  const SymbolBindings bindings = bind_inputs(inputs);
+  if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
+
+  std::vector<Tensor> values(graph_.value_count());
+  for (ValueId id : graph_.initializers) values[id.index] = *graph_.value(id).data;
+  for (ValueId id : graph_.inputs) values[id.index] = inputs.at(graph_.value(id).name);
+
+  Stream stream(DeviceKind::Cpu);
+  for (size_t i = 0; i < prepared_.size(); ++i) {
+    PreparedNode& p = prepared_[i];
+    const Node& node = graph_.node(p.node);
+    std::vector<TensorView> in_views, out_views;
+    for (ValueId in : node.inputs) in_views.push_back(in.valid() ? TensorView::of(values[in.index]) : TensorView{});
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ValueId out = node.outputs[o];
+      if (!out.valid()) {
+        out_views.emplace_back();
+        continue;
+      }
+      values[out.index] = Tensor(graph_.value(out).dtype, p.output_sizes[o]);
+      out_views.push_back(TensorView::of(values[out.index]));
+    }
+    try {
+      p.kernel->run(stream, in_views, out_views);
+    } catch (Error& e) {
+      e.at_node(node.name, node.op_type, node.domain, node.opset);
+      throw;
+    }
+    for (ValueId in : node.inputs)
+      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) values[in.index] = Tensor();
+  }
+
+  std::map<std::string, Tensor> outputs;
+  for (ValueId id : graph_.outputs) outputs[graph_.value(id).name] = values[id.index];
+  return outputs;
+}
+
+}  // namespace onnxtrain

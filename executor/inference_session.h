@@ -1,0 +1,52 @@
+// Runs a graph's forward pass on the CPU, node by node in topological order, with the kernels of the
+// KernelRegistry: the engine behind `onnxtrain run` and the ONNX conformance test. Kernels are prepared
+// once per batch size (the batch symbols are bound from the inputs' sizes) and reused by later runs.
+//
+//   InferenceSession session(model.graph);                      // fastest kernels
+//   InferenceSession oracle(model.graph, "reference");          // the plain-loop reference kernels
+//   std::map<std::string, Tensor> outputs = session.run({{"input", x}});
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "kernels/kernel.h"
+
+namespace onnxtrain {
+
+class InferenceSession {
+ public:
+  // `implementation` picks one kernel implementation ("reference"); empty: the fastest available.
+  explicit InferenceSession(const Graph& graph, std::string implementation = "");
+  ~InferenceSession();
+
+  // Inputs by graph-input name (all must be given, with the model's dtype and sizes); returns every
+  // graph output by name. Throws Error naming the input, node or kernel at fault.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  // The nodes without a kernel for their dtype on the CPU, as "Op (dtype)"; empty when the graph runs.
+  // Sizes are bound with `bindings` (the batch symbols).
+  std::vector<std::string> missing_kernels(const SymbolBindings& bindings = {}) const;
+
+ private:
+  struct PreparedNode {
+    NodeId node;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<std::vector<int64_t>> output_sizes;
+  };
+
+  SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
+  KernelSpec spec_for(NodeId id, const SymbolBindings& bindings) const;
+  void prepare(const SymbolBindings& bindings);
+
+  const Graph& graph_;
+  std::string implementation_;
+  std::optional<SymbolBindings> prepared_for_;
+  std::vector<PreparedNode> prepared_;
+  std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
+};
+
+}  // namespace onnxtrain

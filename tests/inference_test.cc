@@ -1,0 +1,125 @@
+// The InferenceSession (executor/) and .npy files (frontend/): fixtures give ONNX Runtime's logits
+// (models/expected/, made by make_expected.py), inputs are validated with clear errors, and a new batch
+// size re-prepares the kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "executor/inference_session.h"
+#include "frontend/importer.h"
+#include "frontend/npy.h"
+
+using namespace onnxtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+void expect_close(const Tensor& got, const Tensor& expected, double rtol, double atol) {
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  auto a = got.to_double(), b = expected.to_double();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], atol + rtol * std::abs(b[i])) << "element " << i;
+}
+
+TEST(Npy, RoundTripsEveryDtype) {
+  const fs::path dir = fs::temp_directory_path() / ("onnxtrain_npy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::UInt8, DType::Bool}) {
+    Tensor t(dtype, {2, 3});
+    for (size_t i = 0; i < t.nbytes(); ++i) t.raw()[i] = static_cast<std::byte>(dtype == DType::Bool ? i % 2 : i * 7);
+    const std::string path = (dir / "t.npy").string();
+    write_npy(path, t);
+    Tensor back = read_npy(path);
+    EXPECT_EQ(back.dtype(), dtype);
+    EXPECT_EQ(back.sizes(), t.sizes());
+    EXPECT_EQ(0, std::memcmp(back.raw(), t.raw(), t.nbytes()));
+  }
+  Tensor scalar = Tensor::scalar_int64(42);
+  write_npy((dir / "s.npy").string(), scalar);
+  EXPECT_EQ(read_npy((dir / "s.npy").string()).to_int64(), std::vector<int64_t>{42});
+  EXPECT_TRUE(read_npy((dir / "s.npy").string()).sizes().empty());
+  fs::remove_all(dir);
+}
+
+TEST(Npy, RefusesBadFiles) {
+  EXPECT_THROW(read_npy("/nonexistent.npy"), Error);
+  EXPECT_THROW(read_npy(kModels + "fixtures.json"), Error);
+  try {
+    read_npy(kModels + "cnn_opset17.onnx");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cnn_opset17.onnx"), std::string::npos);
+  }
+}
+
+class MatchesOnnxRuntime : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MatchesOnnxRuntime, Logits) {
+  const std::string name = GetParam();
+  ImportedModel model = import_model(kModels + name + ".onnx");
+  const Tensor x = read_npy(kModels + "expected/fashion_batch3_input.npy");
+  const Tensor expected = read_npy(kModels + "expected/" + name + "_logits.npy");
+  for (const std::string implementation : {"", "reference"}) {
+    InferenceSession session(model.graph, implementation);
+    auto outputs = session.run({{model.graph.value(model.graph.inputs[0]).name, x}});
+    ASSERT_EQ(outputs.size(), 1u);
+    expect_close(outputs.begin()->second, expected, 1e-4, 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MatchesOnnxRuntime,
+                         ::testing::Values("cnn_opset13", "cnn_opset17", "cnn_dynamo", "mlp_opset17", "mlp_dynamo"));
+
+TEST(InferenceSession, NewBatchSizeRepreparesAndAgrees) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  const Tensor x = read_npy(kModels + "expected/fashion_batch3_input.npy");
+  const Tensor expected = read_npy(kModels + "expected/cnn_opset17_logits.npy");
+  InferenceSession session(model.graph);
+  session.run({{"input", x}});
+  // Sample 1 alone (batch 1) gives row 1 of the batch-3 logits.
+  Tensor one(DType::Float32, {1, 1, 28, 28});
+  std::memcpy(one.raw(), x.raw() + 784 * sizeof(float), 784 * sizeof(float));
+  Tensor row = session.run({{"input", one}}).at("logits");
+  Tensor expected_row(DType::Float32, {1, 10});
+  std::memcpy(expected_row.raw(), expected.raw() + 10 * sizeof(float), 10 * sizeof(float));
+  expect_close(row, expected_row, 1e-4, 1e-5);
+}
+
+TEST(InferenceSession, ValidatesInputs) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  InferenceSession session(model.graph);
+  auto expect_error = [&](const std::map<std::string, Tensor>& inputs, const std::string& fragment) {
+    try {
+      session.run(inputs);
+      ADD_FAILURE() << "accepted; expected: " << fragment;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_error({}, "input 'input' (batch,1,28,28) was not given");
+  expect_error({{"input", Tensor(DType::Float64, {2, 1, 28, 28})}}, "wrong element type");
+  expect_error({{"input", Tensor(DType::Float32, {2, 1, 28})}}, "wrong rank");
+  expect_error({{"input", Tensor(DType::Float32, {2, 3, 28, 28})}}, "wrong size in dimension 1");
+  expect_error({{"input", Tensor(DType::Float32, {2, 1, 28, 28})}, {"extra", Tensor(DType::Float32, {1})}},
+               "no input named 'extra'");
+}
+
+TEST(InferenceSession, NamesTheNodeWithoutAKernel) {
+  ImportedModel model = import_model("/usr/share/libonnx-testdata/data/node/test_bitshift_left_uint8/model.onnx");
+  InferenceSession session(model.graph);
+  ASSERT_FALSE(session.missing_kernels().empty());
+  Tensor x(DType::UInt8, {3}), y(DType::UInt8, {3});
+  try {
+    session.run({{"x", x}, {"y", y}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.has_node());
+    EXPECT_EQ(e.op_type(), "BitShift");
+    EXPECT_NE(std::string(e.what()).find("no CPU kernel"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,146 @@
+// ONNX conformance of the forward kernels: every model of Debian's libonnx-testdata node suite that
+// onnxtrain imports and has kernels for runs through the InferenceSession with the reference kernels,
+// and its outputs must match the expected tensors (rtol 1e-3, atol 1e-6; integers and bools exactly).
+// The test prints passed / failed / excluded counts; exclusions are explicit, each with its reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "executor/inference_session.h"
+#include "frontend/importer.h"
+#include "frontend/tensor_file.h"
+
+using namespace onnxtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kNodeSuite = "/usr/share/libonnx-testdata/data/node";
+
+// Tests whose expected outputs onnxtrain cannot or should not reproduce, with the reason.
+const std::map<std::string, std::string> kExcluded = {
+    {"test_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_dropout_default_mask_ratio", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_dropout_default_ratio", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_training_dropout", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_training_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_training_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_training_dropout_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+};
+
+double element(const Tensor& t, int64_t i) {
+  const std::byte* p = t.raw();
+  switch (t.dtype()) {
+    case DType::Float32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::Float64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case DType::Float16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+      const double sign = (h & 0x8000) ? -1.0 : 1.0;
+      if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+      if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
+      return sign * std::ldexp(mantissa + 1024, exponent - 25);
+    }
+    case DType::BFloat16: {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * i, 2);
+      uint32_t bits = static_cast<uint32_t>(b) << 16;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      return v;
+    }
+    default: return static_cast<double>(t.reshaped({t.numel()}).to_int64()[i]);
+  }
+}
+
+// Empty when equal within tolerance, else what differs.
+std::string compare(const Tensor& got, const Tensor& expected) {
+  if (got.dtype() != expected.dtype()) {
+    return "dtype " + std::string(dtype_name(got.dtype())) + ", expected " + std::string(dtype_name(expected.dtype()));
+  }
+  if (got.sizes() != expected.sizes()) {
+    return "sizes " + Shape::of(got.sizes()).to_string() + ", expected " + Shape::of(expected.sizes()).to_string();
+  }
+  const bool exact = !is_floating(expected.dtype());
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    const double a = element(got, i), b = element(expected, i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b) continue;
+    if (exact || !(std::abs(a - b) <= 1e-6 + 1e-3 * std::abs(b))) {
+      return "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b);
+    }
+  }
+  return "";
+}
+
+TEST(OnnxConformance, ReferenceKernelsMatchNodeTests) {
+  if (!fs::exists(kNodeSuite)) GTEST_FAIL() << kNodeSuite << " missing: run tools/install-deps.sh (libonnx-testdata)";
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(kNodeSuite))
+    if (fs::exists(entry.path() / "model.onnx")) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+
+  int passed = 0, excluded = 0, not_imported = 0, no_kernel_tests = 0;
+  std::map<std::string, int> without_kernel;  // "Op (dtype)" → tests
+  std::vector<std::string> failures;
+  for (const fs::path& dir : dirs) {
+    const std::string test = dir.filename().string();
+    if (kExcluded.count(test)) {
+      ++excluded;
+      continue;
+    }
+    ImportedModel model;
+    try {
+      model = import_model((dir / "model.onnx").string());
+    } catch (const Error&) {
+      ++not_imported;  // refusals are checked by onnx_node_suite_test
+      continue;
+    }
+    InferenceSession session(model.graph, "reference");
+    if (auto missing = session.missing_kernels(); !missing.empty()) {
+      for (const auto& m : missing) ++without_kernel[m];
+      ++no_kernel_tests;
+      continue;
+    }
+    std::string failure;
+    for (int set = 0; failure.empty() && fs::exists(dir / ("test_data_set_" + std::to_string(set))); ++set) {
+      const fs::path data = dir / ("test_data_set_" + std::to_string(set));
+      try {
+        std::map<std::string, Tensor> inputs;
+        for (size_t i = 0; i < model.graph.inputs.size(); ++i) {
+          inputs[model.graph.value(model.graph.inputs[i]).name] =
+              read_tensor_proto_file((data / ("input_" + std::to_string(i) + ".pb")).string());
+        }
+        std::map<std::string, Tensor> outputs = session.run(inputs);
+        for (size_t o = 0; o < model.graph.outputs.size() && failure.empty(); ++o) {
+          const std::string name = model.graph.value(model.graph.outputs[o]).name;
+          Tensor expected = read_tensor_proto_file((data / ("output_" + std::to_string(o) + ".pb")).string());
+          if (std::string diff = compare(outputs.at(name), expected); !diff.empty()) {
+            failure = "output '" + name + "': " + diff;
+          }
+        }
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    if (failure.empty()) {
+      ++passed;
+    } else {
+      failures.push_back(test + ": " + failure);
+    }
+  }
+  std::printf("ONNX node tests through the reference kernels: %zu models; %d passed, %zu failed, %d excluded "
+              "(listed with reasons), %d not imported, %d without a kernel yet\n",
+              dirs.size(), passed, failures.size(), excluded, not_imported, no_kernel_tests);
+  std::string ops;
+  for (const auto& [op, count] : without_kernel) ops += " " + op;
+  std::printf("ops without a reference kernel:%s\n", ops.c_str());
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+}  // namespace
