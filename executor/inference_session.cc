@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/error.h"
+#include "graph/op_schema.h"
 
 namespace onnxtrain {
 
@@ -12,14 +13,38 @@ Error node_error(const Node& node, const std::string& message) {
   return Error(message).at_node(node.name, node.op_type, node.domain, node.opset);
 }
 
-std::vector<int64_t> static_sizes_of(const Value& value, const SymbolBindings& bindings, const Node& node) {
-  Shape bound = value.shape.bind(bindings);
-  if (!bound.is_static()) {
+std::vector<int64_t> static_sizes_of(const Value& value, const Node& node) {
+  if (!value.shape.is_static()) {
     throw node_error(node, "value '" + value.name + "' has shape " + value.shape.to_string() +
                                ", not static once the batch is bound; running needs static shapes "
                                "(re-export with fixed sizes for the other dynamic dims)");
   }
-  return bound.static_sizes();
+  return value.shape.static_sizes();
+}
+
+KernelSpec spec_for(const Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  KernelSpec spec{.op_type = node.op_type, .domain = node.domain, .opset = node.opset, .attributes = node.attributes,
+                  .node_name = node.name};
+  for (ValueId in : node.inputs) {
+    if (!in.valid()) {
+      spec.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(in);
+    spec.inputs.push_back({v.dtype, v.data ? v.data->sizes() : static_sizes_of(v, node)});
+  }
+  for (ValueId out : node.outputs) {
+    spec.outputs.push_back(out.valid() ? TensorDesc{graph.value(out).dtype, static_sizes_of(graph.value(out), node)}
+                                       : TensorDesc{});
+  }
+  return spec;
+}
+
+bool outputs_static(const Graph& graph, NodeId id) {
+  for (ValueId out : graph.node(id).outputs)
+    if (out.valid() && !graph.value(out).shape.is_static()) return false;
+  return true;
 }
 
 }  // namespace
@@ -71,30 +96,7 @@ SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, Tensor>
   return bindings;
 }
 
-KernelSpec InferenceSession::spec_for(NodeId id, const SymbolBindings& bindings) const {
-  const Node& node = graph_.node(id);
-  KernelSpec spec{.op_type = node.op_type, .domain = node.domain, .opset = node.opset, .attributes = node.attributes,
-                  .node_name = node.name};
-  for (ValueId in : node.inputs) {
-    if (!in.valid()) {
-      spec.inputs.emplace_back();
-      continue;
-    }
-    const Value& v = graph_.value(in);
-    spec.inputs.push_back({v.dtype, v.data ? v.data->sizes() : static_sizes_of(v, bindings, node)});
-  }
-  for (ValueId out : node.outputs) {
-    if (!out.valid()) {
-      spec.outputs.emplace_back();
-      continue;
-    }
-    const Value& v = graph_.value(out);
-    spec.outputs.push_back({v.dtype, static_sizes_of(v, bindings, node)});
-  }
-  return spec;
-}
-
-std::vector<std::string> InferenceSession::missing_kernels(const SymbolBindings& bindings) const {
+std::vector<std::string> InferenceSession::missing_kernels() const {
   std::vector<std::string> missing;
   for (NodeId id : graph_.order()) {
     const Node& node = graph_.node(id);
@@ -108,32 +110,68 @@ std::vector<std::string> InferenceSession::missing_kernels(const SymbolBindings&
       if (std::find(missing.begin(), missing.end(), label) == missing.end()) missing.push_back(label);
     }
   }
-  (void)bindings;
   return missing;
 }
 
+std::unique_ptr<Kernel> InferenceSession::prepare_node(const Graph& graph, NodeId id,
+                                                       std::vector<std::vector<int64_t>>& output_sizes) const {
+  const Node& node = graph.node(id);
+  KernelSpec spec = spec_for(graph, id);
+  const DType dtype = kernel_dtype(spec);
+  const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_);
+  if (!entry) {
+    throw node_error(node, "no CPU kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
+                               " for this op with " + std::string(dtype_name(dtype)) + " inputs yet");
+  }
+  output_sizes.clear();
+  for (const TensorDesc& out : spec.outputs) output_sizes.push_back(out.sizes);
+  try {
+    return entry->prepare(spec);
+  } catch (Error& e) {
+    e.at_node(node.name, node.op_type, node.domain, node.opset);
+    throw;
+  }
+}
+
 void InferenceSession::prepare(const SymbolBindings& bindings) {
+  bound_ = graph_;
+  for (size_t i = 0; i < bound_.value_count(); ++i) {
+    Value& v = bound_.value(ValueId{static_cast<uint32_t>(i)});
+    v.shape = v.shape.bind(bindings);
+    if (v.known)
+      for (Dim& d : *v.known) d = d.bind(bindings);
+  }
   prepared_.clear();
-  for (NodeId id : graph_.order()) {
-    const Node& node = graph_.node(id);
-    KernelSpec spec = spec_for(id, bindings);
-    const DType dtype = kernel_dtype(spec);
-    const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_);
-    if (!entry) {
-      throw node_error(node, "no CPU kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
-                                 " for this op with " + std::string(dtype_name(dtype)) + " inputs yet");
-    }
-    PreparedNode prepared{id, nullptr, {}};
-    try {
-      prepared.kernel = entry->prepare(spec);
-    } catch (Error& e) {
-      e.at_node(node.name, node.op_type, node.domain, node.opset);
-      throw;
-    }
-    for (const TensorDesc& out : spec.outputs) prepared.output_sizes.push_back(out.sizes);
-    prepared_.push_back(std::move(prepared));
+  for (NodeId id : bound_.order()) {
+    PreparedNode p{id, nullptr, {}};
+    // A node that missing_kernels() would name fails here, also when its sizes are data-dependent.
+    if (outputs_static(bound_, id)) p.kernel = prepare_node(bound_, id, p.output_sizes);
+    prepared_.push_back(std::move(p));
   }
   prepared_for_ = bindings;
+}
+
+// Shape inference again for one node, now that its inputs exist: their real sizes, and the values of
+// small inputs (shapes, bounds, pads) as constants.
+void InferenceSession::infer_with_values(Graph& graph, NodeId id, const std::vector<Tensor>& values) const {
+  const Node& node = graph.node(id);
+  for (ValueId in : node.inputs) {
+    if (!in.valid()) continue;
+    Value& v = graph.value(in);
+    const Tensor& t = values[in.index];
+    v.shape = Shape::of(t.sizes());
+    if (!v.data && t.numel() <= 64) {  // shapes, bounds, pads, Range's limits: small tensors of any type
+      v.data = t;
+      v.known.reset();  // the import-time values may hold symbols; the data is exact
+      v.role = ValueRole::Constant;
+    }
+  }
+  const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
+  if (!schema) throw node_error(node, "output sizes depend on run-time values and onnxtrain has no schema for the op");
+  infer_node(graph, id, *schema);
+  if (!outputs_static(graph, id)) {
+    throw node_error(node, "output sizes stay unknown even with the input values known");
+  }
 }
 
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
@@ -144,10 +182,22 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   for (ValueId id : graph_.initializers) values[id.index] = *graph_.value(id).data;
   for (ValueId id : graph_.inputs) values[id.index] = inputs.at(graph_.value(id).name);
 
+  // Data-dependent nodes are inferred on a copy, so that every run starts from the bound graph.
+  const bool dynamic = std::any_of(prepared_.begin(), prepared_.end(), [](const PreparedNode& p) { return !p.kernel; });
+  std::optional<Graph> scratch;
+  if (dynamic) scratch = bound_;
+
   Stream stream(DeviceKind::Cpu);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
+    std::unique_ptr<Kernel> per_run;
+    Kernel* kernel = p.kernel.get();
+    if (!kernel) {
+      infer_with_values(*scratch, p.node, values);
+      per_run = prepare_node(*scratch, p.node, p.output_sizes);
+      kernel = per_run.get();
+    }
     std::vector<TensorView> in_views, out_views;
     for (ValueId in : node.inputs) in_views.push_back(in.valid() ? TensorView::of(values[in.index]) : TensorView{});
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -160,10 +210,14 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
       out_views.push_back(TensorView::of(values[out.index]));
     }
     try {
-      p.kernel->run(stream, in_views, out_views);
+      kernel->run(stream, in_views, out_views);
     } catch (Error& e) {
       e.at_node(node.name, node.op_type, node.domain, node.opset);
       throw;
+    }
+    if (scratch) {  // later data-dependent nodes see this node's real output sizes
+      for (ValueId out : node.outputs)
+        if (out.valid()) scratch->value(out).shape = Shape::of(values[out.index].sizes());
     }
     for (ValueId in : node.inputs)
       if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) values[in.index] = Tensor();

@@ -1,6 +1,8 @@
 // Runs a graph's forward pass on the CPU, node by node in topological order, with the kernels of the
 // KernelRegistry: the engine behind `onnxtrain run` and the ONNX conformance test. Kernels are prepared
 // once per batch size (the batch symbols are bound from the inputs' sizes) and reused by later runs.
+// Nodes whose output sizes depend on data computed at run time (a Reshape target, Slice bounds, Range
+// limits fed as inputs) are shape-inferred again with those values and prepared on every run.
 //
 //   InferenceSession session(model.graph);                      // fastest kernels
 //   InferenceSession oracle(model.graph, "reference");          // the plain-loop reference kernels
@@ -28,21 +30,22 @@ class InferenceSession {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
   // The nodes without a kernel for their dtype on the CPU, as "Op (dtype)"; empty when the graph runs.
-  // Sizes are bound with `bindings` (the batch symbols).
-  std::vector<std::string> missing_kernels(const SymbolBindings& bindings = {}) const;
+  std::vector<std::string> missing_kernels() const;
 
  private:
   struct PreparedNode {
     NodeId node;
-    std::unique_ptr<Kernel> kernel;
+    std::unique_ptr<Kernel> kernel;  // null for a node prepared on every run (data-dependent sizes)
     std::vector<std::vector<int64_t>> output_sizes;
   };
 
   SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
-  KernelSpec spec_for(NodeId id, const SymbolBindings& bindings) const;
+  std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id, std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
+  void infer_with_values(Graph& graph, NodeId id, const std::vector<Tensor>& values) const;
 
   const Graph& graph_;
+  Graph bound_;  // graph_ with the batch symbols bound
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;
   std::vector<PreparedNode> prepared_;

@@ -20,6 +20,9 @@ namespace {
 
 const fs::path kNodeSuite = "/usr/share/libonnx-testdata/data/node";
 
+constexpr const char* kBfloat16AsUint16 =
+    "libonnx-testdata 1.12 stores these bfloat16 tensors with data type UINT16, so they do not match the model";
+
 // Tests whose expected outputs onnxtrain cannot or should not reproduce, with the reason.
 const std::map<std::string, std::string> kExcluded = {
     {"test_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
@@ -30,6 +33,12 @@ const std::map<std::string, std::string> kExcluded = {
     {"test_training_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
+    {"test_cast_BFLOAT16_to_FLOAT", kBfloat16AsUint16},
+    {"test_cast_FLOAT_to_BFLOAT16", kBfloat16AsUint16},
+    {"test_castlike_BFLOAT16_to_FLOAT", kBfloat16AsUint16},
+    {"test_castlike_BFLOAT16_to_FLOAT_expanded", kBfloat16AsUint16},
+    {"test_castlike_FLOAT_to_BFLOAT16", kBfloat16AsUint16},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", kBfloat16AsUint16},
 };
 
 double element(const Tensor& t, int64_t i) {

@@ -6,8 +6,34 @@ namespace onnxtrain {
 
 void register_reference_kernels(KernelRegistry& registry) {
   // --- elementwise, reductions, softmax ---
+  register_reference_elementwise_binary_kernels(registry);
+  register_reference_elementwise_unary_kernels(registry);
+  register_reference_compare_logic_kernels(registry);
+  register_reference_cast_kernels(registry);
+  register_reference_reduce_kernels(registry);
+  register_reference_softmax_kernels(registry);
   // --- conv, matmul, pooling, normalisation, losses ---
+  register_reference_conv_kernels(registry);
+  register_reference_conv_transpose_kernels(registry);
+  register_reference_gemm_kernels(registry);
+  register_reference_matmul_kernels(registry);
+  register_reference_pooling_kernels(registry);
+  register_reference_batch_norm_kernels(registry);
+  register_reference_instance_norm_kernels(registry);
+  register_reference_layer_norm_kernels(registry);
+  register_reference_lrn_kernels(registry);
+  register_reference_dropout_kernels(registry);
+  register_reference_loss_kernels(registry);
   // --- data movement ---
+  register_reference_shape_size_kernels(registry);
+  register_reference_gather_kernels(registry);
+  register_reference_reshape_kernels(registry);
+  register_reference_concat_split_kernels(registry);
+  register_reference_slice_kernels(registry);
+  register_reference_transpose_kernels(registry);
+  register_reference_expand_tile_kernels(registry);
+  register_reference_constant_kernels(registry);
+  register_reference_pad_kernels(registry);
   (void)registry;
 }
 

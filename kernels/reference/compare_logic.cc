@@ -1,0 +1,119 @@
+// Reference kernels for the comparisons Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool output,
+// Equal also on bool inputs), the logical Not, And, Or, Xor (bool) and Where (a bool condition picking
+// from X or Y of any fixed-size dtype). All broadcast like numpy.
+#include <cstring>
+#include <functional>
+
+#include "kernels/reference/elementwise_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+using namespace reference::elementwise;
+
+template <typename Compare>
+std::unique_ptr<Kernel> make_comparison(const KernelSpec& spec, const std::vector<DType>& allowed) {
+  require_input_count(spec, 2, 2);
+  const DType dtype = require_dtype_in(spec, 0, allowed);
+  require_same_dtype(spec, 1, 0);
+  const std::vector<int64_t> out = broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
+  require_output(spec, 0, DType::Bool, out);
+  const std::vector<std::vector<int64_t>> strides = {broadcast_strides(spec.inputs[0].sizes, out),
+                                                     broadcast_strides(spec.inputs[1].sizes, out)};
+  return make_closure_kernel([dtype, out, strides](auto inputs, auto outputs) {
+    if (dtype == DType::Bool) {
+      for_each_broadcast(out, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
+        write_bool(outputs[0], i, Compare()(read_bool(inputs[0], offset[0]), read_bool(inputs[1], offset[1])));
+      });
+      return;
+    }
+    dispatch_arithmetic(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const T* a = inputs[0].template as<T>();
+      const T* b = inputs[1].template as<T>();
+      for_each_broadcast(out, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
+        write_bool(outputs[0], i, Compare()(a[offset[0]], b[offset[1]]));
+      });
+    });
+  });
+}
+
+template <typename Logic>
+std::unique_ptr<Kernel> make_logical(const KernelSpec& spec) {
+  require_input_count(spec, 2, 2);
+  require_dtype_in(spec, 0, {DType::Bool});
+  require_dtype_in(spec, 1, {DType::Bool});
+  const std::vector<int64_t> out = broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
+  require_output(spec, 0, DType::Bool, out);
+  const std::vector<std::vector<int64_t>> strides = {broadcast_strides(spec.inputs[0].sizes, out),
+                                                     broadcast_strides(spec.inputs[1].sizes, out)};
+  return make_closure_kernel([out, strides](auto inputs, auto outputs) {
+    for_each_broadcast(out, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
+      write_bool(outputs[0], i, Logic()(read_bool(inputs[0], offset[0]), read_bool(inputs[1], offset[1])));
+    });
+  });
+}
+
+std::unique_ptr<Kernel> make_not(const KernelSpec& spec) {
+  require_input_count(spec, 1, 1);
+  require_dtype_in(spec, 0, {DType::Bool});
+  require_output(spec, 0, DType::Bool, spec.inputs[0].sizes);
+  return make_closure_kernel([](auto inputs, auto outputs) {
+    for (int64_t i = 0; i < outputs[0].numel(); ++i) write_bool(outputs[0], i, !read_bool(inputs[0], i));
+  });
+}
+
+// Where copies whole elements, so any dtype with a fixed size works.
+std::unique_ptr<Kernel> make_where(const KernelSpec& spec) {
+  require_input_count(spec, 3, 3);
+  require_dtype_in(spec, 0, {DType::Bool});
+  if (!input_present(spec, 1) || !input_present(spec, 2)) kernel_fail(spec, "X and Y are required");
+  const DType dtype = spec.inputs[1].dtype;
+  if (dtype_size(dtype) == 0)
+    kernel_fail(spec, "X has dtype " + std::string(dtype_name(dtype)) + ", not a fixed-size type");
+  require_same_dtype(spec, 2, 1);
+  const std::vector<int64_t> out = broadcast_sizes_or_fail(
+      spec, broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes), spec.inputs[2].sizes);
+  require_output(spec, 0, dtype, out);
+  std::vector<std::vector<int64_t>> strides;
+  for (const TensorDesc& in : spec.inputs) strides.push_back(broadcast_strides(in.sizes, out));
+  const size_t element = dtype_size(dtype);
+  return make_closure_kernel([out, strides, element](auto inputs, auto outputs) {
+    const auto* x = static_cast<const std::byte*>(inputs[1].data);
+    const auto* y = static_cast<const std::byte*>(inputs[2].data);
+    auto* result = static_cast<std::byte*>(outputs[0].data);
+    for_each_broadcast(out, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
+      const std::byte* source = read_bool(inputs[0], offset[0]) ? x + offset[1] * element : y + offset[2] * element;
+      std::memcpy(result + i * element, source, element);
+    });
+  });
+}
+
+}  // namespace
+
+void register_reference_compare_logic_kernels(KernelRegistry& registry) {
+  const std::vector<DType> equal_dtypes = with_bool(kArithmeticDTypes);
+  registry.add(reference_entry("Equal", equal_dtypes, [](const KernelSpec& s) {
+    return make_comparison<std::equal_to<>>(s, with_bool(kArithmeticDTypes));
+  }));
+  registry.add(reference_entry("Less", kArithmeticDTypes,
+                               [](const KernelSpec& s) { return make_comparison<std::less<>>(s, kArithmeticDTypes); }));
+  registry.add(reference_entry("LessOrEqual", kArithmeticDTypes, [](const KernelSpec& s) {
+    return make_comparison<std::less_equal<>>(s, kArithmeticDTypes);
+  }));
+  registry.add(reference_entry("Greater", kArithmeticDTypes, [](const KernelSpec& s) {
+    return make_comparison<std::greater<>>(s, kArithmeticDTypes);
+  }));
+  registry.add(reference_entry("GreaterOrEqual", kArithmeticDTypes, [](const KernelSpec& s) {
+    return make_comparison<std::greater_equal<>>(s, kArithmeticDTypes);
+  }));
+  registry.add(reference_entry("Not", {DType::Bool}, &make_not));
+  registry.add(reference_entry("And", {DType::Bool}, &make_logical<std::logical_and<>>));
+  registry.add(reference_entry("Or", {DType::Bool}, &make_logical<std::logical_or<>>));
+  registry.add(reference_entry("Xor", {DType::Bool}, &make_logical<std::not_equal_to<bool>>));
+  registry.add(reference_entry("Where", {DType::Bool}, &make_where));
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,116 @@
+// Conv, 1-D to 3-D (any number of spatial dims): X (N,C,D1..Dn), W (M,C/group,k1..kn), optional B (M).
+// Direct loops over output position, input channel of the group and kernel element.
+#include <algorithm>
+
+#include "kernels/reference/nn_common.h"
+#include "kernels/reference/reference_kernels.h"
+#include "kernels/reference/window.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  WindowGeometry window;
+};
+
+template <typename T>
+void conv_forward(const ConvGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  const WindowGeometry& w = g.window;
+  const T* x = inputs[0].as<const T>();
+  const T* weight = inputs[1].as<const T>();
+  const T* bias = has_view(inputs, 2) ? inputs[2].as<const T>() : nullptr;
+  T* y = outputs[0].as<T>();
+  const int64_t in_per_group = g.in_channels / g.group;
+  const int64_t out_per_group = g.out_channels / g.group;
+  const int64_t in_plane = product_of(w.input);
+  const int64_t out_plane = product_of(w.output);
+  const int64_t kernel_volume = product_of(w.kernel);
+  if (g.batch * g.out_channels * out_plane == 0) return;
+  const size_t spatial = w.spatial();
+  std::vector<int64_t> out_pos(spatial), k(spatial);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t oc = 0; oc < g.out_channels; ++oc) {
+      const int64_t first_channel = (oc / out_per_group) * in_per_group;
+      T* y_plane = y + (n * g.out_channels + oc) * out_plane;
+      std::fill(out_pos.begin(), out_pos.end(), 0);
+      int64_t out_flat = 0;
+      do {
+        double acc = bias ? static_cast<double>(bias[oc]) : 0.0;
+        for (int64_t ic = 0; ic < in_per_group; ++ic) {
+          const T* x_plane = x + (n * g.in_channels + first_channel + ic) * in_plane;
+          const T* w_kernel = weight + (oc * in_per_group + ic) * kernel_volume;
+          std::fill(k.begin(), k.end(), 0);
+          int64_t k_flat = 0;
+          do {
+            int64_t offset = 0;
+            bool inside = true;
+            for (size_t d = 0; d < spatial && inside; ++d) {
+              const int64_t p = w.input_position(d, out_pos[d], k[d]);
+              inside = p >= 0 && p < w.input[d];
+              offset = offset * w.input[d] + p;
+            }
+            if (inside) acc += static_cast<double>(x_plane[offset]) * static_cast<double>(w_kernel[k_flat]);
+            ++k_flat;
+          } while (next_index(k, w.kernel));
+        }
+        y_plane[out_flat++] = static_cast<T>(acc);
+      } while (next_index(out_pos, w.output));
+    }
+  }
+}
+
+std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const TensorDesc& x = spec.inputs[0];
+  const TensorDesc& weight = require_input(spec, 1, "W");
+  const TensorDesc& y = require_output(spec, 0, "Y");
+  const std::vector<int64_t> in_spatial = spatial_sizes(spec, x, "X");
+  if (weight.sizes.size() != x.sizes.size() || y.sizes.size() != x.sizes.size()) {
+    kernel_fail(spec, "X " + sizes_to_string(x.sizes) + ", W " + sizes_to_string(weight.sizes) + " and Y " +
+                          sizes_to_string(y.sizes) + " must have the same rank");
+  }
+  ConvGeometry g;
+  g.batch = x.sizes[0];
+  g.in_channels = x.sizes[1];
+  g.out_channels = weight.sizes[0];
+  g.group = spec.attributes.get_int("group", 1);
+  if (g.group < 1) kernel_fail(spec, "group must be >= 1, got " + std::to_string(g.group));
+  if (weight.sizes[1] * g.group != g.in_channels || g.out_channels % g.group != 0) {
+    kernel_fail(spec, "W " + sizes_to_string(weight.sizes) + " does not fit X " + sizes_to_string(x.sizes) +
+                          " with group=" + std::to_string(g.group));
+  }
+  if (y.sizes[0] != g.batch || y.sizes[1] != g.out_channels) {
+    kernel_fail(spec, "Y " + sizes_to_string(y.sizes) + " must be (N, M, ...) for X " + sizes_to_string(x.sizes) +
+                          " and W " + sizes_to_string(weight.sizes));
+  }
+  if (has_input(spec, 2) && spec.inputs[2].sizes != std::vector<int64_t>{g.out_channels}) {
+    kernel_fail(spec, "B " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per output channel");
+  }
+  const std::vector<int64_t> kernel(weight.sizes.begin() + 2, weight.sizes.end());
+  if (spec.attributes.has("kernel_shape") && spec.attributes.get_ints("kernel_shape") != kernel) {
+    kernel_fail(spec, "kernel_shape " + sizes_to_string(spec.attributes.get_ints("kernel_shape")) +
+                          " does not match W " + sizes_to_string(weight.sizes));
+  }
+  g.window = read_window_geometry(spec, in_spatial, {y.sizes.begin() + 2, y.sizes.end()}, kernel);
+  return make_float_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { conv_forward<T>(g, in, out); });
+  });
+}
+
+}  // namespace
+
+void register_reference_conv_kernels(KernelRegistry& registry) {
+  registry.add({.domain = "",
+                .op_type = "Conv",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32, DType::Float64},
+                .implementation = "reference",
+                .factory = &make_conv});
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,250 @@
+// Reference kernels for the activations and unary math (Relu … Gelu), Clip and PRelu. Float math ops
+// take float32/float64; Relu and Neg also the signed integers, Abs, Erf, Clip and PRelu every
+// arithmetic type. Each op's math is one generic lambda over the element type T.
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+
+#include "kernels/reference/elementwise_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+using namespace reference::elementwise;
+
+template <typename T>
+bool is_negative(T x) {
+  if constexpr (std::is_unsigned_v<T>) {
+    return false;
+  } else {
+    return x < T(0);
+  }
+}
+
+// A kernel applying fn to every element; instantiated for float types only when FloatsOnly.
+template <bool FloatsOnly, typename Fn>
+std::unique_ptr<Kernel> make_unary_kernel(const KernelSpec& spec, const std::vector<DType>& allowed, Fn fn) {
+  require_input_count(spec, 1, 1);
+  const DType dtype = require_dtype_in(spec, 0, allowed);
+  require_output(spec, 0, dtype, spec.inputs[0].sizes);
+  return make_closure_kernel([dtype, fn](auto inputs, auto outputs) {
+    auto apply = [&](auto zero) {
+      using T = decltype(zero);
+      const T* x = inputs[0].template as<T>();
+      T* y = outputs[0].template as<T>();
+      for (int64_t i = 0; i < outputs[0].numel(); ++i) y[i] = fn(x[i]);
+    };
+    if constexpr (FloatsOnly) {
+      dispatch_float(dtype, apply);
+    } else {
+      dispatch_arithmetic(dtype, apply);
+    }
+  });
+}
+
+template <typename Fn>
+std::unique_ptr<Kernel> float_unary(const KernelSpec& spec, Fn fn) {
+  return make_unary_kernel<true>(spec, kFloatDTypes, fn);
+}
+
+std::unique_ptr<Kernel> make_relu(const KernelSpec& spec) {
+  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) { return is_negative(x) ? decltype(x)(0) : x; });
+}
+
+std::unique_ptr<Kernel> make_neg(const KernelSpec& spec) {
+  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(uint64_t{0} - static_cast<uint64_t>(x));  // wraps
+    } else {
+      return -x;
+    }
+  });
+}
+
+std::unique_ptr<Kernel> make_abs(const KernelSpec& spec) {
+  return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_integral_v<T>) {
+      return is_negative(x) ? static_cast<T>(uint64_t{0} - static_cast<uint64_t>(x)) : x;
+    } else {
+      return std::fabs(x);
+    }
+  });
+}
+
+std::unique_ptr<Kernel> make_erf(const KernelSpec& spec) {
+  return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_integral_v<T>) {
+      return float_to_integer<T>(std::erf(static_cast<double>(x)));
+    } else {
+      return std::erf(x);
+    }
+  });
+}
+
+std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec) {
+  return float_unary(spec, [](auto x) {
+    using T = decltype(x);
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    const T e = std::exp(x);  // no overflow for very negative x
+    return e / (T(1) + e);
+  });
+}
+
+std::unique_ptr<Kernel> make_softplus(const KernelSpec& spec) {
+  return float_unary(spec, [](auto x) {
+    using T = decltype(x);
+    return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));  // log(exp(x) + 1), stable
+  });
+}
+
+std::unique_ptr<Kernel> make_leaky_relu(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 0.01);
+  return float_unary(spec, [alpha](auto x) { return x < 0 ? static_cast<decltype(x)>(alpha) * x : x; });
+}
+
+std::unique_ptr<Kernel> make_elu(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 1.0);
+  return float_unary(spec, [alpha](auto x) { return x < 0 ? static_cast<decltype(x)>(alpha) * std::expm1(x) : x; });
+}
+
+std::unique_ptr<Kernel> make_selu(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 1.67326319217681884765625);
+  const double gamma = spec.attributes.get_float("gamma", 1.05070102214813232421875);
+  return float_unary(spec, [alpha, gamma](auto x) {
+    using T = decltype(x);
+    return static_cast<T>(gamma) * (x > 0 ? x : static_cast<T>(alpha) * std::expm1(x));
+  });
+}
+
+std::unique_ptr<Kernel> make_hard_sigmoid(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 0.2);
+  const double beta = spec.attributes.get_float("beta", 0.5);
+  return float_unary(spec, [alpha, beta](auto x) {
+    using T = decltype(x);
+    return std::clamp(static_cast<T>(alpha) * x + static_cast<T>(beta), T(0), T(1));
+  });
+}
+
+std::unique_ptr<Kernel> make_hard_swish(const KernelSpec& spec) {
+  return float_unary(spec, [](auto x) {
+    using T = decltype(x);
+    return x * std::clamp(x / T(6) + T(0.5), T(0), T(1));
+  });
+}
+
+std::unique_ptr<Kernel> make_gelu(const KernelSpec& spec) {
+  const std::string approximate = spec.attributes.get_string("approximate", "none");
+  if (approximate == "none") {
+    return float_unary(spec, [](auto x) {
+      using T = decltype(x);
+      return T(0.5) * x * (T(1) + std::erf(x / std::numbers::sqrt2_v<T>));
+    });
+  }
+  if (approximate == "tanh") {
+    return float_unary(spec, [](auto x) {
+      using T = decltype(x);
+      const T sqrt_2_over_pi = std::numbers::sqrt2_v<T> * std::numbers::inv_sqrtpi_v<T>;
+      return T(0.5) * x * (T(1) + std::tanh(sqrt_2_over_pi * (x + T(0.044715) * x * x * x)));
+    });
+  }
+  kernel_fail(spec, "approximate must be 'none' or 'tanh', got '" + approximate + "'");
+}
+
+// Clip: min/max attributes before opset 11 (float only), optional scalar inputs of X's dtype from 11.
+std::unique_ptr<Kernel> make_clip(const KernelSpec& spec) {
+  const bool bounds_as_inputs = spec.opset >= 11;
+  require_input_count(spec, 1, bounds_as_inputs ? 3 : 1);
+  const DType dtype = require_dtype_in(spec, 0, bounds_as_inputs ? kArithmeticDTypes : kFloatDTypes);
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    if (!input_present(spec, i)) continue;
+    require_same_dtype(spec, i, 0);
+    if (spec.inputs[i].numel() != 1) {
+      kernel_fail(spec, std::string(i == 1 ? "min" : "max") + " must be a scalar, got sizes " +
+                            sizes_to_string(spec.inputs[i].sizes));
+    }
+  }
+  require_output(spec, 0, dtype, spec.inputs[0].sizes);
+  const double min_attribute = spec.attributes.get_float("min", -INFINITY);
+  const double max_attribute = spec.attributes.get_float("max", INFINITY);
+  return make_closure_kernel([=](auto inputs, auto outputs) {
+    dispatch_arithmetic(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+      if (!bounds_as_inputs) {
+        lo = static_cast<T>(std::max(min_attribute, static_cast<double>(lo)));
+        hi = static_cast<T>(std::min(max_attribute, static_cast<double>(hi)));
+      }
+      if (inputs.size() > 1 && inputs[1].present()) lo = inputs[1].template as<T>()[0];
+      if (inputs.size() > 2 && inputs[2].present()) hi = inputs[2].template as<T>()[0];
+      const T* x = inputs[0].template as<T>();
+      T* y = outputs[0].template as<T>();
+      for (int64_t i = 0; i < outputs[0].numel(); ++i) {
+        const T v = x[i] < lo ? lo : x[i];
+        y[i] = v > hi ? hi : v;  // min > max gives max everywhere, as the spec says; NaN stays NaN
+      }
+    });
+  });
+}
+
+// PRelu: the slope broadcasts onto X (unidirectionally).
+std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
+  require_input_count(spec, 2, 2);
+  const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
+  require_dtype_in(spec, 1, kArithmeticDTypes);
+  require_same_dtype(spec, 1, 0);
+  const std::vector<int64_t>& x_sizes = spec.inputs[0].sizes;
+  if (broadcast_sizes_or_fail(spec, x_sizes, spec.inputs[1].sizes) != x_sizes) {
+    kernel_fail(spec, "slope of sizes " + sizes_to_string(spec.inputs[1].sizes) + " does not broadcast onto X " +
+                          sizes_to_string(x_sizes));
+  }
+  require_output(spec, 0, dtype, x_sizes);
+  const std::vector<std::vector<int64_t>> strides = {broadcast_strides(x_sizes, x_sizes),
+                                                     broadcast_strides(spec.inputs[1].sizes, x_sizes)};
+  return make_closure_kernel([dtype, x_sizes, strides](auto inputs, auto outputs) {
+    dispatch_arithmetic(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const T* x = inputs[0].template as<T>();
+      const T* slope = inputs[1].template as<T>();
+      T* y = outputs[0].template as<T>();
+      for_each_broadcast(x_sizes, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
+        const T v = x[offset[0]];
+        y[i] = is_negative(v) ? static_cast<T>(slope[offset[1]] * v) : v;
+      });
+    });
+  });
+}
+
+// The float math ops without attributes.
+#define ONNXTRAIN_FLOAT_UNARY(expression) \
+  [](const KernelSpec& spec) { return float_unary(spec, [](auto x) { return expression; }); }
+
+}  // namespace
+
+void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
+  registry.add(reference_entry("Relu", kSignedDTypes, &make_relu));
+  registry.add(reference_entry("Neg", kSignedDTypes, &make_neg));
+  registry.add(reference_entry("Abs", kArithmeticDTypes, &make_abs));
+  registry.add(reference_entry("Erf", kArithmeticDTypes, &make_erf));
+  registry.add(reference_entry("Sigmoid", kFloatDTypes, &make_sigmoid));
+  registry.add(reference_entry("Tanh", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::tanh(x))));
+  registry.add(reference_entry("Sqrt", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::sqrt(x))));
+  registry.add(reference_entry("Exp", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::exp(x))));
+  registry.add(reference_entry("Log", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::log(x))));
+  registry.add(reference_entry("Reciprocal", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(decltype(x)(1) / x)));
+  registry.add(reference_entry("Softplus", kFloatDTypes, &make_softplus));
+  registry.add(reference_entry("LeakyRelu", kFloatDTypes, &make_leaky_relu));
+  registry.add(reference_entry("Elu", kFloatDTypes, &make_elu));
+  registry.add(reference_entry("Selu", kFloatDTypes, &make_selu));
+  registry.add(reference_entry("HardSigmoid", kFloatDTypes, &make_hard_sigmoid));
+  registry.add(reference_entry("HardSwish", kFloatDTypes, &make_hard_swish));
+  registry.add(reference_entry("Gelu", kFloatDTypes, &make_gelu));
+  registry.add(reference_entry("Clip", kArithmeticDTypes, &make_clip));
+  registry.add(reference_entry("PRelu", kArithmeticDTypes, &make_prelu));
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,114 @@
+// LayerNormalization (opset 17): X viewed as (outer, inner) at `axis`; each row normalised by its mean
+// and population variance, then x̂·Scale + B with Scale and B broadcast onto X's dims from `axis` on.
+// Optional outputs Mean and InvStdDev (1/sqrt(var + epsilon)) have X's leading dims and 1s after, in the
+// stash_type dtype (float32 or float64 here). The statistics are computed in double whatever stash_type
+// says: the reference is at least as precise as the spec's stash precision.
+#include <cmath>
+
+#include "kernels/reference/nn_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+
+struct LayerNormGeometry {
+  int64_t outer = 0, inner = 0;
+  double epsilon = 1e-5;
+  std::vector<int64_t> scale_offsets, bias_offsets;  // per element of a row; bias_offsets empty without B
+};
+
+template <typename T>
+void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  const T* x = inputs[0].as<const T>();
+  const T* scale = inputs[1].as<const T>();
+  const T* bias = g.bias_offsets.empty() || !has_view(inputs, 2) ? nullptr : inputs[2].as<const T>();
+  T* y = outputs[0].as<T>();
+  std::vector<double> means(static_cast<size_t>(g.outer)), inv_stds(static_cast<size_t>(g.outer));
+  for (int64_t r = 0; r < g.outer; ++r) {
+    const T* row = x + r * g.inner;
+    double sum = 0;
+    for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(row[i]);
+    const double mean = sum / static_cast<double>(g.inner);
+    double squares = 0;
+    for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(row[i]) - mean, 2);
+    const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(g.inner) + g.epsilon);
+    for (int64_t i = 0; i < g.inner; ++i) {
+      double v = (static_cast<double>(row[i]) - mean) * inv_std * static_cast<double>(scale[g.scale_offsets[i]]);
+      if (bias) v += static_cast<double>(bias[g.bias_offsets[i]]);
+      y[r * g.inner + i] = static_cast<T>(v);
+    }
+    means[r] = mean;
+    inv_stds[r] = inv_std;
+  }
+  if (has_view(outputs, 1)) store_doubles(outputs[1], means);
+  if (has_view(outputs, 2)) store_doubles(outputs[2], inv_stds);
+}
+
+// Offsets into a tensor of `sizes` broadcast onto `normalized`, one per element of `normalized`.
+std::vector<int64_t> broadcast_offsets(const KernelSpec& spec, const std::string& what,
+                                       const std::vector<int64_t>& sizes, const std::vector<int64_t>& normalized) {
+  bool fits = sizes.size() <= normalized.size();
+  for (size_t i = 0; fits && i < sizes.size(); ++i) {
+    fits = sizes[i] == 1 || sizes[i] == normalized[normalized.size() - sizes.size() + i];
+  }
+  if (!fits) {
+    kernel_fail(spec, what + " " + sizes_to_string(sizes) + " does not broadcast onto the normalized dims " +
+                          sizes_to_string(normalized));
+  }
+  std::vector<int64_t> offsets;
+  for_each_broadcast(normalized, {broadcast_strides(sizes, normalized)},
+                     [&](int64_t, const std::vector<int64_t>& in) { offsets.push_back(in[0]); });
+  return offsets;
+}
+
+std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = spec.inputs[0].sizes;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = spec.attributes.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) {
+    kernel_fail(spec, "axis " + std::to_string(axis) + " is out of range for X " + sizes_to_string(x));
+  }
+  if (axis < 0) axis += rank;
+  if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
+  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
+  LayerNormGeometry g;
+  g.outer = product_of(x, 0, static_cast<size_t>(axis));
+  g.inner = product_of(normalized);
+  g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
+  g.scale_offsets = broadcast_offsets(spec, "Scale", require_input(spec, 1, "Scale").sizes, normalized);
+  if (has_input(spec, 2)) g.bias_offsets = broadcast_offsets(spec, "B", spec.inputs[2].sizes, normalized);
+  std::vector<int64_t> stats = x;
+  for (size_t i = static_cast<size_t>(axis); i < stats.size(); ++i) stats[i] = 1;
+  for (size_t i = 1; i < 3; ++i) {
+    if (!has_output(spec, i)) continue;
+    if (!is_float32_or_64(spec.outputs[i].dtype)) {
+      kernel_fail(spec, "the reference kernel stashes Mean and InvStdDev as float32 or float64, got " +
+                            std::string(dtype_name(spec.outputs[i].dtype)) + " (stash_type)");
+    }
+    if (spec.outputs[i].sizes != stats) {
+      kernel_fail(spec, "output " + std::to_string(i) + " is " + sizes_to_string(spec.outputs[i].sizes) +
+                            ", expected " + sizes_to_string(stats));
+    }
+  }
+  return make_float_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { layer_norm<T>(g, in, out); });
+  });
+}
+
+}  // namespace
+
+void register_reference_layer_norm_kernels(KernelRegistry& registry) {
+  registry.add({.domain = "",
+                .op_type = "LayerNormalization",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32, DType::Float64},
+                .implementation = "reference",
+                .factory = &make_layer_norm});
+}
+
+}  // namespace onnxtrain

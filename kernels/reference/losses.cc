@@ -1,0 +1,152 @@
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss over scores (N,C) or (N,C,D1..Dk) with int32 or
+// int64 labels (N) or (N,D1..Dk) and optional per-class weights (C). Per element:
+//   loss = -w[label]·log_prob[label], log_prob = log_softmax(scores) over C (SoftmaxCrossEntropyLoss) or
+//   the input itself (NegativeLogLikelihoodLoss); 0 where label == ignore_index.
+// reduction none keeps the per-element losses, sum adds them, mean divides the sum by Σ w[label] over the
+// elements not ignored (their count without weights): 0/0 = NaN when all are ignored, as in PyTorch.
+// A label outside [0, C) that is not ignore_index is an Error at run time.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "kernels/reference/nn_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+
+enum class Reduction { None, Sum, Mean };
+
+struct LossGeometry {
+  bool softmax = false;                       // SoftmaxCrossEntropyLoss: the input is scores, not log-probabilities
+  int64_t batch = 0, classes = 0, inner = 0;  // scores as (N, C, D1·…·Dk)
+  Reduction reduction = Reduction::Mean;
+  std::optional<int64_t> ignore_index;
+};
+
+int64_t label_at(const TensorView& labels, int64_t i) {
+  return labels.dtype == DType::Int32 ? labels.as<const int32_t>()[i] : labels.as<const int64_t>()[i];
+}
+
+template <typename T>
+void loss(const LossGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  const T* scores = inputs[0].as<const T>();
+  const T* weights = has_view(inputs, 2) ? inputs[2].as<const T>() : nullptr;
+  const int64_t elements = g.batch * g.inner;
+  std::vector<double> log_prob(static_cast<size_t>(elements * g.classes));
+  auto at = [&](int64_t n, int64_t c, int64_t d) { return (n * g.classes + c) * g.inner + d; };
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t d = 0; d < g.inner; ++d) {
+      if (!g.softmax) {
+        for (int64_t c = 0; c < g.classes; ++c) log_prob[at(n, c, d)] = static_cast<double>(scores[at(n, c, d)]);
+        continue;
+      }
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t c = 0; c < g.classes; ++c) max = std::max(max, static_cast<double>(scores[at(n, c, d)]));
+      double sum = 0;
+      for (int64_t c = 0; c < g.classes; ++c) sum += std::exp(static_cast<double>(scores[at(n, c, d)]) - max);
+      const double log_sum = std::log(sum) + max;
+      for (int64_t c = 0; c < g.classes; ++c)
+        log_prob[at(n, c, d)] = static_cast<double>(scores[at(n, c, d)]) - log_sum;
+    }
+  }
+  std::vector<double> losses(static_cast<size_t>(elements));
+  double total = 0, total_weight = 0;
+  for (int64_t e = 0; e < elements; ++e) {
+    const int64_t label = label_at(inputs[1], e);
+    if (g.ignore_index && label == *g.ignore_index) continue;
+    if (label < 0 || label >= g.classes) {
+      throw Error(std::string(g.softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss") + " kernel: label " +
+                  std::to_string(label) + " at element " + std::to_string(e) + " is outside [0, " +
+                  std::to_string(g.classes) + ") and is not ignore_index");
+    }
+    const double w = weights ? static_cast<double>(weights[label]) : 1.0;
+    losses[e] = -w * log_prob[at(e / g.inner, label, e % g.inner)];
+    total += losses[e];
+    total_weight += w;
+  }
+  T* out = outputs[0].as<T>();
+  switch (g.reduction) {
+    case Reduction::None:
+      for (int64_t e = 0; e < elements; ++e) out[e] = static_cast<T>(losses[e]);
+      break;
+    case Reduction::Sum:
+      out[0] = static_cast<T>(total);
+      break;
+    case Reduction::Mean:
+      out[0] = static_cast<T>(total / total_weight);
+      break;
+  }
+  if (g.softmax && has_view(outputs, 1)) {
+    T* lp = outputs[1].as<T>();
+    for (size_t i = 0; i < log_prob.size(); ++i) lp[i] = static_cast<T>(log_prob[i]);
+  }
+}
+
+std::unique_ptr<Kernel> make_loss(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 2});
+  LossGeometry g;
+  g.softmax = spec.op_type == "SoftmaxCrossEntropyLoss";
+  const std::vector<int64_t>& scores = spec.inputs[0].sizes;
+  const TensorDesc& labels = require_input(spec, 1, g.softmax ? "labels" : "target");
+  if (labels.dtype != DType::Int32 && labels.dtype != DType::Int64) {
+    kernel_fail(spec, "labels must be int32 or int64, got " + std::string(dtype_name(labels.dtype)));
+  }
+  if (scores.size() < 2) kernel_fail(spec, "scores must be (N,C) or (N,C,D1,...), got " + sizes_to_string(scores));
+  std::vector<int64_t> per_element = scores;
+  per_element.erase(per_element.begin() + 1);
+  if (labels.sizes != per_element) {
+    kernel_fail(spec, "labels " + sizes_to_string(labels.sizes) + " do not match scores " + sizes_to_string(scores) +
+                          " (expected " + sizes_to_string(per_element) + ")");
+  }
+  g.batch = scores[0];
+  g.classes = scores[1];
+  g.inner = product_of(scores, 2);
+  if (has_input(spec, 2) && spec.inputs[2].sizes != std::vector<int64_t>{g.classes}) {
+    kernel_fail(spec, "weights " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per class");
+  }
+  const std::string reduction = spec.attributes.get_string("reduction", "mean");
+  if (reduction == "none") {
+    g.reduction = Reduction::None;
+  } else if (reduction == "sum") {
+    g.reduction = Reduction::Sum;
+  } else if (reduction != "mean") {
+    kernel_fail(spec, "reduction must be none, sum or mean, got '" + reduction + "'");
+  }
+  if (spec.attributes.has("ignore_index")) g.ignore_index = spec.attributes.get_int("ignore_index", 0);
+  const TensorDesc& out = require_output(spec, 0, "loss");
+  const std::vector<int64_t> expected = g.reduction == Reduction::None ? per_element : std::vector<int64_t>{};
+  if (out.sizes != expected || out.dtype != dtype) {
+    kernel_fail(spec, "loss must be " + std::string(dtype_name(dtype)) + " " + sizes_to_string(expected) +
+                          " for reduction '" + reduction + "', got " + sizes_to_string(out.sizes));
+  }
+  if (has_output(spec, 1) && (!g.softmax || spec.outputs[1].sizes != scores || spec.outputs[1].dtype != dtype)) {
+    kernel_fail(spec, "log_prob must have the scores' dtype and shape " + sizes_to_string(scores));
+  }
+  return make_float_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { loss<T>(g, in, out); });
+  });
+}
+
+KernelEntry loss_entry(const char* op_type) {
+  return {.domain = "",
+          .op_type = op_type,
+          .device = DeviceKind::Cpu,
+          .dtypes = {DType::Float32, DType::Float64},
+          .implementation = "reference",
+          .factory = &make_loss};
+}
+
+}  // namespace
+
+void register_reference_loss_kernels(KernelRegistry& registry) {
+  registry.add(loss_entry("SoftmaxCrossEntropyLoss"));
+  registry.add(loss_entry("NegativeLogLikelihoodLoss"));
+}
+
+}  // namespace onnxtrain

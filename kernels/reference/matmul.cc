@@ -1,0 +1,91 @@
+// MatMul with numpy's rules: a 1-D A is a row vector and a 1-D B a column vector (their added dim is
+// dropped from the result); the leading batch dims broadcast.
+#include <algorithm>
+
+#include "kernels/reference/nn_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+
+struct MatMulGeometry {
+  int64_t m = 0, k = 0, n = 0;
+  std::vector<int64_t> batch;                             // broadcast batch sizes
+  std::vector<int64_t> a_batch_strides, b_batch_strides;  // in matrices, over `batch`; 0 where broadcast
+};
+
+template <typename T>
+void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  const T* a = inputs[0].as<const T>();
+  const T* b = inputs[1].as<const T>();
+  T* y = outputs[0].as<T>();
+  for_each_broadcast(g.batch, {g.a_batch_strides, g.b_batch_strides},
+                     [&](int64_t flat, const std::vector<int64_t>& offsets) {
+                       const T* a_mat = a + offsets[0] * g.m * g.k;
+                       const T* b_mat = b + offsets[1] * g.k * g.n;
+                       T* y_mat = y + flat * g.m * g.n;
+                       for (int64_t i = 0; i < g.m; ++i) {
+                         for (int64_t j = 0; j < g.n; ++j) {
+                           double sum = 0;
+                           for (int64_t p = 0; p < g.k; ++p) {
+                             sum += static_cast<double>(a_mat[i * g.k + p]) * static_cast<double>(b_mat[p * g.n + j]);
+                           }
+                           y_mat[i * g.n + j] = static_cast<T>(sum);
+                         }
+                       }
+                     });
+}
+
+std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1});
+  const std::vector<int64_t>& a = spec.inputs[0].sizes;
+  const std::vector<int64_t>& b = require_input(spec, 1, "B").sizes;
+  const TensorDesc& y = require_output(spec, 0, "Y");
+  const std::string operands = "A " + sizes_to_string(a) + " x B " + sizes_to_string(b);
+  if (a.empty() || b.empty()) kernel_fail(spec, "operands must have at least one dim: " + operands);
+  MatMulGeometry g;
+  g.m = a.size() == 1 ? 1 : a[a.size() - 2];
+  g.k = a.back();
+  g.n = b.size() == 1 ? 1 : b.back();
+  const int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
+  if (k_b != g.k) kernel_fail(spec, "inner dimensions differ: " + operands);
+  const std::vector<int64_t> batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+  const std::vector<int64_t> batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  const size_t rank = std::max(batch_a.size(), batch_b.size());
+  g.batch.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i + batch_a.size() >= rank ? batch_a[i + batch_a.size() - rank] : 1;
+    const int64_t db = i + batch_b.size() >= rank ? batch_b[i + batch_b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1) kernel_fail(spec, "batch dimensions do not broadcast: " + operands);
+    g.batch[i] = da == 1 ? db : da;
+  }
+  g.a_batch_strides = broadcast_strides(batch_a, g.batch);
+  g.b_batch_strides = broadcast_strides(batch_b, g.batch);
+  std::vector<int64_t> expected = g.batch;
+  if (a.size() >= 2) expected.push_back(g.m);
+  if (b.size() >= 2) expected.push_back(g.n);
+  if (y.sizes != expected) {
+    kernel_fail(spec,
+                "Y is " + sizes_to_string(y.sizes) + ", expected " + sizes_to_string(expected) + " for " + operands);
+  }
+  return make_float_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { matmul<T>(g, in, out); });
+  });
+}
+
+}  // namespace
+
+void register_reference_matmul_kernels(KernelRegistry& registry) {
+  registry.add({.domain = "",
+                .op_type = "MatMul",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32, DType::Float64},
+                .implementation = "reference",
+                .factory = &make_matmul});
+}
+
+}  // namespace onnxtrain

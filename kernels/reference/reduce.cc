@@ -1,0 +1,287 @@
+// Reference kernels for ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp and ArgMax/ArgMin.
+// Reduce axes are an attribute before opset 13 (ReduceSum) or 18 (the others), an optional int64 input
+// from then on (its values are read at run time), where noop_with_empty_axes=1 makes "no axes" the
+// identity instead of "all axes". Floats accumulate in double, integers in 64 bits. Empty reductions
+// give the ONNX identities (0, 1, -inf for Max, +inf for Min, -inf for LogSumExp).
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <type_traits>
+
+#include "kernels/reference/elementwise_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+using namespace reference::elementwise;
+
+enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+// Which output element each input element folds into, for one set of axes.
+struct ReducePlan {
+  std::vector<int64_t> out_sizes;
+  std::vector<std::vector<int64_t>> out_strides;  // over the input's index space; 0 along reduced axes
+  int64_t out_numel = 1;
+  int64_t count = 1;      // input elements per output element
+  bool identity = false;  // noop_with_empty_axes with no axes: a copy
+};
+
+ReducePlan plan_reduce(const KernelSpec& spec, const std::vector<int64_t>& in_sizes, const std::vector<int64_t>& axes,
+                       bool keepdims, bool noop_with_empty_axes) {
+  ReducePlan plan;
+  const auto rank = static_cast<int64_t>(in_sizes.size());
+  if (axes.empty() && noop_with_empty_axes) {
+    plan.identity = true;
+    plan.out_sizes = in_sizes;
+    return plan;
+  }
+  std::vector<bool> reduced(in_sizes.size(), axes.empty());
+  for (int64_t axis : axes) {
+    const int64_t a = normalized_axis(spec, axis, rank);
+    if (reduced[a]) kernel_fail(spec, "axis " + std::to_string(axis) + " is repeated");
+    reduced[a] = true;
+  }
+  std::vector<int64_t> kept_sizes;  // reduced dims as 1
+  for (int64_t d = 0; d < rank; ++d) {
+    kept_sizes.push_back(reduced[d] ? 1 : in_sizes[d]);
+    if (reduced[d]) plan.count *= in_sizes[d];
+    if (!reduced[d] || keepdims) plan.out_sizes.push_back(kept_sizes.back());
+    plan.out_numel *= kept_sizes.back();
+  }
+  plan.out_strides = {broadcast_strides(kept_sizes, in_sizes)};
+  return plan;
+}
+
+// The value of an empty reduction.
+template <typename T, typename Acc>
+Acc initial_value(ReduceKind kind) {
+  constexpr bool floating = std::is_floating_point_v<Acc>;
+  if (kind == ReduceKind::Prod) return 1;
+  if (kind == ReduceKind::Max) {
+    if constexpr (floating) {
+      return -std::numeric_limits<Acc>::infinity();
+    } else {
+      return static_cast<Acc>(std::numeric_limits<T>::lowest());
+    }
+  }
+  if (kind == ReduceKind::Min) {
+    if constexpr (floating) {
+      return std::numeric_limits<Acc>::infinity();
+    } else {
+      return static_cast<Acc>(std::numeric_limits<T>::max());
+    }
+  }
+  return 0;
+}
+
+template <typename Acc>
+Acc magnitude(Acc v) {
+  if constexpr (std::is_unsigned_v<Acc>) {
+    return v;
+  } else {
+    return v < 0 ? -v : v;
+  }
+}
+
+// Accumulates in Acc (double, int64_t or uint64_t) and writes T.
+template <typename T, typename Acc>
+void reduce_elements(ReduceKind kind, const ReducePlan& plan, const std::vector<int64_t>& in_sizes, const T* x, T* y) {
+  constexpr bool floating = std::is_floating_point_v<Acc>;
+  std::vector<Acc> acc(static_cast<size_t>(plan.out_numel), initial_value<T, Acc>(kind));
+  std::vector<Acc> shift(static_cast<size_t>(plan.out_numel), 0);  // LogSumExp: each slot's finite max
+  if constexpr (floating) {
+    if (kind == ReduceKind::LogSumExp) {
+      std::vector<Acc> max(shift.size(), -std::numeric_limits<Acc>::infinity());
+      for_each_broadcast(in_sizes, plan.out_strides, [&](int64_t i, const std::vector<int64_t>& slot) {
+        max[slot[0]] = std::max(max[slot[0]], static_cast<Acc>(x[i]));
+      });
+      for (size_t k = 0; k < max.size(); ++k) shift[k] = std::isfinite(max[k]) ? max[k] : 0;
+    }
+  }
+  for_each_broadcast(in_sizes, plan.out_strides, [&](int64_t i, const std::vector<int64_t>& slot) {
+    Acc& a = acc[slot[0]];
+    const auto v = static_cast<Acc>(x[i]);
+    switch (kind) {
+      case ReduceKind::Sum:
+      case ReduceKind::Mean:
+      case ReduceKind::LogSum:
+        a += v;
+        break;
+      case ReduceKind::Prod:
+        a *= v;
+        break;
+      case ReduceKind::L1:
+        a += magnitude(v);
+        break;
+      case ReduceKind::L2:
+      case ReduceKind::SumSquare:
+        a += v * v;
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        const bool better = kind == ReduceKind::Max ? v > a : v < a;
+        bool nan = false;
+        if constexpr (floating) nan = std::isnan(v);
+        if (better || nan) a = v;  // NaN propagates, like numpy
+        break;
+      }
+      case ReduceKind::LogSumExp:
+        if constexpr (floating) a += std::exp(v - shift[slot[0]]);
+        break;
+    }
+  });
+  for (size_t k = 0; k < acc.size(); ++k) {
+    Acc r = acc[k];
+    if constexpr (floating) {
+      if (kind == ReduceKind::Mean) r /= static_cast<Acc>(plan.count);
+      if (kind == ReduceKind::L2) r = std::sqrt(r);
+      if (kind == ReduceKind::LogSum) r = std::log(r);
+      if (kind == ReduceKind::LogSumExp) r = shift[k] + std::log(r);
+      if constexpr (std::is_integral_v<T>) {
+        y[k] = float_to_integer<T>(r);
+      } else {
+        y[k] = static_cast<T>(r);
+      }
+    } else {
+      if (kind == ReduceKind::Mean) r = plan.count == 0 ? 0 : r / static_cast<Acc>(plan.count);
+      y[k] = static_cast<T>(r);
+    }
+  }
+}
+
+template <typename T>
+void reduce_typed(ReduceKind kind, const ReducePlan& plan, const std::vector<int64_t>& in_sizes, const T* x, T* y) {
+  using Wide = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+  const bool needs_float_math = kind == ReduceKind::L2 || kind == ReduceKind::LogSum || kind == ReduceKind::LogSumExp;
+  if constexpr (std::is_floating_point_v<T>) {
+    reduce_elements<T, double>(kind, plan, in_sizes, x, y);
+  } else if (needs_float_math) {
+    reduce_elements<T, double>(kind, plan, in_sizes, x, y);
+  } else {
+    reduce_elements<T, Wide>(kind, plan, in_sizes, x, y);
+  }
+}
+
+template <ReduceKind Kind>
+std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
+  const int axes_input_since = spec.op_type == "ReduceSum" ? 13 : 18;
+  const bool axes_as_input = spec.opset >= axes_input_since;
+  require_input_count(spec, 1, axes_as_input ? 2 : 1);
+  const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
+  const bool keepdims = spec.attributes.get_int("keepdims", 1) != 0;
+  const bool noop = axes_as_input && spec.attributes.get_int("noop_with_empty_axes", 0) != 0;
+  const std::vector<int64_t> in_sizes = spec.inputs[0].sizes;
+  bool axes_at_run = false;
+  std::vector<int64_t> axes;
+  if (!axes_as_input) {
+    axes = spec.attributes.get_ints("axes");
+  } else {
+    if (spec.attributes.has("axes")) {
+      kernel_fail(spec, "axes is an input from opset " + std::to_string(axes_input_since) + ", not an attribute");
+    }
+    if (input_present(spec, 1)) {
+      require_dtype_in(spec, 1, {DType::Int64});
+      if (spec.inputs[1].sizes.size() != 1) kernel_fail(spec, "axes must be a 1-D tensor");
+      axes_at_run = spec.inputs[1].numel() > 0;
+    }
+  }
+  std::optional<ReducePlan> fixed_plan;
+  if (!axes_at_run) {
+    fixed_plan = plan_reduce(spec, in_sizes, axes, keepdims, noop);
+    require_output(spec, 0, dtype, fixed_plan->out_sizes);
+  } else {
+    const size_t count = static_cast<size_t>(spec.inputs[1].numel());
+    const size_t out_rank = keepdims ? in_sizes.size() : in_sizes.size() - std::min(count, in_sizes.size());
+    if (spec.outputs.empty() || spec.outputs[0].dtype != dtype || spec.outputs[0].sizes.size() != out_rank) {
+      kernel_fail(spec, "output 0 must be " + std::string(dtype_name(dtype)) + " of rank " + std::to_string(out_rank));
+    }
+  }
+  return make_closure_kernel([spec, dtype, in_sizes, keepdims, noop, fixed_plan](auto inputs, auto outputs) {
+    ReducePlan plan;
+    if (fixed_plan) {
+      plan = *fixed_plan;
+    } else {
+      const auto* values = inputs[1].template as<int64_t>();
+      plan = plan_reduce(spec, in_sizes, std::vector<int64_t>(values, values + inputs[1].numel()), keepdims, noop);
+      if (plan.out_sizes != outputs[0].sizes) {
+        kernel_fail(spec, "the axes give output sizes " + sizes_to_string(plan.out_sizes) + ", the output has " +
+                              sizes_to_string(outputs[0].sizes));
+      }
+    }
+    dispatch_arithmetic(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const T* x = inputs[0].template as<T>();
+      T* y = outputs[0].template as<T>();
+      if (plan.identity) {
+        std::copy(x, x + inputs[0].numel(), y);
+      } else {
+        reduce_typed<T>(Kind, plan, in_sizes, x, y);
+      }
+    });
+  });
+}
+
+// ArgMax/ArgMin along one axis; int64 indices; ties pick the first index unless select_last_index=1.
+template <bool IsMax>
+std::unique_ptr<Kernel> make_arg_reduce(const KernelSpec& spec) {
+  require_input_count(spec, 1, 1);
+  const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
+  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
+  const auto rank = static_cast<int64_t>(sizes.size());
+  if (rank == 0) kernel_fail(spec, "input must have at least one dim");
+  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", 0), rank);
+  const int64_t select_last = spec.attributes.get_int("select_last_index", 0);
+  if (select_last != 0 && select_last != 1) kernel_fail(spec, "select_last_index must be 0 or 1");
+  std::vector<int64_t> out_sizes = sizes;
+  if (spec.attributes.get_int("keepdims", 1) != 0) {
+    out_sizes[axis] = 1;
+  } else {
+    out_sizes.erase(out_sizes.begin() + axis);
+  }
+  require_output(spec, 0, DType::Int64, out_sizes);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= sizes[d];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= sizes[d];
+  const int64_t n = sizes[axis];
+  if (n == 0 && outer * inner > 0) kernel_fail(spec, "cannot take the arg of an empty axis");
+  return make_closure_kernel([dtype, outer, inner, n, select_last](auto inputs, auto outputs) {
+    dispatch_arithmetic(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const T* x = inputs[0].template as<T>();
+      auto* y = outputs[0].template as<int64_t>();
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* line = x + o * n * inner + i;
+          int64_t best = 0;
+          for (int64_t k = 1; k < n; ++k) {
+            const T v = line[k * inner], b = line[best * inner];
+            const bool better = IsMax ? v > b : v < b;
+            if (better || (select_last && v == b)) best = k;
+          }
+          y[o * inner + i] = best;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_reference_reduce_kernels(KernelRegistry& registry) {
+  registry.add(reference_entry("ReduceSum", kArithmeticDTypes, &make_reduce<ReduceKind::Sum>));
+  registry.add(reference_entry("ReduceMean", kArithmeticDTypes, &make_reduce<ReduceKind::Mean>));
+  registry.add(reference_entry("ReduceMax", kArithmeticDTypes, &make_reduce<ReduceKind::Max>));
+  registry.add(reference_entry("ReduceMin", kArithmeticDTypes, &make_reduce<ReduceKind::Min>));
+  registry.add(reference_entry("ReduceProd", kArithmeticDTypes, &make_reduce<ReduceKind::Prod>));
+  registry.add(reference_entry("ReduceL1", kArithmeticDTypes, &make_reduce<ReduceKind::L1>));
+  registry.add(reference_entry("ReduceL2", kArithmeticDTypes, &make_reduce<ReduceKind::L2>));
+  registry.add(reference_entry("ReduceSumSquare", kArithmeticDTypes, &make_reduce<ReduceKind::SumSquare>));
+  registry.add(reference_entry("ReduceLogSum", kArithmeticDTypes, &make_reduce<ReduceKind::LogSum>));
+  registry.add(reference_entry("ReduceLogSumExp", kArithmeticDTypes, &make_reduce<ReduceKind::LogSumExp>));
+  registry.add(reference_entry("ArgMax", kArithmeticDTypes, &make_arg_reduce<true>));
+  registry.add(reference_entry("ArgMin", kArithmeticDTypes, &make_arg_reduce<false>));
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,106 @@
+// Slice (opset 1: starts/ends/axes attributes; 10: inputs plus steps; 11: negative axes; 13). Starts and
+// ends clamp like numpy slicing, also for negative steps; the int inputs are read at run time.
+#include <algorithm>
+#include <climits>
+
+#include "kernels/reference/copy.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+
+namespace {
+
+using namespace reference;
+
+constexpr int kInputsSince = 10;
+
+// The first index and element count of start:end:step over a dim of `size`.
+struct SliceRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
+SliceRange slice_range(int64_t start, int64_t end, int64_t step, int64_t size) {
+  if (size == 0) return {};
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  int64_t distance = 0;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    distance = end - start;
+  } else {  // walking backwards: start at most the last element, end may be one before the first
+    start = std::clamp<int64_t>(start, 0, size - 1);
+    end = std::clamp<int64_t>(end, -1, size - 1);
+    distance = start - end;
+  }
+  const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+  return {start, distance > 0 ? (distance - 1) / magnitude + 1 : 0};
+}
+
+class SliceKernel : public DataMovementKernel {
+ public:
+  explicit SliceKernel(const KernelSpec& spec) : DataMovementKernel(spec) {
+    require_inputs(spec, 1);
+    require_output_dtype(spec, 0, spec.inputs[0].dtype);
+    if (spec.opset < kInputsSince) {
+      if (!spec.attributes.has("starts") || !spec.attributes.has("ends"))
+        fail("the starts and ends attributes are required");
+      return;
+    }
+    require_inputs(spec, 3);
+    static const char* kNames[] = {"data", "starts", "ends", "axes", "steps"};
+    for (size_t i = 1; i < 5; ++i)
+      if (has_input(spec, i)) require_index_input(spec, i, kNames[i]);
+  }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    const TensorView& data = inputs[0];
+    const auto rank = static_cast<int64_t>(data.sizes.size());
+    const bool from_attributes = spec_.opset < kInputsSince;
+    const Attributes& attrs = spec_.attributes;
+    std::vector<int64_t> starts = from_attributes ? attrs.get_ints("starts") : read_int_values(inputs[1]);
+    std::vector<int64_t> ends = from_attributes ? attrs.get_ints("ends") : read_int_values(inputs[2]);
+    std::vector<int64_t> axes, steps(starts.size(), 1);
+    const TensorView* axes_input = from_attributes ? nullptr : optional_input(inputs, 3);
+    if (from_attributes && attrs.has("axes")) {
+      axes = attrs.get_ints("axes");
+    } else if (axes_input) {
+      axes = read_int_values(*axes_input);
+    } else {
+      for (size_t j = 0; j < starts.size(); ++j) axes.push_back(static_cast<int64_t>(j));
+    }
+    if (const TensorView* steps_input = from_attributes ? nullptr : optional_input(inputs, 4))
+      steps = read_int_values(*steps_input);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      fail("starts " + sizes_text(starts) + ", ends " + sizes_text(ends) + ", axes " + sizes_text(axes) +
+           " and steps " + sizes_text(steps) + " must have the same length");
+    }
+
+    const std::vector<int64_t> in_strides = row_major_strides(data.sizes);
+    std::vector<int64_t> sizes = data.sizes, strides = in_strides;
+    std::vector<bool> seen(rank, false);
+    int64_t base = 0;
+    for (size_t j = 0; j < starts.size(); ++j) {
+      auto axis = normalized_axis(axes[j], rank);
+      if (!axis) fail("axis " + std::to_string(axes[j]) + " is out of range for rank " + std::to_string(rank));
+      if (seen[*axis]) fail("axis " + std::to_string(axes[j]) + " appears twice in axes " + sizes_text(axes));
+      seen[*axis] = true;
+      if (steps[j] == 0) fail("step 0 on axis " + std::to_string(axes[j]) + " (steps must be non-zero)");
+      SliceRange r = slice_range(starts[j], ends[j], steps[j], data.sizes[*axis]);
+      sizes[*axis] = r.count;
+      base += r.first * in_strides[*axis];
+      strides[*axis] = r.count > 1 ? in_strides[*axis] * steps[j] : 0;  // a huge step taking one element overflows
+    }
+    require_output_sizes(outputs[0], sizes);
+    copy_strided(data, base, strides, outputs[0]);
+  }
+};
+
+}  // namespace
+
+void register_reference_slice_kernels(KernelRegistry& registry) {
+  registry.add(reference_entry("Slice", fixed_size_dtypes(), make_kernel<SliceKernel>));
+}
+
+}  // namespace onnxtrain
