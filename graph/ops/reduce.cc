@@ -1,4 +1,4 @@
-// ReduceMean/Sum/Max/Min/Prod/L2/SumSquare and ArgMax/ArgMin. Reduce axes are an attribute before
+// ReduceMean/Sum/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp and ArgMax/ArgMin. Reduce axes are an attribute before
 // opset 13 (ReduceSum) or 18 (the others) and an optional int64 input from then on, where
 // noop_with_empty_axes=1 turns "no axes" from "all axes" into identity. keepdims (default 1) keeps
 // reduced dims as 1. ArgMax/ArgMin return int64 indices along one axis.
@@ -216,6 +216,9 @@ void register_reduce_ops(OpRegistry& registry) {
   registry.add(reduce_schema("ReduceProd", &fold_reduce<ProdFold>));
   registry.add(reduce_schema("ReduceL2"));
   registry.add(reduce_schema("ReduceSumSquare"));
+  registry.add(reduce_schema("ReduceL1"));
+  registry.add(reduce_schema("ReduceLogSum"));
+  registry.add(reduce_schema("ReduceLogSumExp"));
   registry.add(arg_reduce_schema("ArgMax"));
   registry.add(arg_reduce_schema("ArgMin"));
 }

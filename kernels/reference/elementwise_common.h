@@ -106,8 +106,8 @@ inline std::string sizes_to_string(const std::vector<int64_t>& sizes) {
 
 inline void require_input_count(const KernelSpec& spec, size_t min, size_t max) {
   if (spec.inputs.size() < min || spec.inputs.size() > max) {
-    kernel_fail(spec, "expects " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) +
-                          " inputs, got " + std::to_string(spec.inputs.size()));
+    kernel_fail(spec, "takes " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) +
+                          (max == 1 ? " input" : " inputs") + ", got " + std::to_string(spec.inputs.size()));
   }
 }
 

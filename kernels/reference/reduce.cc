@@ -168,7 +168,10 @@ template <ReduceKind Kind>
 std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
   const int axes_input_since = spec.op_type == "ReduceSum" ? 13 : 18;
   const bool axes_as_input = spec.opset >= axes_input_since;
-  require_input_count(spec, 1, axes_as_input ? 2 : 1);
+  if (!axes_as_input && input_present(spec, 1)) {
+    kernel_fail(spec, "axes is an attribute before opset " + std::to_string(axes_input_since) + ", not an input");
+  }
+  require_input_count(spec, 1, 2);
   const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
   const bool keepdims = spec.attributes.get_int("keepdims", 1) != 0;
   const bool noop = axes_as_input && spec.attributes.get_int("noop_with_empty_axes", 0) != 0;
