@@ -25,10 +25,6 @@ constexpr const char* kBfloat16AsUint16 =
 
 // Tests whose expected outputs onnxtrain cannot or should not reproduce, with the reason.
 const std::map<std::string, std::string> kExcluded = {
-    {"test_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
-    {"test_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
-    {"test_dropout_default_mask_ratio", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
-    {"test_dropout_default_ratio", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
