@@ -39,7 +39,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
       throw Error("initializer '" + name + "' holds " + std::to_string(proto.raw_data().size()) + " bytes, its " +
                   std::string(dtype_name(dtype)) + " dims need " + std::to_string(t.nbytes()) + " (truncated or corrupt)");
     }
-    std::memcpy(t.raw(), proto.raw_data().data(), t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(t.raw(), proto.raw_data().data(), t.nbytes());  // an empty buffer may be null
     return t;
   }
   if (t.numel() == 0) return t;
