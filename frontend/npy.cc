@@ -81,7 +81,7 @@ Tensor read_npy(const std::string& path) {
       throw Error("truncated: the header says " + Shape::of(sizes).to_string() + " " + std::string(dtype_name(dtype)) +
                   " (" + std::to_string(t.nbytes()) + " bytes) but the file holds " + std::to_string(bytes.size() - data_start));
     }
-    std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
     return t;
   } catch (Error& e) {
     e.in_file(path);
