@@ -1,9 +1,15 @@
-// Shared plumbing of the reference kernels: dtype dispatch, strides, broadcasting index maps and a
-// one-class-per-op adapter. Header-only and small; op math lives in the family files.
+// Shared index and dtype plumbing of the reference kernels: dtype dispatch, strides, numpy broadcasting,
+// an N-D index odometer and the kernel error. Header-only and small; op math lives in the family files,
+// kernel construction and prepare-time checks in kernel_plumbing.h.
+//
+//   std::optional<std::vector<int64_t>> out = broadcast_sizes(a.sizes, b.sizes);
+//   for_each_broadcast(*out, {broadcast_strides(a.sizes, *out), broadcast_strides(b.sizes, *out)}, fn);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,22 @@ bool dispatch_numeric(DType dtype, Fn&& fn) {
   }
 }
 
+// Calls fn(T{}) with the C++ type of any arithmetic dtype (float32/float64 and the eight integer types).
+template <typename Fn>
+bool dispatch_arithmetic(DType dtype, Fn&& fn) {
+  // clang-format off
+  switch (dtype) {
+    case DType::Int8: fn(int8_t{}); return true;
+    case DType::UInt8: fn(uint8_t{}); return true;
+    case DType::Int16: fn(int16_t{}); return true;
+    case DType::UInt16: fn(uint16_t{}); return true;
+    case DType::UInt32: fn(uint32_t{}); return true;
+    case DType::UInt64: fn(uint64_t{}); return true;
+    default: return dispatch_numeric(dtype, fn);
+  }
+  // clang-format on
+}
+
 // Any fixed-size element type, by element size (data movement copies bytes).
 inline size_t element_bytes(DType dtype) { return dtype_size(dtype); }
 
@@ -39,6 +61,44 @@ inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& sizes)
   std::vector<int64_t> strides(sizes.size(), 1);
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
   return strides;
+}
+
+// The product of sizes[from..to).
+inline int64_t product_of(const std::vector<int64_t>& sizes, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < sizes.size() && i < to; ++i) p *= sizes[i];
+  return p;
+}
+
+// Steps `index` to the next position of `sizes` in row-major order; false after the last one.
+inline bool next_index(std::vector<int64_t>& index, const std::vector<int64_t>& sizes) {
+  for (size_t d = index.size(); d-- > 0;) {
+    if (++index[d] < sizes[d]) return true;
+    index[d] = 0;
+  }
+  return false;
+}
+
+// The numpy broadcast of two size lists (aligned at the last dim); nullopt when they do not broadcast.
+inline std::optional<std::vector<int64_t>> broadcast_sizes(const std::vector<int64_t>& a,
+                                                           const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t da = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
+    const int64_t db = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Whether `from` broadcasts unidirectionally onto `to` (numpy rules, `to` unchanged).
+inline bool broadcasts_onto(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[to.size() - from.size() + i]) return false;
+  return true;
 }
 
 // Strides of `in` (numpy-broadcast to `out`'s rank and sizes) over `out`'s index space: 0 where `in` broadcasts.
