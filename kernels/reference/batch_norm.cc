@@ -118,12 +118,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_batch_norm_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "BatchNormalization",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_batch_norm});
+  registry.add(reference_entry("BatchNormalization", kFloatDTypes, &make_batch_norm));
 }
 
 }  // namespace onnxtrain

@@ -11,7 +11,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 // Storage types of the dtypes without a C++ arithmetic type.
 struct HalfBits {
@@ -61,8 +60,8 @@ D convert(V v) {
 }
 
 std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
-  const DType from = require_dtype_in(spec, 0, kCastDTypes);
-  if (std::find(kCastDTypes.begin(), kCastDTypes.end(), to) == kCastDTypes.end()) {
+  const DType from = require_dtype_in(spec, 0, kFixedSizeDTypes);
+  if (std::find(kFixedSizeDTypes.begin(), kFixedSizeDTypes.end(), to) == kFixedSizeDTypes.end()) {
     kernel_fail(spec, "cast to " + std::string(dtype_name(to)) + " is not supported");
   }
   require_output(spec, 0, to, spec.inputs[0].sizes);
@@ -109,15 +108,15 @@ std::unique_ptr<Kernel> make_cast(const KernelSpec& spec) {
 
 std::unique_ptr<Kernel> make_cast_like(const KernelSpec& spec) {
   require_input_count(spec, 2, 2);
-  if (!input_present(spec, 1)) kernel_fail(spec, "target_type is required");
+  if (!has_input(spec, 1)) kernel_fail(spec, "target_type is required");
   return make_cast_to(spec, spec.inputs[1].dtype);
 }
 
 }  // namespace
 
 void register_reference_cast_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Cast", kCastDTypes, &make_cast));
-  registry.add(reference_entry("CastLike", kCastDTypes, &make_cast_like));
+  registry.add(reference_entry("Cast", kFixedSizeDTypes, &make_cast));
+  registry.add(reference_entry("CastLike", kFixedSizeDTypes, &make_cast_like));
 }
 
 }  // namespace onnxtrain

@@ -22,9 +22,14 @@ namespace onnxtrain::reference {
 template <typename Fn>
 bool dispatch_float(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Float32: fn(float{}); return true;
-    case DType::Float64: fn(double{}); return true;
-    default: return false;
+    case DType::Float32:
+      fn(float{});
+      return true;
+    case DType::Float64:
+      fn(double{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -32,9 +37,14 @@ bool dispatch_float(DType dtype, Fn&& fn) {
 template <typename Fn>
 bool dispatch_numeric(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Int32: fn(int32_t{}); return true;
-    case DType::Int64: fn(int64_t{}); return true;
-    default: return dispatch_float(dtype, fn);
+    case DType::Int32:
+      fn(int32_t{});
+      return true;
+    case DType::Int64:
+      fn(int64_t{});
+      return true;
+    default:
+      return dispatch_float(dtype, fn);
   }
 }
 

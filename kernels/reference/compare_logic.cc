@@ -11,7 +11,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 template <typename Compare>
 std::unique_ptr<Kernel> make_comparison(const KernelSpec& spec, const std::vector<DType>& allowed) {
@@ -69,7 +68,7 @@ std::unique_ptr<Kernel> make_not(const KernelSpec& spec) {
 std::unique_ptr<Kernel> make_where(const KernelSpec& spec) {
   require_input_count(spec, 3, 3);
   require_dtype_in(spec, 0, {DType::Bool});
-  if (!input_present(spec, 1) || !input_present(spec, 2)) kernel_fail(spec, "X and Y are required");
+  if (!has_input(spec, 1) || !has_input(spec, 2)) kernel_fail(spec, "X and Y are required");
   const DType dtype = spec.inputs[1].dtype;
   if (dtype_size(dtype) == 0)
     kernel_fail(spec, "X has dtype " + std::string(dtype_name(dtype)) + ", not a fixed-size type");

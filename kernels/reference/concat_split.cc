@@ -39,9 +39,7 @@ class ConcatKernel : public DataMovementKernel {
     if (rank == 0) fail("cannot concatenate scalars");
     if (spec.opset >= 4 && !spec.attributes.has("axis")) fail("the axis attribute is required");
     const int64_t axis = spec.attributes.get_int("axis", 1);
-    auto normalized = normalized_axis(axis, rank);
-    if (!normalized) fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-    axis_ = *normalized;
+    axis_ = normalized_axis(spec, axis, rank);
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
@@ -50,8 +48,8 @@ class ConcatKernel : public DataMovementKernel {
     for (size_t i = 0; i < inputs.size(); ++i) {
       for (size_t k = 0; k < out_sizes.size(); ++k) {
         if (static_cast<int64_t>(k) != axis_ && inputs[i].sizes[k] != out_sizes[k])
-          fail("input " + std::to_string(i) + " has sizes " + sizes_text(inputs[i].sizes) + ", which differ from " +
-               sizes_text(inputs[0].sizes) + " outside axis " + std::to_string(axis_));
+          fail("input " + std::to_string(i) + " has sizes " + sizes_to_string(inputs[i].sizes) +
+               ", which differ from " + sizes_to_string(inputs[0].sizes) + " outside axis " + std::to_string(axis_));
       }
       out_sizes[axis_] += inputs[i].sizes[axis_];
     }
@@ -81,9 +79,7 @@ class SplitKernel : public DataMovementKernel {
     for (size_t i = 0; i < spec.outputs.size(); ++i) require_output_dtype(spec, i, spec.inputs[0].dtype);
     const auto rank = static_cast<int64_t>(spec.inputs[0].sizes.size());
     const int64_t axis = spec.attributes.get_int("axis", 0);
-    auto normalized = normalized_axis(axis, rank);
-    if (!normalized) fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-    axis_ = *normalized;
+    axis_ = normalized_axis(spec, axis, rank);
     if (spec.opset >= kSplitInputSince && has_input(spec, 1)) require_index_input(spec, 1, "split");
   }
 
@@ -94,7 +90,7 @@ class SplitKernel : public DataMovementKernel {
     if (const TensorView* given = optional_input(inputs, 1); given && spec_.opset >= kSplitInputSince)
       split = read_int_values(*given);
     if (split && split->size() != outputs.size()) {
-      fail("split " + sizes_text(*split) + " has " + std::to_string(split->size()) + " entries for " +
+      fail("split " + sizes_to_string(*split) + " has " + std::to_string(split->size()) + " entries for " +
            std::to_string(outputs.size()) + " outputs");
     }
     auto [outer, inner] = outer_inner(in.sizes, axis_);
@@ -126,8 +122,8 @@ class SplitKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_concat_split_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Concat", fixed_size_dtypes(), make_kernel<ConcatKernel>));
-  registry.add(reference_entry("Split", fixed_size_dtypes(), make_kernel<SplitKernel>));
+  registry.add(reference_entry("Concat", kFixedSizeDTypes, make_kernel<ConcatKernel>));
+  registry.add(reference_entry("Split", kFixedSizeDTypes, make_kernel<SplitKernel>));
 }
 
 }  // namespace onnxtrain

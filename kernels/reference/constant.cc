@@ -75,7 +75,7 @@ class ConstantOfShapeKernel : public DataMovementKernel {
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const std::vector<int64_t> shape = read_int_values(inputs[0]);
     for (int64_t s : shape)
-      if (s < 0) fail("shape " + sizes_text(shape) + " has a negative size");
+      if (s < 0) fail("shape " + sizes_to_string(shape) + " has a negative size");
     require_output_sizes(outputs[0], shape);
     const TensorView value = TensorView::of(value_);
     for (int64_t i = 0; i < outputs[0].numel(); ++i) copy_elements(value, 0, outputs[0], i, 1);
@@ -95,7 +95,7 @@ class RangeKernel : public DataMovementKernel {
         fail(std::string(kNames[i]) + " has dtype " + std::string(dtype_name(spec.inputs[i].dtype)) + ", start has " +
              std::string(dtype_name(spec.inputs[0].dtype)));
       if (spec.inputs[i].numel() != 1)
-        fail(std::string(kNames[i]) + " must be a scalar, got sizes " + sizes_text(spec.inputs[i].sizes));
+        fail(std::string(kNames[i]) + " must be a scalar, got sizes " + sizes_to_string(spec.inputs[i].sizes));
     }
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
   }
@@ -150,7 +150,7 @@ class RangeKernel : public DataMovementKernel {
 
 void register_reference_constant_kernels(KernelRegistry& registry) {
   // Constant has no input: it is looked up by its output's dtype. ConstantOfShape by its int64 shape.
-  registry.add(reference_entry("Constant", fixed_size_dtypes(), make_kernel<ConstantKernel>));
+  registry.add(reference_entry("Constant", kFixedSizeDTypes, make_kernel<ConstantKernel>));
   registry.add(reference_entry("ConstantOfShape", {DType::Int64}, make_kernel<ConstantOfShapeKernel>));
   registry.add(reference_entry("Range", {DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64},
                                make_kernel<RangeKernel>));

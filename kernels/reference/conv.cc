@@ -105,12 +105,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_conv_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "Conv",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_conv});
+  registry.add(reference_entry("Conv", kFloatDTypes, &make_conv));
 }
 
 }  // namespace onnxtrain

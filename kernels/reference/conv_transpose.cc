@@ -137,12 +137,7 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_conv_transpose_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "ConvTranspose",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_conv_transpose});
+  registry.add(reference_entry("ConvTranspose", kFloatDTypes, &make_conv_transpose));
 }
 
 }  // namespace onnxtrain

@@ -1,5 +1,6 @@
-// Shared plumbing of the data-movement reference kernels (Shape, Gather, Reshape, Concat, Slice,
-// Transpose, Expand, Pad, ...). They move elements of any fixed-size dtype as bytes, so one loop serves
+// What the data-movement reference kernels (Shape, Gather, Reshape, Concat, Slice, Transpose, Expand,
+// Pad, ...) share beyond kernel_plumbing.h: a kernel class that keeps its spec, index-input checks and
+// byte copies. They move elements of any fixed-size dtype as bytes, so one loop serves
 // float16, int8 and bool alike. Offsets and strides are counted in elements.
 //
 //   // a transpose of a (2,3) input: read it with strides (1,3) into a (3,2) output
@@ -9,29 +10,13 @@
 
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "kernels/reference/common.h"
+#include "kernels/reference/kernel_plumbing.h"
 
 namespace onnxtrain::reference {
-
-// Every dtype whose elements the data-movement kernels copy.
-inline std::vector<DType> fixed_size_dtypes() {
-  return {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,   DType::UInt8, DType::Int16,
-          DType::UInt16,  DType::Int32,   DType::UInt32,  DType::Int64,    DType::UInt64, DType::Bool};
-}
-
-inline KernelEntry reference_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory) {
-  return KernelEntry{.domain = "",
-                     .op_type = std::move(op_type),
-                     .device = DeviceKind::Cpu,
-                     .dtypes = std::move(dtypes),
-                     .implementation = "reference",
-                     .factory = factory};
-}
 
 // A KernelFactory for a kernel class whose constructor validates the spec.
 template <typename K>
@@ -50,46 +35,17 @@ class DataMovementKernel : public Kernel {
   KernelSpec spec_;
 };
 
-inline std::string sizes_text(const std::vector<int64_t>& sizes) {
-  std::string text = "(";
-  for (size_t i = 0; i < sizes.size(); ++i) text += (i ? "," : "") + std::to_string(sizes[i]);
-  return text + ")";
-}
-
 inline void DataMovementKernel::require_output_sizes(const TensorView& out, const std::vector<int64_t>& computed,
                                                      size_t index) const {
   if (out.sizes != computed) {
-    fail("output " + std::to_string(index) + " has sizes " + sizes_text(out.sizes) + " but the inputs give " +
-         sizes_text(computed));
+    fail("output " + std::to_string(index) + " has sizes " + sizes_to_string(out.sizes) + " but the inputs give " +
+         sizes_to_string(computed));
   }
 }
-
-inline bool has_input(const KernelSpec& spec, size_t i) { return i < spec.inputs.size() && spec.inputs[i].present(); }
 
 // The view of optional input `i`, or nullptr when it is omitted.
 inline const TensorView* optional_input(std::span<const TensorView> inputs, size_t i) {
   return i < inputs.size() && inputs[i].present() ? &inputs[i] : nullptr;
-}
-
-// Normalises an axis into [0, rank); nullopt when out of range.
-inline std::optional<int64_t> normalized_axis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank) return std::nullopt;
-  return axis < 0 ? axis + rank : axis;
-}
-
-// --- prepare-time checks; each fails naming the op and node ---
-inline void require_inputs(const KernelSpec& spec, size_t count) {
-  for (size_t i = 0; i < count; ++i)
-    if (!has_input(spec, i)) kernel_fail(spec, "input " + std::to_string(i) + " is required");
-}
-
-inline void require_output_dtype(const KernelSpec& spec, size_t i, DType dtype) {
-  if (i >= spec.outputs.size() || !spec.outputs[i].present())
-    kernel_fail(spec, "output " + std::to_string(i) + " is required");
-  if (spec.outputs[i].dtype != dtype) {
-    kernel_fail(spec, "output " + std::to_string(i) + " has dtype " + std::string(dtype_name(spec.outputs[i].dtype)) +
-                          ", expected " + std::string(dtype_name(dtype)));
-  }
 }
 
 // An index/shape input (starts, axes, pads, shape, repeats, indices, ...): int32 or int64.

@@ -90,12 +90,7 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_dropout_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "Dropout",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_dropout});
+  registry.add(reference_entry("Dropout", kFloatDTypes, &make_dropout));
 }
 
 }  // namespace onnxtrain

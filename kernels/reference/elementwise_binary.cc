@@ -12,7 +12,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 template <typename T>
 T wrap(uint64_t v) {

@@ -12,7 +12,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 template <typename T>
 bool is_negative(T x) {
@@ -161,7 +160,7 @@ std::unique_ptr<Kernel> make_clip(const KernelSpec& spec) {
   require_input_count(spec, 1, bounds_as_inputs ? 3 : 1);
   const DType dtype = require_dtype_in(spec, 0, bounds_as_inputs ? kArithmeticDTypes : kFloatDTypes);
   for (size_t i : {size_t{1}, size_t{2}}) {
-    if (!input_present(spec, i)) continue;
+    if (!has_input(spec, i)) continue;
     require_same_dtype(spec, i, 0);
     if (spec.inputs[i].numel() != 1) {
       kernel_fail(spec, std::string(i == 1 ? "min" : "max") + " must be a scalar, got sizes " +

@@ -1,6 +1,7 @@
 // Expand (opset 8, 13: numpy broadcast of the input with a `shape` input) and Tile (opset 6, 13: repeat
 // along each axis by a `repeats` input). Both are one strided copy: a broadcast dim reads with stride 0.
 #include <algorithm>
+#include <optional>
 
 #include "kernels/reference/copy.h"
 #include "kernels/reference/reference_kernels.h"
@@ -22,17 +23,11 @@ class ExpandKernel : public DataMovementKernel {
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const std::vector<int64_t>& in = inputs[0].sizes;
     const std::vector<int64_t> shape = read_int_values(inputs[1]);
-    const size_t rank = std::max(in.size(), shape.size());
-    std::vector<int64_t> sizes(rank);
-    for (size_t k = 0; k < rank; ++k) {  // numpy broadcast, aligned at the last dim
-      const int64_t a = k < rank - in.size() ? 1 : in[k - (rank - in.size())];
-      const int64_t b = k < rank - shape.size() ? 1 : shape[k - (rank - shape.size())];
-      if ((a != b && a != 1 && b != 1) || b < 0)
-        fail("cannot expand input sizes " + sizes_text(in) + " to shape " + sizes_text(shape));
-      sizes[k] = a == 1 ? b : a;
-    }
-    require_output_sizes(outputs[0], sizes);
-    copy_strided(inputs[0], 0, broadcast_strides(in, sizes), outputs[0]);
+    const std::optional<std::vector<int64_t>> sizes = broadcast_sizes(in, shape);
+    if (!sizes || std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s < 0; }))
+      fail("cannot expand input sizes " + sizes_to_string(in) + " to shape " + sizes_to_string(shape));
+    require_output_sizes(outputs[0], *sizes);
+    copy_strided(inputs[0], 0, broadcast_strides(in, *sizes), outputs[0]);
   }
 };
 
@@ -48,10 +43,11 @@ class TileKernel : public DataMovementKernel {
     const std::vector<int64_t>& in = inputs[0].sizes;
     const std::vector<int64_t> repeats = read_int_values(inputs[1]);
     if (repeats.size() != in.size())
-      fail("repeats " + sizes_text(repeats) + " must have one entry per dim of input sizes " + sizes_text(in));
+      fail("repeats " + sizes_to_string(repeats) + " must have one entry per dim of input sizes " +
+           sizes_to_string(in));
     std::vector<int64_t> sizes(in.size());
     for (size_t k = 0; k < in.size(); ++k) {
-      if (repeats[k] < 0) fail("repeats " + sizes_text(repeats) + " has a negative entry");
+      if (repeats[k] < 0) fail("repeats " + sizes_to_string(repeats) + " has a negative entry");
       sizes[k] = in[k] * repeats[k];
     }
     require_output_sizes(outputs[0], sizes);
@@ -72,8 +68,8 @@ class TileKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_expand_tile_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Expand", fixed_size_dtypes(), make_kernel<ExpandKernel>));
-  registry.add(reference_entry("Tile", fixed_size_dtypes(), make_kernel<TileKernel>));
+  registry.add(reference_entry("Expand", kFixedSizeDTypes, make_kernel<ExpandKernel>));
+  registry.add(reference_entry("Tile", kFixedSizeDTypes, make_kernel<TileKernel>));
 }
 
 }  // namespace onnxtrain

@@ -33,13 +33,11 @@ class GatherKernel : public DataMovementKernel {
 
     const std::vector<int64_t> indices = read_int_values(indices_view);
     const int64_t n = sizes[axis_];
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < axis_; ++k) outer *= sizes[k];
-    for (size_t k = axis_ + 1; k < sizes.size(); ++k) inner *= sizes[k];
+    const int64_t outer = product_of(sizes, 0, axis_), inner = product_of(sizes, axis_ + 1);
     for (size_t j = 0; j < indices.size(); ++j) {  // check every index, also when the output is empty
       if (indices[j] < -n || indices[j] >= n) {
         fail("index " + std::to_string(indices[j]) + " (position " + std::to_string(j) + ") is out of range for axis " +
-             std::to_string(axis_) + " of size " + std::to_string(n) + " (data shape " + sizes_text(sizes) + ")");
+             std::to_string(axis_) + " of size " + std::to_string(n) + " (data shape " + sizes_to_string(sizes) + ")");
       }
     }
     const auto count = static_cast<int64_t>(indices.size());
@@ -58,7 +56,7 @@ class GatherKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_gather_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Gather", fixed_size_dtypes(), make_kernel<GatherKernel>));
+  registry.add(reference_entry("Gather", kFixedSizeDTypes, make_kernel<GatherKernel>));
 }
 
 }  // namespace onnxtrain

@@ -63,9 +63,8 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   if (y.sizes != out) kernel_fail(spec, "Y is " + sizes_to_string(y.sizes) + ", expected " + sizes_to_string(out));
   if (has_input(spec, 2)) {
     const std::vector<int64_t>& c = spec.inputs[2].sizes;
-    bool fits = c.size() <= 2;
-    for (size_t i = 0; fits && i < c.size(); ++i) fits = c[i] == 1 || c[i] == out[i + 2 - c.size()];
-    if (!fits) kernel_fail(spec, "C " + sizes_to_string(c) + " does not broadcast to " + sizes_to_string(out));
+    if (!broadcasts_onto(c, out))
+      kernel_fail(spec, "C " + sizes_to_string(c) + " does not broadcast to " + sizes_to_string(out));
     g.c_strides = broadcast_strides(c, out);
   }
   return make_float_kernel(spec, dtype, [&](auto zero) {
@@ -78,12 +77,7 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_gemm_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "Gemm",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_gemm});
+  registry.add(reference_entry("Gemm", kFloatDTypes, &make_gemm));
 }
 
 }  // namespace onnxtrain

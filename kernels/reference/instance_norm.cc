@@ -63,12 +63,7 @@ std::unique_ptr<Kernel> make_instance_norm(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_instance_norm_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "InstanceNormalization",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_instance_norm});
+  registry.add(reference_entry("InstanceNormalization", kFloatDTypes, &make_instance_norm));
 }
 
 }  // namespace onnxtrain

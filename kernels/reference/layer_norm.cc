@@ -49,11 +49,7 @@ void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, 
 // Offsets into a tensor of `sizes` broadcast onto `normalized`, one per element of `normalized`.
 std::vector<int64_t> broadcast_offsets(const KernelSpec& spec, const std::string& what,
                                        const std::vector<int64_t>& sizes, const std::vector<int64_t>& normalized) {
-  bool fits = sizes.size() <= normalized.size();
-  for (size_t i = 0; fits && i < sizes.size(); ++i) {
-    fits = sizes[i] == 1 || sizes[i] == normalized[normalized.size() - sizes.size() + i];
-  }
-  if (!fits) {
+  if (!broadcasts_onto(sizes, normalized)) {
     kernel_fail(spec, what + " " + sizes_to_string(sizes) + " does not broadcast onto the normalized dims " +
                           sizes_to_string(normalized));
   }
@@ -103,12 +99,7 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_layer_norm_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "LayerNormalization",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_layer_norm});
+  registry.add(reference_entry("LayerNormalization", kFloatDTypes, &make_layer_norm));
 }
 
 }  // namespace onnxtrain

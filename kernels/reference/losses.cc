@@ -133,20 +133,11 @@ std::unique_ptr<Kernel> make_loss(const KernelSpec& spec) {
   });
 }
 
-KernelEntry loss_entry(const char* op_type) {
-  return {.domain = "",
-          .op_type = op_type,
-          .device = DeviceKind::Cpu,
-          .dtypes = {DType::Float32, DType::Float64},
-          .implementation = "reference",
-          .factory = &make_loss};
-}
-
 }  // namespace
 
 void register_reference_loss_kernels(KernelRegistry& registry) {
-  registry.add(loss_entry("SoftmaxCrossEntropyLoss"));
-  registry.add(loss_entry("NegativeLogLikelihoodLoss"));
+  registry.add(reference_entry("SoftmaxCrossEntropyLoss", kFloatDTypes, &make_loss));
+  registry.add(reference_entry("NegativeLogLikelihoodLoss", kFloatDTypes, &make_loss));
 }
 
 }  // namespace onnxtrain

@@ -64,12 +64,7 @@ std::unique_ptr<Kernel> make_lrn(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_lrn_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "LRN",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_lrn});
+  registry.add(reference_entry("LRN", kFloatDTypes, &make_lrn));
 }
 
 }  // namespace onnxtrain

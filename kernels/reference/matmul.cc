@@ -1,6 +1,7 @@
 // MatMul with numpy's rules: a 1-D A is a row vector and a 1-D B a column vector (their added dim is
 // dropped from the result); the leading batch dims broadcast.
 #include <algorithm>
+#include <optional>
 
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
@@ -53,14 +54,9 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
   if (k_b != g.k) kernel_fail(spec, "inner dimensions differ: " + operands);
   const std::vector<int64_t> batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
   const std::vector<int64_t> batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
-  const size_t rank = std::max(batch_a.size(), batch_b.size());
-  g.batch.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i + batch_a.size() >= rank ? batch_a[i + batch_a.size() - rank] : 1;
-    const int64_t db = i + batch_b.size() >= rank ? batch_b[i + batch_b.size() - rank] : 1;
-    if (da != db && da != 1 && db != 1) kernel_fail(spec, "batch dimensions do not broadcast: " + operands);
-    g.batch[i] = da == 1 ? db : da;
-  }
+  const std::optional<std::vector<int64_t>> batch = broadcast_sizes(batch_a, batch_b);
+  if (!batch) kernel_fail(spec, "batch dimensions do not broadcast: " + operands);
+  g.batch = *batch;
   g.a_batch_strides = broadcast_strides(batch_a, g.batch);
   g.b_batch_strides = broadcast_strides(batch_b, g.batch);
   std::vector<int64_t> expected = g.batch;
@@ -80,12 +76,7 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_matmul_kernels(KernelRegistry& registry) {
-  registry.add({.domain = "",
-                .op_type = "MatMul",
-                .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32, DType::Float64},
-                .implementation = "reference",
-                .factory = &make_matmul});
+  registry.add(reference_entry("MatMul", kFloatDTypes, &make_matmul));
 }
 
 }  // namespace onnxtrain

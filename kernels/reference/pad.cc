@@ -1,8 +1,8 @@
 // Pad (opset 1: `paddings` attribute; 2: `pads`/`value` attributes; 11: pads and optional constant_value
 // inputs; 18: optional axes input; 19: wrap mode). Pads are [begins..., ends...]; a negative pad crops.
 // Modes: constant, reflect (mirror without repeating the edge), edge (repeat the edge), wrap (periodic).
-#include "graph/ops/data_movement_fold.h"
 #include "kernels/reference/copy.h"
+#include "kernels/reference/element_convert.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
@@ -51,7 +51,7 @@ class PadKernel : public DataMovementKernel {
     if (spec.opset < kInputsSince) {
       pads_attribute_ = spec.opset <= 1 && spec.attributes.has("paddings") ? "paddings" : "pads";
       if (!spec.attributes.has(pads_attribute_)) fail("the " + pads_attribute_ + " attribute is required");
-      op_helpers::write_from_double(constant_, 0, spec.attributes.get_float("value", 0.0));
+      store_double(TensorView::of(constant_), 0, spec.attributes.get_float("value", 0.0));
       return;
     }
     require_inputs(spec, 2);
@@ -73,24 +73,21 @@ class PadKernel : public DataMovementKernel {
     std::vector<int64_t> axes;
     const TensorView* axes_input = from_inputs && spec_.opset >= kAxesSince ? optional_input(inputs, 3) : nullptr;
     if (axes_input) {
-      for (int64_t axis : read_int_values(*axes_input)) {
-        auto normalized = normalized_axis(axis, rank);
-        if (!normalized) fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-        axes.push_back(*normalized);
-      }
+      for (int64_t axis : read_int_values(*axes_input)) axes.push_back(normalized_axis(spec_, axis, rank));
     } else {
       for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
     }
     if (pads.size() != 2 * axes.size()) {
-      fail("pads " + sizes_text(pads) + " has " + std::to_string(pads.size()) + " entries, expected " +
+      fail("pads " + sizes_to_string(pads) + " has " + std::to_string(pads.size()) + " entries, expected " +
            std::to_string(2 * axes.size()) + " (a begin and an end for each of " + std::to_string(axes.size()) +
-           " axes; input sizes " + sizes_text(in) + ")");
+           " axes; input sizes " + sizes_to_string(in) + ")");
     }
     std::vector<int64_t> begins(rank, 0), sizes = in;
     for (size_t j = 0; j < axes.size(); ++j) {
       begins[axes[j]] = pads[j];
       sizes[axes[j]] += pads[j] + pads[j + axes.size()];
-      if (sizes[axes[j]] < 0) fail("pads " + sizes_text(pads) + " crop input sizes " + sizes_text(in) + " below zero");
+      if (sizes[axes[j]] < 0)
+        fail("pads " + sizes_to_string(pads) + " crop input sizes " + sizes_to_string(in) + " below zero");
     }
     require_output_sizes(outputs[0], sizes);
 
@@ -110,7 +107,7 @@ class PadKernel : public DataMovementKernel {
         copy_elements(constant, 0, outputs[0], flat, 1);
       else
         copy_elements(data, source, outputs[0], flat, 1);
-      for (int64_t k = rank - 1; k >= 0 && ++index[k] == sizes[k]; --k) index[k] = 0;  // odometer
+      next_index(index, sizes);
     }
   }
 
@@ -123,7 +120,7 @@ class PadKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_pad_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Pad", fixed_size_dtypes(), make_kernel<PadKernel>));
+  registry.add(reference_entry("Pad", kFixedSizeDTypes, make_kernel<PadKernel>));
 }
 
 }  // namespace onnxtrain

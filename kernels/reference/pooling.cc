@@ -62,6 +62,21 @@ T lowest_value() {
   return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
 }
 
+// Calls visit(plane, out_flat, out_pos) for every output position of every plane, in row-major order.
+template <typename Visit>
+void for_each_pooled_output(const PoolGeometry& g, Visit&& visit) {
+  const WindowGeometry& w = g.window;
+  if (product_of(w.output) == 0) return;
+  std::vector<int64_t> out_pos(w.spatial());
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    std::fill(out_pos.begin(), out_pos.end(), 0);
+    int64_t out_flat = 0;
+    do {
+      visit(plane, out_flat++, out_pos);
+    } while (next_index(out_pos, w.output));
+  }
+}
+
 template <typename T>
 void max_pool(const PoolGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const WindowGeometry& w = g.window;
@@ -70,29 +85,23 @@ void max_pool(const PoolGeometry& g, std::span<const TensorView> inputs, std::sp
   int64_t* indices = has_view(outputs, 1) ? outputs[1].as<int64_t>() : nullptr;
   const int64_t in_plane = product_of(w.input);
   const int64_t out_plane = product_of(w.output);
-  if (out_plane == 0) return;
-  std::vector<int64_t> out_pos(w.spatial()), k(w.spatial());
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
-    std::fill(out_pos.begin(), out_pos.end(), 0);
-    int64_t out_flat = 0;
-    do {
-      T best = lowest_value<T>();
-      int64_t best_offset = -1;
-      for_each_window_element(w, out_pos, k, [&](int64_t offset, bool inside, bool) {
-        if (inside && (best_offset < 0 || x[plane * in_plane + offset] > best)) {
-          best = x[plane * in_plane + offset];
-          best_offset = offset;
-        }
-      });
-      y[plane * out_plane + out_flat] = best;
-      if (indices) {
-        const int64_t in_plane_index =
-            g.column_major_indices && best_offset >= 0 ? column_major_offset(best_offset, w.input) : best_offset;
-        indices[plane * out_plane + out_flat] = best_offset < 0 ? -1 : plane * in_plane + in_plane_index;
+  std::vector<int64_t> k(w.spatial());
+  for_each_pooled_output(g, [&](int64_t plane, int64_t out_flat, const std::vector<int64_t>& out_pos) {
+    T best = lowest_value<T>();
+    int64_t best_offset = -1;
+    for_each_window_element(w, out_pos, k, [&](int64_t offset, bool inside, bool) {
+      if (inside && (best_offset < 0 || x[plane * in_plane + offset] > best)) {
+        best = x[plane * in_plane + offset];
+        best_offset = offset;
       }
-      ++out_flat;
-    } while (next_index(out_pos, w.output));
-  }
+    });
+    y[plane * out_plane + out_flat] = best;
+    if (indices) {
+      const int64_t in_plane_index =
+          g.column_major_indices && best_offset >= 0 ? column_major_offset(best_offset, w.input) : best_offset;
+      indices[plane * out_plane + out_flat] = best_offset < 0 ? -1 : plane * in_plane + in_plane_index;
+    }
+  });
 }
 
 template <typename T>
@@ -102,21 +111,16 @@ void average_pool(const PoolGeometry& g, std::span<const TensorView> inputs, std
   T* y = outputs[0].as<T>();
   const int64_t in_plane = product_of(w.input);
   const int64_t out_plane = product_of(w.output);
-  if (out_plane == 0) return;
-  std::vector<int64_t> out_pos(w.spatial()), k(w.spatial());
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
-    std::fill(out_pos.begin(), out_pos.end(), 0);
-    int64_t out_flat = 0;
-    do {
-      double sum = 0;
-      int64_t counted = 0;
-      for_each_window_element(w, out_pos, k, [&](int64_t offset, bool inside, bool padded) {
-        if (inside) sum += static_cast<double>(x[plane * in_plane + offset]);
-        if (g.count_include_pad ? padded : inside) ++counted;
-      });
-      y[plane * out_plane + out_flat++] = static_cast<T>(counted > 0 ? sum / static_cast<double>(counted) : 0.0);
-    } while (next_index(out_pos, w.output));
-  }
+  std::vector<int64_t> k(w.spatial());
+  for_each_pooled_output(g, [&](int64_t plane, int64_t out_flat, const std::vector<int64_t>& out_pos) {
+    double sum = 0;
+    int64_t counted = 0;
+    for_each_window_element(w, out_pos, k, [&](int64_t offset, bool inside, bool padded) {
+      if (inside) sum += static_cast<double>(x[plane * in_plane + offset]);
+      if (g.count_include_pad ? padded : inside) ++counted;
+    });
+    y[plane * out_plane + out_flat] = static_cast<T>(counted > 0 ? sum / static_cast<double>(counted) : 0.0);
+  });
 }
 
 PoolGeometry read_pool_geometry(const KernelSpec& spec) {
@@ -213,23 +217,13 @@ std::unique_ptr<Kernel> make_global_pool(const KernelSpec& spec) {
   });
 }
 
-KernelEntry pool_entry(const char* op_type, KernelFactory factory,
-                       std::vector<DType> dtypes = {DType::Float32, DType::Float64}) {
-  return {.domain = "",
-          .op_type = op_type,
-          .device = DeviceKind::Cpu,
-          .dtypes = std::move(dtypes),
-          .implementation = "reference",
-          .factory = factory};
-}
-
 }  // namespace
 
 void register_reference_pooling_kernels(KernelRegistry& registry) {
-  registry.add(pool_entry("MaxPool", &make_max_pool, {DType::Float32, DType::Float64, DType::Int8, DType::UInt8}));
-  registry.add(pool_entry("AveragePool", &make_average_pool));
-  registry.add(pool_entry("GlobalAveragePool", &make_global_pool<false>));
-  registry.add(pool_entry("GlobalMaxPool", &make_global_pool<true>));
+  registry.add(reference_entry("MaxPool", {DType::Float32, DType::Float64, DType::Int8, DType::UInt8}, &make_max_pool));
+  registry.add(reference_entry("AveragePool", kFloatDTypes, &make_average_pool));
+  registry.add(reference_entry("GlobalAveragePool", kFloatDTypes, &make_global_pool<false>));
+  registry.add(reference_entry("GlobalMaxPool", kFloatDTypes, &make_global_pool<true>));
 }
 
 }  // namespace onnxtrain

@@ -15,7 +15,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
 
@@ -168,7 +167,7 @@ template <ReduceKind Kind>
 std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
   const int axes_input_since = spec.op_type == "ReduceSum" ? 13 : 18;
   const bool axes_as_input = spec.opset >= axes_input_since;
-  if (!axes_as_input && input_present(spec, 1)) {
+  if (!axes_as_input && has_input(spec, 1)) {
     kernel_fail(spec, "axes is an attribute before opset " + std::to_string(axes_input_since) + ", not an input");
   }
   require_input_count(spec, 1, 2);
@@ -184,7 +183,7 @@ std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
     if (spec.attributes.has("axes")) {
       kernel_fail(spec, "axes is an input from opset " + std::to_string(axes_input_since) + ", not an attribute");
     }
-    if (input_present(spec, 1)) {
+    if (has_input(spec, 1)) {
       require_dtype_in(spec, 1, {DType::Int64});
       if (spec.inputs[1].sizes.size() != 1) kernel_fail(spec, "axes must be a 1-D tensor");
       axes_at_run = spec.inputs[1].numel() > 0;
@@ -244,9 +243,7 @@ std::unique_ptr<Kernel> make_arg_reduce(const KernelSpec& spec) {
     out_sizes.erase(out_sizes.begin() + axis);
   }
   require_output(spec, 0, DType::Int64, out_sizes);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= sizes[d];
-  for (int64_t d = axis + 1; d < rank; ++d) inner *= sizes[d];
+  const int64_t outer = product_of(sizes, 0, axis), inner = product_of(sizes, axis + 1);
   const int64_t n = sizes[axis];
   if (n == 0 && outer * inner > 0) kernel_fail(spec, "cannot take the arg of an empty axis");
   return make_closure_kernel([dtype, outer, inner, n, select_last](auto inputs, auto outputs) {

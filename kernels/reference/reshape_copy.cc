@@ -16,16 +16,16 @@ class ByteCopyKernel : public DataMovementKernel {
     require_inputs(spec, 1);
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
     if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-      fail("input sizes " + sizes_text(spec.inputs[0].sizes) + " and output sizes " +
-           sizes_text(spec.outputs[0].sizes) + " hold different element counts");
+      fail("input sizes " + sizes_to_string(spec.inputs[0].sizes) + " and output sizes " +
+           sizes_to_string(spec.outputs[0].sizes) + " hold different element counts");
     }
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     check_sizes(inputs, outputs[0]);
     if (inputs[0].numel() != outputs[0].numel()) {
-      fail("input sizes " + sizes_text(inputs[0].sizes) + " and output sizes " + sizes_text(outputs[0].sizes) +
-           " hold different element counts");
+      fail("input sizes " + sizes_to_string(inputs[0].sizes) + " and output sizes " +
+           sizes_to_string(outputs[0].sizes) + " hold different element counts");
     }
     copy_elements(inputs[0], 0, outputs[0], 0, inputs[0].numel());
   }
@@ -60,21 +60,21 @@ class ReshapeKernel : public ByteCopyKernel {
     for (size_t i = 0; i < target.size(); ++i) {
       if (target[i] == 0 && !allow_zero) {
         if (i >= in.size())
-          fail("shape " + sizes_text(target) + " copies dim " + std::to_string(i) + " of " + sizes_text(in));
+          fail("shape " + sizes_to_string(target) + " copies dim " + std::to_string(i) + " of " + sizes_to_string(in));
         target[i] = in[i];
       }
       if (target[i] == -1) {
-        if (inferred) fail("shape " + sizes_text(target) + " has more than one -1");
+        if (inferred) fail("shape " + sizes_to_string(target) + " has more than one -1");
         inferred = i;
       } else if (target[i] < 0) {
-        fail("shape " + sizes_text(target) + " has an invalid size " + std::to_string(target[i]));
+        fail("shape " + sizes_to_string(target) + " has an invalid size " + std::to_string(target[i]));
       } else {
         known *= target[i];
       }
     }
     if (inferred) {
       if (known == 0 || inputs[0].numel() % known != 0)
-        fail("cannot reshape " + sizes_text(in) + " to " + sizes_text(target));
+        fail("cannot reshape " + sizes_to_string(in) + " to " + sizes_to_string(target));
       target[*inferred] = inputs[0].numel() / known;
     }
     require_output_sizes(out, target);
@@ -106,11 +106,11 @@ class FlattenKernel : public ByteCopyKernel {
 }  // namespace
 
 void register_reference_reshape_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Reshape", fixed_size_dtypes(), make_kernel<ReshapeKernel>));
-  registry.add(reference_entry("Flatten", fixed_size_dtypes(), make_kernel<FlattenKernel>));
-  registry.add(reference_entry("Squeeze", fixed_size_dtypes(), make_kernel<ByteCopyKernel>));
-  registry.add(reference_entry("Unsqueeze", fixed_size_dtypes(), make_kernel<ByteCopyKernel>));
-  registry.add(reference_entry("Identity", fixed_size_dtypes(), make_kernel<ByteCopyKernel>));
+  registry.add(reference_entry("Reshape", kFixedSizeDTypes, make_kernel<ReshapeKernel>));
+  registry.add(reference_entry("Flatten", kFixedSizeDTypes, make_kernel<FlattenKernel>));
+  registry.add(reference_entry("Squeeze", kFixedSizeDTypes, make_kernel<ByteCopyKernel>));
+  registry.add(reference_entry("Unsqueeze", kFixedSizeDTypes, make_kernel<ByteCopyKernel>));
+  registry.add(reference_entry("Identity", kFixedSizeDTypes, make_kernel<ByteCopyKernel>));
 }
 
 }  // namespace onnxtrain

@@ -37,7 +37,8 @@ class SizeKernel : public DataMovementKernel {
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    if (outputs[0].numel() != 1) fail("the output must hold one element, got sizes " + sizes_text(outputs[0].sizes));
+    if (outputs[0].numel() != 1)
+      fail("the output must hold one element, got sizes " + sizes_to_string(outputs[0].sizes));
     outputs[0].as<int64_t>()[0] = inputs[0].numel();
   }
 };
@@ -45,8 +46,8 @@ class SizeKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_shape_size_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Shape", fixed_size_dtypes(), make_kernel<ShapeKernel>));
-  registry.add(reference_entry("Size", fixed_size_dtypes(), make_kernel<SizeKernel>));
+  registry.add(reference_entry("Shape", kFixedSizeDTypes, make_kernel<ShapeKernel>));
+  registry.add(reference_entry("Size", kFixedSizeDTypes, make_kernel<SizeKernel>));
 }
 
 }  // namespace onnxtrain

@@ -73,8 +73,8 @@ class SliceKernel : public DataMovementKernel {
     if (const TensorView* steps_input = from_attributes ? nullptr : optional_input(inputs, 4))
       steps = read_int_values(*steps_input);
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      fail("starts " + sizes_text(starts) + ", ends " + sizes_text(ends) + ", axes " + sizes_text(axes) +
-           " and steps " + sizes_text(steps) + " must have the same length");
+      fail("starts " + sizes_to_string(starts) + ", ends " + sizes_to_string(ends) + ", axes " + sizes_to_string(axes) +
+           " and steps " + sizes_to_string(steps) + " must have the same length");
     }
 
     const std::vector<int64_t> in_strides = row_major_strides(data.sizes);
@@ -82,15 +82,14 @@ class SliceKernel : public DataMovementKernel {
     std::vector<bool> seen(rank, false);
     int64_t base = 0;
     for (size_t j = 0; j < starts.size(); ++j) {
-      auto axis = normalized_axis(axes[j], rank);
-      if (!axis) fail("axis " + std::to_string(axes[j]) + " is out of range for rank " + std::to_string(rank));
-      if (seen[*axis]) fail("axis " + std::to_string(axes[j]) + " appears twice in axes " + sizes_text(axes));
-      seen[*axis] = true;
+      const int64_t axis = normalized_axis(spec_, axes[j], rank);
+      if (seen[axis]) fail("axis " + std::to_string(axes[j]) + " appears twice in axes " + sizes_to_string(axes));
+      seen[axis] = true;
       if (steps[j] == 0) fail("step 0 on axis " + std::to_string(axes[j]) + " (steps must be non-zero)");
-      SliceRange r = slice_range(starts[j], ends[j], steps[j], data.sizes[*axis]);
-      sizes[*axis] = r.count;
-      base += r.first * in_strides[*axis];
-      strides[*axis] = r.count > 1 ? in_strides[*axis] * steps[j] : 0;  // a huge step taking one element overflows
+      SliceRange r = slice_range(starts[j], ends[j], steps[j], data.sizes[axis]);
+      sizes[axis] = r.count;
+      base += r.first * in_strides[axis];
+      strides[axis] = r.count > 1 ? in_strides[axis] * steps[j] : 0;  // a huge step taking one element overflows
     }
     require_output_sizes(outputs[0], sizes);
     copy_strided(data, base, strides, outputs[0]);
@@ -100,7 +99,7 @@ class SliceKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_slice_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Slice", fixed_size_dtypes(), make_kernel<SliceKernel>));
+  registry.add(reference_entry("Slice", kFixedSizeDTypes, make_kernel<SliceKernel>));
 }
 
 }  // namespace onnxtrain

@@ -10,7 +10,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-using namespace reference::elementwise;
 
 template <bool Log>
 std::unique_ptr<Kernel> make_softmax(const KernelSpec& spec) {

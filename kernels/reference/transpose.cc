@@ -28,7 +28,8 @@ class TransposeKernel : public DataMovementKernel {
       valid = valid && p >= 0 && p < rank && !seen[p];
       if (valid) seen[p] = true;
     }
-    if (!valid) fail("perm " + sizes_text(perm_) + " is not a permutation of the " + std::to_string(rank) + " dims");
+    if (!valid)
+      fail("perm " + sizes_to_string(perm_) + " is not a permutation of the " + std::to_string(rank) + " dims");
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
@@ -49,7 +50,7 @@ class TransposeKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_transpose_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Transpose", fixed_size_dtypes(), make_kernel<TransposeKernel>));
+  registry.add(reference_entry("Transpose", kFixedSizeDTypes, make_kernel<TransposeKernel>));
 }
 
 }  // namespace onnxtrain
