@@ -144,7 +144,7 @@ void InferenceSession::prepare(const SymbolBindings& bindings) {
   prepared_.clear();
   for (NodeId id : bound_.order()) {
     PreparedNode p{id, nullptr, {}};
-    // A node that missing_kernels() would name fails here, also when its sizes are data-dependent.
+    // Nodes whose sizes depend on run-time values are prepared on every run instead (no kernel here).
     if (outputs_static(bound_, id)) p.kernel = prepare_node(bound_, id, p.output_sizes);
     prepared_.push_back(std::move(p));
   }
