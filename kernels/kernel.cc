@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "graph/error.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
@@ -53,6 +54,7 @@ const KernelRegistry& KernelRegistry::builtin() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     register_reference_kernels(r);
+    register_onednn_kernels(r);
     return r;
   }();
   return registry;

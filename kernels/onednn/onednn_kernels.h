@@ -1,0 +1,14 @@
+// oneDNN CPU kernels (implementation "onednn"), one file per op family; the registry prefers them over
+// the reference kernels for float32. register_onednn_kernels calls every family's registration.
+#pragma once
+
+namespace onnxtrain {
+
+class KernelRegistry;
+
+void register_onednn_kernels(KernelRegistry& registry);
+
+// --- conv, matmul, gemm (helper D section) ---
+// --- pooling, batch norm, eltwise, softmax, lrn, layer norm (helper E section) ---
+
+}  // namespace onnxtrain
