@@ -1,6 +1,6 @@
 // ONNX conformance of the forward kernels: every model of Debian's libonnx-testdata node suite that
-// onnxtrain imports and has kernels for runs through the InferenceSession with the reference kernels,
-// and its outputs must match the expected tensors (rtol 1e-3, atol 1e-6; integers and bools exactly).
+// onnxtrain imports and has kernels for runs through the InferenceSession twice, with the reference
+// kernels and with the default (fastest: oneDNN where it has the op) ones, and its outputs must match the expected tensors (rtol 1e-3, atol 1e-6; integers and bools exactly).
 // The test prints passed / failed / excluded counts; exclusions are explicit, each with its reason.
 #include <gtest/gtest.h>
 
@@ -83,14 +83,39 @@ std::string compare(const Tensor& got, const Tensor& expected) {
   return "";
 }
 
-TEST(OnnxConformance, ReferenceKernelsMatchNodeTests) {
+// Runs every test_data_set_N of one node test; empty when all outputs match, else the first difference.
+std::string run_node_test(const fs::path& dir, const ImportedModel& model, const std::string& implementation) {
+  InferenceSession session(model.graph, implementation);
+  for (int set = 0; fs::exists(dir / ("test_data_set_" + std::to_string(set))); ++set) {
+    const fs::path data = dir / ("test_data_set_" + std::to_string(set));
+    try {
+      std::map<std::string, Tensor> inputs;
+      for (size_t i = 0; i < model.graph.inputs.size(); ++i) {
+        inputs[model.graph.value(model.graph.inputs[i]).name] =
+            read_tensor_proto_file((data / ("input_" + std::to_string(i) + ".pb")).string());
+      }
+      std::map<std::string, Tensor> outputs = session.run(inputs);
+      for (size_t o = 0; o < model.graph.outputs.size(); ++o) {
+        const std::string name = model.graph.value(model.graph.outputs[o]).name;
+        Tensor expected = read_tensor_proto_file((data / ("output_" + std::to_string(o) + ".pb")).string());
+        if (std::string diff = compare(outputs.at(name), expected); !diff.empty()) return "output '" + name + "': " + diff;
+      }
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  return "";
+}
+
+TEST(OnnxConformance, KernelsMatchNodeTests) {
   if (!fs::exists(kNodeSuite)) GTEST_FAIL() << kNodeSuite << " missing: run tools/install-deps.sh (libonnx-testdata)";
   std::vector<fs::path> dirs;
   for (const auto& entry : fs::directory_iterator(kNodeSuite))
     if (fs::exists(entry.path() / "model.onnx")) dirs.push_back(entry.path());
   std::sort(dirs.begin(), dirs.end());
 
-  int passed = 0, excluded = 0, not_imported = 0, no_kernel_tests = 0;
+  std::map<std::string, int> passed;  // by implementation ("": the default, fastest kernels)
+  int excluded = 0, not_imported = 0, no_kernel_tests = 0;
   std::map<std::string, int> without_kernel;  // "Op (dtype)" → tests
   std::vector<std::string> failures;
   for (const fs::path& dir : dirs) {
@@ -106,42 +131,23 @@ TEST(OnnxConformance, ReferenceKernelsMatchNodeTests) {
       ++not_imported;  // refusals are checked by onnx_node_suite_test
       continue;
     }
-    InferenceSession session(model.graph, "reference");
-    if (auto missing = session.missing_kernels(); !missing.empty()) {
+    if (auto missing = InferenceSession(model.graph, "reference").missing_kernels(); !missing.empty()) {
       for (const auto& m : missing) ++without_kernel[m];
       ++no_kernel_tests;
       continue;
     }
-    std::string failure;
-    for (int set = 0; failure.empty() && fs::exists(dir / ("test_data_set_" + std::to_string(set))); ++set) {
-      const fs::path data = dir / ("test_data_set_" + std::to_string(set));
-      try {
-        std::map<std::string, Tensor> inputs;
-        for (size_t i = 0; i < model.graph.inputs.size(); ++i) {
-          inputs[model.graph.value(model.graph.inputs[i]).name] =
-              read_tensor_proto_file((data / ("input_" + std::to_string(i) + ".pb")).string());
-        }
-        std::map<std::string, Tensor> outputs = session.run(inputs);
-        for (size_t o = 0; o < model.graph.outputs.size() && failure.empty(); ++o) {
-          const std::string name = model.graph.value(model.graph.outputs[o]).name;
-          Tensor expected = read_tensor_proto_file((data / ("output_" + std::to_string(o) + ".pb")).string());
-          if (std::string diff = compare(outputs.at(name), expected); !diff.empty()) {
-            failure = "output '" + name + "': " + diff;
-          }
-        }
-      } catch (const std::exception& e) {
-        failure = e.what();
+    for (const std::string implementation : {"reference", ""}) {
+      std::string failure = run_node_test(dir, model, implementation);
+      if (failure.empty()) {
+        ++passed[implementation];
+      } else {
+        failures.push_back(test + " (" + (implementation.empty() ? "default kernels" : implementation) + "): " + failure);
       }
     }
-    if (failure.empty()) {
-      ++passed;
-    } else {
-      failures.push_back(test + ": " + failure);
-    }
   }
-  std::printf("ONNX node tests through the reference kernels: %zu models; %d passed, %zu failed, %d excluded "
-              "(listed with reasons), %d not imported, %d without a kernel yet\n",
-              dirs.size(), passed, failures.size(), excluded, not_imported, no_kernel_tests);
+  std::printf("ONNX node tests: %zu models; passed %d with the reference kernels and %d with the default (fastest) "
+              "kernels, %zu failures, %d excluded (listed with reasons), %d not imported, %d without a kernel yet\n",
+              dirs.size(), passed["reference"], passed[""], failures.size(), excluded, not_imported, no_kernel_tests);
   std::string ops;
   for (const auto& [op, count] : without_kernel) ops += " " + op;
   std::printf("ops without a reference kernel:%s\n", ops.c_str());
