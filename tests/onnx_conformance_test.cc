@@ -1,6 +1,7 @@
 // ONNX conformance of the forward kernels: every model of Debian's libonnx-testdata node suite that
 // onnxtrain imports and has kernels for runs through the InferenceSession twice, with the reference
-// kernels and with the default (fastest: oneDNN where it has the op) ones, and its outputs must match the expected tensors (rtol 1e-3, atol 1e-6; integers and bools exactly).
+// kernels and with the default (fastest: oneDNN where it has the op) ones, and its outputs must match
+// the expected tensors (rtol 1e-3, atol 1e-6; integers and bools exactly).
 // The test prints passed / failed / excluded counts; exclusions are explicit, each with its reason.
 #include <gtest/gtest.h>
 
