@@ -9,6 +9,8 @@ class KernelRegistry;
 void register_onednn_kernels(KernelRegistry& registry);
 
 // --- conv, matmul, gemm (helper D section) ---
+void register_onednn_conv_kernels(KernelRegistry& registry);    // conv.cc: Conv
+void register_onednn_matmul_kernels(KernelRegistry& registry);  // matmul.cc: MatMul, Gemm
 // --- pooling, batch norm, eltwise, softmax, lrn, layer norm (helper E section) ---
 
 }  // namespace onnxtrain

@@ -6,6 +6,8 @@ namespace onnxtrain {
 
 void register_onednn_kernels(KernelRegistry& registry) {
   // --- conv, matmul, gemm ---
+  register_onednn_conv_kernels(registry);
+  register_onednn_matmul_kernels(registry);
   // --- pooling, batch norm, eltwise, softmax, lrn, layer norm ---
   (void)registry;
 }

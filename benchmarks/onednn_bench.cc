@@ -1,0 +1,173 @@
+// One-thread forward GFLOP/s of our oneDNN Conv and Gemm kernels on the Conv and Gemm shapes of
+// models/resnet_opset17.onnx (batch 32) and a 1024³ SGEMM, next to oneDNN's own primitive called directly
+// (best layouts, no reorders, no wrapper) and the machine's fp32 peak as a 2048³ oneDNN matmul reaches it.
+// Counters: GFLOP/s, and for our kernels ratio_to_raw_onednn (raw time / our time; the issue asks >= 0.5).
+//
+//   onednn_bench --benchmark_min_time=0.05
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <chrono>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+
+#include "kernels/kernel.h"
+
+using namespace onnxtrain;
+using dnnl::memory;
+using Ints = std::vector<int64_t>;
+
+namespace {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+Tensor random_tensor(const Ints& sizes) {
+  static std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t(DType::Float32, sizes);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+memory filled(const memory::desc& md) {
+  memory m(md, engine());
+  float* p = static_cast<float*>(m.get_data_handle());
+  for (size_t i = 0; i < md.get_size() / sizeof(float); ++i) p[i] = 0.001f * static_cast<float>(i % 1000);
+  return m;
+}
+
+// Our kernel, through the registry, over plain host tensors.
+std::function<void()> our_kernel(const std::string& op, Attributes attrs, const std::vector<Ints>& inputs,
+                                 const Ints& out) {
+  KernelSpec spec{.op_type = op, .opset = 17, .attributes = std::move(attrs)};
+  auto tensors = std::make_shared<std::vector<Tensor>>();
+  for (const Ints& s : inputs) {
+    tensors->push_back(random_tensor(s));
+    spec.inputs.push_back({DType::Float32, s});
+  }
+  tensors->push_back(Tensor(DType::Float32, out));
+  spec.outputs.push_back({DType::Float32, out});
+  const KernelEntry* entry = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32, "onednn");
+  std::shared_ptr<Kernel> kernel = entry->prepare(spec);
+  return [kernel, tensors, n = inputs.size()] {
+    std::vector<TensorView> in, outs{TensorView::of(tensors->back())};
+    for (size_t i = 0; i < n; ++i) in.push_back(TensorView::of((*tensors)[i]));
+    Stream stream;
+    kernel->run(stream, in, outs);
+  };
+}
+
+std::function<void()> raw_primitive(dnnl::primitive prim, std::unordered_map<int, memory> args) {
+  return [prim, args] {
+    static thread_local dnnl::stream stream(engine());
+    prim.execute(stream, args);
+    stream.wait();
+  };
+}
+
+struct ConvShape {
+  int64_t c, m, k, stride, in, pad;
+  int64_t out() const { return (in + 2 * pad - k) / stride + 1; }
+  double flops() const { return 2.0 * 32 * m * c * k * k * out() * out(); }
+};
+
+std::function<void()> raw_conv(const ConvShape& s) {
+  const auto f32 = memory::data_type::f32;
+  const auto any = memory::format_tag::any;
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, memory::desc({32, s.c, s.in, s.in}, f32, any),
+      memory::desc({s.m, s.c, s.k, s.k}, f32, any), memory::desc({s.m}, f32, memory::format_tag::a),
+      memory::desc({32, s.m, s.out(), s.out()}, f32, any), {s.stride, s.stride}, {0, 0}, {s.pad, s.pad}, {s.pad, s.pad});
+  dnnl::convolution_forward::primitive_desc pd(desc, engine());
+  return raw_primitive(dnnl::convolution_forward(pd), {{DNNL_ARG_SRC, filled(pd.src_desc())},
+                                                       {DNNL_ARG_WEIGHTS, filled(pd.weights_desc())},
+                                                       {DNNL_ARG_BIAS, filled(pd.bias_desc())},
+                                                       {DNNL_ARG_DST, filled(pd.dst_desc())}});
+}
+
+// (M,K)·(K,N), B stored transposed when trans_b, optional bias (N).
+std::function<void()> raw_matmul(int64_t m, int64_t n, int64_t k, bool trans_b, bool bias) {
+  const auto f32 = memory::data_type::f32;
+  const memory::desc a({m, k}, f32, memory::format_tag::ab), y({m, n}, f32, memory::format_tag::ab);
+  const memory::desc b({k, n}, f32, trans_b ? memory::format_tag::ba : memory::format_tag::ab);
+  const memory::desc c = bias ? memory::desc({1, n}, f32, memory::format_tag::ab) : memory::desc();
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c, y), engine());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, filled(a)}, {DNNL_ARG_WEIGHTS, filled(b)}, {DNNL_ARG_DST, filled(y)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, filled(c));
+  return raw_primitive(dnnl::matmul(pd), args);
+}
+
+// Seconds per call of fn, over at least 0.05 s.
+double seconds_per_call(const std::function<void()>& fn) {
+  fn();
+  int64_t calls = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.05) {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed / static_cast<double>(calls);
+}
+
+void measure(benchmark::State& state, const std::function<void()>& fn, double flops,
+             const std::function<void()>& raw = nullptr) {
+  const double raw_seconds = raw ? seconds_per_call(raw) : 0;
+  fn();
+  for (auto _ : state) fn();
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  if (raw) {
+    const double ours = seconds_per_call(fn);
+    state.counters["ratio_to_raw_onednn"] = raw_seconds / ours;
+  }
+}
+
+void register_all() {
+  const std::vector<std::pair<std::string, ConvShape>> convs = {
+      {"conv_3to16_3x3_32x32", {3, 16, 3, 1, 32, 1}},  {"conv_16to16_3x3_32x32", {16, 16, 3, 1, 32, 1}},
+      {"conv_16to32_3x3_s2", {16, 32, 3, 2, 32, 1}},   {"conv_32to32_3x3_16x16", {32, 32, 3, 1, 16, 1}},
+      {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}}};
+  for (const auto& [name, s] : convs) {
+    benchmark::RegisterBenchmark(("ours/" + name).c_str(), [s = s](benchmark::State& state) {
+      const Attributes attrs{{"strides", Ints{s.stride, s.stride}}, {"pads", Ints{s.pad, s.pad, s.pad, s.pad}}};
+      measure(state,
+              our_kernel("Conv", attrs, {{32, s.c, s.in, s.in}, {s.m, s.c, s.k, s.k}, {s.m}}, {32, s.m, s.out(), s.out()}),
+              s.flops(), raw_conv(s));
+    });
+    benchmark::RegisterBenchmark(("raw/" + name).c_str(),
+                                 [s = s](benchmark::State& state) { measure(state, raw_conv(s), s.flops()); });
+  }
+  benchmark::RegisterBenchmark("ours/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
+    measure(state, our_kernel("Gemm", {{"transB", int64_t{1}}}, {{32, 32}, {10, 32}, {10}}, {32, 10}), 2.0 * 32 * 10 * 32,
+            raw_matmul(32, 10, 32, true, true));
+  });
+  benchmark::RegisterBenchmark("raw/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
+    measure(state, raw_matmul(32, 10, 32, true, true), 2.0 * 32 * 10 * 32);
+  });
+  benchmark::RegisterBenchmark("ours/sgemm_1024", [](benchmark::State& state) {
+    measure(state, our_kernel("Gemm", {}, {{1024, 1024}, {1024, 1024}}, {1024, 1024}), 2.0 * 1024 * 1024 * 1024,
+            raw_matmul(1024, 1024, 1024, false, false));
+  });
+  benchmark::RegisterBenchmark("raw/sgemm_1024", [](benchmark::State& state) {
+    measure(state, raw_matmul(1024, 1024, 1024, false, false), 2.0 * 1024 * 1024 * 1024);
+  });
+  benchmark::RegisterBenchmark("peak/matmul_2048", [](benchmark::State& state) {
+    measure(state, raw_matmul(2048, 2048, 2048, false, false), 2.0 * 2048 * 2048 * 2048);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  omp_set_num_threads(1);  // one thread, whatever OMP_NUM_THREADS says
+  benchmark::Initialize(&argc, argv);
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,135 @@
+// Conv on oneDNN's convolution_forward (1-D to 3-D, groups, strides, dilations, explicit and auto pads,
+// optional bias). The primitive picks its own layouts (format_tag::any); prepared reorders move the
+// caller's plain NC.../OI... buffers in and the result out when the layout differs. Weights are
+// reordered on every run (they change every training step). The scratchpad is the kernel's own buffer,
+// so one kernel object must not run on two threads at once. Other variants use the reference kernel.
+#include <optional>
+#include <unordered_map>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/reference_fallback.h"
+#include "kernels/reference/window.h"
+
+namespace onnxtrain {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// A tensor the primitive reads or writes: the caller's plain buffer, and when the primitive wants another
+// layout, an internal buffer with the reorder between them.
+struct Operand {
+  memory user;                     // plain layout; its handle is set on every run
+  std::optional<memory> internal;  // the primitive's layout, when it differs
+  std::optional<dnnl::reorder> reorder;
+
+  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive) {
+    dnnl::engine& engine = onednn::cpu_engine();
+    user = memory(plain, engine, nullptr);
+    if (plain == wanted) return;
+    internal = memory(wanted, engine);
+    reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
+  }
+  const memory& primitive_side() const { return internal ? *internal : user; }
+  void bind(void* data) { user.set_data_handle(data); }
+};
+
+class OnednnConv final : public Kernel {
+ public:
+  OnednnConv(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
+    const TensorDesc& x = spec.inputs[0];
+    const TensorDesc& weight = spec.inputs[1];
+    const TensorDesc& y = spec.outputs[0];
+    const int64_t group = spec.attributes.get_int("group", 1);
+    has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
+    std::vector<int64_t> w_sizes = weight.sizes;  // ONNX (M, C/g, k...) = oneDNN (g, M/g, C/g, k...) in memory
+    if (group > 1) {
+      w_sizes[0] /= group;
+      w_sizes.insert(w_sizes.begin(), group);
+    }
+    memory::dims strides, dilations, pad_l, pad_r;
+    for (size_t i = 0; i < w.spatial(); ++i) {
+      strides.push_back(w.strides[i]);
+      dilations.push_back(w.dilations[i] - 1);  // oneDNN counts the gaps
+      pad_l.push_back(w.pad_begin[i]);
+      pad_r.push_back(w.pad_end[i]);
+    }
+    const auto f32 = memory::data_type::f32;
+    const memory::desc x_any(onednn::dims_of(x.sizes), f32, tag::any);
+    const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
+    const memory::desc y_any(onednn::dims_of(y.sizes), f32, tag::any);
+    const memory::desc bias_md = has_bias_ ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                         x_any, w_any, bias_md, y_any, strides, dilations, pad_l, pad_r);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::cpu_engine());
+    src_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+    weights_.prepare(onednn::plain_desc(w_sizes), pd.weights_desc(), true);
+    dst_.prepare(onednn::plain_desc(y.sizes), pd.dst_desc(), false);
+    if (has_bias_) bias_ = memory(bias_md, onednn::cpu_engine(), nullptr);
+    scratchpad_ = memory(pd.scratchpad_desc(), onednn::cpu_engine());
+    conv_ = dnnl::convolution_forward(pd);
+  }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    onednn::checked(spec_, "run", [&] {
+      dnnl::stream& stream = onednn::cpu_stream();
+      src_.bind(inputs[0].data);
+      weights_.bind(inputs[1].data);
+      dst_.bind(outputs[0].data);
+      if (src_.reorder) src_.reorder->execute(stream, src_.user, *src_.internal);
+      if (weights_.reorder) weights_.reorder->execute(stream, weights_.user, *weights_.internal);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.primitive_side()},
+                                           {DNNL_ARG_WEIGHTS, weights_.primitive_side()},
+                                           {DNNL_ARG_DST, dst_.primitive_side()},
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+      if (has_bias_) {
+        bias_.set_data_handle(inputs[2].data);
+        args.emplace(DNNL_ARG_BIAS, bias_);
+      }
+      conv_.execute(stream, args);
+      if (dst_.reorder) dst_.reorder->execute(stream, *dst_.internal, dst_.user);
+      stream.wait();
+    });
+  }
+
+ private:
+  KernelSpec spec_;
+  bool has_bias_ = false;
+  Operand src_, weights_, dst_;
+  memory bias_, scratchpad_;
+  dnnl::convolution_forward conv_;
+};
+
+std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
+  // The reference prepare checks sizes and attributes, so both implementations reject the same specs.
+  std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
+  const TensorDesc& x = spec.inputs[0];
+  const TensorDesc& y = spec.outputs[0];
+  const size_t spatial = x.sizes.size() - 2;
+  if (x.dtype != DType::Float32 || spatial < 1 || spatial > 3 || x.numel() == 0 || y.numel() == 0) return reference;
+  const std::vector<int64_t> kernel(spec.inputs[1].sizes.begin() + 2, spec.inputs[1].sizes.end());
+  const reference::WindowGeometry w = reference::read_window_geometry(
+      spec, {x.sizes.begin() + 2, x.sizes.end()}, {y.sizes.begin() + 2, y.sizes.end()}, kernel);
+  try {
+    return std::make_unique<OnednnConv>(spec, w);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
+    return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });
+  }
+}
+
+}  // namespace
+
+void register_onednn_conv_kernels(KernelRegistry& registry) {
+  registry.add({.domain = "",
+                .op_type = "Conv",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32},
+                .implementation = "onednn",
+                .factory = &make_conv});
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,180 @@
+// MatMul and Gemm on oneDNN's matmul primitive, over the caller's plain buffers (no reorders).
+// MatMul: numpy rules. A 1-D operand becomes a (1,K) row or a (K,1) column and the lower-rank operand
+// gets leading 1s (both only relabel the same memory), so the batch dims line up and broadcast where one
+// side is 1, which oneDNN's matmul does itself. Gemm: transA/transB are strides of the memory
+// descriptors; alpha is an eltwise_linear post-op; C (broadcast from (M,N), (1,N), (M,1) or (1,1)) is a
+// binary_add post-op when beta is 1, else it is copied into Y and added by a sum post-op with scale beta.
+// Variants oneDNN has no implementation for, and zero-size tensors, use the reference kernel.
+// The scratchpad is the kernel's own buffer: one kernel object runs on one thread.
+#include <optional>
+#include <unordered_map>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/reference_fallback.h"
+
+namespace onnxtrain {
+namespace {
+
+using dnnl::memory;
+
+memory::desc strided_desc(const memory::dims& dims, const memory::dims& strides) {
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+// Row-major strides of `dims`, with the last two swapped when `transposed` (the buffer holds the
+// transpose of the matrix that `dims` describes).
+memory::dims matrix_strides(const memory::dims& dims, bool transposed) {
+  const size_t r = dims.size();
+  memory::dims stored = dims;
+  if (transposed) std::swap(stored[r - 1], stored[r - 2]);
+  memory::dims strides(r, 1);
+  for (size_t i = r - 1; i-- > 0;) strides[i] = strides[i + 1] * stored[i + 1];
+  if (transposed) std::swap(strides[r - 1], strides[r - 2]);
+  return strides;
+}
+
+class OnednnMatMul final : public Kernel {
+ public:
+  // `c_desc`: the (broadcast) desc of Gemm's C, or none. Post-ops compute alpha·AB + beta·C.
+  OnednnMatMul(const KernelSpec& spec, const memory::desc& a, const memory::desc& b, const memory::desc& y,
+               double alpha, double beta, const std::optional<memory::desc>& c_desc)
+      : spec_(spec) {
+    dnnl::engine& engine = onednn::cpu_engine();
+    dnnl::post_ops ops;
+    const auto linear = [&](double scale) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, static_cast<float>(scale), 0.0f);
+    };
+    if (alpha != 1.0) linear(alpha);
+    if (c_desc && beta == 1.0) {  // Y = alpha·AB + C: C is a binary post-op operand, broadcast by oneDNN
+      c_index_ = ops.len();
+      ops.append_binary(dnnl::algorithm::binary_add, *c_desc);
+      c_ = memory(*c_desc, engine, nullptr);
+    } else if (c_desc) {  // Y = alpha·AB + beta·Y, Y first filled with C broadcast (a sum post-op)
+      ops.append_sum(static_cast<float>(beta));
+      const memory::dims& c = c_desc->dims();
+      c_fill_ = {c[0], c[1], c[0] == 1 ? 0 : c[1], c[1] == 1 ? 0 : 1};
+      y_cols_ = y.dims()[1];
+      y_rows_ = y.dims()[0];
+    }
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(ops);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, engine);
+    a_ = memory(a, engine, nullptr);
+    b_ = memory(b, engine, nullptr);
+    y_ = memory(y, engine, nullptr);
+    scratchpad_ = memory(pd.scratchpad_desc(), engine);
+    matmul_ = dnnl::matmul(pd);
+  }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    onednn::checked(spec_, "run", [&] {
+      a_.set_data_handle(inputs[0].data);
+      b_.set_data_handle(inputs[1].data);
+      y_.set_data_handle(outputs[0].data);
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+      if (!c_fill_.empty()) fill_with_c(inputs[2].as<const float>(), outputs[0].as<float>());
+      if (c_index_ >= 0) {
+        c_.set_data_handle(inputs[2].data);
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(c_index_) | DNNL_ARG_SRC_1, c_);
+      }
+      dnnl::stream& stream = onednn::cpu_stream();
+      matmul_.execute(stream, args);
+      stream.wait();
+    });
+  }
+
+ private:
+  void fill_with_c(const float* c, float* y) const {
+    for (int64_t i = 0; i < y_rows_; ++i)
+      for (int64_t j = 0; j < y_cols_; ++j) y[i * y_cols_ + j] = c[i * c_fill_[2] + j * c_fill_[3]];
+  }
+
+  KernelSpec spec_;
+  int c_index_ = -1;                  // the binary post-op that adds C, or -1
+  std::vector<int64_t> c_fill_;       // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
+  int64_t y_rows_ = 0, y_cols_ = 0;
+  memory a_, b_, y_, c_, scratchpad_;
+  dnnl::matmul matmul_;
+};
+
+bool any_empty(const KernelSpec& spec) {
+  for (const TensorDesc& d : spec.inputs)
+    if (d.present() && d.numel() == 0) return true;
+  return spec.outputs[0].numel() == 0;
+}
+
+// Builds the oneDNN kernel; the reference one when oneDNN has no implementation for the variant.
+template <typename Build>
+std::unique_ptr<Kernel> onednn_or_reference(const KernelSpec& spec, std::unique_ptr<Kernel> reference, Build&& build) {
+  try {
+    return build();
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_unimplemented) return reference;
+    return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });
+  }
+}
+
+std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
+  // The reference prepare checks the sizes, so both implementations reject the same specs.
+  std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
+  std::vector<int64_t> a = spec.inputs[0].sizes, b = spec.inputs[1].sizes;
+  if (spec.inputs[0].dtype != DType::Float32 || any_empty(spec)) return reference;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  const size_t rank = std::max(a.size(), b.size());
+  if (rank > DNNL_MAX_NDIMS) return reference;
+  a.insert(a.begin(), rank - a.size(), 1);
+  b.insert(b.begin(), rank - b.size(), 1);
+  std::vector<int64_t> y(rank);
+  for (size_t i = 0; i + 2 < rank; ++i) y[i] = std::max(a[i], b[i]);
+  y[rank - 2] = a[rank - 2];
+  y[rank - 1] = b[rank - 1];
+  return onednn_or_reference(spec, std::move(reference), [&] {
+    return std::make_unique<OnednnMatMul>(spec, onednn::plain_desc(a), onednn::plain_desc(b), onednn::plain_desc(y),
+                                          1.0, 1.0, std::nullopt);
+  });
+}
+
+std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
+  std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
+  if (spec.inputs[0].dtype != DType::Float32 || any_empty(spec)) return reference;
+  const std::vector<int64_t>& y = spec.outputs[0].sizes;  // (M,N), checked by the reference prepare
+  const int64_t m = y[0], n = y[1], k = spec.attributes.get_int("transA", 0) ? spec.inputs[0].sizes[0]
+                                                                            : spec.inputs[0].sizes[1];
+  const double alpha = spec.attributes.get_float("alpha", 1.0);
+  const double beta = spec.attributes.get_float("beta", 1.0);
+  std::optional<memory::desc> c_desc;
+  if (spec.inputs.size() > 2 && spec.inputs[2].present() && beta != 0.0) {
+    std::vector<int64_t> c = spec.inputs[2].sizes;  // broadcasts onto (M,N): give it rank 2
+    c.insert(c.begin(), 2 - c.size(), 1);
+    c_desc = onednn::plain_desc(c);
+  }
+  const memory::dims a_dims{m, k}, b_dims{k, n};
+  return onednn_or_reference(spec, std::move(reference), [&] {
+    return std::make_unique<OnednnMatMul>(
+        spec, strided_desc(a_dims, matrix_strides(a_dims, spec.attributes.get_int("transA", 0) != 0)),
+        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0)),
+        onednn::plain_desc(y), alpha, beta, c_desc);
+  });
+}
+
+KernelEntry onednn_entry(const char* op, KernelFactory factory) {
+  return {.domain = "",
+          .op_type = op,
+          .device = DeviceKind::Cpu,
+          .dtypes = {DType::Float32},
+          .implementation = "onednn",
+          .factory = factory};
+}
+
+}  // namespace
+
+void register_onednn_matmul_kernels(KernelRegistry& registry) {
+  registry.add(onednn_entry("MatMul", &make_matmul));
+  registry.add(onednn_entry("Gemm", &make_gemm));
+}
+
+}  // namespace onnxtrain
