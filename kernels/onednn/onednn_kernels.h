@@ -12,5 +12,11 @@ void register_onednn_kernels(KernelRegistry& registry);
 void register_onednn_conv_kernels(KernelRegistry& registry);    // conv.cc: Conv
 void register_onednn_matmul_kernels(KernelRegistry& registry);  // matmul.cc: MatMul, Gemm
 // --- pooling, batch norm, eltwise, softmax, lrn, layer norm (helper E section) ---
+void register_onednn_pooling_kernels(KernelRegistry& registry);
+void register_onednn_batch_norm_kernels(KernelRegistry& registry);
+void register_onednn_eltwise_kernels(KernelRegistry& registry);
+void register_onednn_softmax_kernels(KernelRegistry& registry);
+void register_onednn_lrn_kernels(KernelRegistry& registry);
+void register_onednn_layer_norm_kernels(KernelRegistry& registry);
 
 }  // namespace onnxtrain

@@ -9,6 +9,12 @@ void register_onednn_kernels(KernelRegistry& registry) {
   register_onednn_conv_kernels(registry);
   register_onednn_matmul_kernels(registry);
   // --- pooling, batch norm, eltwise, softmax, lrn, layer norm ---
+  register_onednn_pooling_kernels(registry);
+  register_onednn_batch_norm_kernels(registry);
+  register_onednn_eltwise_kernels(registry);
+  register_onednn_softmax_kernels(registry);
+  register_onednn_lrn_kernels(registry);
+  register_onednn_layer_norm_kernels(registry);
   (void)registry;
 }
 

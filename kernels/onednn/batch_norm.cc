@@ -1,0 +1,78 @@
+// oneDNN BatchNormalization (batch_normalization_forward, float32) over X (N,C,D1..Dn), rank 2..5.
+// Inference: use_global_stats | use_scale | use_shift with input_mean/input_var. Training (training_mode=1
+// from opset 14, any output beyond Y before it): oneDNN's batch mean and population variance, then the
+// running statistics input·momentum + batch·(1-momentum) on the host, exactly as the reference kernel
+// (ONNX's rule, population variance); before opset 14 the saved mean/var outputs are the batch ones.
+// Falls back to the reference kernel (same device) for: float64 or mixed-dtype scale/B/mean/var or
+// outputs (opset 15), spatial=0 (opset 7), rank 1 or above 5, empty X. Attribute errors are the
+// reference kernel's (it validates first).
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/primitive_kernel.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace onednn;
+
+bool is_training(const KernelSpec& spec) {
+  if (spec.opset >= 14) return spec.attributes.get_int("training_mode", 0) != 0;
+  for (size_t i = 1; i < spec.outputs.size(); ++i)
+    if (spec.outputs[i].present()) return true;
+  return false;
+}
+
+std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
+  std::unique_ptr<Kernel> fallback = reference_kernel(spec);
+  const std::vector<int64_t>& x = spec.inputs[0].sizes;
+  const bool per_channel = spec.opset >= 9 || spec.attributes.get_int("spatial", 1) != 0;
+  if (!all_float32_nonempty(spec) || !per_channel || x.size() < 2 || x.size() > 5) return fallback;
+  const bool training = is_training(spec);
+  const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
+  const double momentum = spec.attributes.get_float("momentum", 0.9);
+  const int64_t channels = x[1];
+  try {
+    const dnnl::memory::desc data = plain_desc(x);
+    const dnnl::memory::desc stat = plain_desc({channels});
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    if (!training) flags = flags | dnnl::normalization_flags::use_global_stats;
+    dnnl::batch_normalization_forward::desc desc(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, data, epsilon, flags);
+    dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
+    auto kernel = std::make_unique<PrimitiveKernel>(spec, pd, dnnl::batch_normalization_forward(pd));
+    kernel->bind_input(DNNL_ARG_SRC, 0, data);
+    kernel->bind_output(DNNL_ARG_DST, 0, data);
+    kernel->bind_input(DNNL_ARG_SCALE, 1, stat);
+    kernel->bind_input(DNNL_ARG_SHIFT, 2, stat);
+    if (!training) {
+      kernel->bind_input(DNNL_ARG_MEAN, 3, stat);
+      kernel->bind_input(DNNL_ARG_VARIANCE, 4, stat);
+      return kernel;
+    }
+    const float* mean = kernel->own(DNNL_ARG_MEAN, stat);
+    const float* var = kernel->own(DNNL_ARG_VARIANCE, stat);
+    kernel->set_finish([=](std::span<const TensorView> in, std::span<const TensorView> out) {
+      const float* input_mean = in[3].as<const float>();
+      const float* input_var = in[4].as<const float>();
+      auto store = [&](size_t i, auto value) {
+        if (i >= out.size() || out[i].data == nullptr) return;
+        float* o = out[i].as<float>();
+        for (int64_t c = 0; c < channels; ++c) o[c] = static_cast<float>(value(c));
+      };
+      store(1, [&](int64_t c) { return input_mean[c] * momentum + mean[c] * (1 - momentum); });
+      store(2, [&](int64_t c) { return input_var[c] * momentum + var[c] * (1 - momentum); });
+      store(3, [&](int64_t c) { return mean[c]; });
+      store(4, [&](int64_t c) { return var[c]; });
+    });
+    return kernel;
+  } catch (const dnnl::error&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+void register_onednn_batch_norm_kernels(KernelRegistry& registry) {
+  registry.add(onednn_entry("BatchNormalization", &make_batch_norm));
+}
+
+}  // namespace onnxtrain

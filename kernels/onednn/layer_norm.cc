@@ -1,0 +1,71 @@
+// oneDNN LayerNormalization (layer_normalization_forward, float32): X viewed as (outer, inner) at
+// `axis`, use_scale (and use_shift with B). Mean is oneDNN's; InvStdDev is 1/sqrt(variance + epsilon)
+// computed on the host from oneDNN's (population) variance. Falls back to the reference kernel (same
+// device) when Scale or B broadcast (fewer elements than the normalized dims), for float64 stash
+// outputs, empty tensors and anything oneDNN refuses; attribute errors are the reference kernel's.
+#include <cmath>
+
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/primitive_kernel.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace onednn;
+
+std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
+  std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates axis, broadcasts and outputs
+  if (!all_float32_nonempty(spec)) return fallback;
+  const std::vector<int64_t>& x = spec.inputs[0].sizes;
+  const auto rank = static_cast<int64_t>(x.size());
+  int64_t axis = spec.attributes.get_int("axis", -1);
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[d];
+  const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
+  if (spec.inputs[1].numel() != inner || (has_bias && spec.inputs[2].numel() != inner)) return fallback;
+  const bool want_mean = spec.outputs.size() > 1 && spec.outputs[1].present();
+  const bool want_inv_std = spec.outputs.size() > 2 && spec.outputs[2].present();
+  const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
+  try {
+    const dnnl::memory::desc data = plain_desc({outer, inner});
+    const dnnl::memory::desc stat = plain_desc({outer});
+    const dnnl::memory::desc weights = plain_desc({inner});
+    auto flags = dnnl::normalization_flags::use_scale;
+    if (has_bias) flags = flags | dnnl::normalization_flags::use_shift;
+    const bool stats_out = want_mean || want_inv_std;
+    dnnl::layer_normalization_forward::desc desc(
+        stats_out ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, data, stat, epsilon, flags);
+    dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
+    auto kernel = std::make_unique<PrimitiveKernel>(spec, pd, dnnl::layer_normalization_forward(pd));
+    kernel->bind_input(DNNL_ARG_SRC, 0, data);
+    kernel->bind_output(DNNL_ARG_DST, 0, data);
+    kernel->bind_input(DNNL_ARG_SCALE, 1, weights);
+    if (has_bias) kernel->bind_input(DNNL_ARG_SHIFT, 2, weights);
+    if (!stats_out) return kernel;
+    if (want_mean) {
+      kernel->bind_output(DNNL_ARG_MEAN, 1, stat);
+    } else {
+      kernel->own(DNNL_ARG_MEAN, stat);
+    }
+    const float* var = kernel->own(DNNL_ARG_VARIANCE, stat);
+    if (want_inv_std) {
+      kernel->set_finish([=](std::span<const TensorView>, std::span<const TensorView> out) {
+        float* inv_std = out[2].as<float>();
+        for (int64_t r = 0; r < outer; ++r)
+          inv_std[r] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[r]) + epsilon));
+      });
+    }
+    return kernel;
+  } catch (const dnnl::error&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+void register_onednn_layer_norm_kernels(KernelRegistry& registry) {
+  registry.add(onednn_entry("LayerNormalization", &make_layer_norm));
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,117 @@
+// The kernel shape shared by the oneDNN pooling, batch norm, eltwise, softmax, LRN and layer norm
+// kernels: one primitive built at prepare time with a user scratchpad, memory objects created once over
+// no buffer and pointed at the caller's buffers (or kernel-owned ones) on every run, and an optional
+// finishing step on the host (running statistics, 1/sqrt(var+eps)). Also the reference fallback that a
+// factory returns for a configuration no primitive expresses exactly (same device: not a device fallback).
+//
+//   auto kernel = std::make_unique<PrimitiveKernel>(spec, pd, dnnl::eltwise_forward(pd));
+//   kernel->bind_input(DNNL_ARG_SRC, 0, flat);
+//   kernel->bind_output(DNNL_ARG_DST, 0, flat);
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kernels/onednn/onednn_common.h"
+
+namespace onnxtrain::onednn {
+
+// The attributes every primitive here is created with: a scratchpad the kernel owns.
+inline dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// The reference kernel of spec's op, prepared for spec.
+inline std::unique_ptr<Kernel> reference_kernel(const KernelSpec& spec) {
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, kernel_dtype(spec), "reference");
+  if (!entry)
+    throw Error(spec.op_type + ": no reference kernel to fall back on for dtype " +
+                std::string(dtype_name(kernel_dtype(spec))));
+  return entry->prepare(spec);
+}
+
+// Whether every present input and output of spec is float32 and non-empty (what the primitives take).
+inline bool all_float32_nonempty(const KernelSpec& spec) {
+  for (const auto* list : {&spec.inputs, &spec.outputs}) {
+    for (const TensorDesc& d : *list) {
+      if (!d.present()) continue;
+      if (d.dtype != DType::Float32 || d.numel() == 0) return false;
+    }
+  }
+  return true;
+}
+
+// A CPU entry of the "onednn" implementation for float32 in the default domain.
+inline KernelEntry onednn_entry(std::string op_type, KernelFactory factory) {
+  return {.domain = "",
+          .op_type = std::move(op_type),
+          .device = DeviceKind::Cpu,
+          .dtypes = {DType::Float32},
+          .implementation = "onednn",
+          .factory = factory};
+}
+
+class PrimitiveKernel final : public Kernel {
+ public:
+  using Finish = std::function<void(std::span<const TensorView>, std::span<const TensorView>)>;
+
+  PrimitiveKernel(const KernelSpec& spec, const dnnl::primitive_desc& pd, dnnl::primitive primitive)
+      : spec_(spec), primitive_(std::move(primitive)) {
+    const dnnl::memory::desc scratch = pd.scratchpad_desc();
+    scratchpad_.resize(scratch.get_size());
+    args_[DNNL_ARG_SCRATCHPAD] = dnnl::memory(scratch, cpu_engine(), scratchpad_.data());
+  }
+
+  void bind_input(int arg, size_t index, const dnnl::memory::desc& desc) { bind(arg, index, false, desc); }
+  void bind_output(int arg, size_t index, const dnnl::memory::desc& desc) { bind(arg, index, true, desc); }
+  // A buffer of the kernel for `arg` (statistics the op does not output as they are); returns its data.
+  float* own(int arg, const dnnl::memory::desc& desc) {
+    owned_.emplace_back(desc.get_size() / sizeof(float) + 1);
+    args_[arg] = dnnl::memory(desc, cpu_engine(), owned_.back().data());
+    return owned_.back().data();
+  }
+  void set_finish(Finish finish) { finish_ = std::move(finish); }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    for (Binding& b : bindings_) {
+      std::span<const TensorView> views = b.output ? outputs : inputs;
+      ONNXTRAIN_CHECK(b.index < views.size() && views[b.index].data != nullptr,
+                      spec_.op_type + " (oneDNN): argument " + std::to_string(b.index) + " missing at run");
+      args_[b.arg].set_data_handle(views[b.index].data);
+    }
+    checked(spec_, "execution", [&] {
+      primitive_.execute(cpu_stream(), args_);
+      cpu_stream().wait();
+    });
+    if (finish_) finish_(inputs, outputs);
+  }
+
+ private:
+  struct Binding {
+    int arg;
+    size_t index;
+    bool output;
+  };
+  void bind(int arg, size_t index, bool output, const dnnl::memory::desc& desc) {
+    args_[arg] = dnnl::memory(desc, cpu_engine(), DNNL_MEMORY_NONE);
+    bindings_.push_back({arg, index, output});
+  }
+
+  KernelSpec spec_;
+  dnnl::primitive primitive_;
+  std::unordered_map<int, dnnl::memory> args_;
+  std::vector<Binding> bindings_;
+  std::vector<std::byte> scratchpad_;
+  std::vector<std::vector<float>> owned_;
+  Finish finish_;
+};
+
+}  // namespace onnxtrain::onednn
