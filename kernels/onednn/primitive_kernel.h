@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/reference_fallback.h"
 
 namespace onnxtrain::onednn {
 
@@ -26,16 +27,6 @@ inline dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
-}
-
-// The reference kernel of spec's op, prepared for spec.
-inline std::unique_ptr<Kernel> reference_kernel(const KernelSpec& spec) {
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, kernel_dtype(spec), "reference");
-  if (!entry)
-    throw Error(spec.op_type + ": no reference kernel to fall back on for dtype " +
-                std::string(dtype_name(kernel_dtype(spec))));
-  return entry->prepare(spec);
 }
 
 // Whether every present input and output of spec is float32 and non-empty (what the primitives take).
