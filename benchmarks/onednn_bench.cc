@@ -1,12 +1,14 @@
 // One-thread forward GFLOP/s of our oneDNN Conv and Gemm kernels on the Conv and Gemm shapes of
 // models/resnet_opset17.onnx (batch 32) and a 1024³ SGEMM, next to oneDNN's own primitive called directly
 // (best layouts, no reorders, no wrapper) and the machine's fp32 peak as a 2048³ oneDNN matmul reaches it.
-// Counters: GFLOP/s, and for our kernels ratio_to_raw_onednn (raw time / our time; the issue asks >= 0.5).
+// Counters: GFLOP/s, and for our kernels ratio_to_raw_onednn (raw time / our time, each the best of a few
+// alternating rounds; the issue asks >= 0.5).
 //
 //   onednn_bench --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -53,12 +55,12 @@ std::function<void()> our_kernel(const std::string& op, Attributes attrs, const 
   spec.outputs.push_back({DType::Float32, out});
   const KernelEntry* entry = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32, "onednn");
   std::shared_ptr<Kernel> kernel = entry->prepare(spec);
-  return [kernel, tensors, n = inputs.size()] {
-    std::vector<TensorView> in, outs{TensorView::of(tensors->back())};
-    for (size_t i = 0; i < n; ++i) in.push_back(TensorView::of((*tensors)[i]));
-    Stream stream;
-    kernel->run(stream, in, outs);
-  };
+  // The views are made once, as the raw primitive's arguments are: a call times only the kernel's run.
+  auto in = std::make_shared<std::vector<TensorView>>();
+  for (size_t i = 0; i < inputs.size(); ++i) in->push_back(TensorView::of((*tensors)[i]));
+  auto outs = std::make_shared<std::vector<TensorView>>(1, TensorView::of(tensors->back()));
+  auto stream = std::make_shared<Stream>();
+  return [kernel, tensors, in, outs, stream] { kernel->run(*stream, *in, *outs); };
 }
 
 std::function<void()> raw_primitive(dnnl::primitive prim, std::unordered_map<int, memory> args) {
@@ -101,13 +103,13 @@ std::function<void()> raw_matmul(int64_t m, int64_t n, int64_t k, bool trans_b, 
   return raw_primitive(dnnl::matmul(pd), args);
 }
 
-// Seconds per call of fn, over at least 0.05 s.
-double seconds_per_call(const std::function<void()>& fn) {
+// Seconds per call of fn, over at least `seconds`.
+double seconds_per_call(const std::function<void()>& fn, double seconds = 0.05) {
   fn();
   int64_t calls = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
-  while (elapsed < 0.05) {
+  while (elapsed < seconds) {
     fn();
     ++calls;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -122,8 +124,14 @@ void measure(benchmark::State& state, const std::function<void()>& fn, double fl
   for (auto _ : state) fn();
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   if (raw) {
-    const double ours = seconds_per_call(fn);
-    state.counters["ratio_to_raw_onednn"] = raw_seconds / ours;
+    // Ours and raw alternate over a few rounds and each keeps its best round, so that load from other
+    // processes on the machine skews neither side.
+    double ours = seconds_per_call(fn), best_raw = raw_seconds;
+    for (int round = 0; round < 4; ++round) {
+      best_raw = std::min(best_raw, seconds_per_call(raw, 0.02));
+      ours = std::min(ours, seconds_per_call(fn, 0.02));
+    }
+    state.counters["ratio_to_raw_onednn"] = best_raw / ours;
   }
 }
 

@@ -3,8 +3,8 @@
 // caller's plain NC.../OI... buffers in and the result out when the layout differs (none when the chosen
 // layout is the plain one). Weights are reordered on every run (they change every training step).
 // A 1x1 convolution without pads and with strides reads only every stride-th pixel: its source is a
-// strided view of the caller's buffer with the output's spatial sizes, and the primitive is the same 1x1
-// convolution with stride 1, so the source reorder moves only the pixels the convolution reads.
+// strided view of the caller's buffer with the output's spatial sizes, gathered into a dense buffer, and the
+// primitive is the same 1x1 convolution with stride 1, so the source reorder moves only the pixels read.
 // Everything a run needs (memory objects, argument lists) is built at prepare; a run only sets the data
 // handles. The scratchpad is the kernel's own buffer, so one kernel object must not run on two threads at
 // once. Other variants use the reference kernel.
@@ -31,16 +31,21 @@ void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::
 }
 
 // A tensor the primitive reads or writes: the caller's plain buffer, and when the primitive wants another
-// layout, an internal buffer with the reorder between them.
+// layout, an internal buffer with the reorder between them. A source may instead be a strided view of the
+// caller's buffer: it is gathered into a dense buffer of its own first, because oneDNN's reorders from the
+// dense buffer into a blocked layout are much faster than from the view.
 struct Operand {
-  memory user;                     // plain layout; its handle is set on every run
+  memory user;                     // plain layout; its handle is set on every run (unless `view`)
   std::optional<memory> internal;  // the primitive's layout, when it differs
   std::optional<dnnl::reorder> reorder;
   std::vector<dnnl_exec_arg_t> reorder_args;  // {from, to} of the reorder
+  std::optional<memory> view;      // the caller's buffer as a strided view, gathered into `user`
+  std::optional<dnnl::reorder> gather;
+  std::vector<dnnl_exec_arg_t> gather_args;
 
-  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive) {
+  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive, bool owned = false) {
     dnnl::engine& engine = onednn::cpu_engine();
-    user = memory(plain, engine, nullptr);
+    user = owned ? memory(plain, engine) : memory(plain, engine, nullptr);
     if (plain == wanted) return;
     internal = memory(wanted, engine);
     reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
@@ -48,11 +53,18 @@ struct Operand {
     const memory& to = into_primitive ? *internal : user;
     reorder_args = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
   }
+  void prepare_view(const memory::desc& strided, const memory::desc& wanted) {
+    prepare(onednn::plain_desc(strided.dims()), wanted, true, /*owned=*/true);
+    view = memory(strided, onednn::cpu_engine(), nullptr);
+    gather = dnnl::reorder(*view, user);
+    gather_args = {{DNNL_ARG_FROM, view->get()}, {DNNL_ARG_TO, user.get()}};
+  }
   void run_reorder(dnnl::stream& stream) const {
+    if (gather) execute(*gather, stream, gather_args);
     if (reorder) execute(*reorder, stream, reorder_args);
   }
   const memory& primitive_side() const { return internal ? *internal : user; }
-  void bind(void* data) { user.set_data_handle(data); }
+  void bind(void* data) { (view ? *view : user).set_data_handle(data); }
 };
 
 // Plain row-major strides of `dims`.
@@ -85,7 +97,7 @@ class OnednnConv final : public Kernel {
     // The source as the primitive sees it: the caller's buffer, or for a strided unpadded 1x1 convolution
     // the strided view of the pixels it reads (then the convolution has stride 1).
     memory::dims x_dims = onednn::dims_of(x.sizes);
-    memory::desc x_plain = onednn::plain_desc(x.sizes);
+    std::optional<memory::desc> x_view;
     const auto all = [](const memory::dims& v, auto pred) { return std::all_of(v.begin(), v.end(), pred); };
     const bool one_by_one = std::all_of(weight.sizes.begin() + 2, weight.sizes.end(), [](int64_t k) { return k == 1; });
     if (one_by_one && all(pad_l, [](int64_t p) { return p == 0; }) && all(pad_r, [](int64_t p) { return p == 0; }) &&
@@ -95,11 +107,11 @@ class OnednnConv final : public Kernel {
       for (size_t i = 0; i < strides.size(); ++i) {
         view_dims[i + 2] = y.sizes[i + 2];
         view_strides[i + 2] *= strides[i];
-        fits = fits && (y.sizes[i + 2] - 1) * strides[i] < x_dims[i + 2];
+        fits = fits && y.sizes[i + 2] * strides[i] <= x_dims[i + 2];  // oneDNN refuses overhanging views
       }
       if (fits) {
         x_dims = view_dims;
-        x_plain = memory::desc(view_dims, memory::data_type::f32, view_strides);
+        x_view = memory::desc(view_dims, memory::data_type::f32, view_strides);
         std::fill(strides.begin(), strides.end(), 1);
         std::fill(dilations.begin(), dilations.end(), 0);
       }
@@ -114,7 +126,8 @@ class OnednnConv final : public Kernel {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::cpu_engine());
-    src_.prepare(x_plain, pd.src_desc(), true);
+    if (x_view) src_.prepare_view(*x_view, pd.src_desc());
+    else src_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
     weights_.prepare(onednn::plain_desc(w_sizes), pd.weights_desc(), true);
     dst_.prepare(onednn::plain_desc(y.sizes), pd.dst_desc(), false);
     if (has_bias_) bias_ = memory(bias_md, onednn::cpu_engine(), nullptr);

@@ -2,12 +2,15 @@
 // MatMul: numpy rules. A 1-D operand becomes a (1,K) row or a (K,1) column and the lower-rank operand
 // gets leading 1s (both only relabel the same memory), so the batch dims line up and broadcast where one
 // side is 1, which oneDNN's matmul does itself. Gemm: transA/transB are strides of the memory
-// descriptors; alpha is an eltwise_linear post-op; C (broadcast from (M,N), (1,N), (M,1) or (1,1)) is a
-// binary_add post-op when beta is 1, else it is copied into Y and added by a sum post-op with scale beta.
+// descriptors; alpha is an eltwise_linear post-op; C (broadcast from (M,N), (1,N), (M,1) or (1,1)) is the
+// matmul's own bias when alpha and beta are 1 (unless oneDNN has only its reference implementation for
+// that broadcast), else a binary_add post-op when beta is 1, else it is copied into Y and added by a sum
+// post-op with scale beta. The argument list is built at prepare; a run only sets the data handles.
 // Variants oneDNN has no implementation for, and zero-size tensors, use the reference kernel.
 // The scratchpad is the kernel's own buffer: one kernel object runs on one thread.
 #include <optional>
-#include <unordered_map>
+#include <string>
+#include <vector>
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
@@ -34,6 +37,18 @@ memory::dims matrix_strides(const memory::dims& dims, bool transposed) {
   return strides;
 }
 
+// primitive.execute without the std::unordered_map → vector conversion (an allocation) of the C++ API.
+void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
+      "could not execute a primitive");
+}
+
+// Whether oneDNN picked its slow reference implementation ("ref:any" and the like).
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 class OnednnMatMul final : public Kernel {
  public:
   // `c_desc`: the (broadcast) desc of Gemm's C, or none. Post-ops compute alpha·AB + beta·C.
@@ -41,31 +56,51 @@ class OnednnMatMul final : public Kernel {
                double alpha, double beta, const std::optional<memory::desc>& c_desc)
       : spec_(spec) {
     dnnl::engine& engine = onednn::cpu_engine();
-    dnnl::post_ops ops;
-    const auto linear = [&](double scale) {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, static_cast<float>(scale), 0.0f);
-    };
-    if (alpha != 1.0) linear(alpha);
-    if (c_desc && beta == 1.0) {  // Y = alpha·AB + C: C is a binary post-op operand, broadcast by oneDNN
-      c_index_ = ops.len();
-      ops.append_binary(dnnl::algorithm::binary_add, *c_desc);
-      c_ = memory(*c_desc, engine, nullptr);
-    } else if (c_desc) {  // Y = alpha·AB + beta·Y, Y first filled with C broadcast (a sum post-op)
-      ops.append_sum(static_cast<float>(beta));
-      const memory::dims& c = c_desc->dims();
-      c_fill_ = {c[0], c[1], c[0] == 1 ? 0 : c[1], c[1] == 1 ? 0 : 1};
-      y_cols_ = y.dims()[1];
-      y_rows_ = y.dims()[0];
-    }
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    attr.set_post_ops(ops);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, engine);
     a_ = memory(a, engine, nullptr);
     b_ = memory(b, engine, nullptr);
     y_ = memory(y, engine, nullptr);
-    scratchpad_ = memory(pd.scratchpad_desc(), engine);
-    matmul_ = dnnl::matmul(pd);
+    std::optional<dnnl::matmul::primitive_desc> pd;
+    if (c_desc && alpha == 1.0 && beta == 1.0) {  // Y = AB + C: C is the bias, broadcast by oneDNN
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      try {
+        dnnl::matmul::primitive_desc bias_pd(dnnl::matmul::desc(a, b, *c_desc, y), attr, engine);
+        if (!is_reference_impl(bias_pd)) pd = bias_pd;
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;
+      }
+      if (pd) {
+        c_ = memory(*c_desc, engine, nullptr);
+        c_arg_ = DNNL_ARG_BIAS;
+      }
+    }
+    if (!pd) {
+      dnnl::post_ops ops;
+      const auto linear = [&](double scale) {
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, static_cast<float>(scale), 0.0f);
+      };
+      if (alpha != 1.0) linear(alpha);
+      if (c_desc && beta == 1.0) {  // Y = alpha·AB + C: C is a binary post-op operand, broadcast by oneDNN
+        c_arg_ = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len()) | DNNL_ARG_SRC_1;
+        ops.append_binary(dnnl::algorithm::binary_add, *c_desc);
+        c_ = memory(*c_desc, engine, nullptr);
+      } else if (c_desc) {  // Y = alpha·AB + beta·Y, Y first filled with C broadcast (a sum post-op)
+        ops.append_sum(static_cast<float>(beta));
+        const memory::dims& c = c_desc->dims();
+        c_fill_ = {c[0], c[1], c[0] == 1 ? 0 : c[1], c[1] == 1 ? 0 : 1};
+        y_cols_ = y.dims()[1];
+        y_rows_ = y.dims()[0];
+      }
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      attr.set_post_ops(ops);
+      pd.emplace(dnnl::matmul::desc(a, b, y), attr, engine);
+    }
+    scratchpad_ = memory(pd->scratchpad_desc(), engine);
+    matmul_ = dnnl::matmul(*pd);
+    args_ = {{DNNL_ARG_SRC, a_.get()}, {DNNL_ARG_WEIGHTS, b_.get()}, {DNNL_ARG_DST, y_.get()},
+             {DNNL_ARG_SCRATCHPAD, scratchpad_.get()}};
+    if (c_arg_ >= 0) args_.push_back({c_arg_, c_.get()});
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
@@ -73,15 +108,10 @@ class OnednnMatMul final : public Kernel {
       a_.set_data_handle(inputs[0].data);
       b_.set_data_handle(inputs[1].data);
       y_.set_data_handle(outputs[0].data);
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
       if (!c_fill_.empty()) fill_with_c(inputs[2].as<const float>(), outputs[0].as<float>());
-      if (c_index_ >= 0) {
-        c_.set_data_handle(inputs[2].data);
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(c_index_) | DNNL_ARG_SRC_1, c_);
-      }
+      if (c_arg_ >= 0) c_.set_data_handle(inputs[2].data);
       dnnl::stream& stream = onednn::cpu_stream();
-      matmul_.execute(stream, args);
+      execute(matmul_, stream, args_);
       stream.wait();
     });
   }
@@ -93,11 +123,12 @@ class OnednnMatMul final : public Kernel {
   }
 
   KernelSpec spec_;
-  int c_index_ = -1;                  // the binary post-op that adds C, or -1
+  int c_arg_ = -1;                    // the argument C is passed as (bias or binary post-op operand), or -1
   std::vector<int64_t> c_fill_;       // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
   int64_t y_rows_ = 0, y_cols_ = 0;
   memory a_, b_, y_, c_, scratchpad_;
   dnnl::matmul matmul_;
+  std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above
 };
 
 bool any_empty(const KernelSpec& spec) {
