@@ -68,7 +68,9 @@ void expect_agree(const Case& c, const std::string& label, Path expected = Path:
   Path path = Path::Either;
   const std::vector<Tensor> ours = run(c, "onednn", &path);
   (path == Path::Primitive ? primitives : fallbacks)++;
-  if (expected != Path::Either) EXPECT_EQ(path == Path::Primitive, expected == Path::Primitive) << "kernel path";
+  if (expected != Path::Either) {
+    EXPECT_EQ(path == Path::Primitive, expected == Path::Primitive) << "kernel path";
+  }
   const std::vector<Tensor> reference = run(c, "reference");
   for (size_t o = 0; o < ours.size(); ++o) {
     if (!c.outputs[o].present()) continue;
