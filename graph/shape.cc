@@ -1,5 +1,7 @@
 #include "graph/shape.h"
 
+#include <algorithm>
+
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -153,6 +155,24 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
     }
   }
   return out;
+}
+
+SliceExtent numpy_slice(int64_t start, int64_t end, int64_t step, int64_t size) {
+  if (size == 0) return {};
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  int64_t distance = 0;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    distance = end - start;
+  } else {
+    start = std::clamp<int64_t>(start, 0, size - 1);
+    end = std::clamp<int64_t>(end, -1, size - 1);
+    distance = start - end;
+  }
+  const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+  return {start, distance > 0 ? (distance - 1) / magnitude + 1 : 0};
 }
 
 std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank) {

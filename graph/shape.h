@@ -78,6 +78,14 @@ struct Shape {
 // Numpy-style multidirectional broadcast; nullopt when the shapes cannot broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
+// The first index and element count of the numpy slice start:end:step over a dim of `size`: negative
+// start/end count from the end and are clamped (walking backwards, end may be one before the first).
+struct SliceExtent {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+SliceExtent numpy_slice(int64_t start, int64_t end, int64_t step, int64_t size);
+
 // Normalises a possibly negative axis against a rank; nullopt when out of range.
 std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);
 

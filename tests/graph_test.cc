@@ -50,3 +50,16 @@ TEST(Graph, SortOrdersProducersFirst) {
   EXPECT_EQ(g.order()[0], first);
   EXPECT_EQ(g.order()[1], second);
 }
+
+TEST(Shape, NumpySlice) {
+  // Python: list(range(10))[2:8:3] → [2, 5]; [-3:] → 3 elements from 7; [8:2:-2] → [8, 6, 4]; [::-1] → 10.
+  EXPECT_EQ(numpy_slice(2, 8, 3, 10).first, 2);
+  EXPECT_EQ(numpy_slice(2, 8, 3, 10).count, 2);
+  EXPECT_EQ(numpy_slice(-3, INT64_MAX, 1, 10).first, 7);
+  EXPECT_EQ(numpy_slice(-3, INT64_MAX, 1, 10).count, 3);
+  EXPECT_EQ(numpy_slice(8, 2, -2, 10).first, 8);
+  EXPECT_EQ(numpy_slice(8, 2, -2, 10).count, 3);
+  EXPECT_EQ(numpy_slice(-1, INT64_MIN, -1, 10).count, 10);
+  EXPECT_EQ(numpy_slice(5, 2, 1, 10).count, 0);
+  EXPECT_EQ(numpy_slice(0, 5, 1, 0).count, 0);
+}

@@ -17,30 +17,6 @@ using namespace shape_ops;
 
 constexpr int kInputsSince = 10;
 
-// The first index and element count of start:end:step over a dim of `size`, clamped like numpy.
-struct SliceRange {
-  int64_t first = 0;
-  int64_t count = 0;
-};
-
-SliceRange slice_range(int64_t start, int64_t end, int64_t step, int64_t size) {
-  if (size == 0) return {};
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  int64_t distance = 0;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    distance = end - start;
-  } else {
-    start = std::clamp<int64_t>(start, 0, size - 1);
-    end = std::clamp<int64_t>(end, -1, size - 1);
-    distance = start - end;
-  }
-  const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
-  return {start, distance > 0 ? (distance - 1) / magnitude + 1 : 0};
-}
-
 // Whether start:end:1 surely covers a whole dim of unknown size (exporters write INT64_MAX or INT32_MAX).
 bool covers_whole_dim(int64_t start, int64_t end, int64_t step) { return step == 1 && start == 0 && end >= INT32_MAX; }
 
@@ -106,7 +82,7 @@ void infer_slice(InferContext& ctx) {
     if (steps[j] == 0) fail_op(ctx, "step 0 on axis " + std::to_string(axes[j]) + " (steps must be non-zero)");
     Dim& d = out.dims[normalized[j]];
     if (d.is_static())
-      d = slice_range(starts[j], ends[j], steps[j], d.value()).count;
+      d = numpy_slice(starts[j], ends[j], steps[j], d.value()).count;
     else if (!covers_whole_dim(starts[j], ends[j], steps[j]))
       d = Dim::unknown();
   }
@@ -114,7 +90,7 @@ void infer_slice(InferContext& ctx) {
 
   auto known = ctx.input_known(0);
   if (!known || rank != 1 || n != 1) return;
-  SliceRange r = slice_range(starts[0], ends[0], steps[0], static_cast<int64_t>(known->size()));
+  SliceExtent r = numpy_slice(starts[0], ends[0], steps[0], static_cast<int64_t>(known->size()));
   std::vector<Dim> picked;
   for (int64_t i = 0; i < r.count; ++i) picked.push_back((*known)[r.first + i * steps[0]]);
   set_known_output(ctx, 0, dtype, picked);
@@ -141,7 +117,7 @@ std::vector<Tensor> fold_slice(const FoldContext& ctx) {
   for (size_t j = 0; j < starts.size(); ++j) {
     auto axis = normalize_axis(axes[j], data.rank());
     if (!axis || steps[j] == 0) fail_fold(ctx, "invalid axis or step");
-    SliceRange r = slice_range(starts[j], ends[j], steps[j], data.sizes()[*axis]);
+    SliceExtent r = numpy_slice(starts[j], ends[j], steps[j], data.sizes()[*axis]);
     sizes[*axis] = r.count;
     base += r.first * in_strides[*axis];
     strides[*axis] = in_strides[*axis] * steps[j];

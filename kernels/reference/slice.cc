@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "graph/shape.h"
 #include "kernels/reference/copy.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -13,30 +14,6 @@ namespace {
 using namespace reference;
 
 constexpr int kInputsSince = 10;
-
-// The first index and element count of start:end:step over a dim of `size`.
-struct SliceRange {
-  int64_t first = 0;
-  int64_t count = 0;
-};
-
-SliceRange slice_range(int64_t start, int64_t end, int64_t step, int64_t size) {
-  if (size == 0) return {};
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  int64_t distance = 0;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    distance = end - start;
-  } else {  // walking backwards: start at most the last element, end may be one before the first
-    start = std::clamp<int64_t>(start, 0, size - 1);
-    end = std::clamp<int64_t>(end, -1, size - 1);
-    distance = start - end;
-  }
-  const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
-  return {start, distance > 0 ? (distance - 1) / magnitude + 1 : 0};
-}
 
 class SliceKernel : public DataMovementKernel {
  public:
@@ -86,7 +63,7 @@ class SliceKernel : public DataMovementKernel {
       if (seen[axis]) fail("axis " + std::to_string(axes[j]) + " appears twice in axes " + sizes_to_string(axes));
       seen[axis] = true;
       if (steps[j] == 0) fail("step 0 on axis " + std::to_string(axes[j]) + " (steps must be non-zero)");
-      SliceRange r = slice_range(starts[j], ends[j], steps[j], data.sizes[axis]);
+      SliceExtent r = numpy_slice(starts[j], ends[j], steps[j], data.sizes[axis]);
       sizes[axis] = r.count;
       base += r.first * in_strides[axis];
       strides[axis] = r.count > 1 ? in_strides[axis] * steps[j] : 0;  // a huge step taking one element overflows
