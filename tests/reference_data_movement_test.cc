@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -31,51 +32,7 @@ Tensor iota_f32(std::vector<int64_t> sizes) {
   return t;
 }
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  auto span = t.data<T>();
-  return {span.begin(), span.end()};
-}
-
-struct Call {
-  std::string op;
-  int opset = 13;
-  Attributes attributes;
-  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
-  std::vector<TensorDesc> outputs;
-};
-
-// Prepares the reference kernel for the call and runs it on freshly allocated outputs.
-std::vector<Tensor> run(const Call& call) {
-  KernelSpec spec{.op_type = call.op, .opset = call.opset, .attributes = call.attributes, .node_name = "n"};
-  std::vector<TensorView> in_views, out_views;
-  for (const Tensor& t : call.inputs) {
-    spec.inputs.push_back(t.empty() ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
-    in_views.push_back(t.empty() ? TensorView{} : TensorView::of(t));
-  }
-  spec.outputs = call.outputs;
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find("", call.op, DeviceKind::Cpu, kernel_dtype(spec), "reference");
-  if (!entry) throw std::logic_error("no reference kernel for " + call.op);
-  std::unique_ptr<Kernel> kernel = entry->prepare(spec);
-  std::vector<Tensor> outputs;
-  for (const TensorDesc& d : call.outputs) outputs.emplace_back(d.dtype, d.sizes);
-  for (Tensor& t : outputs) out_views.push_back(TensorView::of(t));
-  Stream stream;
-  kernel->run(stream, in_views, out_views);
-  return outputs;
-}
-
-// The message of the Error that running `call` throws; fails the test when it does not throw one.
-std::string error_of(const Call& call) {
-  try {
-    run(call);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << call.op << " did not throw onnxtrain::Error";
-  return "";
-}
+using namespace testing_support;
 
 TEST(ReferenceDataMovement, EveryOpIsRegisteredForEveryFixedSizeDtype) {
   const std::vector<DType> all = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -28,53 +29,7 @@ Tensor u8(std::vector<int64_t> s, const std::vector<uint8_t>& v) { return tensor
 Tensor b8(std::vector<int64_t> s, const std::vector<uint8_t>& v) { return tensor(DType::Bool, s, v); }
 Tensor f16(std::vector<int64_t> s, const std::vector<uint16_t>& bits) { return tensor(DType::Float16, s, bits); }
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  auto span = t.data<T>();
-  return {span.begin(), span.end()};
-}
-
-struct Call {
-  std::string op;
-  int opset = 13;
-  Attributes attributes;
-  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
-  std::vector<TensorDesc> outputs;
-};
-
-// Prepares the reference kernel for the call and runs it on freshly allocated outputs.
-std::vector<Tensor> run(const Call& call) {
-  KernelSpec spec{.op_type = call.op, .opset = call.opset, .attributes = call.attributes, .node_name = "n"};
-  std::vector<TensorView> in_views, out_views;
-  for (const Tensor& t : call.inputs) {
-    spec.inputs.push_back(t.empty() ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
-    in_views.push_back(t.empty() ? TensorView{} : TensorView::of(t));
-  }
-  spec.outputs = call.outputs;
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find("", call.op, DeviceKind::Cpu, kernel_dtype(spec), "reference");
-  if (!entry) throw Error("no reference kernel for " + call.op + " on " + std::string(dtype_name(kernel_dtype(spec))));
-  std::unique_ptr<Kernel> kernel = entry->prepare(spec);
-  std::vector<Tensor> outputs;
-  for (const TensorDesc& d : call.outputs) outputs.emplace_back(d.dtype, d.sizes);
-  for (Tensor& t : outputs) out_views.push_back(TensorView::of(t));
-  Stream stream;
-  kernel->run(stream, in_views, out_views);
-  return outputs;
-}
-
-Tensor run1(const Call& call) { return run(call).at(0); }
-
-// The message of the Error that running `call` throws; fails the test when it does not throw one.
-std::string error_of(const Call& call) {
-  try {
-    run(call);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << call.op << " did not throw onnxtrain::Error";
-  return "";
-}
+using namespace testing_support;
 
 template <typename T>
 void expect_near(const std::vector<T>& got, const std::vector<double>& want, double tolerance) {
