@@ -20,6 +20,9 @@
 
 namespace onnxtrain {
 
+// onnxtrain's own domain: the backward ops that ONNX lacks (ConvGrad, ActivationGrad, ...).
+inline constexpr const char* kTrainingDomain = "ai.onnxtrain";
+
 enum class InputKind {
   Data,               // differentiable activation (a float initializer with more than one element here is a parameter)
   Weight,             // weight/bias slot: a float initializer here is a trainable parameter

@@ -35,5 +35,7 @@ void register_softmax_ops(OpRegistry& registry);
 void register_reduce_ops(OpRegistry& registry);
 void register_dropout_op(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
+// --- onnxtrain's backward ops (domain kTrainingDomain), in graph/ops/training/ ---
+// --- end backward ops ---
 
 }  // namespace onnxtrain

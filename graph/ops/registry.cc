@@ -33,6 +33,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_reduce_ops(registry);
   register_dropout_op(registry);
   register_loss_ops(registry);
+  // --- onnxtrain's backward ops (domain kTrainingDomain) ---
+  // --- end backward ops ---
   (void)registry;
 }
 

@@ -51,6 +51,13 @@ inline KernelEntry reference_entry(std::string op_type, std::vector<DType> dtype
           .factory = factory};
 }
 
+// A CPU "reference" entry of one of onnxtrain's backward ops (domain kTrainingDomain, "ai.onnxtrain").
+inline KernelEntry reference_training_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory) {
+  KernelEntry entry = reference_entry(std::move(op_type), std::move(dtypes), factory);
+  entry.domain = "ai.onnxtrain";
+  return entry;
+}
+
 // --- dtype lists (KernelEntry::dtypes and prepare checks) ---
 inline const std::vector<DType> kFloatDTypes = {DType::Float32, DType::Float64};
 inline const std::vector<DType> kSignedDTypes = {DType::Float32, DType::Float64, DType::Int8,
