@@ -36,6 +36,18 @@ void register_reduce_ops(OpRegistry& registry);
 void register_dropout_op(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
 // --- onnxtrain's backward ops (domain kTrainingDomain), in graph/ops/training/ ---
+// --- elementwise ---
+// --- end elementwise ---
+// --- data movement ---
+// --- end data movement ---
+// --- conv, gemm, matmul ---
+// --- end conv, gemm, matmul ---
+// --- pooling, softmax, LRN ---
+// --- end pooling, softmax, LRN ---
+// --- normalisation ---
+// --- end normalisation ---
+// --- reductions and losses ---
+// --- end reductions and losses ---
 // --- end backward ops ---
 
 }  // namespace onnxtrain

@@ -34,6 +34,18 @@ void register_builtin_ops(OpRegistry& registry) {
   register_dropout_op(registry);
   register_loss_ops(registry);
   // --- onnxtrain's backward ops (domain kTrainingDomain) ---
+  // --- elementwise ---
+  // --- end elementwise ---
+  // --- data movement ---
+  // --- end data movement ---
+  // --- conv, gemm, matmul ---
+  // --- end conv, gemm, matmul ---
+  // --- pooling, softmax, LRN ---
+  // --- end pooling, softmax, LRN ---
+  // --- normalisation ---
+  // --- end normalisation ---
+  // --- reductions and losses ---
+  // --- end reductions and losses ---
   // --- end backward ops ---
   (void)registry;
 }

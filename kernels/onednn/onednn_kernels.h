@@ -18,5 +18,18 @@ void register_onednn_eltwise_kernels(KernelRegistry& registry);
 void register_onednn_softmax_kernels(KernelRegistry& registry);
 void register_onednn_lrn_kernels(KernelRegistry& registry);
 void register_onednn_layer_norm_kernels(KernelRegistry& registry);
+// --- backward ops (domain ai.onnxtrain) ---
+// --- backward: elementwise ---
+// --- end elementwise ---
+// --- backward: data movement ---
+// --- end data movement ---
+// --- backward: conv, gemm, matmul ---
+// --- end conv, gemm, matmul ---
+// --- backward: pooling, softmax, LRN ---
+// --- end pooling, softmax, LRN ---
+// --- backward: normalisation ---
+// --- end normalisation ---
+// --- backward: reductions and losses ---
+// --- end reductions and losses ---
 
 }  // namespace onnxtrain

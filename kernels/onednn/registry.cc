@@ -15,6 +15,19 @@ void register_onednn_kernels(KernelRegistry& registry) {
   register_onednn_softmax_kernels(registry);
   register_onednn_lrn_kernels(registry);
   register_onednn_layer_norm_kernels(registry);
+  // --- backward ops (domain ai.onnxtrain) ---
+  // --- backward: elementwise ---
+  // --- end elementwise ---
+  // --- backward: data movement ---
+  // --- end data movement ---
+  // --- backward: conv, gemm, matmul ---
+  // --- end conv, gemm, matmul ---
+  // --- backward: pooling, softmax, LRN ---
+  // --- end pooling, softmax, LRN ---
+  // --- backward: normalisation ---
+  // --- end normalisation ---
+  // --- backward: reductions and losses ---
+  // --- end reductions and losses ---
   (void)registry;
 }
 

@@ -38,5 +38,18 @@ void register_reference_transpose_kernels(KernelRegistry& registry);
 void register_reference_expand_tile_kernels(KernelRegistry& registry);
 void register_reference_constant_kernels(KernelRegistry& registry);
 void register_reference_pad_kernels(KernelRegistry& registry);
+// --- backward ops (domain ai.onnxtrain) ---
+// --- backward: elementwise ---
+// --- end elementwise ---
+// --- backward: data movement ---
+// --- end data movement ---
+// --- backward: conv, gemm, matmul ---
+// --- end conv, gemm, matmul ---
+// --- backward: pooling, softmax, LRN ---
+// --- end pooling, softmax, LRN ---
+// --- backward: normalisation ---
+// --- end normalisation ---
+// --- backward: reductions and losses ---
+// --- end reductions and losses ---
 
 }  // namespace onnxtrain

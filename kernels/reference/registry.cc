@@ -34,6 +34,19 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_expand_tile_kernels(registry);
   register_reference_constant_kernels(registry);
   register_reference_pad_kernels(registry);
+  // --- backward ops (domain ai.onnxtrain) ---
+  // --- backward: elementwise ---
+  // --- end elementwise ---
+  // --- backward: data movement ---
+  // --- end data movement ---
+  // --- backward: conv, gemm, matmul ---
+  // --- end conv, gemm, matmul ---
+  // --- backward: pooling, softmax, LRN ---
+  // --- end pooling, softmax, LRN ---
+  // --- backward: normalisation ---
+  // --- end normalisation ---
+  // --- backward: reductions and losses ---
+  // --- end reductions and losses ---
   (void)registry;
 }
 
