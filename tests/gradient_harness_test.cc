@@ -19,6 +19,10 @@
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
+
+// gtest prints a case by its label (found by argument-dependent lookup, so outside the anonymous namespace).
+void PrintTo(const GradientCase& c, std::ostream* os) { *os << c.label; }
+
 namespace {
 
 // Ops with no gradient rule, and why. Every other op of the default domain must have one.
@@ -168,7 +172,9 @@ CaseGraph build_case(const GradientCase& c, DType dtype) {
     ValueId r = g.add_value({.name = "r" + std::to_string(o), .dtype = dtype, .shape = Shape::of(sizes),
                              .role = ValueRole::Constant, .data = make_tensor(dtype, sizes, draw(weight, rng))});
     g.initializers.push_back(r);
-    terms.push_back(add("ReduceSum", {add("Mul", {ys[o], r})}, {{"keepdims", int64_t{0}}}));
+    ValueId y = ys[o];  // a Cast to another float type is cast back to the case's dtype for the loss
+    if (g.value(y).dtype != dtype) y = add("Cast", {y}, {{"to", int64_t{dtype == DType::Float64 ? 11 : 1}}});
+    terms.push_back(add("ReduceSum", {add("Mul", {y, r})}, {{"keepdims", int64_t{0}}}));
   }
   ValueId loss = terms.size() == 1 ? terms[0] : add("Sum", terms);
   g.value(loss).name = "loss";
@@ -183,8 +189,6 @@ std::string test_name(const GradientCase& c) {
   for (char ch : c.label) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return name;
 }
-
-void PrintTo(const GradientCase& c, std::ostream* os) { *os << c.label; }
 
 class GradientHarness : public ::testing::TestWithParam<GradientCase> {};
 

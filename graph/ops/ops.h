@@ -37,16 +37,29 @@ void register_dropout_op(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
 // --- onnxtrain's backward ops (domain kTrainingDomain), in graph/ops/training/ ---
 // --- elementwise ---
+void register_activation_grad_op(OpRegistry& registry);
 // --- end elementwise ---
 // --- data movement ---
+void register_slice_grad_op(OpRegistry& registry);
+void register_gather_grad_op(OpRegistry& registry);
+void register_dropout_grad_op(OpRegistry& registry);
+void register_pad_grad_op(OpRegistry& registry);
 // --- end data movement ---
 // --- conv, gemm, matmul ---
+void register_conv_grad_op(OpRegistry& registry);
 // --- end conv, gemm, matmul ---
 // --- pooling, softmax, LRN ---
+void register_pooling_grad_ops(OpRegistry& registry);
+void register_softmax_grad_ops(OpRegistry& registry);
+void register_lrn_grad_op(OpRegistry& registry);
 // --- end pooling, softmax, LRN ---
 // --- normalisation ---
+void register_batch_norm_grad_op(OpRegistry& registry);
+void register_instance_norm_grad_op(OpRegistry& registry);
+void register_layer_norm_grad_op(OpRegistry& registry);
 // --- end normalisation ---
 // --- reductions and losses ---
+void register_loss_grad_ops(OpRegistry& registry);
 // --- end reductions and losses ---
 // --- end backward ops ---
 

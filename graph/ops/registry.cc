@@ -35,16 +35,29 @@ void register_builtin_ops(OpRegistry& registry) {
   register_loss_ops(registry);
   // --- onnxtrain's backward ops (domain kTrainingDomain) ---
   // --- elementwise ---
+  register_activation_grad_op(registry);
   // --- end elementwise ---
   // --- data movement ---
+  register_slice_grad_op(registry);
+  register_gather_grad_op(registry);
+  register_dropout_grad_op(registry);
+  register_pad_grad_op(registry);
   // --- end data movement ---
   // --- conv, gemm, matmul ---
+  register_conv_grad_op(registry);
   // --- end conv, gemm, matmul ---
   // --- pooling, softmax, LRN ---
+  register_pooling_grad_ops(registry);
+  register_softmax_grad_ops(registry);
+  register_lrn_grad_op(registry);
   // --- end pooling, softmax, LRN ---
   // --- normalisation ---
+  register_batch_norm_grad_op(registry);
+  register_instance_norm_grad_op(registry);
+  register_layer_norm_grad_op(registry);
   // --- end normalisation ---
   // --- reductions and losses ---
+  register_loss_grad_ops(registry);
   // --- end reductions and losses ---
   // --- end backward ops ---
   (void)registry;

@@ -20,14 +20,21 @@ void register_onednn_lrn_kernels(KernelRegistry& registry);
 void register_onednn_layer_norm_kernels(KernelRegistry& registry);
 // --- backward ops (domain ai.onnxtrain) ---
 // --- backward: elementwise ---
+void register_onednn_eltwise_backward_kernels(KernelRegistry& registry);  // eltwise_backward.cc: ActivationGrad
 // --- end elementwise ---
 // --- backward: data movement ---
 // --- end data movement ---
 // --- backward: conv, gemm, matmul ---
+void register_onednn_conv_grad_kernels(KernelRegistry& registry);  // conv_grad.cc: ConvGrad
 // --- end conv, gemm, matmul ---
 // --- backward: pooling, softmax, LRN ---
+void register_onednn_pooling_grad_kernels(KernelRegistry& registry);
+void register_onednn_softmax_grad_kernels(KernelRegistry& registry);
+void register_onednn_lrn_grad_kernels(KernelRegistry& registry);
 // --- end pooling, softmax, LRN ---
 // --- backward: normalisation ---
+void register_onednn_batch_norm_grad_kernels(KernelRegistry& registry);
+void register_onednn_layer_norm_grad_kernels(KernelRegistry& registry);
 // --- end normalisation ---
 // --- backward: reductions and losses ---
 // --- end reductions and losses ---

@@ -17,14 +17,21 @@ void register_onednn_kernels(KernelRegistry& registry) {
   register_onednn_layer_norm_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---
   // --- backward: elementwise ---
+  register_onednn_eltwise_backward_kernels(registry);
   // --- end elementwise ---
   // --- backward: data movement ---
   // --- end data movement ---
   // --- backward: conv, gemm, matmul ---
+  register_onednn_conv_grad_kernels(registry);
   // --- end conv, gemm, matmul ---
   // --- backward: pooling, softmax, LRN ---
+  register_onednn_pooling_grad_kernels(registry);
+  register_onednn_softmax_grad_kernels(registry);
+  register_onednn_lrn_grad_kernels(registry);
   // --- end pooling, softmax, LRN ---
   // --- backward: normalisation ---
+  register_onednn_batch_norm_grad_kernels(registry);
+  register_onednn_layer_norm_grad_kernels(registry);
   // --- end normalisation ---
   // --- backward: reductions and losses ---
   // --- end reductions and losses ---

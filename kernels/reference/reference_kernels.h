@@ -40,16 +40,29 @@ void register_reference_constant_kernels(KernelRegistry& registry);
 void register_reference_pad_kernels(KernelRegistry& registry);
 // --- backward ops (domain ai.onnxtrain) ---
 // --- backward: elementwise ---
+void register_reference_activation_grad_kernels(KernelRegistry& registry);
 // --- end elementwise ---
 // --- backward: data movement ---
+void register_reference_slice_grad_kernels(KernelRegistry& registry);
+void register_reference_gather_grad_kernels(KernelRegistry& registry);
+void register_reference_dropout_grad_kernels(KernelRegistry& registry);
+void register_reference_pad_grad_kernels(KernelRegistry& registry);
 // --- end data movement ---
 // --- backward: conv, gemm, matmul ---
+void register_reference_conv_grad_kernels(KernelRegistry& registry);
 // --- end conv, gemm, matmul ---
 // --- backward: pooling, softmax, LRN ---
+void register_reference_pooling_grad_kernels(KernelRegistry& registry);
+void register_reference_softmax_grad_kernels(KernelRegistry& registry);
+void register_reference_lrn_grad_kernels(KernelRegistry& registry);
 // --- end pooling, softmax, LRN ---
 // --- backward: normalisation ---
+void register_reference_batch_norm_grad_kernels(KernelRegistry& registry);
+void register_reference_instance_norm_grad_kernels(KernelRegistry& registry);
+void register_reference_layer_norm_grad_kernels(KernelRegistry& registry);
 // --- end normalisation ---
 // --- backward: reductions and losses ---
+void register_reference_loss_grad_kernels(KernelRegistry& registry);
 // --- end reductions and losses ---
 
 }  // namespace onnxtrain

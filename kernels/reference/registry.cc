@@ -36,16 +36,29 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_pad_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---
   // --- backward: elementwise ---
+  register_reference_activation_grad_kernels(registry);
   // --- end elementwise ---
   // --- backward: data movement ---
+  register_reference_slice_grad_kernels(registry);
+  register_reference_gather_grad_kernels(registry);
+  register_reference_dropout_grad_kernels(registry);
+  register_reference_pad_grad_kernels(registry);
   // --- end data movement ---
   // --- backward: conv, gemm, matmul ---
+  register_reference_conv_grad_kernels(registry);
   // --- end conv, gemm, matmul ---
   // --- backward: pooling, softmax, LRN ---
+  register_reference_pooling_grad_kernels(registry);
+  register_reference_softmax_grad_kernels(registry);
+  register_reference_lrn_grad_kernels(registry);
   // --- end pooling, softmax, LRN ---
   // --- backward: normalisation ---
+  register_reference_batch_norm_grad_kernels(registry);
+  register_reference_instance_norm_grad_kernels(registry);
+  register_reference_layer_norm_grad_kernels(registry);
   // --- end normalisation ---
   // --- backward: reductions and losses ---
+  register_reference_loss_grad_kernels(registry);
   // --- end reductions and losses ---
   (void)registry;
 }

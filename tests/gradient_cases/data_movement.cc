@@ -1,9 +1,161 @@
+// Harness cases of the data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
+// Slice, Gather, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad, DropoutGrad).
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
 
 std::vector<GradientCase> data_movement_gradient_cases() {
+  using V = std::vector<int64_t>;
   std::vector<GradientCase> cases;
+  // Reshape, Flatten, Squeeze, Unsqueeze: one rule, Reshape(dy, shape(x)).
+  cases.push_back({.label = "Reshape -1", .op_type = "Reshape", .inputs = {normal({2, 3, 4}), int64s({4, -1})}});
+  cases.push_back(
+      {.label = "Reshape 0 copies a dim", .op_type = "Reshape", .inputs = {normal({2, 3, 4}), int64s({0, 12})}});
+  cases.push_back({.label = "Flatten axis 2",
+                   .op_type = "Flatten",
+                   .attributes = {{"axis", int64_t{2}}},
+                   .inputs = {normal({2, 3, 4})}});
+  cases.push_back({.label = "Flatten axis -3",
+                   .op_type = "Flatten",
+                   .attributes = {{"axis", int64_t{-3}}},
+                   .inputs = {normal({2, 3, 4})}});
+  cases.push_back({.label = "Squeeze axes input negative",
+                   .op_type = "Squeeze",
+                   .inputs = {normal({2, 1, 3, 1}), int64s({1, -1})}});
+  cases.push_back({.label = "Squeeze all ones", .op_type = "Squeeze", .inputs = {normal({1, 3, 1})}});
+  cases.push_back({.label = "Squeeze opset 11 attribute",
+                   .op_type = "Squeeze",
+                   .attributes = {{"axes", V{0}}},
+                   .inputs = {normal({1, 4})},
+                   .opset = 11});
+  cases.push_back(
+      {.label = "Unsqueeze negative axes", .op_type = "Unsqueeze", .inputs = {normal({2, 3}), int64s({0, -1})}});
+  // Transpose: inverse permutation.
+  cases.push_back({.label = "Transpose perm 2 0 1",
+                   .op_type = "Transpose",
+                   .attributes = {{"perm", V{2, 0, 1}}},
+                   .inputs = {normal({2, 3, 4})}});
+  cases.push_back({.label = "Transpose default reverses", .op_type = "Transpose", .inputs = {normal({2, 3, 4})}});
+  // Concat: Split of dy by the inputs' sizes.
+  cases.push_back({.label = "Concat axis 1 three inputs",
+                   .op_type = "Concat",
+                   .attributes = {{"axis", int64_t{1}}},
+                   .inputs = {normal({2, 3}), normal({2, 1}), normal({2, 2})}});
+  cases.push_back({.label = "Concat axis -2 with a constant",
+                   .op_type = "Concat",
+                   .attributes = {{"axis", int64_t{-2}}},
+                   .inputs = {normal({1, 3}), constant(normal({2, 3})), normal({3, 3})}});
+  // Split: Concat of the output gradients, zeros for outputs the loss ignores.
+  cases.push_back({.label = "Split uneven input, middle output unused",
+                   .op_type = "Split",
+                   .attributes = {{"axis", int64_t{1}}},
+                   .inputs = {normal({2, 6}), int64s({1, 3, 2})},
+                   .outputs = 3,
+                   .loss_outputs = {0, 2}});
+  cases.push_back({.label = "Split opset 11 attribute axis -2",
+                   .op_type = "Split",
+                   .attributes = {{"axis", int64_t{-2}}, {"split", V{2, 1}}},
+                   .inputs = {normal({3, 4})},
+                   .outputs = 2,
+                   .opset = 11});
+  cases.push_back(
+      {.label = "Split equal opset 13", .op_type = "Split", .inputs = {normal({4, 3})}, .outputs = 2, .opset = 13});
+  cases.push_back({.label = "Split opset 18 num_outputs smaller last",
+                   .op_type = "Split",
+                   .attributes = {{"axis", int64_t{-1}}, {"num_outputs", int64_t{3}}},
+                   .inputs = {normal({2, 7})},
+                   .outputs = 3,
+                   .loss_outputs = {1, 2},
+                   .opset = 18});
+  // Slice: SliceGrad scatters dy back (numpy clamping, negative steps).
+  cases.push_back({.label = "Slice negative steps",
+                   .op_type = "Slice",
+                   .inputs = {normal({5, 6}), int64s({-1, 5}), int64s({-100, 0}), int64s({0, 1}), int64s({-2, -2})}});
+  cases.push_back({.label = "Slice out of range bounds",
+                   .op_type = "Slice",
+                   .inputs = {normal({4, 5}), int64s({-100, 2}), int64s({100, 1000})}});
+  cases.push_back({.label = "Slice negative axis",
+                   .op_type = "Slice",
+                   .inputs = {normal({3, 4, 5}), int64s({1}), int64s({-1}), int64s({-1})}});
+  cases.push_back({.label = "Slice steps without axes",
+                   .op_type = "Slice",
+                   .inputs = {normal({6, 4}), int64s({0, 3}), int64s({6, -5}), omitted(), int64s({3, -1})}});
+  cases.push_back({.label = "Slice opset 9 attributes",
+                   .op_type = "Slice",
+                   .attributes = {{"starts", V{1}}, {"ends", V{3}}, {"axes", V{1}}},
+                   .inputs = {normal({2, 4})},
+                   .opset = 9});
+  // Gather: GatherGrad scatter-adds (repeated and negative indices).
+  cases.push_back({.label = "Gather repeated negative indices",
+                   .op_type = "Gather",
+                   .inputs = {normal({5, 3}), values({0, 2, 2, -1, 4, 0}, {2, 3})}});
+  cases.push_back({.label = "Gather axis 1 repeated",
+                   .op_type = "Gather",
+                   .attributes = {{"axis", int64_t{1}}},
+                   .inputs = {normal({2, 4, 3}), int64s({3, 1, 3})}});
+  cases.push_back({.label = "Gather scalar index axis -1",
+                   .op_type = "Gather",
+                   .attributes = {{"axis", int64_t{-1}}},
+                   .inputs = {normal({4, 3}), values({-2}, {})}});
+  cases.push_back({.label = "Gather int32 indices",
+                   .op_type = "Gather",
+                   .inputs = {normal({3, 2}), values({1, 1, 0}, {3}, DType::Int32)}});
+  // Expand: dy summed over the broadcast axes.
+  cases.push_back(
+      {.label = "Expand new leading and ones", .op_type = "Expand", .inputs = {normal({3, 1}), int64s({2, 3, 4})}});
+  cases.push_back({.label = "Expand both ways", .op_type = "Expand", .inputs = {normal({1, 4}), int64s({3, 1})}});
+  cases.push_back({.label = "Expand same shape", .op_type = "Expand", .inputs = {normal({2, 3}), int64s({2, 3})}});
+  // Tile: the repeats interleaved with x's dims, summed.
+  cases.push_back({.label = "Tile 2x3", .op_type = "Tile", .inputs = {normal({2, 3}), int64s({2, 3})}});
+  cases.push_back({.label = "Tile 3-D with ones", .op_type = "Tile", .inputs = {normal({2, 1, 3}), int64s({1, 4, 2})}});
+  // Pad, constant mode: Pad(dy, -pads).
+  cases.push_back({.label = "Pad constant", .op_type = "Pad", .inputs = {normal({2, 3}), int64s({1, 0, 2, 1})}});
+  cases.push_back({.label = "Pad constant value and cropping",
+                   .op_type = "Pad",
+                   .inputs = {normal({3, 4}), int64s({-1, 1, 0, -2}), values({0.5}, {}, DType::Float32)}});
+  cases.push_back({.label = "Pad opset 2 attribute",
+                   .op_type = "Pad",
+                   .attributes = {{"pads", V{0, 1, 1, 0}}, {"value", 1.5}},
+                   .inputs = {normal({2, 2})},
+                   .opset = 2});
+  cases.push_back({.label = "Pad opset 18 axes",
+                   .op_type = "Pad",
+                   .inputs = {normal({2, 3, 2}), int64s({1, 2}), omitted(), int64s({-2})},
+                   .opset = 18});
+  // Pad, reflect/edge/wrap: PadGrad adds each border element's gradient into the element it copies.
+  cases.push_back({.label = "Pad reflect",
+                   .op_type = "Pad",
+                   .attributes = {{"mode", std::string("reflect")}},
+                   .inputs = {normal({3, 4}), int64s({2, 1, 1, 3})}});
+  cases.push_back({.label = "Pad edge wide",
+                   .op_type = "Pad",
+                   .attributes = {{"mode", std::string("edge")}},
+                   .inputs = {normal({2, 3}), int64s({0, 4, 3, 2})}});
+  cases.push_back({.label = "Pad wrap opset 19 axes",
+                   .op_type = "Pad",
+                   .attributes = {{"mode", std::string("wrap")}},
+                   .inputs = {normal({2, 3, 2}), int64s({2, 4}), omitted(), int64s({1})},
+                   .opset = 19});
+  // Dropout: DropoutGrad in training mode (the `seed` attribute fixes the mask), dy in inference.
+  cases.push_back({.label = "Dropout training ratio 0.3",
+                   .op_type = "Dropout",
+                   .attributes = {{"seed", int64_t{42}}},
+                   .inputs = {normal({4, 5}), values({0.3}, {}, DType::Float32), values({1}, {}, DType::Bool)}});
+  cases.push_back({.label = "Dropout training default ratio with mask",
+                   .op_type = "Dropout",
+                   .attributes = {{"seed", int64_t{7}}},
+                   .inputs = {normal({3, 4}), omitted(), values({1}, {}, DType::Bool)},
+                   .outputs = 2});
+  cases.push_back({.label = "Dropout training_mode false",
+                   .op_type = "Dropout",
+                   .inputs = {normal({3, 4}), values({0.5}, {}, DType::Float32), values({0}, {}, DType::Bool)}});
+  cases.push_back(
+      {.label = "Dropout no training_mode", .op_type = "Dropout", .inputs = {normal({2, 3})}, .outputs = 2});
+  cases.push_back({.label = "Dropout opset 10",
+                   .op_type = "Dropout",
+                   .attributes = {{"ratio", 0.4}},
+                   .inputs = {normal({2, 3})},
+                   .opset = 10});
   return cases;
 }
 

@@ -39,4 +39,12 @@ ValueId broadcast_to_input(GradientContext& ctx, ValueId g) {
   return ctx.emit("Expand", {g, ctx.shape_of(ctx.input(0))});
 }
 
+ValueId with_reduced_dims(GradientContext& ctx, ValueId v) {
+  const std::vector<int64_t> axes = reduced_axes(ctx);
+  if (axes.empty() || ctx.node().attr_int("keepdims", 1) != 0) return v;
+  return ctx.emit("Unsqueeze", {v, ctx.int64s(axes)});
+}
+
+bool is_identity_reduction(const GradientContext& ctx) { return reduced_axes(ctx).empty(); }
+
 }  // namespace onnxtrain::gradient_rules

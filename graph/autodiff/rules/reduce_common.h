@@ -17,4 +17,11 @@ std::vector<int64_t> reduced_axes(const GradientContext& ctx);
 // `g` (shaped like the node's output) as a tensor shaped like input 0.
 ValueId broadcast_to_input(GradientContext& ctx, ValueId g);
 
+// `v` (shaped like the node's output) with the reduced dims kept as 1 (unsqueezed when keepdims=0), so it
+// broadcasts against input 0 in elementwise ops without an Expand.
+ValueId with_reduced_dims(GradientContext& ctx, ValueId v);
+
+// Whether the node copies its input (noop_with_empty_axes with no axes, or a 0-D input): dx = dy.
+bool is_identity_reduction(const GradientContext& ctx);
+
 }  // namespace onnxtrain::gradient_rules

@@ -10,22 +10,67 @@ namespace onnxtrain::gradient_rules {
 void add_gradient(GradientContext& ctx);
 void sub_gradient(GradientContext& ctx);
 void mul_gradient(GradientContext& ctx);
+void div_gradient(GradientContext& ctx);
+void pow_gradient(GradientContext& ctx);
+void neg_gradient(GradientContext& ctx);
+void activation_gradient(GradientContext& ctx);  // the ActivationGrad ops: Relu ... Reciprocal
+void clip_gradient(GradientContext& ctx);
+void prelu_gradient(GradientContext& ctx);
+void where_gradient(GradientContext& ctx);
+void max_min_gradient(GradientContext& ctx);
+void sum_mean_gradient(GradientContext& ctx);
+void cast_gradient(GradientContext& ctx);  // Cast, CastLike
+void identity_gradient(GradientContext& ctx);
 // --- end elementwise ---
 
 // --- data movement ---
+void reshape_gradient(GradientContext& ctx);  // Reshape, Flatten, Squeeze, Unsqueeze
+void transpose_gradient(GradientContext& ctx);
+void concat_gradient(GradientContext& ctx);
+void split_gradient(GradientContext& ctx);
+void slice_gradient(GradientContext& ctx);
+void gather_gradient(GradientContext& ctx);
+void expand_gradient(GradientContext& ctx);
+void tile_gradient(GradientContext& ctx);
+void pad_gradient(GradientContext& ctx);
+void dropout_gradient(GradientContext& ctx);
 // --- end data movement ---
 
 // --- conv, gemm, matmul ---
+void conv_gradient(GradientContext& ctx);
+void conv_transpose_gradient(GradientContext& ctx);
+void gemm_gradient(GradientContext& ctx);
+void matmul_gradient(GradientContext& ctx);
 // --- end conv, gemm, matmul ---
 
 // --- pooling, softmax, LRN ---
+void max_pool_gradient(GradientContext& ctx);
+void average_pool_gradient(GradientContext& ctx);
+void global_average_pool_gradient(GradientContext& ctx);
+void global_max_pool_gradient(GradientContext& ctx);
+void softmax_gradient(GradientContext& ctx);
+void log_softmax_gradient(GradientContext& ctx);
+void lrn_gradient(GradientContext& ctx);
 // --- end pooling, softmax, LRN ---
 
 // --- normalisation ---
+void batch_norm_gradient(GradientContext& ctx);
+void instance_norm_gradient(GradientContext& ctx);
+void layer_norm_gradient(GradientContext& ctx);
 // --- end normalisation ---
 
 // --- reductions and losses ---
 void reduce_sum_gradient(GradientContext& ctx);
+void reduce_mean_gradient(GradientContext& ctx);
+void reduce_max_min_gradient(GradientContext& ctx);  // ReduceMax and ReduceMin
+void reduce_prod_gradient(GradientContext& ctx);
+void reduce_sum_square_gradient(GradientContext& ctx);
+void reduce_log_sum_gradient(GradientContext& ctx);
+void reduce_log_sum_exp_gradient(GradientContext& ctx);
+void reduce_l1_gradient(GradientContext& ctx);
+void reduce_l2_gradient(GradientContext& ctx);
+void softmax_cross_entropy_loss_gradient(GradientContext& ctx);  // losses.cc
+void negative_log_likelihood_loss_gradient(GradientContext& ctx);  // losses.cc
 // --- end reductions and losses ---
 
 }  // namespace onnxtrain::gradient_rules

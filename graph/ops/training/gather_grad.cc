@@ -1,0 +1,51 @@
+// GatherGrad (ai.onnxtrain, opset 1): the gradient of Gather. dX = zeros shaped x_shape, then for every
+// index position j: dX[o, indices[j], i] += dY[o, j, i] along `axis` (repeated indices accumulate, negative
+// ones count from the end). Inputs: dY, x_shape (1-D int64, known at inference), indices; attribute axis.
+#include "graph/ops/op_helpers.h"
+#include "graph/ops/ops.h"
+
+namespace onnxtrain {
+
+namespace {
+
+using namespace op_helpers;
+
+void infer_gather_grad(InferContext& ctx) {
+  require_floating(ctx, 0);
+  require_integer(ctx, 1);
+  if (ctx.input_dtype(2) != DType::Int64 && ctx.input_dtype(2) != DType::Int32) {
+    fail_op(ctx, "indices must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(2))));
+  }
+  const DType dtype = ctx.input_dtype(0);
+  auto x = ctx.input_known(1);
+  if (!x) {
+    const Shape& x_shape = ctx.input_shape(1);
+    const bool rank_follows = x_shape.rank_known && x_shape.rank() == 1 && x_shape.dims[0].is_static();
+    ctx.set_output(0, dtype, rank_follows ? Shape(std::vector<Dim>(x_shape.dims[0].value())) : Shape::unknown_rank());
+    return;
+  }
+  const auto rank = static_cast<int64_t>(x->size());
+  if (rank == 0) fail_op(ctx, "x_shape must have rank >= 1 (Gather's data is not a scalar)");
+  checked_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  const Shape& dy = ctx.input_shape(0);
+  const Shape& indices = ctx.input_shape(2);
+  if (dy.rank_known && indices.rank_known && dy.rank() != rank - 1 + indices.rank()) {
+    fail_op(ctx, "dY " + dy.to_string() + " does not have the rank of Gather's output for x_shape " +
+                     dims_to_string(*x) + " and indices " + indices.to_string());
+  }
+  ctx.set_output(0, dtype, Shape(*x));
+}
+
+}  // namespace
+
+void register_gather_grad_op(OpRegistry& registry) {
+  registry.add({.op_type = "GatherGrad",
+                .domain = kTrainingDomain,
+                .min_inputs = 3,
+                .max_inputs = 3,
+                .input_kinds = {InputKind::Data, InputKind::NonDifferentiable},
+                .infer = infer_gather_grad,
+                .cost = &flops_per_input_element<1, 0>});
+}
+
+}  // namespace onnxtrain

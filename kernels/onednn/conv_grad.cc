@@ -1,0 +1,287 @@
+// ConvGrad (ai.onnxtrain) on oneDNN, float32, 1-D to 3-D: convolution_backward_data gives dX and
+// convolution_backward_weights gives dW, with the bias gradient folded in when dB is wanted too (dB alone
+// is a plain sum over dY). Both primitive descriptors are built at prepare time over format_tag::any with
+// a forward_training primitive descriptor as their hint, so they agree on layouts; prepared reorders move
+// the caller's plain buffers in (dY, X, W) and the results out (dX, dW) only where a primitive wants a
+// blocked layout, and dY is reordered once when both primitives want the same one. A 1x1 convolution
+// without pads and with strides touches only every stride-th pixel of X and dX: as in the forward kernel
+// (conv.cc) the primitives are those of the same 1x1 convolution with stride 1 over strided views of X and
+// dX (X's pixels gathered into a dense buffer first; dX zeroed, then the computed pixels scattered into
+// it), so no reorder moves the pixels that are not read. A run only sets data handles and executes. The
+// scratchpad is the kernel's own, so one kernel object must not run on two threads at once. What oneDNN
+// has no implementation for (and empty tensors) runs the reference kernel.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/reference_fallback.h"
+#include "kernels/reference/window.h"
+
+namespace onnxtrain {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// primitive.execute without the C++ API's unordered_map → vector conversion (an allocation per call).
+void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
+      "could not execute a primitive");
+}
+
+// A tensor a primitive reads or writes: the caller's buffer (plain, or a strided view of it) and, when the
+// primitive wants another layout, an internal buffer with the prepared reorder between them. A source that
+// is a strided view is first gathered into a dense buffer of its own (`view` → `user`), because oneDNN's
+// reorders from a dense buffer into a blocked layout are much faster than from the view.
+struct Operand {
+  memory user;  // the caller's layout; its handle is set on every run (unless `view`)
+  std::optional<memory> internal;
+  std::optional<dnnl::reorder> reorder;
+  std::vector<dnnl_exec_arg_t> reorder_args;
+  std::optional<memory> view;
+  std::optional<dnnl::reorder> gather;
+  std::vector<dnnl_exec_arg_t> gather_args;
+
+  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive, bool owned = false) {
+    dnnl::engine& engine = onednn::cpu_engine();
+    user = owned ? memory(plain, engine) : memory(plain, engine, nullptr);
+    if (plain == wanted) return;
+    internal = memory(wanted, engine);
+    reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
+    const memory& from = into_primitive ? user : *internal;
+    const memory& to = into_primitive ? *internal : user;
+    reorder_args = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
+  }
+  void prepare_view(const memory::desc& strided, const memory::desc& wanted) {
+    prepare(onednn::plain_desc(strided.dims()), wanted, true, /*owned=*/true);
+    view = memory(strided, onednn::cpu_engine(), nullptr);
+    gather = dnnl::reorder(*view, user);
+    gather_args = {{DNNL_ARG_FROM, view->get()}, {DNNL_ARG_TO, user.get()}};
+  }
+  void run_reorder(dnnl::stream& stream) const {
+    if (gather) execute(*gather, stream, gather_args);
+    if (reorder) execute(*reorder, stream, reorder_args);
+  }
+  void bind(void* data) { (view ? *view : user).set_data_handle(data); }
+  const memory& primitive_side() const { return internal ? *internal : user; }
+};
+
+class OnednnConvGrad final : public Kernel {
+ public:
+  OnednnConvGrad(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
+    const TensorDesc& dy = spec.inputs[0];
+    const TensorDesc& x = spec.inputs[1];
+    const TensorDesc& weight = spec.inputs[2];
+    const auto wanted = [&](size_t i) { return i < spec.outputs.size() && spec.outputs[i].present(); };
+    want_dx_ = wanted(0);
+    want_dw_ = wanted(1);
+    want_db_ = wanted(2);
+    const int64_t group = spec.attributes.get_int("group", 1);
+    std::vector<int64_t> w_sizes = weight.sizes;  // ONNX (M, C/g, k...) = oneDNN (g, M/g, C/g, k...) in memory
+    if (group > 1) {
+      w_sizes[0] /= group;
+      w_sizes.insert(w_sizes.begin(), group);
+    }
+    memory::dims strides, dilations, pad_l, pad_r;
+    for (size_t i = 0; i < w.spatial(); ++i) {
+      strides.push_back(w.strides[i]);
+      dilations.push_back(w.dilations[i] - 1);  // oneDNN counts the gaps
+      pad_l.push_back(w.pad_begin[i]);
+      pad_r.push_back(w.pad_end[i]);
+    }
+    // For a strided unpadded 1x1 convolution, X and dX as the primitives see them: strided views of the
+    // caller's buffers with dY's spatial sizes (then the convolution has stride 1).
+    memory::dims x_dims = onednn::dims_of(x.sizes);
+    std::optional<memory::desc> x_view;
+    const auto all = [](const memory::dims& v, int64_t value) {
+      return std::all_of(v.begin(), v.end(), [value](int64_t e) { return e == value; });
+    };
+    const bool one_by_one = std::all_of(weight.sizes.begin() + 2, weight.sizes.end(), [](int64_t k) { return k == 1; });
+    if (one_by_one && all(pad_l, 0) && all(pad_r, 0) && !all(strides, 1)) {
+      memory::dims view_dims = x_dims, view_strides(x_dims.size(), 1);
+      for (size_t i = x_dims.size() - 1; i-- > 0;) view_strides[i] = view_strides[i + 1] * x_dims[i + 1];
+      bool fits = true;
+      for (size_t i = 0; i < strides.size(); ++i) {
+        view_dims[i + 2] = dy.sizes[i + 2];
+        view_strides[i + 2] *= strides[i];
+        fits = fits && dy.sizes[i + 2] * strides[i] <= x_dims[i + 2];  // oneDNN refuses overhanging views
+      }
+      if (fits) {
+        x_dims = view_dims;
+        x_view = memory::desc(view_dims, memory::data_type::f32, view_strides);
+        std::fill(strides.begin(), strides.end(), 1);
+        std::fill(dilations.begin(), dilations.end(), 0);
+        x_bytes_ = static_cast<size_t>(x.numel()) * sizeof(float);
+      }
+    }
+    const auto f32 = memory::data_type::f32;
+    const memory::desc x_any(x_dims, f32, tag::any);
+    const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
+    const memory::desc y_any(onednn::dims_of(dy.sizes), f32, tag::any);
+    const bool bias_in_weights = want_dw_ && want_db_;
+    const memory::desc bias_md = bias_in_weights ? onednn::plain_desc({weight.sizes[0]}) : memory::desc();
+    const auto direct = dnnl::algorithm::convolution_direct;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::convolution_forward::primitive_desc hint(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x_any, w_any, bias_md, y_any,
+                                        strides, dilations, pad_l, pad_r),
+        onednn::cpu_engine());
+    size_t scratch_bytes = 0;
+    std::optional<memory::desc> dy_layout;  // the layout dy_ was reordered into (for sharing)
+    if (want_dx_) {
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(direct, x_any, w_any, y_any, strides, dilations, pad_l, pad_r), attr,
+          onednn::cpu_engine(), hint);
+      dy_.prepare(onednn::plain_desc(dy.sizes), pd.diff_dst_desc(), true);
+      dy_layout = pd.diff_dst_desc();
+      weights_.prepare(onednn::plain_desc(w_sizes), pd.weights_desc(), true);
+      dx_.prepare(x_view ? *x_view : onednn::plain_desc(x.sizes), pd.diff_src_desc(), false);
+      data_scratch_desc_ = pd.scratchpad_desc();
+      scratch_bytes = std::max(scratch_bytes, data_scratch_desc_.get_size());
+      backward_data_ = dnnl::convolution_backward_data(pd);
+    }
+    if (want_dw_) {
+      const dnnl::convolution_backward_weights::desc desc =
+          bias_in_weights ? dnnl::convolution_backward_weights::desc(direct, x_any, w_any, bias_md, y_any, strides,
+                                                                     dilations, pad_l, pad_r)
+                          : dnnl::convolution_backward_weights::desc(direct, x_any, w_any, y_any, strides, dilations,
+                                                                     pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, onednn::cpu_engine(), hint);
+      if (!dy_layout || *dy_layout != pd.diff_dst_desc()) {
+        dy_for_weights_.emplace();
+        dy_for_weights_->prepare(onednn::plain_desc(dy.sizes), pd.diff_dst_desc(), true);
+      }
+      if (x_view) x_.prepare_view(*x_view, pd.src_desc());
+      else x_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+      dw_.prepare(onednn::plain_desc(w_sizes), pd.diff_weights_desc(), false);
+      if (bias_in_weights) db_ = memory(bias_md, onednn::cpu_engine(), nullptr);
+      weights_scratch_desc_ = pd.scratchpad_desc();
+      scratch_bytes = std::max(scratch_bytes, weights_scratch_desc_.get_size());
+      backward_weights_ = dnnl::convolution_backward_weights(pd);
+    }
+    scratchpad_.resize(std::max<size_t>(scratch_bytes, 1));
+    if (want_dx_) {
+      const memory scratch(data_scratch_desc_, onednn::cpu_engine(), scratchpad_.data());
+      data_args_ = {{DNNL_ARG_DIFF_DST, dy_.primitive_side().get()},
+                    {DNNL_ARG_WEIGHTS, weights_.primitive_side().get()},
+                    {DNNL_ARG_DIFF_SRC, dx_.primitive_side().get()},
+                    {DNNL_ARG_SCRATCHPAD, scratch.get()}};
+      data_scratch_ = scratch;
+    }
+    if (want_dw_) {
+      const memory scratch(weights_scratch_desc_, onednn::cpu_engine(), scratchpad_.data());
+      const memory& diff_dst = dy_for_weights_ ? dy_for_weights_->primitive_side() : dy_.primitive_side();
+      weights_args_ = {{DNNL_ARG_SRC, x_.primitive_side().get()},
+                       {DNNL_ARG_DIFF_DST, diff_dst.get()},
+                       {DNNL_ARG_DIFF_WEIGHTS, dw_.primitive_side().get()},
+                       {DNNL_ARG_SCRATCHPAD, scratch.get()}};
+      if (bias_in_weights) weights_args_.push_back({DNNL_ARG_DIFF_BIAS, db_.get()});
+      weights_scratch_ = scratch;
+    }
+    out_channels_ = dy.sizes[1];
+    plane_ = 1;
+    for (size_t i = 2; i < dy.sizes.size(); ++i) plane_ *= dy.sizes[i];
+    batch_ = dy.sizes[0];
+  }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    onednn::checked(spec_, "run", [&] {
+      dnnl::stream& stream = onednn::cpu_stream();
+      if (want_dx_) {
+        dy_.user.set_data_handle(inputs[0].data);
+        weights_.user.set_data_handle(inputs[2].data);
+        dx_.user.set_data_handle(outputs[0].data);
+        dy_.run_reorder(stream);
+        weights_.run_reorder(stream);
+        execute(backward_data_, stream, data_args_);
+        if (x_bytes_) std::memset(outputs[0].data, 0, x_bytes_);  // the pixels the strided 1x1 conv skips
+        dx_.run_reorder(stream);
+      }
+      if (want_dw_) {
+        if (dy_for_weights_) {
+          dy_for_weights_->user.set_data_handle(inputs[0].data);
+          dy_for_weights_->run_reorder(stream);
+        }
+        x_.bind(inputs[1].data);
+        dw_.user.set_data_handle(outputs[1].data);
+        if (want_db_) db_.set_data_handle(outputs[2].data);
+        x_.run_reorder(stream);
+        execute(backward_weights_, stream, weights_args_);
+        dw_.run_reorder(stream);
+      }
+      stream.wait();
+    });
+    if (want_db_ && !want_dw_) sum_bias(inputs[0].as<const float>(), outputs[2].as<float>());
+  }
+
+ private:
+  // dB alone: dY summed over batch and spatial positions.
+  void sum_bias(const float* dy, float* db) const {
+    for (int64_t c = 0; c < out_channels_; ++c) {
+      double sum = 0;
+      for (int64_t n = 0; n < batch_; ++n) {
+        const float* plane = dy + (n * out_channels_ + c) * plane_;
+        for (int64_t i = 0; i < plane_; ++i) sum += plane[i];
+      }
+      db[c] = static_cast<float>(sum);
+    }
+  }
+
+  KernelSpec spec_;
+  bool want_dx_ = false, want_dw_ = false, want_db_ = false;
+  int64_t batch_ = 0, out_channels_ = 0, plane_ = 0;
+  size_t x_bytes_ = 0;  // X's size in bytes when X and dX are strided views (a strided 1x1 conv), else 0
+  // dy_ feeds backward data, and backward weights too when it wants the same layout; else (or without dX)
+  // backward weights has its own dy_for_weights_.
+  Operand dy_, weights_, dx_, x_, dw_;
+  std::optional<Operand> dy_for_weights_;
+  memory db_;
+  memory::desc data_scratch_desc_, weights_scratch_desc_;
+  std::vector<std::byte> scratchpad_;
+  memory data_scratch_, weights_scratch_;
+  dnnl::convolution_backward_data backward_data_;
+  dnnl::convolution_backward_weights backward_weights_;
+  std::vector<dnnl_exec_arg_t> data_args_, weights_args_;  // the primitives' arguments, over the memories above
+};
+
+std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
+  // The reference prepare checks sizes and attributes, so both implementations reject the same specs.
+  std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
+  const TensorDesc& dy = spec.inputs[0];
+  const TensorDesc& x = spec.inputs[1];
+  const size_t spatial = x.sizes.size() - 2;
+  bool supported = spatial >= 1 && spatial <= 3;
+  for (const auto* list : {&spec.inputs, &spec.outputs}) {
+    for (const TensorDesc& d : *list) {
+      supported = supported && (!d.present() || (d.dtype == DType::Float32 && d.numel() > 0));
+    }
+  }
+  if (!supported) return reference;
+  const std::vector<int64_t> kernel(spec.inputs[2].sizes.begin() + 2, spec.inputs[2].sizes.end());
+  const reference::WindowGeometry w = reference::read_window_geometry(
+      spec, {x.sizes.begin() + 2, x.sizes.end()}, {dy.sizes.begin() + 2, dy.sizes.end()}, kernel);
+  try {
+    return std::make_unique<OnednnConvGrad>(spec, w);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
+    return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });
+  }
+}
+
+}  // namespace
+
+void register_onednn_conv_grad_kernels(KernelRegistry& registry) {
+  registry.add({.domain = "ai.onnxtrain",
+                .op_type = "ConvGrad",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32},
+                .implementation = "onednn",
+                .factory = &make_conv_grad});
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,94 @@
+// A oneDNN kernel that runs several primitives in order, for backward ops that need a forward pass first:
+// a forward_training primitive gives the statistics (BatchNormalizationGrad, LayerNormalizationGrad) or the
+// workspace (MaxPoolGrad, LRNGrad) that the backward primitive then reads. Memories the steps share
+// (mean, variance, workspace) are kernel-owned buffers; caller buffers are bound per run; one scratchpad
+// serves every step (they run one after another). Everything is prepared once, at kernel preparation.
+//
+//   PrimitiveSequenceKernel k(spec);
+//   size_t fwd = k.add_step(fwd_pd, dnnl::layer_normalization_forward(fwd_pd));
+//   dnnl::memory mean = k.own(stat);
+//   k.bind_input(fwd, DNNL_ARG_SRC, 1, data);
+//   k.set(fwd, DNNL_ARG_MEAN, mean);
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/primitive_kernel.h"
+
+namespace onnxtrain::onednn {
+
+class PrimitiveSequenceKernel final : public Kernel {
+ public:
+  explicit PrimitiveSequenceKernel(const KernelSpec& spec) : spec_(spec) {}
+
+  // Appends a step; returns its index.
+  size_t add_step(const dnnl::primitive_desc& pd, dnnl::primitive primitive) {
+    steps_.push_back({std::move(primitive), {}, pd.scratchpad_desc()});
+    return steps_.size() - 1;
+  }
+  void bind_input(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
+    bind(step, arg, index, false, desc);
+  }
+  void bind_output(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
+    bind(step, arg, index, true, desc);
+  }
+  // A kernel-owned buffer (statistics shared between steps, outputs the caller did not ask for).
+  dnnl::memory own(const dnnl::memory::desc& desc) {
+    owned_.emplace_back(desc.get_size() / sizeof(float) + 1);
+    return dnnl::memory(desc, cpu_engine(), owned_.back().data());
+  }
+  void set(size_t step, int arg, const dnnl::memory& memory) { steps_.at(step).args[arg] = memory; }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    if (scratchpad_.empty()) allocate_scratchpad();
+    for (Binding& b : bindings_) {
+      std::span<const TensorView> views = b.output ? outputs : inputs;
+      ONNXTRAIN_CHECK(b.index < views.size() && views[b.index].data != nullptr,
+                      spec_.op_type + " (oneDNN): argument " + std::to_string(b.index) + " missing at run");
+      steps_[b.step].args[b.arg].set_data_handle(views[b.index].data);
+    }
+    checked(spec_, "execution", [&] {
+      for (Step& s : steps_) s.primitive.execute(cpu_stream(), s.args);
+      cpu_stream().wait();
+    });
+  }
+
+ private:
+  struct Step {
+    dnnl::primitive primitive;
+    std::unordered_map<int, dnnl::memory> args;
+    dnnl::memory::desc scratchpad;
+  };
+  struct Binding {
+    size_t step;
+    int arg;
+    size_t index;
+    bool output;
+  };
+
+  void bind(size_t step, int arg, size_t index, bool output, const dnnl::memory::desc& desc) {
+    steps_.at(step).args[arg] = dnnl::memory(desc, cpu_engine(), DNNL_MEMORY_NONE);
+    bindings_.push_back({step, arg, index, output});
+  }
+  void allocate_scratchpad() {
+    size_t size = 1;
+    for (const Step& s : steps_) size = std::max(size, s.scratchpad.get_size());
+    scratchpad_.resize(size);
+    for (Step& s : steps_) s.args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(s.scratchpad, cpu_engine(), scratchpad_.data());
+  }
+
+  KernelSpec spec_;
+  std::vector<Step> steps_;
+  std::vector<Binding> bindings_;
+  std::vector<std::byte> scratchpad_;
+  std::vector<std::vector<float>> owned_;
+};
+
+}  // namespace onnxtrain::onednn

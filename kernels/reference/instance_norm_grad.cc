@@ -1,0 +1,85 @@
+// ai.onnxtrain::InstanceNormalizationGrad(dY, X, scale) → dX, dScale, dBias, each optional: per (n, c)
+// plane of X (N,C,D1..Dn) with its own mean and population variance, dx = scale·inv_std·(dy − mean(dy) −
+// x̂·mean(dy·x̂)); dScale = Σ dy·x̂ and dBias = Σ dy over batch and plane.
+#include <cmath>
+
+#include "kernels/reference/nn_common.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace reference;
+
+struct InstanceNormGradGeometry {
+  int64_t batch = 0, channels = 0, plane = 0;
+  double epsilon = 1e-5;
+};
+
+template <typename T>
+void instance_norm_grad(const InstanceNormGradGeometry& g, std::span<const TensorView> inputs,
+                        std::span<const TensorView> outputs) {
+  const T* dy = inputs[0].as<const T>();
+  const T* x = inputs[1].as<const T>();
+  const T* scale = inputs[2].as<const T>();
+  T* dx = has_view(outputs, 0) ? outputs[0].as<T>() : nullptr;
+  std::vector<double> dscale(static_cast<size_t>(g.channels)), dbias(static_cast<size_t>(g.channels));
+  const double count = static_cast<double>(g.plane);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t c = 0; c < g.channels; ++c) {
+      const int64_t base = (n * g.channels + c) * g.plane;
+      double sum = 0, squares = 0;
+      for (int64_t i = 0; i < g.plane; ++i) sum += static_cast<double>(x[base + i]);
+      const double mean = sum / count;
+      for (int64_t i = 0; i < g.plane; ++i) squares += std::pow(static_cast<double>(x[base + i]) - mean, 2);
+      const double inv_std = 1.0 / std::sqrt(squares / count + g.epsilon);
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t i = 0; i < g.plane; ++i) {
+        sum_dy += static_cast<double>(dy[base + i]);
+        sum_dy_xhat += static_cast<double>(dy[base + i]) * (static_cast<double>(x[base + i]) - mean) * inv_std;
+      }
+      dbias[c] += sum_dy;
+      dscale[c] += sum_dy_xhat;
+      if (!dx) continue;
+      const double factor = static_cast<double>(scale[c]) * inv_std;
+      for (int64_t i = 0; i < g.plane; ++i) {
+        const double xhat = (static_cast<double>(x[base + i]) - mean) * inv_std;
+        dx[base + i] =
+            static_cast<T>(factor * (static_cast<double>(dy[base + i]) - (sum_dy + xhat * sum_dy_xhat) / count));
+      }
+    }
+  }
+  if (has_view(outputs, 1)) store_doubles(outputs[1], dscale);
+  if (has_view(outputs, 2)) store_doubles(outputs[2], dbias);
+}
+
+std::unique_ptr<Kernel> make_instance_norm_grad(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
+  if (x.size() < 3)
+    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
+  const std::vector<int64_t> per_channel{x[1]};
+  if (require_input(spec, 2, "scale").sizes != per_channel) {
+    kernel_fail(spec, "scale " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per channel of X " +
+                          sizes_to_string(x));
+  }
+  if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
+  for (size_t i = 1; i < 3; ++i) {
+    if (has_output(spec, i)) require_output(spec, i, dtype, per_channel);
+  }
+  InstanceNormGradGeometry g{x[0], x[1], product_of(x, 2), spec.attributes.get_float("epsilon", 1e-5)};
+  return make_float_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { instance_norm_grad<T>(g, in, out); });
+  });
+}
+
+}  // namespace
+
+void register_reference_instance_norm_grad_kernels(KernelRegistry& registry) {
+  registry.add(reference_training_entry("InstanceNormalizationGrad", kFloatDTypes, &make_instance_norm_grad));
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,224 @@
+// build_training_graph (graph/autodiff/): the bookkeeping around the gradient rules — k uses sum k
+// contributions, unreachable parameters are reported by name, integers are never differentiated, bad
+// requests are clear errors — and the training graphs of the exported fixtures, whose gradients from
+// the fast kernels must match the reference kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "executor/inference_session.h"
+#include "frontend/importer.h"
+#include "frontend/npy.h"
+#include "graph/autodiff/training_graph.h"
+#include "graph/op_schema.h"
+
+using namespace onnxtrain;
+
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+ValueId add_node(Graph& g, const std::string& op, std::vector<ValueId> inputs, Attributes attributes = {},
+                 const std::string& domain = "") {
+  ValueId y = g.add_value({.name = op + "_" + std::to_string(g.value_count())});
+  NodeId n = g.add_node({.name = op + "_node_" + std::to_string(g.value_count()), .op_type = op, .domain = domain,
+                         .opset = domain.empty() ? 17 : 1, .inputs = std::move(inputs), .outputs = {y},
+                         .attributes = std::move(attributes)});
+  infer_node(g, n, *OpRegistry::builtin().find(domain, op));
+  return y;
+}
+
+ValueId add_parameter(Graph& g, const std::string& name, std::vector<int64_t> sizes, float fill) {
+  Tensor t(DType::Float32, sizes);
+  for (float& v : t.data<float>()) v = fill;
+  ValueId id = g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes),
+                            .role = ValueRole::Parameter, .data = t});
+  g.initializers.push_back(id);
+  return id;
+}
+
+ValueId sum_all(Graph& g, ValueId x) { return add_node(g, "ReduceSum", {x}, {{"keepdims", int64_t{0}}}); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TrainingGraph, SumsEveryUseOfAValue) {
+  // loss = sum(w*w + w): dloss/dw = 2w + 1, from three contributions.
+  Graph g;
+  ValueId w = add_parameter(g, "w", {3}, 1.5f);
+  ValueId loss = sum_all(g, add_node(g, "Add", {add_node(g, "Mul", {w, w}), w}));
+  g.value(loss).name = "loss";
+  TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  ASSERT_EQ(t.gradients.size(), 1u);
+  EXPECT_EQ(t.graph.value(t.gradients[0].gradient).name, "w_grad");
+  int sums = 0;
+  for (NodeId n : t.graph.order()) sums += t.graph.node(n).op_type == "Sum";
+  EXPECT_EQ(sums, 1) << "the three contributions to w are summed by one node";
+  auto out = InferenceSession(t.graph, "reference").run({});
+  for (float v : out.at("w_grad").data<float>()) EXPECT_FLOAT_EQ(v, 4.0f);
+  EXPECT_FLOAT_EQ(out.at("loss").data<float>()[0], 3 * (1.5f * 1.5f + 1.5f));
+}
+
+TEST(TrainingGraph, ReportsUnreachableParametersByName) {
+  Graph g;
+  ValueId a = add_parameter(g, "used", {2}, 1.0f);
+  ValueId b = add_parameter(g, "unused_head", {2}, 1.0f);
+  ValueId loss = sum_all(g, add_node(g, "Mul", {a, a}));
+  g.value(loss).name = "loss";
+  g.outputs = {loss, add_node(g, "Add", {b, b})};
+  TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  ASSERT_EQ(t.unreachable, std::vector<std::string>{"unused_head"});
+  ASSERT_EQ(t.gradients.size(), 1u);
+  EXPECT_EQ(t.graph.value(t.gradients[0].value).name, "used");
+}
+
+TEST(TrainingGraph, FrozenParametersAreNotTrained) {
+  Graph g;
+  ValueId a = add_parameter(g, "a", {2}, 1.0f);
+  ValueId b = add_parameter(g, "b", {2}, 2.0f);
+  g.value(b).frozen = true;
+  ValueId loss = sum_all(g, add_node(g, "Mul", {a, b}));
+  g.value(loss).name = "loss";
+  TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  ASSERT_EQ(t.gradients.size(), 1u);
+  EXPECT_EQ(t.graph.value(t.gradients[0].value).name, "a");
+  EXPECT_TRUE(t.unreachable.empty());
+}
+
+TEST(TrainingGraph, NeverDifferentiatesIntegers) {
+  // Reshape's shape input is int64: it gets no gradient even when asked for everything.
+  Graph g;
+  ValueId w = add_parameter(g, "w", {2, 3}, 1.0f);
+  ValueId shape = g.add_value({.name = "shape", .dtype = DType::Int64, .shape = Shape::of({1}),
+                               .role = ValueRole::Buffer, .data = Tensor::vector_int64({6}),
+                               .known = std::vector<Dim>{6}});
+  g.initializers.push_back(shape);
+  ValueId loss = sum_all(g, add_node(g, "Reshape", {w, shape}));
+  g.value(loss).name = "loss";
+  TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  ASSERT_EQ(t.gradients.size(), 1u);
+  EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "loss", .wrt = {"shape"}}); }).find("only float tensors"),
+            std::string::npos);
+}
+
+TEST(TrainingGraph, ClearErrors) {
+  Graph g;
+  ValueId w = add_parameter(g, "w", {2}, 1.0f);
+  ValueId y = add_node(g, "Mul", {w, w});
+  // A backward op in a forward graph has no gradient rule of its own: the error names the node.
+  ValueId z = add_node(g, "ActivationGrad", {y, w}, {{"activation", std::string("Relu")}}, kTrainingDomain);
+  ValueId loss = sum_all(g, z);
+  g.value(loss).name = "loss";
+  const std::string no_rule = error_of([&] { build_training_graph(g, {.loss = "loss"}); });
+  EXPECT_NE(no_rule.find("no gradient rule for ai.onnxtrain::ActivationGrad"), std::string::npos) << no_rule;
+  EXPECT_NE(no_rule.find("ActivationGrad_node_"), std::string::npos) << no_rule;
+  EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "nope"}); }).find("no value named 'nope'"), std::string::npos);
+  EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "loss", .wrt = {"missing"}}); }).find("'missing'"),
+            std::string::npos);
+  Graph constant_loss;
+  add_parameter(constant_loss, "w", {2}, 1.0f);
+  ValueId c = constant_loss.add_value({.name = "c", .dtype = DType::Float32, .shape = Shape::of({1}),
+                                       .role = ValueRole::Constant, .data = Tensor(DType::Float32, {1})});
+  constant_loss.initializers.push_back(c);
+  EXPECT_NE(error_of([&] { build_training_graph(constant_loss, {.loss = "c"}); }).find("does not depend"),
+            std::string::npos);
+}
+
+// --- the exported fixtures: loss = sum(logits * R), gradients of every parameter ---
+
+// Adds loss = sum(logits * R) to an imported fixture.
+void add_weighted_sum_loss(Graph& g, const Tensor& r) {
+  ValueId weights = g.add_value({.name = "loss_weights", .dtype = DType::Float32, .shape = Shape::of(r.sizes()),
+                                 .role = ValueRole::Constant, .data = r});
+  g.initializers.push_back(weights);
+  ValueId loss = sum_all(g, add_node(g, "Mul", {g.outputs.at(0), weights}));
+  g.value(loss).name = "loss";
+}
+
+// PyTorch's gradients (models/expected/make_gradients.py): same weights, input and loss, train() state.
+class MatchesPyTorch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MatchesPyTorch, LossAndEveryParameterGradient) {
+  const std::string name = GetParam();
+  const std::string dir = kModels + "expected/gradients/";
+  ImportedModel model = import_model(kModels + name + "_opset17.onnx");
+  add_weighted_sum_loss(model.graph, read_npy(dir + "loss_weights.npy"));
+  TrainingGraph t = build_training_graph(model.graph, {.loss = "loss"});
+  const Tensor x = read_npy(dir + name + "/input.npy");
+  for (const std::string implementation : {"", "reference"}) {
+    auto out = InferenceSession(t.graph, implementation).run({{"input", x}});
+    const double torch_loss = read_npy(dir + name + "/loss.npy").to_double().at(0);
+    EXPECT_NEAR(out.at("loss").to_double().at(0), torch_loss, 1e-4 * std::max(1.0, std::abs(torch_loss)));
+    for (const TrainingGraph::Gradient& gr : t.gradients) {
+      const std::string param = t.graph.value(gr.value).name;
+      const std::vector<double> expected = read_npy(dir + name + "/" + param + ".npy").to_double();
+      const std::vector<double> got = out.at(t.graph.value(gr.gradient).name).to_double();
+      ASSERT_EQ(got.size(), expected.size()) << param;
+      double scale = 1e-3, diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        scale = std::max(scale, std::abs(expected[i]));
+        diff = std::max(diff, std::abs(got[i] - expected[i]));
+      }
+      EXPECT_LT(diff, 1e-4 * scale) << name << " (" << (implementation.empty() ? "fast" : implementation)
+                                    << " kernels): gradient of " << param << ", largest |torch| " << scale;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MatchesPyTorch, ::testing::Values("mlp", "cnn", "resnet"));
+
+class FixtureTrainingGraph : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTrainingGraph, FastKernelGradientsMatchReference) {
+  ImportedModel model = import_model(kModels + GetParam() + ".onnx");
+  Graph& g = model.graph;
+  Tensor r(DType::Float32, {10});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> gauss;
+  for (float& v : r.data<float>()) v = gauss(rng);
+  add_weighted_sum_loss(g, r);
+
+  TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  EXPECT_TRUE(t.unreachable.empty()) << t.unreachable.front();
+  size_t parameters = 0;
+  for (ValueId v : g.initializers) parameters += g.value(v).role == ValueRole::Parameter;
+  EXPECT_EQ(t.gradients.size(), parameters);
+  EXPECT_EQ(t.forward_node_count, g.node_count());
+
+  const Value& input = g.value(g.inputs.at(0));
+  std::vector<int64_t> sizes = {2};
+  for (size_t d = 1; d < input.shape.dims.size(); ++d) sizes.push_back(input.shape.dims[d].value());
+  Tensor x(input.dtype, sizes);
+  if (input.dtype == DType::Int64) {
+    for (size_t i = 0; i < x.data<int64_t>().size(); ++i) x.data<int64_t>()[i] = static_cast<int64_t>((i * 7) % 50);
+  } else {
+    for (float& v : x.data<float>()) v = gauss(rng);
+  }
+  auto expected = InferenceSession(t.graph, "reference").run({{input.name, x}});
+  auto actual = InferenceSession(t.graph).run({{input.name, x}});
+  for (const TrainingGraph::Gradient& gr : t.gradients) {
+    const std::string name = t.graph.value(gr.gradient).name;
+    const std::vector<double> a = actual.at(name).to_double(), e = expected.at(name).to_double();
+    ASSERT_EQ(actual.at(name).sizes(), t.graph.value(gr.value).data->sizes()) << name;
+    double scale = 1e-3, diff = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      scale = std::max(scale, std::abs(e[i]));
+      diff = std::max(diff, std::abs(a[i] - e[i]));
+    }
+    EXPECT_LT(diff, 1e-3 * scale) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTrainingGraph,
+                         ::testing::Values("mlp_opset17", "cnn_opset17", "cnn_dynamo", "resnet_opset17",
+                                           "transformer_opset17", "transformer_dynamo", "transformer_opset21"));
+
+}  // namespace
