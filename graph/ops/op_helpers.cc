@@ -250,6 +250,28 @@ bool batch_norm_training(const Node& node) {
                        [](ValueId v) { return v.valid(); }) > 0;
 }
 
+Shape shape_from_shape_input(const InferContext& ctx, size_t input) {
+  if (std::optional<std::vector<Dim>> known = ctx.input_known(input)) return Shape(*known);
+  const Shape& s = ctx.input_shape(input);
+  if (s.rank_known && s.rank() == 1 && s.dims[0].is_static()) {
+    return Shape(std::vector<Dim>(static_cast<size_t>(s.dims[0].value())));
+  }
+  return Shape::unknown_rank();
+}
+
+const Shape& infer_norm_grad_dx(InferContext& ctx, bool scale_like_x) {
+  require_floating(ctx, 0);
+  require_same_dtype(ctx, 1, 0);
+  if (scale_like_x) require_same_dtype(ctx, 2, 0);
+  ctx.set_output(0, ctx.input_dtype(1), ctx.input_shape(1));
+  return ctx.input_shape(1);
+}
+
+void set_scale_bias_grads(InferContext& ctx, DType dtype, const Shape& shape) {
+  ctx.set_output(1, dtype, shape);
+  ctx.set_output(2, dtype, shape);
+}
+
 void fail_fold(const FoldContext& ctx, const std::string& message) {
   const Node& n = ctx.node;
   throw Error(n.op_type + ": " + message).at_node(n.name, n.op_type, n.domain, n.opset);

@@ -99,6 +99,20 @@ SoftmaxAxes softmax_axes(const Node& node, int64_t rank);  // the axis must be v
 // BatchNormalization uses batch statistics: training_mode=1 from opset 14, more than one output before.
 bool batch_norm_training(const Node& node);
 
+// --- backward ops (ai.onnxtrain) ---
+// dX's shape from a 1-D int "x_shape" input (GatherGrad, PadGrad, SliceGrad, AveragePoolGrad,
+// NegativeLogLikelihoodLossGrad): its known values; else rank = its static length with unknown dims;
+// else unknown rank.
+Shape shape_from_shape_input(const InferContext& ctx, size_t input);
+// What the normalisation grads (dY, X, Scale, ...) -> dX, dScale, dBias of BatchNormalizationGrad,
+// InstanceNormalizationGrad and LayerNormalizationGrad check in common: dY floating, X (input 1) of its
+// dtype, and Scale (input 2) too when `scale_like_x`. Sets dX (output 0) to X; returns X's shape.
+//   const Shape& x = infer_norm_grad_dx(ctx, /*scale_like_x=*/true);
+//   set_scale_bias_grads(ctx, ctx.input_dtype(2), ctx.input_shape(2));
+const Shape& infer_norm_grad_dx(InferContext& ctx, bool scale_like_x);
+// Sets dScale and dBias (outputs 1 and 2) to `shape` of `dtype`.
+void set_scale_bias_grads(InferContext& ctx, DType dtype, const Shape& shape);
+
 // --- costs: a fixed number of FLOPs per element of input 0 or of output 0, forward and backward ---
 template <int Forward, int Backward>
 OpCost flops_per_input_element(const CostContext& ctx) {

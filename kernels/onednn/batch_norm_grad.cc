@@ -4,6 +4,8 @@
 // variance (kernel-owned buffers), then the backward primitive on them. Outputs the caller omitted go to
 // kernel-owned buffers. Falls back to the reference kernel (same device) for float64 or mixed dtypes,
 // opset 7's spatial=0 (scale not per channel), rank 1 or above 5 and empty tensors.
+#include <optional>
+
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
 
@@ -30,43 +32,20 @@ std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
     dnnl::batch_normalization_backward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine(), hint);
 
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
-    dnnl::memory mean, var;
+    std::optional<NormStatistics> stats;
     if (training) {
       dnnl::batch_normalization_forward::desc stats_desc(dnnl::prop_kind::forward_training, data, epsilon,
                                                          normalization_flags::none);
       dnnl::batch_normalization_forward::primitive_desc stats_pd(stats_desc, user_scratchpad_attr(), cpu_engine());
-      const size_t stats = kernel->add_step(stats_pd, dnnl::batch_normalization_forward(stats_pd));
-      kernel->bind_input(stats, DNNL_ARG_SRC, 1, data);
-      kernel->set(stats, DNNL_ARG_DST, kernel->own(data));
-      mean = kernel->own(stat);
-      var = kernel->own(stat);
-      kernel->set(stats, DNNL_ARG_MEAN, mean);
-      kernel->set(stats, DNNL_ARG_VARIANCE, var);
+      stats = add_statistics_step(*kernel, stats_pd, dnnl::batch_normalization_forward(stats_pd), data, stat);
     }
-    const size_t backward = kernel->add_step(pd, dnnl::batch_normalization_backward(pd));
-    kernel->bind_input(backward, DNNL_ARG_DIFF_DST, 0, data);
-    kernel->bind_input(backward, DNNL_ARG_SRC, 1, data);
-    kernel->bind_input(backward, DNNL_ARG_SCALE, 2, stat);
-    if (training) {
-      kernel->set(backward, DNNL_ARG_MEAN, mean);
-      kernel->set(backward, DNNL_ARG_VARIANCE, var);
+    const size_t backward = add_norm_backward_step(*kernel, pd, dnnl::batch_normalization_backward(pd), data, stat);
+    if (stats) {
+      set_statistics(*kernel, backward, *stats);
     } else {
       kernel->bind_input(backward, DNNL_ARG_MEAN, 3, stat);
       kernel->bind_input(backward, DNNL_ARG_VARIANCE, 4, stat);
     }
-    // oneDNN counts SHIFT among the backward's inputs with use_shift (which makes it compute DIFF_SHIFT),
-    // though the gradients do not depend on it.
-    kernel->set(backward, DNNL_ARG_SHIFT, kernel->own(stat));
-    auto output = [&](int arg, size_t index, const dnnl::memory::desc& d) {
-      if (index < spec.outputs.size() && spec.outputs[index].present()) {
-        kernel->bind_output(backward, arg, index, d);
-      } else {
-        kernel->set(backward, arg, kernel->own(d));
-      }
-    };
-    output(DNNL_ARG_DIFF_SRC, 0, data);
-    output(DNNL_ARG_DIFF_SCALE, 1, stat);
-    output(DNNL_ARG_DIFF_SHIFT, 2, stat);
     return kernel;
   } catch (const dnnl::error&) {
     return fallback;
@@ -76,9 +55,7 @@ std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_batch_norm_grad_kernels(KernelRegistry& registry) {
-  KernelEntry entry = onednn_entry("BatchNormalizationGrad", &make_batch_norm_grad);
-  entry.domain = "ai.onnxtrain";
-  registry.add(std::move(entry));
+  registry.add(training_entry("BatchNormalizationGrad", &make_batch_norm_grad));
 }
 
 }  // namespace onnxtrain

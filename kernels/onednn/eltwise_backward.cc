@@ -72,9 +72,7 @@ std::unique_ptr<Kernel> make_activation_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_eltwise_backward_kernels(KernelRegistry& registry) {
-  KernelEntry entry = onednn_entry("ActivationGrad", &make_activation_grad);
-  entry.domain = "ai.onnxtrain";
-  registry.add(std::move(entry));
+  registry.add(training_entry("ActivationGrad", &make_activation_grad));
 }
 
 }  // namespace onnxtrain

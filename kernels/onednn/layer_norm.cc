@@ -16,12 +16,8 @@ using namespace onednn;
 std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates axis, broadcasts and outputs
   if (!all_float32_nonempty(spec)) return fallback;
-  const std::vector<int64_t>& x = spec.inputs[0].sizes;
-  const auto rank = static_cast<int64_t>(x.size());
-  int64_t axis = spec.attributes.get_int("axis", -1);
-  if (axis < 0) axis += rank;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[d];
+  const Rows rows = rows_at_axis(spec.inputs[0].sizes, spec.attributes.get_int("axis", -1));
+  const int64_t outer = rows.outer, inner = rows.inner;
   const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
   if (spec.inputs[1].numel() != inner || (has_bias && spec.inputs[2].numel() != inner)) return fallback;
   const bool want_mean = spec.outputs.size() > 1 && spec.outputs[1].present();

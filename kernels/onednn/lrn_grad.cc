@@ -3,6 +3,9 @@
 // X into kernel-owned buffers (both primitives prepared once). oneDNN's alpha is ONNX's (both divide it
 // by size); its window is centred, ONNX's only for odd sizes, so even sizes fall back to the reference
 // kernel (same device), as do empty tensors and anything oneDNN refuses.
+#include <optional>
+
+#include "kernels/onednn/lrn_params.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
 
@@ -14,18 +17,13 @@ using namespace onednn;
 std::unique_ptr<Kernel> make_lrn_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates shapes and attributes
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
-  const int64_t size = spec.attributes.get_int("size", 1);
-  if (!all_float32_nonempty(spec) || x.size() > 5 || size % 2 == 0) return fallback;
-  const auto alpha = static_cast<float>(spec.attributes.get_float("alpha", 1e-4));
-  const auto beta = static_cast<float>(spec.attributes.get_float("beta", 0.75));
-  const auto bias = static_cast<float>(spec.attributes.get_float("bias", 1.0));
-  const dnnl::algorithm algorithm = dnnl::algorithm::lrn_across_channels;
+  const std::optional<LrnParams> p = lrn_params(spec, x);
+  if (!p) return fallback;
   try {
     const dnnl::memory::desc data = plain_desc(x);
-    dnnl::lrn_forward::desc fwd_desc(dnnl::prop_kind::forward_training, algorithm, data, size, alpha, beta, bias);
-    dnnl::lrn_forward::primitive_desc fwd_pd(fwd_desc, user_scratchpad_attr(), cpu_engine());
-    dnnl::lrn_backward::desc bwd_desc(algorithm, data, data, size, alpha, beta, bias);
-    dnnl::lrn_backward::primitive_desc bwd_pd(bwd_desc, user_scratchpad_attr(), cpu_engine(), fwd_pd);
+    dnnl::lrn_forward::primitive_desc fwd_pd(p->forward_desc(dnnl::prop_kind::forward_training, data),
+                                             user_scratchpad_attr(), cpu_engine());
+    dnnl::lrn_backward::primitive_desc bwd_pd(p->backward_desc(data), user_scratchpad_attr(), cpu_engine(), fwd_pd);
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
     const dnnl::memory workspace = kernel->own(fwd_pd.workspace_desc());
     const size_t fwd = kernel->add_step(fwd_pd, dnnl::lrn_forward(fwd_pd));
@@ -41,13 +39,6 @@ std::unique_ptr<Kernel> make_lrn_grad(const KernelSpec& spec) {
   } catch (const dnnl::error&) {
     return fallback;
   }
-}
-
-// A float32 "onednn" entry of one of onnxtrain's backward ops (domain ai.onnxtrain).
-KernelEntry training_entry(std::string op_type, KernelFactory factory) {
-  KernelEntry entry = onednn_entry(std::move(op_type), factory);
-  entry.domain = "ai.onnxtrain";
-  return entry;
 }
 
 }  // namespace

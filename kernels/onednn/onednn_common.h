@@ -3,11 +3,16 @@
 // error wrapping so a oneDNN failure reaches the user with the op, node and oneDNN's own message.
 // Kernels built on it register with implementation "onednn", so the registry prefers them over the
 // reference loops, which stay the oracle in the tests.
+//
+//   registry.add(onednn_entry("LRN", &make_lrn));              // default domain
+//   registry.add(training_entry("LRNGrad", &make_lrn_grad));   // a backward op (ai.onnxtrain)
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/error.h"
@@ -27,6 +32,36 @@ dnnl::memory::dims dims_of(const std::vector<int64_t>& sizes);
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& sizes, DType dtype = DType::Float32);
 // A memory object over a caller's buffer (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& desc, const TensorView& view);
+
+// `sizes` as rows: (outer, inner) split before `axis` (negative counts from the end; the reference kernel
+// has validated it). LayerNormalization's view of X, forward and backward.
+struct Rows {
+  int64_t outer = 1, inner = 1;
+};
+inline Rows rows_at_axis(const std::vector<int64_t>& sizes, int64_t axis) {
+  const auto rank = static_cast<int64_t>(sizes.size());
+  if (axis < 0) axis += rank;
+  Rows rows;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? rows.outer : rows.inner) *= sizes[d];
+  return rows;
+}
+
+// A CPU entry of the "onednn" implementation for float32 in the default domain.
+inline KernelEntry onednn_entry(std::string op_type, KernelFactory factory) {
+  return {.domain = "",
+          .op_type = std::move(op_type),
+          .device = DeviceKind::Cpu,
+          .dtypes = {DType::Float32},
+          .implementation = "onednn",
+          .factory = factory};
+}
+
+// The same for one of onnxtrain's backward ops (domain kTrainingDomain, "ai.onnxtrain").
+inline KernelEntry training_entry(std::string op_type, KernelFactory factory) {
+  KernelEntry entry = onednn_entry(std::move(op_type), factory);
+  entry.domain = "ai.onnxtrain";
+  return entry;
+}
 
 // Runs `body`, turning dnnl::error into onnxtrain::Error naming the op and node of `spec`.
 template <typename Body>

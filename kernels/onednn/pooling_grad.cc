@@ -90,13 +90,6 @@ std::unique_ptr<Kernel> make_pool_grad(const KernelSpec& spec) {
   }
 }
 
-// A float32 "onednn" entry of one of onnxtrain's backward ops (domain ai.onnxtrain).
-KernelEntry training_entry(std::string op_type, KernelFactory factory) {
-  KernelEntry entry = onednn_entry(std::move(op_type), factory);
-  entry.domain = "ai.onnxtrain";
-  return entry;
-}
-
 }  // namespace
 
 void register_onednn_pooling_grad_kernels(KernelRegistry& registry) {

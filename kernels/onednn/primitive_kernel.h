@@ -40,16 +40,6 @@ inline bool all_float32_nonempty(const KernelSpec& spec) {
   return true;
 }
 
-// A CPU entry of the "onednn" implementation for float32 in the default domain.
-inline KernelEntry onednn_entry(std::string op_type, KernelFactory factory) {
-  return {.domain = "",
-          .op_type = std::move(op_type),
-          .device = DeviceKind::Cpu,
-          .dtypes = {DType::Float32},
-          .implementation = "onednn",
-          .factory = factory};
-}
-
 class PrimitiveKernel final : public Kernel {
  public:
   using Finish = std::function<void(std::span<const TensorView>, std::span<const TensorView>)>;

@@ -45,6 +45,14 @@ class PrimitiveSequenceKernel final : public Kernel {
     return dnnl::memory(desc, cpu_engine(), owned_.back().data());
   }
   void set(size_t step, int arg, const dnnl::memory& memory) { steps_.at(step).args[arg] = memory; }
+  // Output `index` where the caller asked for it, else a kernel-owned buffer.
+  void bind_output_or_own(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
+    if (index < spec_.outputs.size() && spec_.outputs[index].present()) {
+      bind_output(step, arg, index, desc);
+    } else {
+      set(step, arg, own(desc));
+    }
+  }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     if (scratchpad_.empty()) allocate_scratchpad();
@@ -90,5 +98,48 @@ class PrimitiveSequenceKernel final : public Kernel {
   std::vector<std::byte> scratchpad_;
   std::vector<std::vector<float>> owned_;
 };
+
+// --- the steps BatchNormalizationGrad and LayerNormalizationGrad share ---
+struct NormStatistics {
+  dnnl::memory mean, variance;  // kernel-owned
+};
+
+// Appends a forward_training step (normalization_flags::none) over X (input 1) for its mean and population
+// variance; its DST goes to a kernel-owned buffer.
+inline NormStatistics add_statistics_step(PrimitiveSequenceKernel& kernel, const dnnl::primitive_desc& pd,
+                                          dnnl::primitive primitive, const dnnl::memory::desc& data,
+                                          const dnnl::memory::desc& stat) {
+  const NormStatistics stats{kernel.own(stat), kernel.own(stat)};
+  const size_t step = kernel.add_step(pd, std::move(primitive));
+  kernel.bind_input(step, DNNL_ARG_SRC, 1, data);
+  kernel.set(step, DNNL_ARG_DST, kernel.own(data));
+  kernel.set(step, DNNL_ARG_MEAN, stats.mean);
+  kernel.set(step, DNNL_ARG_VARIANCE, stats.variance);
+  return stats;
+}
+
+// Appends the backward step (prop_kind::backward, use_scale | use_shift): dY (input 0), X (1) and Scale (2)
+// in, dX, dScale and dBias out (outputs 0..2, kernel-owned where the caller omitted them). The caller sets
+// or binds DNNL_ARG_MEAN and DNNL_ARG_VARIANCE on the returned step.
+inline size_t add_norm_backward_step(PrimitiveSequenceKernel& kernel, const dnnl::primitive_desc& pd,
+                                     dnnl::primitive primitive, const dnnl::memory::desc& data,
+                                     const dnnl::memory::desc& weights) {
+  const size_t step = kernel.add_step(pd, std::move(primitive));
+  kernel.bind_input(step, DNNL_ARG_DIFF_DST, 0, data);
+  kernel.bind_input(step, DNNL_ARG_SRC, 1, data);
+  kernel.bind_input(step, DNNL_ARG_SCALE, 2, weights);
+  // oneDNN counts SHIFT among the backward's inputs with use_shift (which makes it compute DIFF_SHIFT),
+  // though the gradients do not depend on it.
+  kernel.set(step, DNNL_ARG_SHIFT, kernel.own(weights));
+  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SRC, 0, data);
+  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SCALE, 1, weights);
+  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SHIFT, 2, weights);
+  return step;
+}
+
+inline void set_statistics(PrimitiveSequenceKernel& kernel, size_t step, const NormStatistics& stats) {
+  kernel.set(step, DNNL_ARG_MEAN, stats.mean);
+  kernel.set(step, DNNL_ARG_VARIANCE, stats.variance);
+}
 
 }  // namespace onnxtrain::onednn

@@ -15,12 +15,6 @@ namespace {
 
 using namespace reference;
 
-struct BatchNormGeometry {
-  int64_t batch = 0, features = 0, inner = 0;  // X viewed as (batch, features, inner)
-  double epsilon = 1e-5, momentum = 0.9;
-  bool training = false;
-};
-
 template <typename T>
 void batch_norm(const BatchNormGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
@@ -32,16 +26,10 @@ void batch_norm(const BatchNormGeometry& g, std::span<const TensorView> inputs, 
   std::vector<double> mean = input_mean, var = input_var;
   auto at = [&](int64_t n, int64_t f, int64_t i) { return (n * g.features + f) * g.inner + i; };
   if (g.training) {
-    const double count = static_cast<double>(g.batch * g.inner);
     for (int64_t f = 0; f < g.features; ++f) {
-      double sum = 0;
-      for (int64_t n = 0; n < g.batch; ++n)
-        for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(x[at(n, f, i)]);
-      mean[f] = sum / count;
-      double squares = 0;
-      for (int64_t n = 0; n < g.batch; ++n)
-        for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(x[at(n, f, i)]) - mean[f], 2);
-      var[f] = squares / count;
+      const BatchMoments m = batch_moments(x, g, f);
+      mean[f] = m.mean;
+      var[f] = m.var;
     }
   }
   for (int64_t f = 0; f < g.features; ++f) {
@@ -66,13 +54,7 @@ void batch_norm(const BatchNormGeometry& g, std::span<const TensorView> inputs, 
 
 std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
   const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (size_t i = 0; i < 5; ++i) {
-    const DType dtype = require_input(spec, i, names[i]).dtype;
-    if (!is_float32_or_64(dtype)) {
-      kernel_fail(spec, std::string(names[i]) + " must be float32 or float64 in the reference kernel, got " +
-                            std::string(dtype_name(dtype)));
-    }
-  }
+  require_float_inputs(spec, names);
   const DType dtype = spec.inputs[0].dtype;
   const std::vector<int64_t>& x = spec.inputs[0].sizes;
   if (x.empty()) kernel_fail(spec, "X must be (N,C,D1,...), got a scalar");

@@ -12,14 +12,8 @@ namespace {
 
 using namespace reference;
 
-struct BatchNormGradGeometry {
-  int64_t batch = 0, features = 0, inner = 0;
-  double epsilon = 1e-5;
-  bool training = false;
-};
-
 template <typename T>
-void batch_norm_grad(const BatchNormGradGeometry& g, std::span<const TensorView> inputs,
+void batch_norm_grad(const BatchNormGeometry& g, std::span<const TensorView> inputs,
                      std::span<const TensorView> outputs) {
   const T* dy = inputs[0].as<const T>();
   const T* x = inputs[1].as<const T>();
@@ -31,13 +25,9 @@ void batch_norm_grad(const BatchNormGradGeometry& g, std::span<const TensorView>
   auto at = [&](int64_t n, int64_t f, int64_t i) { return (n * g.features + f) * g.inner + i; };
   for (int64_t f = 0; f < g.features; ++f) {
     if (g.training) {
-      double sum = 0, squares = 0;
-      for (int64_t n = 0; n < g.batch; ++n)
-        for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(x[at(n, f, i)]);
-      mean[f] = sum / count;
-      for (int64_t n = 0; n < g.batch; ++n)
-        for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(x[at(n, f, i)]) - mean[f], 2);
-      var[f] = squares / count;
+      const BatchMoments m = batch_moments(x, g, f);
+      mean[f] = m.mean;
+      var[f] = m.var;
     }
     const double inv_std = 1.0 / std::sqrt(var[f] + g.epsilon);
     double sum_dy = 0, sum_dy_xhat = 0;
@@ -67,19 +57,13 @@ void batch_norm_grad(const BatchNormGradGeometry& g, std::span<const TensorView>
 
 std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
   const char* names[] = {"dY", "X", "scale", "mean", "var"};
-  for (size_t i = 0; i < 5; ++i) {
-    const DType dtype = require_input(spec, i, names[i]).dtype;
-    if (!is_float32_or_64(dtype)) {
-      kernel_fail(spec, std::string(names[i]) + " must be float32 or float64 in the reference kernel, got " +
-                            std::string(dtype_name(dtype)));
-    }
-  }
+  require_float_inputs(spec, names);
   require_same_dtype(spec, 0, 1);
   const DType dtype = spec.inputs[1].dtype;
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
   if (x.empty()) kernel_fail(spec, "X must be (N,C,D1,...), got a scalar");
   if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
-  BatchNormGradGeometry g;
+  BatchNormGeometry g;
   g.batch = x[0];
   g.features = spec.inputs[2].numel();
   // Per channel, or (opset 7, spatial=0) one value per element of X's non-batch dims.

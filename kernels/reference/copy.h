@@ -31,6 +31,8 @@ class DataMovementKernel : public Kernel {
   [[noreturn]] void fail(const std::string& message) const { kernel_fail(spec_, message); }
   // Fails when the sizes the op computes from its run-time inputs differ from the allocated output's.
   void require_output_sizes(const TensorView& out, const std::vector<int64_t>& computed, size_t index = 0) const;
+  // Fails unless a backward op's x_shape input (GatherGrad, PadGrad, SliceGrad) holds dX's allocated sizes.
+  void require_x_shape(const TensorView& x_shape, const TensorView& dx) const;
 
   KernelSpec spec_;
 };
@@ -55,6 +57,18 @@ inline void require_index_input(const KernelSpec& spec, size_t i, const std::str
     kernel_fail(spec, what + " must be int32 or int64, got " + std::string(dtype_name(dtype)));
 }
 
+// Prepare-time checks of a backward op (dY, x_shape, ...) -> dX whose dX sizes are x_shape (GatherGrad,
+// PadGrad, SliceGrad): the first `required` inputs present, dY float32/float64, every present input
+// from 1 on int32/int64 (`names` names them, from dY on), dX of dY's dtype. Returns dY's dtype.
+inline DType require_shape_grad_inputs(const KernelSpec& spec, size_t required, const std::vector<std::string>& names) {
+  require_inputs(spec, required);
+  const DType dtype = require_dtype_in(spec, 0, kFloatDTypes);
+  for (size_t i = 1; i < names.size(); ++i)
+    if (has_input(spec, i)) require_index_input(spec, i, names[i]);
+  require_output(spec, 0, dtype, require_output(spec, 0).sizes);
+  return dtype;
+}
+
 // --- run-time helpers ---
 inline std::byte* bytes_of(const TensorView& view) { return static_cast<std::byte*>(view.data); }
 
@@ -65,6 +79,12 @@ inline std::vector<int64_t> read_int_values(const TensorView& view) {
   for (int64_t i = 0; i < n; ++i)
     values[i] = view.dtype == DType::Int32 ? int64_t{view.as<int32_t>()[i]} : view.as<int64_t>()[i];
   return values;
+}
+
+inline void DataMovementKernel::require_x_shape(const TensorView& x_shape, const TensorView& dx) const {
+  if (const std::vector<int64_t> values = read_int_values(x_shape); values != dx.sizes) {
+    fail("x_shape " + sizes_to_string(values) + " differs from the output's sizes " + sizes_to_string(dx.sizes));
+  }
 }
 
 inline void copy_elements(const TensorView& src, int64_t src_offset, const TensorView& dst, int64_t dst_offset,

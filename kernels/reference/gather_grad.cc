@@ -14,23 +14,15 @@ using namespace reference;
 class GatherGradKernel : public DataMovementKernel {
  public:
   explicit GatherGradKernel(const KernelSpec& spec) : DataMovementKernel(spec) {
-    require_inputs(spec, 3);
-    dtype_ = require_dtype_in(spec, 0, kFloatDTypes);
-    require_index_input(spec, 1, "x_shape");
-    require_index_input(spec, 2, "indices");
-    const TensorDesc& dx = require_output(spec, 0);
-    require_output(spec, 0, dtype_, dx.sizes);
-    const auto rank = static_cast<int64_t>(dx.sizes.size());
+    dtype_ = require_shape_grad_inputs(spec, 3, {"dY", "x_shape", "indices"});
+    const auto rank = static_cast<int64_t>(spec.outputs[0].sizes.size());
     if (rank == 0) fail("x_shape must have rank >= 1");
     axis_ = normalized_axis(spec, spec.attributes.get_int("axis", 0), rank);
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const TensorView &dy = inputs[0], &dx = outputs[0];
-    if (read_int_values(inputs[1]) != dx.sizes) {
-      fail("x_shape " + sizes_to_string(read_int_values(inputs[1])) + " differs from the output's sizes " +
-           sizes_to_string(dx.sizes));
-    }
+    require_x_shape(inputs[1], dx);
     const std::vector<int64_t>& sizes = dx.sizes;
     std::vector<int64_t> dy_sizes(sizes.begin(), sizes.begin() + axis_);
     dy_sizes.insert(dy_sizes.end(), inputs[2].sizes.begin(), inputs[2].sizes.end());

@@ -11,13 +11,8 @@ namespace {
 
 using namespace reference;
 
-struct InstanceNormGradGeometry {
-  int64_t batch = 0, channels = 0, plane = 0;
-  double epsilon = 1e-5;
-};
-
 template <typename T>
-void instance_norm_grad(const InstanceNormGradGeometry& g, std::span<const TensorView> inputs,
+void instance_norm_grad(const PlaneGeometry& g, std::span<const TensorView> inputs,
                         std::span<const TensorView> outputs) {
   const T* dy = inputs[0].as<const T>();
   const T* x = inputs[1].as<const T>();
@@ -28,11 +23,7 @@ void instance_norm_grad(const InstanceNormGradGeometry& g, std::span<const Tenso
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t c = 0; c < g.channels; ++c) {
       const int64_t base = (n * g.channels + c) * g.plane;
-      double sum = 0, squares = 0;
-      for (int64_t i = 0; i < g.plane; ++i) sum += static_cast<double>(x[base + i]);
-      const double mean = sum / count;
-      for (int64_t i = 0; i < g.plane; ++i) squares += std::pow(static_cast<double>(x[base + i]) - mean, 2);
-      const double inv_std = 1.0 / std::sqrt(squares / count + g.epsilon);
+      const auto [mean, inv_std] = moments_of(x + base, g.plane, g.epsilon);
       double sum_dy = 0, sum_dy_xhat = 0;
       for (int64_t i = 0; i < g.plane; ++i) {
         sum_dy += static_cast<double>(dy[base + i]);
@@ -56,8 +47,7 @@ void instance_norm_grad(const InstanceNormGradGeometry& g, std::span<const Tenso
 std::unique_ptr<Kernel> make_instance_norm_grad(const KernelSpec& spec) {
   const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
   const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
-  if (x.size() < 3)
-    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  const PlaneGeometry g = read_plane_geometry(spec, x);
   if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
   const std::vector<int64_t> per_channel{x[1]};
   if (require_input(spec, 2, "scale").sizes != per_channel) {
@@ -68,7 +58,6 @@ std::unique_ptr<Kernel> make_instance_norm_grad(const KernelSpec& spec) {
   for (size_t i = 1; i < 3; ++i) {
     if (has_output(spec, i)) require_output(spec, i, dtype, per_channel);
   }
-  InstanceNormGradGeometry g{x[0], x[1], product_of(x, 2), spec.attributes.get_float("epsilon", 1e-5)};
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

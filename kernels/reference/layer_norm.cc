@@ -13,12 +13,6 @@ namespace {
 
 using namespace reference;
 
-struct LayerNormGeometry {
-  int64_t outer = 0, inner = 0;
-  double epsilon = 1e-5;
-  std::vector<int64_t> scale_offsets, bias_offsets;  // per element of a row; bias_offsets empty without B
-};
-
 template <typename T>
 void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
@@ -28,12 +22,7 @@ void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, 
   std::vector<double> means(static_cast<size_t>(g.outer)), inv_stds(static_cast<size_t>(g.outer));
   for (int64_t r = 0; r < g.outer; ++r) {
     const T* row = x + r * g.inner;
-    double sum = 0;
-    for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(row[i]);
-    const double mean = sum / static_cast<double>(g.inner);
-    double squares = 0;
-    for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(row[i]) - mean, 2);
-    const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(g.inner) + g.epsilon);
+    const auto [mean, inv_std] = moments_of(row, g.inner, g.epsilon);
     for (int64_t i = 0; i < g.inner; ++i) {
       double v = (static_cast<double>(row[i]) - mean) * inv_std * static_cast<double>(scale[g.scale_offsets[i]]);
       if (bias) v += static_cast<double>(bias[g.bias_offsets[i]]);
@@ -46,19 +35,6 @@ void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, 
   if (has_view(outputs, 2)) store_doubles(outputs[2], inv_stds);
 }
 
-// Offsets into a tensor of `sizes` broadcast onto `normalized`, one per element of `normalized`.
-std::vector<int64_t> broadcast_offsets(const KernelSpec& spec, const std::string& what,
-                                       const std::vector<int64_t>& sizes, const std::vector<int64_t>& normalized) {
-  if (!broadcasts_onto(sizes, normalized)) {
-    kernel_fail(spec, what + " " + sizes_to_string(sizes) + " does not broadcast onto the normalized dims " +
-                          sizes_to_string(normalized));
-  }
-  std::vector<int64_t> offsets;
-  for_each_broadcast(normalized, {broadcast_strides(sizes, normalized)},
-                     [&](int64_t, const std::vector<int64_t>& in) { offsets.push_back(in[0]); });
-  return offsets;
-}
-
 std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
   const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
   const std::vector<int64_t>& x = spec.inputs[0].sizes;
@@ -69,13 +45,8 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
   }
   if (axis < 0) axis += rank;
   if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
-  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
-  LayerNormGeometry g;
-  g.outer = product_of(x, 0, static_cast<size_t>(axis));
-  g.inner = product_of(normalized);
-  g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
-  g.scale_offsets = broadcast_offsets(spec, "Scale", require_input(spec, 1, "Scale").sizes, normalized);
-  if (has_input(spec, 2)) g.bias_offsets = broadcast_offsets(spec, "B", spec.inputs[2].sizes, normalized);
+  LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 1, "Scale").sizes);
+  if (has_input(spec, 2)) g.bias_offsets = broadcast_offsets(spec, "B", spec.inputs[2].sizes, g.normalized);
   std::vector<int64_t> stats = x;
   for (size_t i = static_cast<size_t>(axis); i < stats.size(); ++i) stats[i] = 1;
   for (size_t i = 1; i < 3; ++i) {

@@ -12,14 +12,8 @@ namespace {
 
 using namespace reference;
 
-struct LayerNormGradGeometry {
-  int64_t outer = 0, inner = 0;
-  double epsilon = 1e-5;
-  std::vector<int64_t> scale_offsets;  // per element of a row
-};
-
 template <typename T>
-void layer_norm_grad(const LayerNormGradGeometry& g, std::span<const TensorView> inputs,
+void layer_norm_grad(const LayerNormGeometry& g, std::span<const TensorView> inputs,
                      std::span<const TensorView> outputs) {
   const T* dy = inputs[0].as<const T>();
   const T* x = inputs[1].as<const T>();
@@ -31,11 +25,7 @@ void layer_norm_grad(const LayerNormGradGeometry& g, std::span<const TensorView>
   for (int64_t r = 0; r < g.outer; ++r) {
     const T* xr = x + r * g.inner;
     const T* dyr = dy + r * g.inner;
-    double sum = 0, squares = 0;
-    for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(xr[i]);
-    const double mean = sum / count;
-    for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(xr[i]) - mean, 2);
-    const double inv_std = 1.0 / std::sqrt(squares / count + g.epsilon);
+    const auto [mean, inv_std] = moments_of(xr, g.inner, g.epsilon);
     double sum_g = 0, sum_g_xhat = 0;
     for (int64_t i = 0; i < g.inner; ++i) {
       xhat[i] = (static_cast<double>(xr[i]) - mean) * inv_std;
@@ -61,21 +51,10 @@ std::unique_ptr<Kernel> make_layer_norm_grad(const KernelSpec& spec) {
   const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
   if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
   const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", -1), static_cast<int64_t>(x.size()));
-  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
-  const std::vector<int64_t>& scale = require_input(spec, 2, "Scale").sizes;
-  if (!broadcasts_onto(scale, normalized)) {
-    kernel_fail(spec, "Scale " + sizes_to_string(scale) + " does not broadcast onto the normalized dims " +
-                          sizes_to_string(normalized));
-  }
-  LayerNormGradGeometry g;
-  g.outer = product_of(x, 0, static_cast<size_t>(axis));
-  g.inner = product_of(normalized);
-  g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
-  for_each_broadcast(normalized, {broadcast_strides(scale, normalized)},
-                     [&](int64_t, const std::vector<int64_t>& in) { g.scale_offsets.push_back(in[0]); });
+  const LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 2, "Scale").sizes);
   if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
   for (size_t i = 1; i < 3; ++i) {
-    if (has_output(spec, i)) require_output(spec, i, dtype, normalized);
+    if (has_output(spec, i)) require_output(spec, i, dtype, g.normalized);
   }
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);

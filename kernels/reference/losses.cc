@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "kernels/reference/loss_common.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -17,19 +18,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-enum class Reduction { None, Sum, Mean };
-
-struct LossGeometry {
-  bool softmax = false;                       // SoftmaxCrossEntropyLoss: the input is scores, not log-probabilities
-  int64_t batch = 0, classes = 0, inner = 0;  // scores as (N, C, D1·…·Dk)
-  Reduction reduction = Reduction::Mean;
-  std::optional<int64_t> ignore_index;
-};
-
-int64_t label_at(const TensorView& labels, int64_t i) {
-  return labels.dtype == DType::Int32 ? labels.as<const int32_t>()[i] : labels.as<const int64_t>()[i];
-}
 
 template <typename T>
 void loss(const LossGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
@@ -58,11 +46,7 @@ void loss(const LossGeometry& g, std::span<const TensorView> inputs, std::span<c
   for (int64_t e = 0; e < elements; ++e) {
     const int64_t label = label_at(inputs[1], e);
     if (g.ignore_index && label == *g.ignore_index) continue;
-    if (label < 0 || label >= g.classes) {
-      throw Error(std::string(g.softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss") + " kernel: label " +
-                  std::to_string(label) + " at element " + std::to_string(e) + " is outside [0, " +
-                  std::to_string(g.classes) + ") and is not ignore_index");
-    }
+    require_label_in_range(g, g.softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", label, e);
     const double w = weights ? static_cast<double>(weights[label]) : 1.0;
     losses[e] = -w * log_prob[at(e / g.inner, label, e % g.inner)];
     total += losses[e];
@@ -88,40 +72,16 @@ void loss(const LossGeometry& g, std::span<const TensorView> inputs, std::span<c
 
 std::unique_ptr<Kernel> make_loss(const KernelSpec& spec) {
   const DType dtype = require_same_float_dtype(spec, {0, 2});
-  LossGeometry g;
-  g.softmax = spec.op_type == "SoftmaxCrossEntropyLoss";
+  const bool softmax = spec.op_type == "SoftmaxCrossEntropyLoss";
   const std::vector<int64_t>& scores = spec.inputs[0].sizes;
-  const TensorDesc& labels = require_input(spec, 1, g.softmax ? "labels" : "target");
-  if (labels.dtype != DType::Int32 && labels.dtype != DType::Int64) {
-    kernel_fail(spec, "labels must be int32 or int64, got " + std::string(dtype_name(labels.dtype)));
-  }
-  if (scores.size() < 2) kernel_fail(spec, "scores must be (N,C) or (N,C,D1,...), got " + sizes_to_string(scores));
-  std::vector<int64_t> per_element = scores;
-  per_element.erase(per_element.begin() + 1);
-  if (labels.sizes != per_element) {
-    kernel_fail(spec, "labels " + sizes_to_string(labels.sizes) + " do not match scores " + sizes_to_string(scores) +
-                          " (expected " + sizes_to_string(per_element) + ")");
-  }
-  g.batch = scores[0];
-  g.classes = scores[1];
-  g.inner = product_of(scores, 2);
-  if (has_input(spec, 2) && spec.inputs[2].sizes != std::vector<int64_t>{g.classes}) {
-    kernel_fail(spec, "weights " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per class");
-  }
-  const std::string reduction = spec.attributes.get_string("reduction", "mean");
-  if (reduction == "none") {
-    g.reduction = Reduction::None;
-  } else if (reduction == "sum") {
-    g.reduction = Reduction::Sum;
-  } else if (reduction != "mean") {
-    kernel_fail(spec, "reduction must be none, sum or mean, got '" + reduction + "'");
-  }
-  if (spec.attributes.has("ignore_index")) g.ignore_index = spec.attributes.get_int("ignore_index", 0);
+  const TensorDesc& labels = require_input(spec, 1, softmax ? "labels" : "target");
+  LossGeometry g = read_loss_geometry(spec, scores, labels, 2);
+  g.softmax = softmax;
   const TensorDesc& out = require_output(spec, 0, "loss");
-  const std::vector<int64_t> expected = g.reduction == Reduction::None ? per_element : std::vector<int64_t>{};
+  const std::vector<int64_t> expected = g.reduction == Reduction::None ? g.per_element : std::vector<int64_t>{};
   if (out.sizes != expected || out.dtype != dtype) {
     kernel_fail(spec, "loss must be " + std::string(dtype_name(dtype)) + " " + sizes_to_string(expected) +
-                          " for reduction '" + reduction + "', got " + sizes_to_string(out.sizes));
+                          " for reduction '" + g.reduction_name + "', got " + sizes_to_string(out.sizes));
   }
   if (has_output(spec, 1) && (!g.softmax || spec.outputs[1].sizes != scores || spec.outputs[1].dtype != dtype)) {
     kernel_fail(spec, "log_prob must have the scores' dtype and shape " + sizes_to_string(scores));

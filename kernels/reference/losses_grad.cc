@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "kernels/reference/loss_common.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -15,19 +16,10 @@ namespace {
 
 using namespace reference;
 
-enum class Reduction { None, Sum, Mean };
-
-struct LossGradGeometry {
-  bool softmax = false;  // SoftmaxCrossEntropyLossGrad: log_prob given, add the softmax term
-  int64_t batch = 0, classes = 0, inner = 0;
-  Reduction reduction = Reduction::Mean;
-  std::optional<int64_t> ignore_index;
+// softmax (SoftmaxCrossEntropyLossGrad): log_prob is given and the softmax term added.
+struct LossGradGeometry : LossGeometry {
   size_t labels = 0, weights = 0;  // input slots
 };
-
-int64_t label_at(const TensorView& labels, int64_t i) {
-  return labels.dtype == DType::Int32 ? labels.as<const int32_t>()[i] : labels.as<const int64_t>()[i];
-}
 
 template <typename T>
 void loss_grad(const LossGradGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
@@ -42,11 +34,7 @@ void loss_grad(const LossGradGeometry& g, std::span<const TensorView> inputs, st
   for (int64_t e = 0; e < elements; ++e) {
     const int64_t label = label_at(labels, e);
     if (ignored(label)) continue;
-    if (label < 0 || label >= g.classes) {
-      throw Error(std::string(g.softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad") +
-                  " kernel: label " + std::to_string(label) + " at element " + std::to_string(e) + " is outside [0, " +
-                  std::to_string(g.classes) + ") and is not ignore_index");
-    }
+    require_label_in_range(g, g.softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad", label, e);
     total_weight += weights ? static_cast<double>(weights[label]) : 1.0;
   }
   T* out = outputs[0].as<T>();
@@ -66,48 +54,26 @@ void loss_grad(const LossGradGeometry& g, std::span<const TensorView> inputs, st
 }
 
 std::unique_ptr<Kernel> make_loss_grad(const KernelSpec& spec) {
-  LossGradGeometry g;
-  g.softmax = spec.op_type == "SoftmaxCrossEntropyLossGrad";
-  g.labels = g.softmax ? 2 : 1;
-  g.weights = 3;
-  const DType dtype = require_same_float_dtype(spec, {0, g.weights});
-  const TensorDesc& labels = require_input(spec, g.labels, "labels");
-  if (labels.dtype != DType::Int32 && labels.dtype != DType::Int64) {
-    kernel_fail(spec, "labels must be int32 or int64, got " + std::string(dtype_name(labels.dtype)));
-  }
+  const bool softmax = spec.op_type == "SoftmaxCrossEntropyLossGrad";
+  const size_t labels = softmax ? 2 : 1, weights = 3;
+  const DType dtype = require_same_float_dtype(spec, {0, weights});
   const TensorDesc& out = require_output(spec, 0, "dscores");
   const std::vector<int64_t>& scores = out.sizes;
-  if (g.softmax) {
+  if (softmax) {
     require_same_dtype(spec, 1, 0);
     if (require_input(spec, 1, "log_prob").sizes != scores) kernel_fail(spec, "dscores must be shaped like log_prob");
   }
   if (out.dtype != dtype) kernel_fail(spec, "the output must be " + std::string(dtype_name(dtype)));
-  if (scores.size() < 2) kernel_fail(spec, "scores must be (N,C) or (N,C,D1,...), got " + sizes_to_string(scores));
-  std::vector<int64_t> per_element = scores;
-  per_element.erase(per_element.begin() + 1);
-  if (labels.sizes != per_element) {
-    kernel_fail(spec, "labels " + sizes_to_string(labels.sizes) + " do not match scores " + sizes_to_string(scores));
-  }
-  g.batch = scores[0];
-  g.classes = scores[1];
-  g.inner = product_of(scores, 2);
-  if (has_input(spec, g.weights) && spec.inputs[g.weights].sizes != std::vector<int64_t>{g.classes}) {
-    kernel_fail(spec, "weights " + sizes_to_string(spec.inputs[g.weights].sizes) + " must have one value per class");
-  }
-  const std::string reduction = spec.attributes.get_string("reduction", "mean");
-  if (reduction == "none") {
-    g.reduction = Reduction::None;
-  } else if (reduction == "sum") {
-    g.reduction = Reduction::Sum;
-  } else if (reduction != "mean") {
-    kernel_fail(spec, "reduction must be none, sum or mean, got '" + reduction + "'");
-  }
-  const std::vector<int64_t> dloss = g.reduction == Reduction::None ? per_element : std::vector<int64_t>{};
+  LossGradGeometry g;
+  static_cast<LossGeometry&>(g) = read_loss_geometry(spec, scores, require_input(spec, labels, "labels"), weights);
+  g.softmax = softmax;
+  g.labels = labels;
+  g.weights = weights;
+  const std::vector<int64_t> dloss = g.reduction == Reduction::None ? g.per_element : std::vector<int64_t>{};
   if (spec.inputs[0].sizes != dloss) {
     kernel_fail(spec, "dLoss is " + sizes_to_string(spec.inputs[0].sizes) + ", expected " + sizes_to_string(dloss) +
-                          " for reduction '" + reduction + "'");
+                          " for reduction '" + g.reduction_name + "'");
   }
-  if (spec.attributes.has("ignore_index")) g.ignore_index = spec.attributes.get_int("ignore_index", 0);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

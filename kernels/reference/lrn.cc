@@ -11,17 +11,11 @@ namespace {
 
 using namespace reference;
 
-struct LrnGeometry {
-  int64_t batch = 0, channels = 0, plane = 0, size = 1;
-  double alpha = 1e-4, beta = 0.75, bias = 1.0;
-};
-
 template <typename T>
 void lrn(const LrnGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
   T* y = outputs[0].as<T>();
-  const int64_t before = (g.size - 1) / 2;
-  const int64_t after = g.size - 1 - before;  // ceil((size-1)/2)
+  const int64_t before = g.before(), after = g.after();
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t c = 0; c < g.channels; ++c) {
       for (int64_t i = 0; i < g.plane; ++i) {
@@ -41,19 +35,8 @@ void lrn(const LrnGeometry& g, std::span<const TensorView> inputs, std::span<con
 std::unique_ptr<Kernel> make_lrn(const KernelSpec& spec) {
   const DType dtype = require_same_float_dtype(spec, {0});
   const std::vector<int64_t>& x = spec.inputs[0].sizes;
-  if (x.size() < 3)
-    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  const LrnGeometry g = read_lrn_geometry(spec, x);
   if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
-  if (!spec.attributes.has("size")) kernel_fail(spec, "the size attribute is required");
-  LrnGeometry g;
-  g.batch = x[0];
-  g.channels = x[1];
-  g.plane = product_of(x, 2);
-  g.size = spec.attributes.get_int("size", 1);
-  if (g.size < 1) kernel_fail(spec, "size must be >= 1, got " + std::to_string(g.size));
-  g.alpha = spec.attributes.get_float("alpha", 1e-4);
-  g.beta = spec.attributes.get_float("beta", 0.75);
-  g.bias = spec.attributes.get_float("bias", 1.0);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

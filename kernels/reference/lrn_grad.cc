@@ -12,17 +12,12 @@ namespace {
 
 using namespace reference;
 
-struct LrnGradGeometry {
-  int64_t batch = 0, channels = 0, plane = 0, size = 1;
-  double alpha = 1e-4, beta = 0.75, bias = 1.0;
-};
-
 template <typename T>
-void lrn_grad(const LrnGradGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+void lrn_grad(const LrnGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* dy = inputs[0].as<const T>();
   const T* x = inputs[1].as<const T>();
   T* dx = outputs[0].as<T>();
-  const int64_t before = (g.size - 1) / 2, after = g.size - 1 - before;
+  const int64_t before = g.before(), after = g.after();
   const double a = g.alpha / static_cast<double>(g.size);
   const int64_t C = g.channels;
   std::vector<double> xs(C), scale(C), t(C);  // one (n, i) column: x, s_c, dy_c·x_c·s_c^(-β-1)
@@ -52,19 +47,9 @@ std::unique_ptr<Kernel> make_lrn_grad(const KernelSpec& spec) {
   require_input_count(spec, 2, 2);
   const DType dtype = require_same_float_dtype(spec, {0, 1});
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
-  if (x.size() < 3)
-    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  const LrnGeometry g = read_lrn_geometry(spec, x);
   if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
   require_output(spec, 0, dtype, x);
-  LrnGradGeometry g;
-  g.batch = x[0];
-  g.channels = x[1];
-  g.plane = product_of(x, 2);
-  g.size = spec.attributes.get_int("size", 0);
-  if (g.size < 1) kernel_fail(spec, "the size attribute is required and must be >= 1, got " + std::to_string(g.size));
-  g.alpha = spec.attributes.get_float("alpha", 1e-4);
-  g.beta = spec.attributes.get_float("beta", 0.75);
-  g.bias = spec.attributes.get_float("bias", 1.0);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

@@ -1,6 +1,7 @@
 // What the conv, matmul, pooling, normalisation and loss reference kernels share beyond kernel_plumbing.h:
 // float32/float64 dtype checks and dispatch to a kernel built from a closure over precomputed geometry,
-// optional run-time views, and per-channel vectors widened to double. Accumulation in these kernels is
+// optional run-time views, per-channel vectors widened to double, and what an op's forward and backward
+// kernels share (normalisation statistics and layouts, LRN geometry). Accumulation in these kernels is
 // always in double, so the float32 and float64 kernels differ only in the rounding of their inputs and
 // outputs.
 //
@@ -11,6 +12,7 @@
 //   });
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -78,6 +80,133 @@ inline void store_doubles(const TensorView& v, const std::vector<double>& values
     using T = decltype(zero);
     for (size_t i = 0; i < values.size(); ++i) v.as<T>()[i] = static_cast<T>(values[i]);
   });
+}
+
+// --- what forward and backward kernels of one op share ---
+
+// Mean and 1/sqrt(population variance + epsilon) of x[0..count), in double and two passes: the
+// statistics of InstanceNormalization's planes and LayerNormalization's rows, forward and backward.
+struct Moments {
+  double mean = 0, inv_std = 0;
+};
+template <typename T>
+Moments moments_of(const T* x, int64_t count, double epsilon) {
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(x[i]);
+  const double mean = sum / static_cast<double>(count);
+  double squares = 0;
+  for (int64_t i = 0; i < count; ++i) squares += std::pow(static_cast<double>(x[i]) - mean, 2);
+  return {mean, 1.0 / std::sqrt(squares / static_cast<double>(count) + epsilon)};
+}
+
+// BatchNormalization and its grad: X viewed as (batch, features, inner), features the channels or, with
+// opset 7's spatial=0, every non-batch element. momentum is the forward's.
+struct BatchNormGeometry {
+  int64_t batch = 0, features = 0, inner = 0;
+  double epsilon = 1e-5, momentum = 0.9;
+  bool training = false;
+};
+
+// Fails unless each of the first names.size() inputs is present and float32/float64 (BatchNormalization's
+// scale, B, mean and var may differ from X's dtype from opset 15); `names` names them in the message.
+template <size_t N>
+void require_float_inputs(const KernelSpec& spec, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    const DType dtype = require_input(spec, i, names[i]).dtype;
+    if (!is_float32_or_64(dtype)) {
+      kernel_fail(spec, std::string(names[i]) + " must be float32 or float64 in the reference kernel, got " +
+                            std::string(dtype_name(dtype)));
+    }
+  }
+}
+
+// The batch mean and population variance of feature `f` (training mode), in double and two passes.
+struct BatchMoments {
+  double mean = 0, var = 0;
+};
+template <typename T>
+BatchMoments batch_moments(const T* x, const BatchNormGeometry& g, int64_t f) {
+  auto at = [&](int64_t n, int64_t i) { return (n * g.features + f) * g.inner + i; };
+  const double count = static_cast<double>(g.batch * g.inner);
+  double sum = 0;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t i = 0; i < g.inner; ++i) sum += static_cast<double>(x[at(n, i)]);
+  const double mean = sum / count;
+  double squares = 0;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t i = 0; i < g.inner; ++i) squares += std::pow(static_cast<double>(x[at(n, i)]) - mean, 2);
+  return {mean, squares / count};
+}
+
+// X (N,C,D1..Dn) of InstanceNormalization and its grad as (batch, channels, plane); fails naming X's sizes
+// unless it has a spatial dim.
+struct PlaneGeometry {
+  int64_t batch = 0, channels = 0, plane = 0;
+  double epsilon = 1e-5;
+};
+inline PlaneGeometry read_plane_geometry(const KernelSpec& spec, const std::vector<int64_t>& x) {
+  if (x.size() < 3)
+    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  return {x[0], x[1], product_of(x, 2), spec.attributes.get_float("epsilon", 1e-5)};
+}
+
+// Offsets into a tensor of `sizes` broadcast onto `normalized`, one per element of `normalized`
+// (LayerNormalization's Scale and B); fails naming `what` unless it broadcasts.
+inline std::vector<int64_t> broadcast_offsets(const KernelSpec& spec, const std::string& what,
+                                              const std::vector<int64_t>& sizes,
+                                              const std::vector<int64_t>& normalized) {
+  if (!broadcasts_onto(sizes, normalized)) {
+    kernel_fail(spec, what + " " + sizes_to_string(sizes) + " does not broadcast onto the normalized dims " +
+                          sizes_to_string(normalized));
+  }
+  std::vector<int64_t> offsets;
+  for_each_broadcast(normalized, {broadcast_strides(sizes, normalized)},
+                     [&](int64_t, const std::vector<int64_t>& in) { offsets.push_back(in[0]); });
+  return offsets;
+}
+
+// X of LayerNormalization and its grad as (outer, inner) rows split before the (normalised) `axis`, with
+// `normalized` X's dims from `axis` on and Scale's offset for each element of a row; fails unless Scale
+// (sizes `scale`) broadcasts onto the normalised dims. The forward adds B's offsets.
+struct LayerNormGeometry {
+  int64_t outer = 0, inner = 0;
+  double epsilon = 1e-5;
+  std::vector<int64_t> normalized;
+  std::vector<int64_t> scale_offsets, bias_offsets;  // per element of a row; bias_offsets empty without B
+};
+inline LayerNormGeometry read_layer_norm_geometry(const KernelSpec& spec, const std::vector<int64_t>& x, int64_t axis,
+                                                  const std::vector<int64_t>& scale) {
+  LayerNormGeometry g;
+  g.normalized.assign(x.begin() + axis, x.end());
+  g.outer = product_of(x, 0, static_cast<size_t>(axis));
+  g.inner = product_of(g.normalized);
+  g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
+  g.scale_offsets = broadcast_offsets(spec, "Scale", scale, g.normalized);
+  return g;
+}
+
+// LRN across channels (lrn.cc, lrn_grad.cc): X (N,C,D1..Dn) as (batch, channels, plane) and the
+// attributes; the window of channel c is c - before() .. c + after(), clipped to the channels that exist.
+struct LrnGeometry {
+  int64_t batch = 0, channels = 0, plane = 0, size = 1;
+  double alpha = 1e-4, beta = 0.75, bias = 1.0;
+  int64_t before() const { return (size - 1) / 2; }      // floor((size-1)/2)
+  int64_t after() const { return size - 1 - before(); }  // ceil((size-1)/2)
+};
+inline LrnGeometry read_lrn_geometry(const KernelSpec& spec, const std::vector<int64_t>& x) {
+  if (x.size() < 3)
+    kernel_fail(spec, "X must be (N,C,D1,...) with at least one spatial dim, got " + sizes_to_string(x));
+  if (!spec.attributes.has("size")) kernel_fail(spec, "the size attribute is required");
+  LrnGeometry g;
+  g.batch = x[0];
+  g.channels = x[1];
+  g.plane = product_of(x, 2);
+  g.size = spec.attributes.get_int("size", 1);
+  if (g.size < 1) kernel_fail(spec, "size must be >= 1, got " + std::to_string(g.size));
+  g.alpha = spec.attributes.get_float("alpha", 1e-4);
+  g.beta = spec.attributes.get_float("beta", 0.75);
+  g.bias = spec.attributes.get_float("bias", 1.0);
+  return g;
 }
 
 }  // namespace onnxtrain::reference

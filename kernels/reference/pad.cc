@@ -3,6 +3,7 @@
 // Modes: constant, reflect (mirror without repeating the edge), edge (repeat the edge), wrap (periodic).
 #include "kernels/reference/copy.h"
 #include "kernels/reference/element_convert.h"
+#include "kernels/reference/pad_mode.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
@@ -14,39 +15,13 @@ using namespace reference;
 constexpr int kInputsSince = 11;
 constexpr int kAxesSince = 18;
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
-
-// The input index along one axis of `size` that output position i (shifted by the begin pad) reads;
-// -1 means the constant.
-int64_t source_index(int64_t i, int64_t size, PadMode mode) {
-  if (i >= 0 && i < size) return i;
-  if (mode == PadMode::Constant || size == 0) return -1;
-  if (mode == PadMode::Edge) return i < 0 ? 0 : size - 1;
-  if (mode == PadMode::Wrap) return ((i % size) + size) % size;
-  if (size == 1) return 0;  // reflect: the mirror image repeats with period 2 * (size - 1)
-  const int64_t period = 2 * (size - 1);
-  i = ((i % period) + period) % period;
-  return i < size ? i : period - i;
-}
-
 class PadKernel : public DataMovementKernel {
  public:
   explicit PadKernel(const KernelSpec& spec) : DataMovementKernel(spec) {
     require_inputs(spec, 1);
     constant_ = Tensor(spec.inputs[0].dtype, {1});
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
-    const std::string mode = spec.attributes.get_string("mode", "constant");
-    if (mode == "constant") {
-      mode_ = PadMode::Constant;
-    } else if (mode == "reflect") {
-      mode_ = PadMode::Reflect;
-    } else if (mode == "edge") {
-      mode_ = PadMode::Edge;
-    } else if (mode == "wrap") {
-      mode_ = PadMode::Wrap;
-    } else {
-      fail("unknown mode '" + mode + "' (expected constant, reflect, edge or wrap)");
-    }
+    mode_ = read_pad_mode(spec);
 
     if (spec.opset < kInputsSince) {
       pads_attribute_ = spec.opset <= 1 && spec.attributes.has("paddings") ? "paddings" : "pads";
@@ -94,21 +69,12 @@ class PadKernel : public DataMovementKernel {
     const TensorView* given_constant = from_inputs ? optional_input(inputs, 2) : nullptr;
     const TensorView constant =
         given_constant && given_constant->numel() > 0 ? *given_constant : TensorView::of(constant_);
-    const std::vector<int64_t> in_strides = row_major_strides(in);
-    const int64_t total = outputs[0].numel();
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t flat = 0; flat < total; ++flat) {
-      int64_t source = 0;
-      for (int64_t k = 0; k < rank && source >= 0; ++k) {
-        const int64_t i = source_index(index[k] - begins[k], in[k], mode_);
-        source = i < 0 ? -1 : source + i * in_strides[k];
-      }
+    for_each_pad_source(in, sizes, begins, mode_, [&](int64_t flat, int64_t source) {
       if (source < 0)
         copy_elements(constant, 0, outputs[0], flat, 1);
       else
         copy_elements(data, source, outputs[0], flat, 1);
-      next_index(index, sizes);
-    }
+    });
   }
 
  private:

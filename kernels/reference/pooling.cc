@@ -8,39 +8,13 @@
 #include <limits>
 
 #include "kernels/reference/nn_common.h"
+#include "kernels/reference/pool_window.h"
 #include "kernels/reference/reference_kernels.h"
-#include "kernels/reference/window.h"
 
 namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-struct PoolGeometry {
-  int64_t planes = 0;  // N·C
-  WindowGeometry window;
-  bool count_include_pad = false;
-  bool column_major_indices = false;
-};
-
-// Calls visit(input_offset, inside_input, inside_padded_input) for every element of the window of
-// output position `out_pos`; input_offset is row major within the plane and only meaningful when inside.
-template <typename Visit>
-void for_each_window_element(const WindowGeometry& w, const std::vector<int64_t>& out_pos, std::vector<int64_t>& k,
-                             Visit&& visit) {
-  std::fill(k.begin(), k.end(), 0);
-  do {
-    int64_t offset = 0;
-    bool inside = true, padded = true;
-    for (size_t d = 0; d < w.spatial(); ++d) {
-      const int64_t p = w.input_position(d, out_pos[d], k[d]);
-      inside = inside && p >= 0 && p < w.input[d];
-      padded = padded && p >= -w.pad_begin[d] && p < w.input[d] + w.pad_end[d];
-      offset = offset * w.input[d] + p;
-    }
-    visit(offset, inside, padded);
-  } while (next_index(k, w.kernel));
-}
 
 // The column-major offset of a row-major in-plane `offset`.
 int64_t column_major_offset(int64_t offset, const std::vector<int64_t>& sizes) {
@@ -123,24 +97,14 @@ void average_pool(const PoolGeometry& g, std::span<const TensorView> inputs, std
   });
 }
 
-PoolGeometry read_pool_geometry(const KernelSpec& spec) {
+PoolGeometry read_forward_pool_geometry(const KernelSpec& spec) {
   const TensorDesc& x = require_input(spec, 0, "X");
-  const TensorDesc& y = require_output(spec, 0, "Y");
-  const std::vector<int64_t> in_spatial = spatial_sizes(spec, x, "X");
-  if (y.sizes.size() != x.sizes.size() || y.sizes[0] != x.sizes[0] || y.sizes[1] != x.sizes[1]) {
-    kernel_fail(spec, "Y " + sizes_to_string(y.sizes) + " must be (N,C,...) like X " + sizes_to_string(x.sizes));
-  }
-  if (!spec.attributes.has("kernel_shape")) kernel_fail(spec, "the kernel_shape attribute is required");
-  PoolGeometry g;
-  g.planes = x.sizes[0] * x.sizes[1];
-  g.window = read_window_geometry(spec, in_spatial, {y.sizes.begin() + 2, y.sizes.end()},
-                                  spec.attributes.get_ints("kernel_shape"));
-  return g;
+  return read_pool_geometry(spec, x, "X", require_output(spec, 0, "Y"), "Y");
 }
 
 // MaxPool also takes int8 and uint8 (ONNX allows them from opset 12; the node tests have a uint8 case).
 std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec) {
-  PoolGeometry g = read_pool_geometry(spec);
+  PoolGeometry g = read_forward_pool_geometry(spec);
   const DType dtype = spec.inputs[0].dtype;
   const int64_t storage_order = spec.attributes.get_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) {
@@ -163,12 +127,8 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec) {
 
 std::unique_ptr<Kernel> make_average_pool(const KernelSpec& spec) {
   const DType dtype = require_same_float_dtype(spec, {0});
-  PoolGeometry g = read_pool_geometry(spec);
-  const int64_t count_include_pad = spec.attributes.get_int("count_include_pad", 0);
-  if (count_include_pad != 0 && count_include_pad != 1) {
-    kernel_fail(spec, "count_include_pad must be 0 or 1, got " + std::to_string(count_include_pad));
-  }
-  g.count_include_pad = count_include_pad == 1;
+  PoolGeometry g = read_forward_pool_geometry(spec);
+  g.count_include_pad = read_count_include_pad(spec);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

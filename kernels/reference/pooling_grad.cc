@@ -5,43 +5,13 @@
 // dY element evenly over the input elements its window covers, dividing by the forward's count (with
 // count_include_pad the window elements inside the padded input). Sums are in double.
 #include "kernels/reference/nn_common.h"
+#include "kernels/reference/pool_window.h"
 #include "kernels/reference/reference_kernels.h"
-#include "kernels/reference/window.h"
 
 namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-struct PoolGradGeometry {
-  int64_t planes = 0;  // N·C
-  WindowGeometry window;
-  bool count_include_pad = false;
-};
-
-// Calls visit(out_flat, in_offset, inside, padded) for every window element of every output position of
-// one plane; in_offset is row major within the plane and only meaningful when inside.
-template <typename Visit>
-void for_each_window_element(const WindowGeometry& w, Visit&& visit) {
-  if (product_of(w.output) == 0) return;
-  std::vector<int64_t> out_pos(w.spatial(), 0), k(w.spatial());
-  int64_t out_flat = 0;
-  do {
-    std::fill(k.begin(), k.end(), 0);
-    do {
-      int64_t offset = 0;
-      bool inside = true, padded = true;
-      for (size_t d = 0; d < w.spatial(); ++d) {
-        const int64_t p = w.input_position(d, out_pos[d], k[d]);
-        inside = inside && p >= 0 && p < w.input[d];
-        padded = padded && p >= -w.pad_begin[d] && p < w.input[d] + w.pad_end[d];
-        offset = offset * w.input[d] + p;
-      }
-      visit(out_flat, offset, inside, padded);
-    } while (next_index(k, w.kernel));
-    ++out_flat;
-  } while (next_index(out_pos, w.output));
-}
 
 // For each output position of a plane, the window elements in visiting order, as (offset, inside, padded).
 struct WindowElement {
@@ -50,14 +20,20 @@ struct WindowElement {
 };
 std::vector<std::vector<WindowElement>> window_elements(const WindowGeometry& w) {
   std::vector<std::vector<WindowElement>> windows(static_cast<size_t>(product_of(w.output)));
-  for_each_window_element(w, [&](int64_t out_flat, int64_t offset, bool inside, bool padded) {
-    windows[out_flat].push_back({offset, inside, padded});
-  });
+  if (windows.empty()) return windows;
+  std::vector<int64_t> out_pos(w.spatial(), 0), k(w.spatial());
+  int64_t out_flat = 0;
+  do {
+    for_each_window_element(w, out_pos, k, [&](int64_t offset, bool inside, bool padded) {
+      windows[out_flat].push_back({offset, inside, padded});
+    });
+    ++out_flat;
+  } while (next_index(out_pos, w.output));
   return windows;
 }
 
 template <typename T>
-void max_pool_grad(const PoolGradGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+void max_pool_grad(const PoolGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const WindowGeometry& w = g.window;
   const T* dy = inputs[0].as<const T>();
   const T* x = inputs[1].as<const T>();
@@ -79,8 +55,7 @@ void max_pool_grad(const PoolGradGeometry& g, std::span<const TensorView> inputs
 }
 
 template <typename T>
-void average_pool_grad(const PoolGradGeometry& g, std::span<const TensorView> inputs,
-                       std::span<const TensorView> outputs) {
+void average_pool_grad(const PoolGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const WindowGeometry& w = g.window;
   const T* dy = inputs[0].as<const T>();
   const int64_t in_plane = product_of(w.input), out_plane = product_of(w.output);
@@ -102,26 +77,17 @@ void average_pool_grad(const PoolGradGeometry& g, std::span<const TensorView> in
 }
 
 // dY (N,C,pooled...) and dX (N,C,D...) from the spec; dX's sizes are its output desc's.
-PoolGradGeometry read_pool_grad_geometry(const KernelSpec& spec, DType dtype) {
+PoolGeometry read_pool_grad_geometry(const KernelSpec& spec, DType dtype) {
   const TensorDesc& dy = require_input(spec, 0, "dY");
   const TensorDesc& dx = require_output(spec, 0, "dX");
   require_output(spec, 0, dtype, dx.sizes);
-  const std::vector<int64_t> in_spatial = spatial_sizes(spec, dx, "dX");
-  if (dy.sizes.size() != dx.sizes.size() || dy.sizes[0] != dx.sizes[0] || dy.sizes[1] != dx.sizes[1]) {
-    kernel_fail(spec, "dY " + sizes_to_string(dy.sizes) + " must be (N,C,...) like dX " + sizes_to_string(dx.sizes));
-  }
-  if (!spec.attributes.has("kernel_shape")) kernel_fail(spec, "the kernel_shape attribute is required");
-  PoolGradGeometry g;
-  g.planes = dx.sizes[0] * dx.sizes[1];
-  g.window = read_window_geometry(spec, in_spatial, {dy.sizes.begin() + 2, dy.sizes.end()},
-                                  spec.attributes.get_ints("kernel_shape"));
-  return g;
+  return read_pool_geometry(spec, dx, "dX", dy, "dY");
 }
 
 std::unique_ptr<Kernel> make_max_pool_grad(const KernelSpec& spec) {
   require_input_count(spec, 2, 2);
   const DType dtype = require_same_float_dtype(spec, {0, 1});
-  const PoolGradGeometry g = read_pool_grad_geometry(spec, dtype);
+  const PoolGeometry g = read_pool_grad_geometry(spec, dtype);
   if (require_input(spec, 1, "X").sizes != spec.outputs[0].sizes) {
     kernel_fail(spec, "dX must have X's shape " + sizes_to_string(spec.inputs[1].sizes));
   }
@@ -135,12 +101,8 @@ std::unique_ptr<Kernel> make_max_pool_grad(const KernelSpec& spec) {
 std::unique_ptr<Kernel> make_average_pool_grad(const KernelSpec& spec) {
   require_input_count(spec, 2, 2);
   const DType dtype = require_same_float_dtype(spec, {0});
-  PoolGradGeometry g = read_pool_grad_geometry(spec, dtype);
-  const int64_t count_include_pad = spec.attributes.get_int("count_include_pad", 0);
-  if (count_include_pad != 0 && count_include_pad != 1) {
-    kernel_fail(spec, "count_include_pad must be 0 or 1, got " + std::to_string(count_include_pad));
-  }
-  g.count_include_pad = count_include_pad == 1;
+  PoolGeometry g = read_pool_grad_geometry(spec, dtype);
+  g.count_include_pad = read_count_include_pad(spec);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <climits>
 
-#include "graph/shape.h"
 #include "kernels/reference/copy.h"
 #include "kernels/reference/reference_kernels.h"
+#include "kernels/reference/slice_view.h"
 
 namespace onnxtrain {
 
@@ -33,7 +33,6 @@ class SliceKernel : public DataMovementKernel {
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const TensorView& data = inputs[0];
-    const auto rank = static_cast<int64_t>(data.sizes.size());
     const bool from_attributes = spec_.opset < kInputsSince;
     const Attributes& attrs = spec_.attributes;
     std::vector<int64_t> starts = from_attributes ? attrs.get_ints("starts") : read_int_values(inputs[1]);
@@ -49,27 +48,9 @@ class SliceKernel : public DataMovementKernel {
     }
     if (const TensorView* steps_input = from_attributes ? nullptr : optional_input(inputs, 4))
       steps = read_int_values(*steps_input);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      fail("starts " + sizes_to_string(starts) + ", ends " + sizes_to_string(ends) + ", axes " + sizes_to_string(axes) +
-           " and steps " + sizes_to_string(steps) + " must have the same length");
-    }
-
-    const std::vector<int64_t> in_strides = row_major_strides(data.sizes);
-    std::vector<int64_t> sizes = data.sizes, strides = in_strides;
-    std::vector<bool> seen(rank, false);
-    int64_t base = 0;
-    for (size_t j = 0; j < starts.size(); ++j) {
-      const int64_t axis = normalized_axis(spec_, axes[j], rank);
-      if (seen[axis]) fail("axis " + std::to_string(axes[j]) + " appears twice in axes " + sizes_to_string(axes));
-      seen[axis] = true;
-      if (steps[j] == 0) fail("step 0 on axis " + std::to_string(axes[j]) + " (steps must be non-zero)");
-      SliceExtent r = numpy_slice(starts[j], ends[j], steps[j], data.sizes[axis]);
-      sizes[axis] = r.count;
-      base += r.first * in_strides[axis];
-      strides[axis] = r.count > 1 ? in_strides[axis] * steps[j] : 0;  // a huge step taking one element overflows
-    }
-    require_output_sizes(outputs[0], sizes);
-    copy_strided(data, base, strides, outputs[0]);
+    const SliceView v = slice_view(spec_, data.sizes, starts, ends, axes, steps);
+    require_output_sizes(outputs[0], v.sizes);
+    copy_strided(data, v.base, v.strides, outputs[0]);
   }
 };
 

@@ -12,14 +12,10 @@ namespace {
 using namespace op_helpers;
 
 void infer_batch_norm_grad(InferContext& ctx) {
-  require_floating(ctx, 0);
-  require_same_dtype(ctx, 1, 0);
+  const Shape& x = infer_norm_grad_dx(ctx, /*scale_like_x=*/false);
   for (size_t i = 2; i < 5; ++i) require_floating(ctx, i);  // scale and mean/var may differ from X (opset 15)
-  const Shape& x = ctx.input_shape(1);
   if (x.rank_known && x.rank() == 0) fail_op(ctx, "X must be (N,C,D1,...), got a scalar");
-  ctx.set_output(0, ctx.input_dtype(1), x);
-  ctx.set_output(1, ctx.input_dtype(2), ctx.input_shape(2));
-  ctx.set_output(2, ctx.input_dtype(2), ctx.input_shape(2));
+  set_scale_bias_grads(ctx, ctx.input_dtype(2), ctx.input_shape(2));
 }
 
 }  // namespace

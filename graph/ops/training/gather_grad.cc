@@ -18,12 +18,7 @@ void infer_gather_grad(InferContext& ctx) {
   }
   const DType dtype = ctx.input_dtype(0);
   auto x = ctx.input_known(1);
-  if (!x) {
-    const Shape& x_shape = ctx.input_shape(1);
-    const bool rank_follows = x_shape.rank_known && x_shape.rank() == 1 && x_shape.dims[0].is_static();
-    ctx.set_output(0, dtype, rank_follows ? Shape(std::vector<Dim>(x_shape.dims[0].value())) : Shape::unknown_rank());
-    return;
-  }
+  if (!x) return ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
   const auto rank = static_cast<int64_t>(x->size());
   if (rank == 0) fail_op(ctx, "x_shape must have rank >= 1 (Gather's data is not a scalar)");
   checked_axis(ctx, ctx.node().attr_int("axis", 0), rank);

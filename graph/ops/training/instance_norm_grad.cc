@@ -10,16 +10,11 @@ namespace {
 using namespace op_helpers;
 
 void infer_instance_norm_grad(InferContext& ctx) {
-  require_floating(ctx, 0);
-  require_same_dtype(ctx, 1, 0);
-  require_same_dtype(ctx, 2, 0);
-  const Shape& x = ctx.input_shape(1);
+  const Shape& x = infer_norm_grad_dx(ctx, /*scale_like_x=*/true);
   require_spatial_input(ctx, x);
   const Dim channels = x.rank_known ? x.dims[1] : Dim::unknown();
   require_vector_of(ctx, 2, "scale", channels, "one value per channel of the input " + x.to_string());
-  ctx.set_output(0, ctx.input_dtype(1), x);
-  ctx.set_output(1, ctx.input_dtype(2), ctx.input_shape(2));
-  ctx.set_output(2, ctx.input_dtype(2), ctx.input_shape(2));
+  set_scale_bias_grads(ctx, ctx.input_dtype(2), ctx.input_shape(2));
 }
 
 }  // namespace

@@ -11,16 +11,8 @@ namespace {
 using namespace op_helpers;
 
 void infer_layer_norm_grad(InferContext& ctx) {
-  require_floating(ctx, 0);
-  require_same_dtype(ctx, 1, 0);
-  require_same_dtype(ctx, 2, 0);
-  const Shape& x = ctx.input_shape(1);
-  ctx.set_output(0, ctx.input_dtype(1), x);
-  if (!x.rank_known) {
-    ctx.set_output(1, ctx.input_dtype(1), Shape::unknown_rank());
-    ctx.set_output(2, ctx.input_dtype(1), Shape::unknown_rank());
-    return;
-  }
+  const Shape& x = infer_norm_grad_dx(ctx, /*scale_like_x=*/true);
+  if (!x.rank_known) return set_scale_bias_grads(ctx, ctx.input_dtype(1), Shape::unknown_rank());
   const int64_t axis = checked_axis(ctx, ctx.node().attr_int("axis", -1), x.rank());
   const Shape normalized(std::vector<Dim>(x.dims.begin() + axis, x.dims.end()));
   const Shape& scale = ctx.input_shape(2);
@@ -28,8 +20,7 @@ void infer_layer_norm_grad(InferContext& ctx) {
     fail_op(ctx, "Scale of shape " + scale.to_string() + " does not match the normalized dims " +
                      normalized.to_string() + " of the input " + x.to_string());
   }
-  ctx.set_output(1, ctx.input_dtype(1), normalized);
-  ctx.set_output(2, ctx.input_dtype(1), normalized);
+  set_scale_bias_grads(ctx, ctx.input_dtype(1), normalized);
 }
 
 }  // namespace

@@ -36,12 +36,7 @@ void infer_softmax_cross_entropy_loss_grad(InferContext& ctx) {
 void infer_negative_log_likelihood_loss_grad(InferContext& ctx) {
   check_common(ctx, 1, 3);
   if (ctx.input_dtype(2) != DType::Int64) fail_op(ctx, "input_shape must be int64");
-  if (auto dims = ctx.input_known(2)) return ctx.set_output(0, ctx.input_dtype(0), Shape(*dims));
-  const Shape& s = ctx.input_shape(2);
-  if (s.rank_known && s.rank() == 1 && s.dims[0].is_static()) {
-    return ctx.set_output(0, ctx.input_dtype(0), Shape(std::vector<Dim>(static_cast<size_t>(s.dims[0].value()))));
-  }
-  ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+  ctx.set_output(0, ctx.input_dtype(0), shape_from_shape_input(ctx, 2));
 }
 
 }  // namespace

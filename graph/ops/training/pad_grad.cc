@@ -21,12 +21,7 @@ void infer_pad_grad(InferContext& ctx) {
   }
   const DType dtype = ctx.input_dtype(0);
   auto x = ctx.input_known(1);
-  if (!x) {
-    const Shape& x_shape = ctx.input_shape(1);
-    const bool rank_follows = x_shape.rank_known && x_shape.rank() == 1 && x_shape.dims[0].is_static();
-    ctx.set_output(0, dtype, rank_follows ? Shape(std::vector<Dim>(x_shape.dims[0].value())) : Shape::unknown_rank());
-    return;
-  }
+  if (!x) return ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
   if (auto pads = ctx.input_ints(2); pads && pads->size() != 2 * x->size()) {
     fail_op(ctx, "pads " + ints_to_string(*pads) + " must give a begin and an end for each of the " +
                      std::to_string(x->size()) + " axes of x_shape " + dims_to_string(*x));

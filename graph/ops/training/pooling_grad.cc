@@ -29,13 +29,7 @@ void infer_average_pool_grad(InferContext& ctx) {
   require_pool_attributes(ctx);
   require_floating(ctx, 0);
   require_integer(ctx, 1);
-  Shape dx = Shape::unknown_rank();
-  if (std::optional<std::vector<Dim>> known = ctx.input_known(1)) {
-    dx = Shape(*known);
-  } else if (const Shape& s = ctx.input_shape(1); s.rank_known && s.rank() == 1 && s.dims[0].is_static()) {
-    dx = Shape(std::vector<Dim>(static_cast<size_t>(s.dims[0].value())));
-  }
-  ctx.set_output(0, ctx.input_dtype(0), dx);
+  ctx.set_output(0, ctx.input_dtype(0), shape_from_shape_input(ctx, 1));
 }
 
 OpCost pool_grad_cost(const CostContext& ctx) {

@@ -22,12 +22,8 @@ void infer_slice_grad(InferContext& ctx) {
     if (dy.rank_known && dy.rank() != static_cast<int64_t>(x->size())) {
       fail_op(ctx, "dY " + dy.to_string() + " and x_shape " + dims_to_string(*x) + " differ in rank");
     }
-    ctx.set_output(0, dtype, Shape(*x));
-    return;
   }
-  const Shape& x_shape = ctx.input_shape(1);
-  const bool rank_follows = x_shape.rank_known && x_shape.rank() == 1 && x_shape.dims[0].is_static();
-  ctx.set_output(0, dtype, rank_follows ? Shape(std::vector<Dim>(x_shape.dims[0].value())) : Shape::unknown_rank());
+  ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
 }
 
 }  // namespace
