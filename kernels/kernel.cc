@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "graph/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -55,6 +56,7 @@ const KernelRegistry& KernelRegistry::builtin() {
     KernelRegistry r;
     register_reference_kernels(r);
     register_onednn_kernels(r);
+    register_cpu_kernels(r);
     return r;
   }();
   return registry;

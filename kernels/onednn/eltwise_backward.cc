@@ -1,8 +1,8 @@
 // oneDNN kernel of ai.onnxtrain::ActivationGrad(dY, X) (float32): eltwise_backward over the flattened
 // tensor with the forward op's algorithm (the mapping of eltwise.cc), taking X as its src. Reciprocal is
 // eltwise_pow with alpha 1, beta -1. oneDNN 2.6 has no selu, erf or hardsigmoid, so Selu, Erf and
-// HardSigmoid fall back to the reference kernel (same device), as do empty tensors and anything oneDNN
-// refuses.
+// HardSigmoid run the "cpu" kernel (kernels/cpu/elementwise_activation_grad.cc); empty tensors and
+// anything oneDNN refuses fall back to the reference kernel (same device).
 #include <optional>
 
 #include "kernels/elementwise_derivatives.h"
@@ -52,7 +52,11 @@ std::unique_ptr<Kernel> make_activation_grad(const KernelSpec& spec) {
   if (!all_float32_nonempty(spec)) return fallback;
   const Activation a = *derivatives::activation_from_name(spec.attributes.get_string("activation", ""));
   const std::optional<EltwiseParams> p = eltwise_params(a, derivatives::activation_params(a, spec.attributes));
-  if (!p) return fallback;
+  if (!p) {  // onnxtrain's own vectorised kernel where there is one (kernels/cpu/elementwise_activation_grad.cc)
+    const KernelEntry* cpu =
+        KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "cpu");
+    return cpu ? cpu->prepare(spec) : std::move(fallback);
+  }
   try {
     const dnnl::memory::desc flat = plain_desc({spec.inputs[1].numel()});
     dnnl::eltwise_forward::desc forward(dnnl::prop_kind::forward_training, p->algorithm, flat, p->alpha, p->beta);

@@ -1,0 +1,201 @@
+// The "cpu" data-movement kernels against the reference kernels on the shapes that matter in training:
+// transformer activations (64,16,128) and heads (64,16,4,32), an embedding gather, ResNet maps (32,16,32,32)
+// (Pad, Concat), their backward ops, and Cast. Counters (wall clock): GB/s (bytes read + written per call,
+// ours), ref_GB/s (the reference kernel's) and speedup (reference time / ours, each the best of a few
+// alternating rounds, so that load from other processes skews neither side).
+//
+//   cpu_data_movement_bench --benchmark_min_time=0.05      (OMP_NUM_THREADS=1 for one thread)
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+
+#include "kernels/kernel.h"
+
+using namespace onnxtrain;
+using Ints = std::vector<int64_t>;
+
+namespace {
+
+Tensor random_tensor(DType dtype, const Ints& sizes) {
+  static std::mt19937 rng(42);
+  Tensor t(dtype, sizes);
+  if (dtype == DType::Float32) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : t.data<float>()) v = dist(rng);
+  } else if (t.nbytes() > 0) {
+    for (size_t i = 0; i < t.nbytes(); ++i) t.raw()[i] = static_cast<std::byte>(rng() & 0x3f);
+  }
+  return t;
+}
+
+Tensor ints(const Ints& v) { return Tensor::vector_int64(v); }
+
+struct Call {
+  std::string op;
+  Attributes attributes;
+  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
+  std::vector<TensorDesc> outputs;
+  std::string domain;
+  int opset = 18;
+};
+
+// A prepared kernel of `implementation` ("" = the default, "cpu") bound to its buffers; a call times run() only.
+std::function<void()> bound_kernel(const Call& c, const std::string& implementation) {
+  KernelSpec spec{
+      .op_type = c.op, .domain = c.domain, .opset = c.domain.empty() ? c.opset : 1, .attributes = c.attributes};
+  for (const Tensor& t : c.inputs)
+    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
+  spec.outputs = c.outputs;
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, kernel_dtype(spec), implementation);
+  std::shared_ptr<Kernel> kernel = entry->prepare(spec);
+  auto tensors = std::make_shared<std::vector<Tensor>>(c.inputs);
+  for (const TensorDesc& d : c.outputs) tensors->emplace_back(d.dtype, d.sizes);
+  auto in = std::make_shared<std::vector<TensorView>>(), out = std::make_shared<std::vector<TensorView>>();
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    const Tensor& t = (*tensors)[i];
+    (i < c.inputs.size() ? *in : *out).push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
+  }
+  auto stream = std::make_shared<Stream>();
+  return [kernel, tensors, in, out, stream] { kernel->run(*stream, *in, *out); };
+}
+
+double seconds_per_call(const std::function<void()>& fn, double seconds) {
+  fn();
+  int64_t calls = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed / static_cast<double>(calls);
+}
+
+// Bytes a call reads and writes: every input and output once.
+double bytes_moved(const Call& c) {
+  double bytes = 0;
+  for (const Tensor& t : c.inputs) bytes += static_cast<double>(t.nbytes());
+  for (const TensorDesc& d : c.outputs) bytes += static_cast<double>(d.numel() * dtype_size(d.dtype));
+  return bytes;
+}
+
+void measure(benchmark::State& state, const Call& c) {
+  const std::function<void()> ours = bound_kernel(c, ""), reference = bound_kernel(c, "reference");
+  ours();
+  for (auto _ : state) ours();
+  double best_ours = seconds_per_call(ours, 0.02), best_reference = seconds_per_call(reference, 0.02);
+  for (int round = 0; round < 3; ++round) {
+    best_reference = std::min(best_reference, seconds_per_call(reference, 0.02));
+    best_ours = std::min(best_ours, seconds_per_call(ours, 0.02));
+  }
+  const double bytes = bytes_moved(c);
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ref_GB/s"] = bytes * 1e-9 / best_reference;
+  state.counters["speedup"] = best_reference / best_ours;
+}
+
+TensorDesc f32(const Ints& sizes) { return {DType::Float32, sizes}; }
+
+std::vector<std::pair<std::string, Call>> calls() {
+  const DType F = DType::Float32;
+  std::vector<std::pair<std::string, Call>> list;
+  auto add = [&](std::string name, Call c) { list.emplace_back(std::move(name), std::move(c)); };
+  // --- transformer ---
+  add("Transpose/heads_(64,16,4,32)_0213",
+      {"Transpose", {{"perm", Ints{0, 2, 1, 3}}}, {random_tensor(F, {64, 16, 4, 32})}, {f32({64, 4, 16, 32})}});
+  add("Transpose/keys_(64,4,16,32)_0132",
+      {"Transpose", {{"perm", Ints{0, 1, 3, 2}}}, {random_tensor(F, {64, 4, 16, 32})}, {f32({64, 4, 32, 16})}});
+  add("Transpose/(1024,1024)_10", {"Transpose", {}, {random_tensor(F, {1024, 1024})}, {f32({1024, 1024})}});
+  add("Transpose/nchw_to_nhwc_(32,16,32,32)",
+      {"Transpose", {{"perm", Ints{0, 2, 3, 1}}}, {random_tensor(F, {32, 16, 32, 32})}, {f32({32, 32, 32, 16})}});
+  add("Concat/(64,16,128)x2_axis2", {"Concat",
+                                     {{"axis", int64_t{2}}},
+                                     {random_tensor(F, {64, 16, 128}), random_tensor(F, {64, 16, 128})},
+                                     {f32({64, 16, 256})}});
+  add("Split/(64,16,384)_to_3x128", {"Split",
+                                     {{"axis", int64_t{2}}},
+                                     {random_tensor(F, {64, 16, 384}), ints({128, 128, 128})},
+                                     {f32({64, 16, 128}), f32({64, 16, 128}), f32({64, 16, 128})}});
+  add("Slice/(64,16,128)_last_step2", {"Slice",
+                                       {},
+                                       {random_tensor(F, {64, 16, 128}), ints({0}), ints({128}), ints({2}), ints({2})},
+                                       {f32({64, 16, 64})}});
+  add("Slice/(64,16,128)_rows_1to15", {"Slice",
+                                       {},
+                                       {random_tensor(F, {64, 16, 128}), ints({1}), ints({15}), ints({1}), Tensor()},
+                                       {f32({64, 14, 128})}});
+  Tensor ids(DType::Int64, {64, 16});
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 7919) % 8000;
+  add("Gather/embedding_(8000,128)_by_(64,16)",
+      {"Gather", {{"axis", int64_t{0}}}, {random_tensor(F, {8000, 128}), ids}, {f32({64, 16, 128})}});
+  add("GatherGrad/embedding_(8000,128)_by_(64,16)", {"GatherGrad",
+                                                     {{"axis", int64_t{0}}},
+                                                     {random_tensor(F, {64, 16, 128}), ints({8000, 128}), ids},
+                                                     {f32({8000, 128})},
+                                                     "ai.onnxtrain"});
+  add("SliceGrad/(64,16,128)_last_step2",
+      {"SliceGrad",
+       {},
+       {random_tensor(F, {64, 16, 64}), ints({64, 16, 128}), ints({0}), ints({128}), ints({2}), ints({2})},
+       {f32({64, 16, 128})},
+       "ai.onnxtrain"});
+  add("Expand/(64,1,128)_to_(64,16,128)",
+      {"Expand", {}, {random_tensor(F, {64, 1, 128}), ints({64, 16, 128})}, {f32({64, 16, 128})}});
+  add("Tile/(64,16,128)_x(1,2,1)",
+      {"Tile", {}, {random_tensor(F, {64, 16, 128}), ints({1, 2, 1})}, {f32({64, 32, 128})}});
+  add("Reshape/(64,16,128)_to_(64,16,4,32)",
+      {"Reshape", {}, {random_tensor(F, {64, 16, 128}), ints({64, 16, 4, 32})}, {f32({64, 16, 4, 32})}});
+  // --- ResNet ---
+  for (const char* mode : {"constant", "reflect"}) {
+    add(std::string("Pad/") + mode + "_(32,16,32,32)_hw1",
+        {"Pad",
+         {{"mode", std::string(mode)}},
+         {random_tensor(F, {32, 16, 32, 32}), ints({0, 0, 1, 1, 0, 0, 1, 1})},
+         {f32({32, 16, 34, 34})}});
+    add(std::string("PadGrad/") + mode + "_(32,16,32,32)_hw1",
+        {"PadGrad",
+         {{"mode", std::string(mode)}},
+         {random_tensor(F, {32, 16, 34, 34}), ints({32, 16, 32, 32}), ints({0, 0, 1, 1, 0, 0, 1, 1})},
+         {f32({32, 16, 32, 32})},
+         "ai.onnxtrain"});
+  }
+  add("Concat/(32,16,32,32)x2_axis1", {"Concat",
+                                       {{"axis", int64_t{1}}},
+                                       {random_tensor(F, {32, 16, 32, 32}), random_tensor(F, {32, 16, 32, 32})},
+                                       {f32({32, 32, 32, 32})}});
+  // --- Cast ---
+  const Ints act = {64, 16, 128};
+  add("Cast/f32_to_f16_(64,16,128)", {"Cast", {{"to", int64_t{10}}}, {random_tensor(F, act)}, {{DType::Float16, act}}});
+  add("Cast/f16_to_f32_(64,16,128)",
+      {"Cast", {{"to", int64_t{1}}}, {random_tensor(DType::Float16, act)}, {{DType::Float32, act}}});
+  add("Cast/f32_to_bf16_(64,16,128)",
+      {"Cast", {{"to", int64_t{16}}}, {random_tensor(F, act)}, {{DType::BFloat16, act}}});
+  add("Cast/f32_to_i64_(64,16,128)", {"Cast", {{"to", int64_t{7}}}, {random_tensor(F, act)}, {{DType::Int64, act}}});
+  add("Cast/i64_to_f32_(64,16,128)",
+      {"Cast", {{"to", int64_t{1}}}, {random_tensor(DType::Int64, act)}, {{DType::Float32, act}}});
+  return list;
+}
+
+void register_all() {
+  for (auto& [name, call] : calls()) {
+    benchmark::RegisterBenchmark(name.c_str(), [c = call](benchmark::State& state) { measure(state, c); })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();  // the threads' wall time, not the main thread's CPU time
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
