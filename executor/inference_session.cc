@@ -174,6 +174,25 @@ void InferenceSession::infer_with_values(Graph& graph, NodeId id, const std::vec
   }
 }
 
+// Buffers of released values are kept for the next output of the same dtype and size (this run or the
+// next), so a session that runs again allocates and zeroes nothing: fresh large allocations cost a page
+// fault per 4 KiB. Kernels write every element of their outputs, so a reused buffer needs no clearing.
+Tensor InferenceSession::allocate(DType dtype, const std::vector<int64_t>& sizes) {
+  auto it = free_buffers_.find({dtype, TensorDesc{dtype, sizes}.numel()});
+  if (it == free_buffers_.end() || it->second.empty()) return Tensor(dtype, sizes);
+  Tensor t = it->second.back().reshaped(sizes);
+  it->second.pop_back();
+  return t;
+}
+
+void InferenceSession::release(Tensor& tensor, ValueId id) {
+  const bool user_owned = std::find(graph_.inputs.begin(), graph_.inputs.end(), id) != graph_.inputs.end();
+  if (!user_owned && !tensor.empty() && tensor.numel() > 0) {
+    free_buffers_[{tensor.dtype(), tensor.numel()}].push_back(std::move(tensor));
+  }
+  tensor = Tensor();
+}
+
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
   const SymbolBindings bindings = bind_inputs(inputs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
@@ -206,7 +225,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
         out_views.emplace_back();
         continue;
       }
-      values[out.index] = Tensor(graph_.value(out).dtype, p.output_sizes[o]);
+      values[out.index] = allocate(graph_.value(out).dtype, p.output_sizes[o]);
       out_views.push_back(TensorView::of(values[out.index]));
     }
     try {
@@ -220,11 +239,16 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
         if (out.valid()) scratch->value(out).shape = Shape::of(values[out.index].sizes());
     }
     for (ValueId in : node.inputs)
-      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) values[in.index] = Tensor();
+      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) release(values[in.index], in);
   }
 
   std::map<std::string, Tensor> outputs;
   for (ValueId id : graph_.outputs) outputs[graph_.value(id).name] = values[id.index];
+  // What no node consumed (unused optional outputs) goes back to the pool too; graph outputs are the caller's.
+  for (size_t v = 0; v < values.size(); ++v) {
+    const ValueId id{static_cast<uint32_t>(v)};
+    if (!values[v].empty() && !graph_.value(id).data && last_use_[v] != SIZE_MAX) release(values[v], id);
+  }
   return outputs;
 }
 

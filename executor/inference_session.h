@@ -43,6 +43,8 @@ class InferenceSession {
   std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id, std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
   void infer_with_values(Graph& graph, NodeId id, const std::vector<Tensor>& values) const;
+  Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
+  void release(Tensor& tensor, ValueId id);
 
   const Graph& graph_;
   Graph bound_;  // graph_ with the batch symbols bound
@@ -50,6 +52,7 @@ class InferenceSession {
   std::optional<SymbolBindings> prepared_for_;
   std::vector<PreparedNode> prepared_;
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
+  std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
 };
 
 }  // namespace onnxtrain
