@@ -7,12 +7,10 @@
 //   cpu_data_movement_bench --benchmark_min_time=0.05      (OMP_NUM_THREADS=1 for one thread)
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstring>
 #include <functional>
-#include <memory>
-#include <random>
 
+#include "benchmarks/bench_common.h"
 #include "kernels/kernel.h"
 
 using namespace onnxtrain;
@@ -20,17 +18,7 @@ using Ints = std::vector<int64_t>;
 
 namespace {
 
-Tensor random_tensor(DType dtype, const Ints& sizes) {
-  static std::mt19937 rng(42);
-  Tensor t(dtype, sizes);
-  if (dtype == DType::Float32) {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (float& v : t.data<float>()) v = dist(rng);
-  } else if (t.nbytes() > 0) {
-    for (size_t i = 0; i < t.nbytes(); ++i) t.raw()[i] = static_cast<std::byte>(rng() & 0x3f);
-  }
-  return t;
-}
+using bench::random_tensor;
 
 Tensor ints(const Ints& v) { return Tensor::vector_int64(v); }
 
@@ -47,57 +35,19 @@ struct Call {
 std::function<void()> bound_kernel(const Call& c, const std::string& implementation) {
   KernelSpec spec{
       .op_type = c.op, .domain = c.domain, .opset = c.domain.empty() ? c.opset : 1, .attributes = c.attributes};
-  for (const Tensor& t : c.inputs)
-    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
   spec.outputs = c.outputs;
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, kernel_dtype(spec), implementation);
-  std::shared_ptr<Kernel> kernel = entry->prepare(spec);
-  auto tensors = std::make_shared<std::vector<Tensor>>(c.inputs);
-  for (const TensorDesc& d : c.outputs) tensors->emplace_back(d.dtype, d.sizes);
-  auto in = std::make_shared<std::vector<TensorView>>(), out = std::make_shared<std::vector<TensorView>>();
-  for (size_t i = 0; i < tensors->size(); ++i) {
-    const Tensor& t = (*tensors)[i];
-    (i < c.inputs.size() ? *in : *out).push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  }
-  auto stream = std::make_shared<Stream>();
-  return [kernel, tensors, in, out, stream] { kernel->run(*stream, *in, *out); };
-}
-
-double seconds_per_call(const std::function<void()>& fn, double seconds) {
-  fn();
-  int64_t calls = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return elapsed / static_cast<double>(calls);
-}
-
-// Bytes a call reads and writes: every input and output once.
-double bytes_moved(const Call& c) {
-  double bytes = 0;
-  for (const Tensor& t : c.inputs) bytes += static_cast<double>(t.nbytes());
-  for (const TensorDesc& d : c.outputs) bytes += static_cast<double>(d.numel() * dtype_size(d.dtype));
-  return bytes;
+  return bench::kernel_call(spec, c.inputs, implementation);
 }
 
 void measure(benchmark::State& state, const Call& c) {
   const std::function<void()> ours = bound_kernel(c, ""), reference = bound_kernel(c, "reference");
   ours();
   for (auto _ : state) ours();
-  double best_ours = seconds_per_call(ours, 0.02), best_reference = seconds_per_call(reference, 0.02);
-  for (int round = 0; round < 3; ++round) {
-    best_reference = std::min(best_reference, seconds_per_call(reference, 0.02));
-    best_ours = std::min(best_ours, seconds_per_call(ours, 0.02));
-  }
-  const double bytes = bytes_moved(c);
-  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ref_GB/s"] = bytes * 1e-9 / best_reference;
-  state.counters["speedup"] = best_reference / best_ours;
+  const bench::BestSeconds best = bench::alternating_best(ours, reference);
+  const double bytes = bench::bytes_moved(c.inputs, c.outputs);
+  state.counters["GB/s"] = bench::rate_counter(bytes);
+  state.counters["ref_GB/s"] = bytes * 1e-9 / best.reference;
+  state.counters["speedup"] = best.reference / best.ours;
 }
 
 TensorDesc f32(const Ints& sizes) { return {DType::Float32, sizes}; }
@@ -192,10 +142,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return bench::run_benchmarks(argc, argv, &register_all); }

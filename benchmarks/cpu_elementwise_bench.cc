@@ -9,10 +9,10 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include <chrono>
 #include <functional>
 #include <random>
 
+#include "benchmarks/bench_common.h"
 #include "kernels/kernel.h"
 
 using namespace onnxtrain;
@@ -65,38 +65,10 @@ struct BenchCase {
 // The kernel of `implementation` for the case, prepared once over tensors it owns; a call runs it.
 std::function<void()> kernel_call(const BenchCase& c, const std::string& implementation) {
   KernelSpec spec{.op_type = c.op, .domain = c.domain, .opset = c.opset, .attributes = c.attributes};
-  auto tensors = std::make_shared<std::vector<Tensor>>();
-  for (const Arg& a : c.inputs) {
-    tensors->push_back(make_tensor(a));
-    spec.inputs.push_back({a.dtype, a.sizes});
-  }
-  for (const Arg& a : c.outputs) {
-    tensors->push_back(Tensor(a.dtype, a.sizes));
-    spec.outputs.push_back({a.dtype, a.sizes});
-  }
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, c.inputs[0].dtype, implementation);
-  if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
-  std::shared_ptr<Kernel> kernel = entry->prepare(spec);
-  auto in = std::make_shared<std::vector<TensorView>>();
-  for (size_t i = 0; i < c.inputs.size(); ++i) in->push_back(TensorView::of((*tensors)[i]));
-  auto out = std::make_shared<std::vector<TensorView>>();
-  for (size_t i = c.inputs.size(); i < tensors->size(); ++i) out->push_back(TensorView::of((*tensors)[i]));
-  auto stream = std::make_shared<Stream>();
-  return [kernel, tensors, in, out, stream] { kernel->run(*stream, *in, *out); };
-}
-
-double seconds_per_call(const std::function<void()>& fn, double seconds) {
-  fn();
-  int64_t calls = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return elapsed / static_cast<double>(calls);
+  std::vector<Tensor> inputs;
+  for (const Arg& a : c.inputs) inputs.push_back(make_tensor(a));
+  for (const Arg& a : c.outputs) spec.outputs.push_back({a.dtype, a.sizes});
+  return bench::kernel_call(spec, std::move(inputs), implementation, c.inputs[0].dtype);
 }
 
 void measure(benchmark::State& state, const BenchCase& c) {
@@ -104,14 +76,10 @@ void measure(benchmark::State& state, const BenchCase& c) {
   const std::function<void()> reference = kernel_call(c, "reference");
   ours();
   for (auto _ : state) ours();
-  state.counters["GB/s"] = benchmark::Counter(c.bytes() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  double best_ours = seconds_per_call(ours, 0.02), best_reference = seconds_per_call(reference, 0.02);
-  for (int round = 0; round < 3; ++round) {
-    best_reference = std::min(best_reference, seconds_per_call(reference, 0.02));
-    best_ours = std::min(best_ours, seconds_per_call(ours, 0.02));
-  }
-  state.counters["reference_GB/s"] = c.bytes() * 1e-9 / best_reference;
-  state.counters["speedup_vs_reference"] = best_reference / best_ours;
+  state.counters["GB/s"] = bench::rate_counter(c.bytes());
+  const bench::BestSeconds best = bench::alternating_best(ours, reference);
+  state.counters["reference_GB/s"] = c.bytes() * 1e-9 / best.reference;
+  state.counters["speedup_vs_reference"] = best.reference / best.ours;
   state.counters["threads"] = omp_get_max_threads();
 }
 

@@ -10,13 +10,12 @@
 //   OMP_NUM_THREADS=1 cpu_losses_norm_bench --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <functional>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_common.h"
 #include "graph/op_schema.h"
 #include "kernels/kernel.h"
 
@@ -26,11 +25,7 @@ using Ints = std::vector<int64_t>;
 namespace {
 
 Tensor random_tensor(const Ints& sizes, float lo = -3, float hi = 3) {
-  static std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Tensor t(DType::Float32, sizes);
-  for (float& v : t.data<float>()) v = dist(rng);
-  return t;
+  return bench::random_tensor(DType::Float32, sizes, lo, hi);
 }
 
 Tensor labels(const Ints& sizes, int64_t classes) {
@@ -52,38 +47,12 @@ struct Op {
 // The kernel of `implementation` ("" = the default, the cpu kernel) prepared for `op`, as a call.
 std::function<void()> kernel_call(const Op& op, const std::string& implementation) {
   KernelSpec spec{.op_type = op.op, .domain = op.domain, .opset = op.opset, .attributes = op.attributes};
-  auto tensors = std::make_shared<std::vector<Tensor>>(op.inputs);
-  for (const Tensor& t : op.inputs) {
-    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
-  }
-  for (const Ints& s : op.outputs) {
-    tensors->push_back(Tensor(DType::Float32, s));
-    spec.outputs.push_back({DType::Float32, s});
-  }
-  const KernelEntry* entry =
-      KernelRegistry::builtin().find(op.domain, op.op, DeviceKind::Cpu, DType::Float32, implementation);
-  std::shared_ptr<Kernel> kernel = entry->prepare(spec);
-  auto in = std::make_shared<std::vector<TensorView>>(), out = std::make_shared<std::vector<TensorView>>();
-  for (size_t i = 0; i < tensors->size(); ++i) {
-    Tensor& t = (*tensors)[i];
-    (i < op.inputs.size() ? in : out)->push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  }
-  auto stream = std::make_shared<Stream>();
-  return [kernel, tensors, in, out, stream] { kernel->run(*stream, *in, *out); };
+  for (const Ints& s : op.outputs) spec.outputs.push_back({DType::Float32, s});
+  return bench::kernel_call(spec, op.inputs, implementation, DType::Float32);
 }
 
-double seconds_per_call(const std::function<void()>& fn, double seconds) {
-  fn();
-  int64_t calls = 0;
-  double elapsed = 0;
-  const auto start = std::chrono::steady_clock::now();
-  while (elapsed < seconds || calls < 2) {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return elapsed / static_cast<double>(calls);
-}
+// Seconds per call of fn over at least `seconds` and two calls.
+double seconds_per_call(const std::function<void()>& fn, double seconds) { return bench::seconds_per_call(fn, seconds, 2); }
 
 // Registers cpu/<name> and reference/<name>; `amount` bytes (GB/s) or FLOPs (GFLOP/s) per call.
 void add(const std::string& name, const std::function<Op()>& make, double amount, bool flops = false) {
@@ -94,14 +63,14 @@ void add(const std::string& name, const std::function<Op()>& make, double amount
     const double reference_seconds = seconds_per_call(reference, 0.1);
     ours();
     for (auto _ : state) ours();
-    state.counters[unit] = benchmark::Counter(amount * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters[unit] = bench::rate_counter(amount);
     state.counters["speedup_vs_reference"] = reference_seconds / seconds_per_call(ours, 0.05);
   })->UseRealTime();
   benchmark::RegisterBenchmark(("reference/" + name).c_str(), [=](benchmark::State& state) {
     const std::function<void()> reference = kernel_call(make(), "reference");
     reference();
     for (auto _ : state) reference();
-    state.counters[unit] = benchmark::Counter(amount * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters[unit] = bench::rate_counter(amount);
   })->UseRealTime();
 }
 
@@ -193,10 +162,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return bench::run_benchmarks(argc, argv, &register_all); }

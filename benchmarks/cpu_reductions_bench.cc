@@ -12,8 +12,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <random>
 
+#include "benchmarks/bench_common.h"
 #include "kernels/kernel.h"
 
 using namespace onnxtrain;
@@ -33,11 +33,8 @@ struct Prepared {
 
 std::unique_ptr<Prepared> prepare(const std::string& op, const Ints& sizes, const Ints& axes, bool keepdims,
                                   const std::string& implementation) {
-  static std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   auto p = std::make_unique<Prepared>();
-  Tensor x(DType::Float32, sizes);
-  for (float& v : x.data<float>()) v = dist(rng);
+  Tensor x = bench::random_tensor(DType::Float32, sizes);
   const bool arg = op == "ArgMax" || op == "ArgMin";
   const auto rank = static_cast<int64_t>(sizes.size());
   std::vector<bool> reduced(sizes.size(), axes.empty());
@@ -129,10 +126,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return bench::run_benchmarks(argc, argv, &register_all); }

@@ -12,11 +12,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
+#include "benchmarks/bench_common.h"
 #include "kernels/kernel.h"
 
 using namespace onnxtrain;
@@ -149,16 +149,7 @@ std::function<void()> raw_matmul(int64_t m, int64_t n, int64_t k, bool trans_b, 
 
 // Seconds per call of fn, over at least `seconds`.
 double seconds_per_call(const std::function<void()>& fn, double seconds = 0.05) {
-  fn();
-  int64_t calls = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return elapsed / static_cast<double>(calls);
+  return bench::seconds_per_call(fn, seconds);
 }
 
 void measure(benchmark::State& state, const std::function<void()>& fn, double flops,
@@ -166,7 +157,7 @@ void measure(benchmark::State& state, const std::function<void()>& fn, double fl
   const double raw_seconds = raw ? seconds_per_call(raw) : 0;
   fn();
   for (auto _ : state) fn();
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = bench::rate_counter(flops);
   if (raw) {
     // Ours and raw alternate over a few rounds and each keeps its best round, so that load from other
     // processes on the machine skews neither side.

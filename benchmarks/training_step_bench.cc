@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "benchmarks/bench_common.h"
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
 #include "graph/autodiff/training_graph.h"
@@ -73,7 +74,7 @@ void training_step(benchmark::State& state, const std::string& fixture, int64_t 
   session.run(step.feeds);  // warm-up: prepares every kernel
   for (auto _ : state) benchmark::DoNotOptimize(session.run(step.feeds));
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP_per_s"] = benchmark::Counter(step.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP_per_s"] = bench::rate_counter(step.flops);
 }
 
 void register_all() {
@@ -95,10 +96,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return bench::run_benchmarks(argc, argv, &register_all); }

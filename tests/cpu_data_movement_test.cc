@@ -19,6 +19,7 @@
 #include "graph/error.h"
 #include "graph/shape.h"
 #include "kernels/kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -79,18 +80,16 @@ Case training_case(std::string op, Attributes attributes, std::vector<Tensor> in
 }
 
 KernelSpec spec_of(const Case& c) {
-  KernelSpec spec{.op_type = c.op, .domain = c.domain, .opset = c.opset, .attributes = c.attributes, .node_name = "n"};
-  for (const Tensor& t : c.inputs)
-    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
-  spec.outputs = c.outputs;
-  return spec;
+  return {.op_type = c.op,
+          .domain = c.domain,
+          .opset = c.opset,
+          .attributes = c.attributes,
+          .inputs = testing_support::input_descs(c.inputs),
+          .outputs = c.outputs,
+          .node_name = "n"};
 }
 
-std::vector<TensorView> views(const std::vector<Tensor>& tensors) {
-  std::vector<TensorView> v;
-  for (const Tensor& t : tensors) v.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  return v;
-}
+using testing_support::views_of;
 
 std::vector<Tensor> fresh_outputs(const Case& c) {
   std::vector<Tensor> outs;
@@ -111,7 +110,7 @@ std::unique_ptr<Kernel> prepare(const Case& c, const std::string& implementation
 
 void run(Kernel& kernel, const Case& c, std::vector<Tensor>& outs) {
   Stream stream;
-  const std::vector<TensorView> in = views(c.inputs), out = views(outs);
+  const std::vector<TensorView> in = views_of(c.inputs), out = views_of(outs);
   kernel.run(stream, in, out);
 }
 

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/elementwise_isa.h"
 #include "kernels/kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -18,14 +19,7 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-struct Case {
-  std::string op;
-  int opset = 17;
-  Attributes attributes;
-  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
-  std::vector<TensorDesc> outputs;
-  std::string domain = "";
-};
+using Case = testing_support::KernelCase;
 
 std::mt19937& rng() {
   static std::mt19937 r(1234);
@@ -95,9 +89,8 @@ DType dtype_of(const Case& c) {
 }
 
 std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel* prepared = nullptr) {
-  KernelSpec spec{c.op, c.domain, c.opset, c.attributes, {}, c.outputs, "test_node"};
-  for (const Tensor& t : c.inputs)
-    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
+  const KernelSpec spec{c.op, c.domain, c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs,
+                        "test_node"};
   std::unique_ptr<Kernel> owned;
   Kernel* kernel = prepared;
   if (!kernel) {
@@ -107,14 +100,7 @@ std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel
     owned = entry->prepare(spec);
     kernel = owned.get();
   }
-  std::vector<Tensor> results;
-  std::vector<TensorView> in, out;
-  for (const Tensor& t : c.inputs) in.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  for (const TensorDesc& d : c.outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
-  for (Tensor& t : results) out.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  Stream stream;
-  kernel->run(stream, in, out);
-  return results;
+  return testing_support::run_prepared(*kernel, c.inputs, c.outputs);
 }
 
 // Outputs equal: bytes for non-float outputs; floats within rtol (0: exactly), NaN where the reference is NaN.

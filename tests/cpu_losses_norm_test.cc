@@ -20,6 +20,7 @@
 #include "graph/error.h"
 #include "graph/op_schema.h"
 #include "kernels/kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -60,10 +61,8 @@ Tensor random_labels(std::mt19937& rng, const Ints& sizes, int64_t classes, DTyp
 }
 
 std::unique_ptr<Kernel> prepare(const Case& c, const std::string& implementation) {
-  KernelSpec spec{c.op, c.domain, c.opset, c.attributes, {}, c.outputs, "test_node"};
-  for (const Tensor& t : c.inputs) {
-    spec.inputs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
-  }
+  const KernelSpec spec{c.op, c.domain, c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs,
+                        "test_node"};
   const KernelEntry* entry =
       KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, kernel_dtype(spec), implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
@@ -74,14 +73,7 @@ std::unique_ptr<Kernel> prepare(const Case& c, const std::string& implementation
 }
 
 std::vector<Tensor> run(const Case& c, Kernel& kernel) {
-  std::vector<Tensor> results;
-  std::vector<TensorView> in, out;
-  for (const Tensor& t : c.inputs) in.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  for (const TensorDesc& d : c.outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
-  for (Tensor& t : results) out.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  Stream stream;
-  kernel.run(stream, in, out);
-  return results;
+  return testing_support::run_prepared(kernel, c.inputs, c.outputs);
 }
 
 // Whether the kernel the cpu factory made is its own (a class named `own`) or the reference fallback.

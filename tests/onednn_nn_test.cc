@@ -12,6 +12,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/onednn/primitive_kernel.h"
+#include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
 
@@ -19,13 +20,7 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-struct Case {
-  std::string op;
-  int opset = 17;
-  Attributes attributes;
-  std::vector<Tensor> inputs;  // an omitted optional input is a default Tensor
-  std::vector<TensorDesc> outputs;
-};
+using Case = testing_support::KernelCase;
 
 Tensor random_tensor(std::mt19937& rng, Ints sizes, float lo = -2, float hi = 2) {
   Tensor t(DType::Float32, std::move(sizes));
@@ -41,23 +36,12 @@ enum class Path { Primitive, Fallback, Either };
 int primitives = 0, fallbacks = 0;
 
 std::vector<Tensor> run(const Case& c, const std::string& implementation, Path* path = nullptr) {
-  KernelSpec spec{c.op, "", c.opset, c.attributes, {}, c.outputs, "test_node"};
-  for (const Tensor& t : c.inputs)
-    spec.inputs.push_back(t.sizes().empty() && t.empty() && t.dtype() == DType::Undefined
-                              ? TensorDesc{}
-                              : TensorDesc{t.dtype(), t.sizes()});
+  const KernelSpec spec{c.op, "", c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs, "test_node"};
   const KernelEntry* entry = KernelRegistry::builtin().find("", c.op, DeviceKind::Cpu, DType::Float32, implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);
   if (path) *path = dynamic_cast<onednn::PrimitiveKernel*>(kernel.get()) ? Path::Primitive : Path::Fallback;
-  std::vector<Tensor> results;
-  std::vector<TensorView> in, out;
-  for (const Tensor& t : c.inputs) in.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  for (const TensorDesc& d : c.outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
-  for (Tensor& t : results) out.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
-  Stream stream;
-  kernel->run(stream, in, out);
-  return results;
+  return testing_support::run_prepared(*kernel, c.inputs, c.outputs);
 }
 
 // Runs both implementations and compares every present output.

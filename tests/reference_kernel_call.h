@@ -1,7 +1,11 @@
 // Calling one reference kernel from a test: a Call names the op, its attributes, the input tensors and
 // the output descriptors; run() prepares the registered reference kernel and runs it on fresh outputs.
+// The kernel tests of other implementations share the pieces: input descriptors and views of tensors
+// where a default Tensor is an omitted input, and a run of a prepared kernel on fresh outputs.
 //
 //   Tensor y = run1({.op = "Relu", .inputs = {x}, .outputs = {{DType::Float32, {2, 3}}}});
+//   spec.inputs = input_descs(inputs);
+//   std::vector<Tensor> ys = run_prepared(*entry->prepare(spec), inputs, spec.outputs);
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,12 +25,49 @@ std::vector<T> values(const Tensor& t) {
   return {span.begin(), span.end()};
 }
 
+// Descriptors of `tensors`, a default (Undefined) Tensor giving an absent descriptor (an omitted input).
+inline std::vector<TensorDesc> input_descs(const std::vector<Tensor>& tensors) {
+  std::vector<TensorDesc> descs;
+  for (const Tensor& t : tensors)
+    descs.push_back(t.dtype() == DType::Undefined ? TensorDesc{} : TensorDesc{t.dtype(), t.sizes()});
+  return descs;
+}
+
+// Views of `tensors`, a default (Undefined) Tensor giving an absent view.
+inline std::vector<TensorView> views_of(const std::vector<Tensor>& tensors) {
+  std::vector<TensorView> views;
+  for (const Tensor& t : tensors) views.push_back(t.dtype() == DType::Undefined ? TensorView{} : TensorView::of(t));
+  return views;
+}
+
+// Runs a prepared kernel on `inputs` and fresh outputs of `outputs` (an absent descriptor stays a default
+// Tensor, passed as an omitted output); returns the outputs.
+inline std::vector<Tensor> run_prepared(Kernel& kernel, const std::vector<Tensor>& inputs,
+                                        const std::vector<TensorDesc>& outputs) {
+  std::vector<Tensor> results;
+  for (const TensorDesc& d : outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
+  Stream stream;
+  kernel.run(stream, views_of(inputs), views_of(results));
+  return results;
+}
+
 struct Call {
   std::string op;
   int opset = 13;
   Attributes attributes;
   std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
   std::vector<TensorDesc> outputs;
+};
+
+// A case of the kernel tests that compare an implementation with the reference (cpu_elementwise_test,
+// onednn_nn_test): as Call, at opset 17 and with a domain ("" or "ai.onnxtrain").
+struct KernelCase {
+  std::string op;
+  int opset = 17;
+  Attributes attributes;
+  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
+  std::vector<TensorDesc> outputs;
+  std::string domain = "";
 };
 
 // Prepares the reference kernel for the call and runs it on freshly allocated outputs.

@@ -17,27 +17,10 @@ namespace {
 
 using namespace cpu;
 
-struct HalfBits {
-  uint16_t bits;
-};
-struct BFloat16Bits {
-  uint16_t bits;
-};
-struct BoolByte {
-  uint8_t byte;
-};
-
-template <typename Fn>
-bool dispatch_storage(DType dtype, Fn&& fn) {
-  // clang-format off
-  switch (dtype) {
-    case DType::Float16: fn(HalfBits{}); return true;
-    case DType::BFloat16: fn(BFloat16Bits{}); return true;
-    case DType::Bool: fn(BoolByte{}); return true;
-    default: return reference::dispatch_arithmetic(dtype, fn);
-  }
-  // clang-format on
-}
+using reference::BFloat16Bits;
+using reference::BoolByte;
+using reference::dispatch_cast_storage;
+using reference::HalfBits;
 
 inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -134,8 +117,9 @@ void convert_range(const void* x, void* y, int64_t begin, int64_t end) {
 
 ConvertRange converter(DType from, DType to) {
   ConvertRange fn = nullptr;
-  dispatch_storage(from, [&](auto source_zero) {
-    dispatch_storage(to, [&](auto target_zero) { fn = &convert_range<decltype(source_zero), decltype(target_zero)>; });
+  dispatch_cast_storage(from, [&](auto source_zero) {
+    dispatch_cast_storage(to,
+                          [&](auto target_zero) { fn = &convert_range<decltype(source_zero), decltype(target_zero)>; });
   });
   return fn;
 }

@@ -12,6 +12,7 @@ namespace onnxtrain {
 namespace {
 
 using namespace cpu;
+using reference::outer_inner;
 
 constexpr int kSplitInputSince = 13;
 
@@ -54,16 +55,6 @@ struct RowBlocks {
     });
   }
 };
-
-// Elements before `axis` and after it.
-std::pair<int64_t, int64_t> outer_inner(const std::vector<int64_t>& sizes, int64_t axis) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < static_cast<int64_t>(sizes.size()); ++k) {
-    if (k < axis) outer *= sizes[k];
-    if (k > axis) inner *= sizes[k];
-  }
-  return {outer, inner};
-}
 
 // Whether `parts` (each with its own extent along `axis`) join to `whole` along `axis`.
 bool joins(const std::vector<const std::vector<int64_t>*>& parts, const std::vector<int64_t>& whole, int64_t axis) {

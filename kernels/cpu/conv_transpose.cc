@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/losses_norm_common.h"
+#include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/window.h"
@@ -25,36 +26,6 @@ namespace onnxtrain {
 namespace {
 
 using dnnl::memory;
-
-void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
-      "could not execute a primitive");
-}
-
-// A tensor the primitive reads or writes: the caller's buffer as `user`, and when the primitive wants
-// another layout, an internal buffer with the reorder between them.
-struct Operand {
-  memory user;
-  std::optional<memory> internal;
-  std::optional<dnnl::reorder> reorder;
-  std::vector<dnnl_exec_arg_t> reorder_args;
-
-  void prepare(const memory::desc& caller, const memory::desc& wanted, bool into_primitive) {
-    dnnl::engine& engine = onednn::cpu_engine();
-    user = memory(caller, engine, nullptr);
-    if (caller == wanted) return;
-    internal = memory(wanted, engine);
-    reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
-    const memory& from = into_primitive ? user : *internal;
-    const memory& to = into_primitive ? *internal : user;
-    reorder_args = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
-  }
-  void run_reorder(dnnl::stream& stream) const {
-    if (reorder) execute(*reorder, stream, reorder_args);
-  }
-  const memory& primitive_side() const { return internal ? *internal : user; }
-};
 
 // The deconvolution's window: strides, dilations (oneDNN counts the gaps) and pads per spatial axis.
 struct Deconvolution {
@@ -120,53 +91,29 @@ class ConvTransposeKernel final : public Kernel {
     const TensorDesc& x = spec.inputs[0];
     const TensorDesc& y = spec.outputs[0];
     const int64_t group = spec.attributes.get_int("group", 1);
-    has_bias_ = reference::has_input(spec, 2);
+    const bool has_bias = reference::has_input(spec, 2);
     const auto f32 = memory::data_type::f32;
     const auto any = memory::format_tag::any;
     const memory::desc w_user = weights_desc(spec.inputs[1].sizes, group);
-    const memory::desc bias_md = has_bias_ ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
+    const memory::desc bias_md = has_bias ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
     dnnl::deconvolution_forward::desc desc(
         dnnl::prop_kind::forward_training, dnnl::algorithm::deconvolution_direct,
         memory::desc(onednn::dims_of(x.sizes), f32, any), memory::desc(w_user.dims(), f32, any), bias_md,
         memory::desc(onednn::dims_of(y.sizes), f32, any), d.strides, d.dilations, d.pad_l, d.pad_r);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, attr, onednn::cpu_engine());
-    src_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
-    weights_.prepare(w_user, pd.weights_desc(), true);
-    dst_.prepare(onednn::plain_desc(y.sizes), pd.dst_desc(), false);
-    if (has_bias_) bias_ = memory(bias_md, onednn::cpu_engine(), nullptr);
-    scratchpad_ = memory(pd.scratchpad_desc(), onednn::cpu_engine());
+    dnnl::deconvolution_forward::primitive_desc pd(desc, onednn::user_scratchpad(), onednn::cpu_engine());
+    io_.src.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+    io_.prepare(pd, w_user, onednn::plain_desc(y.sizes), bias_md);
     deconv_ = dnnl::deconvolution_forward(pd);
-    args_ = {{DNNL_ARG_SRC, src_.primitive_side().get()},
-             {DNNL_ARG_WEIGHTS, weights_.primitive_side().get()},
-             {DNNL_ARG_DST, dst_.primitive_side().get()},
-             {DNNL_ARG_SCRATCHPAD, scratchpad_.get()}};
-    if (has_bias_) args_.push_back({DNNL_ARG_BIAS, bias_.get()});
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    onednn::checked(spec_, "run", [&] {
-      dnnl::stream& stream = onednn::cpu_stream();
-      src_.user.set_data_handle(inputs[0].data);
-      weights_.user.set_data_handle(inputs[1].data);
-      dst_.user.set_data_handle(outputs[0].data);
-      if (has_bias_) bias_.set_data_handle(inputs[2].data);
-      src_.run_reorder(stream);
-      weights_.run_reorder(stream);
-      execute(deconv_, stream, args_);
-      dst_.run_reorder(stream);
-      stream.wait();
-    });
+    onednn::checked(spec_, "run", [&] { io_.run(deconv_, inputs, outputs); });
   }
 
  private:
   KernelSpec spec_;
-  bool has_bias_ = false;
-  Operand src_, weights_, dst_;
-  memory bias_, scratchpad_;
+  onednn::ConvOperands io_;
   dnnl::deconvolution_forward deconv_;
-  std::vector<dnnl_exec_arg_t> args_;
 };
 
 std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {

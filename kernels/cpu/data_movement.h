@@ -110,4 +110,29 @@ class StridedCopy {
   int tile_dim_ = -1;  // Tiles: the dim whose source stride is 1 (the inner dim's is not)
 };
 
+// A kernel that is one StridedCopy from input 0 to output 0 (Expand, Tile, Slice), planned again only
+// when its RunKey changes; data the plan does not take runs on the reference kernel.
+//
+//   run_copy(stream, inputs, outputs, key_.changed(inputs, outputs, {1}), [&] { return StridedCopy::plan(...); });
+class CpuCopyKernel : public CpuDataMovementKernel {
+ protected:
+  using CpuDataMovementKernel::CpuDataMovementKernel;
+  // Where `changed`, plan() (true when it planned copy_) decides whether the copy runs (not when plan throws:
+  // the next run takes the reference kernel); then copies.
+  template <typename Plan>
+  void run_copy(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs, bool changed,
+                Plan&& plan) {
+    if (changed) {
+      valid_ = false;
+      valid_ = plan();
+    }
+    if (!valid_) return run_reference(stream, inputs, outputs);
+    copy_.run(inputs[0].data, outputs[0].data);
+  }
+
+  RunKey key_;
+  bool valid_ = false;
+  StridedCopy copy_;
+};
+
 }  // namespace onnxtrain::cpu

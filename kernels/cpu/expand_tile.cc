@@ -14,41 +14,32 @@ namespace {
 using namespace cpu;
 using reference::row_major_strides;
 
-class ExpandKernel final : public CpuDataMovementKernel {
+class ExpandKernel final : public CpuCopyKernel {
  public:
-  explicit ExpandKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {}
+  explicit ExpandKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    if (key_.changed(inputs, outputs, {1})) {
+    run_copy(stream, inputs, outputs, key_.changed(inputs, outputs, {1}), [&] {
       const std::vector<int64_t>& in = inputs[0].sizes;
       const std::vector<int64_t> shape = reference::read_int_values(inputs[1]);
       const std::optional<std::vector<int64_t>> sizes = reference::broadcast_sizes(in, shape);
-      valid_ = sizes && std::none_of(shape.begin(), shape.end(), [](int64_t s) { return s < 0; }) &&
-               *sizes == outputs[0].sizes &&
-               StridedCopy::plan(reference::element_bytes(inputs[0].dtype), *sizes,
-                                 reference::broadcast_strides(in, *sizes), row_major_strides(*sizes), 0, 0, copy_);
-    }
-    if (!valid_) return run_reference(stream, inputs, outputs);
-    copy_.run(inputs[0].data, outputs[0].data);
+      return sizes && std::none_of(shape.begin(), shape.end(), [](int64_t s) { return s < 0; }) &&
+             *sizes == outputs[0].sizes &&
+             StridedCopy::plan(reference::element_bytes(inputs[0].dtype), *sizes,
+                               reference::broadcast_strides(in, *sizes), row_major_strides(*sizes), 0, 0, copy_);
+    });
   }
-
- private:
-  RunKey key_;
-  bool valid_ = false;
-  StridedCopy copy_;
 };
 
-class TileKernel final : public CpuDataMovementKernel {
+class TileKernel final : public CpuCopyKernel {
  public:
-  explicit TileKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {}
+  explicit TileKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    if (key_.changed(inputs, outputs, {1})) {
-      valid_ = plan(inputs[0].sizes, reference::read_int_values(inputs[1]), outputs[0].sizes,
-                    reference::element_bytes(inputs[0].dtype));
-    }
-    if (!valid_) return run_reference(stream, inputs, outputs);
-    copy_.run(inputs[0].data, outputs[0].data);
+    run_copy(stream, inputs, outputs, key_.changed(inputs, outputs, {1}), [&] {
+      return plan(inputs[0].sizes, reference::read_int_values(inputs[1]), outputs[0].sizes,
+                  reference::element_bytes(inputs[0].dtype));
+    });
   }
 
  private:
@@ -66,10 +57,6 @@ class TileKernel final : public CpuDataMovementKernel {
     }
     return StridedCopy::plan(element, sizes, strides, row_major_strides(sizes), 0, 0, copy_);
   }
-
-  RunKey key_;
-  bool valid_ = false;
-  StridedCopy copy_;
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "kernels/cpu/reduce_clones.h"
 #include "kernels/onednn/primitive_kernel.h"
 #include "kernels/reference/kernel_plumbing.h"
+#include "kernels/reference/reduce_axes.h"
 
 namespace onnxtrain {
 namespace {
@@ -483,42 +484,17 @@ class ReduceKernel final : public Kernel {
 
 template <Kind K>
 std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
-  const int axes_input_since = spec.op_type == "ReduceSum" ? 13 : 18;
-  const bool axes_as_input = spec.opset >= axes_input_since;
-  if (!axes_as_input && has_input(spec, 1)) {
-    kernel_fail(spec, "axes is an attribute before opset " + std::to_string(axes_input_since) + ", not an input");
-  }
-  require_input_count(spec, 1, 2);
-  require_dtype_in(spec, 0, {DType::Float32});
-  const bool keepdims = spec.attributes.get_int("keepdims", 1) != 0;
-  const bool noop = axes_as_input && spec.attributes.get_int("noop_with_empty_axes", 0) != 0;
+  const ReduceAxes ra = read_reduce_axes(spec, {DType::Float32});
+  const bool keepdims = ra.keepdims, noop = ra.noop;
   const std::vector<int64_t>& in_sizes = spec.inputs[0].sizes;
-  bool axes_at_run = false;
-  std::vector<int64_t> axes;
-  if (!axes_as_input) {
-    axes = spec.attributes.get_ints("axes");
-  } else {
-    if (spec.attributes.has("axes")) {
-      kernel_fail(spec, "axes is an input from opset " + std::to_string(axes_input_since) + ", not an attribute");
-    }
-    if (has_input(spec, 1)) {
-      require_dtype_in(spec, 1, {DType::Int64});
-      if (spec.inputs[1].sizes.size() != 1) kernel_fail(spec, "axes must be a 1-D tensor");
-      axes_at_run = spec.inputs[1].numel() > 0;
-    }
-  }
   if (spec.inputs[0].numel() == 0 || static_cast<int64_t>(in_sizes.size()) > kMaxRank)
     return onednn::reference_kernel(spec);
   std::optional<Plan> plan;
-  if (!axes_at_run) {
-    plan = make_plan(spec, K, in_sizes, axes, keepdims, noop);
+  if (!ra.at_run) {
+    plan = make_plan(spec, K, in_sizes, ra.axes, keepdims, noop);
     require_output(spec, 0, DType::Float32, plan->out_sizes);
   } else {
-    const size_t count = static_cast<size_t>(spec.inputs[1].numel());
-    const size_t out_rank = keepdims ? in_sizes.size() : in_sizes.size() - std::min(count, in_sizes.size());
-    if (spec.outputs.empty() || spec.outputs[0].dtype != DType::Float32 || spec.outputs[0].sizes.size() != out_rank) {
-      kernel_fail(spec, "output 0 must be float32 of rank " + std::to_string(out_rank));
-    }
+    require_reduce_output_rank(spec, ra);
   }
   return std::make_unique<ReduceKernel>(spec, K, keepdims, noop, std::move(plan));
 }

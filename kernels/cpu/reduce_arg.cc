@@ -11,6 +11,7 @@
 #include "kernels/cpu/reduce_clones.h"
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/reference/kernel_plumbing.h"
+#include "kernels/reference/reduce_axes.h"
 
 namespace onnxtrain {
 namespace {
@@ -117,29 +118,10 @@ ONNXTRAIN_REDUCE_CLONES void arg_of_columns(const float* x, int64_t n, int64_t i
 
 template <bool IsMax>
 std::unique_ptr<Kernel> make_arg_reduce(const KernelSpec& spec) {
-  require_input_count(spec, 1, 1);
-  require_dtype_in(spec, 0, {DType::Float32});
-  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
-  const auto rank = static_cast<int64_t>(sizes.size());
-  if (rank == 0) kernel_fail(spec, "input must have at least one dim");
-  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", 0), rank);
-  const int64_t select_last = spec.attributes.get_int("select_last_index", 0);
-  if (select_last != 0 && select_last != 1) kernel_fail(spec, "select_last_index must be 0 or 1");
-  std::vector<int64_t> out_sizes = sizes;
-  if (spec.attributes.get_int("keepdims", 1) != 0) {
-    out_sizes[axis] = 1;
-  } else {
-    out_sizes.erase(out_sizes.begin() + axis);
-  }
-  require_output(spec, 0, DType::Int64, out_sizes);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) outer *= sizes[d];
-    if (d > axis) inner *= sizes[d];
-  }
-  const int64_t n = sizes[axis];
+  const ArgReduceAxis a = read_arg_reduce(spec, {DType::Float32});
+  const int64_t outer = a.outer, inner = a.inner, n = a.n;
   if (n == 0 || outer * inner == 0 || n > std::numeric_limits<int32_t>::max()) return onednn::reference_kernel(spec);
-  const bool last = select_last != 0;
+  const bool last = a.select_last;
   return make_closure_kernel([outer, inner, n, last](auto inputs, auto outputs) {
     const float* x = inputs[0].template as<float>();
     auto* y = outputs[0].template as<int64_t>();

@@ -29,14 +29,15 @@ reference::SliceView view_of(const KernelSpec& spec, const std::vector<int64_t>&
   return reference::slice_view(spec, sizes, starts, ends, axes, steps);
 }
 
-class SliceKernel final : public CpuDataMovementKernel {
+class SliceKernel final : public CpuCopyKernel {
  public:
-  explicit SliceKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {}
+  explicit SliceKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const bool from_attributes = spec_.opset < kInputsSince;
-    if (from_attributes ? key_.changed(inputs, outputs, {}) : key_.changed(inputs, outputs, {1, 2, 3, 4})) {
-      valid_ = false;
+    const bool changed =
+        from_attributes ? key_.changed(inputs, outputs, {}) : key_.changed(inputs, outputs, {1, 2, 3, 4});
+    run_copy(stream, inputs, outputs, changed, [&] {
       const std::vector<int64_t>& sizes = inputs[0].sizes;
       reference::SliceView v;
       if (from_attributes) {
@@ -53,18 +54,10 @@ class SliceKernel final : public CpuDataMovementKernel {
       } else {
         v = view_of(spec_, sizes, inputs, 1);
       }
-      valid_ =
-          v.sizes == outputs[0].sizes && StridedCopy::plan(reference::element_bytes(inputs[0].dtype), v.sizes,
-                                                           v.strides, row_major_strides(v.sizes), v.base, 0, copy_);
-    }
-    if (!valid_) return run_reference(stream, inputs, outputs);
-    copy_.run(inputs[0].data, outputs[0].data);
+      return v.sizes == outputs[0].sizes && StridedCopy::plan(reference::element_bytes(inputs[0].dtype), v.sizes,
+                                                              v.strides, row_major_strides(v.sizes), v.base, 0, copy_);
+    });
   }
-
- private:
-  RunKey key_;
-  bool valid_ = false;
-  StridedCopy copy_;
 };
 
 class SliceGradKernel final : public CpuDataMovementKernel {

@@ -1,7 +1,5 @@
 // Transpose (opset 1, 13) as one StridedCopy planned at prepare time: dims that stay adjacent are merged, a
 // move that keeps the innermost dim copies whole rows, one that moves it copies cache tiles.
-#include <numeric>
-
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/data_movement.h"
 
@@ -15,13 +13,7 @@ using reference::row_major_strides;
 class TransposeKernel final : public CpuDataMovementKernel {
  public:
   explicit TransposeKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {
-    const auto rank = static_cast<int64_t>(spec.inputs[0].sizes.size());
-    if (spec.attributes.has("perm")) {
-      perm_ = spec.attributes.get_ints("perm");
-    } else {
-      perm_.resize(rank);
-      std::iota(perm_.rbegin(), perm_.rend(), 0);
-    }
+    perm_ = reference::transpose_perm(spec);
     plan(spec.inputs[0].sizes, spec.outputs[0].sizes);
   }
 

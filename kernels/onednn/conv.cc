@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
@@ -22,50 +23,6 @@ namespace {
 
 using dnnl::memory;
 using tag = memory::format_tag;
-
-// primitive.execute without the std::unordered_map → vector conversion (an allocation) of the C++ API.
-void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
-      "could not execute a primitive");
-}
-
-// A tensor the primitive reads or writes: the caller's plain buffer, and when the primitive wants another
-// layout, an internal buffer with the reorder between them. A source may instead be a strided view of the
-// caller's buffer: it is gathered into a dense buffer of its own first, because oneDNN's reorders from the
-// dense buffer into a blocked layout are much faster than from the view.
-struct Operand {
-  memory user;                     // plain layout; its handle is set on every run (unless `view`)
-  std::optional<memory> internal;  // the primitive's layout, when it differs
-  std::optional<dnnl::reorder> reorder;
-  std::vector<dnnl_exec_arg_t> reorder_args;  // {from, to} of the reorder
-  std::optional<memory> view;      // the caller's buffer as a strided view, gathered into `user`
-  std::optional<dnnl::reorder> gather;
-  std::vector<dnnl_exec_arg_t> gather_args;
-
-  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive, bool owned = false) {
-    dnnl::engine& engine = onednn::cpu_engine();
-    user = owned ? memory(plain, engine) : memory(plain, engine, nullptr);
-    if (plain == wanted) return;
-    internal = memory(wanted, engine);
-    reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
-    const memory& from = into_primitive ? user : *internal;
-    const memory& to = into_primitive ? *internal : user;
-    reorder_args = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
-  }
-  void prepare_view(const memory::desc& strided, const memory::desc& wanted) {
-    prepare(onednn::plain_desc(strided.dims()), wanted, true, /*owned=*/true);
-    view = memory(strided, onednn::cpu_engine(), nullptr);
-    gather = dnnl::reorder(*view, user);
-    gather_args = {{DNNL_ARG_FROM, view->get()}, {DNNL_ARG_TO, user.get()}};
-  }
-  void run_reorder(dnnl::stream& stream) const {
-    if (gather) execute(*gather, stream, gather_args);
-    if (reorder) execute(*reorder, stream, reorder_args);
-  }
-  const memory& primitive_side() const { return internal ? *internal : user; }
-  void bind(void* data) { (view ? *view : user).set_data_handle(data); }
-};
 
 // Plain row-major strides of `dims`.
 memory::dims plain_strides(const memory::dims& dims) {
@@ -81,7 +38,7 @@ class OnednnConv final : public Kernel {
     const TensorDesc& weight = spec.inputs[1];
     const TensorDesc& y = spec.outputs[0];
     const int64_t group = spec.attributes.get_int("group", 1);
-    has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
+    const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
     std::vector<int64_t> w_sizes = weight.sizes;  // ONNX (M, C/g, k...) = oneDNN (g, M/g, C/g, k...) in memory
     if (group > 1) {
       w_sizes[0] /= group;
@@ -120,48 +77,24 @@ class OnednnConv final : public Kernel {
     const memory::desc x_any(x_dims, f32, tag::any);
     const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
     const memory::desc y_any(onednn::dims_of(y.sizes), f32, tag::any);
-    const memory::desc bias_md = has_bias_ ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
+    const memory::desc bias_md = has_bias ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                          x_any, w_any, bias_md, y_any, strides, dilations, pad_l, pad_r);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::cpu_engine());
-    if (x_view) src_.prepare_view(*x_view, pd.src_desc());
-    else src_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
-    weights_.prepare(onednn::plain_desc(w_sizes), pd.weights_desc(), true);
-    dst_.prepare(onednn::plain_desc(y.sizes), pd.dst_desc(), false);
-    if (has_bias_) bias_ = memory(bias_md, onednn::cpu_engine(), nullptr);
-    scratchpad_ = memory(pd.scratchpad_desc(), onednn::cpu_engine());
+    dnnl::convolution_forward::primitive_desc pd(desc, onednn::user_scratchpad(), onednn::cpu_engine());
+    if (x_view) io_.src.prepare_view(*x_view, pd.src_desc());
+    else io_.src.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+    io_.prepare(pd, onednn::plain_desc(w_sizes), onednn::plain_desc(y.sizes), bias_md);
     conv_ = dnnl::convolution_forward(pd);
-    args_ = {{DNNL_ARG_SRC, src_.primitive_side().get()},
-             {DNNL_ARG_WEIGHTS, weights_.primitive_side().get()},
-             {DNNL_ARG_DST, dst_.primitive_side().get()},
-             {DNNL_ARG_SCRATCHPAD, scratchpad_.get()}};
-    if (has_bias_) args_.push_back({DNNL_ARG_BIAS, bias_.get()});
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    onednn::checked(spec_, "run", [&] {
-      dnnl::stream& stream = onednn::cpu_stream();
-      src_.bind(inputs[0].data);
-      weights_.bind(inputs[1].data);
-      dst_.bind(outputs[0].data);
-      if (has_bias_) bias_.set_data_handle(inputs[2].data);
-      src_.run_reorder(stream);
-      weights_.run_reorder(stream);
-      execute(conv_, stream, args_);
-      dst_.run_reorder(stream);
-      stream.wait();
-    });
+    onednn::checked(spec_, "run", [&] { io_.run(conv_, inputs, outputs); });
   }
 
  private:
   KernelSpec spec_;
-  bool has_bias_ = false;
-  Operand src_, weights_, dst_;
-  memory bias_, scratchpad_;
+  onednn::ConvOperands io_;
   dnnl::convolution_forward conv_;
-  std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above
 };
 
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
@@ -26,49 +27,8 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-// primitive.execute without the C++ API's unordered_map → vector conversion (an allocation per call).
-void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
-      "could not execute a primitive");
-}
-
-// A tensor a primitive reads or writes: the caller's buffer (plain, or a strided view of it) and, when the
-// primitive wants another layout, an internal buffer with the prepared reorder between them. A source that
-// is a strided view is first gathered into a dense buffer of its own (`view` → `user`), because oneDNN's
-// reorders from a dense buffer into a blocked layout are much faster than from the view.
-struct Operand {
-  memory user;  // the caller's layout; its handle is set on every run (unless `view`)
-  std::optional<memory> internal;
-  std::optional<dnnl::reorder> reorder;
-  std::vector<dnnl_exec_arg_t> reorder_args;
-  std::optional<memory> view;
-  std::optional<dnnl::reorder> gather;
-  std::vector<dnnl_exec_arg_t> gather_args;
-
-  void prepare(const memory::desc& plain, const memory::desc& wanted, bool into_primitive, bool owned = false) {
-    dnnl::engine& engine = onednn::cpu_engine();
-    user = owned ? memory(plain, engine) : memory(plain, engine, nullptr);
-    if (plain == wanted) return;
-    internal = memory(wanted, engine);
-    reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
-    const memory& from = into_primitive ? user : *internal;
-    const memory& to = into_primitive ? *internal : user;
-    reorder_args = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
-  }
-  void prepare_view(const memory::desc& strided, const memory::desc& wanted) {
-    prepare(onednn::plain_desc(strided.dims()), wanted, true, /*owned=*/true);
-    view = memory(strided, onednn::cpu_engine(), nullptr);
-    gather = dnnl::reorder(*view, user);
-    gather_args = {{DNNL_ARG_FROM, view->get()}, {DNNL_ARG_TO, user.get()}};
-  }
-  void run_reorder(dnnl::stream& stream) const {
-    if (gather) execute(*gather, stream, gather_args);
-    if (reorder) execute(*reorder, stream, reorder_args);
-  }
-  void bind(void* data) { (view ? *view : user).set_data_handle(data); }
-  const memory& primitive_side() const { return internal ? *internal : user; }
-};
+using onednn::execute;
+using onednn::Operand;
 
 class OnednnConvGrad final : public Kernel {
  public:

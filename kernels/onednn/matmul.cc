@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
@@ -37,12 +38,7 @@ memory::dims matrix_strides(const memory::dims& dims, bool transposed) {
   return strides;
 }
 
-// primitive.execute without the std::unordered_map → vector conversion (an allocation) of the C++ API.
-void execute(const dnnl::primitive& primitive, dnnl::stream& stream, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
-      "could not execute a primitive");
-}
+using onednn::execute;
 
 // Whether oneDNN picked its slow reference implementation ("ref:any" and the like).
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

@@ -4,6 +4,7 @@
 // rounds to nearest even; → bfloat16 truncates (ONNX 1.12's reference); → bool is `v != 0`.
 #include <type_traits>
 
+#include "kernels/reference/element_convert.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -11,29 +12,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-// Storage types of the dtypes without a C++ arithmetic type.
-struct HalfBits {
-  uint16_t bits;
-};
-struct BFloat16Bits {
-  uint16_t bits;
-};
-struct BoolByte {
-  uint8_t byte;
-};
-
-template <typename Fn>
-bool dispatch_cast_storage(DType dtype, Fn&& fn) {
-  // clang-format off
-  switch (dtype) {
-    case DType::Float16: fn(HalfBits{}); return true;
-    case DType::BFloat16: fn(BFloat16Bits{}); return true;
-    case DType::Bool: fn(BoolByte{}); return true;
-    default: return dispatch_arithmetic(dtype, fn);
-  }
-  // clang-format on
-}
 
 // The value of a stored element as a C++ arithmetic value.
 template <typename S>

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/error.h"
@@ -78,6 +79,16 @@ inline int64_t product_of(const std::vector<int64_t>& sizes, size_t from = 0, si
   int64_t p = 1;
   for (size_t i = from; i < sizes.size() && i < to; ++i) p *= sizes[i];
   return p;
+}
+
+// Elements before `axis` (the outer count) and after it (the inner block).
+inline std::pair<int64_t, int64_t> outer_inner(const std::vector<int64_t>& sizes, int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < static_cast<int64_t>(sizes.size()); ++k) {
+    if (k < axis) outer *= sizes[k];
+    if (k > axis) inner *= sizes[k];
+  }
+  return {outer, inner};
 }
 
 // Steps `index` to the next position of `sizes` in row-major order; false after the last one.

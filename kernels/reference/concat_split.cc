@@ -10,16 +10,6 @@ namespace {
 
 using namespace reference;
 
-// Elements before `axis` (the outer count) and after it (the inner block).
-std::pair<int64_t, int64_t> outer_inner(const std::vector<int64_t>& sizes, int64_t axis) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < static_cast<int64_t>(sizes.size()); ++k) {
-    if (k < axis) outer *= sizes[k];
-    if (k > axis) inner *= sizes[k];
-  }
-  return {outer, inner};
-}
-
 class ConcatKernel : public DataMovementKernel {
  public:
   explicit ConcatKernel(const KernelSpec& spec) : DataMovementKernel(spec) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,14 @@
 #include "kernels/reference/kernel_plumbing.h"
 
 namespace onnxtrain::reference {
+
+// Transpose's `perm` attribute, or the reversed dims of input 0 where it is absent (not yet validated).
+inline std::vector<int64_t> transpose_perm(const KernelSpec& spec) {
+  if (spec.attributes.has("perm")) return spec.attributes.get_ints("perm");
+  std::vector<int64_t> perm(spec.inputs[0].sizes.size());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  return perm;
+}
 
 // A KernelFactory for a kernel class whose constructor validates the spec.
 template <typename K>

@@ -14,6 +14,7 @@
 
 #include "graph/error.h"
 #include "kernels/kernel.h"
+#include "kernels/reference/common.h"
 
 namespace onnxtrain::reference {
 
@@ -110,6 +111,31 @@ inline void store_double(const TensorView& view, int64_t i, double v) {
     default:
       ONNXTRAIN_CHECK(false, "no numeric element of dtype " + std::string(dtype_name(view.dtype)));
   }
+}
+
+// --- Cast's storage types: one per fixed-size dtype without a C++ arithmetic type ---
+struct HalfBits {
+  uint16_t bits;
+};
+struct BFloat16Bits {
+  uint16_t bits;
+};
+struct BoolByte {
+  uint8_t byte;
+};
+
+// Calls fn(S{}) with the storage type S of `dtype` (the arithmetic type, or one of the three above);
+// false for a dtype without fixed-size elements.
+template <typename Fn>
+bool dispatch_cast_storage(DType dtype, Fn&& fn) {
+  // clang-format off
+  switch (dtype) {
+    case DType::Float16: fn(HalfBits{}); return true;
+    case DType::BFloat16: fn(BFloat16Bits{}); return true;
+    case DType::Bool: fn(BoolByte{}); return true;
+    default: return dispatch_arithmetic(dtype, fn);
+  }
+  // clang-format on
 }
 
 }  // namespace onnxtrain::reference

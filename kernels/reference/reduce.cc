@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/reference/elementwise_common.h"
+#include "kernels/reference/reduce_axes.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
@@ -165,40 +166,16 @@ void reduce_typed(ReduceKind kind, const ReducePlan& plan, const std::vector<int
 
 template <ReduceKind Kind>
 std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
-  const int axes_input_since = spec.op_type == "ReduceSum" ? 13 : 18;
-  const bool axes_as_input = spec.opset >= axes_input_since;
-  if (!axes_as_input && has_input(spec, 1)) {
-    kernel_fail(spec, "axes is an attribute before opset " + std::to_string(axes_input_since) + ", not an input");
-  }
-  require_input_count(spec, 1, 2);
-  const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
-  const bool keepdims = spec.attributes.get_int("keepdims", 1) != 0;
-  const bool noop = axes_as_input && spec.attributes.get_int("noop_with_empty_axes", 0) != 0;
+  const ReduceAxes ra = read_reduce_axes(spec, kArithmeticDTypes);
+  const DType dtype = ra.dtype;
+  const bool keepdims = ra.keepdims, noop = ra.noop;
   const std::vector<int64_t> in_sizes = spec.inputs[0].sizes;
-  bool axes_at_run = false;
-  std::vector<int64_t> axes;
-  if (!axes_as_input) {
-    axes = spec.attributes.get_ints("axes");
-  } else {
-    if (spec.attributes.has("axes")) {
-      kernel_fail(spec, "axes is an input from opset " + std::to_string(axes_input_since) + ", not an attribute");
-    }
-    if (has_input(spec, 1)) {
-      require_dtype_in(spec, 1, {DType::Int64});
-      if (spec.inputs[1].sizes.size() != 1) kernel_fail(spec, "axes must be a 1-D tensor");
-      axes_at_run = spec.inputs[1].numel() > 0;
-    }
-  }
   std::optional<ReducePlan> fixed_plan;
-  if (!axes_at_run) {
-    fixed_plan = plan_reduce(spec, in_sizes, axes, keepdims, noop);
+  if (!ra.at_run) {
+    fixed_plan = plan_reduce(spec, in_sizes, ra.axes, keepdims, noop);
     require_output(spec, 0, dtype, fixed_plan->out_sizes);
   } else {
-    const size_t count = static_cast<size_t>(spec.inputs[1].numel());
-    const size_t out_rank = keepdims ? in_sizes.size() : in_sizes.size() - std::min(count, in_sizes.size());
-    if (spec.outputs.empty() || spec.outputs[0].dtype != dtype || spec.outputs[0].sizes.size() != out_rank) {
-      kernel_fail(spec, "output 0 must be " + std::string(dtype_name(dtype)) + " of rank " + std::to_string(out_rank));
-    }
+    require_reduce_output_rank(spec, ra);
   }
   return make_closure_kernel([spec, dtype, in_sizes, keepdims, noop, fixed_plan](auto inputs, auto outputs) {
     ReducePlan plan;
@@ -228,23 +205,10 @@ std::unique_ptr<Kernel> make_reduce(const KernelSpec& spec) {
 // ArgMax/ArgMin along one axis; int64 indices; ties pick the first index unless select_last_index=1.
 template <bool IsMax>
 std::unique_ptr<Kernel> make_arg_reduce(const KernelSpec& spec) {
-  require_input_count(spec, 1, 1);
-  const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
-  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
-  const auto rank = static_cast<int64_t>(sizes.size());
-  if (rank == 0) kernel_fail(spec, "input must have at least one dim");
-  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", 0), rank);
-  const int64_t select_last = spec.attributes.get_int("select_last_index", 0);
-  if (select_last != 0 && select_last != 1) kernel_fail(spec, "select_last_index must be 0 or 1");
-  std::vector<int64_t> out_sizes = sizes;
-  if (spec.attributes.get_int("keepdims", 1) != 0) {
-    out_sizes[axis] = 1;
-  } else {
-    out_sizes.erase(out_sizes.begin() + axis);
-  }
-  require_output(spec, 0, DType::Int64, out_sizes);
-  const int64_t outer = product_of(sizes, 0, axis), inner = product_of(sizes, axis + 1);
-  const int64_t n = sizes[axis];
+  const ArgReduceAxis a = read_arg_reduce(spec, kArithmeticDTypes);
+  const DType dtype = a.dtype;
+  const int64_t outer = a.outer, inner = a.inner, n = a.n;
+  const bool select_last = a.select_last;
   if (n == 0 && outer * inner > 0) kernel_fail(spec, "cannot take the arg of an empty axis");
   return make_closure_kernel([dtype, outer, inner, n, select_last](auto inputs, auto outputs) {
     dispatch_arithmetic(dtype, [&](auto zero) {

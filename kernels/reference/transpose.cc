@@ -1,6 +1,4 @@
 // Transpose (opset 1, 13): out dim k is input dim perm[k]; perm defaults to the reversed dims.
-#include <numeric>
-
 #include "kernels/reference/copy.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -16,12 +14,7 @@ class TransposeKernel : public DataMovementKernel {
     require_inputs(spec, 1);
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
     const auto rank = static_cast<int64_t>(spec.inputs[0].sizes.size());
-    if (spec.attributes.has("perm")) {
-      perm_ = spec.attributes.get_ints("perm");
-    } else {
-      perm_.resize(rank);
-      std::iota(perm_.rbegin(), perm_.rend(), 0);
-    }
+    perm_ = transpose_perm(spec);
     std::vector<bool> seen(rank, false);
     bool valid = static_cast<int64_t>(perm_.size()) == rank;
     for (int64_t p : perm_) {
