@@ -16,7 +16,8 @@
 //    passes where min <= x <= max).
 //  - MaxPool, GlobalMaxPool, ReduceMax/Min, Max/Min: distinct() values (a shuffled grid with spacing
 //    0.1), so the argmax never changes under the step; on ties onnxtrain routes the gradient to every
-//    maximal element of Max/Min/ReduceMax/ReduceMin and to the first of MaxPool (oneDNN's and PyTorch's choice).
+//    maximal element of Max/Min/ReduceMax/ReduceMin and to the first of MaxPool and GlobalMaxPool
+//    (oneDNN's and PyTorch's choice).
 //
 //   cases.push_back({.label = "Add broadcast (2,3)+(3)", .op_type = "Add",
 //                    .inputs = {normal({2, 3}), normal({3})}});

@@ -1,0 +1,198 @@
+#include "executor/optimizer.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+Error state_error(const std::string& what) { return Error("optimizer state: " + what); }
+
+std::string format(double v) { return std::to_string(v); }
+
+}  // namespace
+
+void OptimizerConfig::validate() const {
+  auto fail = [](const std::string& what) { throw Error("optimizer " + what); };
+  if (!(weight_decay >= 0)) fail("weight_decay must be >= 0, got " + format(weight_decay));
+  if (kind == OptimizerKind::sgd) {
+    if (!(momentum >= 0)) fail("momentum must be >= 0, got " + format(momentum));
+    if (nesterov && (momentum <= 0 || dampening != 0))
+      fail("nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD), got momentum " + format(momentum) +
+           ", dampening " + format(dampening));
+  }
+  if (kind == OptimizerKind::adam || kind == OptimizerKind::adamw) {
+    if (!(beta1 >= 0 && beta1 < 1)) fail("beta1 must be in [0, 1), got " + format(beta1));
+    if (!(beta2 >= 0 && beta2 < 1)) fail("beta2 must be in [0, 1), got " + format(beta2));
+  }
+  if (!(eps >= 0)) fail("eps must be >= 0, got " + format(eps));
+  if (kind == OptimizerKind::adagrad) {
+    if (!(lr_decay >= 0)) fail("lr_decay must be >= 0, got " + format(lr_decay));
+    if (!(initial_accumulator_value >= 0))
+      fail("initial_accumulator_value must be >= 0, got " + format(initial_accumulator_value));
+  }
+}
+
+void apply_optimizer_name(const std::string& name, OptimizerConfig& config) {
+  if (name == "sgd") {
+    config.kind = OptimizerKind::sgd;
+  } else if (name == "momentum" || name == "nesterov") {
+    config.kind = OptimizerKind::sgd;
+    if (config.momentum == 0) config.momentum = 0.9;
+    config.nesterov = name == "nesterov";
+  } else if (name == "adam") {
+    config.kind = OptimizerKind::adam;
+  } else if (name == "adamw") {
+    config.kind = OptimizerKind::adamw;
+  } else if (name == "adagrad") {
+    config.kind = OptimizerKind::adagrad;
+  } else {
+    throw Error("unknown optimizer '" + name + "' (expected sgd, momentum, nesterov, adam, adamw or adagrad)");
+  }
+}
+
+const char* optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::adam:
+      return "adam";
+    case OptimizerKind::adamw:
+      return "adamw";
+    case OptimizerKind::adagrad:
+      return "adagrad";
+  }
+  return "?";
+}
+
+std::span<float> optim::state_tensor(ParamState& s, const std::string& name, size_t numel, float initial) {
+  auto it = s.tensors.find(name);
+  if (it == s.tensors.end()) {
+    Tensor t(DType::Float32, {static_cast<int64_t>(numel)});
+    std::fill_n(t.data<float>().data(), numel, initial);
+    it = s.tensors.emplace(name, std::move(t)).first;
+  }
+  if (it->second.dtype() != DType::Float32 || static_cast<size_t>(it->second.numel()) != numel)
+    throw state_error("'" + name + "' has " + std::to_string(it->second.numel()) + " elements, the parameter " +
+                      std::to_string(numel) + " (expected float32)");
+  return it->second.data<float>();
+}
+
+Optimizer::Optimizer(OptimizerConfig config, LrSchedule schedule) : config_(config), schedule_(schedule) {
+  config_.validate();
+  schedule_.validate();
+}
+
+void Optimizer::step(std::span<const ParamSlot> params) {
+  const double lr = current_lr();
+  for (const ParamSlot& p : params) {
+    try {
+      update(p.value, p.grad, states_[p.name], lr);
+    } catch (Error& e) {
+      throw Error("parameter '" + p.name + "': " + e.message());
+    }
+  }
+  ++global_step_;
+}
+
+void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState& state, double lr) const {
+  if (w.size() != g.size())
+    throw Error("optimizer update: the gradient has " + std::to_string(g.size()) + " elements, the parameter " +
+                std::to_string(w.size()));
+  switch (config_.kind) {
+    case OptimizerKind::sgd:
+      return optim::sgd_update(config_, w, g, state, lr);
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      return optim::adam_update(config_, w, g, state, lr);
+    case OptimizerKind::adagrad:
+      return optim::adagrad_update(config_, w, g, state, lr);
+  }
+}
+
+void Optimizer::smoothed_gradient(const ParamState& state, std::span<const float> w, std::span<float> v) const {
+  ONNXTRAIN_CHECK(v.size() == w.size(), "smoothed_gradient: v and w differ in size");
+  std::fill(v.begin(), v.end(), 0.0f);
+  if (state.step == 0) return;
+  switch (config_.kind) {
+    case OptimizerKind::sgd:
+      return optim::sgd_direction(config_, state, w, v);
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      return optim::adam_direction(config_, state, w, v);
+    case OptimizerKind::adagrad:
+      return;
+  }
+}
+
+void Optimizer::displacement(const ParamState& state, std::span<const float> w, double lr, std::span<float> d) const {
+  smoothed_gradient(state, w, d);
+  const float scale = static_cast<float>(lr);
+#pragma omp simd
+  for (size_t i = 0; i < d.size(); ++i) d[i] *= scale;
+}
+
+std::vector<std::string> Optimizer::state_names() const {
+  switch (config_.kind) {
+    case OptimizerKind::sgd:
+      return config_.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      if (config_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+      return {"exp_avg", "exp_avg_sq"};
+    case OptimizerKind::adagrad:
+      return {"sum"};
+  }
+  return {};
+}
+
+std::map<std::string, Tensor> Optimizer::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  out["global_step"] = Tensor::scalar_int64(global_step_);
+  for (const auto& [param, s] : states_) {
+    out[param + "/step"] = Tensor::scalar_int64(s.step);
+    for (const auto& [name, t] : s.tensors) out[param + "/" + name] = t.clone();
+  }
+  return out;
+}
+
+void Optimizer::load_state(const std::map<std::string, Tensor>& saved) {
+  const std::vector<std::string> names = state_names();
+  std::map<std::string, ParamState> states;
+  int64_t global_step = -1;
+  for (const auto& [key, t] : saved) {
+    if (key == "global_step") {
+      if (t.numel() != 1 || t.to_int64().empty()) throw state_error("'global_step' is not an integer scalar");
+      global_step = t.to_int64()[0];
+      continue;
+    }
+    const size_t slash = key.rfind('/');
+    if (slash == std::string::npos) throw state_error("'" + key + "' is neither global_step nor PARAM/NAME");
+    const std::string param = key.substr(0, slash), name = key.substr(slash + 1);
+    if (name == "step") {
+      if (t.numel() != 1 || !is_integer(t.dtype())) throw state_error("'" + key + "' is not an integer scalar");
+      states[param].step = t.to_int64()[0];
+    } else if (std::find(names.begin(), names.end(), name) != names.end()) {
+      if (t.dtype() != DType::Float32) throw state_error("'" + key + "' is not float32");
+      states[param].tensors[name] = t.clone();
+    } else {
+      std::string expected;
+      for (const std::string& n : names) expected += (expected.empty() ? "" : ", ") + n;
+      throw state_error("'" + key + "' is not a state of " + optimizer_kind_name(config_.kind) + " (expected step" +
+                        (expected.empty() ? "" : ", " + expected) + ")");
+    }
+  }
+  if (global_step < 0) throw state_error("'global_step' is missing");
+  for (const auto& [param, s] : states) {
+    if (!saved.contains(param + "/step")) throw state_error("'" + param + "/step' is missing");
+    if (s.step > 0)
+      for (const std::string& n : names)
+        if (!s.tensors.contains(n)) throw state_error("'" + param + "/" + n + "' is missing");
+  }
+  global_step_ = global_step;
+  states_ = std::move(states);
+}
+
+}  // namespace onnxtrain

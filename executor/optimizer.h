@@ -1,0 +1,164 @@
+// Optimizers: per-parameter state + an update rule with torch.optim's semantics (PyTorch 1.13,
+// single-tensor loops), applied by the executor to each parameter tensor after its gradient is ready.
+// The same update code runs ONNX's ai.onnx.preview.training Momentum / Adam / Adagrad ops (see the
+// mapping below and tests/optimizer_test.cc).
+//
+//   sgd       SGD(lr, momentum, dampening, nesterov, weight_decay)   state: momentum_buffer (momentum > 0)
+//   adam      Adam(lr, betas, eps, weight_decay, amsgrad)            state: exp_avg, exp_avg_sq[, max_exp_avg_sq]
+//   adamw     AdamW: Adam with decoupled decay w ← w·(1 − lr·wd)     state: as adam
+//   adagrad   Adagrad(lr, lr_decay, weight_decay, initial_accumulator_value, eps)   state: sum
+// weight_decay is L2 (wd·w added to the gradient) except for adamw. Every parameter's state also
+// counts its updates (`ParamState::step`, torch's state['step']); state tensors are float32, created
+// lazily (zeros; Adagrad's sum: initial_accumulator_value) at the parameter's first update.
+//
+// Usage, one optimizer per set of parameters (a stage), one `step` per mini-batch:
+//   Optimizer opt({.kind = OptimizerKind::sgd, .momentum = 0.9}, {.kind = LrScheduleKind::cosine,
+//                  .base_lr = 0.1, .t_max = steps});
+//   opt.step({{"fc.weight", w_span, g_span}, {"fc.bias", b_span, gb_span}});   // lr = schedule(global_step)
+//   std::map<std::string, Tensor> saved = opt.state_tensors();  ...  opt.load_state(saved);
+// Low level (ONNX ops, stage programs with their own bookkeeping): opt.update(w, g, state, lr).
+//
+// Displacement (SpecTrain's weight prediction): `smoothed_gradient(state, w, v)` writes the direction v
+// of the next update predicted from the state alone (the next gradient is unknown), so that
+//   W_next ≈ W − lr·v           (`displacement` writes lr·v; predict s steps ahead as W − s·lr·v)
+//   sgd, momentum > 0   v = momentum_buffer (+ nothing else: in steady state the Nesterov and dampened
+//                       updates equal the buffer too; weight decay is already inside the buffer)
+//   sgd, momentum = 0   v = 0 (no smoothed gradient is kept: no prediction)
+//   adam / adamw        v = m̂ / (√v̂ + eps) with torch's bias correction at the state's step t:
+//                       m̂ = exp_avg/(1 − β1^t), √v̂ = √(exp_avg_sq or max_exp_avg_sq)/√(1 − β2^t);
+//                       adamw adds wd·w (its decoupled decay). Exact for a constant gradient.
+//   adagrad             v = 0 (no smoothed gradient)
+//   a parameter never updated: v = 0.
+//
+// ONNX ai.onnx.preview.training mapping (inputs R = lr, T = the parameter's update count = state.step):
+//   Momentum(alpha, beta, mode, norm_coefficient) = sgd{momentum = alpha, dampening = 1 − beta,
+//     nesterov = mode == "nesterov", weight_decay = norm_coefficient}, V = momentum_buffer. ONNX uses
+//     beta = 1 on its first update (T = 0), as torch, whose first update sets the buffer to the gradient:
+//     here the first update (state.step == 0) weighs the gradient by 1, the later ones by 1 − dampening.
+//   Adagrad(decay_factor, epsilon, norm_coefficient) = adagrad{lr_decay, eps, weight_decay}, H = sum.
+//   Adam(alpha, beta, epsilon, norm_coefficient, norm_coefficient_post) = adam{beta1 = alpha,
+//     beta2 = beta, eps, weight_decay = norm_coefficient, convention = AdamConvention::onnx,
+//     post_update_decay = norm_coefficient_post}, V = exp_avg, H = exp_avg_sq. The onnx convention
+//     differs from torch's in three ways, all options of the one Adam update: eps is added to √H before
+//     the bias correction (w −= lr·√(1−β2^T)/(1−β1^T) · m/(√H + eps)), the correction's exponent is the
+//     count before the update (T; none when T = 0) and the decoupled decay comes after the update
+//     (w ← (1 − post_update_decay)·w).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor/lr_schedule.h"
+#include "graph/tensor.h"
+
+namespace onnxtrain {
+
+enum class OptimizerKind { sgd, adam, adamw, adagrad };
+enum class AdamConvention { torch, onnx };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double weight_decay = 0;  // L2 for sgd, adam, adagrad; decoupled for adamw
+  // sgd
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+  // adam, adamw
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;  // adagrad too (torch's Adagrad default is 1e-10: set it)
+  bool amsgrad = false;
+  AdamConvention convention = AdamConvention::torch;
+  double post_update_decay = 0;  // onnx convention: w ← (1 − c)·w after the update
+  // adagrad
+  double lr_decay = 0;
+  double initial_accumulator_value = 0;
+
+  // Throws Error on values torch refuses (negative lr-independent fields, betas outside [0, 1),
+  // nesterov without momentum or with dampening, ...).
+  void validate() const;
+};
+
+// The command-line names: "sgd", "momentum" (sgd, momentum 0.9 unless given), "nesterov", "adam",
+// "adamw", "adagrad". Fills `config.kind` (and momentum/nesterov); throws Error listing the names.
+void apply_optimizer_name(const std::string& name, OptimizerConfig& config);
+const char* optimizer_kind_name(OptimizerKind kind);
+
+// One parameter's optimizer state: its update count and named float32 tensors (torch's state names).
+struct ParamState {
+  int64_t step = 0;
+  std::map<std::string, Tensor> tensors;
+
+  std::span<float> tensor(const std::string& name) { return tensors.at(name).data<float>(); }
+  std::span<const float> tensor(const std::string& name) const { return tensors.at(name).data<float>(); }
+};
+
+// A parameter to update: its name (the key of its state), value and gradient (same element count).
+struct ParamSlot {
+  std::string name;
+  std::span<float> value;
+  std::span<const float> grad;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig config, LrSchedule schedule = {});
+
+  const OptimizerConfig& config() const { return config_; }
+  const LrSchedule& schedule() const { return schedule_; }
+  int64_t global_step() const { return global_step_; }
+  double current_lr() const { return schedule_.lr_at(global_step_); }
+
+  // One optimizer step: updates every slot with lr = schedule(global_step), then global_step += 1.
+  void step(std::span<const ParamSlot> params);
+  void step(std::initializer_list<ParamSlot> params) {
+    step(std::span<const ParamSlot>(params.begin(), params.size()));
+  }
+
+  // One update of one tensor with an explicit state and learning rate (creates missing state tensors,
+  // increments state.step). Throws Error when sizes of w, g and the state tensors disagree.
+  void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr) const;
+
+  // SpecTrain's direction v (see the header comment): W_next ≈ W − lr·v. `v` has w's element count.
+  void smoothed_gradient(const ParamState& state, std::span<const float> w, std::span<float> v) const;
+  // d = lr·v, so W_next ≈ W − d.
+  void displacement(const ParamState& state, std::span<const float> w, double lr, std::span<float> d) const;
+
+  // The state tensors each parameter gets, in order ("momentum_buffer"; "exp_avg", "exp_avg_sq"
+  // [, "max_exp_avg_sq"]; "sum"; none for plain sgd).
+  std::vector<std::string> state_names() const;
+
+  ParamState& state(const std::string& param) { return states_[param]; }
+  const std::map<std::string, ParamState>& states() const { return states_; }
+
+  // Everything a checkpoint needs: "global_step" (int64 scalar), "PARAM/step" (int64 scalar) and
+  // "PARAM/NAME" (float32) per parameter that has state.
+  std::map<std::string, Tensor> state_tensors() const;
+  // The inverse; replaces all state. Throws Error naming the entry that is not a state of this
+  // optimizer, has the wrong dtype, or lacks its step.
+  void load_state(const std::map<std::string, Tensor>& saved);
+
+ private:
+  OptimizerConfig config_;
+  LrSchedule schedule_;
+  int64_t global_step_ = 0;
+  std::map<std::string, ParamState> states_;
+};
+
+// The update rules, one file each under executor/optim/; `Optimizer` dispatches on config.kind.
+namespace optim {
+// The state tensor `name` of s, created with `numel` elements set to `initial` when missing; throws Error
+// when an existing (loaded) one has another element count.
+std::span<float> state_tensor(ParamState& s, const std::string& name, size_t numel, float initial = 0.0f);
+void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
+void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
+void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
+void sgd_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float> w, std::span<float> v);
+void adam_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float> w, std::span<float> v);
+}  // namespace optim
+
+}  // namespace onnxtrain

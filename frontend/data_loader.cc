@@ -1,0 +1,156 @@
+#include "frontend/data_loader.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+constexpr std::size_t kQueueDepth = 2;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
+  if (options_.batch < 1) throw Error("the batch size must be at least 1, got " + std::to_string(options_.batch));
+  if (!(options_.validation_fraction >= 0.0 && options_.validation_fraction < 1.0)) {
+    throw Error("the validation fraction must be in [0, 1), got " + std::to_string(options_.validation_fraction));
+  }
+  const int64_t n = dataset_.size();
+  const auto held_out = static_cast<int64_t>(std::floor(static_cast<double>(n) * options_.validation_fraction));
+  train_size_ = n - held_out;
+  validation_ = slice_dataset(dataset_, train_size_, n);
+  validation_.description =
+      "validation split of " + dataset_.description + ": the last " + std::to_string(held_out) + " samples";
+  batches_per_epoch_ =
+      options_.drop_last ? train_size_ / options_.batch : (train_size_ + options_.batch - 1) / options_.batch;
+  if (batches_per_epoch_ == 0) {
+    throw Error("no training batches: " + std::to_string(train_size_) + " training samples (" + dataset_.description +
+                ") for batch " + std::to_string(options_.batch) + (options_.drop_last ? " with drop_last" : ""));
+  }
+  if (options_.prefetch) worker_ = std::thread([this] { produce(); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  space_free_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
+  std::vector<int64_t> order(static_cast<std::size_t>(train_size_));
+  for (int64_t i = 0; i < train_size_; ++i) order[i] = i;
+  if (!options_.shuffle) return order;
+  std::mt19937_64 rng(splitmix64(options_.seed ^ splitmix64(static_cast<uint64_t>(epoch))));
+  for (int64_t i = train_size_ - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+std::shared_ptr<const std::vector<int64_t>> DataLoader::order_of(int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(order_mutex_);
+  if (cached_epoch_ != epoch) {
+    cached_order_ = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
+    cached_epoch_ = epoch;
+  }
+  return cached_order_;
+}
+
+Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
+  if (epoch < 0 || index < 0 || index >= batches_per_epoch_) {
+    throw Error("data position (epoch " + std::to_string(epoch) + ", batch " + std::to_string(index) +
+                ") is out of range: an epoch has " + std::to_string(batches_per_epoch_) + " batches");
+  }
+  const std::shared_ptr<const std::vector<int64_t>> order = order_of(epoch);
+  const int64_t first = index * options_.batch, count = std::min(options_.batch, train_size_ - first);
+  std::vector<int64_t> sizes = dataset_.inputs.sizes();
+  sizes[0] = count;
+  Batch b{Tensor(DType::Float32, sizes), Tensor(DType::Int64, {count}), epoch, index, index + 1 == batches_per_epoch_};
+  const std::size_t row = dataset_.inputs.nbytes() / static_cast<std::size_t>(dataset_.size());
+  const auto labels = dataset_.labels.data<int64_t>();
+  auto y = b.y.data<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t source = (*order)[first + i];
+    std::memcpy(b.x.raw() + i * row, dataset_.inputs.raw() + source * row, row);
+    y[i] = labels[source];
+  }
+  return b;
+}
+
+LoaderPosition DataLoader::after(LoaderPosition p) const {
+  return p.index + 1 < batches_per_epoch_ ? LoaderPosition{p.epoch, p.index + 1} : LoaderPosition{p.epoch + 1, 0};
+}
+
+void DataLoader::produce() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    space_free_.wait(lock, [this] { return stop_ || queue_.size() < kQueueDepth; });
+    if (stop_) return;
+    const LoaderPosition at = producer_;
+    const uint64_t generation = generation_;
+    lock.unlock();
+    Prepared prepared;
+    try {
+      prepared.batch = batch_at(at.epoch, at.index);
+    } catch (...) {
+      prepared.error = std::current_exception();
+    }
+    lock.lock();
+    if (generation != generation_) continue;  // a seek() moved on while this batch was made
+    queue_.push_back(std::move(prepared));
+    producer_ = after(at);
+    batch_ready_.notify_one();
+  }
+}
+
+Batch DataLoader::next() {
+  if (!options_.prefetch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Batch b = batch_at(consumer_.epoch, consumer_.index);
+    consumer_ = after(consumer_);
+    return b;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  batch_ready_.wait(lock, [this] { return !queue_.empty(); });
+  Prepared prepared = std::move(queue_.front());
+  queue_.pop_front();
+  consumer_ = after(consumer_);
+  space_free_.notify_one();
+  if (prepared.error) std::rethrow_exception(prepared.error);
+  return std::move(prepared.batch);
+}
+
+LoaderPosition DataLoader::position() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return consumer_;
+}
+
+void DataLoader::seek(int64_t epoch, int64_t index) {
+  if (epoch < 0 || index < 0 || index >= batches_per_epoch_) {
+    throw Error("cannot resume at epoch " + std::to_string(epoch) + ", batch " + std::to_string(index) +
+                ": an epoch has " + std::to_string(batches_per_epoch_) +
+                " batches (was the checkpoint made with another batch size or dataset?)");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++generation_;
+  queue_.clear();
+  consumer_ = producer_ = {epoch, index};
+  space_free_.notify_all();
+}
+
+}  // namespace onnxtrain

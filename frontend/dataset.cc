@@ -1,0 +1,338 @@
+#include "frontend/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "frontend/dataset_readers.h"
+#include "frontend/npy.h"
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
+
+// What a source reader hands to load_dataset before scaling, checks and normalisation.
+struct LoadedData {
+  Tensor inputs, labels;  // inputs uint8 or float; labels any integer dtype
+  int64_t classes = 0;    // 0: from options.classes or max label + 1
+  std::string source, images_file, labels_file;
+  std::vector<float> train_mean, train_std;  // known statistics of the training split
+};
+
+std::vector<std::string> split_on(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t p; (p = text.find(separator, start)) != std::string::npos; start = p + 1)
+    parts.push_back(text.substr(start, p - start));
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+bool is_test_split(const DatasetOptions& options) {
+  if (options.split != "train" && options.split != "test") {
+    throw Error("unknown split '" + options.split + "': expected train or test");
+  }
+  return options.split == "test";
+}
+
+// DIR/NAME.gz when it exists, else DIR/NAME (the error for a missing file names the .gz).
+std::string idx_file(const std::string& dir, const std::string& name) {
+  const std::string gz = dir + "/" + name + ".gz";
+  return std::filesystem::exists(gz) || !std::filesystem::exists(dir + "/" + name) ? gz : dir + "/" + name;
+}
+
+LoadedData load_idx_pair(const std::string& images, const std::string& labels, const std::string& source) {
+  LoadedData d{read_idx_images(images), read_idx_labels(labels)};
+  d.source = source;
+  d.images_file = images;
+  d.labels_file = labels;
+  return d;
+}
+
+LoadedData load_mnist_dir(const std::string& dir, const DatasetOptions& options, const std::string& name) {
+  const std::string prefix = is_test_split(options) ? "t10k" : "train";
+  return load_idx_pair(idx_file(dir, prefix + "-images-idx3-ubyte"), idx_file(dir, prefix + "-labels-idx1-ubyte"),
+                       name + " " + options.split + " from " + dir);
+}
+
+LoadedData load_fashion_mnist(const std::string& args, const DatasetOptions& options) {
+  if (!args.empty()) throw Error("fashion-mnist takes no argument: use mnist:DIR for IDX files elsewhere");
+  const char* override_dir = std::getenv("ONNXTRAIN_FASHION_MNIST_DIR");
+  const std::string dir = override_dir && *override_dir ? override_dir : kFashionMnistDir;
+  const std::string probe = dir + "/train-images-idx3-ubyte.gz";
+  if (!std::filesystem::exists(probe)) {
+    throw Error("Fashion-MNIST is not installed: expected its IDX files in " + dir +
+                " (install Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist, or use "
+                "--data mnist:DIR / idx:IMAGES,LABELS)")
+        .in_file(probe);
+  }
+  LoadedData d = load_mnist_dir(dir, options, "fashion-mnist");
+  d.classes = 10;
+  d.train_mean = {0.2860406f};  // computed over the 60000 training images scaled to [0,1]
+  d.train_std = {0.3530242f};
+  return d;
+}
+
+LoadedData load_mnist(const std::string& dir, const DatasetOptions& options) {
+  LoadedData d = load_mnist_dir(dir, options, "mnist");
+  d.classes = 10;
+  return d;
+}
+
+LoadedData load_idx(const std::string& args, const DatasetOptions&) {
+  const std::vector<std::string> files = split_on(args, ',');
+  if (files.size() != 2) throw Error("idx data: expected idx:IMAGES,LABELS, got 'idx:" + args + "'");
+  return load_idx_pair(files[0], files[1], "idx " + files[0]);
+}
+
+LoadedData load_cifar10(const std::string& dir_arg, const DatasetOptions& options) {
+  std::string dir = dir_arg;
+  if (std::filesystem::is_directory(dir + "/cifar-10-batches-bin")) dir += "/cifar-10-batches-bin";
+  std::vector<std::string> paths;
+  if (is_test_split(options)) {
+    paths.push_back(dir + "/test_batch.bin");
+  } else {
+    for (int b = 1; b <= 5; ++b) paths.push_back(dir + "/data_batch_" + std::to_string(b) + ".bin");
+  }
+  RawDataset raw = read_cifar10_batches(paths);
+  LoadedData d{raw.inputs, raw.labels, 10, "cifar10 " + options.split + " from " + dir, paths[0], paths[0]};
+  d.train_mean = {0.4914f, 0.4822f, 0.4465f};  // population statistics of the 50000 training images
+  d.train_std = {0.2470f, 0.2435f, 0.2616f};
+  return d;
+}
+
+LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
+  const NpzArchive archive = read_npz(path);
+  const std::string suffix = is_test_split(options) ? "_test" : "_train";
+  for (const auto& [x, y] :
+       {std::pair<std::string, std::string>{"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}}) {
+    if (archive.find(x) && archive.find(y)) return {*archive.find(x), *archive.find(y), 0, "npz " + path, path, path};
+  }
+  std::string names;
+  for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
+  throw Error("expected arrays x and y (or inputs and labels, or x" + suffix + " and y" + suffix +
+              "), the archive holds: " + (names.empty() ? "no .npy members" : names))
+      .in_file(path);
+}
+
+LoadedData load_npy_pair(const std::string& args, const DatasetOptions&) {
+  const std::vector<std::string> files = split_on(args, ',');
+  if (files.size() != 2) throw Error("npy data: expected npy:X.npy,Y.npy, got 'npy:" + args + "'");
+  return {read_npy(files[0]), read_npy(files[1]), 0, "npy " + files[0], files[0], files[1]};
+}
+
+LoadedData load_synthetic(const std::string& args, const DatasetOptions& options) {
+  const std::string spec = args.empty() ? "1,28,28:10:1024" : args;
+  const std::vector<std::string> parts = split_on(spec, ':');
+  std::vector<int64_t> shape;
+  int64_t classes = 0, count = 0;
+  try {
+    if (parts.size() != 3) throw std::invalid_argument("parts");
+    for (const std::string& s : split_on(parts[0], ',')) shape.push_back(std::stoll(s));
+    classes = std::stoll(parts[1]);
+    count = std::stoll(parts[2]);
+  } catch (const std::logic_error&) {
+    throw Error("synthetic data: expected synthetic:C,H,W:CLASSES:N (e.g. synthetic:1,28,28:10:1024), got 'synthetic:" +
+                spec + "'");
+  }
+  RawDataset raw = make_synthetic(shape, classes, count, options.seed, is_test_split(options));
+  return {raw.inputs, raw.labels,
+          classes,    "synthetic " + options.split + " (seed " + std::to_string(options.seed) + ")",
+          "",         ""};
+}
+
+// The spec prefixes load_dataset knows, in one table.
+struct DataSource {
+  const char* prefix;  // "fashion-mnist" matches the whole spec; the others take "PREFIX:ARGS"
+  std::function<LoadedData(const std::string&, const DatasetOptions&)> load;
+};
+const std::vector<DataSource>& data_sources() {
+  static const std::vector<DataSource> sources = {
+      {"fashion-mnist", load_fashion_mnist},
+      {"mnist", load_mnist},
+      {"idx", load_idx},
+      {"cifar10", load_cifar10},
+      {"npz", load_npz},
+      {"npy", load_npy_pair},
+      {"synthetic", load_synthetic},
+  };
+  return sources;
+}
+
+Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
+  Tensor x(DType::Float32, raw.sizes());
+  auto out = x.data<float>();
+  if (raw.dtype() == DType::UInt8) {
+    const auto* in = reinterpret_cast<const unsigned char*>(raw.raw());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
+  } else if (raw.dtype() == DType::Float32) {
+    x = raw;
+  } else if (raw.dtype() == DType::Float64) {
+    auto in = raw.data<double>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(in[i]);
+  } else {
+    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) + ": expected uint8 pixels or float32/float64")
+        .in_file(file);
+  }
+  if (x.rank() < 2) throw Error("inputs have rank " + std::to_string(x.rank()) + ": expected (N, ...)").in_file(file);
+  if (x.rank() == 3) x = x.reshaped({x.sizes()[0], 1, x.sizes()[1], x.sizes()[2]});  // (N,H,W) → (N,1,H,W)
+  return x;
+}
+
+// int64 labels (N), checked against the count of inputs and the class count (0: max label + 1).
+Tensor checked_labels(const LoadedData& d, int64_t count, int64_t& classes) {
+  if (!is_integer(d.labels.dtype())) {
+    throw Error("labels are " + std::string(dtype_name(d.labels.dtype())) + ": expected integer class indices")
+        .in_file(d.labels_file);
+  }
+  const std::vector<int64_t> values = d.labels.to_int64();
+  if (static_cast<int64_t>(values.size()) != count || d.labels.rank() > 2 ||
+      (d.labels.rank() == 2 && d.labels.sizes()[1] != 1)) {
+    throw Error("counts of images and labels differ: " + std::to_string(count) + " inputs in " + d.images_file +
+                " but labels " + Shape::of(d.labels.sizes()).to_string() + " in " + d.labels_file + " (expected " +
+                std::to_string(count) + " labels)")
+        .in_file(d.labels_file);
+  }
+  int64_t max_label = -1;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const bool out_of_range = values[i] < 0 || (classes > 0 && values[i] >= classes);
+    if (out_of_range) {
+      throw Error("label " + std::to_string(values[i]) + " at index " + std::to_string(i) + ", expected " +
+                  (classes > 0 ? "< " + std::to_string(classes) : std::string(">= 0")))
+          .in_file(d.labels_file);
+    }
+    max_label = std::max(max_label, values[i]);
+  }
+  if (classes == 0) classes = max_label + 1;
+  return Tensor::vector_int64(values);
+}
+
+std::string format_values(const std::vector<float>& values) {
+  std::string text;
+  for (float v : values) {
+    char item[32];
+    std::snprintf(item, sizeof item, "%s%.4f", text.empty() ? "" : ",", static_cast<double>(v));
+    text += item;
+  }
+  return values.size() > 1 ? "(" + text + ")" : text;
+}
+
+// Per-channel statistics (axis 1; rank-2 features count as one channel) of `x`.
+void channel_statistics(const Tensor& x, std::vector<float>& mean, std::vector<float>& stddev) {
+  const int64_t n = x.sizes()[0], channels = x.rank() > 2 ? x.sizes()[1] : 1;
+  const int64_t inner = n == 0 ? 0 : x.numel() / (n * channels);
+  auto v = x.data<float>();
+  mean.assign(channels, 0);
+  stddev.assign(channels, 1);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = v.data() + (i * channels + c) * inner;
+      for (int64_t k = 0; k < inner; ++k) sum += p[k], sum_sq += double{p[k]} * p[k];
+    }
+    const double count = static_cast<double>(n * inner), m = count > 0 ? sum / count : 0;
+    const double var = count > 0 ? std::max(0.0, sum_sq / count - m * m) : 0;
+    mean[c] = static_cast<float>(m);
+    stddev[c] = var > 0 ? static_cast<float>(std::sqrt(var)) : 1.0f;
+  }
+}
+
+void normalize_in_place(Tensor& x, const std::vector<float>& mean, const std::vector<float>& stddev) {
+  const int64_t n = x.sizes()[0], channels = static_cast<int64_t>(mean.size());
+  const int64_t inner = n == 0 ? 0 : x.numel() / (n * channels);
+  auto v = x.data<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < channels; ++c) {
+      float* p = v.data() + (i * channels + c) * inner;
+      for (int64_t k = 0; k < inner; ++k) p[k] = (p[k] - mean[c]) / stddev[c];
+    }
+}
+
+}  // namespace
+
+std::vector<int64_t> Dataset::sample_shape() const {
+  const auto& s = inputs.sizes();
+  return s.empty() ? std::vector<int64_t>{} : std::vector<int64_t>(s.begin() + 1, s.end());
+}
+
+Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
+  const std::size_t colon = spec.find(':');
+  const std::string prefix = spec.substr(0, colon), args = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  const DataSource* source = nullptr;
+  std::string known;
+  for (const DataSource& s : data_sources()) {
+    if (prefix == s.prefix) source = &s;
+    known += (known.empty() ? "" : ", ") + std::string(s.prefix);
+  }
+  if (!source) throw Error("unknown dataset '" + spec + "': expected one of " + known + " (see --help)");
+  is_test_split(options);
+  LoadedData d = source->load(args, options);
+
+  Dataset data;
+  data.inputs = inputs_as_float(d.inputs, d.images_file);
+  data.classes = options.classes > 0 && d.classes == 0 ? options.classes : d.classes;
+  data.labels = checked_labels(d, data.inputs.sizes()[0], data.classes);
+  data.description = d.source + ": " + std::to_string(data.size()) + " samples " +
+                     Shape::of(data.sample_shape()).to_string() + ", " + std::to_string(data.classes) + " classes";
+  if (options.normalize == Normalization::MeanStd) {
+    const int64_t channels = data.inputs.rank() > 2 ? data.inputs.sizes()[1] : 1;
+    std::string origin = "training split";
+    if (!options.mean.empty() || !options.std.empty()) {
+      data.mean = options.mean, data.std = options.std, origin = "given";
+    } else if (!d.train_mean.empty()) {
+      data.mean = d.train_mean, data.std = d.train_std;
+    } else {
+      channel_statistics(data.inputs, data.mean, data.std);
+      origin = "these files";
+    }
+    if (data.mean.size() == 1) data.mean.assign(channels, data.mean[0]);
+    if (data.std.size() == 1) data.std.assign(channels, data.std[0]);
+    if (static_cast<int64_t>(data.mean.size()) != channels || static_cast<int64_t>(data.std.size()) != channels) {
+      throw Error("normalisation needs " + std::to_string(channels) +
+                  " per-channel means and standard deviations, got " + std::to_string(data.mean.size()) + " and " +
+                  std::to_string(data.std.size()));
+    }
+    for (float s : data.std)
+      if (!(s > 0)) throw Error("normalisation: a standard deviation must be positive");
+    if (data.inputs.raw() == d.inputs.raw()) data.inputs = data.inputs.clone();  // never normalise the caller's data
+    normalize_in_place(data.inputs, data.mean, data.std);
+    data.description +=
+        ", normalised with mean " + format_values(data.mean) + " std " + format_values(data.std) + " (" + origin + ")";
+  }
+  return data;
+}
+
+void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input) {
+  if (!model_input.rank_known) return;
+  bool match = model_input.rank() == dataset.inputs.rank();
+  for (int64_t d = 1; match && d < model_input.rank(); ++d) {
+    const Dim& dim = model_input.dims[d];
+    if (dim.is_static() && dim.value() != dataset.inputs.sizes()[d]) match = false;
+  }
+  if (!match) {
+    throw Error("dataset inputs " + Shape::of(dataset.inputs.sizes()).to_string() + " do not match the model input '" +
+                input_name + "' " + model_input.to_string());
+  }
+}
+
+Dataset slice_dataset(const Dataset& dataset, int64_t begin, int64_t end) {
+  ONNXTRAIN_CHECK(0 <= begin && begin <= end && end <= dataset.size(), "slice out of range");
+  Dataset part = dataset;
+  std::vector<int64_t> sizes = dataset.inputs.sizes();
+  sizes[0] = end - begin;
+  part.inputs = Tensor(DType::Float32, sizes);
+  const std::size_t row = dataset.size() > 0 ? dataset.inputs.nbytes() / dataset.size() : 0;
+  if (row * (end - begin) > 0) std::memcpy(part.inputs.raw(), dataset.inputs.raw() + begin * row, row * (end - begin));
+  part.labels = Tensor(DType::Int64, {end - begin});
+  for (int64_t i = begin; i < end; ++i) part.labels.data<int64_t>()[i - begin] = dataset.labels.data<int64_t>()[i];
+  return part;
+}
+
+}  // namespace onnxtrain

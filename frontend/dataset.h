@@ -1,0 +1,67 @@
+// Datasets for training: images or feature vectors as float32 (N, ...) with int64 class labels (N),
+// loaded from a spec string (what `--data SPEC` takes):
+//
+//   fashion-mnist             Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), the default
+//                             (ONNXTRAIN_FASHION_MNIST_DIR overrides the directory)
+//   mnist:DIR                 the four IDX files of the MNIST family in DIR (train-images-idx3-ubyte[.gz], ...)
+//   idx:IMAGES,LABELS         two IDX files, gzip or plain (told apart by their magic bytes)
+//   cifar10:DIR               CIFAR-10 binary batches: data_batch_1..5.bin (train), test_batch.bin (test)
+//   npz:FILE                  a NumPy .npz (stored or deflated): arrays `x`,`y`, else `inputs`,`labels`,
+//                             else `x_train`,`y_train` / `x_test`,`y_test` (Keras' layout) by split
+//   npy:X.npy,Y.npy           two .npy files
+//   synthetic[:C,H,W:CLASSES:N]  seeded uniform inputs, labels = argmax of a fixed random linear map
+//                             of them (learnable); default synthetic:1,28,28:10:1024
+//
+// Pixel bytes (uint8) become float32 in [0,1]; float inputs are kept as they are. Image inputs are
+// (N,C,H,W): IDX images and rank-3 arrays get C=1; rank-4 arrays must already be NCHW; rank-2 arrays are
+// feature vectors. Normalisation mean-std subtracts a per-channel mean and divides by the standard
+// deviation of the training split: Fashion-MNIST 0.2860/0.3530, CIFAR-10 (0.4914,0.4822,0.4465)/
+// (0.2470,0.2435,0.2616) (population statistics of the train split, also applied to the test split);
+// other sources use the statistics of the files loaded unless DatasetOptions::mean/std give them.
+//
+//   Dataset train = load_dataset("fashion-mnist", {.split = "train", .normalize = Normalization::MeanStd});
+//   check_matches_model_input(train, "input", model_input_shape);  // throws Error when they differ
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/shape.h"
+#include "graph/tensor.h"
+
+namespace onnxtrain {
+
+enum class Normalization { None, MeanStd };
+
+struct DatasetOptions {
+  std::string split = "train";  // "train" | "test"
+  Normalization normalize = Normalization::None;
+  std::vector<float> mean, std;  // per channel; override the statistics MeanStd uses
+  int64_t classes = 0;           // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
+  uint64_t seed = 0;             // synthetic data only
+};
+
+struct Dataset {
+  Tensor inputs;  // float32 (N, ...)
+  Tensor labels;  // int64 (N)
+  int64_t classes = 0;
+  std::string description;       // one line: source, split, sizes, normalisation
+  std::vector<float> mean, std;  // the per-channel statistics applied (empty without normalisation)
+
+  int64_t size() const { return labels.sizes().empty() ? 0 : labels.sizes()[0]; }
+  std::vector<int64_t> sample_shape() const;  // inputs' sizes without N
+};
+
+// Throws Error naming the file and what was expected (missing file, wrong magic number, truncated file,
+// label out of range, image and label counts that differ, unknown spec).
+Dataset load_dataset(const std::string& spec, const DatasetOptions& options = {});
+
+// Throws Error "dataset inputs (N,1,28,28) do not match the model input 'input' (batch,3,32,32)" when the
+// ranks differ or a static non-batch dim of the model differs from the dataset's.
+void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input);
+
+// Rows [begin, end) as a new Dataset (copies the data).
+Dataset slice_dataset(const Dataset& dataset, int64_t begin, int64_t end);
+
+}  // namespace onnxtrain

@@ -1,0 +1,52 @@
+// The readers behind load_dataset (frontend/dataset.h), one per file format, and the byte-level helpers
+// they share. Each returns raw data (uint8 pixels or float inputs, int64 labels); load_dataset scales,
+// checks labels against the class count, normalises and describes. Errors name the file.
+//
+//   std::string bytes = read_maybe_gzipped("train-labels-idx1-ubyte.gz");
+//   Tensor labels = read_idx_labels("train-labels-idx1-ubyte.gz");
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace onnxtrain {
+
+// The whole file; Error "cannot open the file (missing?)" naming it.
+std::string read_file_bytes(const std::string& path);
+// The file's bytes, gunzipped when they start with the gzip magic 1f 8b (truncated streams are an error).
+std::string read_maybe_gzipped(const std::string& path);
+// Raw deflate (zip's method 8) of `compressed` into exactly `expected_size` bytes; `what` names it in errors.
+std::string inflate_raw(const std::string& compressed, std::size_t expected_size, const std::string& what);
+
+// IDX (yann.lecun.com/exdb/mnist): images magic 0x00000803 (N,H,W) uint8 → (N,1,H,W) uint8;
+// labels magic 0x00000801 (N) uint8 → int64.
+Tensor read_idx_images(const std::string& path);
+Tensor read_idx_labels(const std::string& path);
+
+// CIFAR-10 binary batches: records of 1 label byte + 3072 pixel bytes (3,32,32). Inputs uint8 (N,3,32,32).
+struct RawDataset {
+  Tensor inputs;  // uint8 or float32/float64
+  Tensor labels;  // int64
+};
+RawDataset read_cifar10_batches(const std::vector<std::string>& paths);
+
+// NPZ: the members of a zip archive (stored or deflated), each parsed as .npy. `names` lists the member
+// names present (without .npy) for error messages.
+struct NpzArchive {
+  std::vector<std::string> names;
+  std::vector<Tensor> arrays;
+  const Tensor* find(const std::string& name) const;
+};
+NpzArchive read_npz(const std::string& path);
+// .npy bytes already in memory; `what` names them in errors.
+Tensor parse_npy_bytes(const std::string& bytes, const std::string& what);
+
+// Synthetic data: inputs uniform in [0,1) (float32 (N,C,H,W)), labels argmax(W · (x − 0.5)) for a
+// (classes × C·H·W) map W drawn from `seed`; the test split draws other inputs from the same map.
+RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t classes, int64_t count, uint64_t seed,
+                          bool test_split);
+
+}  // namespace onnxtrain

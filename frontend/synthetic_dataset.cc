@@ -1,0 +1,50 @@
+// Synthetic classification data that a model can learn: uniform inputs, labels from a fixed random linear
+// map. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
+// std::*_distribution, so the data are the same on every platform.
+#include <random>
+
+#include "frontend/dataset_readers.h"
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+float unit_float(std::mt19937_64& rng) { return static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
+
+}  // namespace
+
+RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t classes, int64_t count, uint64_t seed,
+                          bool test_split) {
+  int64_t features = 1;
+  for (int64_t s : sample_shape) features *= s;
+  if (features <= 0 || classes < 2 || count < 1) {
+    throw Error("synthetic data needs positive sizes, at least 2 classes and 1 sample");
+  }
+  std::mt19937_64 map_rng(seed);
+  std::vector<float> weights(static_cast<std::size_t>(classes * features));
+  for (float& w : weights) w = 2.0f * unit_float(map_rng) - 1.0f;
+
+  std::vector<int64_t> sizes{count};
+  sizes.insert(sizes.end(), sample_shape.begin(), sample_shape.end());
+  RawDataset raw{Tensor(DType::Float32, sizes), Tensor(DType::Int64, {count})};
+  std::mt19937_64 input_rng(seed ^ (test_split ? 0x7465737400000000ull : 0x747261696e000000ull));  // "test"/"train"
+  auto x = raw.inputs.data<float>();
+  auto y = raw.labels.data<int64_t>();
+  for (int64_t n = 0; n < count; ++n) {
+    float* sample = x.data() + n * features;
+    for (int64_t f = 0; f < features; ++f) sample[f] = unit_float(input_rng);
+    int64_t best = 0;
+    double best_score = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      double score = 0;
+      const float* w = weights.data() + c * features;
+      for (int64_t f = 0; f < features; ++f) score += double{w[f]} * (sample[f] - 0.5);
+      if (c == 0 || score > best_score) best = c, best_score = score;
+    }
+    y[n] = best;
+  }
+  return raw;
+}
+
+}  // namespace onnxtrain

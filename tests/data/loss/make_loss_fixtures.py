@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""PyTorch oracle for tests/loss_test.cc: for each loss kind and reduction, small random logits and
+targets, torch's loss value and d loss / d logits, as .npy files NAME_{logits,target,loss,grad}.npy.
+
+Reduction "none" is trained as the sum of the per-element losses (attach_loss's documented rule), so its
+gradient is that of loss.sum(); NAME_loss.npy holds the per-element losses, NAME_grad.npy that gradient.
+Run from anywhere with /usr/bin/python3 (torch 1.13, numpy); it rewrites the files next to itself.
+"""
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(name, logits, target, fn):
+    x = torch.tensor(logits, requires_grad=True)
+    loss = fn(x, torch.tensor(target))
+    (loss if loss.dim() == 0 else loss.sum()).backward()
+    np.save(os.path.join(HERE, name + "_logits.npy"), logits)
+    np.save(os.path.join(HERE, name + "_target.npy"), target)
+    np.save(os.path.join(HERE, name + "_loss.npy"), loss.detach().numpy().astype(np.float32))
+    np.save(os.path.join(HERE, name + "_grad.npy"), x.grad.numpy().astype(np.float32))
+
+
+def main():
+    rng = np.random.default_rng(20261130)
+    logits = rng.normal(0, 2, (6, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, 6).astype(np.int64)
+    ignored = labels.copy()
+    ignored[[1, 4]] = -100  # PyTorch's default ignore_index, present among the labels
+    spatial = rng.normal(0, 2, (2, 4, 3)).astype(np.float32)  # (N,C,d)
+    spatial_labels = rng.integers(0, 4, (2, 3)).astype(np.int64)
+    for reduction in ("mean", "sum", "none"):
+        ce = lambda x, t, r=reduction: F.cross_entropy(x, t, reduction=r)
+        save("sce_" + reduction, logits, labels, ce)
+        save("sce_ignore_" + reduction, logits, ignored, ce)
+        save("sce_spatial_" + reduction, spatial, spatial_labels, ce)
+
+    y = rng.normal(0, 1, (4, 3)).astype(np.float32)
+    t = rng.normal(0, 1, (4, 3)).astype(np.float32)
+    gap = np.abs(y - t)
+    t = np.where(gap < 0.05, t + 0.2, t).astype(np.float32)  # keep |y - t| away from L1's kink
+    # logits away from 0, where the stable BCE form's subgradient differs from torch's sigmoid(0) - t
+    z = (rng.normal(0, 3, (4, 3)) + 0.1).astype(np.float32)
+    z = np.where(np.abs(z) < 0.05, 0.5, z).astype(np.float32)
+    z[0, 0] = 40.0  # large logits: the stable form must not overflow
+    z[0, 1] = -40.0
+    p = rng.uniform(0, 1, (4, 3)).astype(np.float32)  # soft targets in [0, 1]
+    for reduction in ("mean", "sum", "none"):
+        save("mse_" + reduction, y, t, lambda x, u, r=reduction: F.mse_loss(x, u, reduction=r))
+        save("l1_" + reduction, y, t, lambda x, u, r=reduction: F.l1_loss(x, u, reduction=r))
+        save("bce_" + reduction, z, p,
+             lambda x, u, r=reduction: F.binary_cross_entropy_with_logits(x, u, reduction=r))
+
+
+if __name__ == "__main__":
+    main()
