@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "frontend/importer.h"
 #include "frontend/npy.h"
 
 namespace {
@@ -89,6 +91,60 @@ TEST(Cli, HelpExitsZero) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("--batch"), std::string::npos);
   EXPECT_EQ(run("version").exit_code, 0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Cli, TrainLowersTheLossAndWritesAModelThatRuns) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("onnxtrain_cli_train_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string metrics = dir + "/metrics.jsonl", out = dir + "/cnn_trained.onnx";
+  CliRun r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:512 --epochs 2 --batch 32 --metrics " +
+                 metrics + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("validation loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wrote " + out), std::string::npos) << r.output;
+
+  std::vector<double> losses;
+  int epochs = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("step")) {
+      losses.push_back(j["loss"].get<double>());
+      EXPECT_TRUE(j.contains("lr") && j.contains("samples_per_s") && j.contains("epoch")) << line;
+    } else if (j.contains("val_accuracy")) {
+      ++epochs;
+      EXPECT_TRUE(j.contains("val_loss")) << line;
+    }
+  }
+  ASSERT_EQ(losses.size(), 30u);  // 2 epochs of ceil(461 / 32) batches (51 of 512 rows held out)
+  EXPECT_EQ(epochs, 2);
+  double last5 = 0;
+  for (size_t i = losses.size() - 5; i < losses.size(); ++i) last5 += losses[i] / 5;
+  EXPECT_LT(last5, losses.front());
+
+  onnxtrain::ImportedModel trained = onnxtrain::import_model(out);
+  EXPECT_EQ(trained.graph.inputs.size(), 1u);
+  r = run("run " + out + " --input input=" + kModels + "expected/fashion_batch3_input.npy -o " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("logits: float32 (3,10)"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, TrainUserErrorsExitOne) {
+  CliRun r = run("train " + kModels + "cnn_opset17.onnx --data idx:/nonexistent/images.gz,/nonexistent/labels.gz -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/images.gz"), std::string::npos) << r.output;
+  r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:3,32,32:10:64 -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("do not match the model input"), std::string::npos) << r.output;
+  r = run("train " + kModels + "cnn_opset17.onnx --data synthetic --optimizer rmsprop -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown optimizer 'rmsprop'"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ namespace onnxtrain::cli {
 
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 void add_version_command(CLI::App& app);
 
 }  // namespace onnxtrain::cli

@@ -1,0 +1,214 @@
+#include "executor/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace onnxtrain {
+namespace {
+
+bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
+
+std::string unique_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 1; g.find_value(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+// Makes the running statistics of every BatchNormalization (opset >= 14) in training mode graph outputs,
+// and turns those in inference mode whose mean/var are State initializers
+// into training mode with running_mean/running_var outputs (graph outputs), as model.train() does.
+// Before opset 14 training mode means the four extra outputs (saved mean/var included); those exports
+// are left as they are: such nodes keep their running statistics unchanged.
+void batch_norm_to_training_mode(Graph& g) {
+  for (NodeId id : std::vector<NodeId>(g.order())) {
+    Node& n = g.node(id);
+    if (!is_batch_norm(n) || n.opset < 14) continue;
+    if (n.attr_int("training_mode", 0) != 0) {  // exported in training mode: its running stats become outputs
+      for (size_t k = 1; k < n.outputs.size() && k < 3; ++k) {
+        if (n.outputs[k].valid() && std::find(g.outputs.begin(), g.outputs.end(), n.outputs[k]) == g.outputs.end())
+          g.outputs.push_back(n.outputs[k]);
+      }
+      continue;
+    }
+    if (n.outputs.size() > 1) continue;
+    if (n.inputs.size() < 5 || g.value(n.inputs[3]).role != ValueRole::State || g.value(n.inputs[4]).role != ValueRole::State)
+      continue;
+    n.attributes["training_mode"] = int64_t{1};
+    for (int k : {3, 4}) {
+      const Value& stat = g.value(g.node(id).inputs[k]);
+      Value out{.name = unique_name(g, stat.name + "_updated"), .dtype = stat.dtype, .shape = stat.shape};
+      out.producer = id;
+      ValueId v = g.add_value(std::move(out));
+      g.node(id).outputs.push_back(v);
+      g.outputs.push_back(v);
+    }
+  }
+}
+
+int64_t argmax_row(std::span<const float> row) {
+  return std::max_element(row.begin(), row.end()) - row.begin();
+}
+
+}  // namespace
+
+Graph make_inference_graph(const Graph& graph) {
+  Graph g = graph;
+  std::vector<ValueId> dropped;
+  for (NodeId id : g.order()) {
+    Node& n = g.node(id);
+    if (is_batch_norm(n) && n.opset >= 14 && n.attr_int("training_mode", 0) != 0) {
+      n.attributes["training_mode"] = int64_t{0};
+      dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
+      n.outputs.resize(1);
+    } else if (is_batch_norm(n) && n.opset < 14 && n.outputs.size() > 1) {
+      dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
+      n.outputs.resize(1);
+    } else if (n.op_type == "Dropout" && n.domain.empty() && n.inputs.size() > 2) {
+      n.inputs.resize(2);  // training_mode omitted: false, y = x
+    }
+  }
+  for (ValueId v : dropped) {
+    g.value(v).producer = NodeId{};
+    std::erase(g.outputs, v);
+  }
+  return g;
+}
+
+Trainer::Trainer(const Graph& forward, TrainerOptions options)
+    : options_(std::move(options)), forward_(forward), optimizer_(options_.optimizer, options_.schedule) {
+  options_.optimizer.validate();
+  options_.schedule.validate();
+  if (forward_.inputs.size() != 1) {
+    throw Error("training needs a model with one data input; this one has " + std::to_string(forward_.inputs.size()));
+  }
+  input_ = forward_.value(forward_.inputs[0]).name;
+  batch_norm_to_training_mode(forward_);
+  loss_ = attach_loss(forward_, options_.loss);
+  training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = loss_.loss}));
+  session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels);
+  eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
+  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels);
+
+  Graph& g = training_->graph;
+  for (const TrainingGraph::Gradient& grad : training_->gradients) {
+    const Value& v = g.value(grad.value);
+    if (!v.data || v.dtype != DType::Float32) continue;  // a data input differentiated: nothing to update
+    slots_.push_back({v.name, grad.value, g.value(grad.gradient).name});
+  }
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
+    for (int k : {1, 2}) {
+      if (n.outputs[k].valid() && g.value(n.inputs[k + 2]).data)
+        running_stats_.push_back({g.value(n.outputs[k]).name, n.inputs[k + 2]});
+    }
+  }
+}
+
+Tensor Trainer::labels_for(const Tensor& y, int64_t classes) const {
+  if (options_.loss.kind == LossKind::SoftmaxCrossEntropy || options_.loss.kind == LossKind::ModelOutput) {
+    if (options_.loss.kind == LossKind::SoftmaxCrossEntropy && options_.loss.label_dtype == DType::Int32 &&
+        y.dtype() == DType::Int64) {
+      Tensor t(DType::Int32, y.sizes());
+      auto src = y.data<int64_t>();
+      auto dst = t.data<int32_t>();
+      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
+      return t;
+    }
+    return y;
+  }
+  if (y.dtype() != DType::Int64 || y.rank() != 1 || classes <= 0) return y;
+  // mse, l1, bce-with-logits on class labels: one-hot targets shaped like the logits (B, C).
+  Tensor t(DType::Float32, {y.sizes()[0], classes});
+  auto labels = y.data<int64_t>();
+  auto dst = t.data<float>();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) + " outputs");
+    }
+    dst[i * classes + labels[i]] = 1.0f;
+  }
+  return t;
+}
+
+namespace {
+int64_t classes_of(const Graph& g, const std::string& logits) {
+  if (logits.empty()) return 0;
+  auto id = g.find_value(logits);
+  if (!id) return 0;
+  const Shape& s = g.value(*id).shape;
+  if (!s.rank_known || s.rank() != 2 || !s.dims[1].is_static()) return 0;
+  return s.dims[1].value();
+}
+}  // namespace
+
+float Trainer::train_step(const Tensor& x, const Tensor& y) {
+  Graph& g = training_->graph;
+  std::map<std::string, Tensor> inputs{{input_, x}};
+  if (!loss_.labels.empty()) inputs[loss_.labels] = labels_for(y, classes_of(g, loss_.logits));
+  std::map<std::string, Tensor> out = session_->run(inputs);
+
+  std::vector<ParamSlot> params;
+  params.reserve(slots_.size());
+  for (const Slot& s : slots_) {
+    params.push_back({s.name, g.value(s.value).data->data<float>(), out.at(s.gradient).data<float>()});
+  }
+  optimizer_.step(params);
+  // The parameter Tensors are shared with forward_ and the evaluation graph: updated in place above,
+  // and the running statistics copied in place here.
+  for (const RunningStat& r : running_stats_) {
+    auto src = out.at(r.output).data<float>();
+    auto dst = g.value(r.state).data->data<float>();
+    std::copy(src.begin(), src.end(), dst.begin());
+  }
+  return out.at(loss_.loss).data<float>()[0];
+}
+
+Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+  Evaluation e;
+  const int64_t n = labels.sizes().empty() ? 0 : labels.sizes()[0];
+  if (n == 0) {
+    e.loss = e.accuracy = std::numeric_limits<double>::quiet_NaN();
+    return e;
+  }
+  const int64_t classes = classes_of(*eval_graph_, loss_.logits);
+  const int64_t row = inputs.numel() / n;
+  int64_t correct = 0;
+  double loss_sum = 0;
+  for (int64_t begin = 0; begin < n; begin += batch) {
+    const int64_t b = std::min(batch, n - begin);
+    std::vector<int64_t> xs = inputs.sizes();
+    xs[0] = b;
+    Tensor x(DType::Float32, xs), y(DType::Int64, {b});
+    std::copy_n(inputs.data<float>().begin() + begin * row, b * row, x.data<float>().begin());
+    std::copy_n(labels.data<int64_t>().begin() + begin, b, y.data<int64_t>().begin());
+    std::map<std::string, Tensor> feed{{input_, x}};
+    if (!loss_.labels.empty()) feed[loss_.labels] = labels_for(y, classes);
+    std::map<std::string, Tensor> out = eval_session_->run(feed);
+    // mean reductions give the batch mean; sum gives the batch sum
+    const double l = out.at(loss_.loss).data<float>()[0];
+    loss_sum += options_.loss.reduction == LossReduction::Mean ? l * b : l;
+    if (classes > 0 && !loss_.logits.empty()) {
+      auto logits = out.at(loss_.logits).data<float>();
+      auto yl = y.data<int64_t>();
+      for (int64_t i = 0; i < b; ++i) correct += argmax_row(logits.subspan(i * classes, classes)) == yl[i];
+    }
+  }
+  e.samples = n;
+  e.loss = loss_sum / n;
+  e.accuracy = classes > 0 ? static_cast<double>(correct) / n : std::numeric_limits<double>::quiet_NaN();
+  return e;
+}
+
+std::map<std::string, Tensor> Trainer::trained_initializers() const {
+  std::map<std::string, Tensor> result;
+  const Graph& g = training_->graph;
+  for (ValueId id : g.initializers) {
+    const Value& v = g.value(id);
+    if ((v.role == ValueRole::Parameter || v.role == ValueRole::State) && v.data) result[v.name] = *v.data;
+  }
+  return result;
+}
+
+}  // namespace onnxtrain
