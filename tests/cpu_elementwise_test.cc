@@ -114,7 +114,9 @@ void expect_agree(const Case& c, double rtol = 0) {
     if (!c.outputs[o].present()) continue;
     if (c.outputs[o].dtype != DType::Float32) {
       const size_t bytes = static_cast<size_t>(ours[o].numel()) * dtype_size(ours[o].dtype());
-      if (bytes > 0) EXPECT_EQ(std::memcmp(ours[o].raw(), reference[o].raw(), bytes), 0) << "output " << o;
+      if (bytes > 0) {
+        EXPECT_EQ(std::memcmp(ours[o].raw(), reference[o].raw(), bytes), 0) << "output " << o;
+      }
       continue;
     }
     const auto* a = reinterpret_cast<const float*>(ours[o].raw());

@@ -2,6 +2,7 @@
 // Direct loops over output position, input channel of the group and kernel element.
 #include <algorithm>
 
+#include "kernels/reference/conv_geometry.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/reference/window.h"
@@ -10,11 +11,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  WindowGeometry window;
-};
 
 template <typename T>
 void conv_forward(const ConvGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
@@ -67,34 +63,10 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   const TensorDesc& x = spec.inputs[0];
   const TensorDesc& weight = require_input(spec, 1, "W");
   const TensorDesc& y = require_output(spec, 0, "Y");
-  const std::vector<int64_t> in_spatial = spatial_sizes(spec, x, "X");
-  if (weight.sizes.size() != x.sizes.size() || y.sizes.size() != x.sizes.size()) {
-    kernel_fail(spec, "X " + sizes_to_string(x.sizes) + ", W " + sizes_to_string(weight.sizes) + " and Y " +
-                          sizes_to_string(y.sizes) + " must have the same rank");
-  }
-  ConvGeometry g;
-  g.batch = x.sizes[0];
-  g.in_channels = x.sizes[1];
-  g.out_channels = weight.sizes[0];
-  g.group = spec.attributes.get_int("group", 1);
-  if (g.group < 1) kernel_fail(spec, "group must be >= 1, got " + std::to_string(g.group));
-  if (weight.sizes[1] * g.group != g.in_channels || g.out_channels % g.group != 0) {
-    kernel_fail(spec, "W " + sizes_to_string(weight.sizes) + " does not fit X " + sizes_to_string(x.sizes) +
-                          " with group=" + std::to_string(g.group));
-  }
-  if (y.sizes[0] != g.batch || y.sizes[1] != g.out_channels) {
-    kernel_fail(spec, "Y " + sizes_to_string(y.sizes) + " must be (N, M, ...) for X " + sizes_to_string(x.sizes) +
-                          " and W " + sizes_to_string(weight.sizes));
-  }
+  const ConvGeometry g = read_conv_geometry(spec, x, weight, y, "Y");
   if (has_input(spec, 2) && spec.inputs[2].sizes != std::vector<int64_t>{g.out_channels}) {
     kernel_fail(spec, "B " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per output channel");
   }
-  const std::vector<int64_t> kernel(weight.sizes.begin() + 2, weight.sizes.end());
-  if (spec.attributes.has("kernel_shape") && spec.attributes.get_ints("kernel_shape") != kernel) {
-    kernel_fail(spec, "kernel_shape " + sizes_to_string(spec.attributes.get_ints("kernel_shape")) +
-                          " does not match W " + sizes_to_string(weight.sizes));
-  }
-  g.window = read_window_geometry(spec, in_spatial, {y.sizes.begin() + 2, y.sizes.end()}, kernel);
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(

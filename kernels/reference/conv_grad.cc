@@ -4,6 +4,7 @@
 // dY·W[k] to dX[p] and dY·X[p] to dW[k]; dB sums dY. Accumulates in double.
 #include <algorithm>
 
+#include "kernels/reference/conv_geometry.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/reference/window.h"
@@ -13,10 +14,8 @@ namespace {
 
 using namespace reference;
 
-struct ConvGradGeometry {
-  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+struct ConvGradGeometry : ConvGeometry {
   bool dx = false, dw = false, db = false;
-  WindowGeometry window;  // input = X's spatial sizes, output = dY's
 };
 
 template <typename T>
@@ -85,37 +84,12 @@ std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   const TensorDesc& dy = spec.inputs[0];
   const TensorDesc& x = require_input(spec, 1, "X");
   const TensorDesc& weight = require_input(spec, 2, "W");
-  const std::vector<int64_t> in_spatial = spatial_sizes(spec, x, "X");
-  if (weight.sizes.size() != x.sizes.size() || dy.sizes.size() != x.sizes.size()) {
-    kernel_fail(spec, "dY " + sizes_to_string(dy.sizes) + ", X " + sizes_to_string(x.sizes) + " and W " +
-                          sizes_to_string(weight.sizes) + " must have the same rank");
-  }
-  ConvGradGeometry g;
-  g.batch = x.sizes[0];
-  g.in_channels = x.sizes[1];
-  g.out_channels = weight.sizes[0];
-  g.group = spec.attributes.get_int("group", 1);
-  if (g.group < 1) kernel_fail(spec, "group must be >= 1, got " + std::to_string(g.group));
-  if (weight.sizes[1] * g.group != g.in_channels || g.out_channels % g.group != 0) {
-    kernel_fail(spec, "W " + sizes_to_string(weight.sizes) + " does not fit X " + sizes_to_string(x.sizes) +
-                          " with group=" + std::to_string(g.group));
-  }
-  if (dy.sizes[0] != g.batch || dy.sizes[1] != g.out_channels) {
-    kernel_fail(spec, "dY " + sizes_to_string(dy.sizes) + " must be (N, M, ...) for X " + sizes_to_string(x.sizes) +
-                          " and W " + sizes_to_string(weight.sizes));
-  }
-  const std::vector<int64_t> kernel(weight.sizes.begin() + 2, weight.sizes.end());
-  if (spec.attributes.has("kernel_shape") && spec.attributes.get_ints("kernel_shape") != kernel) {
-    kernel_fail(spec, "kernel_shape " + sizes_to_string(spec.attributes.get_ints("kernel_shape")) +
-                          " does not match W " + sizes_to_string(weight.sizes));
-  }
-  const std::vector<int64_t> out_spatial(dy.sizes.begin() + 2, dy.sizes.end());
-  g.window = read_window_geometry(spec, in_spatial, out_spatial, kernel);
+  ConvGradGeometry g{read_conv_geometry(spec, x, weight, dy, "dY")};
   const WindowGeometry& w = g.window;
   for (size_t d = 0; d < w.spatial(); ++d) {
-    const int64_t dilated = (kernel[d] - 1) * w.dilations[d] + 1;
-    const int64_t span = in_spatial[d] + w.pad_begin[d] + w.pad_end[d] - dilated;
-    if (span < 0 || span / w.strides[d] + 1 != out_spatial[d]) {
+    const int64_t dilated = (w.kernel[d] - 1) * w.dilations[d] + 1;
+    const int64_t span = w.input[d] + w.pad_begin[d] + w.pad_end[d] - dilated;
+    if (span < 0 || span / w.strides[d] + 1 != w.output[d]) {
       kernel_fail(spec, "dY " + sizes_to_string(dy.sizes) + " is not the Conv output of X " + sizes_to_string(x.sizes) +
                             " and W " + sizes_to_string(weight.sizes) + " on spatial axis " + std::to_string(d));
     }
