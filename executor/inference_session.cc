@@ -206,7 +206,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   std::optional<Graph> scratch;
   if (dynamic) scratch = bound_;
 
-  Stream stream(DeviceKind::Cpu);
+  Stream stream(DeviceKind::Cpu, run_index_++);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);

@@ -29,6 +29,11 @@ class InferenceSession {
   // graph output by name. Throws Error naming the input, node or kernel at fault.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
+  // Runs are numbered from 0; the number seeds random kernels (Dropout, kernels/kernel.h), so a resumed
+  // training run sets the index its interrupted predecessor had reached.
+  uint64_t run_index() const { return run_index_; }
+  void set_run_index(uint64_t index) { run_index_ = index; }
+
   // The nodes without a kernel for their dtype on the CPU, as "Op (dtype)"; empty when the graph runs.
   std::vector<std::string> missing_kernels() const;
 
@@ -53,6 +58,7 @@ class InferenceSession {
   std::vector<PreparedNode> prepared_;
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
+  uint64_t run_index_ = 0;  // the index of the next run
 };
 
 }  // namespace onnxtrain

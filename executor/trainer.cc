@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+
+#include "kernels/kernel.h"
 
 namespace onnxtrain {
 namespace {
@@ -46,11 +49,34 @@ void batch_norm_to_training_mode(Graph& g) {
   }
 }
 
+// Dropout nodes: each gets its own seed from the run's seed and its position (nodes without a seed
+// attribute would otherwise all draw the same masks), or, with dropout off, becomes the identity
+// (training_mode omitted means false).
+void seed_or_disable_dropout(Graph& g, uint64_t seed, bool dropout) {
+  uint64_t position = 0;
+  for (NodeId id : g.order()) {
+    Node& n = g.node(id);
+    if (n.op_type != "Dropout" || !n.domain.empty()) continue;
+    if (!dropout) {
+      if (n.inputs.size() > 2) n.inputs.resize(2);
+      continue;
+    }
+    const auto model_seed = static_cast<uint64_t>(n.attr_int("seed", 0));
+    n.attributes["seed"] = static_cast<int64_t>(random_stream_seed(seed ^ model_seed, position++));
+  }
+}
+
 int64_t argmax_row(std::span<const float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
 }
 
 }  // namespace
+
+RunningVariance running_variance_from_name(const std::string& name) {
+  if (name == "unbiased") return RunningVariance::unbiased;
+  if (name == "population") return RunningVariance::population;
+  throw Error("unknown running variance '" + name + "': expected unbiased (PyTorch's) or population (ONNX's)");
+}
 
 Graph make_inference_graph(const Graph& graph) {
   Graph g = graph;
@@ -84,6 +110,7 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   }
   input_ = forward_.value(forward_.inputs[0]).name;
   batch_norm_to_training_mode(forward_);
+  seed_or_disable_dropout(forward_, options_.seed, options_.dropout);
   loss_ = attach_loss(forward_, options_.loss);
   training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = loss_.loss}));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels);
@@ -100,8 +127,22 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
     const Node& n = g.node(id);
     if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
     for (int k : {1, 2}) {
-      if (n.outputs[k].valid() && g.value(n.inputs[k + 2]).data)
-        running_stats_.push_back({g.value(n.outputs[k]).name, n.inputs[k + 2]});
+      if (!n.outputs[k].valid() || !g.value(n.inputs[k + 2]).data) continue;
+      RunningStat stat{g.value(n.outputs[k]).name, n.inputs[k + 2]};
+      if (k == 2 && options_.running_variance == RunningVariance::unbiased) {
+        stat.momentum = n.attr_float("momentum", 0.9);
+        const Shape& x = g.value(n.inputs[0]).shape;
+        stat.values_per_sample = 1;
+        for (size_t d = 2; x.rank_known && d < x.dims.size(); ++d) {
+          if (!x.dims[d].is_static()) {
+            throw Error("BatchNormalization node '" + n.name + "': its input's spatial sizes are not static, so the "
+                        "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
+          }
+          stat.values_per_sample *= x.dims[d].value();
+        }
+        if (!x.rank_known) throw Error("BatchNormalization node '" + n.name + "': its input's rank is unknown");
+      }
+      running_stats_.push_back(stat);
     }
   }
 }
@@ -143,26 +184,74 @@ int64_t classes_of(const Graph& g, const std::string& logits) {
 }
 }  // namespace
 
-float Trainer::train_step(const Tensor& x, const Tensor& y) {
-  Graph& g = training_->graph;
+std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y) {
   std::map<std::string, Tensor> inputs{{input_, x}};
-  if (!loss_.labels.empty()) inputs[loss_.labels] = labels_for(y, classes_of(g, loss_.logits));
-  std::map<std::string, Tensor> out = session_->run(inputs);
+  if (!loss_.labels.empty()) inputs[loss_.labels] = labels_for(y, classes_of(training_->graph, loss_.logits));
+  // Step t runs with index t, also after compute_gradients calls or a restore.
+  session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
+  return session_->run(inputs);
+}
 
+// The parameter Tensors are shared with forward_ and the evaluation graph, so the running statistics are
+// copied into them in place. The node computed ONNX's update with the population variance v; the
+// unbiased one is m·old + (1−m)·v·N/(N−1) = m·old + (new − m·old)·N/(N−1).
+void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
+  Graph& g = training_->graph;
+  for (const RunningStat& r : running_stats_) {
+    auto src = out.at(r.output).data<float>();
+    auto dst = g.value(r.state).data->data<float>();
+    const int64_t n = batch * r.values_per_sample;
+    if (r.values_per_sample == 0 || n < 2) {
+      std::copy(src.begin(), src.end(), dst.begin());
+      continue;
+    }
+    const double m = r.momentum, correction = static_cast<double>(n) / static_cast<double>(n - 1);
+    for (size_t i = 0; i < src.size(); ++i) {
+      const double old = dst[i];
+      dst[i] = static_cast<float>(m * old + (src[i] - m * old) * correction);
+    }
+  }
+}
+
+float Trainer::train_step(const Tensor& x, const Tensor& y) {
+  std::map<std::string, Tensor> out = run_step(x, y);
+  Graph& g = training_->graph;
   std::vector<ParamSlot> params;
   params.reserve(slots_.size());
   for (const Slot& s : slots_) {
     params.push_back({s.name, g.value(s.value).data->data<float>(), out.at(s.gradient).data<float>()});
   }
   optimizer_.step(params);
-  // The parameter Tensors are shared with forward_ and the evaluation graph: updated in place above,
-  // and the running statistics copied in place here.
-  for (const RunningStat& r : running_stats_) {
-    auto src = out.at(r.output).data<float>();
-    auto dst = g.value(r.state).data->data<float>();
-    std::copy(src.begin(), src.end(), dst.begin());
-  }
+  update_running_stats(out, x.sizes().at(0));
   return out.at(loss_.loss).data<float>()[0];
+}
+
+std::map<std::string, Tensor> Trainer::compute_gradients(const Tensor& x, const Tensor& y, float* loss) {
+  std::map<std::string, Tensor> out = run_step(x, y);
+  if (loss) *loss = out.at(loss_.loss).data<float>()[0];
+  std::map<std::string, Tensor> gradients;
+  for (const Slot& s : slots_) gradients[s.name] = out.at(s.gradient);
+  return gradients;
+}
+
+void Trainer::restore(const std::map<std::string, Tensor>& initializers,
+                      const std::map<std::string, Tensor>& optimizer_state) {
+  Graph& g = training_->graph;
+  for (ValueId id : g.initializers) {
+    Value& v = g.value(id);
+    if ((v.role != ValueRole::Parameter && v.role != ValueRole::State) || !v.data) continue;
+    auto it = initializers.find(v.name);
+    if (it == initializers.end()) throw Error("the saved state has no value for '" + v.name + "'");
+    const Tensor& saved = it->second;
+    if (saved.dtype() != v.data->dtype() || saved.sizes() != v.data->sizes()) {
+      throw Error("the saved '" + v.name + "' is " + std::string(dtype_name(saved.dtype())) + " " +
+                  Shape::of(saved.sizes()).to_string() + "; the model's is " + std::string(dtype_name(v.data->dtype())) + " " +
+                  Shape::of(v.data->sizes()).to_string());
+    }
+    // In place: the evaluation graph shares these buffers.
+    std::memcpy(v.data->raw(), saved.raw(), static_cast<size_t>(saved.numel()) * dtype_size(saved.dtype()));
+  }
+  optimizer_.load_state(optimizer_state);
 }
 
 Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
@@ -180,8 +269,9 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
     const int64_t b = std::min(batch, n - begin);
     std::vector<int64_t> xs = inputs.sizes();
     xs[0] = b;
-    Tensor x(DType::Float32, xs), y(DType::Int64, {b});
-    std::copy_n(inputs.data<float>().begin() + begin * row, b * row, x.data<float>().begin());
+    Tensor x(inputs.dtype(), xs), y(DType::Int64, {b});
+    const size_t row_bytes = static_cast<size_t>(row) * dtype_size(inputs.dtype());
+    std::memcpy(x.raw(), inputs.raw() + begin * row_bytes, b * row_bytes);
     std::copy_n(labels.data<int64_t>().begin() + begin, b, y.data<int64_t>().begin());
     std::map<std::string, Tensor> feed{{input_, x}};
     if (!loss_.labels.empty()) feed[loss_.labels] = labels_for(y, classes);

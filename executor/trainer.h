@@ -11,8 +11,11 @@
 //
 // Parameters are the graph's initializer Tensors, shared (Tensor copies share buffers) by the training
 // graph and the evaluation graph; InferenceSession reads initializer data from its graph on every run,
-// so an in-place update is what the next run sees. Running variance: ONNX's update (the batch's population
-// variance), not yet PyTorch's unbiased one.
+// so an in-place update is what the next run sees.
+//
+// Randomness: every Dropout node gets its own seed from (options.seed, its position), and its mask in
+// step t comes from (that seed, t) alone (kernels/kernel.h), so the same seed gives the same run bit for
+// bit, and a run resumed at step t (`restore`) draws the masks the uninterrupted run drew.
 #pragma once
 
 #include <map>
@@ -27,11 +30,24 @@
 
 namespace onnxtrain {
 
+// How BatchNormalization's running variance follows the batches, with m the node's momentum attribute:
+// running_var = m·running_var + (1−m)·v, where v is the batch variance over N = batch × spatial values
+// per channel.
+enum class RunningVariance {
+  unbiased,    // v = Σ(x−mean)²/(N−1): torch.nn.BatchNorm's update (the default)
+  population,  // v = Σ(x−mean)²/N: the ONNX specification's
+};
+RunningVariance running_variance_from_name(const std::string& name);  // "unbiased" | "population"
+
 struct TrainerOptions {
   LossSpec loss;
   OptimizerConfig optimizer;
   LrSchedule schedule;
   std::string kernels;  // kernel implementation ("reference"); empty: the fastest
+  uint64_t seed = 0;    // seeds the Dropout nodes
+  bool dropout = true;  // false: Dropout is the identity in training too (to compare with a framework
+                        // whose generator differs)
+  RunningVariance running_variance = RunningVariance::unbiased;
 };
 
 // A copy of `graph` (sharing its initializer Tensors) for evaluation: BatchNormalization in inference
@@ -44,9 +60,21 @@ class Trainer {
   // Throws Error when the loss cannot be attached or a node has no gradient rule.
   Trainer(const Graph& forward, TrainerOptions options);
 
-  // One step on a batch: x (B, ...) float32, y int64 class labels (B) (one-hot float for mse, l1 and
-  // bce-with-logits when the model outputs (B, C)). Returns the loss before the update.
+  // One step on a batch: x (B, ...) the model input, y int64 class labels (B) (one-hot float for mse, l1
+  // and bce-with-logits when the model outputs (B, C)). Returns the loss before the update.
   float train_step(const Tensor& x, const Tensor& y);
+
+  // Forward and backward of one batch without an update (nor a running-statistics update): every
+  // parameter's gradient by parameter name; `loss` receives the loss when not null. It counts as a run
+  // (the next Dropout masks are the next step's).
+  std::map<std::string, Tensor> compute_gradients(const Tensor& x, const Tensor& y, float* loss = nullptr);
+
+  // Optimizer steps taken so far.
+  int64_t step() const { return optimizer_.global_step(); }
+  // Puts the trainer where a run was after `step` steps: parameters and running statistics (by name;
+  // every trained initializer must be given, with its dtype and size), the optimizer's state
+  // (Optimizer::state_tensors) and the Dropout run index. Throws Error naming what does not fit.
+  void restore(const std::map<std::string, Tensor>& initializers, const std::map<std::string, Tensor>& optimizer_state);
 
   struct Evaluation {
     double loss = 0;
@@ -86,7 +114,13 @@ class Trainer {
   struct RunningStat {
     std::string output;  // the BN node's new running statistic (a graph output)
     ValueId state;       // the State initializer it replaces
+    // Running variance to make unbiased: the node's momentum and the values per channel in one sample
+    // (0 for a running mean, or when the variance stays the node's population one).
+    double momentum = 0;
+    int64_t values_per_sample = 0;
   };
+  std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y);
+  void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   std::vector<RunningStat> running_stats_;
 };
 

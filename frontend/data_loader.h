@@ -37,7 +37,7 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor x;  // float32 (B, ...)
+  Tensor x;  // (B, ...) in the dataset's input dtype (float32; int64 token ids)
   Tensor y;  // int64 (B)
   int64_t epoch = 0;
   int64_t index_in_epoch = 0;

@@ -327,7 +327,7 @@ Dataset slice_dataset(const Dataset& dataset, int64_t begin, int64_t end) {
   Dataset part = dataset;
   std::vector<int64_t> sizes = dataset.inputs.sizes();
   sizes[0] = end - begin;
-  part.inputs = Tensor(DType::Float32, sizes);
+  part.inputs = Tensor(dataset.inputs.dtype(), sizes);
   const std::size_t row = dataset.size() > 0 ? dataset.inputs.nbytes() / dataset.size() : 0;
   if (row * (end - begin) > 0) std::memcpy(part.inputs.raw(), dataset.inputs.raw() + begin * row, row * (end - begin));
   part.labels = Tensor(DType::Int64, {end - begin});

@@ -12,6 +12,16 @@ namespace onnxtrain {
 
 std::string_view device_kind_name(DeviceKind device) { return device == DeviceKind::Cpu ? "cpu" : "cuda"; }
 
+uint64_t random_stream_seed(uint64_t seed, uint64_t run_index) {
+  auto splitmix64 = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return splitmix64(seed ^ splitmix64(run_index));
+}
+
 static int64_t product(const std::vector<int64_t>& sizes) {
   return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
 }

@@ -64,14 +64,25 @@ struct KernelSpec {
 };
 
 // Where a kernel runs. The CPU stream is synchronous; a CUDA stream will wrap cudaStream_t.
+//
+// `run_index` numbers the runs of a session (a training step, a pipeline micro-batch). Random kernels
+// (Dropout) are stateless: they draw from a generator seeded by random_stream_seed(seed attribute,
+// run_index), so the masks of run r do not depend on which runs came before it in this process; a run
+// resumed from a checkpoint, or a micro-batch executed on another thread, draws the same mask.
 class Stream {
  public:
-  explicit Stream(DeviceKind device = DeviceKind::Cpu) : device_(device) {}
+  explicit Stream(DeviceKind device = DeviceKind::Cpu, uint64_t run_index = 0) : device_(device), run_index_(run_index) {}
   DeviceKind device() const { return device_; }
+  uint64_t run_index() const { return run_index_; }
 
  private:
   DeviceKind device_;
+  uint64_t run_index_;
 };
+
+// The seed of a random kernel's generator in run `run_index` (splitmix64 of the pair: distinct, well
+// mixed seeds for neighbouring runs and nodes).
+uint64_t random_stream_seed(uint64_t seed, uint64_t run_index);
 
 class Kernel {
  public:

@@ -88,7 +88,8 @@ DType dtype_of(const Case& c) {
   return DType::Undefined;
 }
 
-std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel* prepared = nullptr) {
+std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel* prepared = nullptr,
+                        uint64_t run_index = 0) {
   const KernelSpec spec{c.op, c.domain, c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs,
                         "test_node"};
   std::unique_ptr<Kernel> owned;
@@ -100,7 +101,7 @@ std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel
     owned = entry->prepare(spec);
     kernel = owned.get();
   }
-  return testing_support::run_prepared(*kernel, c.inputs, c.outputs);
+  return testing_support::run_prepared(*kernel, c.inputs, c.outputs, run_index);
 }
 
 // Outputs equal: bytes for non-float outputs; floats within rtol (0: exactly), NaN where the reference is NaN.
@@ -321,7 +322,8 @@ TEST_P(CpuElementwise, Unary) {
                 .outputs = {{DType::Float32, {1001}}}});
 }
 
-// Dropout draws the reference kernel's masks bit for bit, run after run.
+// Dropout draws the reference kernel's masks bit for bit, run after run; a run's mask depends on its
+// run index only (a fresh mask per index, the same one when an index comes again).
 TEST_P(CpuElementwise, DropoutMatchesReferenceRng) {
   const Ints sizes = {64, 16, 129};
   for (double ratio : {0.5, 0.1, 0.0, 0.9}) {
@@ -336,11 +338,18 @@ TEST_P(CpuElementwise, DropoutMatchesReferenceRng) {
       auto ours = KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32)->prepare(spec);
       auto reference =
           KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32, "reference")->prepare(spec);
-      for (int round = 0; round < 3; ++round) {
-        const std::vector<Tensor> a = run(c, "", ours.get()), b = run(c, "", reference.get());
+      std::vector<Tensor> first;
+      for (uint64_t round : {0, 1, 2, 0}) {
+        const std::vector<Tensor> a = run(c, "", ours.get(), round), b = run(c, "", reference.get(), round);
         for (size_t o = 0; o < 2; ++o) {
           const size_t bytes = static_cast<size_t>(a[o].numel()) * dtype_size(a[o].dtype());
           EXPECT_EQ(std::memcmp(a[o].raw(), b[o].raw(), bytes), 0) << "ratio " << ratio << " round " << round;
+        }
+        const size_t mask_bytes = static_cast<size_t>(a[1].numel());
+        if (first.empty()) {
+          first = a;
+        } else if (training && ratio > 0) {  // index 0 again: its mask again; another index: another mask
+          EXPECT_EQ(round == 0, std::memcmp(a[1].raw(), first[1].raw(), mask_bytes) == 0) << "ratio " << ratio;
         }
       }
     }
@@ -357,8 +366,8 @@ TEST_P(CpuElementwise, DropoutMatchesReferenceRng) {
     auto ours = KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32)->prepare(spec);
     auto reference =
         KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32, "reference")->prepare(spec);
-    for (int round = 0; round < 200; ++round) {
-      const std::vector<Tensor> a = run(c, "", ours.get()), b = run(c, "", reference.get());
+    for (uint64_t round = 0; round < 200; ++round) {
+      const std::vector<Tensor> a = run(c, "", ours.get(), round), b = run(c, "", reference.get(), round);
       ASSERT_EQ(std::memcmp(a[1].raw(), b[1].raw(), static_cast<size_t>(a[1].numel())), 0) << "round " << round;
       ASSERT_EQ(std::memcmp(a[0].raw(), b[0].raw(), static_cast<size_t>(a[0].numel()) * 4), 0) << "round " << round;
     }

@@ -41,12 +41,12 @@ inline std::vector<TensorView> views_of(const std::vector<Tensor>& tensors) {
 }
 
 // Runs a prepared kernel on `inputs` and fresh outputs of `outputs` (an absent descriptor stays a default
-// Tensor, passed as an omitted output); returns the outputs.
+// Tensor, passed as an omitted output) on a stream with `run_index`; returns the outputs.
 inline std::vector<Tensor> run_prepared(Kernel& kernel, const std::vector<Tensor>& inputs,
-                                        const std::vector<TensorDesc>& outputs) {
+                                        const std::vector<TensorDesc>& outputs, uint64_t run_index = 0) {
   std::vector<Tensor> results;
   for (const TensorDesc& d : outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
-  Stream stream;
+  Stream stream(DeviceKind::Cpu, run_index);
   kernel.run(stream, views_of(inputs), views_of(results));
   return results;
 }

@@ -1,6 +1,7 @@
 // "cpu" kernels of Dropout and ai.onnxtrain::DropoutGrad, float32. Dropout keeps the reference kernel's
-// RNG bit for bit (kernels/reference/dropout.cc): one std::mt19937_64 sequence per kernel seeded by
-// `seed` (drawn by MersenneTwister64 below, 312 at a time), one draw per element in order, kept where
+// RNG bit for bit (kernels/reference/dropout.cc): per run, one std::mt19937_64 sequence seeded by
+// random_stream_seed(`seed`, run index) (drawn by MersenneTwister64 below, 312 at a time), one draw per
+// element in order, kept where
 // (draw >> 11)·2^-53 >= ratio, which is the exact integer test (draw >> 11) >= ceil(ratio·2^53). The
 // draws are sequential; the scaling runs across threads. Y and dX are float(double(x)·(1/(1-ratio))),
 // as in the reference. Other dtypes run the reference kernel.
@@ -100,10 +101,10 @@ class DropoutKernel final : public Kernel {
       : ratio_is_input_(ratio_is_input),
         attribute_ratio_(attribute_ratio),
         mask_dtype_(mask_dtype),
-        engine_(seed),
+        seed_(seed),
         keep_(mask_dtype == DType::Bool ? 0 : static_cast<size_t>(count)) {}
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const float* x = inputs[0].as<const float>();
     float* y = outputs[0].as<float>();
     const int64_t count = inputs[0].numel();
@@ -128,7 +129,7 @@ class DropoutKernel final : public Kernel {
       keep = keep_.data();
     }
     const auto threshold = static_cast<uint64_t>(std::ceil(ratio * 0x1.0p53));
-    engine_.draw_keep(keep, count, threshold);
+    MersenneTwister64(random_stream_seed(seed_, stream.run_index())).draw_keep(keep, count, threshold);
     scale_kept(x, keep, 1.0 / (1.0 - ratio), y, count);
     if (mask_out && mask_dtype_ != DType::Bool) fill_mask(outputs[1], keep, count);
   }
@@ -147,7 +148,7 @@ class DropoutKernel final : public Kernel {
   bool ratio_is_input_;
   double attribute_ratio_;
   DType mask_dtype_;
-  MersenneTwister64 engine_;
+  uint64_t seed_;  // the `seed` attribute
   std::vector<uint8_t> keep_;  // the mask when it is not a bool output
 };
 

@@ -1,7 +1,8 @@
 // Dropout. Inference (training_mode false or absent, every opset before 12, or ratio 0): Y = X and a mask
 // of all true. Training: each element is kept where u >= ratio, u uniform in [0,1) drawn from a
-// std::mt19937_64 seeded by the `seed` attribute (0 without one), and Y = X·mask/(1-ratio). The engine
-// lives in the kernel, so successive runs draw fresh masks in a reproducible sequence. The masks cannot
+// std::mt19937_64 seeded by random_stream_seed(`seed` attribute (0 without one), the stream's run index),
+// and Y = X·mask/(1-ratio): each run of a session draws a fresh mask, the same one for the same run index
+// whatever ran before (kernels/kernel.h). The masks cannot
 // match NumPy's or ONNX Runtime's RNG: tests of training mode compare Y with X·mask/(1-ratio) for the mask
 // the kernel returns, not with stored numbers. The mask is bool from opset 10 and X's type before.
 #include <cstring>
@@ -24,7 +25,7 @@ struct DropoutConfig {
 double scalar_as_double(const TensorView& v) { return to_doubles(v).at(0); }
 
 template <typename T>
-void dropout(const DropoutConfig& c, std::mt19937_64& engine, std::span<const TensorView> inputs,
+void dropout(const DropoutConfig& c, uint64_t seed, std::span<const TensorView> inputs,
              std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
   T* y = outputs[0].as<T>();
@@ -40,6 +41,7 @@ void dropout(const DropoutConfig& c, std::mt19937_64& engine, std::span<const Te
   }
   std::vector<uint8_t> keep(static_cast<size_t>(count), 1);
   if (training && ratio > 0) {
+    std::mt19937_64 engine(seed);
     for (auto& k : keep) k = static_cast<double>(engine() >> 11) * 0x1.0p-53 >= ratio;
   }
   const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
@@ -81,8 +83,8 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
   return make_float_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
-        [c, engine = std::mt19937_64(seed)](std::span<const TensorView> in, std::span<const TensorView> out) mutable {
-          dropout<T>(c, engine, in, out);
+        [c, seed](Stream& stream, std::span<const TensorView> in, std::span<const TensorView> out) {
+          dropout<T>(c, random_stream_seed(seed, stream.run_index()), in, out);
         });
   });
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,13 +24,18 @@
 
 namespace onnxtrain::reference {
 
-// A kernel whose run() calls fn(inputs, outputs); the closure may be `mutable` (Dropout keeps its RNG).
+// A kernel whose run() calls fn(inputs, outputs), or fn(stream, inputs, outputs) when the closure takes
+// the stream (Dropout reads its run index).
 template <typename Fn>
 class ClosureKernel final : public Kernel {
  public:
   explicit ClosureKernel(Fn fn) : fn_(std::move(fn)) {}
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    fn_(inputs, outputs);
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    if constexpr (std::is_invocable_v<Fn&, Stream&, std::span<const TensorView>, std::span<const TensorView>>) {
+      fn_(stream, inputs, outputs);
+    } else {
+      fn_(inputs, outputs);
+    }
   }
 
  private:
