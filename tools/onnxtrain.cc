@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // a command that ends early on purpose (train on SIGINT: 130)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;

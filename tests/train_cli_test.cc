@@ -1,0 +1,205 @@
+// `onnxtrain train` as a user runs it, across processes: the same seed gives the same model bit for
+// bit; a run killed with SIGKILL and resumed from its last checkpoint, or stopped by SIGINT and resumed,
+// ends with exactly the model of an uninterrupted run; damaged checkpoints and changed options are
+// refused; --dump-gradients writes what the first step applies.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "frontend/importer.h"
+#include "frontend/npy.h"
+
+namespace onnxtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+// 3 epochs of 36 steps of 32 (1280 rows, 128 held out): long enough to be interrupted mid-way.
+std::string train_args(int epochs = 3, const std::string& lr = "0.002") {
+  return "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:1280 --batch 32 --epochs " +
+         std::to_string(epochs) + " --seed 5 --optimizer adamw --lr " + lr + " --schedule cosine --test-data none";
+}
+const std::string kTrainArgs = train_args();
+
+struct CliRun {
+  int exit_code;
+  std::string output;
+};
+
+CliRun run(const std::string& args) {
+  const std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A fresh directory per test.
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("onnxtrain_train_cli_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The model an uninterrupted run of kTrainArgs writes (trained once per test binary).
+const std::string& uninterrupted_model() {
+  static const std::string bytes = [] {
+    const fs::path dir = scratch("uninterrupted");
+    const CliRun r = run(kTrainArgs + " -o " + (dir / "model.onnx").string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return read_bytes(dir / "model.onnx");
+  }();
+  return bytes;
+}
+
+// Starts `onnxtrain ARGS` in the background, its output in `log`.
+pid_t start(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string command = "exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits until DIR holds a checkpoint of at least `step` steps; false when the process ended first.
+bool wait_for_checkpoint(const fs::path& dir, int step, pid_t pid) {
+  const std::string name = "checkpoint-" + std::string(8 - std::to_string(step).size(), '0') + std::to_string(step);
+  for (int i = 0; i < 120000; ++i) {
+    if (fs::exists(dir)) {
+      for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string file = entry.path().filename().string();
+        if (file.ends_with(".otck") && file >= name) return true;
+      }
+    }
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST(TrainCli, TheSameSeedGivesTheSameModelBitForBit) {
+  const fs::path dir = scratch("seed");
+  ASSERT_FALSE(uninterrupted_model().empty());
+  CliRun r = run(kTrainArgs + " -o " + (dir / "again.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(read_bytes(dir / "again.onnx") == uninterrupted_model()) << "two runs with seed 5 differ";
+  std::string other = kTrainArgs;
+  other.replace(other.find("--seed 5"), 8, "--seed 6");
+  r = run(other + " -o " + (dir / "other.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(read_bytes(dir / "other.onnx") == uninterrupted_model()) << "seed 6 trained the same model as seed 5";
+}
+
+TEST(TrainCli, AKilledRunResumesToExactlyTheUninterruptedModel) {
+  const fs::path dir = scratch("kill");
+  const std::string args = kTrainArgs + " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 4 -o " +
+                           (dir / "model.onnx").string();
+  const pid_t pid = start(args, dir / "first.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir / "ckpt", 40, pid)) << read_bytes(dir / "first.log");
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed:\n" << read_bytes(dir / "first.log");
+  EXPECT_FALSE(fs::exists(dir / "model.onnx"));
+
+  const CliRun r = run(args + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_bytes(dir / "model.onnx") == uninterrupted_model()) << "the resumed run ended elsewhere";
+}
+
+TEST(TrainCli, SigintWritesACheckpointAndTheRunResumesExactly) {
+  const fs::path dir = scratch("sigint");
+  const std::string args = kTrainArgs + " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 10 -o " +
+                           (dir / "model.onnx").string();
+  const pid_t pid = start(args, dir / "first.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir / "ckpt", 20, pid)) << read_bytes(dir / "first.log");
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = read_bytes(dir / "first.log");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  ASSERT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_NE(log.find("--resume"), std::string::npos) << log;
+
+  const CliRun r = run(args + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(read_bytes(dir / "model.onnx") == uninterrupted_model()) << "the resumed run ended elsewhere";
+}
+
+TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
+  const fs::path dir = scratch("refuse");
+  const std::string ckpt = " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 30 -o " +
+                           (dir / "m.onnx").string();
+  CliRun r = run(train_args(1) + ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  r = run(train_args(1) + ckpt);  // a fresh run into a directory that holds checkpoints
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--resume"), std::string::npos) << r.output;
+
+  r = run(train_args(1, "0.1") + ckpt + " --resume");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("lr is 0.002 there, 0.1 here"), std::string::npos) << r.output;
+
+  r = run(train_args(1) + " --resume --checkpoint-dir " + (dir / "empty").string() + " -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no checkpoint"), std::string::npos) << r.output;
+
+  const fs::path file = dir / "ckpt" / "checkpoint-00000030.otck";
+  ASSERT_TRUE(fs::exists(file));
+  std::string bytes = read_bytes(file);
+  bytes[bytes.size() - 100] ^= 0x40;  // inside the last tensor's data
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  r = run(train_args(1) + ckpt + " --resume");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("checkpoint-00000030.otck"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("checksum"), std::string::npos) << r.output;
+}
+
+// With plain SGD at lr 1, the first step subtracts exactly the dumped gradient.
+TEST(TrainCli, DumpedGradientsAreWhatTheFirstStepApplies) {
+  const fs::path dir = scratch("dump");
+  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 --validation 0 "
+                       "--limit-batches 1 --optimizer sgd --lr 1 --test-data none --dump-gradients " +
+                       (dir / "grads").string() + " -o " + (dir / "m.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const ImportedModel before = import_model(kModels + "mlp_opset17.onnx"), after = import_model((dir / "m.onnx").string());
+  int compared = 0;
+  for (ValueId id : before.graph.initializers) {
+    const Value& v = before.graph.value(id);
+    if (v.role != ValueRole::Parameter) continue;
+    const fs::path file = dir / "grads" / (v.name + ".npy");
+    ASSERT_TRUE(fs::exists(file)) << file;
+    const Tensor g = read_npy(file.string());
+    const Tensor& w1 = *after.graph.value(*after.graph.find_value(v.name)).data;
+    ASSERT_EQ(g.sizes(), v.data->sizes()) << v.name;
+    auto w0s = v.data->data<float>(), w1s = w1.data<float>(), gs = g.data<float>();
+    for (size_t i = 0; i < gs.size(); ++i) ASSERT_NEAR(w0s[i] - w1s[i], gs[i], 1e-6 + 1e-5 * std::abs(gs[i])) << v.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+}  // namespace
+}  // namespace onnxtrain

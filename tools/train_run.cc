@@ -1,0 +1,263 @@
+// The body of `onnxtrain train`: data, trainer, the step loop with progress, checkpoints and SIGINT,
+// validation each epoch, the test split at the end, the trained model out.
+//
+// Checkpoints are written after step k when k is a multiple of --checkpoint-every, when SIGINT or
+// SIGTERM arrives (then the run stops with exit code 130), and never in between steps. A checkpoint
+// holds what the next step depends on: parameters, BN running statistics, optimizer state and step
+// (which is also the Dropout run index) and the data position; the shuffle order of an epoch is a pure
+// function of (seed, epoch). So a run resumed from the checkpoint of step k takes exactly the steps
+// k+1, k+2, ... that the uninterrupted run took, and ends with the same parameters bit for bit (on the
+// same machine and thread count: oneDNN picks its kernels by CPU).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/checkpoint.h"
+#include "executor/trainer.h"
+#include "frontend/data_loader.h"
+#include "frontend/dataset.h"
+#include "frontend/importer.h"
+#include "frontend/model_writer.h"
+#include "frontend/npy.h"
+#include "graph/error.h"
+#include "tools/train_options.h"
+
+namespace onnxtrain::cli {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+// The first SIGINT/SIGTERM asks the loop to checkpoint and stop; the handler then steps aside, so a
+// second one ends the process at once.
+void request_stop(int signal) {
+  g_stop_signal = signal;
+  std::signal(signal, SIG_DFL);
+}
+
+struct StopSignals {
+  StopSignals() {
+    g_stop_signal = 0;
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+};
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
+  TrainerOptions t;
+  t.loss = parse_loss_spec(o.loss);
+  apply_optimizer_name(o.optimizer, t.optimizer);
+  t.optimizer.weight_decay = o.weight_decay;
+  if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
+    if (t.optimizer.kind == OptimizerKind::sgd) t.optimizer.momentum = o.momentum;
+  }
+  t.schedule = {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
+                .step_size = std::max<int64_t>(1, total_steps / 3),
+                .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
+  t.kernels = o.kernels;
+  t.seed = o.seed;
+  t.running_variance = running_variance_from_name(o.running_variance);
+  return t;
+}
+
+// The options a resumed run must share with the run that wrote the checkpoint. The epoch count may
+// grow on resume unless the schedule depends on the total number of steps.
+nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
+  nlohmann::json c = {{"model", std::filesystem::path(o.model).filename().string()},
+                      {"data", o.data},
+                      {"batch", o.batch},
+                      {"optimizer", o.optimizer},
+                      {"lr", o.lr},
+                      {"momentum", o.momentum},
+                      {"weight_decay", o.weight_decay},
+                      {"schedule", o.schedule},
+                      {"warmup_steps", o.warmup_steps},
+                      {"loss", o.loss},
+                      {"seed", o.seed},
+                      {"validation", o.validation},
+                      {"limit_batches", o.limit_batches},
+                      {"running_variance", o.running_variance}};
+  if (o.schedule != "constant") c["total_steps"] = total_steps;
+  return c;
+}
+
+// --test-data: "" = the training source's own test split where it has one; "none" = no test pass.
+std::string test_spec(const TrainOptions& o) {
+  if (o.test_data == "none") return "";
+  if (!o.test_data.empty()) return o.test_data;
+  for (const char* source : {"fashion-mnist", "mnist:", "cifar10:", "synthetic"}) {
+    if (o.data.rfind(source, 0) == 0) return o.data;
+  }
+  return "";
+}
+
+void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  float loss = 0;
+  const std::map<std::string, Tensor> grads = trainer.compute_gradients(b.x, b.y, &loss);
+  for (const auto& [name, g] : grads) {
+    std::string file = name;
+    std::replace(file.begin(), file.end(), '/', '_');  // ONNX names may hold slashes
+    write_npy(dir + "/" + file + ".npy", g);
+  }
+  std::fprintf(stderr, "wrote the gradients of %zu parameters for the first batch (loss %.6f) to %s\n", grads.size(),
+               loss, dir.c_str());
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o) {
+  if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
+  ImportedModel model = import_model(o.model);
+  if (model.graph.inputs.size() != 1) {
+    throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
+  }
+  const Value& input = model.graph.value(model.graph.inputs[0]);
+
+  Dataset train = load_dataset(o.data, {.split = "train", .normalize = Normalization::MeanStd, .seed = o.seed});
+  check_matches_model_input(train, input.name, input.shape);
+  DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
+                            .validation_fraction = o.validation});
+  const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
+                                                 : loader.batches_per_epoch();
+  const int64_t total_steps = per_epoch * o.epochs;
+  const TrainerOptions options = trainer_options(o, total_steps);
+  Trainer trainer(model.graph, options);
+  const nlohmann::json config = checkpoint_config(o, total_steps);
+
+  int64_t step = 0;
+  if (!o.resume && !o.checkpoint_dir.empty() && latest_checkpoint(o.checkpoint_dir)) {
+    // Rotation keeps the highest steps: a fresh run would leave the old run's newer checkpoints in place.
+    throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " +
+                *latest_checkpoint(o.checkpoint_dir) + "): add --resume to continue that run, or choose another directory");
+  }
+  if (o.resume) {
+    const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
+    if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
+    const TrainingCheckpoint c = read_checkpoint(*path);
+    check_checkpoint_config(c, config, *path);
+    check_checkpoint_matches(c, trainer.trained_initializers(), *path);
+    trainer.restore(c.tensors, c.optimizer_state);
+    step = c.step;
+    if (step != trainer.step() || c.next_epoch * per_epoch + c.next_batch != step) {
+      throw Error("checkpoint " + *path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
+                  std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
+    }
+    std::fprintf(stderr, "resumed from %s at step %lld\n", path->c_str(), static_cast<long long>(step));
+  }
+  auto save_checkpoint = [&](const std::string& dir) {
+    TrainingCheckpoint c{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
+                         .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
+                         .optimizer_state = trainer.optimizer().state_tensors()};
+    return write_checkpoint(dir, c, static_cast<int>(o.keep_checkpoints));
+  };
+
+  std::ofstream metrics;
+  if (!o.metrics.empty()) {
+    metrics.open(o.metrics, o.resume ? std::ios::app : std::ios::trunc);
+    if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
+  }
+  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  std::fprintf(stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
+               o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+               static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
+               o.loss.c_str(), static_cast<long long>(loader.validation().size()),
+               trainer.running_stat_nodes() ? (", " + std::to_string(trainer.running_stat_nodes()) +
+                                               " BatchNorm nodes with running statistics").c_str() : "");
+
+  const bool terminal = ::isatty(STDERR_FILENO);
+  StopSignals signals;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const int64_t first_step = step;
+  int64_t samples = 0;
+  for (int64_t epoch = step / per_epoch; epoch < o.epochs; ++epoch) {
+    loader.seek(epoch, step % per_epoch);
+    for (int64_t i = step % per_epoch; i < per_epoch; ++i) {
+      Batch b = loader.next();
+      if (step == 0 && !o.dump_gradients.empty()) dump_gradients(trainer, b, o.dump_gradients);
+      const double lr = trainer.optimizer().current_lr();
+      const float loss = trainer.train_step(b.x, b.y);
+      ++step;
+      samples += b.y.sizes()[0];
+      const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+      const double samples_per_s = samples / std::max(elapsed, 1e-9);
+      if (!std::isfinite(loss)) throw Error("the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + ": lower --lr");
+      const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(total_steps - step);
+      if (metrics.is_open()) {
+        metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"samples_per_s", samples_per_s}}.dump() << "\n";
+      }
+      if (terminal) {
+        std::fprintf(stderr, "\r\033[Kstep %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                     static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
+                     static_cast<long long>(o.epochs), loss, samples_per_s, format_duration(eta).c_str());
+      } else if (step == first_step + 1 || step % o.log_every == 0 || step == total_steps) {
+        std::fprintf(stderr, "step %lld/%lld epoch %lld loss %.4f lr %.4g %.0f samples/s ETA %s\n",
+                     static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
+                     loss, lr, samples_per_s, format_duration(eta).c_str());
+      }
+      if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0) {
+        save_checkpoint(o.checkpoint_dir);
+      }
+      if (g_stop_signal != 0) {
+        if (terminal) std::fprintf(stderr, "\n");
+        if (metrics.is_open()) metrics.flush();
+        const std::string dir = o.checkpoint_dir.empty() ? o.output + ".checkpoints" : o.checkpoint_dir;
+        const std::string path = save_checkpoint(dir);
+        std::fprintf(stderr, "%s: stopped after step %lld; checkpoint %s. Continue with the same command and "
+                     "--checkpoint-dir %s --resume\n", strsignal(g_stop_signal.load()), static_cast<long long>(step),
+                     path.c_str(), dir.c_str());
+        return 130;
+      }
+    }
+    if (terminal) std::fprintf(stderr, "\n");
+    const Dataset& val = loader.validation();
+    if (val.size() > 0) {
+      const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
+      std::printf("epoch %lld: validation loss %.4f, accuracy %.2f%% (%lld samples)\n", static_cast<long long>(epoch + 1),
+                  e.loss, 100 * e.accuracy, static_cast<long long>(e.samples));
+      std::fflush(stdout);
+      if (metrics.is_open()) {
+        metrics << nlohmann::json{{"epoch", epoch}, {"val_loss", e.loss}, {"val_accuracy", e.accuracy}}.dump() << "\n";
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  if (const std::string spec = test_spec(o); !spec.empty()) {
+    Dataset test = load_dataset(spec, {.split = "test", .normalize = Normalization::MeanStd, .mean = train.mean,
+                                       .std = train.std, .seed = o.seed});
+    const Trainer::Evaluation e = trainer.evaluate(test.inputs, test.labels, std::max<int64_t>(o.batch, 256));
+    std::printf("test: loss %.4f, accuracy %.2f%% (%lld samples, %s)\n", e.loss, 100 * e.accuracy,
+                static_cast<long long>(e.samples), test.description.c_str());
+    if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
+  }
+  if (metrics.is_open()) metrics.flush();
+  write_trained_model(o.model, o.output, trainer.trained_initializers());
+  std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
+              o.output.c_str());
+  return 0;
+}
+
+}  // namespace onnxtrain::cli
