@@ -3,6 +3,8 @@
 # (all but the `bench` label), then build the ASan+UBSan preset and run the same tests under it
 # (the `malformed` label feeds hostile model files).
 # This is what CI runs (.ci/run). Honours CI=true (no prompts) and ONNXTRAIN_JOBS (default 2).
+# The test presets set OMP_WAIT_POLICY=PASSIVE: with `ctest -j` several OpenMP processes share the cores,
+# and threads spinning at barriers would slow the training tests tenfold.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${ONNXTRAIN_JOBS:-2}"

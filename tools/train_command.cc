@@ -18,7 +18,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "where to write the trained .onnx (atomically; checked by the ONNX checker)")->required();
   cmd->add_option("--data", o->data,
                   "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
-                  "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N]; inputs normalised by mean/std");
+                  "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N]");
   cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "samples per step (default 64)")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
@@ -49,6 +49,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");
+  cmd->add_option("--normalize", o->normalize,
+                  "input normalisation: mean-std (per channel, with the training split's statistics; the default) | none")
+      ->check(CLI::IsMember({"mean-std", "none"}));
   cmd->add_option("--bn-running-var", o->running_variance,
                   "BatchNorm running variance: unbiased (PyTorch's, the default) | population (the ONNX specification's)")
       ->check(CLI::IsMember({"unbiased", "population"}));

@@ -10,6 +10,7 @@ namespace onnxtrain::cli {
 struct TrainOptions {
   std::string model, data = "fashion-mnist", output, optimizer = "momentum", schedule = "constant";
   std::string loss = "cross-entropy", metrics, kernels, running_variance = "unbiased", dump_gradients;
+  std::string normalize = "mean-std";
   std::string checkpoint_dir, test_data;  // test_data: "" = the source's test split, "none"
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t checkpoint_every = 0, keep_checkpoints = 3;

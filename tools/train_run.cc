@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+// "[#######.............]" for a fraction done in [0, 1].
+std::string progress_bar(double done) {
+  constexpr int kWidth = 20;
+  const int filled = std::clamp(static_cast<int>(done * kWidth), 0, kWidth);
+  return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+}
+
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
@@ -98,7 +106,8 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
                       {"seed", o.seed},
                       {"validation", o.validation},
                       {"limit_batches", o.limit_batches},
-                      {"running_variance", o.running_variance}};
+                      {"running_variance", o.running_variance},
+                      {"normalize", o.normalize}};
   if (o.schedule != "constant") c["total_steps"] = total_steps;
   return c;
 }
@@ -136,7 +145,8 @@ int run_training(const TrainOptions& o) {
   }
   const Value& input = model.graph.value(model.graph.inputs[0]);
 
-  Dataset train = load_dataset(o.data, {.split = "train", .normalize = Normalization::MeanStd, .seed = o.seed});
+  const Normalization normalize = o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
+  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalize, .seed = o.seed});
   check_matches_model_input(train, input.name, input.shape);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
                             .validation_fraction = o.validation});
@@ -187,6 +197,21 @@ int run_training(const TrainOptions& o) {
                trainer.running_stat_nodes() ? (", " + std::to_string(trainer.running_stat_nodes()) +
                                                " BatchNorm nodes with running statistics").c_str() : "");
 
+  // The test split is loaded before training, so that a missing file fails now and not after the run.
+  std::optional<Dataset> test;
+  if (const std::string spec = test_spec(o); !spec.empty()) {
+    test = load_dataset(spec, {.split = "test", .normalize = normalize, .mean = train.mean,
+                               .std = train.std, .seed = o.seed});
+    check_matches_model_input(*test, input.name, input.shape);
+  }
+  auto evaluate_test = [&](const std::string& label) {
+    const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
+    std::printf("%s: test loss %.4f, accuracy %.2f%% (%lld samples)\n", label.c_str(), e.loss, 100 * e.accuracy,
+                static_cast<long long>(e.samples));
+    std::fflush(stdout);
+    return e;
+  };
+
   const bool terminal = ::isatty(STDERR_FILENO);
   StopSignals signals;
   using clock = std::chrono::steady_clock;
@@ -210,7 +235,8 @@ int run_training(const TrainOptions& o) {
         metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"samples_per_s", samples_per_s}}.dump() << "\n";
       }
       if (terminal) {
-        std::fprintf(stderr, "\r\033[Kstep %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+        std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                     progress_bar(static_cast<double>(step) / static_cast<double>(total_steps)).c_str(),
                      static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
                      static_cast<long long>(o.epochs), loss, samples_per_s, format_duration(eta).c_str());
       } else if (step == first_step + 1 || step % o.log_every == 0 || step == total_steps) {
@@ -234,7 +260,9 @@ int run_training(const TrainOptions& o) {
     }
     if (terminal) std::fprintf(stderr, "\n");
     const Dataset& val = loader.validation();
-    if (val.size() > 0) {
+    if (val.size() == 0 && test && epoch + 1 < o.epochs) {  // no held-out rows: the test split shows progress
+      evaluate_test("epoch " + std::to_string(epoch + 1));
+    } else if (val.size() > 0) {
       const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
       std::printf("epoch %lld: validation loss %.4f, accuracy %.2f%% (%lld samples)\n", static_cast<long long>(epoch + 1),
                   e.loss, 100 * e.accuracy, static_cast<long long>(e.samples));
@@ -245,12 +273,8 @@ int run_training(const TrainOptions& o) {
     }
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  if (const std::string spec = test_spec(o); !spec.empty()) {
-    Dataset test = load_dataset(spec, {.split = "test", .normalize = Normalization::MeanStd, .mean = train.mean,
-                                       .std = train.std, .seed = o.seed});
-    const Trainer::Evaluation e = trainer.evaluate(test.inputs, test.labels, std::max<int64_t>(o.batch, 256));
-    std::printf("test: loss %.4f, accuracy %.2f%% (%lld samples, %s)\n", e.loss, 100 * e.accuracy,
-                static_cast<long long>(e.samples), test.description.c_str());
+  if (test) {
+    const Trainer::Evaluation e = evaluate_test("final");
     if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();

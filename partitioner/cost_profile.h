@@ -1,0 +1,35 @@
+// What the planner knows about a training graph: one entry per forward node in topological order with
+// the costs of its forward and of its share of the backward pass, and per cut position the bytes of the
+// tensors that cross it. The cost model (cost_model.h) fills it from a TrainingGraph and a device, the
+// planner (planner.h) splits it into contiguous stages; tests build profiles by hand.
+//
+// Cut i (0 < i < n) lies between node i−1 and node i. A tensor produced by node p and consumed by nodes
+// up to c crosses every cut p < i <= c, so a skip connection over several stages counts in each cut it
+// crosses (the pipeline forwards it stage by stage). cut_*_bytes have n+1 entries; entries 0 and n are 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace onnxtrain {
+
+struct NodeCost {
+  std::string name, op_type;
+  double forward_flops = 0, backward_flops = 0;  // the backward nodes emitted for this node
+  double forward_bytes = 0, backward_bytes = 0;  // bytes read + written by those kernels
+  double forward_seconds = 0, backward_seconds = 0;  // on the profile's device: analytic or measured
+  int64_t parameter_bytes = 0;   // trainable initializers this node reads first (each counted once)
+  int64_t state_bytes = 0;       // non-trainable initializers (BN running statistics)
+  int64_t activation_bytes = 0;  // forward values kept alive for the backward pass, per micro-batch
+};
+
+struct CostProfile {
+  std::string model, device;  // for reports
+  int64_t batch = 0;          // the micro-batch the costs are for
+  std::vector<NodeCost> nodes;
+  std::vector<int64_t> cut_activation_bytes;  // forward: bytes crossing cut i per micro-batch
+  std::vector<int64_t> cut_gradient_bytes;    // backward: gradients of the float tensors crossing cut i
+};
+
+}  // namespace onnxtrain
