@@ -114,41 +114,41 @@ TEST(TrainCli, TheSameSeedGivesTheSameModelBitForBit) {
   EXPECT_FALSE(read_bytes(dir / "other.onnx") == uninterrupted_model()) << "seed 6 trained the same model as seed 5";
 }
 
-TEST(TrainCli, AKilledRunResumesToExactlyTheUninterruptedModel) {
-  const fs::path dir = scratch("kill");
-  const std::string args = kTrainArgs + " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 4 -o " +
-                           (dir / "model.onnx").string();
+// Runs kTrainArgs with checkpoints into DIR/ckpt every `every` steps, sends `signal` once a checkpoint
+// of `after_step` exists, and returns the wait status; then resumes and checks the resumed run writes
+// exactly the uninterrupted model.
+int interrupt_and_resume(const fs::path& dir, int every, int after_step, int signal) {
+  const std::string args = kTrainArgs + " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every " +
+                           std::to_string(every) + " -o " + (dir / "model.onnx").string();
   const pid_t pid = start(args, dir / "first.log");
-  ASSERT_TRUE(wait_for_checkpoint(dir / "ckpt", 40, pid)) << read_bytes(dir / "first.log");
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
   int status = 0;
+  if (!wait_for_checkpoint(dir / "ckpt", after_step, pid)) {
+    ADD_FAILURE() << "the run ended before it could be interrupted:\n" << read_bytes(dir / "first.log");
+    return status;
+  }
+  EXPECT_EQ(kill(pid, signal), 0);
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed:\n" << read_bytes(dir / "first.log");
-  EXPECT_FALSE(fs::exists(dir / "model.onnx"));
+  EXPECT_FALSE(fs::exists(dir / "model.onnx")) << "the interrupted run wrote its model";
 
   const CliRun r = run(args + " --resume");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_TRUE(read_bytes(dir / "model.onnx") == uninterrupted_model()) << "the resumed run ended elsewhere";
+  return status;
+}
+
+TEST(TrainCli, AKilledRunResumesToExactlyTheUninterruptedModel) {
+  const fs::path dir = scratch("kill");
+  const int status = interrupt_and_resume(dir, 4, 40, SIGKILL);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << read_bytes(dir / "first.log");
 }
 
 TEST(TrainCli, SigintWritesACheckpointAndTheRunResumesExactly) {
   const fs::path dir = scratch("sigint");
-  const std::string args = kTrainArgs + " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 10 -o " +
-                           (dir / "model.onnx").string();
-  const pid_t pid = start(args, dir / "first.log");
-  ASSERT_TRUE(wait_for_checkpoint(dir / "ckpt", 20, pid)) << read_bytes(dir / "first.log");
-  ASSERT_EQ(kill(pid, SIGINT), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = interrupt_and_resume(dir, 10, 20, SIGINT);
   const std::string log = read_bytes(dir / "first.log");
-  ASSERT_TRUE(WIFEXITED(status)) << log;
-  ASSERT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
   EXPECT_NE(log.find("--resume"), std::string::npos) << log;
-
-  const CliRun r = run(args + " --resume");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(read_bytes(dir / "model.onnx") == uninterrupted_model()) << "the resumed run ended elsewhere";
 }
 
 TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
