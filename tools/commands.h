@@ -7,6 +7,7 @@
 namespace onnxtrain::cli {
 
 void add_inspect_command(CLI::App& app);
+void add_partition_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_version_command(CLI::App& app);

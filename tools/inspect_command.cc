@@ -7,6 +7,7 @@
 #include "frontend/importer.h"
 #include "graph/model_summary.h"
 #include "tools/commands.h"
+#include "tools/text_format.h"
 
 namespace onnxtrain::cli {
 
@@ -19,21 +20,6 @@ struct InspectOptions {
   std::string freeze;
   bool all_nodes = false;
 };
-
-// 1234567 → "1.23M"; exact below 10,000.
-std::string human(double x) {
-  const char* units[] = {"", "K", "M", "G", "T", "P"};
-  int u = 0;
-  if (x < 1e4) return std::to_string(static_cast<int64_t>(x));
-  while (x >= 1000 && u < 5) x /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%s", x, units[u]);
-  return buf;
-}
-
-std::string clip(const std::string& s, size_t width) {
-  return s.size() <= width ? s : "…" + s.substr(s.size() - (width - 1));
-}
 
 std::string opsets_text(const ModelInfo& info) {
   std::string text;

@@ -1,0 +1,380 @@
+#include "partitioner/node_profiler.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "graph/error.h"
+#include "graph/op_schema.h"
+#include "kernels/kernel.h"
+#include "partitioner/cost_model.h"
+
+namespace onnxtrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr const char* kCacheFormat = "onnxtrain-node-profile";
+constexpr int kCacheVersion = 1;
+
+Error node_error(const Node& node, const std::string& message) {
+  return Error(message).at_node(node.name, node.op_type, node.domain, node.opset);
+}
+
+bool sizes_static(const Graph& g, const Node& node) {
+  for (ValueId v : node.inputs)
+    if (v.valid() && !g.value(v).data && !g.value(v).shape.is_static()) return false;
+  for (ValueId v : node.outputs)
+    if (v.valid() && !g.value(v).shape.is_static()) return false;
+  return true;
+}
+
+std::unique_ptr<Kernel> prepare_kernel(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  KernelSpec spec{.op_type = node.op_type,
+                  .domain = node.domain,
+                  .opset = node.opset,
+                  .attributes = node.attributes,
+                  .node_name = node.name};
+  for (ValueId in : node.inputs) {
+    if (!in.valid()) {
+      spec.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = g.value(in);
+    spec.inputs.push_back({v.dtype, v.data ? v.data->sizes() : v.shape.static_sizes()});
+  }
+  for (ValueId out : node.outputs)
+    spec.outputs.push_back(out.valid() ? TensorDesc{g.value(out).dtype, g.value(out).shape.static_sizes()}
+                                       : TensorDesc{});
+  const DType dtype = kernel_dtype(spec);
+  const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype);
+  if (!entry)
+    throw node_error(node, "no CPU kernel for this op with " + std::string(dtype_name(dtype)) + " inputs to profile");
+  try {
+    return entry->prepare(spec);
+  } catch (Error& e) {
+    e.at_node(node.name, node.op_type, node.domain, node.opset);
+    throw;
+  }
+}
+
+// As InferenceSession does for data-dependent sizes: infer the node again with its inputs' real sizes
+// and small inputs (shapes, bounds) as constants.
+void infer_with_values(Graph& g, NodeId id, const std::vector<Tensor>& values) {
+  const Node& node = g.node(id);
+  for (ValueId in : node.inputs) {
+    if (!in.valid()) continue;
+    Value& v = g.value(in);
+    const Tensor& t = values[in.index];
+    v.shape = Shape::of(t.sizes());
+    if (!v.data && t.numel() <= 64) {
+      v.data = t;
+      v.known.reset();
+      v.role = ValueRole::Constant;
+    }
+  }
+  const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
+  if (!schema) throw node_error(node, "output sizes depend on run-time values and onnxtrain has no schema for the op");
+  infer_node(g, id, *schema);
+  for (ValueId out : node.outputs)
+    if (out.valid() && !g.value(out).shape.is_static())
+      throw node_error(node, "output sizes stay unknown even with the input values known");
+}
+
+Graph bound_graph(const TrainingGraph& training, int64_t batch) {
+  Graph g = training.graph;
+  SymbolBindings bindings;
+  for (const std::string& s : g.info.batch_symbols) bindings[s] = batch;
+  for (size_t i = 0; i < g.value_count(); ++i) {
+    Value& v = g.value(ValueId{static_cast<uint32_t>(i)});
+    v.shape = v.shape.bind(bindings);
+    if (v.known)
+      for (Dim& d : *v.known) d = d.bind(bindings);
+  }
+  return g;
+}
+
+// FNV-1a over the training graph's nodes, ops and bound output shapes: a different loss, batch or model
+// gives a different fingerprint even when the file's size and time match.
+std::string fingerprint(const Graph& bound) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  };
+  for (NodeId id : bound.order()) {
+    const Node& node = bound.node(id);
+    mix(node.domain);
+    mix(node.op_type);
+    mix(node.name);
+    for (ValueId out : node.outputs) mix(out.valid() ? bound.value(out).shape.to_string() : "-");
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+json cache_key(const std::string& model_path, int64_t batch, int threads, const std::string& graph) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(model_path, ec);
+  const auto mtime = std::filesystem::last_write_time(model_path, ec);
+  return {{"model_size", ec ? 0 : static_cast<int64_t>(size)},
+          {"model_mtime", ec ? 0 : static_cast<int64_t>(mtime.time_since_epoch().count())},
+          {"batch", batch},
+          {"threads", threads},
+          {"graph", graph}};
+}
+
+std::optional<NodeTimes> read_cache(const std::string& path, const json& key, const std::vector<std::string>& names,
+                                    std::string& note) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    json doc = json::parse(in);
+    if (doc.value("format", "") != kCacheFormat || doc.value("version", 0) != kCacheVersion) {
+      note = path + " is not a node profile of this version; measuring again";
+      return std::nullopt;
+    }
+    if (doc.at("key") != key) {
+      note = path + " is for another model file, batch, thread count or training graph; measuring again";
+      return std::nullopt;
+    }
+    const json& nodes = doc.at("nodes");
+    if (!nodes.is_array() || nodes.size() != names.size()) {
+      note = path + " has another node count; measuring again";
+      return std::nullopt;
+    }
+    NodeTimes t;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (nodes[i].at("name").get<std::string>() != names[i]) {
+        note = path + " names other nodes; measuring again";
+        return std::nullopt;
+      }
+      t.forward_seconds.push_back(nodes[i].at("forward_seconds").get<double>());
+      t.backward_seconds.push_back(nodes[i].at("backward_seconds").get<double>());
+    }
+    t.threads = key.at("threads").get<int>();
+    t.repetitions = doc.value("repetitions", 0);
+    t.from_cache = true;
+    t.cache_path = path;
+    return t;
+  } catch (const json::exception& e) {
+    note = path + " is not readable (" + e.what() + "); measuring again";
+    return std::nullopt;
+  }
+}
+
+void write_cache(const std::string& path, const json& key, const std::vector<std::string>& names,
+                 const std::vector<std::string>& ops, NodeTimes& times) {
+  json nodes = json::array();
+  for (size_t i = 0; i < names.size(); ++i) {
+    nodes.push_back({{"name", names[i]},
+                     {"op", ops[i]},
+                     {"forward_seconds", times.forward_seconds[i]},
+                     {"backward_seconds", times.backward_seconds[i]}});
+  }
+  json doc = {{"format", kCacheFormat},
+              {"version", kCacheVersion},
+              {"key", key},
+              {"repetitions", times.repetitions},
+              {"nodes", nodes}};
+  // Written beside the target and renamed over it, so a reader never sees half a file.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << doc.dump(1) << "\n";
+    if (!out) {
+      times.cache_note = "cannot write the profile cache " + path;
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    times.cache_note = "cannot write the profile cache " + path + ": " + ec.message();
+    std::filesystem::remove(tmp, ec);
+    return;
+  }
+  times.cache_path = path;
+}
+
+}  // namespace
+
+NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const NodeProfileOptions& options) {
+  if (batch <= 0) throw Error("the micro-batch size must be positive, got " + std::to_string(batch));
+  Graph g = bound_graph(training, batch);
+  const std::vector<NodeId>& order = g.order();
+
+  std::vector<Tensor> values(g.value_count());
+  for (ValueId id : g.initializers) values[id.index] = *g.value(id).data;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> gauss;
+  for (ValueId id : g.inputs) {
+    const Value& v = g.value(id);
+    if (!v.shape.is_static()) {
+      throw Error("input '" + v.name + "' has shape " + v.shape.to_string() + " with the batch bound to " +
+                  std::to_string(batch) + "; profiling needs static input sizes");
+    }
+    Tensor t(v.dtype, v.shape.static_sizes());  // zeros: integers and booleans stay 0
+    if (v.dtype == DType::Float32) {
+      for (float& x : t.data<float>()) x = gauss(rng);
+    } else if (v.dtype == DType::Float64) {
+      for (double& x : t.data<double>()) x = gauss(rng);
+    }
+    values[id.index] = std::move(t);
+  }
+
+  std::vector<std::unique_ptr<Kernel>> kernels(order.size());  // null: prepared on every run
+  for (size_t i = 0; i < order.size(); ++i)
+    if (sizes_static(g, g.node(order[i]))) kernels[i] = prepare_kernel(g, order[i]);
+  const bool dynamic = std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return !k; });
+
+  // Values are freed after their last use into a pool by dtype and element count, as InferenceSession
+  // does, so memory stays near a training step's and the timed runs reuse warm buffers.
+  std::vector<size_t> last_use(g.value_count(), 0);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (ValueId v : g.node(order[i]).inputs)
+      if (v.valid()) last_use[v.index] = i;
+  for (ValueId v : g.outputs) last_use[v.index] = SIZE_MAX;
+  for (ValueId v : g.inputs) last_use[v.index] = SIZE_MAX;
+  std::map<std::pair<DType, int64_t>, std::vector<Tensor>> pool;
+  auto allocate = [&](DType dtype, const std::vector<int64_t>& sizes) {
+    auto it = pool.find({dtype, TensorDesc{dtype, sizes}.numel()});
+    if (it == pool.end() || it->second.empty()) return Tensor(dtype, sizes);
+    Tensor t = it->second.back().reshaped(sizes);
+    it->second.pop_back();
+    return t;
+  };
+  auto release = [&](ValueId v) {
+    if (g.value(v).data) return;  // initializers stay for the next run
+    Tensor& t = values[v.index];
+    if (!t.empty() && t.numel() > 0) pool[{t.dtype(), t.numel()}].push_back(std::move(t));
+    t = Tensor();
+  };
+
+  std::vector<std::vector<double>> samples(order.size());
+  const int warmup = std::max(0, options.warmup), repetitions = std::max(1, options.repetitions);
+  const auto started = Clock::now();
+  for (int run = 0; run < warmup + repetitions; ++run) {
+    if (run > warmup && std::chrono::duration<double>(Clock::now() - started).count() > options.max_seconds) break;
+    std::optional<Graph> scratch;
+    if (dynamic) scratch = g;
+    const Graph& sizes = scratch ? *scratch : g;
+    Stream stream(DeviceKind::Cpu, static_cast<uint64_t>(run));
+    for (size_t i = 0; i < order.size(); ++i) {
+      const NodeId id = order[i];
+      const Node& node = g.node(id);
+      std::unique_ptr<Kernel> per_run;
+      Kernel* kernel = kernels[i].get();
+      if (!kernel) {
+        infer_with_values(*scratch, id, values);
+        per_run = prepare_kernel(*scratch, id);
+        kernel = per_run.get();
+      }
+      std::vector<TensorView> in, out;
+      for (ValueId v : node.inputs) in.push_back(v.valid() ? TensorView::of(values[v.index]) : TensorView{});
+      for (ValueId v : node.outputs) {
+        if (!v.valid()) {
+          out.emplace_back();
+          continue;
+        }
+        const Value& value = sizes.value(v);
+        if (!values[v.index].empty()) release(v);  // an output left from the previous run
+        values[v.index] = allocate(value.dtype, value.shape.static_sizes());
+        out.push_back(TensorView::of(values[v.index]));
+      }
+      const auto start = Clock::now();
+      try {
+        kernel->run(stream, in, out);
+      } catch (Error& e) {
+        e.at_node(node.name, node.op_type, node.domain, node.opset);
+        throw;
+      }
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (run >= warmup) samples[i].push_back(seconds);
+      if (scratch) {
+        for (ValueId v : node.outputs)
+          if (v.valid()) scratch->value(v).shape = Shape::of(values[v.index].sizes());
+      }
+      for (ValueId v : node.inputs)
+        if (v.valid() && last_use[v.index] == i) release(v);
+    }
+  }
+
+  NodeTimes times;
+  times.threads = omp_get_max_threads();
+  times.repetitions = static_cast<int>(samples.empty() ? 0 : samples[0].size());
+  const std::vector<size_t> owner = owning_forward_node(training);
+  const size_t n = training.forward_node_count;
+  times.forward_seconds.assign(n, 0.0);
+  times.backward_seconds.assign(n, 0.0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const double s = median(samples[i]);
+    times.kernel_seconds.push_back(s);
+    (i < n ? times.forward_seconds : times.backward_seconds)[owner[i]] += s;
+  }
+  return times;
+}
+
+std::string profile_cache_path(const std::string& model_path, int64_t batch) {
+  return model_path + ".profile-B" + std::to_string(batch) + ".json";
+}
+
+NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& training, const std::string& model_path,
+                               NodeProfileOptions options) {
+  const size_t n = training.forward_node_count;
+  if (profile.nodes.size() != n) {
+    throw Error("the cost profile has " + std::to_string(profile.nodes.size()) + " nodes, the training graph " +
+                std::to_string(n) + " forward nodes");
+  }
+  std::vector<std::string> names, ops;
+  for (const NodeCost& c : profile.nodes) {
+    names.push_back(c.name);
+    ops.push_back(c.op_type);
+  }
+  if (options.cache_path.empty() && !model_path.empty())
+    options.cache_path = profile_cache_path(model_path, profile.batch);
+
+  NodeTimes times;
+  std::string note;
+  json key;
+  if (!options.cache_path.empty()) {
+    key =
+        cache_key(model_path, profile.batch, omp_get_max_threads(), fingerprint(bound_graph(training, profile.batch)));
+    if (options.use_cache) {
+      if (std::optional<NodeTimes> cached = read_cache(options.cache_path, key, names, note))
+        times = std::move(*cached);
+    }
+  }
+  if (!times.from_cache) {
+    times = measure_node_times(training, profile.batch, options);
+    if (!options.cache_path.empty()) write_cache(options.cache_path, key, names, ops, times);
+    if (times.cache_note.empty()) times.cache_note = note;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    profile.nodes[i].forward_seconds = times.forward_seconds[i];
+    profile.nodes[i].backward_seconds = times.backward_seconds[i];
+  }
+  return times;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,57 @@
+// Profiled mode (`onnxtrain partition --profile`): the training graph run node by node on the local CPU
+// with the executor's kernels (the fastest implementation, prepared as InferenceSession prepares them),
+// each kernel timed; per kernel the median over the repetitions, summed per forward node into its
+// forward time (its own kernel) and backward time (the kernels of owning_forward_node, cost_model.h).
+// Inputs are random: floats N(0,1), integers and booleans 0 (a valid class, index and token everywhere).
+// The times are cached as JSON next to the model, keyed by the model file's size and modification time,
+// the batch, the thread count and a fingerprint of the training graph (nodes, ops, bound shapes), so a
+// second partition run with the same loss and batch reuses them.
+//
+//   CostProfile p = build_cost_profile(t, 32, measure_local_cpu());
+//   NodeTimes times = apply_profiled_times(p, t, "models/cnn.onnx");   // measures, or reads the cache
+//   times.from_cache;     // true when models/cnn.onnx.profile-B32.json matched
+//
+// Part of onnxtrain_partitioner_profile (needs the kernels library).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/autodiff/training_graph.h"
+#include "partitioner/cost_profile.h"
+
+namespace onnxtrain {
+
+struct NodeProfileOptions {
+  int repetitions = 5;      // timed runs of the whole graph; each kernel keeps its median
+  int warmup = 1;           // untimed runs first (page faults, oneDNN primitive caches)
+  double max_seconds = 30;  // no further timed run starts after this long (at least one runs)
+  std::string cache_path;   // empty: no cache (apply_profiled_times fills in the default)
+  bool use_cache = true;    // false: measure again and overwrite the cache
+};
+
+struct NodeTimes {
+  std::vector<double> forward_seconds, backward_seconds;  // per forward node, in order
+  std::vector<double> kernel_seconds;  // per node of training.graph.order() (empty when read from the cache)
+  int threads = 0;                     // OpenMP threads the kernels ran with
+  int repetitions = 0;                 // timed runs behind each median
+  bool from_cache = false;
+  std::string cache_path;  // the cache read or written; empty when none
+  std::string cache_note;  // why the cache was not used or not written, for a log line; empty when fine
+};
+
+// Measures without any cache. Throws Error naming the node when a value's size stays unknown with the
+// batch bound or a node has no CPU kernel.
+NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const NodeProfileOptions& options = {});
+
+// "MODEL.onnx.profile-B32.json"
+std::string profile_cache_path(const std::string& model_path, int64_t batch);
+
+// Reads the cache when it matches (else measures and writes it), then sets forward_seconds and
+// backward_seconds of every node of `profile` (built from the same training graph and batch).
+// An empty options.cache_path means profile_cache_path(model_path, profile.batch); an empty model_path
+// means no cache.
+NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& training, const std::string& model_path,
+                               NodeProfileOptions options = {});
+
+}  // namespace onnxtrain

@@ -1,0 +1,213 @@
+// `onnxtrain partition MODEL --stages N [...]`: the cost-based plan of a pipeline over N devices — which
+// nodes each stage runs, what it costs, what crosses each cut — as a table, plan.json and Graphviz.
+//
+// The training graph is the one `onnxtrain train` runs (the Trainer builds it: loss attached, BatchNorm
+// in training mode), so a plan's node names are the executor's.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/trainer.h"
+#include "frontend/importer.h"
+#include "graph/error.h"
+#include "partitioner/cost_model.h"
+#include "partitioner/cpu_probe.h"
+#include "partitioner/device.h"
+#include "partitioner/node_profiler.h"
+#include "partitioner/plan_dot.h"
+#include "partitioner/plan_io.h"
+#include "partitioner/planner.h"
+#include "tools/commands.h"
+#include "tools/text_format.h"
+
+namespace onnxtrain::cli {
+namespace {
+
+struct PartitionOptions {
+  std::string model, device = "cpu", link, device_profile, strategy = "pipedream", split, output, dot;
+  std::string loss = "cross-entropy", optimizer = "momentum", memory_cap;
+  int stages = 2;
+  std::vector<int> replicas;
+  int64_t batch = 32, micro_batches = 0;
+  bool profile = false, json = false;
+};
+
+// "80G", "80GB", "512MiB", "1.5e9", "1048576": bytes (K/M/G/T are powers of 1000, Ki/Mi/Gi/Ti of 1024).
+int64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw Error("--memory-cap '" + text + "': expected a size in bytes such as 80G, 512MiB or 1e9");
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  const bool binary = unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I');
+  double scale = 1;
+  if (!unit.empty()) {
+    const std::string prefixes = "KMGT";
+    const size_t p = prefixes.find(static_cast<char>(std::toupper(unit[0])));
+    if (p == std::string::npos || unit.size() > 2 || (unit.size() == 2 && !binary)) {
+      throw Error("--memory-cap '" + text + "': unknown unit '" + text.substr(used) + "' (use K, M, G, T, KiB, MiB, GiB, TiB)");
+    }
+    scale = std::pow(binary ? 1024.0 : 1000.0, static_cast<double>(p + 1));
+  }
+  if (!(value > 0)) throw Error("--memory-cap '" + text + "' must be positive");
+  return static_cast<int64_t>(std::llround(value * scale));
+}
+
+int optimizer_slots(const std::string& optimizer) {
+  if (optimizer == "sgd") return 0;
+  if (optimizer == "momentum" || optimizer == "nesterov" || optimizer == "adagrad") return 1;
+  if (optimizer == "adam" || optimizer == "adamw") return 2;
+  throw Error("unknown --optimizer '" + optimizer + "' (sgd, momentum, nesterov, adam, adamw, adagrad)");
+}
+
+DeviceDescription device_of(const PartitionOptions& o) {
+  if (!o.device_profile.empty()) return read_device_profile(o.device_profile);
+  if (o.device == "cpu") {
+    const CpuProbe probe = probe_local_cpu();
+    if (probe.busy) {
+      std::fprintf(stderr, "warning: the CPU is busy (a tiny kernel took %.0f us): the measured rates are low; "
+                   "partition again on a quiet machine\n", 1e6 * probe.kernel_overhead_s);
+    }
+    DeviceDescription cpu = describe_local_cpu(probe);
+    if (!o.link.empty()) cpu.link = link_from_preset(o.link);
+    return cpu;
+  }
+  return device_from_preset(o.device, o.link);
+}
+
+// Edges between forward nodes for the Graphviz picture: each forward value, from its producer to every
+// later forward consumer, with its bytes at the micro-batch (symbolic dims taken as the batch).
+std::vector<PlanEdge> forward_edges(const TrainingGraph& t, int64_t batch) {
+  const Graph& g = t.graph;
+  std::vector<PlanEdge> edges;
+  std::map<ValueId, int64_t> producer;
+  for (size_t i = 0; i < t.forward_node_count; ++i) {
+    const Node& n = g.node(g.order()[i]);
+    for (ValueId in : n.inputs) {
+      auto it = in.valid() ? producer.find(in) : producer.end();
+      if (it == producer.end()) continue;
+      const Value& v = g.value(in);
+      int64_t bytes = static_cast<int64_t>(dtype_size(v.dtype));
+      for (const Dim& d : v.shape.dims) bytes *= d.is_static() ? d.value() : batch;
+      edges.push_back({it->second, static_cast<int64_t>(i), bytes, v.name});
+    }
+    for (ValueId out : n.outputs)
+      if (out.valid()) producer[out] = static_cast<int64_t>(i);
+  }
+  return edges;
+}
+
+void print_plan(const Plan& p, const CostProfile& profile) {
+  std::printf("%-5s %6s  %-28s %-28s %9s %9s %10s %10s %10s %10s\n", "stage", "nodes", "first node", "last node",
+              "params", "FLOPs", "time ms", "memory", "sent fwd", "sent bwd");
+  for (const StagePlan& s : p.stages) {
+    std::printf("%-5d %6lld  %-28s %-28s %9s %9s %10.3f %10s %10s %10s%s\n", s.index,
+                static_cast<long long>(s.end_node - s.first_node), clip(s.first_name, 28).c_str(),
+                clip(s.last_name, 28).c_str(), format_byte_size(s.parameter_bytes).c_str(), human(s.flops).c_str(),
+                1e3 * s.time_seconds, format_byte_size(s.memory.total).c_str(),
+                format_byte_size(s.bytes_sent_forward).c_str(), format_byte_size(s.bytes_sent_backward).c_str(),
+                s.fits_memory_cap ? "" : "  over the cap");
+  }
+  const double samples = static_cast<double>(profile.batch);
+  const double mean_stage = p.bottleneck_seconds / std::max(p.balance, 1e-300);
+  std::printf("\nslowest stage %.3f ms = %.3f x the mean stage (%.3f ms)\n", 1e3 * p.bottleneck_seconds, p.balance,
+              1e3 * mean_stage);
+  std::printf("pipeline: %.1f samples/s in steady state (one device: %.1f samples/s, speed-up %.2f)\n",
+              samples * p.steady_throughput, samples * p.single_device_throughput, p.steady_speedup);
+  std::printf("with %lld micro-batches per flush: %.1f samples/s, speed-up %.2f, bubble fraction %.3f, utilisation %.3f\n",
+              static_cast<long long>(p.options.micro_batches), samples * p.throughput, p.speedup, p.bubble_fraction,
+              p.utilisation);
+}
+
+void partition_model(const PartitionOptions& o) {
+  ImportedModel model = import_model(o.model);
+  TrainerOptions t;
+  t.loss = parse_loss_spec(o.loss);
+  Trainer trainer(model.graph, t);  // the training graph `onnxtrain train` runs
+  const TrainingGraph& training = trainer.training_graph();
+
+  const DeviceDescription device = device_of(o);
+  CostModelReport report;
+  CostProfile profile = build_cost_profile(training, o.batch, device, &report);
+  profile.model = o.model;
+  if (!report.unknown_sizes.empty()) {
+    std::fprintf(stderr, "warning: %zu values keep an unknown size at batch %lld and count 0 bytes (first: %s)\n",
+                 report.unknown_sizes.size(), static_cast<long long>(o.batch), report.unknown_sizes[0].c_str());
+  }
+  if (o.profile) {
+    if (o.device != "cpu" || !o.device_profile.empty()) throw Error("--profile measures the local CPU: use --device cpu");
+    const NodeTimes times = apply_profiled_times(profile, training, o.model);
+    std::fprintf(stderr, "profiled %zu nodes on %d threads (%s)%s%s\n", profile.nodes.size(), times.threads,
+                 times.from_cache ? ("cached in " + times.cache_path).c_str() : "measured",
+                 times.cache_note.empty() ? "" : "; ", times.cache_note.c_str());
+  }
+
+  PlanOptions p;
+  p.stages = o.stages;
+  p.replicas = o.replicas;
+  p.schedule = parse_plan_schedule(o.strategy);
+  p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
+  p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
+  p.optimizer_slots = optimizer_slots(o.optimizer);
+  if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
+  Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
+
+  if (o.json) {
+    std::printf("%s\n", plan_to_json(plan).c_str());
+  } else {
+    std::printf("%s: %zu nodes, micro-batch %lld, %s, %d stages, %s schedule%s\n", o.model.c_str(), profile.nodes.size(),
+                static_cast<long long>(o.batch), describe_device(device).c_str(), o.stages, o.strategy.c_str(),
+                o.profile ? ", profiled times" : ", analytic times");
+    print_plan(plan, profile);
+  }
+  if (!o.output.empty()) {
+    write_plan(plan, o.output);
+    std::fprintf(stderr, "wrote %s\n", o.output.c_str());
+  }
+  if (!o.dot.empty()) {
+    write_plan_dot(plan, forward_edges(training, o.batch), o.dot);
+    std::fprintf(stderr, "wrote %s (render: dot -Tsvg %s -o plan.svg)\n", o.dot.c_str(), o.dot.c_str());
+  }
+}
+
+}  // namespace
+
+void add_partition_command(CLI::App& app) {
+  auto o = std::make_shared<PartitionOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "partition",
+      "Split a model's training graph into N pipeline stages with the cost model and print why: per stage the\n"
+      "nodes, parameters, FLOPs, predicted time and memory and the bytes it sends; the predicted throughput,\n"
+      "speed-up and bubble against one device. Writes the plan `onnxtrain train --plan` reads (-o).");
+  cmd->add_option("model", o->model, "the .onnx file")->required();
+  cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--strategy", o->strategy,
+                  "pipedream (default) | naive | spectrain | gpipe: sets the weight versions and activations each stage keeps");
+  cmd->add_option("--device", o->device,
+                  "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
+  cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
+  cmd->add_option("--device-profile", o->device_profile, "a JSON description of the device and link (see partitioner/device.h)");
+  cmd->add_option("--replicas", o->replicas, "replicas per stage: one number for all, or one per stage (data parallel stages)");
+  cmd->add_option("--memory-cap", o->memory_cap, "bytes per device, e.g. 80G or 512MiB; the plan must fit");
+  cmd->add_option("--split", o->split, "evaluate this split instead of planning: the N-1 cut positions, e.g. 12,30,41");
+  cmd->add_option("--optimizer", o->optimizer, "optimizer whose state is counted in memory (default momentum)");
+  cmd->add_option("--loss", o->loss, "loss to attach, as for train (default cross-entropy)");
+  cmd->add_flag("--profile", o->profile,
+                "measure every node's forward and backward kernels on this CPU instead of the analytic times "
+                "(cached next to the model)");
+  cmd->add_option("-o,--output", o->output, "write the plan as JSON (what the pipeline executor reads)");
+  cmd->add_option("--dot", o->dot, "write a Graphviz picture: nodes coloured by stage, cut edges labelled with bytes");
+  cmd->add_flag("--json", o->json, "print the plan as JSON instead of the table");
+  cmd->callback([o] { partition_model(*o); });
+}
+
+}  // namespace onnxtrain::cli
