@@ -28,7 +28,7 @@ namespace {
 struct PartitionOptions {
   std::string model, device = "cpu", link, device_profile, strategy = "pipedream", split, output, dot;
   std::string loss = "cross-entropy", optimizer = "momentum", memory_cap;
-  int stages = 2;
+  int stages = 2, devices = 0;
   std::vector<int> replicas;
   int64_t batch = 32, micro_batches = 0;
   bool profile = false, json = false;
@@ -104,11 +104,11 @@ std::vector<PlanEdge> forward_edges(const TrainingGraph& t, int64_t batch) {
 }
 
 void print_plan(const Plan& p, const CostProfile& profile) {
-  std::printf("%-5s %6s  %-28s %-28s %9s %9s %10s %10s %10s %10s\n", "stage", "nodes", "first node", "last node",
-              "params", "FLOPs", "time ms", "memory", "sent fwd", "sent bwd");
+  std::printf("%-5s %6s %5s  %-28s %-28s %9s %9s %10s %10s %10s %10s\n", "stage", "nodes", "repl", "first node",
+              "last node", "params", "FLOPs", "time ms", "memory", "sent fwd", "sent bwd");
   for (const StagePlan& s : p.stages) {
-    std::printf("%-5d %6lld  %-28s %-28s %9s %9s %10.3f %10s %10s %10s%s\n", s.index,
-                static_cast<long long>(s.end_node - s.first_node), clip(s.first_name, 28).c_str(),
+    std::printf("%-5d %6lld %5d  %-28s %-28s %9s %9s %10.3f %10s %10s %10s%s\n", s.index,
+                static_cast<long long>(s.end_node - s.first_node), s.replicas, clip(s.first_name, 28).c_str(),
                 clip(s.last_name, 28).c_str(), format_byte_size(s.parameter_bytes).c_str(), human(s.flops).c_str(),
                 1e3 * s.time_seconds, format_byte_size(s.memory.total).c_str(),
                 format_byte_size(s.bytes_sent_forward).c_str(), format_byte_size(s.bytes_sent_backward).c_str(),
@@ -151,6 +151,7 @@ void partition_model(const PartitionOptions& o) {
   PlanOptions p;
   p.stages = o.stages;
   p.replicas = o.replicas;
+  p.devices = o.devices;
   p.schedule = parse_plan_schedule(o.strategy);
   p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
   p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
@@ -197,6 +198,9 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
   cmd->add_option("--device-profile", o->device_profile, "a JSON description of the device and link (see partitioner/device.h)");
   cmd->add_option("--replicas", o->replicas, "replicas per stage: one number for all, or one per stage (data parallel stages)");
+  cmd->add_option("--devices", o->devices,
+                  "devices in all (>= stages): the planner also chooses how many replicas each stage gets (PipeDream)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--memory-cap", o->memory_cap, "bytes per device, e.g. 80G or 512MiB; the plan must fit");
   cmd->add_option("--split", o->split, "evaluate this split instead of planning: the N-1 cut positions, e.g. 12,30,41");
   cmd->add_option("--optimizer", o->optimizer, "optimizer whose state is counted in memory (default momentum)");
