@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/pipeline/schedule.h"
 #include "executor/trainer.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
@@ -27,7 +28,7 @@ namespace {
 
 struct PartitionOptions {
   std::string model, device = "cpu", link, device_profile, strategy = "pipedream", split, output, dot;
-  std::string loss = "cross-entropy", optimizer = "momentum", memory_cap;
+  std::string loss = "cross-entropy", optimizer = "momentum", memory_cap, schedule, spectrain_target = "sequential";
   int stages = 2, devices = 0;
   std::vector<int> replicas;
   int64_t batch = 32, micro_batches = 0;
@@ -125,7 +126,18 @@ void print_plan(const Plan& p, const CostProfile& profile) {
               p.utilisation);
 }
 
+// --schedule STRATEGY: the instruction table of N stages, without the model. 1F1B strategies show 2N
+// mini-batches (enough to reach the steady state), gpipe one mini-batch of M micro-batches.
+void print_schedule(const PartitionOptions& o) {
+  const PipelineStrategy strategy = parse_pipeline_strategy(o.schedule);
+  const int64_t m = strategy == PipelineStrategy::gpipe ? (o.micro_batches > 0 ? o.micro_batches : 4) : 2 * int64_t{o.stages};
+  const Schedule schedule = make_schedule(strategy, o.stages, m, parse_spectrain_target(o.spectrain_target));
+  std::printf("%s", format_schedule_table(schedule).c_str());
+}
+
 void partition_model(const PartitionOptions& o) {
+  if (!o.schedule.empty()) return print_schedule(o);
+  if (o.model.empty()) throw Error("partition needs a MODEL (or --schedule STRATEGY)");
   ImportedModel model = import_model(o.model);
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
@@ -186,7 +198,7 @@ void add_partition_command(CLI::App& app) {
       "Split a model's training graph into N pipeline stages with the cost model and print why: per stage the\n"
       "nodes, parameters, FLOPs, predicted time and memory and the bytes it sends; the predicted throughput,\n"
       "speed-up and bubble against one device. Writes the plan `onnxtrain train --plan` reads (-o).");
-  cmd->add_option("model", o->model, "the .onnx file")->required();
+  cmd->add_option("model", o->model, "the .onnx file (not needed with --schedule)");
   cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
@@ -208,6 +220,11 @@ void add_partition_command(CLI::App& app) {
   cmd->add_flag("--profile", o->profile,
                 "measure every node's forward and backward kernels on this CPU instead of the analytic times "
                 "(cached next to the model)");
+  cmd->add_option("--schedule", o->schedule,
+                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe) for "
+                  "--stages and stop");
+  cmd->add_option("--spectrain-target", o->spectrain_target,
+                  "with --schedule spectrain: sequential (W_i, the default) | paper (the SpecTrain paper's timeline)");
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (what the pipeline executor reads)");
   cmd->add_option("--dot", o->dot, "write a Graphviz picture: nodes coloured by stage, cut edges labelled with bytes");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of the table");

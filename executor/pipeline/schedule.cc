@@ -1,0 +1,316 @@
+#include "executor/pipeline/schedule.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+namespace {
+
+constexpr PipelineStrategy kStrategies[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,
+                                            PipelineStrategy::spectrain, PipelineStrategy::gpipe};
+constexpr SpecTrainTarget kTargets[] = {SpecTrainTarget::sequential, SpecTrainTarget::paper};
+
+bool is_1f1b(PipelineStrategy strategy) { return strategy != PipelineStrategy::gpipe; }
+
+void emit_forward(std::vector<Instruction>& program, int stage, int stages, int64_t mb) {
+  if (stage > 0) program.push_back({Op::RecvActivation, mb});
+  program.push_back({Op::Forward, mb});
+  if (stage + 1 < stages) program.push_back({Op::SendActivation, mb});
+}
+
+void emit_backward(std::vector<Instruction>& program, int stage, int stages, int64_t mb) {
+  if (stage + 1 < stages) program.push_back({Op::RecvGradient, mb});
+  program.push_back({Op::Backward, mb});
+  if (stage > 0) program.push_back({Op::SendGradient, mb});
+}
+
+std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t mini_batches) {
+  std::vector<Instruction> program;
+  int64_t next_forward = 0, next_backward = 0;
+  const int64_t warm_up = std::min<int64_t>(stages - 1 - stage, mini_batches);
+  while (next_forward < warm_up) emit_forward(program, stage, stages, next_forward++);
+  while (next_backward < mini_batches) {
+    if (next_forward < mini_batches) emit_forward(program, stage, stages, next_forward++);
+    emit_backward(program, stage, stages, next_backward);
+    program.push_back({Op::OptimizerStep, next_backward++});
+  }
+  return program;
+}
+
+std::vector<Instruction> gpipe_program(int stage, int stages, int64_t micro_batches) {
+  std::vector<Instruction> program;
+  for (int64_t mb = 0; mb < micro_batches; ++mb) emit_forward(program, stage, stages, mb);
+  for (int64_t mb = 0; mb < micro_batches; ++mb) emit_backward(program, stage, stages, mb);
+  program.push_back({Op::Flush, -1});
+  program.push_back({Op::OptimizerStep, -1});
+  return program;
+}
+
+// The SpecTrain paper's target: the updates stage k has finished at the start of the slot (a forward half,
+// then a backward half) in which stage 0 runs B_i, i.e. one pass time before B_i starts on stage 0. With
+// unit pass times the as-soon-as-possible timeline puts every backward exactly on the paper's grid
+// (F_i on stage k at 2i+k in steady state, B_i at 2i+2N-1-k), and the versions only change at backwards.
+std::vector<std::vector<int64_t>> paper_targets(const Schedule& schedule) {
+  const Timeline timeline = simulate_timeline(schedule, 1, 1, 0);
+  std::vector<int64_t> slot_start(schedule.micro_batches, 0);
+  for (size_t j = 0; j < schedule.programs[0].size(); ++j) {
+    const Instruction& in = schedule.programs[0][j];
+    if (in.op == Op::Backward) slot_start[in.micro_batch] = timeline.start[0][j] - 1;
+  }
+  std::vector<std::vector<int64_t>> target(schedule.stages, std::vector<int64_t>(schedule.micro_batches, 0));
+  for (int k = 0; k < schedule.stages; ++k)
+    for (size_t j = 0; j < schedule.programs[k].size(); ++j) {
+      if (schedule.programs[k][j].op != Op::OptimizerStep) continue;
+      // An update is finished when its zero-length step starts; one landing exactly on a slot boundary
+      // counts (the grid's half-slot offsets make such ties the rule, not the exception).
+      const int64_t done_at = timeline.start[k][j];
+      for (int64_t i = 0; i < schedule.micro_batches; ++i)
+        if (done_at <= slot_start[i]) ++target[k][i];
+    }
+  return target;
+}
+
+std::string pad(const std::string& text, size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+}  // namespace
+
+PipelineStrategy parse_pipeline_strategy(std::string_view name) {
+  for (PipelineStrategy strategy : kStrategies)
+    if (name == pipeline_strategy_name(strategy)) return strategy;
+  throw Error("unknown pipeline strategy '" + std::string(name) + "' (expected naive, pipedream, spectrain or gpipe)");
+}
+
+const char* pipeline_strategy_name(PipelineStrategy strategy) {
+  switch (strategy) {
+    case PipelineStrategy::naive:
+      return "naive";
+    case PipelineStrategy::pipedream:
+      return "pipedream";
+    case PipelineStrategy::spectrain:
+      return "spectrain";
+    case PipelineStrategy::gpipe:
+      return "gpipe";
+  }
+  return "?";
+}
+
+SpecTrainTarget parse_spectrain_target(std::string_view name) {
+  for (SpecTrainTarget target : kTargets)
+    if (name == spectrain_target_name(target)) return target;
+  throw Error("unknown SpecTrain target '" + std::string(name) + "' (expected sequential or paper)");
+}
+
+const char* spectrain_target_name(SpecTrainTarget target) {
+  return target == SpecTrainTarget::paper ? "paper" : "sequential";
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Forward:
+      return "Forward";
+    case Op::Backward:
+      return "Backward";
+    case Op::SendActivation:
+      return "SendActivation";
+    case Op::RecvActivation:
+      return "RecvActivation";
+    case Op::SendGradient:
+      return "SendGradient";
+    case Op::RecvGradient:
+      return "RecvGradient";
+    case Op::OptimizerStep:
+      return "OptimizerStep";
+    case Op::Flush:
+      return "Flush";
+  }
+  return "?";
+}
+
+Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches, SpecTrainTarget target) {
+  if (stages < 1) throw Error("pipeline schedule: the number of stages must be >= 1, got " + std::to_string(stages));
+  if (micro_batches < 1)
+    throw Error(std::string("pipeline schedule: the number of ") +
+                (is_1f1b(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
+                std::to_string(micro_batches));
+  Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches};
+  for (int k = 0; k < stages; ++k)
+    schedule.programs.push_back(is_1f1b(strategy) ? one_f_one_b_program(k, stages, micro_batches)
+                                                  : gpipe_program(k, stages, micro_batches));
+
+  // Versions: the optimizer steps a stage has taken before each pass, counted along its own program.
+  const std::vector<int64_t> zeros(micro_batches, 0);
+  schedule.forward_version.assign(stages, zeros);
+  schedule.backward_version.assign(stages, zeros);
+  for (int k = 0; k < stages; ++k) {
+    int64_t steps = 0;
+    for (const Instruction& in : schedule.programs[k]) {
+      if (in.op == Op::OptimizerStep) ++steps;
+      if (in.op == Op::Forward) schedule.forward_version[k][in.micro_batch] = steps;
+      if (in.op == Op::Backward) schedule.backward_version[k][in.micro_batch] = steps;
+    }
+  }
+  // GPipe: one version per mini-batch, which every micro-batch uses: the target is the version held.
+  schedule.target_version.assign(stages, zeros);
+  if (is_1f1b(strategy)) {
+    if (target == SpecTrainTarget::paper) {
+      schedule.target_version = paper_targets(schedule);
+    } else {
+      for (int k = 0; k < stages; ++k)
+        for (int64_t i = 0; i < micro_batches; ++i) schedule.target_version[k][i] = i;  // W_i
+    }
+  }
+  schedule.s_forward.assign(stages, zeros);
+  schedule.s_backward.assign(stages, zeros);
+  for (int k = 0; k < stages; ++k)
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      schedule.s_forward[k][i] = schedule.target_version[k][i] - schedule.forward_version[k][i];
+      schedule.s_backward[k][i] = schedule.target_version[k][i] - schedule.backward_version[k][i];
+    }
+  return schedule;
+}
+
+std::vector<double> Timeline::bubble_fraction() const {
+  std::vector<double> fraction;
+  for (int64_t b : busy)
+    fraction.push_back(makespan > 0 ? 1.0 - static_cast<double>(b) / static_cast<double>(makespan) : 0.0);
+  return fraction;
+}
+
+Timeline simulate_timeline(const Schedule& schedule, int64_t forward_time, int64_t backward_time, int64_t update_time) {
+  if (forward_time < 0 || backward_time < 0 || update_time < 0)
+    throw Error("pipeline timeline: pass times must be >= 0");
+  const int stages = schedule.stages;
+  Timeline timeline;
+  timeline.busy.assign(stages, 0);
+  std::vector<size_t> pc(stages, 0);
+  std::vector<int64_t> clock(stages, 0);
+  for (int k = 0; k < stages; ++k) timeline.start.emplace_back(schedule.programs[k].size(), 0);
+  // (from, to, is_gradient, micro_batch) -> time the message was sent.
+  std::map<std::tuple<int, int, bool, int64_t>, int64_t> sent;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int k = 0; k < stages; ++k) {
+      while (pc[k] < schedule.programs[k].size()) {
+        const Instruction& in = schedule.programs[k][pc[k]];
+        int64_t start = clock[k], duration = 0;
+        if (in.op == Op::RecvActivation || in.op == Op::RecvGradient) {
+          const bool gradient = in.op == Op::RecvGradient;
+          auto it = sent.find({gradient ? k + 1 : k - 1, k, gradient, in.micro_batch});
+          if (it == sent.end()) break;  // not sent yet: try the other stages
+          start = std::max(start, it->second);
+        } else if (in.op == Op::SendActivation || in.op == Op::SendGradient) {
+          const bool gradient = in.op == Op::SendGradient;
+          sent[{k, gradient ? k - 1 : k + 1, gradient, in.micro_batch}] = start;
+        } else if (in.op == Op::Forward) {
+          duration = forward_time;
+        } else if (in.op == Op::Backward) {
+          duration = backward_time;
+        } else if (in.op == Op::OptimizerStep) {
+          duration = update_time;
+        }
+        timeline.start[k][pc[k]] = start;
+        clock[k] = start + duration;
+        timeline.busy[k] += duration;
+        ++pc[k];
+        progress = true;
+      }
+    }
+  }
+  for (int k = 0; k < stages; ++k) {
+    ONNXTRAIN_CHECK(pc[k] == schedule.programs[k].size(), "pipeline schedule cannot complete: stage " +
+                                                              std::to_string(k) + " blocks at instruction " +
+                                                              std::to_string(pc[k]));
+    timeline.makespan = std::max(timeline.makespan, clock[k]);
+  }
+  return timeline;
+}
+
+std::string format_schedule_table(const Schedule& schedule) {
+  const bool one_f_one_b = is_1f1b(schedule.strategy);
+  // GPipe's update is drawn one unit wide so the flush shows; 1F1B's follow their backward at once.
+  const Timeline timeline = simulate_timeline(schedule, 1, 1, one_f_one_b ? 0 : 1);
+  std::vector<std::vector<std::string>> grid(schedule.stages, std::vector<std::string>(timeline.makespan, "."));
+  size_t width = 2;
+  for (int k = 0; k < schedule.stages; ++k)
+    for (size_t j = 0; j < schedule.programs[k].size(); ++j) {
+      const Instruction& in = schedule.programs[k][j];
+      std::string label;
+      if (in.op == Op::Forward) label = "F" + std::to_string(in.micro_batch);
+      if (in.op == Op::Backward) label = "B" + std::to_string(in.micro_batch);
+      if (in.op == Op::OptimizerStep && !one_f_one_b) label = "U";
+      if (label.empty()) continue;
+      grid[k][timeline.start[k][j]] = label;
+      width = std::max(width, label.size());
+    }
+  width = std::max(width, std::to_string(std::max<int64_t>(timeline.makespan - 1, 0)).size());
+  const std::string unit = one_f_one_b ? "mini-batch" : "micro-batch";
+
+  std::ostringstream out;
+  out << pipeline_strategy_name(schedule.strategy) << " schedule: " << schedule.stages << " stage"
+      << (schedule.stages == 1 ? "" : "s") << ", " << schedule.micro_batches << " " << unit
+      << (schedule.micro_batches == 1 ? "" : "es")
+      << (one_f_one_b ? " in the run (1F1B)\n" : " per mini-batch (all forwards, all backwards, one update)\n");
+  out << "Fi forward of " << unit << " i, Bi its backward"
+      << (one_f_one_b ? " then the stage's optimizer step" : ", U the optimizer step (flush)")
+      << ", . idle; one column per pass time\n";
+  const size_t label_width = std::max(("stage " + std::to_string(schedule.stages - 1)).size(),
+                                      std::string(one_f_one_b ? "mini-batch" : "").size());
+  auto row = [&](const std::string& name, const std::vector<std::string>& cells, size_t cell_width) {
+    std::string line = pad(name, label_width + 2);
+    for (size_t c = 0; c < cells.size(); ++c) line += pad(cells[c], c + 1 < cells.size() ? cell_width + 1 : 0);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  };
+  std::vector<std::string> header;
+  for (int64_t t = 0; t < timeline.makespan; ++t) header.push_back(std::to_string(t));
+  row("time", header, width);
+  for (int k = 0; k < schedule.stages; ++k) row("stage " + std::to_string(k), grid[k], width);
+
+  if (one_f_one_b) {
+    // Two numbers per pass, "forward/backward", one column per mini-batch.
+    auto table = [&](const std::string& title, const std::vector<std::vector<int64_t>>& forward,
+                     const std::vector<std::vector<int64_t>>& backward) {
+      std::vector<std::vector<std::string>> cells(schedule.stages);
+      std::vector<std::string> mbs;
+      size_t cell_width = 1;
+      for (int64_t i = 0; i < schedule.micro_batches; ++i) {
+        mbs.push_back(std::to_string(i));
+        cell_width = std::max(cell_width, mbs.back().size());
+        for (int k = 0; k < schedule.stages; ++k) {
+          cells[k].push_back(std::to_string(forward[k][i]) + "/" + std::to_string(backward[k][i]));
+          cell_width = std::max(cell_width, cells[k].back().size());
+        }
+      }
+      out << title << "\n";
+      row("mini-batch", mbs, cell_width);
+      for (int k = 0; k < schedule.stages; ++k) row("stage " + std::to_string(k), cells[k], cell_width);
+    };
+    table("weights used, forward/backward (updates the stage made before the pass; sequential SGD uses i):",
+          schedule.forward_version, schedule.backward_version);
+    if (schedule.strategy == PipelineStrategy::spectrain)
+      table(std::string("SpecTrain s = target - used, forward/backward (") + spectrain_target_name(schedule.target) +
+                " target):",
+            schedule.s_forward, schedule.s_backward);
+  }
+  // The bubble of the passes alone (updates take no time), GPipe's (N-1)/(M+N-1) included.
+  out << "bubble (every pass one time unit):";
+  const std::vector<double> bubble = simulate_timeline(schedule, 1, 1, 0).bubble_fraction();
+  for (int k = 0; k < schedule.stages; ++k) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, " stage %d %.0f%%%s", k, 100.0 * bubble[k],
+                  k + 1 < schedule.stages ? "," : "");
+    out << buffer;
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace onnxtrain

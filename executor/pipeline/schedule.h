@@ -1,0 +1,103 @@
+// Pipeline schedules as data: a pure function of (strategy, N stages, M micro-batches) that gives every
+// stage its instruction list (Forward, Backward, explicit Send/Recv of activations and gradients,
+// OptimizerStep, Flush) plus the version accounting the weight policies need. No kernels run here; the
+// executor (pipeline_trainer) walks `programs`, and `onnxtrain partition ... --schedule STRATEGY` prints
+// `format_schedule_table`.
+//
+//   Schedule s = make_schedule(PipelineStrategy::spectrain, 4, batches.size());
+//   for (const Instruction& in : s.programs[stage]) { ... }                  // what stage `stage` runs
+//   int64_t steps_ahead = s.s_forward[stage][i];   // SpecTrain: predict this many updates ahead in F_i
+//   std::cout << format_schedule_table(s);
+//
+// 1F1B (naive, pipedream, spectrain): micro_batches = the mini-batches of the run, each travelling the
+// pipeline whole. Stage k warms up with min(N-1-k, M) forwards, then alternates Forward/Backward, then
+// drains the remaining backwards; every Backward is followed by that stage's OptimizerStep (asynchronous
+// updates), so N-k mini-batches are in flight and N-k-1 updates land between F_i and B_i in steady state.
+// Per pass:  [RecvActivation i] Forward i [SendActivation i]          (no recv on stage 0, no send on N-1)
+//            [RecvGradient i] Backward i [SendGradient i] OptimizerStep i   (no recv on N-1, no send on 0)
+// The sends on each link come in the same order as the neighbour's recvs, and the programs complete with
+// any channel capacity >= 1. A rendezvous (capacity 0) deadlocks 1F1B: stage k sends the activation of
+// mini-batch j before it receives the gradient of j-(N-1-k), while stage k+1 sends that gradient before
+// it receives that activation.
+//
+// GPipe: micro_batches = M micro-batches of ONE mini-batch; the executor repeats the programs for every
+// mini-batch. All M forwards (0..M-1), then all M backwards (0..M-1, so gradients accumulate in
+// micro-batch order), then Flush (gradients complete: scale by 1/M) and one OptimizerStep.
+//
+// Version accounting (1F1B; GPipe: all zero, one version per flush). For stage k and mini-batch i:
+//   forward_version[k][i], backward_version[k][i]: optimizer steps stage k has taken before F_i / B_i,
+//     counted along its program;
+//   target_version[k][i]: the version SpecTrain predicts for mini-batch i on stage k (both passes);
+//   s_forward = target - forward_version, s_backward = target - backward_version.
+// Targets: `sequential` = W_i, i.e. i updates (the version sequential SGD evaluates mini-batch i at):
+//   steady state s_fwd = N-k-1, s_bwd = 0. `paper` = the SpecTrain paper's timeline, simulated: every
+//   pass takes half a slot, a slot is a forward half then a backward half, stage k's slots start k half
+//   slots after stage 0's; the target of mini-batch i is the number of updates stage k has finished at the
+//   start of the slot in which stage 0 runs B_i: steady state s_fwd = floor(k/2)+N-k-1, s_bwd = floor(k/2)
+//   (N=4: 3,2,2,1 and 0,0,1,1). Near the start and end of a run the simulated values are smaller (no
+//   update exists to predict).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace onnxtrain {
+
+enum class PipelineStrategy { naive, pipedream, spectrain, gpipe };
+// "naive" | "pipedream" | "spectrain" | "gpipe"; throws Error listing the known names.
+PipelineStrategy parse_pipeline_strategy(std::string_view name);
+const char* pipeline_strategy_name(PipelineStrategy strategy);
+
+enum class SpecTrainTarget { sequential, paper };
+// "sequential" | "paper"; throws Error listing the known names.
+SpecTrainTarget parse_spectrain_target(std::string_view name);
+const char* spectrain_target_name(SpecTrainTarget target);
+
+enum class Op { Forward, Backward, SendActivation, RecvActivation, SendGradient, RecvGradient, OptimizerStep, Flush };
+const char* op_name(Op op);  // "Forward", ...
+
+struct Instruction {
+  Op op;
+  int64_t micro_batch = -1;  // 0-based mini-batch (1F1B) or micro-batch (gpipe); -1 for gpipe's Flush/OptimizerStep
+  bool operator==(const Instruction&) const = default;
+};
+
+struct Schedule {
+  PipelineStrategy strategy = PipelineStrategy::naive;
+  SpecTrainTarget target = SpecTrainTarget::sequential;
+  int stages = 1;
+  int64_t micro_batches = 1;                       // 1F1B: mini-batches in the run; gpipe: per mini-batch
+  std::vector<std::vector<Instruction>> programs;  // per stage, in execution order
+  // [stage][micro_batch], see the header comment.
+  std::vector<std::vector<int64_t>> forward_version, backward_version, target_version, s_forward, s_backward;
+};
+
+// Throws Error when stages < 1 or micro_batches < 1.
+Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches,
+                       SpecTrainTarget target = SpecTrainTarget::sequential);
+
+// When each instruction would start if every Forward took `forward_time`, every Backward `backward_time`,
+// every OptimizerStep `update_time` and Send/Recv/Flush no time, each stage running its program in order
+// as soon as its inputs exist (a Recv waits for the matching Send; unbounded channels). start[k][j]
+// belongs to programs[k][j]. With unit times this is the timeline the table prints and the paper target
+// reads.
+struct Timeline {
+  std::vector<std::vector<int64_t>> start;
+  int64_t makespan = 0;
+  std::vector<int64_t> busy;  // per stage: time spent in Forward/Backward/OptimizerStep
+  // Per stage: 1 - busy / makespan, the bubble the schedule itself imposes with these pass times.
+  std::vector<double> bubble_fraction() const;
+};
+// Throws Error on negative times. A schedule whose programs cannot complete is a bug (ONNXTRAIN_CHECK).
+Timeline simulate_timeline(const Schedule& schedule, int64_t forward_time = 1, int64_t backward_time = 1,
+                           int64_t update_time = 0);
+
+// The time x stage grid with unit pass times (one column per time unit, one row per stage):
+//   "F3" forward of 3, "B1" backward of 1 (in 1F1B followed at once by the stage's update), "U" gpipe's
+//   update (drawn one unit wide), "." idle; then (1F1B) the versions per pass and SpecTrain's s values, and
+//   the bubble fraction per stage these unit times imply.
+std::string format_schedule_table(const Schedule& schedule);
+
+}  // namespace onnxtrain
