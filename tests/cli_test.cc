@@ -1,9 +1,9 @@
 // The `onnxtrain` binary as a user runs it: exit codes (0 ok, 1 user error, 2 bad usage), one clear
 // error line, and `inspect --json` as one parseable document.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
+#include "tests/cli_run.h"
+
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
@@ -15,20 +15,8 @@
 
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-CliRun run(const std::string& args) {
-  std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using onnxtrain::testing_support::CliRun;
+CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 

@@ -2,10 +2,10 @@
 // for an H100 preset, `onnxtrain partition` as a user runs it (table, plan.json the planner reads back,
 // Graphviz, clear errors), and profiled times against a measured training step.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "tests/cli_run.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,20 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-struct CliRun {
-  int exit_code;
-  std::string output;
-};
-
-CliRun run(const std::string& args) {
-  const std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using onnxtrain::testing_support::CliRun;
+CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
 
 fs::path scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("onnxtrain_partition_" + std::to_string(getpid()) + "_" + name);
@@ -77,7 +65,9 @@ TEST(Partition, StagesOfTheFixturesAreBalancedOnAnH100) {
       const double compute_ratio = plan.bottleneck_seconds / (plan.single_device_seconds / stages);
       std::printf("%-26s N=%d  slowest/mean stage %.3f  slowest/(compute/N) %.3f  slowest stage %lld node(s)\n", name,
                   stages, plan.balance, compute_ratio, static_cast<long long>(slowest->end_node - slowest->first_node));
-      if (slowest->end_node - slowest->first_node > 1) EXPECT_LE(plan.balance, 1.15) << name << " N=" << stages;
+      if (slowest->end_node - slowest->first_node > 1) {
+        EXPECT_LE(plan.balance, 1.15) << name << " N=" << stages;
+      }
     }
   }
 }

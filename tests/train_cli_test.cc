@@ -3,11 +3,12 @@
 // ends with exactly the model of an uninterrupted run; damaged checkpoints and changed options are
 // refused; --dump-gradients writes what the first step applies.
 #include <gtest/gtest.h>
+
+#include "tests/cli_run.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,20 +36,8 @@ const std::string kQuickStartOptions =
     "--data fashion-mnist --epochs 3 --batch 32 --optimizer nesterov --lr 0.04 --schedule cosine --weight-decay 0.0005 "
     "--validation 0";
 
-struct CliRun {
-  int exit_code;
-  std::string output;
-};
-
-CliRun run(const std::string& args) {
-  const std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using onnxtrain::testing_support::CliRun;
+CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

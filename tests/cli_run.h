@@ -1,0 +1,28 @@
+// Runs the `onnxtrain` binary (ONNXTRAIN_BINARY, set by tests/CMakeLists.txt) as a user would and
+// returns its exit code and output: the helper of the command-line tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace onnxtrain::testing_support {
+
+struct CliRun {
+  int exit_code;       // -1 when the process did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+inline CliRun run_cli(const std::string& args) {
+  const std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+}  // namespace onnxtrain::testing_support
