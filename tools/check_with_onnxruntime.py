@@ -48,10 +48,12 @@ FIXTURES = {"cnn": ((1, 28, 28), 64), "mlp": ((1, 28, 28), 64), "resnet": ((3, 3
 
 
 def find_onnxtrain(build):
-    for rel in ("tools/onnxtrain", "release/tools/onnxtrain"):
-        path = os.path.join(build, rel)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
+    """DIR/tools/onnxtrain (a build folder) or DIR/release/tools/onnxtrain (build/ holding the presets'
+    folders); the newer when both exist, since a stale one may lack the options used here."""
+    found = [os.path.join(build, rel) for rel in ("tools/onnxtrain", "release/tools/onnxtrain")]
+    found = [path for path in found if os.path.isfile(path) and os.access(path, os.X_OK)]
+    if found:
+        return max(found, key=os.path.getmtime)
     sys.exit("no onnxtrain binary under %s (tools/onnxtrain or release/tools/onnxtrain): build the "
              "'onnxtrain' target and pass --build DIR" % build)
 
@@ -93,7 +95,7 @@ class Report:
         self.rtol, self.atol, self.failures = rtol, atol, []
 
     def check(self, label, ok, detail=""):
-        print("  %-72s %s%s" % (label, "ok" if ok else "FAIL", ("  " + detail) if detail else ""))
+        print("  %-76s %s%s" % (label, "ok" if ok else "FAIL", ("  " + detail) if detail else ""))
         if not ok:
             self.failures.append(label)
 
@@ -172,7 +174,7 @@ def check_fixture(binary, name, args, workdir, report):
     x = np.random.default_rng(args.seed).standard_normal((args.eval_batch, c, h, w)).astype(np.float32)
     ours = onnxtrain_logits(binary, trained_path, x, workdir, name)
     theirs = ort_logits(trained_path, input_name, x)
-    mode = " (as written: BatchNorm training_mode=1)" if stats else ""
+    mode = " (as written, BN training_mode=1)" if stats else ""
     report.compare("onnxtrain run vs onnxruntime %s%s" % (ort.__version__, mode), ours, theirs)
 
     if stats:

@@ -1,0 +1,308 @@
+#!/usr/bin/python3
+"""Training speed of onnxtrain against PyTorch on the CPU, side by side: samples/s of one full training
+step (forward, softmax cross-entropy, backward, momentum-SGD update; BatchNorm in training mode updating
+its running statistics) of the same model, batch and thread count.
+
+onnxtrain: `onnxtrain train MODEL --data synthetic:... --metrics FILE` (OMP_NUM_THREADS=T: oneDNN and
+onnxtrain's own kernels both run on libgomp's threads); the per-step times come from the metrics file,
+whose samples_per_s is cumulative from the first step, so step k ended at samples_k / samples_per_s_k.
+PyTorch: the torch module of models/make_fixtures.py with the weights of the same ONNX file (as
+models/expected/make_gradients.py loads them), torch.set_num_threads(T), torch.optim.SGD(lr 0.01,
+momentum 0.9) -- what `onnxtrain train` does by default -- on random data. Each side discards warm-up
+steps, then times a block of steps; a repeat is one such block (for onnxtrain one process, since its
+first step prepares the kernels; for torch one command to a worker process that keeps the model).
+The two sides alternate repeat by repeat, so load from other processes hits both alike. The table gives
+the median of the repeats and, in brackets, their min-max.
+
+    benchmarks/compare_pytorch.py                       # CNN b64 and ResNet b32, 1 and 2 threads
+    benchmarks/compare_pytorch.py --build build/release --repeats 7 --threads 1
+    benchmarks/compare_pytorch.py --wait-idle 60       # on a shared machine: time only when it is idle
+    benchmarks/compare_pytorch.py --python /work/venv/torchnew/bin/python   # torch 2.x instead of 1.13
+    benchmarks/compare_pytorch.py --profile --models resnet:32 --threads 1  # + per-op profiles of both
+
+The default interpreter for torch is Debian's /usr/bin/python3 (torch 1.13), the one the fixture scripts
+use. This script itself needs only the standard library; the worker (this file run with --torch-worker
+by that interpreter) needs torch, onnx and numpy.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = os.path.join(ROOT, "models")
+DEFAULT_PYTHON = "/usr/bin/python3"
+LR, MOMENTUM = 0.01, 0.9
+CLASSES = 10
+# Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
+DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25}
+
+
+def input_dims(name):
+    """(C, H, W) of the fixture's image input."""
+    return {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}[name]
+
+
+def find_onnxtrain(build):
+    """DIR/tools/onnxtrain (a build folder) or DIR/release/tools/onnxtrain (build/ holding the presets'
+    folders); the newer when both exist, since a stale one may lack the options used here."""
+    found = [os.path.join(build, rel) for rel in ("tools/onnxtrain", "release/tools/onnxtrain")]
+    found = [path for path in found if os.path.isfile(path) and os.access(path, os.X_OK)]
+    if found:
+        return max(found, key=os.path.getmtime)
+    sys.exit("no onnxtrain binary under %s (tools/onnxtrain or release/tools/onnxtrain): build the "
+             "'onnxtrain' target and pass --build DIR" % build)
+
+
+def thread_env(threads):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["MKL_NUM_THREADS"] = str(threads)
+    return env
+
+
+def busy_fraction(interval=0.5):
+    """Fraction of all CPUs' time spent busy over `interval` seconds (Linux /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+    total0, idle0 = sample()
+    time.sleep(interval)
+    total1, idle1 = sample()
+    return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_for_idle(limit_s):
+    """Waits (up to limit_s) until other processes leave the CPUs nearly idle; True when they did."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        if busy_fraction() < 0.1:
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------------------
+# onnxtrain side
+# ----------------------------------------------------------------------------------------------------
+def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir):
+    """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process."""
+    c, h, w = input_dims(name)
+    total = warmup + steps
+    metrics = os.path.join(workdir, "metrics.jsonl")
+    cmd = [binary, "train", os.path.join(MODELS, name + "_opset17.onnx"),
+           "--data", "synthetic:%d,%d,%d:%d:%d" % (c, h, w, CLASSES, batch * total),
+           "--batch", str(batch), "--epochs", "1", "--validation", "0", "--lr", str(LR),
+           "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
+           "--metrics", metrics, "-o", os.path.join(workdir, "trained.onnx")]
+    run = subprocess.run(cmd, env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        sys.exit("onnxtrain failed (%d): %s\n%s" % (run.returncode, " ".join(cmd), run.stderr))
+    ends = {}  # step -> seconds from the start of step 1 to the end of that step
+    with open(metrics) as f:
+        for line in f:
+            record = json.loads(line)
+            if "step" in record:
+                ends[record["step"]] = record["step"] * batch / record["samples_per_s"]
+    if len(ends) != total:
+        sys.exit("onnxtrain ran %d steps, expected %d" % (len(ends), total))
+    return steps * batch / (ends[total] - ends[warmup])
+
+
+def onnxtrain_profile(onnxtrain, name, batch, threads, steps):
+    """Per-op kernel times of the same step (benchmarks/training_step_profile.cc), when it is built in
+    the same build folder as the onnxtrain binary."""
+    binary = os.path.join(os.path.dirname(os.path.dirname(onnxtrain)), "benchmarks", "training_step_profile")
+    if not os.access(binary, os.X_OK):
+        print("(no %s: build the training_step_profile target for onnxtrain's per-op times)\n" % binary)
+        return
+    run = subprocess.run([binary, os.path.join(MODELS, name + "_opset17.onnx"), str(batch), str(steps)],
+                         env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print("onnxtrain profile, %s batch %d, %d threads (ms per step):\n%s" % (name, batch, threads, run.stdout), flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# torch side: a worker process (the chosen interpreter) that keeps one model and answers commands
+# ----------------------------------------------------------------------------------------------------
+def torch_worker(name, batch, threads, profile_steps):
+    import numpy as np
+    import onnx
+    import torch
+    import torch.nn.functional as F
+    from onnx import numpy_helper
+
+    sys.path.insert(0, MODELS)
+    import make_fixtures
+
+    torch.set_num_threads(threads)
+    if torch.get_num_threads() != threads:
+        sys.exit("torch runs %d threads, not %d" % (torch.get_num_threads(), threads))
+    model = make_fixtures.build(name)
+    weights = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+               for t in onnx.load(os.path.join(MODELS, name + "_opset17.onnx")).graph.initializer}
+    state = model.state_dict()
+    missing = [k for k in state if k not in weights and not k.endswith("num_batches_tracked")]
+    if missing:
+        sys.exit("%s: not in the ONNX file: %s" % (name, missing))
+    model.load_state_dict({k: weights[k] for k in state if k in weights}, strict=False)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    rng = np.random.default_rng(0)
+    pool = 16  # batches of random data cycled through, like onnxtrain's data loader picks rows
+    xs = torch.from_numpy(rng.standard_normal((pool * batch,) + input_dims(name)).astype(np.float32))
+    ys = torch.from_numpy(rng.integers(0, CLASSES, pool * batch).astype(np.int64))
+    counter = [0]
+
+    def step():
+        i = counter[0] % pool
+        counter[0] += 1
+        x, y = xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch]
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command.get("profile"):
+            for _ in range(command["warmup"]):
+                step()
+            with torch.autograd.profiler.profile() as prof:
+                for _ in range(profile_steps):
+                    step()
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+            print(json.dumps({"table": table, "steps": profile_steps}), flush=True)
+            continue
+        for _ in range(command["warmup"]):
+            step()
+        start = time.perf_counter()
+        for _ in range(command["steps"]):
+            step()
+        seconds = time.perf_counter() - start
+        print(json.dumps({"samples_per_s": command["steps"] * batch / seconds}), flush=True)
+
+
+class TorchWorker:
+    def __init__(self, python, name, batch, threads, profile_steps):
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads", str(threads),
+             "--profile-steps", str(profile_steps)],
+            env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.info = self._read()
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            sys.exit("the torch worker (%s) died" % " ".join(self.proc.args))
+        return json.loads(line)
+
+    def ask(self, **command):
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+# ----------------------------------------------------------------------------------------------------
+def parse_models(text):
+    out = []
+    for item in text.split(","):
+        name, batch = item.split(":")
+        if name not in DEFAULT_STEPS:
+            sys.exit("unknown model %s (one of %s)" % (name, ", ".join(DEFAULT_STEPS)))
+        out.append((name, int(batch)))
+    return out
+
+
+def fmt_rates(values):
+    return "%.0f [%.0f-%.0f]" % (statistics.median(values), min(values), max(values))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="onnxtrain build folder (default build/)")
+    p.add_argument("--python", default=DEFAULT_PYTHON, help="interpreter with torch (default %s)" % DEFAULT_PYTHON)
+    p.add_argument("--models", default="cnn:64,resnet:32", help="NAME:BATCH,... of cnn, mlp, resnet")
+    p.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=5, help="steps discarded before each timed block")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per repeat (default per model: %s)" % DEFAULT_STEPS)
+    p.add_argument("--profile", action="store_true",
+                   help="also print torch's profiler table and onnxtrain's per-op times "
+                        "(BUILD/benchmarks/training_step_profile) per configuration")
+    p.add_argument("--profile-steps", type=int, default=20)
+    p.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
+                   help="before each timed block wait up to SECONDS for the CPUs to be idle (<10%% busy; shared "
+                        "machines; default 0: do not wait)")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--torch-worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+
+    if args.torch_worker:
+        name, batch = args.torch_worker.split(":")
+        torch_worker(name, int(batch), int(args.threads), args.profile_steps)
+        return
+
+    binary = find_onnxtrain(os.path.abspath(args.build))
+    configs = [(n, b, int(t)) for n, b in parse_models(args.models) for t in args.threads.split(",")]
+    rows, torch_version = [], None
+    print("onnxtrain: %s\ntorch: %s; %d repeats, %d warm-up steps; load average %s" %
+          (binary, args.python, args.repeats, args.warmup, " ".join("%.2f" % x for x in os.getloadavg())), flush=True)
+    with tempfile.TemporaryDirectory(prefix="compare_pytorch_") as workdir:
+        for name, batch, threads in configs:
+            steps = args.steps or DEFAULT_STEPS[name]
+            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps)
+            torch_version = worker.info["torch"]
+            ours, theirs = [], []
+            busy_repeats = 0
+            for _ in range(args.repeats):
+                if args.wait_idle and not wait_for_idle(args.wait_idle):
+                    busy_repeats += 1
+                ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir))
+                if args.wait_idle and not wait_for_idle(args.wait_idle):
+                    busy_repeats += 1
+                theirs.append(worker.ask(warmup=args.warmup, steps=steps)["samples_per_s"])
+            if args.profile:
+                answer = worker.ask(profile=True, warmup=args.warmup)
+                print("\ntorch %s profile, %s batch %d, %d threads, %d steps (ms per step: divide by %d):\n%s" %
+                      (torch_version, name, batch, threads, answer["steps"], answer["steps"], answer["table"]),
+                      flush=True)
+                onnxtrain_profile(binary, name, batch, threads, args.profile_steps)
+            worker.close()
+            ratios = [a / b for a, b in zip(ours, theirs)]
+            rows.append({"model": name, "batch": batch, "threads": threads, "steps": steps, "onnxtrain": ours,
+                         "torch": theirs, "ratio": statistics.median(ours) / statistics.median(theirs),
+                         "ratio_per_repeat": ratios})
+            print("  %s b%d t%d: onnxtrain %s, torch %s samples/s%s" %
+                  (name, batch, threads, fmt_rates(ours), fmt_rates(theirs),
+                   ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""), flush=True)
+
+    print("\ntorch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
+          "[min-max of the per-repeat ratios]; load average after: %s\n" %
+          (torch_version, args.python, args.repeats, " ".join("%.2f" % x for x in os.getloadavg())))
+    header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio")
+    lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
+                         "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])))
+                        for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(line, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
