@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, step 2: install the dependencies, build the Release preset and run the whole test suite
 # (all but the `bench` label), then build the ASan+UBSan preset and run the same tests under it
-# (the `malformed` label feeds hostile model files).
+# (the `malformed` label feeds hostile model files), then the tests labelled `threads` under TSan.
 # This is what CI runs (.ci/run). Honours CI=true (no prompts) and ONNXTRAIN_JOBS (default 2).
 # The test presets set OMP_WAIT_POLICY=PASSIVE: with `ctest -j` several OpenMP processes share the cores,
 # and threads spinning at barriers would slow the training tests tenfold.
@@ -20,5 +20,10 @@ echo "== asan: every test (malformed inputs among them) under AddressSanitizer +
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
+
+echo "== tsan: the threaded tests (pipeline stages, local comm) under ThreadSanitizer"
+cmake --preset tsan
+cmake --build --preset tsan -j "$jobs" --target local_comm_test pipeline_trainer_test
+ctest --preset tsan -j "$jobs" -L threads
 
 echo "== all tests passed"

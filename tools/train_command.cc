@@ -66,6 +66,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--resume", o->resume,
                 "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged or was written "
                 "for another model or other options)");
+  cmd->add_option("--strategy", o->strategy,
+                  "single (one device, the default) | naive | pipedream | spectrain | gpipe: pipeline training over "
+                  "--stages threads (DESIGN.md section 3)");
+  cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batches", o->micro_batches, "gpipe: micro-batches per mini-batch (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--plan", o->plan, "stage split from `onnxtrain partition -o plan.json` (default: planned at start)");
+  cmd->add_option("--spectrain-target", o->spectrain_target,
+                  "spectrain: sequential (predict W_i, the default) | paper (the SpecTrain paper's timeline)");
+  cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
   cmd->callback([o] {
     if (const int code = run_training(*o); code != 0) throw CLI::RuntimeError(code);
   });

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "executor/trainer.h"
+#include "frontend/dataset.h"
+
 namespace onnxtrain::cli {
 
 struct TrainOptions {
@@ -17,10 +20,23 @@ struct TrainOptions {
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
+  // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
+  std::string strategy = "single", plan, spectrain_target = "sequential";
+  int stages = 1;
+  int64_t micro_batches = 1;
+  bool vertical_sync = false, report = false;
 };
 
 // Trains as `o` says and writes o.output. Throws Error for bad input; returns the process exit code
 // (130 when SIGINT stopped the run after writing a checkpoint).
 int run_training(const TrainOptions& o);
+int run_pipeline_training(const TrainOptions& o);  // --strategy naive|pipedream|spectrain|gpipe
+
+// Shared by both (train_common.cc).
+std::string format_duration(double seconds);           // "1m05s", "2h03m"
+std::string progress_bar(double done);                 // "[#######.............]"
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps);
+std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
+Normalization normalization(const TrainOptions& o);
 
 }  // namespace onnxtrain::cli

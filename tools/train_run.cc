@@ -57,39 +57,6 @@ struct StopSignals {
   }
 };
 
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const long s = std::lround(seconds);
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  return buf;
-}
-
-// "[#######.............]" for a fraction done in [0, 1].
-std::string progress_bar(double done) {
-  constexpr int kWidth = 20;
-  const int filled = std::clamp(static_cast<int>(done * kWidth), 0, kWidth);
-  return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
-}
-
-TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
-  TrainerOptions t;
-  t.loss = parse_loss_spec(o.loss);
-  apply_optimizer_name(o.optimizer, t.optimizer);
-  t.optimizer.weight_decay = o.weight_decay;
-  if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
-    if (t.optimizer.kind == OptimizerKind::sgd) t.optimizer.momentum = o.momentum;
-  }
-  t.schedule = {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
-                .step_size = std::max<int64_t>(1, total_steps / 3),
-                .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
-  t.kernels = o.kernels;
-  t.seed = o.seed;
-  t.running_variance = running_variance_from_name(o.running_variance);
-  return t;
-}
-
 // The options a resumed run must share with the run that wrote the checkpoint. The epoch count may
 // grow on resume unless the schedule depends on the total number of steps.
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
@@ -112,16 +79,6 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   return c;
 }
 
-// --test-data: "" = the training source's own test split where it has one; "none" = no test pass.
-std::string test_spec(const TrainOptions& o) {
-  if (o.test_data == "none") return "";
-  if (!o.test_data.empty()) return o.test_data;
-  for (const char* source : {"fashion-mnist", "mnist:", "cifar10:", "synthetic"}) {
-    if (o.data.rfind(source, 0) == 0) return o.data;
-  }
-  return "";
-}
-
 void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
   std::filesystem::create_directories(dir);
   float loss = 0;
@@ -138,6 +95,7 @@ void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
 }  // namespace
 
 int run_training(const TrainOptions& o) {
+  if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
@@ -145,7 +103,7 @@ int run_training(const TrainOptions& o) {
   }
   const Value& input = model.graph.value(model.graph.inputs[0]);
 
-  const Normalization normalize = o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
+  const Normalization normalize = normalization(o);
   Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalize, .seed = o.seed});
   check_matches_model_input(train, input.name, input.shape);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,

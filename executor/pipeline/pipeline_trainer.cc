@@ -1,0 +1,376 @@
+#include "executor/pipeline/pipeline_trainer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "executor/comm/local_comm.h"
+#include "executor/pipeline/stage_graphs.h"
+#include "graph/error.h"
+
+namespace onnxtrain {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int64_t classes_of(const Graph& g, const std::string& logits) {
+  if (logits.empty()) return 0;
+  auto id = g.find_value(logits);
+  if (!id) return 0;
+  const Shape& s = g.value(*id).shape;
+  if (!s.rank_known || s.rank() != 2 || !s.dims[1].is_static()) return 0;
+  return s.dims[1].value();
+}
+
+// Trainer::labels_for (private there), the same conversions: int32 class labels when the loss wants them,
+// one-hot float targets for mse, l1 and bce-with-logits on class labels.
+Tensor labels_for(const LossSpec& loss, const Tensor& y, int64_t classes) {
+  if (loss.kind == LossKind::SoftmaxCrossEntropy || loss.kind == LossKind::ModelOutput) {
+    if (loss.kind == LossKind::SoftmaxCrossEntropy && loss.label_dtype == DType::Int32 && y.dtype() == DType::Int64) {
+      Tensor t(DType::Int32, y.sizes());
+      auto src = y.data<int64_t>();
+      auto dst = t.data<int32_t>();
+      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
+      return t;
+    }
+    return y;
+  }
+  if (y.dtype() != DType::Int64 || y.rank() != 1 || classes <= 0) return y;
+  Tensor t(DType::Float32, {y.sizes()[0], classes});
+  auto labels = y.data<int64_t>();
+  auto dst = t.data<float>();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) +
+                  " outputs");
+    }
+    dst[i * classes + labels[i]] = 1.0f;
+  }
+  return t;
+}
+
+// Keeps the calling thread's OpenMP thread count across the emulation, which changes it per stage.
+struct OmpThreadsGuard {
+  int saved = omp_get_max_threads();
+  ~OmpThreadsGuard() { omp_set_num_threads(saved); }
+};
+
+}  // namespace
+
+PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
+    : options_(std::move(options)), model_(forward) {
+  const int n = options_.stages;
+  if (n < 1) throw Error("pipeline: --stages must be at least 1, got " + std::to_string(n));
+  if (options_.micro_batches < 1)
+    throw Error("pipeline: --micro-batches must be at least 1, got " + std::to_string(options_.micro_batches));
+  if (options_.strategy != PipelineStrategy::gpipe && options_.micro_batches != 1) {
+    throw Error(std::string("pipeline: --micro-batches applies to gpipe; ") +
+                pipeline_strategy_name(options_.strategy) + " sends every mini-batch through whole (got " +
+                std::to_string(options_.micro_batches) + ")");
+  }
+  if (options_.vertical_sync && options_.strategy != PipelineStrategy::pipedream)
+    throw Error("pipeline: --vertical-sync is a pipedream option");
+  // Our own buffers: the stages write parameters and running statistics in place.
+  for (ValueId id : model_.initializers) {
+    Value& v = model_.value(id);
+    if (v.data && (v.role == ValueRole::Parameter || v.role == ValueRole::State)) v.data = v.data->clone();
+  }
+  reference_ = std::make_unique<Trainer>(model_, options_.trainer);
+  const TrainingGraph& training = reference_->training_graph();
+  starts_ = options_.stage_starts;
+  if (starts_.empty()) {
+    const auto count = static_cast<int64_t>(training.forward_node_count);
+    for (int k = 0; k < n; ++k) starts_.push_back(k * count / n);
+  }
+  if (static_cast<int>(starts_.size()) != n) {
+    throw Error("pipeline: " + std::to_string(n) + " stages but " + std::to_string(starts_.size()) +
+                " stage starts (a plan for another stage count?)");
+  }
+  std::vector<StageGraphs> graphs = split_training_graph(training, starts_);
+
+  const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  for (int k = 0; k < n; ++k) threads_.push_back(std::max(1, total / n + (k < total % n ? 1 : 0)));
+  const AttachedLoss& loss = reference_->loss();
+  for (int k = 0; k < n; ++k) {
+    StageConfig config{.threads = threads_[k],
+                       .strategy = options_.strategy,
+                       .vertical_sync = options_.vertical_sync,
+                       .measure_prediction = options_.measure_prediction,
+                       .kernels = options_.trainer.kernels,
+                       .running_variance = options_.trainer.running_variance,
+                       .reduction = options_.trainer.loss.reduction,
+                       .input = reference_->input_name(),
+                       .labels = loss.labels};
+    workers_.push_back(std::make_unique<StageWorker>(std::move(graphs[k]), std::move(config),
+                                                     Optimizer(options_.trainer.optimizer, options_.trainer.schedule)));
+  }
+  wall_seconds_.assign(n, 0.0);
+  idle_seconds_.assign(n, 0.0);
+}
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch) const {
+  BatchFeed::Batch b;
+  if (batch.first.rank() < 1) throw Error("pipeline: a mini-batch's input has no batch dimension");
+  b.rows = batch.first.sizes()[0];
+  if (options_.strategy == PipelineStrategy::gpipe && b.rows < options_.micro_batches) {
+    throw Error("gpipe: a mini-batch of " + std::to_string(b.rows) + " rows cannot be split into " +
+                std::to_string(options_.micro_batches) + " micro-batches");
+  }
+  const AttachedLoss& loss = reference_->loss();
+  if (!loss.labels.empty()) {
+    if (batch.second.rank() < 1 || batch.second.sizes()[0] != b.rows) {
+      throw Error("pipeline: a mini-batch has " + std::to_string(b.rows) + " inputs but " +
+                  (batch.second.rank() < 1 ? std::string("no label rows")
+                                           : std::to_string(batch.second.sizes()[0]) + " labels"));
+    }
+    b.labels =
+        labels_for(options_.trainer.loss, batch.second, classes_of(reference_->training_graph().graph, loss.logits));
+  }
+  b.x = std::move(batch.first);
+  return b;
+}
+
+std::vector<float> PipelineTrainer::train(const std::vector<std::pair<Tensor, Tensor>>& batches,
+                                          const LossCallback& on_loss) {
+  size_t next = 0;
+  return train(
+      static_cast<int64_t>(batches.size()), [&] { return batches.at(next++); }, on_loss);
+}
+
+std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next, const LossCallback& on_loss) {
+  if (count <= 0) return {};
+  const int n = options_.stages;
+  std::vector<float> losses(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
+  const int64_t first = trained_;
+  BatchFeed feed([&] { return prepare_batch(next()); }, first, n);
+
+  Schedule schedule = options_.strategy == PipelineStrategy::gpipe
+                          ? make_schedule(options_.strategy, n, options_.micro_batches)
+                          : make_schedule(options_.strategy, n, count, options_.spectrain_target);
+  std::vector<PipelineRound> rounds;
+  const PipelineRound round{.schedule = &schedule,
+                            .first = first,
+                            .feed = &feed,
+                            .losses = &losses,
+                            .loss_offset = first,
+                            .on_loss = &on_loss,
+                            .observer = &options_.observer};
+  if (options_.strategy == PipelineStrategy::gpipe) {
+    for (int64_t r = 0; r < count; ++r) {
+      rounds.push_back(round);
+      rounds.back().first = first + r;
+    }
+  } else {
+    rounds.push_back(round);
+  }
+  const int64_t samples_before = workers_[0]->samples;
+  const auto start = std::chrono::steady_clock::now();
+  if (options_.threaded) {
+    run_threaded(rounds);
+  } else {
+    run_emulated(rounds);
+  }
+  wall_seconds_total_ += seconds_since(start);
+  for (auto& w : workers_) w->end_run();
+  trained_ += count;
+  samples_ += workers_[0]->samples - samples_before;
+  return losses;
+}
+
+void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
+  const int n = options_.stages;
+  // Each value crossing a link is one message; allow every mini-batch the schedule keeps in flight (N in
+  // 1F1B, M in gpipe) to be queued at once.
+  size_t values = 1;
+  for (const auto& w : workers_) {
+    values = std::max({values, w->graphs().send_activations.size(), w->graphs().send_gradients.size()});
+  }
+  const int capacity =
+      static_cast<int>(std::max<int64_t>(64, 2 * static_cast<int64_t>(values) * (n + options_.micro_batches + 2)));
+  std::vector<std::unique_ptr<Communicator>> group = make_local_group(n, options_.timeout, capacity);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    threads.emplace_back([&, k] {
+      omp_set_num_threads(threads_[k]);
+      CommTransport transport(*group[k]);
+      StageWorker& worker = *workers_[k];
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        for (const PipelineRound& r : rounds) {
+          worker.begin_round(r);
+          for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
+        }
+      } catch (const std::exception& e) {
+        group[k]->abort(e.what());
+        errors[k] = std::current_exception();
+      }
+      wall_seconds_[k] += seconds_since(start);
+      idle_seconds_[k] += transport.idle_seconds;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // The stage that failed first is the cause; the others were woken by its abort.
+  std::optional<CommAbort> aborted = group[0]->aborted();
+  if (aborted && aborted->rank >= 0 && aborted->rank < n && errors[aborted->rank])
+    std::rethrow_exception(errors[aborted->rank]);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// One thread, stages taken in turn; each runs its program until a Recv finds nothing (or it is done).
+void PipelineTrainer::run_emulated(const std::vector<PipelineRound>& rounds) {
+  const int n = options_.stages;
+  OmpThreadsGuard guard;
+  std::map<std::tuple<int, int, int64_t, int, int>, Tensor> messages;
+  std::vector<Mailbox> boxes;
+  for (int k = 0; k < n; ++k) boxes.emplace_back(k, messages);
+  std::vector<size_t> round(static_cast<size_t>(n), 0), pc(static_cast<size_t>(n), 0);
+  for (int k = 0; k < n; ++k) workers_[k]->begin_round(rounds[0]);
+  while (true) {
+    bool progress = false, done = true;
+    for (int k = 0; k < n; ++k) {
+      const auto start = std::chrono::steady_clock::now();
+      omp_set_num_threads(threads_[k]);
+      while (round[k] < rounds.size()) {
+        const std::vector<Instruction>& program = rounds[round[k]].schedule->programs[k];
+        if (pc[k] == program.size()) {
+          pc[k] = 0;
+          if (++round[k] < rounds.size()) workers_[k]->begin_round(rounds[round[k]]);
+          progress = true;
+          continue;
+        }
+        if (!workers_[k]->execute(program[pc[k]], boxes[k])) break;
+        ++pc[k];
+        progress = true;
+      }
+      wall_seconds_[k] += seconds_since(start);
+      done = done && round[k] == rounds.size();
+    }
+    if (done) break;
+    ONNXTRAIN_CHECK(progress, "pipeline emulation: no stage can proceed (the schedule's sends and recvs do not match)");
+  }
+}
+
+int PipelineTrainer::stage_threads(int stage) const { return threads_.at(static_cast<size_t>(stage)); }
+
+std::vector<std::string> PipelineTrainer::stage_parameters(int stage) const {
+  std::vector<std::string> names;
+  for (const auto& p : workers_.at(static_cast<size_t>(stage))->weights().parameters()) names.push_back(p.name);
+  return names;
+}
+
+std::map<std::string, Tensor> PipelineTrainer::trained_initializers() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : reference_->trained_initializers()) out[name] = t.clone();
+  for (const auto& w : workers_) {
+    const WeightPolicy& p = w->weights();
+    for (size_t i = 0; i < p.parameters().size(); ++i) {
+      Tensor t = p.parameters()[i].working.clone();
+      std::span<const float> m = p.master(i);
+      std::copy(m.begin(), m.end(), t.data<float>().begin());
+      out[p.parameters()[i].name] = t;
+    }
+    for (const auto& [name, t] : w->running_statistics()) out[name] = t.clone();
+  }
+  return out;
+}
+
+Trainer::Evaluation PipelineTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+  // The reference trainer's graph holds the weights its evaluation reads: put W and the statistics there.
+  std::map<std::string, Tensor> targets = reference_->trained_initializers();  // shares its buffers
+  for (const auto& [name, value] : trained_initializers()) {
+    auto it = targets.find(name);
+    if (it == targets.end() || it->second.nbytes() != value.nbytes()) continue;
+    std::memmove(it->second.raw(), value.raw(), value.nbytes());
+  }
+  return reference_->evaluate(inputs, labels, batch);
+}
+
+PipelineReport PipelineTrainer::report() const {
+  PipelineReport r;
+  r.strategy = options_.strategy;
+  r.stage_count = options_.stages;
+  r.micro_batches = options_.micro_batches;
+  r.threaded = options_.threaded;
+  r.mini_batches = trained_;
+  r.samples = samples_;
+  r.wall_seconds = wall_seconds_total_;
+  r.samples_per_second = r.wall_seconds > 0 ? static_cast<double>(r.samples) / r.wall_seconds : 0;
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    const StageWorker& w = *workers_[k];
+    const WeightPolicy& p = w.weights();
+    const WeightPolicy::Statistics& st = p.statistics();
+    StageReport s;
+    s.stage = static_cast<int>(k);
+    s.first_node = w.graphs().first_node;
+    s.end_node = w.graphs().end_node;
+    s.threads = threads_[k];
+    s.parameters = p.elements();
+    s.samples = w.samples;
+    s.wall_seconds = wall_seconds_[k];
+    s.idle_seconds = idle_seconds_[k];
+    s.samples_per_second = s.wall_seconds > 0 ? static_cast<double>(s.samples) / s.wall_seconds : 0;
+    s.bubble_fraction = s.wall_seconds > 0 ? s.idle_seconds / s.wall_seconds : 0;
+    s.forward_passes = st.forward_passes;
+    s.backward_passes = st.backward_passes;
+    s.updates = p.version();
+    s.weight_bytes = p.elements() * static_cast<int64_t>(sizeof(float));
+    for (const auto& param : p.parameters()) s.working_bytes += static_cast<int64_t>(param.working.nbytes());
+    s.peak_stash_bytes = st.peak_stash_bytes;
+    s.peak_activation_bytes = w.peak_activation_bytes;
+    s.optimizer_bytes = p.optimizer_state_bytes();
+    auto mean = [](double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : 0.0; };
+    s.mean_staleness_forward = mean(st.forward_gap, st.forward_passes);
+    s.mean_staleness_backward = mean(st.backward_gap, st.backward_passes);
+    s.mean_staleness = mean(st.forward_gap + st.backward_gap, st.forward_passes + st.backward_passes);
+    s.predictions = st.predictions;
+    s.prediction_error = st.predictions > 0 ? st.prediction_error / static_cast<double>(st.predictions)
+                                            : std::numeric_limits<double>::quiet_NaN();
+    r.stages.push_back(s);
+  }
+  return r;
+}
+
+std::string format_pipeline_report(const PipelineReport& r) {
+  std::ostringstream o;
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+  o << pipeline_strategy_name(r.strategy) << ", " << r.stage_count << " stage" << (r.stage_count == 1 ? "" : "s");
+  if (r.strategy == PipelineStrategy::gpipe) o << ", " << r.micro_batches << " micro-batches";
+  o << (r.threaded ? "" : " (sequential emulation)") << ": " << r.mini_batches << " mini-batches, " << r.samples
+    << " samples in " << std::fixed << std::setprecision(2) << r.wall_seconds << " s, " << std::setprecision(1)
+    << r.samples_per_second << " samples/s\n";
+  o << "stage  nodes      threads  samples/s  bubble  staleness(F/B)  weights MiB  stash MiB  activ MiB  optim MiB";
+  if (r.strategy == PipelineStrategy::spectrain) o << "  pred.error";
+  o << "\n";
+  for (const StageReport& s : r.stages) {
+    std::ostringstream nodes;
+    nodes << "[" << s.first_node << "," << s.end_node << ")";
+    o << std::setw(5) << s.stage << "  " << std::left << std::setw(9) << nodes.str() << std::right << "  "
+      << std::setw(7) << s.threads << "  " << std::setw(9) << std::setprecision(1) << s.samples_per_second << "  "
+      << std::setw(5) << std::setprecision(1) << 100.0 * s.bubble_fraction << "%  " << std::setw(6)
+      << std::setprecision(2) << s.mean_staleness_forward << " / " << std::setw(5) << s.mean_staleness_backward << "  "
+      << std::setw(11) << std::setprecision(3) << mib(s.weight_bytes + s.working_bytes) << "  " << std::setw(9)
+      << mib(s.peak_stash_bytes) << "  " << std::setw(9) << mib(s.peak_activation_bytes) << "  " << std::setw(9)
+      << mib(s.optimizer_bytes);
+    if (r.strategy == PipelineStrategy::spectrain) {
+      o << "  " << std::setw(10) << std::setprecision(4) << s.prediction_error;
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace onnxtrain

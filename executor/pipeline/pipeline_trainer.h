@@ -1,0 +1,152 @@
+// Training over N pipeline stages (DESIGN.md section 3): the model's training graph cut into stages
+// (stage_graphs.h), one worker thread per stage running its Schedule program (schedule.h), tensors
+// exchanged through the local Communicator (comm/local_comm.h), weights handled by the strategy's
+// WeightPolicy (weight_policy.h). The engine behind `onnxtrain train --strategy naive|pipedream|spectrain|gpipe`.
+//
+//   PipelineOptions o{.trainer = {.loss = parse_loss_spec("cross-entropy"), .schedule = {.base_lr = 0.01}},
+//                     .strategy = PipelineStrategy::spectrain, .stages = 2, .stage_starts = {0, 6}};
+//   PipelineTrainer p(model.graph, o);
+//   std::vector<float> losses = p.train(batches);            // (x, y) per mini-batch, one loss each, in order
+//   std::vector<float> more = p.train(1000, [&] { Batch b = loader.next(); return std::pair(b.x, b.y); },
+//                                     [](int64_t i, float loss) { ... progress ... });
+//   write_trained_model(path, out, p.trained_initializers());
+//   std::cout << format_pipeline_report(p.report());
+//
+// A train() call is one pipeline run: it fills the pipeline, streams its mini-batches and drains it (1F1B:
+// every stage finishes every backward and update; gpipe: a flush per mini-batch anyway). So call it with many
+// mini-batches (an epoch, or the whole run), not one at a time. Mini-batches and versions are numbered over
+// all calls, so successive calls continue one run (Dropout masks, learning-rate schedule, staleness).
+//
+// Semantics, per strategy, exactly as the single-device Trainer where they coincide:
+//  - The graph is prepared by an internal Trainer (loss, BatchNorm training mode, Dropout seeds), so with
+//    N = 1 every strategy (gpipe with M = 1) equals Trainer bit for bit. The caller's graph is not modified
+//    (initializers are copied).
+//  - Each stage has its own Optimizer over its parameters (same config and schedule, lr = schedule(step));
+//    it steps the master weights W only (weight_policy.h says what each pass reads).
+//  - Each stage runs its passes of mini-batch i with run index i (Dropout masks equal the single run's) and
+//    updates its own BatchNorm running statistics after each forward, with Trainer's update (unbiased by
+//    default). gpipe: every micro-batch updates them with its own statistics (no deferred BN yet).
+//  - gpipe: mini-batch rows split into M micro-batches (the first rows % M get one row more); mean losses:
+//    gradients weighted rows_j·M/B, summed in micro-batch order, scaled by 1/M, one update per mini-batch;
+//    the loss reported is Σ rows_j/B · loss_j (sum losses: plain sums). A model-output loss counts as a mean.
+//  - Threads: stage k gets threads/N OpenMP threads (the first threads % N stages one more; at least 1),
+//    set with omp_set_num_threads on its worker thread. The sequential emulation (threaded = false) runs the
+//    same programs on the calling thread, round-robin, an instruction whenever its messages are there, with
+//    the same per-stage thread counts: its numbers equal the threaded run's bit for bit.
+//  - Errors: a stage that throws aborts the communicator group; train() rethrows the first stage's Error.
+//    The trainer cannot continue after that.
+//  - Report (after train() returns; not while it runs): per stage samples/s, bubble fraction (time blocked
+//    on a neighbour / the stage's wall time), memory, staleness = mean |i − version read| over passes of
+//    mini-batch i (spectrain: the version it predicts, so 0 with the sequential target; how well it
+//    predicts is `prediction_error`).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor/pipeline/schedule.h"
+#include "executor/pipeline/stage_worker.h"
+#include "executor/trainer.h"
+
+namespace onnxtrain {
+
+struct PipelineOptions {
+  TrainerOptions trainer;  // loss, optimizer, schedule, seed, dropout, running variance, kernels
+  PipelineStrategy strategy = PipelineStrategy::naive;
+  int stages = 1;
+  int64_t micro_batches = 1;          // gpipe: micro-batches per mini-batch (1F1B strategies: must be 1)
+  std::vector<int64_t> stage_starts;  // first forward node of each stage (a Plan's first_node); empty:
+                                      // forward nodes split into equal counts
+  SpecTrainTarget spectrain_target = SpecTrainTarget::sequential;
+  bool vertical_sync = false;                // pipedream only
+  bool threaded = true;                      // false: sequential emulation of the same schedule (tests, debugging)
+  int threads = 0;                           // OpenMP threads shared by the stages; 0: omp_get_max_threads()
+  std::chrono::milliseconds timeout{60000};  // longest wait for a neighbour's tensor
+  bool measure_prediction = true;            // spectrain: keep Ŵ and W until W_t exists to score the prediction
+  PassObserver observer;                     // called before every pass (from the stage's thread)
+};
+
+struct StageReport {
+  int stage = 0;
+  int64_t first_node = 0, end_node = 0;  // forward nodes of the training graph
+  int threads = 1;
+  int64_t parameters = 0;  // trained elements
+  int64_t samples = 0;     // rows through the stage's forward
+  double wall_seconds = 0;
+  double idle_seconds = 0;  // blocked on a neighbour (recv, or send into a full channel)
+  double samples_per_second = 0;
+  double bubble_fraction = 0;  // idle / wall (0 in the sequential emulation, which never waits)
+  int64_t forward_passes = 0, backward_passes = 0, updates = 0;
+  // Memory, bytes: master weights; the working copy the kernels read; peak of stashed versions (pipedream
+  // stashes and vertical-sync history); peak of in-flight activations (kept forward values, received and
+  // outgoing tensors); optimizer state.
+  int64_t weight_bytes = 0, working_bytes = 0, peak_stash_bytes = 0, peak_activation_bytes = 0, optimizer_bytes = 0;
+  // Mean |i − version read| over the passes (spectrain: the predicted version).
+  double mean_staleness_forward = 0, mean_staleness_backward = 0, mean_staleness = 0;
+  // spectrain: mean ‖Ŵ − W_t‖ / ‖W − W_t‖ over the predictions scored; NaN when none.
+  double prediction_error = 0;
+  int64_t predictions = 0;
+};
+
+struct PipelineReport {
+  PipelineStrategy strategy = PipelineStrategy::naive;
+  int stage_count = 1;
+  int64_t micro_batches = 1;
+  bool threaded = true;
+  int64_t mini_batches = 0, samples = 0;
+  double wall_seconds = 0, samples_per_second = 0;
+  std::vector<StageReport> stages;
+};
+// A table, one row per stage, plus the totals.
+std::string format_pipeline_report(const PipelineReport& report);
+
+class PipelineTrainer {
+ public:
+  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;  // next (x, y); called in order, one at a time
+  using LossCallback = std::function<void(int64_t mini_batch, float loss)>;  // from the last stage's thread
+
+  // Throws Error on bad options (stages < 1, stage_starts that do not fit, micro_batches != 1 for 1F1B...),
+  // and whatever Trainer and split_training_graph throw.
+  PipelineTrainer(const Graph& forward, PipelineOptions options);
+  ~PipelineTrainer();
+
+  std::vector<float> train(const std::vector<std::pair<Tensor, Tensor>>& batches, const LossCallback& on_loss = {});
+  std::vector<float> train(int64_t count, const BatchSource& next, const LossCallback& on_loss = {});
+
+  // Master weights of every stage, BatchNorm running statistics and every other Parameter/State
+  // initializer (unchanged): the same names as Trainer::trained_initializers. Copies.
+  std::map<std::string, Tensor> trained_initializers() const;
+  // Evaluation with the master weights (Trainer::evaluate on the whole model).
+  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
+
+  PipelineReport report() const;
+  const PipelineOptions& options() const { return options_; }
+  int64_t mini_batches_trained() const { return trained_; }
+  const std::vector<int64_t>& stage_starts() const { return starts_; }
+  int stage_threads(int stage) const;
+  // The trained parameters of each stage, in the order PassObservation::weights lists them.
+  std::vector<std::string> stage_parameters(int stage) const;
+  const Trainer& reference() const { return *reference_; }
+
+ private:
+  BatchFeed::Batch prepare_batch(std::pair<Tensor, Tensor> batch) const;
+  void run_threaded(const std::vector<PipelineRound>& rounds);
+  void run_emulated(const std::vector<PipelineRound>& rounds);
+
+  PipelineOptions options_;
+  Graph model_;                         // the caller's graph with its own initializer buffers
+  std::unique_ptr<Trainer> reference_;  // prepares the graph exactly as Trainer; evaluates
+  std::vector<int64_t> starts_;
+  std::vector<std::unique_ptr<StageWorker>> workers_;
+  std::vector<int> threads_;
+  std::vector<double> wall_seconds_, idle_seconds_;
+  int64_t trained_ = 0, samples_ = 0;
+  double wall_seconds_total_ = 0;
+};
+
+}  // namespace onnxtrain

@@ -1,0 +1,420 @@
+#include "executor/pipeline/stage_worker.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+namespace {
+
+bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
+
+bool reads_input(const Graph& g, const std::string& name) {
+  if (name.empty()) return false;
+  return std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId id) { return g.value(id).name == name; });
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+bool gpipe_round(const PipelineRound& r) { return r.schedule->strategy == PipelineStrategy::gpipe; }
+
+int64_t bytes_of(const std::map<std::string, Tensor>& m) {
+  int64_t b = 0;
+  for (const auto& [name, t] : m) b += static_cast<int64_t>(t.nbytes());
+  return b;
+}
+
+}  // namespace
+
+void CommTransport::send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
+  const auto t = std::chrono::steady_clock::now();
+  comm_.send(to, tag, tensor, what);
+  idle_seconds += seconds_since(t);
+}
+
+bool CommTransport::try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) {
+  const auto t = std::chrono::steady_clock::now();
+  out = comm_.recv(from, tag, what);
+  idle_seconds += seconds_since(t);
+  return true;
+}
+
+void Mailbox::send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
+  auto [it, inserted] = messages_.emplace(std::make_tuple(self_, to, tag.micro_batch, tag.kind, tag.index), tensor);
+  ONNXTRAIN_CHECK(inserted, "pipeline emulation: " + what + " sent twice");
+}
+
+bool Mailbox::try_recv(int from, const CommTag& tag, const std::string&, Tensor& out) {
+  auto it = messages_.find(std::make_tuple(from, self_, tag.micro_batch, tag.kind, tag.index));
+  if (it == messages_.end()) return false;
+  out = std::move(it->second);
+  messages_.erase(it);
+  return true;
+}
+
+BatchFeed::Batch BatchFeed::get(int64_t mini_batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (next_ <= mini_batch) {
+    held_.emplace(next_, std::make_pair(fetch_(), consumers_));
+    ++next_;
+  }
+  auto it = held_.find(mini_batch);
+  ONNXTRAIN_CHECK(it != held_.end(), "pipeline: mini-batch " + std::to_string(mini_batch) + " was already released");
+  return it->second.first;
+}
+
+void BatchFeed::release(int64_t mini_batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = held_.find(mini_batch);
+  if (it != held_.end() && --it->second.second == 0) held_.erase(it);
+}
+
+Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
+  if (t.empty() || (begin == 0 && t.rank() > 0 && end == t.sizes()[0])) return t;
+  std::vector<int64_t> sizes = t.sizes();
+  const size_t row_bytes = t.nbytes() / static_cast<size_t>(sizes.at(0));
+  sizes[0] = end - begin;
+  Tensor out(t.dtype(), sizes);
+  std::memcpy(out.raw(), t.raw() + static_cast<size_t>(begin) * row_bytes,
+              static_cast<size_t>(end - begin) * row_bytes);
+  return out;
+}
+
+std::pair<int64_t, int64_t> micro_batch_rows(int64_t rows, int64_t m, int64_t j) {
+  const int64_t base = rows / m, extra = rows % m;
+  const int64_t begin = j * base + std::min(j, extra);
+  return {begin, begin + base + (j < extra ? 1 : 0)};
+}
+
+StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optimizer)
+    : graphs_(std::move(graphs)), config_(std::move(config)) {
+  Graph& f = graphs_.forward;
+  Graph& b = graphs_.backward;
+  // Both graphs must read the same parameter and state buffers: the policy writes them in place.
+  for (ValueId id : b.initializers) {
+    Value& v = b.value(id);
+    if (v.role != ValueRole::Parameter && v.role != ValueRole::State) continue;
+    if (auto fid = f.find_value(v.name); fid && f.value(*fid).data) v.data = f.value(*fid).data;
+  }
+  std::vector<WeightPolicy::Parameter> params;
+  for (const auto& [param, gradient] : graphs_.parameter_gradients) {
+    std::optional<Tensor> t;
+    if (auto id = f.find_value(param)) t = f.value(*id).data;
+    if (!t)
+      if (auto id = b.find_value(param)) t = b.value(*id).data;
+    if (!t || t->dtype() != DType::Float32) continue;  // as Trainer: only float initializers are updated
+    params.push_back({param, *t});
+    parameter_names_.push_back(param);
+    working_.push_back(*t);
+    gradient_outputs_.push_back(gradient);
+  }
+  weights_ = std::make_unique<WeightPolicy>(config_.strategy, config_.vertical_sync, std::move(params),
+                                            std::move(optimizer), config_.measure_prediction);
+
+  // Running statistics: exactly the ones Trainer updates (BN nodes with the three training outputs), with
+  // its unbiased correction (trainer.h RunningVariance).
+  for (const auto& [output, state] : graphs_.running_stats) {
+    auto out_id = f.find_value(output);
+    auto state_id = f.find_value(state);
+    if (!out_id || !state_id || !f.value(*state_id).data || !f.value(*out_id).producer.valid()) continue;
+    const Node& n = f.node(f.value(*out_id).producer);
+    if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
+    const int k = n.outputs[1] == *out_id ? 1 : n.outputs[2] == *out_id ? 2 : 0;
+    if (k == 0) continue;
+    RunningStat stat{output, *f.value(*state_id).data};
+    if (k == 2 && config_.running_variance == RunningVariance::unbiased) {
+      stat.momentum = n.attr_float("momentum", 0.9);
+      const Shape& x = f.value(n.inputs[0]).shape;
+      if (!x.rank_known) throw Error("BatchNormalization node '" + n.name + "': its input's rank is unknown");
+      stat.values_per_sample = 1;
+      for (size_t d = 2; d < x.dims.size(); ++d) {
+        if (!x.dims[d].is_static()) {
+          throw Error("BatchNormalization node '" + n.name +
+                      "': its input's spatial sizes are not static, so the "
+                      "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
+        }
+        stat.values_per_sample *= x.dims[d].value();
+      }
+    }
+    running_stats_.push_back(stat);
+  }
+  forward_reads_[0] = reads_input(f, config_.input);
+  forward_reads_[1] = reads_input(f, config_.labels);
+  backward_reads_[0] = reads_input(b, config_.input);
+  backward_reads_[1] = reads_input(b, config_.labels);
+  forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels);
+  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels);
+}
+
+void StageWorker::begin_round(const PipelineRound& round) {
+  round_ = round;
+  base_version_ = weights_->version();
+  loss_sum_ = 0;
+}
+
+int64_t StageWorker::mini_batch_of(int64_t micro) const {
+  return gpipe_round(round_) ? round_.first : round_.first + micro;
+}
+
+int64_t StageWorker::tag_of(int64_t micro) const {
+  return gpipe_round(round_) ? round_.first * round_.schedule->micro_batches + micro : round_.first + micro;
+}
+
+std::string StageWorker::what(int64_t micro, const char* kind, const std::string& name) const {
+  std::string s = "stage " + std::to_string(graphs_.index) + ", mini-batch " + std::to_string(mini_batch_of(micro));
+  if (gpipe_round(round_)) s += " micro-batch " + std::to_string(micro);
+  return s + ", " + kind + " '" + name + "'";
+}
+
+// The model's data input and labels for a graph that reads them (gpipe: the micro-batch's rows).
+void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs) {
+  const bool reads[2] = {&graph == &graphs_.forward ? forward_reads_[0] : backward_reads_[0],
+                         &graph == &graphs_.forward ? forward_reads_[1] : backward_reads_[1]};
+  if (!reads[0] && !reads[1]) return;
+  BatchFeed::Batch batch = round_.feed->get(mini_batch_of(micro));
+  int64_t begin = 0, end = batch.rows;
+  if (gpipe_round(round_)) std::tie(begin, end) = micro_batch_rows(batch.rows, round_.schedule->micro_batches, micro);
+  if (reads[0]) inputs[config_.input] = slice_rows(batch.x, begin, end);
+  if (reads[1]) inputs[config_.labels] = slice_rows(batch.labels, begin, end);
+}
+
+void StageWorker::observe(bool backward, int64_t micro, int64_t read) {
+  if (!round_.observer || !*round_.observer) return;
+  (*round_.observer)(PassObservation{.stage = graphs_.index,
+                                     .backward = backward,
+                                     .mini_batch = mini_batch_of(micro),
+                                     .micro_batch = micro,
+                                     .version_read = read,
+                                     .master_version = weights_->version(),
+                                     .names = &parameter_names_,
+                                     .weights = &working_});
+}
+
+void StageWorker::note_activations() {
+  int64_t bytes = 0;
+  for (const auto& [micro, mb] : in_flight_) {
+    bytes += bytes_of(mb.received) + bytes_of(mb.kept);
+    for (const Tensor& t : mb.outgoing) bytes += static_cast<int64_t>(t.nbytes());
+  }
+  peak_activation_bytes = std::max(peak_activation_bytes, bytes);
+}
+
+// As Trainer::update_running_stats: the node computed ONNX's update with the population variance v; the
+// unbiased one is m·old + (new − m·old)·N/(N−1), N = rows × spatial values per channel.
+void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows) {
+  for (RunningStat& r : running_stats_) {
+    auto src = out.at(r.output).data<float>();
+    auto dst = r.state.data<float>();
+    const int64_t n = rows * r.values_per_sample;
+    if (r.values_per_sample == 0 || n < 2) {
+      std::copy(src.begin(), src.end(), dst.begin());
+      continue;
+    }
+    const double m = r.momentum, correction = static_cast<double>(n) / static_cast<double>(n - 1);
+    for (size_t i = 0; i < src.size(); ++i) {
+      const double old = dst[i];
+      dst[i] = static_cast<float>(m * old + (src[i] - m * old) * correction);
+    }
+  }
+}
+
+void StageWorker::forward(int64_t micro) {
+  const Schedule& s = *round_.schedule;
+  const int k = graphs_.index;
+  const bool gpipe = gpipe_round(round_);
+  const int64_t mini = mini_batch_of(micro);
+  MicroBatch& mb = in_flight_[micro];
+
+  BatchFeed::Batch batch = round_.feed->get(mini);
+  mb.rows = batch.rows;
+  if (gpipe) {
+    auto [begin, end] = micro_batch_rows(batch.rows, s.micro_batches, micro);
+    mb.rows = end - begin;
+  } else {
+    ONNXTRAIN_CHECK(weights_->version() == base_version_ + s.forward_version[k][micro],
+                    "stage " + std::to_string(k) + " is at version " + std::to_string(weights_->version()) +
+                        " for the forward of mini-batch " + std::to_string(mini) + "; the schedule says " +
+                        std::to_string(base_version_ + s.forward_version[k][micro]));
+  }
+  std::map<std::string, Tensor> inputs;
+  for (ValueId id : graphs_.forward.inputs) {
+    const std::string& name = graphs_.forward.value(id).name;
+    if (auto it = mb.received.find(name); it != mb.received.end()) inputs[name] = it->second;
+  }
+  feed_data(graphs_.forward, micro, inputs);
+
+  WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
+  if (!gpipe) {
+    pass.s = s.s_forward[k][micro];
+    pass.sync_version = base_version_ + s.forward_version[0][micro];
+  }
+  const int64_t read = weights_->before_forward(pass);
+  observe(false, micro, read);
+
+  forward_session_->set_run_index(static_cast<uint64_t>(mini));
+  std::map<std::string, Tensor> out = forward_session_->run(inputs);
+  mb.received.clear();  // the activations the backward needs are among `kept`
+  mb.outgoing.clear();
+  for (const std::string& name : graphs_.send_activations) mb.outgoing.push_back(out.at(name));
+  for (const std::string& name : graphs_.kept) mb.kept[name] = out.at(name);
+  if (!graphs_.loss.empty()) {
+    const float loss = out.at(graphs_.loss).data<float>()[0];
+    if (gpipe) {
+      const bool mean = config_.reduction == LossReduction::Mean;
+      loss_sum_ += mean ? static_cast<double>(mb.rows) / static_cast<double>(batch.rows) * loss : loss;
+    } else {
+      (*round_.losses)[static_cast<size_t>(mini - round_.loss_offset)] = loss;
+      if (round_.on_loss && *round_.on_loss) (*round_.on_loss)(mini, loss);
+    }
+  }
+  update_running_stats(out, mb.rows);
+  samples += mb.rows;
+  note_activations();
+}
+
+void StageWorker::backward(int64_t micro) {
+  const Schedule& s = *round_.schedule;
+  const int k = graphs_.index;
+  const bool gpipe = gpipe_round(round_);
+  const int64_t mini = mini_batch_of(micro);
+  MicroBatch& mb = in_flight_.at(micro);
+  if (!gpipe) {
+    ONNXTRAIN_CHECK(weights_->version() == base_version_ + s.backward_version[k][micro],
+                    "stage " + std::to_string(k) + " is at version " + std::to_string(weights_->version()) +
+                        " for the backward of mini-batch " + std::to_string(mini) + "; the schedule says " +
+                        std::to_string(base_version_ + s.backward_version[k][micro]));
+  }
+  std::map<std::string, Tensor> inputs;
+  for (ValueId id : graphs_.backward.inputs) {
+    const std::string& name = graphs_.backward.value(id).name;
+    if (auto it = mb.kept.find(name); it != mb.kept.end()) {
+      inputs[name] = it->second;
+    } else if (auto r = mb.received.find(name); r != mb.received.end()) {
+      inputs[name] = r->second;
+    }
+  }
+  feed_data(graphs_.backward, micro, inputs);
+
+  WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
+  if (!gpipe) {
+    pass.s = s.s_backward[k][micro];
+    pass.sync_version = base_version_ + s.forward_version[0][micro];
+  }
+  const int64_t read = weights_->before_backward(pass);
+  observe(true, micro, read);
+
+  backward_session_->set_run_index(static_cast<uint64_t>(mini));
+  std::map<std::string, Tensor> out = backward_session_->run(inputs);
+  mb.kept.clear();
+  mb.received.clear();
+  mb.outgoing.clear();
+  for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(out.at(name));
+
+  std::vector<std::span<const float>> grads;
+  grads.reserve(gradient_outputs_.size());
+  for (const std::string& name : gradient_outputs_) grads.push_back(out.at(name).data<float>());
+  if (gpipe) {
+    // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
+    // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
+    float weight = 1.0f;
+    if (config_.reduction == LossReduction::Mean) {
+      const int64_t rows = round_.feed->get(mini).rows;
+      if (mb.rows * s.micro_batches != rows)
+        weight = static_cast<float>(static_cast<double>(mb.rows * s.micro_batches) / static_cast<double>(rows));
+    }
+    weights_->accumulate(grads, weight);
+  } else {
+    last_gradients_ = std::move(out);  // kept alive until the OptimizerStep that follows
+    round_.feed->release(mini);
+  }
+  if (k == 0) in_flight_.erase(micro);
+}
+
+bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
+  const int k = graphs_.index;
+  switch (in.op) {
+    case Op::Forward:
+      forward(in.micro_batch);
+      return true;
+    case Op::Backward:
+      backward(in.micro_batch);
+      return true;
+    case Op::SendActivation:
+    case Op::SendGradient: {
+      const bool act = in.op == Op::SendActivation;
+      MicroBatch& mb = in_flight_.at(in.micro_batch);
+      const std::vector<std::string>& names = act ? graphs_.send_activations : graphs_.send_gradients;
+      for (size_t i = 0; i < mb.outgoing.size(); ++i) {
+        transport.send(act ? k + 1 : k - 1,
+                       CommTag{.micro_batch = tag_of(in.micro_batch),
+                               .kind = act ? CommTag::activation : CommTag::gradient,
+                               .index = static_cast<int>(i)},
+                       mb.outgoing[i], what(in.micro_batch, act ? "activation" : "gradient", names[i]));
+      }
+      mb.outgoing.clear();
+      if (!act) in_flight_.erase(in.micro_batch);
+      return true;
+    }
+    case Op::RecvActivation:
+    case Op::RecvGradient: {
+      const bool act = in.op == Op::RecvActivation;
+      MicroBatch& mb = in_flight_[in.micro_batch];
+      const std::vector<std::string>& names = act ? graphs_.recv_activations : graphs_.recv_gradients;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (mb.received.contains(names[i])) continue;
+        Tensor t;
+        const CommTag tag{.micro_batch = tag_of(in.micro_batch),
+                          .kind = act ? CommTag::activation : CommTag::gradient,
+                          .index = static_cast<int>(i)};
+        if (!transport.try_recv(act ? k - 1 : k + 1, tag,
+                                what(in.micro_batch, act ? "activation" : "gradient", names[i]), t))
+          return false;
+        mb.received[names[i]] = std::move(t);
+      }
+      note_activations();
+      return true;
+    }
+    case Op::Flush:
+      if (!graphs_.loss.empty()) {
+        const float loss = static_cast<float>(loss_sum_);
+        (*round_.losses)[static_cast<size_t>(round_.first - round_.loss_offset)] = loss;
+        if (round_.on_loss && *round_.on_loss) (*round_.on_loss)(round_.first, loss);
+      }
+      return true;
+    case Op::OptimizerStep:
+      if (gpipe_round(round_)) {
+        const bool mean = config_.reduction == LossReduction::Mean;
+        weights_->flush(mean && round_.schedule->micro_batches > 1
+                            ? 1.0f / static_cast<float>(round_.schedule->micro_batches)
+                            : 1.0f);
+        round_.feed->release(round_.first);
+      } else {
+        std::vector<std::span<const float>> grads;
+        for (const std::string& name : gradient_outputs_) grads.push_back(last_gradients_.at(name).data<float>());
+        weights_->step(grads);
+        last_gradients_.clear();
+      }
+      return true;
+  }
+  return true;
+}
+
+void StageWorker::end_run() {
+  weights_->sync_working();
+  weights_->end_run();
+  in_flight_.clear();
+}
+
+std::vector<std::pair<std::string, Tensor>> StageWorker::running_statistics() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [output, state] : graphs_.running_stats) {
+    if (auto id = graphs_.forward.find_value(state); id && graphs_.forward.value(*id).data)
+      out.emplace_back(state, *graphs_.forward.value(*id).data);
+  }
+  return out;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,194 @@
+// One pipeline stage at run time: its forward and backward InferenceSessions, its WeightPolicy, the
+// tensors of its in-flight micro-batches, and the interpreter of its Schedule program. The
+// PipelineTrainer (pipeline_trainer.h) runs one StageWorker per thread, or all of them on one thread
+// (the sequential emulation); the numbers are the same either way because a worker's results depend only
+// on its program order and the tensors it receives.
+//
+//   StageWorker w(std::move(stage_graphs), config);
+//   w.begin_round(round);
+//   for (const Instruction& in : schedule.programs[k]) w.execute(in, transport);   // threaded
+//   while (!w.execute(in, mailbox)) ...                                          // emulation: Recv not ready
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "executor/comm/comm.h"
+#include "executor/inference_session.h"
+#include "executor/pipeline/schedule.h"
+#include "executor/pipeline/stage_graphs.h"
+#include "executor/pipeline/weight_policy.h"
+#include "executor/trainer.h"
+
+namespace onnxtrain {
+
+// How a stage's tensors reach its neighbours: a Communicator (threads) or an in-memory mailbox (emulation).
+class StageTransport {
+ public:
+  virtual ~StageTransport() = default;
+  virtual void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) = 0;
+  // Threaded transports block until the message is there (true); the emulation's mailbox returns false
+  // when it is not there yet.
+  virtual bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) = 0;
+};
+
+// A Communicator as a transport; counts the seconds spent blocked in send and recv (the stage's idle time).
+class CommTransport final : public StageTransport {
+ public:
+  explicit CommTransport(Communicator& comm) : comm_(comm) {}
+  void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override;
+  bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) override;
+  double idle_seconds = 0;
+
+ private:
+  Communicator& comm_;
+};
+
+// All stages' messages in one map, for the single-threaded emulation (not thread-safe; no copies: the
+// tensors a stage sends are never written again).
+class Mailbox final : public StageTransport {
+ public:
+  explicit Mailbox(int self, std::map<std::tuple<int, int, int64_t, int, int>, Tensor>& messages)
+      : self_(self), messages_(messages) {}
+  void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override;
+  bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) override;
+
+ private:
+  int self_;
+  std::map<std::tuple<int, int, int64_t, int, int>, Tensor>& messages_;
+};
+
+// The mini-batches of a train() call, fetched once each, in order, from one source, and handed to every
+// stage that asks (thread-safe). A mini-batch is dropped when all stages have released it.
+class BatchFeed {
+ public:
+  struct Batch {
+    Tensor x, labels;  // labels already in the form the loss reads (labels_for)
+    int64_t rows = 0;
+  };
+  BatchFeed(std::function<Batch()> fetch, int64_t first, int consumers)
+      : fetch_(std::move(fetch)), next_(first), consumers_(consumers) {}
+  Batch get(int64_t mini_batch);
+  void release(int64_t mini_batch);
+
+ private:
+  std::mutex mutex_;
+  std::function<Batch()> fetch_;
+  int64_t next_;
+  int consumers_;
+  std::map<int64_t, std::pair<Batch, int>> held_;  // batch, releases still due
+};
+
+struct StageConfig {
+  int threads = 1;  // OpenMP threads of this stage (set by the caller on the executing thread)
+  PipelineStrategy strategy = PipelineStrategy::naive;
+  bool vertical_sync = false;
+  bool measure_prediction = true;
+  std::string kernels;
+  RunningVariance running_variance = RunningVariance::unbiased;
+  LossReduction reduction = LossReduction::Mean;
+  std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
+};
+
+// What one pass looks like to an observer (tests, debugging); called right before the pass runs, from the
+// stage's thread. `weights`: the working Tensors in parameter order (copy them to keep them).
+struct PassObservation {
+  int stage = 0;
+  bool backward = false;
+  int64_t mini_batch = 0, micro_batch = 0;
+  int64_t version_read = 0;    // the policy's answer (spectrain: the predicted version)
+  int64_t master_version = 0;  // the stage's optimizer steps so far
+  const std::vector<std::string>* names = nullptr;
+  const std::vector<Tensor>* weights = nullptr;
+};
+using PassObserver = std::function<void(const PassObservation&)>;
+
+// One round of a schedule: 1F1B, a whole train() call (micro-batch i = mini-batch first + i); gpipe, one
+// mini-batch `first` split into schedule.micro_batches micro-batches.
+struct PipelineRound {
+  const Schedule* schedule = nullptr;
+  int64_t first = 0;
+  BatchFeed* feed = nullptr;
+  std::vector<float>* losses = nullptr;  // by mini-batch − loss_offset; written by the stage that makes the loss
+  int64_t loss_offset = 0;               // the train() call's first mini-batch
+  const std::function<void(int64_t, float)>* on_loss = nullptr;
+  const PassObserver* observer = nullptr;
+};
+
+class StageWorker {
+ public:
+  StageWorker(StageGraphs graphs, StageConfig config, Optimizer optimizer);
+
+  int index() const { return graphs_.index; }
+  const StageGraphs& graphs() const { return graphs_; }
+  const StageConfig& config() const { return config_; }
+  WeightPolicy& weights() { return *weights_; }
+  const WeightPolicy& weights() const { return *weights_; }
+
+  void begin_round(const PipelineRound& round);
+  // Runs one instruction of the round's program; false only when it is a Recv whose tensors are not all
+  // there yet (try again later; what arrived is kept).
+  bool execute(const Instruction& instruction, StageTransport& transport);
+  // After the last round: master weights into the working Tensors, unscored predictions dropped.
+  void end_run();
+
+  // BatchNormalization running statistics of this stage: (State initializer name, its Tensor).
+  std::vector<std::pair<std::string, Tensor>> running_statistics() const;
+
+  int64_t samples = 0;
+  int64_t peak_activation_bytes = 0;
+
+ private:
+  struct RunningStat {
+    std::string output;
+    Tensor state;
+    double momentum = 0;
+    int64_t values_per_sample = 0;
+  };
+  struct MicroBatch {
+    std::map<std::string, Tensor> received;  // activations from the previous stage / gradients from the next
+    std::map<std::string, Tensor> kept;      // forward values the backward reads
+    std::vector<Tensor> outgoing;            // what the next Send instruction sends
+    int64_t rows = 0;
+  };
+
+  int64_t mini_batch_of(int64_t micro) const;
+  int64_t tag_of(int64_t micro) const;
+  std::string what(int64_t micro, const char* kind, const std::string& name) const;
+  void feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs);
+  void forward(int64_t micro);
+  void backward(int64_t micro);
+  void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows);
+  void observe(bool backward, int64_t micro, int64_t read);
+  void note_activations();
+
+  StageGraphs graphs_;
+  StageConfig config_;
+  std::unique_ptr<InferenceSession> forward_session_, backward_session_;
+  std::unique_ptr<WeightPolicy> weights_;
+  std::vector<std::string> parameter_names_;
+  std::vector<Tensor> working_;
+  std::vector<std::string> gradient_outputs_;  // per parameter
+  std::vector<RunningStat> running_stats_;
+  bool forward_reads_[2] = {false, false}, backward_reads_[2] = {false, false};  // {input, labels}
+
+  PipelineRound round_;
+  int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
+  std::map<int64_t, MicroBatch> in_flight_;
+  std::map<std::string, Tensor> last_gradients_;  // 1F1B: the last backward's parameter gradients
+  double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
+};
+
+// Rows [begin, end) of t along its first dimension (t itself when that is all of it).
+Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end);
+// gpipe: the rows of micro-batch j of `rows` split into m (the first rows % m micro-batches one row more).
+std::pair<int64_t, int64_t> micro_batch_rows(int64_t rows, int64_t m, int64_t j);
+
+}  // namespace onnxtrain

@@ -1,0 +1,128 @@
+// The weights of one pipeline stage and the rule that decides which version each pass reads
+// (DESIGN.md section 3). The master weights W live in one flat float arena that only the stage's
+// Optimizer writes; the stage's graphs read their own parameter Tensors (the working weights), which
+// `before_forward` / `before_backward` fill for the pass:
+//   naive      W as it is now (both passes; the backward sees updates made since the forward)
+//   pipedream  the forward reads W and stashes a copy keyed by mini-batch; the backward reads that stash
+//              (bit-identical to the forward's weights). vertical_sync: both read the stage's own weights
+//              at the version stage 0 used for the mini-batch (a history of versions is kept)
+//   spectrain  Ŵ = W − s·d, d = Optimizer::displacement at the current learning rate, s from the schedule;
+//              W itself never changes except by the optimizer
+//   gpipe      W; micro-batch gradients accumulate (weighted), `flush` scales them, one step per mini-batch
+//
+//   WeightPolicy w(PipelineStrategy::spectrain, false, {{"fc.weight", tensor}}, optimizer);
+//   w.before_forward({.mini_batch = 7, .s = 2});  ... run the forward ...
+//   w.before_backward({.mini_batch = 7, .s = 0}); ... run the backward ...
+//   w.step(gradients);                            // version() + 1
+//
+// Bookkeeping for the report: bytes of each kind, the version gap between the weights a pass read and
+// W_i (i = the mini-batch, the version sequential SGD evaluates it at), and SpecTrain's prediction error
+// ‖Ŵ − W_i‖ / ‖W − W_i‖ (W the weights the pass would read without prediction), measured when the stage
+// reaches version i (a copy of Ŵ and W is kept until then).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor/optimizer.h"
+#include "executor/pipeline/schedule.h"
+#include "graph/tensor.h"
+
+namespace onnxtrain {
+
+class WeightPolicy {
+ public:
+  struct Parameter {
+    std::string name;
+    Tensor working;  // float32; the Tensor the stage's graphs read (shared buffer, written in place)
+  };
+  // What the schedule says about one pass. Versions are global (counted over every train() call).
+  struct Pass {
+    int64_t mini_batch = 0;    // i: the pass's ideal version is W_i (i updates)
+    int64_t s = 0;             // spectrain: updates to predict ahead
+    int64_t sync_version = 0;  // pipedream vertical sync: the version stage 0 read for this mini-batch
+    int64_t stash_key = 0;     // pipedream: the key its forward stashes under and its backward reads
+  };
+
+  // Copies the working Tensors' values into the master arena. Throws Error for a non-float32 parameter.
+  WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::vector<Parameter> parameters, Optimizer optimizer,
+               bool measure_prediction = true);
+
+  // Fill the working weights for a pass; return the version the pass reads (spectrain: current + s, the
+  // version it predicts).
+  int64_t before_forward(const Pass& pass);
+  int64_t before_backward(const Pass& pass);
+
+  // One optimizer step on W with these gradients (parameter order, each the parameter's size).
+  void step(std::span<const std::span<const float>> gradients);
+  // gpipe: adds weight·gradient to the accumulator (weight 1: a plain add; the first add copies).
+  void accumulate(std::span<const std::span<const float>> gradients, float weight);
+  // gpipe: multiplies the accumulated gradients by `scale` (1: nothing), steps W with them and clears them.
+  void flush(float scale);
+
+  // Puts W into the working Tensors (after a run, so that evaluation and export read W).
+  void sync_working();
+  // Drops SpecTrain predictions whose target version will not come (the end of a run).
+  void end_run();
+
+  int64_t version() const { return optimizer_.global_step(); }
+  const Optimizer& optimizer() const { return optimizer_; }
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  std::span<const float> master() const { return master_; }
+  std::span<const float> master(size_t parameter) const {
+    return std::span<const float>(master_).subspan(offsets_[parameter], sizes_[parameter]);
+  }
+  int64_t elements() const { return static_cast<int64_t>(master_.size()); }
+
+  struct Statistics {
+    int64_t forward_passes = 0, backward_passes = 0;
+    double forward_gap = 0, backward_gap = 0;  // sums of |i − version read|
+    int64_t predictions = 0;                   // spectrain passes with s > 0 scored against W_i
+    double prediction_error = 0;               // sum of ‖Ŵ − W_i‖ / ‖W − W_i‖ over them (W ≠ W_i)
+    int64_t dropped_predictions = 0;           // W_i never reached (end of a run), passed, or equal to W
+    int64_t peak_stash_bytes = 0;              // pipedream stashes + vertical-sync history
+  };
+  const Statistics& statistics() const { return stats_; }
+  int64_t stash_bytes() const;
+  int64_t optimizer_state_bytes() const;
+
+ private:
+  void write_working(std::span<const float> source);
+  void write_predicted(int64_t s, std::vector<float>* predicted);
+  void note_stash();
+  std::vector<ParamSlot> slots(std::span<const std::span<const float>> gradients);
+  void predict(const Pass& pass);
+  void score_predictions();
+  std::span<const float> version_weights(int64_t version) const;
+
+  PipelineStrategy strategy_;
+  bool vertical_sync_;
+  bool measure_prediction_;
+  std::vector<Parameter> parameters_;
+  std::vector<size_t> offsets_, sizes_;
+  Optimizer optimizer_;
+  std::vector<float> master_;
+  std::vector<float> accumulated_;  // gpipe
+  bool accumulating_ = false;
+  // The version W_v the working Tensors hold (from W, a stash or the history; -1: a prediction); saves copies.
+  int64_t working_version_ = -1;
+  struct Stash {
+    int64_t version;
+    std::vector<float> weights;
+  };
+  std::map<int64_t, Stash> stashes_;                            // pipedream, by stash key
+  std::deque<std::pair<int64_t, std::vector<float>>> history_;  // vertical sync: (version, W at it)
+  struct Prediction {
+    int64_t target;
+    std::vector<float> predicted, unpredicted;
+  };
+  std::vector<Prediction> pending_;  // spectrain, waiting for their target version
+  std::vector<float> displacement_;  // scratch
+  Statistics stats_;
+};
+
+}  // namespace onnxtrain

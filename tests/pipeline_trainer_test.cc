@@ -1,0 +1,481 @@
+// executor/pipeline: the pipeline trainer against the one-device Trainer (N = 1: every strategy bit for
+// bit; gpipe: the whole mini-batch at any N and M), threaded against the sequential emulation of the same
+// schedule (bit for bit, every strategy), PipeDream's stash, naive's inconsistency, SpecTrain's prediction.
+#include "executor/pipeline/pipeline_trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "frontend/data_loader.h"
+#include "frontend/dataset.h"
+#include "frontend/importer.h"
+#include "graph/op_schema.h"
+
+namespace onnxtrain {
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+using Batches = std::vector<std::pair<Tensor, Tensor>>;
+
+Batches make_batches(const std::string& shape, int64_t batch, int64_t count, uint64_t seed) {
+  Dataset data = load_dataset("synthetic:" + shape + ":10:" + std::to_string(batch * count),
+                              {.normalize = Normalization::MeanStd, .seed = seed});
+  DataLoader loader(data, {.batch = batch, .shuffle = false, .prefetch = false});
+  Batches out;
+  for (int64_t i = 0; i < count; ++i) {
+    Batch b = loader.next();
+    out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+// Token ids (B, 16) in [0, 100) and class labels for the transformer.
+Batches token_batches(int64_t batch, int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batches out;
+  for (int64_t i = 0; i < count; ++i) {
+    Tensor x(DType::Int64, {batch, 16}), y(DType::Int64, {batch});
+    for (int64_t& v : x.data<int64_t>()) v = static_cast<int64_t>(rng() % 100);
+    for (int64_t& v : y.data<int64_t>()) v = static_cast<int64_t>(rng() % 10);
+    out.emplace_back(x, y);
+  }
+  return out;
+}
+
+TrainerOptions momentum_sgd(double lr) {
+  TrainerOptions o;
+  o.loss = parse_loss_spec("cross-entropy");
+  o.optimizer.momentum = 0.9;
+  o.schedule.base_lr = lr;
+  return o;
+}
+
+struct TrainedRun {
+  std::vector<float> losses;
+  std::map<std::string, Tensor> params;
+};
+
+TrainedRun train_single(const std::string& model, const TrainerOptions& options, const Batches& batches) {
+  ImportedModel m = import_model(kModels + model);
+  Trainer t(m.graph, options);
+  TrainedRun r;
+  for (const auto& [x, y] : batches) r.losses.push_back(t.train_step(x, y));
+  r.params = t.trained_initializers();
+  return r;
+}
+
+TrainedRun train_pipeline(const std::string& model, const PipelineOptions& options, const Batches& batches,
+                          PipelineReport* report = nullptr) {
+  ImportedModel m = import_model(kModels + model);
+  PipelineTrainer p(m.graph, options);
+  TrainedRun r;
+  r.losses = p.train(batches);
+  r.params = p.trained_initializers();
+  if (report) *report = p.report();
+  return r;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+void expect_identical(const TrainedRun& a, const TrainedRun& b, const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(float)), 0)
+        << what << ": loss " << i << ": " << a.losses[i] << " vs " << b.losses[i];
+  }
+  ASSERT_EQ(a.params.size(), b.params.size()) << what;
+  for (const auto& [name, t] : a.params) {
+    ASSERT_TRUE(b.params.contains(name)) << what << ": " << name;
+    EXPECT_TRUE(same_bits(t, b.params.at(name))) << what << ": " << name << " differs";
+  }
+}
+
+void expect_close(const TrainedRun& a, const TrainedRun& b, double rtol, const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_NEAR(a.losses[i], b.losses[i], rtol * std::abs(b.losses[i])) << what << ": loss " << i;
+  ASSERT_EQ(a.params.size(), b.params.size()) << what;
+  for (const auto& [name, t] : a.params) {
+    auto x = t.data<float>();
+    auto y = b.params.at(name).data<float>();
+    ASSERT_EQ(x.size(), y.size()) << what << ": " << name;
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) bad += std::abs(x[i] - y[i]) > rtol * std::abs(y[i]) + 1e-7;
+    EXPECT_EQ(bad, 0) << what << ": " << name << " has " << bad << " elements beyond rtol " << rtol;
+  }
+}
+
+bool any_difference(const TrainedRun& a, const TrainedRun& b) {
+  for (const auto& [name, t] : a.params)
+    if (!same_bits(t, b.params.at(name))) return true;
+  return false;
+}
+
+struct Variant {
+  std::string name;
+  PipelineStrategy strategy;
+  bool vertical_sync = false;
+  SpecTrainTarget target = SpecTrainTarget::sequential;
+  int64_t micro_batches = 1;
+};
+
+const std::vector<Variant> kVariants = {
+    {"naive", PipelineStrategy::naive},
+    {"pipedream", PipelineStrategy::pipedream},
+    {"pipedream-vertical-sync", PipelineStrategy::pipedream, true},
+    {"spectrain", PipelineStrategy::spectrain},
+    {"spectrain-paper", PipelineStrategy::spectrain, false, SpecTrainTarget::paper},
+    {"gpipe", PipelineStrategy::gpipe, false, SpecTrainTarget::sequential, 2},
+};
+
+PipelineOptions options_for(const Variant& v, const TrainerOptions& trainer, int stages) {
+  PipelineOptions o;
+  o.trainer = trainer;
+  o.strategy = v.strategy;
+  o.stages = stages;
+  o.vertical_sync = v.vertical_sync;
+  o.spectrain_target = v.target;
+  o.micro_batches = v.micro_batches;
+  return o;
+}
+
+// With one stage there is nothing to be stale: every strategy is the one-device Trainer, bit for bit
+// (gpipe with one micro-batch).
+TEST(PipelineTrainer, OneStageEqualsTrainerBitForBit) {
+  for (const std::string model : {"cnn_opset17.onnx", "mlp_opset17.onnx", "resnet_opset17.onnx"}) {
+    const bool resnet = model.starts_with("resnet");  // BatchNorm: running statistics too
+    const Batches batches = make_batches(resnet ? "3,32,32" : "1,28,28", resnet ? 8 : 16, resnet ? 3 : 4, 5);
+    const TrainerOptions trainer = momentum_sgd(0.05);
+    const TrainedRun single = train_single(model, trainer, batches);
+    for (Variant v : kVariants) {
+      v.micro_batches = 1;
+      expect_identical(train_pipeline(model, options_for(v, trainer, 1), batches), single, model + " " + v.name);
+    }
+  }
+}
+
+// Every stage runs mini-batch i's passes with run index i, so the transformer's 7 Dropout nodes draw the
+// single run's masks: one stage is bit-identical, and gpipe with one micro-batch over 2 or 3 stages takes
+// the single run's steps (up to the stages' own thread counts; a wrong mask would move the loss by far more).
+TEST(PipelineTrainer, DropoutMasksAreTheSingleRunsMasks) {
+  const Batches batches = token_batches(8, 4, 21);
+  TrainerOptions trainer = momentum_sgd(0.05);
+  trainer.seed = 3;
+  const TrainedRun single = train_single("transformer_opset17.onnx", trainer, batches);
+  expect_identical(train_pipeline("transformer_opset17.onnx", options_for(kVariants[3], trainer, 1), batches), single,
+                   "transformer spectrain N=1");
+  for (int stages : {2, 3}) {
+    PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, trainer, stages);
+    expect_close(train_pipeline("transformer_opset17.onnx", o, batches), single, 1e-5,
+                 "transformer gpipe N=" + std::to_string(stages));
+  }
+  trainer.seed = 4;  // the check has teeth: other masks, other losses
+  const TrainedRun other = train_single("transformer_opset17.onnx", trainer, batches);
+  EXPECT_GT(std::abs(other.losses[0] - single.losses[0]), 1e-4);
+}
+
+// GPipe accumulates the micro-batch gradients and updates once per mini-batch: the whole mini-batch's
+// step, up to the summation order (BN-free models).
+TEST(PipelineTrainer, GpipeEqualsTrainerOnTheWholeMiniBatch) {
+  for (const std::string model : {"mlp_opset17.onnx", "cnn_opset17.onnx"}) {
+    const Batches batches = make_batches("1,28,28", 16, 3, 7);
+    const TrainerOptions trainer = momentum_sgd(0.05);
+    const TrainedRun single = train_single(model, trainer, batches);
+    for (int stages : {2, 3}) {
+      for (int64_t m : {1, 2, 4}) {
+        PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, trainer, stages);
+        o.micro_batches = m;
+        expect_close(train_pipeline(model, o, batches), single, 1e-5,
+                     model + " N=" + std::to_string(stages) + " M=" + std::to_string(m));
+      }
+    }
+  }
+  // Rows that do not split evenly (18 = 5+5+4+4) weigh each micro-batch by its rows.
+  const Batches odd = make_batches("1,28,28", 18, 2, 8);
+  PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, momentum_sgd(0.05), 2);
+  o.micro_batches = 4;
+  expect_close(train_pipeline("mlp_opset17.onnx", o, odd), train_single("mlp_opset17.onnx", momentum_sgd(0.05), odd),
+               1e-5, "mlp uneven micro-batches");
+}
+
+// Thread timing cannot change a number: each stage's results depend only on its program order and what it
+// receives. The emulation runs the same programs on one thread.
+TEST(PipelineTrainer, ThreadedEqualsSequentialEmulation) {
+  struct Case {
+    std::string model, shape;
+    int stages;
+  };
+  for (const Case& c : {Case{"cnn_opset17.onnx", "1,28,28", 3}, Case{"resnet_opset17.onnx", "3,32,32", 2}}) {
+    const Batches batches = make_batches(c.shape, 8, 6, 11);
+    for (const Variant& v : kVariants) {
+      PipelineOptions o = options_for(v, momentum_sgd(0.05), c.stages);
+      PipelineReport threaded_report, emulated_report;
+      const TrainedRun threaded = train_pipeline(c.model, o, batches, &threaded_report);
+      o.threaded = false;
+      const TrainedRun emulated = train_pipeline(c.model, o, batches, &emulated_report);
+      expect_identical(threaded, emulated, c.model + " " + v.name);
+      for (float l : threaded.losses) EXPECT_TRUE(std::isfinite(l)) << c.model << " " << v.name;
+      ASSERT_EQ(threaded_report.stages.size(), static_cast<size_t>(c.stages));
+      for (int k = 0; k < c.stages; ++k) {
+        const StageReport& t = threaded_report.stages[k];
+        const StageReport& e = emulated_report.stages[k];
+        EXPECT_EQ(t.mean_staleness, e.mean_staleness) << c.model << " " << v.name << " stage " << k;
+        EXPECT_EQ(t.updates, 6) << c.model << " " << v.name << " stage " << k;
+        EXPECT_EQ(t.samples, 48) << c.model << " " << v.name << " stage " << k;
+        EXPECT_GE(t.bubble_fraction, 0.0);
+        EXPECT_LE(t.bubble_fraction, 1.0);
+        if (v.strategy == PipelineStrategy::pipedream && k + 1 < c.stages) {
+          EXPECT_GT(t.peak_stash_bytes, 0) << c.model << " " << v.name << " stage " << k;
+        }
+      }
+    }
+  }
+}
+
+// Records the working weights of every pass, by (stage, mini-batch, backward).
+struct PassLog {
+  std::mutex mutex;
+  std::map<std::tuple<int, int64_t, bool>, std::pair<int64_t, std::vector<Tensor>>> passes;
+  PassObserver observer() {
+    return [this](const PassObservation& p) {
+      std::vector<Tensor> copy;
+      for (const Tensor& t : *p.weights) copy.push_back(t.clone());
+      std::lock_guard<std::mutex> lock(mutex);
+      passes[{p.stage, p.mini_batch, p.backward}] = {p.version_read, std::move(copy)};
+    };
+  }
+};
+
+bool same_weights(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
+}
+
+// PipeDream's backward reads exactly the weights its forward read (the stash); naive's backward reads the
+// weights updated since, so the two strategies train differently once N > 1.
+TEST(PipelineTrainer, PipeDreamBackwardReadsTheForwardsWeights) {
+  const Batches batches = make_batches("1,28,28", 8, 6, 13);
+  const int n = 3;
+  PassLog pipedream_log, naive_log;
+  PipelineOptions o = options_for({"pipedream", PipelineStrategy::pipedream}, momentum_sgd(0.05), n);
+  o.observer = pipedream_log.observer();
+  const TrainedRun pipedream = train_pipeline("cnn_opset17.onnx", o, batches);
+  o = options_for({"naive", PipelineStrategy::naive}, momentum_sgd(0.05), n);
+  o.observer = naive_log.observer();
+  const TrainedRun naive = train_pipeline("cnn_opset17.onnx", o, batches);
+
+  int checked = 0, naive_inconsistent = 0;
+  for (int k = 0; k < n; ++k) {
+    for (int64_t i = 0; i < 6; ++i) {
+      const auto& f = pipedream_log.passes.at({k, i, false});
+      const auto& b = pipedream_log.passes.at({k, i, true});
+      EXPECT_TRUE(same_weights(f.second, b.second)) << "pipedream stage " << k << " mini-batch " << i;
+      EXPECT_EQ(f.first, b.first) << "stage " << k << " mini-batch " << i;
+      // 1F1B: N−k−1 updates land between F_i and B_i in steady state (none before the first update exists).
+      EXPECT_EQ(f.first, std::max<int64_t>(0, i - (n - k - 1))) << "stage " << k << " mini-batch " << i;
+      ++checked;
+      const auto& nf = naive_log.passes.at({k, i, false});
+      const auto& nb = naive_log.passes.at({k, i, true});
+      if (!same_weights(nf.second, nb.second)) {
+        ++naive_inconsistent;
+        EXPECT_LT(k, n - 1) << "the last stage updates right after its backward: nothing lands in between";
+      }
+    }
+  }
+  EXPECT_EQ(checked, n * 6);
+  EXPECT_GT(naive_inconsistent, 0);
+  EXPECT_TRUE(any_difference(pipedream, naive));
+}
+
+// Version accounting in the report: PipeDream reads W_{i−(N−k−1)} in both passes; SpecTrain (sequential
+// target) aims every pass at W_i; naive's backward reads W_i.
+TEST(PipelineTrainer, ReportsStalenessPerStage) {
+  const Batches batches = make_batches("1,28,28", 8, 8, 17);
+  for (const Variant& v : {kVariants[0], kVariants[1], kVariants[3]}) {
+    PipelineReport report;
+    train_pipeline("cnn_opset17.onnx", options_for(v, momentum_sgd(0.05), 3), batches, &report);
+    ASSERT_EQ(report.stages.size(), 3u);
+    EXPECT_EQ(report.mini_batches, 8);
+    EXPECT_EQ(report.samples, 64);
+    EXPECT_GT(report.samples_per_second, 0);
+    const StageReport& last = report.stages[2];
+    EXPECT_EQ(last.mean_staleness, 0) << v.name << ": the last stage is never stale";
+    const StageReport& first = report.stages[0];
+    EXPECT_GT(first.parameters, 0);
+    EXPECT_EQ(first.weight_bytes, first.parameters * 4);
+    EXPECT_GT(first.peak_activation_bytes, 0);
+    EXPECT_EQ(first.forward_passes, 8);
+    EXPECT_EQ(first.backward_passes, 8);
+    if (v.strategy == PipelineStrategy::spectrain) {
+      EXPECT_EQ(first.mean_staleness, 0) << "sequential target: every pass aims at W_i";
+      EXPECT_GT(first.predictions, 0);
+      EXPECT_TRUE(std::isfinite(first.prediction_error));
+    } else {
+      // Stage 0 forward of i reads W_{i−2} once two updates exist: gaps 0,1,2,2,2,2,2,2.
+      EXPECT_DOUBLE_EQ(first.mean_staleness_forward, 13.0 / 8.0) << v.name;
+      EXPECT_DOUBLE_EQ(first.mean_staleness_backward, v.strategy == PipelineStrategy::naive ? 0.0 : 13.0 / 8.0)
+          << v.name;
+    }
+  }
+}
+
+// A graph whose gradients never change: loss = ReduceSum(x·w0 + w1) with x fixed, so dloss/dw0 = x and
+// dloss/dw1 = 1. Two stages: {Mul} and {Add, ReduceSum}.
+Graph constant_gradient_graph() {
+  Graph g;
+  auto add = [&](const std::string& op, std::vector<ValueId> inputs, Attributes attributes = {}) {
+    ValueId y = g.add_value({.name = op + "_out"});
+    NodeId n = g.add_node({.name = op,
+                           .op_type = op,
+                           .opset = 17,
+                           .inputs = std::move(inputs),
+                           .outputs = {y},
+                           .attributes = std::move(attributes)});
+    infer_node(g, n, *OpRegistry::builtin().find("", op));
+    return y;
+  };
+  auto param = [&](const std::string& name, std::vector<float> values) {
+    Tensor t(DType::Float32, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<float>().begin());
+    ValueId id = g.add_value(
+        {.name = name, .dtype = DType::Float32, .shape = Shape::of({4}), .role = ValueRole::Parameter, .data = t});
+    g.initializers.push_back(id);
+    return id;
+  };
+  ValueId x = g.add_value(
+      {.name = "x", .dtype = DType::Float32, .shape = Shape({Dim::symbol("batch"), Dim(4)}), .role = ValueRole::Input});
+  g.inputs.push_back(x);
+  ValueId w0 = param("w0", {0.5f, -1.0f, 2.0f, 0.25f});
+  ValueId w1 = param("w1", {1.0f, 0.0f, -0.5f, 3.0f});
+  ValueId loss = add("ReduceSum", {add("Add", {add("Mul", {x, w0}), w1})}, {{"keepdims", int64_t{0}}});
+  g.value(loss).name = "total";
+  g.outputs.push_back(loss);
+  return g;
+}
+
+// With a constant gradient Adam's next step is its current direction, so SpecTrain's prediction one update
+// ahead (stage 0 of 2: s = 1) is the real next weights: stage 0's forward of i reads (up to rounding) what
+// its backward of i reads, W_i. Mini-batch 1 has no optimizer state to predict from yet.
+TEST(PipelineTrainer, SpecTrainPredictsTheNextWeightsForAConstantGradient) {
+  Graph g = constant_gradient_graph();
+  PipelineOptions o;
+  o.trainer.loss = parse_loss_spec("output:total");
+  o.trainer.optimizer.kind = OptimizerKind::adam;
+  o.trainer.schedule.base_lr = 0.01;
+  o.strategy = PipelineStrategy::spectrain;
+  o.stages = 2;
+  o.stage_starts = {0, 1};
+  PassLog log;
+  o.observer = log.observer();
+  PipelineTrainer p(g, o);
+  Tensor x(DType::Float32, {2, 4});
+  const float xs[] = {1.0f, -2.0f, 0.5f, 3.0f, 0.5f, 1.0f, -1.5f, 2.0f};
+  std::copy(std::begin(xs), std::end(xs), x.data<float>().begin());
+  const Batches batches(8, {x, Tensor(DType::Int64, {2})});
+  p.train(batches);
+  ASSERT_EQ(p.stage_parameters(0), std::vector<std::string>{"w0"});
+  for (int64_t i = 2; i < 8; ++i) {
+    const auto& f = log.passes.at({0, i, false});
+    const auto& b = log.passes.at({0, i, true});
+    EXPECT_EQ(f.first, i);
+    EXPECT_EQ(b.first, i);
+    auto predicted = f.second[0].data<float>();
+    auto real = b.second[0].data<float>();
+    for (size_t e = 0; e < predicted.size(); ++e)
+      EXPECT_NEAR(predicted[e], real[e], 1e-6) << "mini-batch " << i << " element " << e;
+  }
+  // Without prediction the forward would read W_{i−1}, one whole step (0.01 per element) away.
+  const StageReport s0 = p.report().stages[0];
+  EXPECT_EQ(s0.predictions, 7);                      // mini-batches 1..7 (mini-batch 0 has s = 0)
+  EXPECT_LT(s0.prediction_error, 1.0 / 7.0 + 1e-3);  // mini-batch 1 scores 1, the others ~0
+}
+
+// train() calls continue one run: mini-batches, versions and run indices are numbered over all calls. gpipe
+// flushes every mini-batch anyway, so splitting the batches over calls changes nothing; 1F1B drains the
+// pipeline at the end of each call (fewer stale passes), which the version checks inside accept.
+TEST(PipelineTrainer, SuccessiveCallsContinueTheRun) {
+  const Batches batches = make_batches("1,28,28", 8, 5, 19);
+  const Batches head(batches.begin(), batches.begin() + 2), tail(batches.begin() + 2, batches.end());
+  PipelineOptions o = options_for(kVariants[5], momentum_sgd(0.05), 2);
+  const TrainedRun once = train_pipeline("cnn_opset17.onnx", o, batches);
+  {
+    ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+    PipelineTrainer p(m.graph, o);
+    TrainedRun twice;
+    twice.losses = p.train(head);
+    for (float l : p.train(tail)) twice.losses.push_back(l);
+    twice.params = p.trained_initializers();
+    expect_identical(twice, once, "gpipe in two calls");
+    EXPECT_EQ(p.mini_batches_trained(), 5);
+  }
+  ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+  PassLog log;
+  o = options_for(kVariants[3], momentum_sgd(0.05), 3);
+  o.observer = log.observer();
+  PipelineTrainer p(m.graph, o);
+  std::vector<int64_t> seen;
+  auto on_loss = [&](int64_t i, float) { seen.push_back(i); };
+  p.train(head, on_loss);
+  p.train(tail, on_loss);
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(p.report().stages[k].updates, 5);
+    // The second call starts from a drained pipeline: mini-batch 2's forward reads version 2 everywhere.
+    EXPECT_EQ(log.passes.at({k, 2, false}).first, 2) << "stage " << k;
+  }
+}
+
+// The same at the policy level, two updates ahead: Ŵ = W − 2·d lands on W after two constant-gradient Adam
+// steps; the master weights are untouched by the prediction.
+TEST(WeightPolicy, SpecTrainPredictsTwoConstantGradientStepsAhead) {
+  Tensor w(DType::Float32, {4});
+  const std::vector<float> initial = {0.5f, -1.0f, 2.0f, 0.25f};
+  std::copy(initial.begin(), initial.end(), w.data<float>().begin());
+  WeightPolicy policy(PipelineStrategy::spectrain, false, {{"w", w}},
+                      Optimizer({.kind = OptimizerKind::adam}, {.base_lr = 0.01}));
+  const std::vector<float> g = {0.3f, -2.0f, 0.01f, 1.0f};
+  const std::vector<std::span<const float>> grads = {g};
+  policy.step(grads);
+  const std::vector<float> before(policy.master().begin(), policy.master().end());
+  EXPECT_EQ(policy.before_forward({.mini_batch = 3, .s = 2}), 3);
+  const std::vector<float> predicted(w.data<float>().begin(), w.data<float>().end());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), policy.master().begin())) << "prediction moved W";
+  policy.step(grads);
+  policy.step(grads);
+  for (size_t e = 0; e < predicted.size(); ++e) {
+    EXPECT_NEAR(predicted[e], policy.master()[e], 1e-6) << e;
+    EXPECT_GT(std::abs(before[e] - policy.master()[e]), 0.019) << e;  // two steps of lr 0.01 per element
+  }
+  EXPECT_EQ(policy.statistics().predictions, 1);
+  EXPECT_LT(policy.statistics().prediction_error, 1e-4);
+}
+
+TEST(PipelineTrainer, RejectsOptionsThatDoNotFit) {
+  ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
+  PipelineOptions o;
+  o.trainer = momentum_sgd(0.1);
+  o.stages = 2;
+  o.stage_starts = {0};
+  EXPECT_THROW(PipelineTrainer(m.graph, o), Error);
+  o.stage_starts.clear();
+  o.micro_batches = 2;  // naive sends whole mini-batches
+  EXPECT_THROW(PipelineTrainer(m.graph, o), Error);
+  o.micro_batches = 1;
+  o.vertical_sync = true;
+  EXPECT_THROW(PipelineTrainer(m.graph, o), Error);
+  o.vertical_sync = false;
+  o.stages = 0;
+  EXPECT_THROW(PipelineTrainer(m.graph, o), Error);
+}
+
+}  // namespace
+}  // namespace onnxtrain

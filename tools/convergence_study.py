@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""Convergence and throughput study of onnxtrain's pipeline strategies (issue 6).
+
+Trains the Fashion-MNIST CNN and the small ResNet (on Fashion-MNIST padded to 3x32x32) with every
+strategy -- single, gpipe (M micro-batches), naive, pipedream, spectrain -- over N stages, with the same
+seed, learning rate, batch and number of steps, and writes:
+
+  OUT/convergence.md           a table per model (final test accuracy, loss averaged over a window ending at
+                               25%/50%/100% of the steps, mean staleness forward/backward over the stages,
+                               SpecTrain's prediction error, samples/s) and the 2-stage throughput table
+  OUT/convergence_MODEL.svg    smoothed training loss against step, one line per strategy and N
+  OUT/runs/                    every run's stdout, stderr and --metrics file
+
+Throughput part: on each model, single (the default OpenMP threads, and OMP_NUM_THREADS=1) against
+2 stages (pipedream and gpipe), samples/s, the ratio to single and the bubble per stage from the report.
+
+Python 3 standard library only; the plot is hand-written SVG. Rerun from the repository root:
+
+  python3 tools/convergence_study.py                       # the whole study: 9 minutes on 2 busy cores
+  python3 tools/convergence_study.py --models cnn --cnn-steps 400 --out /tmp/quick
+
+Each onnxtrain run is sequential (never two at once): the figures are measurements, so run it on an idle
+machine (--max-load waits for the 1-minute load average to drop first); the load is recorded at start and end.
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import resource
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STRATEGIES = ["single", "gpipe", "naive", "pipedream", "spectrain"]
+COLOURS = {"single": "#000000", "gpipe": "#1f77b4", "naive": "#d62728", "pipedream": "#2ca02c",
+           "spectrain": "#9467bd"}
+DASHES = {1: "", 2: "", 4: "", 8: "6,3"}  # N=8 dashed so it reads apart from N=4 in the same colour
+
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+# --------------------------------------------------------------------------------------------------
+# Data: Fashion-MNIST as (N,3,32,32) uint8 in a Keras-layout .npz (what `--data npz:FILE` reads).
+
+def read_idx(path):
+    """An IDX file (gzip): returns (dims, payload bytes)."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    zero, dtype, rank = struct.unpack(">HBB", data[:4])
+    if zero != 0 or dtype != 0x08:
+        raise SystemExit(f"{path}: not an IDX file of unsigned bytes")
+    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+    return dims, data[4 + 4 * rank:]
+
+
+def npy_bytes_header(descr, shape):
+    """A .npy version 1.0 header: the dict padded so the data starts at a multiple of 64 bytes."""
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")  # numpy's own spelling
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
+    total = 10 + len(header) + 1
+    header += " " * ((64 - total % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
+
+
+def padded_rgb(images, count):
+    """28x28 images (bytes) -> 32x32 (2 zero pixels each side), the channel repeated 3 times."""
+    zero_rows = bytes(2 * 32)
+    out = bytearray()
+    for i in range(count):
+        img = images[i * 784:(i + 1) * 784]
+        plane = zero_rows + b"".join(b"\0\0" + img[r * 28:(r + 1) * 28] + b"\0\0" for r in range(28)) + zero_rows
+        out += plane * 3
+    return bytes(out)
+
+
+def write_npz(path, arrays):
+    """arrays: name -> (descr, shape, bytes). Stored (not deflated) members, written atomically."""
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+        for name, (descr, shape, payload) in arrays.items():
+            z.writestr(name + ".npy", npy_bytes_header(descr, shape) + payload)
+    os.replace(tmp, path)
+
+
+def fashion_npz(cache, test_rows):
+    """Writes (once) CACHE/fashion_mnist_3x32x32.npz (all rows) and, when test_rows > 0, a test file of
+    the first test_rows test images (the ResNet's test pass over all 10000 costs ~20 s a run on 2 cores).
+    Returns (train npz, test npz)."""
+    os.makedirs(cache, exist_ok=True)
+    full = os.path.join(cache, "fashion_mnist_3x32x32.npz")
+    split = {}
+    if not os.path.exists(full) or (test_rows and not os.path.exists(os.path.join(cache, f"fashion_mnist_3x32x32_test{test_rows}.npz"))):
+        for name, prefix in (("train", "train"), ("test", "t10k")):
+            (n, h, w), images = read_idx(os.path.join(FASHION_DIR, f"{prefix}-images-idx3-ubyte.gz"))
+            (m,), labels = read_idx(os.path.join(FASHION_DIR, f"{prefix}-labels-idx1-ubyte.gz"))
+            if (h, w) != (28, 28) or n != m:
+                raise SystemExit(f"{FASHION_DIR}: unexpected {prefix} files ({n}x{h}x{w} images, {m} labels)")
+            split[name] = (n, images, labels)
+    if not os.path.exists(full):
+        print(f"writing {full} (Fashion-MNIST padded to 3x32x32, uint8)", flush=True)
+        arrays = {}
+        for name, (n, images, labels) in split.items():
+            arrays["x_" + name] = ("|u1", (n, 3, 32, 32), padded_rgb(images, n))
+            arrays["y_" + name] = ("|u1", (n,), labels)
+        write_npz(full, arrays)
+    test = full
+    if test_rows:
+        test = os.path.join(cache, f"fashion_mnist_3x32x32_test{test_rows}.npz")
+        if not os.path.exists(test):
+            n, images, labels = split["test"]
+            k = min(test_rows, n)
+            write_npz(test, {"x_test": ("|u1", (k, 3, 32, 32), padded_rgb(images, k)),
+                             "y_test": ("|u1", (k,), labels[:k])})
+    return full, test
+
+
+# --------------------------------------------------------------------------------------------------
+# Runs.
+
+HEADER_RE = re.compile(r"^(\w+), (\d+) stages(?:, (\d+) micro-batches)?: (\d+) mini-batches, (\d+) samples in "
+                       r"([\d.]+) s, ([\d.]+) samples/s")
+STAGE_RE = re.compile(r"^\s+(\d+)\s+\[(\d+),(\d+)\)\s+(\d+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+) /\s+([\d.]+)"
+                      r"(?:\s+[\d.]+){4}(?:\s+(\S+))?\s*$")
+FINAL_RE = re.compile(r"^final: test loss (\S+), accuracy ([\d.]+)%")
+
+
+def parse_float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=None):
+    """One onnxtrain train run; returns a dict of what it reported (or the error)."""
+    runs = os.path.join(args.out, "runs")
+    os.makedirs(runs, exist_ok=True)
+    metrics = os.path.join(runs, tag + ".jsonl")
+    cmd = [args.onnxtrain, "train", model["path"], "--seed", str(args.seed), "--batch", str(model["batch"]),
+           "--lr", str(model["lr"]), "--optimizer", model["optimizer"], "--schedule", model["schedule"],
+           "--epochs", "1", "--limit-batches", str(steps), "--validation", "0", "--log-every", "1000000",
+           "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
+    if strategy != "single":
+        cmd += ["--strategy", strategy, "--stages", str(stages)]
+        if strategy == "gpipe":
+            cmd += ["--micro-batches", str(args.micro_batches)]
+    env = dict(os.environ, **(env_extra or {}))
+    start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.time() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+    with open(os.path.join(runs, tag + ".out"), "w") as f:
+        f.write(proc.stdout)
+    with open(os.path.join(runs, tag + ".err"), "w") as f:
+        f.write(proc.stderr)
+    r = {"strategy": strategy, "stages": stages, "tag": tag, "wall_s": wall, "cpu_s": cpu, "rc": proc.returncode,
+         "cmd": " ".join(cmd), "losses": [], "stage_rows": [], "accuracy": float("nan"),
+         "test_loss": float("nan"), "samples_per_s": float("nan")}
+    if proc.returncode != 0:
+        tail = [line for line in proc.stderr.splitlines() if not line.startswith("step ")]
+        r["error"] = "\n".join(tail[-6:])
+    for line in proc.stdout.splitlines():
+        m = HEADER_RE.match(line)
+        if m:
+            r["samples_per_s"] = float(m.group(7))
+        m = STAGE_RE.match(line)
+        if m:
+            r["stage_rows"].append({"stage": int(m.group(1)), "nodes": f"[{m.group(2)},{m.group(3)})",
+                                    "samples_per_s": float(m.group(5)), "bubble": float(m.group(6)),
+                                    "stale_f": float(m.group(7)), "stale_b": float(m.group(8)),
+                                    "pred_error": parse_float(m.group(9))})
+        m = FINAL_RE.match(line)
+        if m:
+            r["test_loss"], r["accuracy"] = parse_float(m.group(1)), float(m.group(2))
+    if os.path.exists(metrics):
+        last_rate = float("nan")
+        with open(metrics) as f:
+            for line in f:
+                d = json.loads(line)
+                if "step" in d and "loss" in d:
+                    r["losses"].append(float("nan") if d["loss"] is None else float(d["loss"]))
+                    last_rate = d.get("samples_per_s", last_rate)
+        if strategy == "single":
+            r["samples_per_s"] = last_rate  # the same cumulative mean the pipeline header prints
+    return r
+
+
+def window_mean(losses, end, width):
+    """Mean of losses[end-width:end] (steps end-width+1..end); NaN when any is NaN (diverged)."""
+    part = losses[max(0, end - width):end]
+    if not part:
+        return float("nan")
+    return sum(part) / len(part)
+
+
+def fmt(x, spec):
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+# --------------------------------------------------------------------------------------------------
+# SVG plot.
+
+def smooth(losses, width):
+    out, total, window = [], 0.0, []
+    for x in losses:
+        if math.isnan(x) or math.isinf(x):
+            break  # diverged: the line stops here
+        window.append(x)
+        total += x
+        if len(window) > width:
+            total -= window.pop(0)
+        out.append(total / len(window))
+    return out
+
+
+def nice_ticks(lo, hi, count=6):
+    span = hi - lo
+    raw = span / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=10 * mag)
+    first = math.ceil(lo / step) * step
+    ticks = []
+    t = first
+    while t <= hi + 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def write_svg(path, title, results, steps, width):
+    W, H, left, right, top, bottom = 880, 480, 70, 250, 40, 55
+    pw, ph = W - left - right, H - top - bottom
+    curves = [(r, smooth(r["losses"], width)) for r in results if r["losses"]]
+    finite = [v for _, c in curves for v in c]
+    ymax = min(max(finite) if finite else 2.5, 3.0)
+    ymin = 0.0
+    ymax = max(ymax, 0.5)
+
+    def sx(step):
+        return left + pw * (step - 1) / max(1, steps - 1)
+
+    def sy(v):
+        return top + ph * (1 - (min(v, ymax) - ymin) / (ymax - ymin))
+
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<clipPath id="plot"><rect x="{left}" y="{top}" width="{pw}" height="{ph}"/></clipPath>',
+         f'<text x="{left + pw / 2}" y="22" text-anchor="middle" font-size="15">{title}</text>']
+    for t in nice_ticks(ymin, ymax):
+        y = sy(t)
+        o.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        o.append(f'<line x1="{left - 5}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="black"/>')
+        o.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{t:g}</text>')
+    for t in nice_ticks(0, steps):
+        x = sx(max(t, 1))
+        o.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="black"/>')
+        o.append(f'<text x="{x:.1f}" y="{top + ph + 19}" text-anchor="middle">{t:g}</text>')
+    o.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>')
+    o.append(f'<text x="{left + pw / 2}" y="{H - 12}" text-anchor="middle">step (mini-batch)</text>')
+    o.append(f'<text transform="translate(18,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
+             f'training loss (moving mean of {width} steps)</text>')
+    for i, (r, c) in enumerate(curves):
+        colour, dash = COLOURS[r["strategy"]], DASHES.get(r["stages"], "2,2")
+        # single underneath, wide and light: gpipe (same updates) lies on it and must stay visible
+        stroke = 'stroke-width="4" stroke-opacity="0.35"' if r["strategy"] == "single" else 'stroke-width="1.4"'
+        pts = " ".join(f"{sx(s + 1):.1f},{sy(v):.1f}" for s, v in enumerate(c))
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        if pts:
+            o.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" {stroke}{dash_attr} clip-path="url(#plot)"/>')
+        ly = top + 10 + 18 * i
+        label = "single" if r["strategy"] == "single" else f'{r["strategy"]} N={r["stages"]}'
+        if len(c) < len(r["losses"]):
+            label += f" (NaN at step {len(c) + 1})"
+        legend_stroke = stroke if r["strategy"] == "single" else 'stroke-width="2"'
+        o.append(f'<line x1="{left + pw + 12}" y1="{ly}" x2="{left + pw + 36}" y2="{ly}" stroke="{colour}" '
+                 f'{legend_stroke}{dash_attr}/>')
+        o.append(f'<text x="{left + pw + 40}" y="{ly + 4}" font-size="11">{label}</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------
+
+def convergence_table(name, model, results, steps, width, single_threads):
+    single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
+    points = [max(1, round(steps * p)) for p in (0.25, 0.5, 1.0)]
+    lines = [f"### {name}: {model['describe']}, {steps} steps",
+             "",
+             f"Loss at step s: mean training loss over steps s-{width - 1}..s (n/a: the loss became NaN; diverged at: "
+             "the first such step). Staleness: mean version gap (forward / backward) over the stages, against W_i "
+             "(spectrain: against its predicted version). "
+             "Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ averaged over the stages that predict.",
+             "",
+             "| strategy | N | test acc. % | test loss | " + " | ".join(f"loss @{p}" for p in points) +
+             " | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
+             "|---|---|---|---|" + "---|" * len(points) + "---|---|---|---|---|"]
+    for r in results:
+        stale = "0 / 0"
+        pred = ""
+        if r["stage_rows"]:
+            n = len(r["stage_rows"])
+            stale = (f'{sum(s["stale_f"] for s in r["stage_rows"]) / n:.2f} / '
+                     f'{sum(s["stale_b"] for s in r["stage_rows"]) / n:.2f}')
+            errors = [s["pred_error"] for s in r["stage_rows"] if not math.isnan(s["pred_error"])]
+            if errors:
+                pred = f"{sum(errors) / len(errors):.3f}"
+        bad = [i + 1 for i, x in enumerate(r["losses"]) if math.isnan(x) or math.isinf(x)]
+        diverged = f"step {bad[0]}" if bad else "-"
+        losses = [fmt(window_mean(r["losses"], p, width), ".4f") if len(r["losses"]) >= p else "n/a" for p in points]
+        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
+        if r["rc"] != 0:
+            strategy += f" **failed (exit {r['rc']})**"
+        lines.append(f"| {strategy} | {r['stages']} | {fmt(r['accuracy'], '.2f')} | {fmt(r['test_loss'], '.4f')} | " +
+                     " | ".join(losses) + f" | {diverged} | {stale} | {pred} | {fmt(r['samples_per_s'], '.0f')} | {r['wall_s']:.1f} |")
+    errors = [r for r in results if r["rc"] != 0]
+    for r in errors:
+        lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
+    return lines
+
+
+def throughput_table(name, groups):
+    """groups: per configuration, its repeated runs. The median run by samples/s is shown, with the range."""
+    def median(runs):
+        ok = sorted((r for r in runs if r["rc"] == 0), key=lambda r: r["samples_per_s"])
+        return ok[len(ok) // 2] if ok else runs[0]
+    base = next((median(g) for g in groups if g[0]["threads_label"] == "default" and g[0]["strategy"] == "single"), None)
+    lines = [f"### {name}: 2 stages against single",
+             "",
+             "Median of the repeats by samples/s (range in brackets); cores used: the run's user+system CPU time "
+             "over its wall time (the whole process: data loading included); bubble: the stage's idle fraction.",
+             "",
+             "| run | samples/s | ratio to single (2 threads) | ratio to single (1 thread) | bubble per stage | "
+             "stage nodes | cores used |",
+             "|---|---|---|---|---|---|---|"]
+    one = next((median(g) for g in groups if g[0]["threads_label"] == "1"), None)
+    for g in groups:
+        r = median(g)
+        rates = [x["samples_per_s"] for x in g if x["rc"] == 0]
+        spread = f" [{min(rates):.0f}–{max(rates):.0f}]" if len(rates) > 1 else ""
+        ratios = []
+        for b in (base, one):
+            ok = b and b["samples_per_s"] > 0 and r["rc"] == 0
+            ratios.append(fmt(r["samples_per_s"] / b["samples_per_s"], ".2f") if ok else "n/a")
+        bubbles = ", ".join(f'{s["bubble"]:.1f}%' for s in r["stage_rows"]) or "-"
+        nodes = ", ".join(s["nodes"] for s in r["stage_rows"]) or "all"
+        label = r["label"] + (f" **failed (exit {r['rc']})**" if r["rc"] != 0 else "")
+        lines.append(f"| {label} | {fmt(r['samples_per_s'], '.0f')}{spread} | {ratios[0]} | {ratios[1]} | {bubbles} | "
+                     f"{nodes} | {r['cpu_s'] / max(r['wall_s'], 1e-9):.2f} |")
+    for g in groups:
+        for r in g:
+            if r["rc"] != 0:
+                lines += ["", f"{r['label']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
+    return lines
+
+
+def wait_for_load(limit, max_wait):
+    if limit <= 0:
+        return
+    start = time.time()
+    while os.getloadavg()[0] > limit and time.time() - start < max_wait:
+        print(f"  load {os.getloadavg()[0]:.2f} > {limit}: waiting", flush=True)
+        time.sleep(15)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--onnxtrain", default=os.path.join(REPO, "build", "tools", "onnxtrain"))
+    p.add_argument("--out", default=os.path.join(REPO, "build", "study"))
+    p.add_argument("--cache", default="/tmp/onnxtrain-study", help="where the 3x32x32 Fashion-MNIST .npz is written once")
+    p.add_argument("--models", default="cnn,resnet")
+    p.add_argument("--stages", default="4,8", help="pipeline stage counts of the convergence study")
+    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--micro-batches", type=int, default=4, help="gpipe's M")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cnn-steps", type=int, default=1875, help="CNN steps (1875: one epoch of batch 32)")
+    p.add_argument("--cnn-lr", default="0.04,0.01", help="comma-separated: a convergence table per learning rate")
+    p.add_argument("--resnet-steps", type=int, default=250)
+    p.add_argument("--single-threads", type=int, default=1,
+                   help="OMP_NUM_THREADS of the convergence part's single runs (0: leave it; losses do not depend "
+                        "on it, and 2 OpenMP threads on a busy 2-core machine can be ~10-40x slower, which would "
+                        "blow the time budget; the throughput part measures both)")
+    p.add_argument("--resnet-lr", default="0.05,0.01", help="comma-separated: a convergence table per learning rate")
+    p.add_argument("--resnet-test-rows", type=int, default=2000,
+                   help="ResNet test pass on the first K test images (0: all 10000)")
+    p.add_argument("--throughput", choices=["on", "off", "only"], default="on")
+    p.add_argument("--throughput-cnn-steps", type=int, default=600)
+    p.add_argument("--throughput-resnet-steps", type=int, default=60)
+    p.add_argument("--throughput-repeats", type=int, default=3, help="runs per throughput configuration (median shown)")
+    p.add_argument("--max-load", type=float, default=0.0,
+                   help="before each run wait (up to --max-wait s) until the 1-minute load average is below this")
+    p.add_argument("--max-wait", type=float, default=120)
+    args = p.parse_args()
+    args.out = os.path.abspath(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    if not os.access(args.onnxtrain, os.X_OK):
+        raise SystemExit(f"{args.onnxtrain}: no onnxtrain binary (build it, or pass --onnxtrain)")
+
+    load_start = os.getloadavg()
+    t_start = time.time()
+    models = {}
+    wanted = args.models.split(",")
+    if "cnn" in wanted:
+        # One convergence table per learning rate (the first also gets the throughput part): the quick start's
+        # 0.04 is too large for the stale 1F1B strategies, a smaller one shows how they compare when they converge.
+        for i, lr in enumerate(float(x) for x in args.cnn_lr.split(",")):
+            models["cnn" if i == 0 else f"cnn_lr{lr:g}"] = {
+                "path": os.path.join(REPO, "models", "cnn_opset17.onnx"), "batch": 32, "lr": lr,
+                "optimizer": "nesterov", "schedule": "cosine", "data": ["--data", "fashion-mnist"], "test": [],
+                "steps": args.cnn_steps, "tp_steps": args.throughput_cnn_steps if i == 0 else 0,
+                "describe": f"Fashion-MNIST CNN (cnn_opset17.onnx), batch 32, nesterov (momentum 0.9) lr {lr:g} "
+                            f"cosine, seed {args.seed}; test on the 10000 test images"}
+    if "resnet" in wanted:
+        train_npz, test_npz = fashion_npz(args.cache, args.resnet_test_rows)
+        test_what = f"the first {args.resnet_test_rows} test images" if args.resnet_test_rows else "the 10000 test images"
+        for i, lr in enumerate(float(x) for x in args.resnet_lr.split(",")):
+            models["resnet" if i == 0 else f"resnet_lr{lr:g}"] = {
+                "path": os.path.join(REPO, "models", "resnet_opset17.onnx"), "batch": 32, "lr": lr,
+                "optimizer": "momentum", "schedule": "constant",
+                "data": ["--data", "npz:" + train_npz], "test": ["--test-data", "npz:" + test_npz],
+                "steps": args.resnet_steps, "tp_steps": args.throughput_resnet_steps if i == 0 else 0,
+                "describe": f"small ResNet (resnet_opset17.onnx) on Fashion-MNIST padded to 3x32x32, batch 32, "
+                            f"momentum 0.9 lr {lr:g} constant, seed {args.seed}; test on {test_what}"}
+
+    report = ["# onnxtrain pipeline strategies: convergence and throughput", "",
+              f"Command: `{' '.join([os.path.basename(sys.executable)] + sys.argv)}`  ",
+              f"Machine: {os.cpu_count()} CPUs; 1/5/15-minute load average at start "
+              f"{load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}"]
+    body = []
+    stage_counts = [int(s) for s in args.stages.split(",") if s]
+    strategies = args.strategies.split(",")
+    for key, model in models.items():
+        if args.throughput != "only":
+            results = []
+            runs = [("single", 1)] if "single" in strategies else []
+            runs += [(s, n) for n in stage_counts for s in strategies if s != "single"]
+            for strategy, n in runs:
+                wait_for_load(args.max_load, args.max_wait)
+                tag = f"{key}_{strategy}_n{n}"
+                print(f"[{time.time() - t_start:6.0f} s] {tag} ({model['steps']} steps), load {os.getloadavg()[0]:.2f}",
+                      flush=True)
+                env = {"OMP_NUM_THREADS": str(args.single_threads)} if strategy == "single" and args.single_threads else None
+                r = run_onnxtrain(args, model, strategy, n, model["steps"], model["test"], tag, env)
+                r["micro_batches"] = args.micro_batches
+                if r["rc"] != 0:
+                    print(f"  FAILED (exit {r['rc']}):\n{r.get('error', '')}", flush=True)
+                results.append(r)
+            width = max(1, model["steps"] // 10)
+            body += [""] + convergence_table(key, model, results, model["steps"], width, args.single_threads)
+            svg = os.path.join(args.out, f"convergence_{key}.svg")
+            write_svg(svg, f"{key}: training loss, {model['steps']} steps", results, model["steps"],
+                      max(1, model["steps"] // 40))
+            body += ["", f"Loss curves: `{svg}`"]
+        if args.throughput != "off" and model["tp_steps"]:
+            tp = []
+            for label, strategy, n, env, threads_label in (
+                    ("single (2 OpenMP threads, the default)", "single", 1, None, "default"),
+                    ("single, OMP_NUM_THREADS=1", "single", 1, {"OMP_NUM_THREADS": "1"}, "1"),
+                    ("pipedream N=2 (1 thread per stage)", "pipedream", 2, None, "default"),
+                    (f"gpipe N=2 M={args.micro_batches} (1 thread per stage)", "gpipe", 2, None, "default")):
+                group = []
+                for rep in range(args.throughput_repeats):
+                    wait_for_load(args.max_load, args.max_wait)
+                    tag = f"{key}_tp_{strategy}_n{n}" + ("_omp1" if threads_label == "1" else "") + f"_r{rep}"
+                    print(f"[{time.time() - t_start:6.0f} s] {tag} ({model['tp_steps']} steps), "
+                          f"load {os.getloadavg()[0]:.2f}", flush=True)
+                    r = run_onnxtrain(args, model, strategy, n, model["tp_steps"], ["--test-data", "none"], tag, env)
+                    r["label"], r["threads_label"] = label, threads_label
+                    group.append(r)
+                tp.append(group)
+            # The cost model's view of the same 2-stage split: predicted stage times, imbalance, speed-up.
+            # --split: the cut train planned (its nominal CPU), evaluated with this machine's measured rates.
+            rows = next((r["stage_rows"] for g in tp for r in g if r["strategy"] == "pipedream" and r["stage_rows"]), [])
+            split = ["--split", rows[1]["nodes"].strip("[").split(",")[0]] if len(rows) == 2 else []
+            plan_cmd = [args.onnxtrain, "partition", model["path"], "--stages", "2", "--batch", str(model["batch"])] + split
+            plan = subprocess.run(plan_cmd, capture_output=True, text=True)
+            body += ["", f"{key}: {model['tp_steps']} steps per run, {args.throughput_repeats} repeats, no test pass"]
+            body += throughput_table(key, tp)
+            body += ["", f"`onnxtrain partition {os.path.relpath(model['path'], REPO)} {' '.join(plan_cmd[3:])}` "
+                     "(the cost model's prediction for the same split):", "```", (plan.stdout + plan.stderr).strip(), "```"]
+    load_end = os.getloadavg()
+    report[-1] += (f", at end {load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f}; "
+                   f"study took {time.time() - t_start:.0f} s")
+    text = "\n".join(report + body) + "\n"
+    with open(os.path.join(args.out, "convergence.md"), "w") as f:
+        f.write(text)
+    print()
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+// Helpers shared by the one-device and the pipeline paths of `onnxtrain train`.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "tools/train_options.h"
+
+namespace onnxtrain::cli {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+// "[#######.............]" for a fraction done in [0, 1].
+std::string progress_bar(double done) {
+  constexpr int kWidth = 20;
+  const int filled = std::clamp(static_cast<int>(done * kWidth), 0, kWidth);
+  return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+}
+
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
+  TrainerOptions t;
+  t.loss = parse_loss_spec(o.loss);
+  apply_optimizer_name(o.optimizer, t.optimizer);
+  t.optimizer.weight_decay = o.weight_decay;
+  if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
+    if (t.optimizer.kind == OptimizerKind::sgd) t.optimizer.momentum = o.momentum;
+  }
+  t.schedule = {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
+                .step_size = std::max<int64_t>(1, total_steps / 3),
+                .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
+  t.kernels = o.kernels;
+  t.seed = o.seed;
+  t.running_variance = running_variance_from_name(o.running_variance);
+  return t;
+}
+
+// --test-data: "" = the training source's own test split where it has one; "none" = no test pass.
+std::string test_spec(const TrainOptions& o) {
+  if (o.test_data == "none") return "";
+  if (!o.test_data.empty()) return o.test_data;
+  for (const char* source : {"fashion-mnist", "mnist:", "cifar10:", "synthetic"}) {
+    if (o.data.rfind(source, 0) == 0) return o.data;
+  }
+  return "";
+}
+
+Normalization normalization(const TrainOptions& o) {
+  return o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
+}
+
+}  // namespace onnxtrain::cli
