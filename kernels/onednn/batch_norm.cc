@@ -7,7 +7,7 @@
 // outputs (opset 15), spatial=0 (opset 7), rank 1 or above 5, empty X. Attribute errors are the
 // reference kernel's (it validates first).
 #include "kernels/onednn/onednn_kernels.h"
-#include "kernels/onednn/primitive_kernel.h"
+#include "kernels/onednn/primitive_sequence_kernel.h"
 
 namespace onnxtrain {
 namespace {
@@ -31,25 +31,41 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
   const double momentum = spec.attributes.get_float("momentum", 0.9);
   const int64_t channels = x[1];
   try {
-    const dnnl::memory::desc data = plain_desc(x);
+    const dnnl::memory::desc plain = plain_desc(x);
+    // Rank 3..5 runs in the channel-blocked layout (X reordered in, Y out): oneDNN's plain-layout path
+    // is several times slower.
+    const bool blocked = x.size() > 2;
+    const dnnl::memory::desc data = blocked ? channel_blocked_desc(x) : plain;
     const dnnl::memory::desc stat = plain_desc({channels});
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (!training) flags = flags | dnnl::normalization_flags::use_global_stats;
     dnnl::batch_normalization_forward::desc desc(
         training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, data, epsilon, flags);
     dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
-    auto kernel = std::make_unique<PrimitiveKernel>(spec, pd, dnnl::batch_normalization_forward(pd));
-    kernel->bind_input(DNNL_ARG_SRC, 0, data);
-    kernel->bind_output(DNNL_ARG_DST, 0, data);
-    kernel->bind_input(DNNL_ARG_SCALE, 1, stat);
-    kernel->bind_input(DNNL_ARG_SHIFT, 2, stat);
-    if (!training) {
-      kernel->bind_input(DNNL_ARG_MEAN, 3, stat);
-      kernel->bind_input(DNNL_ARG_VARIANCE, 4, stat);
-      return kernel;
+    auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
+    const dnnl::memory src = blocked ? add_input_reorder(*kernel, 0, plain, data) : dnnl::memory();
+    const dnnl::memory dst = blocked ? kernel->own(data) : dnnl::memory();
+    const size_t step = kernel->add_step(pd, dnnl::batch_normalization_forward(pd));
+    if (blocked) {
+      kernel->set(step, DNNL_ARG_SRC, src);
+      kernel->set(step, DNNL_ARG_DST, dst);
+    } else {
+      kernel->bind_input(step, DNNL_ARG_SRC, 0, plain);
+      kernel->bind_output(step, DNNL_ARG_DST, 0, plain);
     }
-    const float* mean = kernel->own(DNNL_ARG_MEAN, stat);
-    const float* var = kernel->own(DNNL_ARG_VARIANCE, stat);
+    kernel->bind_input(step, DNNL_ARG_SCALE, 1, stat);
+    kernel->bind_input(step, DNNL_ARG_SHIFT, 2, stat);
+    if (!training) {
+      kernel->bind_input(step, DNNL_ARG_MEAN, 3, stat);
+      kernel->bind_input(step, DNNL_ARG_VARIANCE, 4, stat);
+    }
+    if (blocked) add_output_reorder(*kernel, dst, 0, plain);
+    if (!training) return kernel;
+    const dnnl::memory mean_memory = kernel->own(stat), var_memory = kernel->own(stat);
+    kernel->set(step, DNNL_ARG_MEAN, mean_memory);
+    kernel->set(step, DNNL_ARG_VARIANCE, var_memory);
+    const auto* mean = static_cast<const float*>(mean_memory.get_data_handle());
+    const auto* var = static_cast<const float*>(var_memory.get_data_handle());
     kernel->set_finish([=](std::span<const TensorView> in, std::span<const TensorView> out) {
       const float* input_mean = in[3].as<const float>();
       const float* input_var = in[4].as<const float>();
