@@ -72,6 +72,71 @@ int64_t argmax_row(std::span<const float> row) {
 
 }  // namespace
 
+RunningStatUpdate RunningStatUpdate::of(const Graph& graph, const Node& n, int output, RunningVariance mode) {
+  RunningStatUpdate u;
+  if (output != 2 || mode != RunningVariance::unbiased) return u;
+  u.momentum = n.attr_float("momentum", 0.9);
+  const Shape& x = graph.value(n.inputs[0]).shape;
+  if (!x.rank_known) throw Error("BatchNormalization node '" + n.name + "': its input's rank is unknown");
+  u.values_per_sample = 1;
+  for (size_t d = 2; d < x.dims.size(); ++d) {
+    if (!x.dims[d].is_static()) {
+      throw Error("BatchNormalization node '" + n.name + "': its input's spatial sizes are not static, so the "
+                  "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
+    }
+    u.values_per_sample *= x.dims[d].value();
+  }
+  return u;
+}
+
+void RunningStatUpdate::apply(std::span<const float> computed, std::span<float> state, int64_t batch) const {
+  const int64_t n = batch * values_per_sample;
+  if (values_per_sample == 0 || n < 2) {
+    std::copy(computed.begin(), computed.end(), state.begin());
+    return;
+  }
+  const double m = momentum, correction = static_cast<double>(n) / static_cast<double>(n - 1);
+  for (size_t i = 0; i < computed.size(); ++i) {
+    const double old = state[i];
+    state[i] = static_cast<float>(m * old + (computed[i] - m * old) * correction);
+  }
+}
+
+int64_t class_count(const Graph& g, const std::string& logits) {
+  if (logits.empty()) return 0;
+  auto id = g.find_value(logits);
+  if (!id) return 0;
+  const Shape& s = g.value(*id).shape;
+  if (!s.rank_known || s.rank() != 2 || !s.dims[1].is_static()) return 0;
+  return s.dims[1].value();
+}
+
+Tensor loss_targets(const LossSpec& loss, const Tensor& y, int64_t classes) {
+  if (loss.kind == LossKind::SoftmaxCrossEntropy || loss.kind == LossKind::ModelOutput) {
+    if (loss.kind == LossKind::SoftmaxCrossEntropy && loss.label_dtype == DType::Int32 &&
+        y.dtype() == DType::Int64) {
+      Tensor t(DType::Int32, y.sizes());
+      auto src = y.data<int64_t>();
+      auto dst = t.data<int32_t>();
+      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
+      return t;
+    }
+    return y;
+  }
+  if (y.dtype() != DType::Int64 || y.rank() != 1 || classes <= 0) return y;
+  // mse, l1, bce-with-logits on class labels: one-hot targets shaped like the logits (B, C).
+  Tensor t(DType::Float32, {y.sizes()[0], classes});
+  auto labels = y.data<int64_t>();
+  auto dst = t.data<float>();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) + " outputs");
+    }
+    dst[i * classes + labels[i]] = 1.0f;
+  }
+  return t;
+}
+
 RunningVariance running_variance_from_name(const std::string& name) {
   if (name == "unbiased") return RunningVariance::unbiased;
   if (name == "population") return RunningVariance::population;
@@ -128,89 +193,27 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
     if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
     for (int k : {1, 2}) {
       if (!n.outputs[k].valid() || !g.value(n.inputs[k + 2]).data) continue;
-      RunningStat stat{g.value(n.outputs[k]).name, n.inputs[k + 2]};
-      if (k == 2 && options_.running_variance == RunningVariance::unbiased) {
-        stat.momentum = n.attr_float("momentum", 0.9);
-        const Shape& x = g.value(n.inputs[0]).shape;
-        stat.values_per_sample = 1;
-        for (size_t d = 2; x.rank_known && d < x.dims.size(); ++d) {
-          if (!x.dims[d].is_static()) {
-            throw Error("BatchNormalization node '" + n.name + "': its input's spatial sizes are not static, so the "
-                        "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
-          }
-          stat.values_per_sample *= x.dims[d].value();
-        }
-        if (!x.rank_known) throw Error("BatchNormalization node '" + n.name + "': its input's rank is unknown");
-      }
+      RunningStat stat{g.value(n.outputs[k]).name, n.inputs[k + 2],
+                       RunningStatUpdate::of(g, n, k, options_.running_variance)};
       running_stats_.push_back(stat);
     }
   }
 }
 
-Tensor Trainer::labels_for(const Tensor& y, int64_t classes) const {
-  if (options_.loss.kind == LossKind::SoftmaxCrossEntropy || options_.loss.kind == LossKind::ModelOutput) {
-    if (options_.loss.kind == LossKind::SoftmaxCrossEntropy && options_.loss.label_dtype == DType::Int32 &&
-        y.dtype() == DType::Int64) {
-      Tensor t(DType::Int32, y.sizes());
-      auto src = y.data<int64_t>();
-      auto dst = t.data<int32_t>();
-      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
-      return t;
-    }
-    return y;
-  }
-  if (y.dtype() != DType::Int64 || y.rank() != 1 || classes <= 0) return y;
-  // mse, l1, bce-with-logits on class labels: one-hot targets shaped like the logits (B, C).
-  Tensor t(DType::Float32, {y.sizes()[0], classes});
-  auto labels = y.data<int64_t>();
-  auto dst = t.data<float>();
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) + " outputs");
-    }
-    dst[i * classes + labels[i]] = 1.0f;
-  }
-  return t;
-}
-
-namespace {
-int64_t classes_of(const Graph& g, const std::string& logits) {
-  if (logits.empty()) return 0;
-  auto id = g.find_value(logits);
-  if (!id) return 0;
-  const Shape& s = g.value(*id).shape;
-  if (!s.rank_known || s.rank() != 2 || !s.dims[1].is_static()) return 0;
-  return s.dims[1].value();
-}
-}  // namespace
 
 std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y) {
   std::map<std::string, Tensor> inputs{{input_, x}};
-  if (!loss_.labels.empty()) inputs[loss_.labels] = labels_for(y, classes_of(training_->graph, loss_.logits));
+  if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
   // Step t runs with index t, also after compute_gradients calls or a restore.
   session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
   return session_->run(inputs);
 }
 
-// The parameter Tensors are shared with forward_ and the evaluation graph, so the running statistics are
-// copied into them in place. The node computed ONNX's update with the population variance v; the
-// unbiased one is m·old + (1−m)·v·N/(N−1) = m·old + (new − m·old)·N/(N−1).
+// The parameter Tensors are shared with forward_ and the evaluation graph: the running statistics are
+// written into them in place.
 void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
   Graph& g = training_->graph;
-  for (const RunningStat& r : running_stats_) {
-    auto src = out.at(r.output).data<float>();
-    auto dst = g.value(r.state).data->data<float>();
-    const int64_t n = batch * r.values_per_sample;
-    if (r.values_per_sample == 0 || n < 2) {
-      std::copy(src.begin(), src.end(), dst.begin());
-      continue;
-    }
-    const double m = r.momentum, correction = static_cast<double>(n) / static_cast<double>(n - 1);
-    for (size_t i = 0; i < src.size(); ++i) {
-      const double old = dst[i];
-      dst[i] = static_cast<float>(m * old + (src[i] - m * old) * correction);
-    }
-  }
+  for (const RunningStat& r : running_stats_) r.update.apply(out.at(r.output).data<float>(), g.value(r.state).data->data<float>(), batch);
 }
 
 float Trainer::train_step(const Tensor& x, const Tensor& y) {
@@ -261,7 +264,7 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
     e.loss = e.accuracy = std::numeric_limits<double>::quiet_NaN();
     return e;
   }
-  const int64_t classes = classes_of(*eval_graph_, loss_.logits);
+  const int64_t classes = class_count(*eval_graph_, loss_.logits);
   const int64_t row = inputs.numel() / n;
   int64_t correct = 0;
   double loss_sum = 0;
@@ -274,7 +277,7 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
     std::memcpy(x.raw(), inputs.raw() + begin * row_bytes, b * row_bytes);
     std::copy_n(labels.data<int64_t>().begin() + begin, b, y.data<int64_t>().begin());
     std::map<std::string, Tensor> feed{{input_, x}};
-    if (!loss_.labels.empty()) feed[loss_.labels] = labels_for(y, classes);
+    if (!loss_.labels.empty()) feed[loss_.labels] = loss_targets(options_.loss, y, classes);
     std::map<std::string, Tensor> out = eval_session_->run(feed);
     // mean reductions give the batch mean; sum gives the batch sum
     const double l = out.at(loss_.loss).data<float>()[0];

@@ -20,6 +20,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,26 @@ enum class RunningVariance {
   population,  // v = Σ(x−mean)²/N: the ONNX specification's
 };
 RunningVariance running_variance_from_name(const std::string& name);  // "unbiased" | "population"
+
+// One BatchNormalization running statistic (output k = 1 mean, 2 variance of a BN node in training
+// mode) as it follows the batches. The node computes ONNX's update with the population variance v; the
+// unbiased one is m·old + (1−m)·v·N/(N−1) = m·old + (new − m·old)·N/(N−1), N = batch × spatial values.
+struct RunningStatUpdate {
+  double momentum = 0;
+  int64_t values_per_sample = 0;  // 0: the node's output is the new statistic as it is
+
+  // Throws Error when the unbiased variance needs spatial sizes the node's input does not have statically.
+  static RunningStatUpdate of(const Graph& graph, const Node& batch_norm, int output, RunningVariance mode);
+  // state ← the new statistic, from the node's output `computed` for a batch of `batch` samples.
+  void apply(std::span<const float> computed, std::span<float> state, int64_t batch) const;
+};
+
+// The label tensor the attached loss reads, from a batch's labels y: y itself, int32 class labels when
+// the loss wants them, or one-hot float targets (B, classes) for mse, l1 and bce-with-logits on int64
+// class labels (classes: the logits' second size; 0 when unknown). Throws Error for a label out of range.
+Tensor loss_targets(const LossSpec& loss, const Tensor& y, int64_t classes);
+// The logits' class count in `graph` (a (B, C) value with static C), 0 otherwise.
+int64_t class_count(const Graph& graph, const std::string& logits);
 
 struct TrainerOptions {
   LossSpec loss;
@@ -94,7 +115,6 @@ class Trainer {
   int running_stat_nodes() const { return static_cast<int>(running_stats_.size()); }
 
  private:
-  Tensor labels_for(const Tensor& y, int64_t classes) const;
 
   TrainerOptions options_;
   Graph forward_;  // the model with its loss attached, BatchNormalization in training mode
@@ -114,10 +134,7 @@ class Trainer {
   struct RunningStat {
     std::string output;  // the BN node's new running statistic (a graph output)
     ValueId state;       // the State initializer it replaces
-    // Running variance to make unbiased: the node's momentum and the values per channel in one sample
-    // (0 for a running mean, or when the variance stays the node's population one).
-    double momentum = 0;
-    int64_t values_per_sample = 0;
+    RunningStatUpdate update;
   };
   std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);

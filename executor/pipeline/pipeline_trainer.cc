@@ -22,42 +22,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-int64_t classes_of(const Graph& g, const std::string& logits) {
-  if (logits.empty()) return 0;
-  auto id = g.find_value(logits);
-  if (!id) return 0;
-  const Shape& s = g.value(*id).shape;
-  if (!s.rank_known || s.rank() != 2 || !s.dims[1].is_static()) return 0;
-  return s.dims[1].value();
-}
-
-// Trainer::labels_for (private there), the same conversions: int32 class labels when the loss wants them,
-// one-hot float targets for mse, l1 and bce-with-logits on class labels.
-Tensor labels_for(const LossSpec& loss, const Tensor& y, int64_t classes) {
-  if (loss.kind == LossKind::SoftmaxCrossEntropy || loss.kind == LossKind::ModelOutput) {
-    if (loss.kind == LossKind::SoftmaxCrossEntropy && loss.label_dtype == DType::Int32 && y.dtype() == DType::Int64) {
-      Tensor t(DType::Int32, y.sizes());
-      auto src = y.data<int64_t>();
-      auto dst = t.data<int32_t>();
-      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
-      return t;
-    }
-    return y;
-  }
-  if (y.dtype() != DType::Int64 || y.rank() != 1 || classes <= 0) return y;
-  Tensor t(DType::Float32, {y.sizes()[0], classes});
-  auto labels = y.data<int64_t>();
-  auto dst = t.data<float>();
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) +
-                  " outputs");
-    }
-    dst[i * classes + labels[i]] = 1.0f;
-  }
-  return t;
-}
-
 // Keeps the calling thread's OpenMP thread count across the emulation, which changes it per stage.
 struct OmpThreadsGuard {
   int saved = omp_get_max_threads();
@@ -135,7 +99,7 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
                                            : std::to_string(batch.second.sizes()[0]) + " labels"));
     }
     b.labels =
-        labels_for(options_.trainer.loss, batch.second, classes_of(reference_->training_graph().graph, loss.logits));
+        loss_targets(options_.trainer.loss, batch.second, class_count(reference_->training_graph().graph, loss.logits));
   }
   b.x = std::move(batch.first);
   return b;

@@ -124,21 +124,7 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
     if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
     const int k = n.outputs[1] == *out_id ? 1 : n.outputs[2] == *out_id ? 2 : 0;
     if (k == 0) continue;
-    RunningStat stat{output, *f.value(*state_id).data};
-    if (k == 2 && config_.running_variance == RunningVariance::unbiased) {
-      stat.momentum = n.attr_float("momentum", 0.9);
-      const Shape& x = f.value(n.inputs[0]).shape;
-      if (!x.rank_known) throw Error("BatchNormalization node '" + n.name + "': its input's rank is unknown");
-      stat.values_per_sample = 1;
-      for (size_t d = 2; d < x.dims.size(); ++d) {
-        if (!x.dims[d].is_static()) {
-          throw Error("BatchNormalization node '" + n.name +
-                      "': its input's spatial sizes are not static, so the "
-                      "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
-        }
-        stat.values_per_sample *= x.dims[d].value();
-      }
-    }
+    RunningStat stat{output, *f.value(*state_id).data, RunningStatUpdate::of(f, n, k, config_.running_variance)};
     running_stats_.push_back(stat);
   }
   forward_reads_[0] = reads_input(f, config_.input);
@@ -202,23 +188,9 @@ void StageWorker::note_activations() {
   peak_activation_bytes = std::max(peak_activation_bytes, bytes);
 }
 
-// As Trainer::update_running_stats: the node computed ONNX's update with the population variance v; the
-// unbiased one is m·old + (new − m·old)·N/(N−1), N = rows × spatial values per channel.
+// As Trainer does (RunningStatUpdate, trainer.h).
 void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows) {
-  for (RunningStat& r : running_stats_) {
-    auto src = out.at(r.output).data<float>();
-    auto dst = r.state.data<float>();
-    const int64_t n = rows * r.values_per_sample;
-    if (r.values_per_sample == 0 || n < 2) {
-      std::copy(src.begin(), src.end(), dst.begin());
-      continue;
-    }
-    const double m = r.momentum, correction = static_cast<double>(n) / static_cast<double>(n - 1);
-    for (size_t i = 0; i < src.size(); ++i) {
-      const double old = dst[i];
-      dst[i] = static_cast<float>(m * old + (src[i] - m * old) * correction);
-    }
-  }
+  for (RunningStat& r : running_stats_) r.update.apply(out.at(r.output).data<float>(), r.state.data<float>(), rows);
 }
 
 void StageWorker::forward(int64_t micro) {

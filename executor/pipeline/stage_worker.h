@@ -149,8 +149,7 @@ class StageWorker {
   struct RunningStat {
     std::string output;
     Tensor state;
-    double momentum = 0;
-    int64_t values_per_sample = 0;
+    RunningStatUpdate update;
   };
   struct MicroBatch {
     std::map<std::string, Tensor> received;  // activations from the previous stage / gradients from the next
