@@ -20,6 +20,7 @@
 #include "graph/op_schema.h"
 #include "partitioner/cpu_probe.h"
 #include "partitioner/node_profiler.h"
+#include "tests/graph_builder.h"
 
 using namespace onnxtrain;
 
@@ -38,23 +39,11 @@ std::string error_of(const std::function<void()>& f) {
 
 ValueId add_node(Graph& g, const std::string& name, const std::string& op, std::vector<ValueId> inputs,
                  Attributes attributes = {}) {
-  ValueId y = g.add_value({.name = name + "_out"});
-  NodeId n = g.add_node({.name = name,
-                         .op_type = op,
-                         .opset = 17,
-                         .inputs = std::move(inputs),
-                         .outputs = {y},
-                         .attributes = std::move(attributes)});
-  infer_node(g, n, *OpRegistry::builtin().find("", op));
-  return y;
+  return testing_support::add_inferred_node(g, name, op, std::move(inputs), name + "_out", std::move(attributes));
 }
 
 ValueId add_parameter(Graph& g, const std::string& name, std::vector<int64_t> sizes) {
-  Tensor t(DType::Float32, sizes);
-  ValueId id = g.add_value(
-      {.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Parameter, .data = t});
-  g.initializers.push_back(id);
-  return id;
+  return testing_support::add_parameter(g, name, Tensor(DType::Float32, sizes));
 }
 
 // x (N,8) -> n0 MatMul(W0 8x16) -> a -> n1 Relu -> b -> n2 MatMul(W1 16x8) -> c -> n3 Relu -> d

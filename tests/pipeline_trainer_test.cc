@@ -14,6 +14,7 @@
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/op_schema.h"
+#include "tests/graph_builder.h"
 
 namespace onnxtrain {
 namespace {
@@ -333,23 +334,12 @@ TEST(PipelineTrainer, ReportsStalenessPerStage) {
 Graph constant_gradient_graph() {
   Graph g;
   auto add = [&](const std::string& op, std::vector<ValueId> inputs, Attributes attributes = {}) {
-    ValueId y = g.add_value({.name = op + "_out"});
-    NodeId n = g.add_node({.name = op,
-                           .op_type = op,
-                           .opset = 17,
-                           .inputs = std::move(inputs),
-                           .outputs = {y},
-                           .attributes = std::move(attributes)});
-    infer_node(g, n, *OpRegistry::builtin().find("", op));
-    return y;
+    return testing_support::add_inferred_node(g, op, op, std::move(inputs), op + "_out", std::move(attributes));
   };
   auto param = [&](const std::string& name, std::vector<float> values) {
     Tensor t(DType::Float32, {static_cast<int64_t>(values.size())});
     std::copy(values.begin(), values.end(), t.data<float>().begin());
-    ValueId id = g.add_value(
-        {.name = name, .dtype = DType::Float32, .shape = Shape::of({4}), .role = ValueRole::Parameter, .data = t});
-    g.initializers.push_back(id);
-    return id;
+    return testing_support::add_parameter(g, name, t);
   };
   ValueId x = g.add_value(
       {.name = "x", .dtype = DType::Float32, .shape = Shape({Dim::symbol("batch"), Dim(4)}), .role = ValueRole::Input});

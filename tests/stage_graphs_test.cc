@@ -21,6 +21,7 @@
 #include "frontend/importer.h"
 #include "frontend/npy.h"
 #include "graph/op_schema.h"
+#include "tests/graph_builder.h"
 
 namespace onnxtrain {
 namespace {
@@ -270,25 +271,15 @@ TEST_F(StageGraphsModel, TransformerDropoutWithTheSameRunIndex) {
 
 ValueId add_node(Graph& g, const std::string& op, std::vector<ValueId> inputs, const std::string& out,
                  Attributes attributes = {}) {
-  ValueId y = g.add_value({.name = out});
-  NodeId n = g.add_node({.name = out + "_node",
-                         .op_type = op,
-                         .opset = 17,
-                         .inputs = std::move(inputs),
-                         .outputs = {y},
-                         .attributes = std::move(attributes)});
-  infer_node(g, n, *OpRegistry::builtin().find("", op));
-  return y;
+  return testing_support::add_inferred_node(g, out + "_node", op, std::move(inputs), out, std::move(attributes));
 }
 
+// Distinct, repeatable values in [-0.25, 2).
 ValueId add_parameter(Graph& g, const std::string& name, std::vector<int64_t> sizes) {
   Tensor t(DType::Float32, sizes);
   float v = 0.25f;
   for (float& e : t.data<float>()) e = (v += 0.375f) > 2 ? (v -= 2.5f) : v;
-  ValueId id = g.add_value(
-      {.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Parameter, .data = t});
-  g.initializers.push_back(id);
-  return id;
+  return testing_support::add_parameter(g, name, t);
 }
 
 ValueId add_input(Graph& g, const std::string& name, std::vector<int64_t> sizes) {

@@ -1,0 +1,42 @@
+// Graphs built by hand in tests, one node at a time with the op schemas inferring the output shapes.
+//
+//   Graph g;
+//   ValueId w = add_parameter(g, "W", Tensor(DType::Float32, {8, 16}));
+//   ValueId y = add_inferred_node(g, "mm", "MatMul", {x, w}, "mm_out");
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_schema.h"
+
+namespace onnxtrain::testing_support {
+
+// A default-domain, opset-17 node `name` with one output `output`; shapes inferred (throws Error).
+inline ValueId add_inferred_node(Graph& g, const std::string& name, const std::string& op, std::vector<ValueId> inputs,
+                                 const std::string& output, Attributes attributes = {}) {
+  ValueId y = g.add_value({.name = output});
+  NodeId n = g.add_node({.name = name,
+                         .op_type = op,
+                         .opset = 17,
+                         .inputs = std::move(inputs),
+                         .outputs = {y},
+                         .attributes = std::move(attributes)});
+  infer_node(g, n, *OpRegistry::builtin().find("", op));
+  return y;
+}
+
+// A float trainable initializer holding `value`.
+inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& value) {
+  ValueId id = g.add_value({.name = name,
+                            .dtype = value.dtype(),
+                            .shape = Shape::of(value.sizes()),
+                            .role = ValueRole::Parameter,
+                            .data = value});
+  g.initializers.push_back(id);
+  return id;
+}
+
+}  // namespace onnxtrain::testing_support
