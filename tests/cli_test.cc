@@ -2,7 +2,6 @@
 // error line, and `inspect --json` as one parseable document.
 #include <gtest/gtest.h>
 
-#include "tests/cli_run.h"
 
 #include <cstdio>
 #include <cmath>
@@ -12,6 +11,7 @@
 
 #include "frontend/importer.h"
 #include "frontend/npy.h"
+#include "tests/cli_run.h"
 
 namespace {
 

@@ -3,8 +3,6 @@
 // ends with exactly the model of an uninterrupted run; damaged checkpoints and changed options are
 // refused; --dump-gradients writes what the first step applies.
 #include <gtest/gtest.h>
-
-#include "tests/cli_run.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 
 #include "frontend/importer.h"
 #include "frontend/npy.h"
+#include "tests/cli_run.h"
 
 namespace onnxtrain {
 namespace {
