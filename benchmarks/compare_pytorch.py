@@ -35,6 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from onnxtrain_binary import find_onnxtrain  # noqa: E402
 MODELS = os.path.join(ROOT, "models")
 DEFAULT_PYTHON = "/usr/bin/python3"
 LR, MOMENTUM = 0.01, 0.9
@@ -46,17 +48,6 @@ DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25}
 def input_dims(name):
     """(C, H, W) of the fixture's image input."""
     return {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}[name]
-
-
-def find_onnxtrain(build):
-    """DIR/tools/onnxtrain (a build folder) or DIR/release/tools/onnxtrain (build/ holding the presets'
-    folders); the newer when both exist, since a stale one may lack the options used here."""
-    found = [os.path.join(build, rel) for rel in ("tools/onnxtrain", "release/tools/onnxtrain")]
-    found = [path for path in found if os.path.isfile(path) and os.access(path, os.X_OK)]
-    if found:
-        return max(found, key=os.path.getmtime)
-    sys.exit("no onnxtrain binary under %s (tools/onnxtrain or release/tools/onnxtrain): build the "
-             "'onnxtrain' target and pass --build DIR" % build)
 
 
 def thread_env(threads):

@@ -27,6 +27,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from onnxtrain_binary import find_onnxtrain  # noqa: E402
 MODELS = os.path.join(ROOT, "models")
 VENV_PY = os.environ.get("ONNXTRAIN_VENV_PY", "/work/venv/torchnew/bin/python")
 
@@ -45,17 +47,6 @@ except ImportError as e:
 
 # name: (input (C, H, W), training batch)
 FIXTURES = {"cnn": ((1, 28, 28), 64), "mlp": ((1, 28, 28), 64), "resnet": ((3, 32, 32), 32)}
-
-
-def find_onnxtrain(build):
-    """DIR/tools/onnxtrain (a build folder) or DIR/release/tools/onnxtrain (build/ holding the presets'
-    folders); the newer when both exist, since a stale one may lack the options used here."""
-    found = [os.path.join(build, rel) for rel in ("tools/onnxtrain", "release/tools/onnxtrain")]
-    found = [path for path in found if os.path.isfile(path) and os.access(path, os.X_OK)]
-    if found:
-        return max(found, key=os.path.getmtime)
-    sys.exit("no onnxtrain binary under %s (tools/onnxtrain or release/tools/onnxtrain): build the "
-             "'onnxtrain' target and pass --build DIR" % build)
 
 
 def run(cmd):
