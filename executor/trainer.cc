@@ -229,12 +229,36 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
   return out.at(loss_.loss).data<float>()[0];
 }
 
-std::map<std::string, Tensor> Trainer::compute_gradients(const Tensor& x, const Tensor& y, float* loss) {
-  std::map<std::string, Tensor> out = run_step(x, y);
+std::map<std::string, Tensor> Trainer::gradients_of(const std::map<std::string, Tensor>& out, float* loss) const {
   if (loss) *loss = out.at(loss_.loss).data<float>()[0];
   std::map<std::string, Tensor> gradients;
   for (const Slot& s : slots_) gradients[s.name] = out.at(s.gradient);
   return gradients;
+}
+
+std::map<std::string, Tensor> Trainer::compute_gradients(const Tensor& x, const Tensor& y, float* loss) {
+  return gradients_of(run_step(x, y), loss);
+}
+
+std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss) {
+  std::map<std::string, Tensor> out = run_step(x, y);
+  update_running_stats(out, x.sizes().at(0));
+  return gradients_of(out, loss);
+}
+
+void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
+  Graph& g = training_->graph;
+  std::vector<ParamSlot> params;
+  params.reserve(slots_.size());
+  for (const Slot& s : slots_) {
+    auto it = gradients.find(s.name);
+    Tensor& w = *g.value(s.value).data;
+    if (it == gradients.end() || it->second.numel() != w.numel() || it->second.dtype() != DType::Float32) {
+      throw Error("apply_gradients: no float32 gradient of " + std::to_string(w.numel()) + " elements for '" + s.name + "'");
+    }
+    params.push_back({s.name, w.data<float>(), it->second.data<float>()});
+  }
+  optimizer_.step(params);
 }
 
 void Trainer::restore(const std::map<std::string, Tensor>& initializers,

@@ -89,6 +89,12 @@ class Trainer {
   // parameter's gradient by parameter name; `loss` receives the loss when not null. It counts as a run
   // (the next Dropout masks are the next step's).
   std::map<std::string, Tensor> compute_gradients(const Tensor& x, const Tensor& y, float* loss = nullptr);
+  // The other half of a step whose gradients were combined elsewhere (data parallelism): forward and
+  // backward of a batch that also updates the BatchNorm running statistics, then apply_gradients.
+  std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss);
+  // One optimizer step with the given gradient of every trained parameter (by name, as compute_gradients
+  // returns them). Throws Error naming a missing or wrongly sized gradient.
+  void apply_gradients(const std::map<std::string, Tensor>& gradients);
 
   // Optimizer steps taken so far.
   int64_t step() const { return optimizer_.global_step(); }
@@ -137,6 +143,7 @@ class Trainer {
     RunningStatUpdate update;
   };
   std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y);
+  std::map<std::string, Tensor> gradients_of(const std::map<std::string, Tensor>& out, float* loss) const;
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   std::vector<RunningStat> running_stats_;
 };

@@ -67,8 +67,9 @@ void add_train_command(CLI::App& app) {
                 "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged or was written "
                 "for another model or other options)");
   cmd->add_option("--strategy", o->strategy,
-                  "single (one device, the default) | naive | pipedream | spectrain | gpipe: pipeline training over "
-                  "--stages threads (DESIGN.md section 3)");
+                  "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
+                  "pipedream | spectrain | gpipe (pipeline training over --stages threads; DESIGN.md section 3)");
+  cmd->add_option("--replicas", o->replicas, "dp: data-parallel replicas (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "gpipe: micro-batches per mini-batch (default 1)")
       ->check(CLI::PositiveNumber);

@@ -22,7 +22,7 @@ struct TrainOptions {
   bool momentum_given = false, resume = false;
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
   std::string strategy = "single", plan, spectrain_target = "sequential";
-  int stages = 1;
+  int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
   bool vertical_sync = false, report = false;
 };
@@ -30,7 +30,7 @@ struct TrainOptions {
 // Trains as `o` says and writes o.output. Throws Error for bad input; returns the process exit code
 // (130 when SIGINT stopped the run after writing a checkpoint).
 int run_training(const TrainOptions& o);
-int run_pipeline_training(const TrainOptions& o);  // --strategy naive|pipedream|spectrain|gpipe
+int run_pipeline_training(const TrainOptions& o);  // --strategy dp|naive|pipedream|spectrain|gpipe
 
 // Shared by both (train_common.cc).
 std::string format_duration(double seconds);           // "1m05s", "2h03m"

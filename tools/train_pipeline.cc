@@ -1,3 +1,4 @@
+// `onnxtrain train --strategy dp --replicas R`: R data-parallel replicas on threads (data_parallel.h).
 // `onnxtrain train --strategy naive|pipedream|spectrain|gpipe --stages N`: the model split into N
 // pipeline stages (from --plan plan.json, else planned here with the analytic cost model), trained by
 // PipelineTrainer with one thread per stage, then evaluated and written like a one-device run.
@@ -10,11 +11,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "executor/data_parallel.h"
 #include "executor/pipeline/pipeline_trainer.h"
 #include "frontend/data_loader.h"
 #include "frontend/importer.h"
@@ -60,50 +63,17 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
   return starts;
 }
 
-}  // namespace
-
-int run_pipeline_training(const TrainOptions& o) {
-  if (!o.checkpoint_dir.empty() || o.resume) {
-    throw Error("--checkpoint-dir and --resume work with --strategy single only for now: pipeline checkpoints "
-                "(one shard per stage) are not written yet");
-  }
-  if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
-  ImportedModel model = import_model(o.model);
-  if (model.graph.inputs.size() != 1) {
-    throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
-  }
-  const Value& input = model.graph.value(model.graph.inputs[0]);
-  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
-  check_matches_model_input(train, input.name, input.shape);
-  DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
-                            .validation_fraction = o.validation});
-  const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
-                                                 : loader.batches_per_epoch();
-  const int64_t total_steps = per_epoch * o.epochs;
-
-  PipelineOptions p;
-  p.trainer = trainer_options(o, total_steps);
-  p.strategy = parse_pipeline_strategy(o.strategy);
-  p.stages = o.stages;
-  p.micro_batches = o.micro_batches;
-  p.spectrain_target = parse_spectrain_target(o.spectrain_target);
-  p.vertical_sync = o.vertical_sync;
-  const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
-  p.stage_starts = stage_starts(o, model.graph, micro_batch);
-  PipelineTrainer trainer(model.graph, p);
-
-  std::string starts;
-  for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
-  std::fprintf(stderr, "data: %s\n", train.description.c_str());
-  std::fprintf(stderr, "training %s with %s over %d stages (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-               o.model.c_str(), o.strategy.c_str(), o.stages, starts.c_str(), o.plan.empty() ? ", planned here" : ", from the plan",
-               static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
-
+// The epochs of a run with a trainer that takes many mini-batches per call (PipelineTrainer,
+// DataParallelTrainer): progress, metrics, validation, the test pass and the written model.
+template <typename MultiBatchTrainer>
+int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
+               int64_t per_epoch, const std::function<void()>& print_report) {
   std::ofstream metrics;
   if (!o.metrics.empty()) {
     metrics.open(o.metrics, std::ios::trunc);
     if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
   }
+  const int64_t total_steps = per_epoch * o.epochs;
   const bool terminal = ::isatty(STDERR_FILENO);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -146,7 +116,7 @@ int run_pipeline_training(const TrainOptions& o) {
     }
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  std::printf("%s", format_pipeline_report(trainer.report()).c_str());
+  print_report();
   if (const std::string spec = test_spec(o); !spec.empty()) {
     Dataset test = load_dataset(spec, {.split = "test", .normalize = normalization(o), .mean = train.mean,
                                        .std = train.std, .seed = o.seed});
@@ -159,6 +129,56 @@ int run_pipeline_training(const TrainOptions& o) {
   write_trained_model(o.model, o.output, trainer.trained_initializers());
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done), seconds, o.output.c_str());
   return 0;
+}
+
+}  // namespace
+
+int run_pipeline_training(const TrainOptions& o) {
+  if (!o.checkpoint_dir.empty() || o.resume) {
+    throw Error("--checkpoint-dir and --resume work with --strategy single only for now: checkpoints of pipeline "
+                "and data-parallel runs are not written yet");
+  }
+  if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
+  ImportedModel model = import_model(o.model);
+  if (model.graph.inputs.size() != 1) {
+    throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
+  }
+  const Value& input = model.graph.value(model.graph.inputs[0]);
+  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
+  check_matches_model_input(train, input.name, input.shape);
+  DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
+                            .validation_fraction = o.validation});
+  const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
+                                                 : loader.batches_per_epoch();
+  const int64_t total_steps = per_epoch * o.epochs;
+
+  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (o.strategy == "dp") {
+    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps), .replicas = o.replicas});
+    std::fprintf(stderr, "training %s with %d data-parallel replicas (threads), %lld epochs x %lld mini-batches of %lld\n",
+                 o.model.c_str(), o.replicas, static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+                 static_cast<long long>(o.batch));
+    return run_epochs(o, trainer, loader, train, per_epoch, [] {});
+  }
+  PipelineOptions p;
+  p.trainer = trainer_options(o, total_steps);
+  p.strategy = parse_pipeline_strategy(o.strategy);
+  p.stages = o.stages;
+  p.micro_batches = o.micro_batches;
+  p.spectrain_target = parse_spectrain_target(o.spectrain_target);
+  p.vertical_sync = o.vertical_sync;
+  const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
+  p.stage_starts = stage_starts(o, model.graph, micro_batch);
+  PipelineTrainer trainer(model.graph, p);
+
+  std::string starts;
+  for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
+  std::fprintf(stderr, "training %s with %s over %d stages (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
+               o.model.c_str(), o.strategy.c_str(), o.stages, starts.c_str(), o.plan.empty() ? ", planned here" : ", from the plan",
+               static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+
+  return run_epochs(o, trainer, loader, train, per_epoch,
+                    [&] { std::printf("%s", format_pipeline_report(trainer.report()).c_str()); });
 }
 
 }  // namespace onnxtrain::cli

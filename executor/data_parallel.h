@@ -1,0 +1,66 @@
+// Data parallelism in one process (`onnxtrain train --strategy dp --replicas R`): R replicas of the
+// model, one thread each, every mini-batch split by rows across them (the first B % R replicas get one
+// row more), gradients combined with the Communicator's all-reduce and one identical optimizer step on
+// every replica (TF MirroredStrategy, PyTorch DDP). The all-reduce sums g_r · rows_r / B, so with mean
+// losses the step uses the gradient of the whole mini-batch: R replicas × B/R equal one replica × B up
+// to summation order. Sum-reduced losses are summed as they are.
+//
+//   DataParallelTrainer dp(model.graph, {.trainer = options, .replicas = 2});
+//   std::vector<float> losses = dp.train(steps, next_batch, on_loss);
+//
+// Weights start identical (each replica copies the model's initializers) and stay identical: every
+// replica applies the same reduced gradient with the same optimizer. BatchNorm running statistics
+// follow replica 0's shard and are copied to the others after every step, as DDP's broadcast_buffers
+// does. Dropout: replica r's masks differ from replica 0's (its nodes' seeds are mixed with r). The
+// all-reduce adds in replica order, so a run is deterministic whatever the thread timing.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor/comm/comm.h"
+#include "executor/trainer.h"
+
+namespace onnxtrain {
+
+struct DataParallelOptions {
+  TrainerOptions trainer;
+  int replicas = 1;
+  int threads = 0;  // OpenMP threads shared by the replicas; 0: omp_get_max_threads()
+  std::chrono::milliseconds timeout{60000};
+};
+
+class DataParallelTrainer {
+ public:
+  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;
+  using LossCallback = std::function<void(int64_t step, float loss)>;
+
+  DataParallelTrainer(const Graph& forward, DataParallelOptions options);
+  ~DataParallelTrainer();
+
+  // `count` steps on the batches `next` returns; the loss of each (the mean over the replicas, weighted
+  // by their rows), in order. on_loss is called on the calling thread after each step.
+  std::vector<float> train(int64_t count, const BatchSource& next, const LossCallback& on_loss = {});
+  float train_step(const Tensor& x, const Tensor& y);
+
+  std::map<std::string, Tensor> trained_initializers() const { return replicas_[0]->trained_initializers(); }
+  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+    return replicas_[0]->evaluate(inputs, labels, batch);
+  }
+  int replicas() const { return static_cast<int>(replicas_.size()); }
+  const Trainer& replica(int r) const { return *replicas_[r]; }
+
+ private:
+  DataParallelOptions options_;
+  std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
+  std::vector<std::unique_ptr<Trainer>> replicas_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<int> threads_;
+};
+
+}  // namespace onnxtrain

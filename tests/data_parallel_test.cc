@@ -1,0 +1,124 @@
+// executor/data_parallel: R replicas on R threads with an all-reduce equal one replica on the whole
+// mini-batch; one replica equals the one-device Trainer bit for bit; the replicas' weights and BatchNorm
+// statistics stay identical; runs are deterministic.
+#include "executor/data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "frontend/data_loader.h"
+#include "frontend/dataset.h"
+#include "frontend/importer.h"
+
+namespace onnxtrain {
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+TrainerOptions momentum_sgd() {
+  TrainerOptions o;
+  o.loss = parse_loss_spec("cross-entropy");
+  o.optimizer.momentum = 0.9;
+  o.schedule.base_lr = 0.05;
+  return o;
+}
+
+std::vector<std::pair<Tensor, Tensor>> batches_of(const std::string& spec, int64_t batch, int count) {
+  Dataset data = load_dataset(spec, {.normalize = Normalization::MeanStd, .seed = 4});
+  DataLoader loader(data, {.batch = batch, .shuffle = true, .seed = 2, .prefetch = false});
+  std::vector<std::pair<Tensor, Tensor>> out;
+  for (int i = 0; i < count; ++i) {
+    Batch b = loader.next();
+    out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, const std::vector<std::pair<Tensor, Tensor>>& batches,
+                                     std::vector<float>* losses = nullptr) {
+  ImportedModel m = import_model(kModels + model);
+  DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = replicas});
+  size_t i = 0;
+  std::vector<float> l = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+  if (losses) *losses = l;
+  // Every replica holds the same weights and statistics, bit for bit.
+  const std::map<std::string, Tensor> first = dp.trained_initializers();
+  for (int r = 1; r < dp.replicas(); ++r) {
+    for (const auto& [name, t] : dp.replica(r).trained_initializers()) {
+      EXPECT_EQ(std::memcmp(t.raw(), first.at(name).raw(), t.nbytes()), 0) << "replica " << r << ": " << name;
+    }
+  }
+  return first;
+}
+
+std::map<std::string, Tensor> run_single(const std::string& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
+                                         std::vector<float>* losses) {
+  ImportedModel m = import_model(kModels + model);
+  Trainer t(m.graph, momentum_sgd());
+  for (const auto& [x, y] : batches) losses->push_back(t.train_step(x, y));
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, v] : t.trained_initializers()) out[name] = v.clone();
+  return out;
+}
+
+TEST(DataParallel, OneReplicaIsTheTrainerBitForBit) {
+  const auto batches = batches_of("synthetic:1,28,28:10:256", 16, 5);
+  std::vector<float> single_losses, dp_losses;
+  const auto single = run_single("cnn_opset17.onnx", batches, &single_losses);
+  const auto dp = run_dp("cnn_opset17.onnx", 1, batches, &dp_losses);
+  EXPECT_EQ(dp_losses, single_losses);
+  for (const auto& [name, t] : single) EXPECT_EQ(std::memcmp(t.raw(), dp.at(name).raw(), t.nbytes()), 0) << name;
+}
+
+// R replicas × B/R rows = one replica × B rows (mean loss: the all-reduce weights each replica's
+// gradient by its rows), up to summation order; also with B not a multiple of R.
+TEST(DataParallel, ReplicasEqualOneDeviceOnTheWholeBatch) {
+  for (const char* model : {"mlp_opset17.onnx", "cnn_opset17.onnx"}) {
+    for (int64_t batch : {16, 18}) {
+      const auto batches = batches_of("synthetic:1,28,28:10:256", batch, 5);
+      std::vector<float> single_losses;
+      const auto single = run_single(model, batches, &single_losses);
+      for (int replicas : {2, 3, 4}) {
+        SCOPED_TRACE(std::string(model) + " batch " + std::to_string(batch) + " replicas " + std::to_string(replicas));
+        std::vector<float> losses;
+        const auto dp = run_dp(model, replicas, batches, &losses);
+        for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
+        for (const auto& [name, t] : single) {
+          auto a = t.data<float>(), b = dp.at(name).data<float>();
+          double scale = 0, diff = 0;
+          for (size_t k = 0; k < a.size(); ++k) {
+            scale = std::max(scale, static_cast<double>(std::abs(a[k])));
+            diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
+          }
+          EXPECT_LE(diff, 1e-5 * scale) << name;
+        }
+      }
+    }
+  }
+}
+
+TEST(DataParallel, RunsAreDeterministicAndBatchNormStatisticsStayIdentical) {
+  const auto batches = batches_of("synthetic:3,32,32:10:96", 8, 3);
+  std::vector<float> a_losses, b_losses;
+  const auto a = run_dp("resnet_opset17.onnx", 2, batches, &a_losses);  // checks the replicas agree
+  const auto b = run_dp("resnet_opset17.onnx", 2, batches, &b_losses);
+  EXPECT_EQ(a_losses, b_losses);
+  for (const auto& [name, t] : a) EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.nbytes()), 0) << name;
+}
+
+TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
+  ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
+  DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = 4});
+  const auto batches = batches_of("synthetic:1,28,28:10:64", 3, 1);
+  try {
+    dp.train_step(batches[0].first, batches[0].second);
+    FAIL() << "3 rows were split over 4 replicas";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4 replicas"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
