@@ -20,7 +20,8 @@
 #include "graph/error.h"
 #include "kernels/kernel.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// No clones under ThreadSanitizer: their ifunc resolvers run before TSan is initialised and crash.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define ONNXTRAIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ONNXTRAIN_CPU_CLONES
