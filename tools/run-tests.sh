@@ -21,9 +21,9 @@ cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
-echo "== tsan: the threaded tests (pipeline stages, local comm) under ThreadSanitizer"
+echo "== tsan: the threaded tests (pipeline stages, data-parallel replicas, local comm) under ThreadSanitizer"
 cmake --preset tsan
-cmake --build --preset tsan -j "$jobs" --target local_comm_test pipeline_trainer_test
+cmake --build --preset tsan -j "$jobs" --target local_comm_test pipeline_trainer_test data_parallel_test
 ctest --preset tsan -j "$jobs" -L threads
 
 echo "== all tests passed"
