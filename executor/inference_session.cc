@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "executor/host_memory.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -56,6 +57,7 @@ InferenceSession::InferenceSession(const Graph& graph, std::string implementatio
     for (ValueId in : graph_.node(order[i]).inputs)
       if (in.valid()) last_use_[in.index] = i;
   for (ValueId out : graph_.outputs) last_use_[out.index] = SIZE_MAX;  // never released
+  retain_freed_host_memory();  // the session's outputs are fresh buffers on every run
 }
 
 InferenceSession::~InferenceSession() = default;

@@ -17,6 +17,7 @@
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "partitioner/cost_model.h"
+#include "partitioner/cpu_probe.h"
 #include "partitioner/node_profiler.h"
 #include "partitioner/planner.h"
 
@@ -63,13 +64,12 @@ TEST(PartitionTiming, ProfiledTimesPredictAMeasuredTrainingStep) {
   EXPECT_NEAR(ratio, 1.0, 0.25);
 }
 
-// Profiled mode per stage: the plan's predicted compute time of each of 2 ResNet stages (the sum of their
-// nodes' measured kernel times) against the time each stage takes per mini-batch in the pipeline
-// executor's sequential emulation (which charges each stage exactly the instructions it runs), one OpenMP
-// thread everywhere. Measured 2026-11-30: predicted/measured 0.6–0.8. The executor spends what the
-// profile does not count (PipeDream's weight stash and working-copy writes, activation hand-offs, two
-// sessions per stage), so the 25% holds for the whole step (the test above) but not yet per
-// stage; this test pins the current gap so that a cost model or executor change that widens it fails.
+// Profiled mode per stage: the plan's predicted time of each of 2 ResNet stages (the sum of their nodes'
+// measured kernel times plus the hand-off of the cut tensors over this CPU's shared-memory link) against
+// the time each stage takes per mini-batch in the pipeline executor's sequential emulation (which charges
+// each stage exactly the instructions it runs), one OpenMP thread everywhere: within the 25%.
+// Measured 2026-11-30: 0.90-1.02. (Before retain_freed_host_memory, executor/host_memory.h, the stages'
+// fresh output buffers page-faulted on every step and the second stage measured 0.77-0.85.)
 TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
   omp_set_num_threads(1);
   Fixture f = training_fixture("resnet_opset17.onnx");
@@ -83,11 +83,12 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
     batches.emplace_back(b.x, b.y);
   }
   double worst = 1e9;
-  auto within = [](double ratio) { return ratio > 0.5 && ratio < 1.25; };
+  auto within = [](double ratio) { return ratio >= 0.75 && ratio <= 1.25; };
+  const DeviceDescription local = measure_local_cpu();
   for (int attempt = 0; attempt < 3 && !within(worst); ++attempt) {
     CostProfile profile = build_cost_profile(t, batch, device_from_preset("h100"));
     apply_profiled_times(profile, t, "", {.repetitions = 7});
-    const Plan plan = plan_pipeline(profile, {.stages = 2, .micro_batches = mini_batches, .link = {"memory", 1e10, 1e-6}});
+    const Plan plan = plan_pipeline(profile, {.stages = 2, .micro_batches = mini_batches, .link = {local.link.name, local.link.bandwidth, local.link.latency_s}});
     PipelineTrainer pipeline(f.model.graph, {.trainer = {.loss = parse_loss_spec("cross-entropy")},
                                               .strategy = PipelineStrategy::pipedream,
                                               .stages = 2,
@@ -101,10 +102,10 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
     worst = 1.0;  // the stage ratio furthest from 1
     for (int k = 0; k < 2; ++k) {
       const double measured = (after.stages[k].wall_seconds - before.stages[k].wall_seconds) / mini_batches;
-      const double predicted = plan.stages[k].compute_seconds;
-      std::printf("resnet batch 16, stage %d of 2 (nodes [%lld,%lld)): predicted %.3f ms, measured %.3f ms (ratio %.3f)\n", k,
+      const double predicted = plan.stages[k].time_seconds;
+      std::printf("resnet batch 16, stage %d of 2 (nodes [%lld,%lld)): predicted %.3f ms, measured %.3f ms (ratio %.3f; compute %.3f ms, sends %.3f ms)\n", k,
                   static_cast<long long>(plan.stages[k].first_node), static_cast<long long>(plan.stages[k].end_node),
-                  1e3 * predicted, 1e3 * measured, predicted / measured);
+                  1e3 * predicted, 1e3 * measured, predicted / measured, 1e3 * plan.stages[k].compute_seconds, 1e3 * (plan.stages[k].send_forward_seconds + plan.stages[k].send_backward_seconds));
       if (std::abs(predicted / measured - 1.0) > std::abs(worst - 1.0)) worst = predicted / measured;
     }
   }
