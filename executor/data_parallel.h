@@ -13,6 +13,13 @@
 // follow replica 0's shard and are copied to the others after every step, as DDP's broadcast_buffers
 // does. Dropout: replica r's masks differ from replica 0's (its nodes' seeds are mixed with r). The
 // all-reduce adds in replica order, so a run is deterministic whatever the thread timing.
+//
+// Across processes (`mpirun -np R onnxtrain train --strategy dp`): give `world`, the communicator of the R
+// processes; this process then holds the single replica world->rank(). Every process is handed the same
+// whole mini-batch (the same data, seed and shuffle) and takes its rows; initial weights are broadcast
+// from rank 0; the gradients (and the loss, as one extra element) are summed by world->all_reduce_sum
+// in rank order, so R processes compute exactly what R replica threads compute; BatchNorm statistics
+// are broadcast from rank 0 after each step.
 #pragma once
 
 #include <chrono>
@@ -33,6 +40,9 @@ struct DataParallelOptions {
   int replicas = 1;
   int threads = 0;  // OpenMP threads shared by the replicas; 0: omp_get_max_threads()
   std::chrono::milliseconds timeout{60000};
+  // Non-null: one replica in this process, rank world->rank() of world->size() (replicas must be 1).
+  // Not owned; outlives the trainer.
+  Communicator* world = nullptr;
 };
 
 class DataParallelTrainer {
@@ -52,10 +62,20 @@ class DataParallelTrainer {
   Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
     return replicas_[0]->evaluate(inputs, labels, batch);
   }
-  int replicas() const { return static_cast<int>(replicas_.size()); }
+  int replicas() const { return static_cast<int>(replicas_.size()); }  // in this process
   const Trainer& replica(int r) const { return *replicas_[r]; }
+  // The replicas of the whole run, and the index of this process's first one.
+  int global_replicas() const { return options_.world ? options_.world->size() : replicas(); }
+  int first_replica() const { return options_.world ? options_.world->rank() : 0; }
 
  private:
+  // Replica `local` (global index first_replica() + local): its rows of the whole batch, forward and
+  // backward, the all-reduce over `comm`, the update. Returns its row-weighted loss (the reduced
+  // total when the loss rides along in the all-reduce, i.e. across processes).
+  float replica_step(int local, Communicator& comm, const Tensor& x, const Tensor& y);
+  void copy_running_stats_from_first();
+
+
   DataParallelOptions options_;
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;

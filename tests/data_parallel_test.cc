@@ -5,8 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
+#include <thread>
+
+#include "executor/comm/local_comm.h"
 
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
@@ -106,6 +111,42 @@ TEST(DataParallel, RunsAreDeterministicAndBatchNormStatisticsStayIdentical) {
   const auto b = run_dp("resnet_opset17.onnx", 2, batches, &b_losses);
   EXPECT_EQ(a_losses, b_losses);
   for (const auto& [name, t] : a) EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.nbytes()), 0) << name;
+}
+
+// One replica per process with a world communicator (the `mpirun` layout), here with threads standing in
+// for the processes: the same weights and losses, bit for bit, as R replica threads in one trainer; the
+// weights start from rank 0's even when another rank's differ.
+TEST(DataParallel, OneReplicaPerProcessEqualsReplicaThreadsBitForBit) {
+  const auto batches = batches_of("synthetic:3,32,32:10:96", 10, 3);
+  const int r = 3;
+  omp_set_num_threads(1);  // every replica then runs one OpenMP thread, as in the threaded trainer below
+  std::vector<float> threaded_losses;
+  const auto threaded = run_dp("resnet_opset17.onnx", r, batches, &threaded_losses);
+  auto group = make_local_group(r, std::chrono::seconds(60));
+  std::vector<std::map<std::string, Tensor>> weights(r);
+  std::vector<std::vector<float>> losses(r);
+  std::vector<std::thread> ranks;
+  for (int k = 0; k < r; ++k) {
+    ranks.emplace_back([&, k] {
+      omp_set_num_threads(1);
+      ImportedModel m = import_model(kModels + "resnet_opset17.onnx");
+      if (k == 2) {  // a rank that read different weights: the broadcast from rank 0 replaces them
+        for (ValueId id : m.graph.initializers)
+          if (Tensor* t = m.graph.value(id).data ? &*m.graph.value(id).data : nullptr; t && t->dtype() == DType::Float32)
+            for (float& v : t->data<float>()) v += 1.0f;
+      }
+      DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .world = group[k].get()});
+      size_t i = 0;
+      losses[k] = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+      for (const auto& [name, t] : dp.trained_initializers()) weights[k][name] = t.clone();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int k = 0; k < r; ++k) {
+    EXPECT_EQ(losses[k], threaded_losses) << "rank " << k;
+    for (const auto& [name, t] : threaded)
+      EXPECT_EQ(std::memcmp(t.raw(), weights[k].at(name).raw(), t.nbytes()), 0) << "rank " << k << ": " << name;
+  }
 }
 
 TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
