@@ -9,7 +9,9 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <thread>
 
+#include "executor/comm/local_comm.h"
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
@@ -237,6 +239,38 @@ TEST(PipelineTrainer, ThreadedEqualsSequentialEmulation) {
         }
       }
     }
+  }
+}
+
+// A stage per process (the `mpirun -np N` layout), with threads standing in for the processes and the
+// local communicator for MPI: every strategy gives the threaded single-process run's losses (on the last
+// stage) and, gathered on rank 0, its weights, bit for bit.
+TEST(PipelineTrainer, OneStagePerProcessEqualsTheThreadedRun) {
+  const int n = 3;
+  const Batches batches = make_batches("1,28,28", 8, 5, 12);
+  for (const Variant& v : kVariants) {
+    PipelineOptions o = options_for(v, momentum_sgd(0.05), n);
+    o.threads = n;  // one OpenMP thread per stage in both runs
+    const TrainedRun threaded = train_pipeline("cnn_opset17.onnx", o, batches);
+    auto group = make_local_group(n, std::chrono::seconds(60));
+    std::vector<TrainedRun> ranks(n);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < n; ++k) {
+      threads.emplace_back([&, k] {
+        ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+        PipelineOptions mine = o;
+        mine.threads = 1;
+        mine.world = group[k].get();
+        PipelineTrainer p(m.graph, mine);
+        ranks[k].losses = p.train(batches);
+        ranks[k].params = p.gather_trained_initializers();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    TrainedRun combined{ranks[n - 1].losses, ranks[0].params};
+    expect_identical(threaded, combined, "stage per process, " + v.name);
+    EXPECT_TRUE(ranks[1].params.empty());
+    for (float l : ranks[0].losses) EXPECT_TRUE(std::isnan(l)) << "only the last stage computes the loss";
   }
 }
 

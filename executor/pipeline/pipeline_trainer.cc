@@ -43,6 +43,11 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   if (options_.vertical_sync && options_.strategy != PipelineStrategy::pipedream)
     throw Error("pipeline: --vertical-sync is a pipedream option");
+  if (options_.world && options_.world->size() != n) {
+    throw Error("pipeline across processes: " + std::to_string(n) + " stages need " + std::to_string(n) +
+                " processes, one stage each; this run has " + std::to_string(options_.world->size()) +
+                " (mpirun -np " + std::to_string(n) + ")");
+  }
   // Our own buffers: the stages write parameters and running statistics in place.
   for (ValueId id : model_.initializers) {
     Value& v = model_.value(id);
@@ -63,6 +68,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
 
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < n; ++k) threads_.push_back(std::max(1, total / n + (k < total % n ? 1 : 0)));
+  if (options_.world) threads_.assign(static_cast<size_t>(n), std::max(1, total));  // a process per stage
   const AttachedLoss& loss = reference_->loss();
   for (int k = 0; k < n; ++k) {
     StageConfig config{.threads = threads_[k],
@@ -117,7 +123,7 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   const int n = options_.stages;
   std::vector<float> losses(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
   const int64_t first = trained_;
-  BatchFeed feed([&] { return prepare_batch(next()); }, first, n);
+  BatchFeed feed([&] { return prepare_batch(next()); }, first, options_.world ? 1 : n);
 
   Schedule schedule = options_.strategy == PipelineStrategy::gpipe
                           ? make_schedule(options_.strategy, n, options_.micro_batches)
@@ -140,7 +146,9 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   }
   const int64_t samples_before = workers_[0]->samples;
   const auto start = std::chrono::steady_clock::now();
-  if (options_.threaded) {
+  if (options_.world) {
+    run_world(rounds);
+  } else if (options_.threaded) {
     run_threaded(rounds);
   } else {
     run_emulated(rounds);
@@ -194,6 +202,27 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
     if (e) std::rethrow_exception(e);
 }
 
+// This process's stage only; its neighbours are the adjacent ranks of `world`.
+void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
+  const int k = options_.world->rank();
+  OmpThreadsGuard guard;
+  omp_set_num_threads(threads_[k]);
+  CommTransport transport(*options_.world);
+  StageWorker& worker = *workers_[k];
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (const PipelineRound& r : rounds) {
+      worker.begin_round(r);
+      for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
+    }
+  } catch (const std::exception& e) {
+    options_.world->abort("stage " + std::to_string(k) + ": " + e.what());
+    throw;
+  }
+  wall_seconds_[k] += seconds_since(start);
+  idle_seconds_[k] += transport.idle_seconds;
+}
+
 // One thread, stages taken in turn; each runs its program until a Recv finds nothing (or it is done).
 void PipelineTrainer::run_emulated(const std::vector<PipelineRound>& rounds) {
   const int n = options_.stages;
@@ -236,26 +265,60 @@ std::vector<std::string> PipelineTrainer::stage_parameters(int stage) const {
   return names;
 }
 
+std::vector<std::pair<std::string, Tensor>> PipelineTrainer::stage_tensors(int k) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const WeightPolicy& p = workers_[k]->weights();
+  for (size_t i = 0; i < p.parameters().size(); ++i) {
+    Tensor t = p.parameters()[i].working.clone();
+    std::span<const float> m = p.master(i);
+    std::copy(m.begin(), m.end(), t.data<float>().begin());
+    out.emplace_back(p.parameters()[i].name, t);
+  }
+  for (const auto& [name, t] : workers_[k]->running_statistics()) out.emplace_back(name, t.clone());
+  return out;
+}
+
 std::map<std::string, Tensor> PipelineTrainer::trained_initializers() const {
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : reference_->trained_initializers()) out[name] = t.clone();
-  for (const auto& w : workers_) {
-    const WeightPolicy& p = w->weights();
-    for (size_t i = 0; i < p.parameters().size(); ++i) {
-      Tensor t = p.parameters()[i].working.clone();
-      std::span<const float> m = p.master(i);
-      std::copy(m.begin(), m.end(), t.data<float>().begin());
-      out[p.parameters()[i].name] = t;
+  for (int k = 0; k < options_.stages; ++k)
+    for (auto& [name, t] : stage_tensors(k)) out[name] = std::move(t);
+  return out;
+}
+
+std::map<std::string, Tensor> PipelineTrainer::gather_trained_initializers() {
+  Communicator* world = options_.world;
+  if (!world) return trained_initializers();
+  const int self = world->rank();
+  if (self != 0) {
+    // Rank 0 built every stage's worker, so it knows the names and sizes; only the values travel.
+    const auto mine = stage_tensors(self);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      world->send(0, CommTag{.micro_batch = 0, .kind = CommTag::other, .index = static_cast<int>(i)}, mine[i].second,
+                  "stage " + std::to_string(self) + " sends '" + mine[i].first + "' to rank 0 for the trained model");
     }
-    for (const auto& [name, t] : w->running_statistics()) out[name] = t.clone();
+    world->barrier("trained model gathered on rank 0");
+    return {};
   }
+  std::map<std::string, Tensor> out = trained_initializers();  // stage 0's values; the others' follow
+  for (int k = 1; k < options_.stages; ++k) {
+    const auto names = stage_tensors(k);
+    for (size_t i = 0; i < names.size(); ++i) {
+      out[names[i].first] = world->recv(k, CommTag{.micro_batch = 0, .kind = CommTag::other, .index = static_cast<int>(i)},
+                                        "rank 0 receives '" + names[i].first + "' of stage " + std::to_string(k));
+    }
+  }
+  world->barrier("trained model gathered on rank 0");
+  gathered_ = out;
   return out;
 }
 
 Trainer::Evaluation PipelineTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
   // The reference trainer's graph holds the weights its evaluation reads: put W and the statistics there.
   std::map<std::string, Tensor> targets = reference_->trained_initializers();  // shares its buffers
-  for (const auto& [name, value] : trained_initializers()) {
+  if (options_.world && (options_.world->rank() != 0 || gathered_.empty()))
+    throw Error("pipeline across processes: evaluate runs on rank 0 after gather_trained_initializers()");
+  for (const auto& [name, value] : options_.world ? gathered_ : trained_initializers()) {
     auto it = targets.find(name);
     if (it == targets.end() || it->second.nbytes() != value.nbytes()) continue;
     std::memmove(it->second.raw(), value.raw(), value.nbytes());

@@ -69,6 +69,11 @@ struct PipelineOptions {
   std::chrono::milliseconds timeout{60000};  // longest wait for a neighbour's tensor
   bool measure_prediction = true;            // spectrain: keep Ŵ and W until W_t exists to score the prediction
   PassObserver observer;                     // called before every pass (from the stage's thread)
+  // Non-null: stages across processes (`mpirun -np N`): this process runs only stage world->rank() of
+  // world->size() == stages, on all its OpenMP threads (`threads`), exchanging tensors over `world`. Every
+  // process is given the same mini-batches. Losses (and on_loss) come on the last stage's process only;
+  // gather_trained_initializers() collects the whole model on rank 0. Not owned; outlives the trainer.
+  Communicator* world = nullptr;
 };
 
 struct StageReport {
@@ -121,6 +126,12 @@ class PipelineTrainer {
   // Master weights of every stage, BatchNorm running statistics and every other Parameter/State
   // initializer (unchanged): the same names as Trainer::trained_initializers. Copies.
   std::map<std::string, Tensor> trained_initializers() const;
+  // Across processes: a collective every rank calls; rank 0 receives every stage's parameters and
+  // statistics and returns the whole model (as trained_initializers), the other ranks return {}. In one
+  // process: trained_initializers(). evaluate() on rank 0 then uses the gathered model.
+  std::map<std::string, Tensor> gather_trained_initializers();
+  // The stage this process runs (world mode), or -1 when it runs them all.
+  int local_stage() const { return options_.world ? options_.world->rank() : -1; }
   // Evaluation with the master weights (Trainer::evaluate on the whole model).
   Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
 
@@ -136,6 +147,9 @@ class PipelineTrainer {
  private:
   BatchFeed::Batch prepare_batch(std::pair<Tensor, Tensor> batch) const;
   void run_threaded(const std::vector<PipelineRound>& rounds);
+  void run_world(const std::vector<PipelineRound>& rounds);
+  // Stage k's parameters (master weights) and running statistics, as trained_initializers names them.
+  std::vector<std::pair<std::string, Tensor>> stage_tensors(int k) const;
   void run_emulated(const std::vector<PipelineRound>& rounds);
 
   PipelineOptions options_;
@@ -144,6 +158,7 @@ class PipelineTrainer {
   std::vector<int64_t> starts_;
   std::vector<std::unique_ptr<StageWorker>> workers_;
   std::vector<int> threads_;
+  std::map<std::string, Tensor> gathered_;  // world mode, rank 0: the last gather_trained_initializers()
   std::vector<double> wall_seconds_, idle_seconds_;
   int64_t trained_ = 0, samples_ = 0;
   double wall_seconds_total_ = 0;
