@@ -168,13 +168,15 @@ std::string checkpoint_file_name(int64_t step) {
   return kPrefix + std::string(digits) + kSuffix;
 }
 
-std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoint& c, int keep_last) {
-  const std::string dir = dir_arg.empty() ? "." : dir_arg;
-  const fs::path final_path = fs::path(dir) / checkpoint_file_name(c.step);
+namespace {
+
+// Writes `c` to exactly `final_path` via a temp file, fsync, rename and a directory fsync (creating the
+// directory when missing).
+void write_checkpoint_file(const fs::path& final_path, const TrainingCheckpoint& c) {
   const std::string path = final_path.string();
+  const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
   if (c.step < 0 || c.next_epoch < 0 || c.next_batch < 0)
     fail(path, "cannot write a checkpoint with a negative step or loader position");
-  if (keep_last < 0) fail(path, "keep_last must be >= 0 (0 keeps every checkpoint)");
 
   // The tensor table: parameters, then optimizer state, each by name.
   std::vector<TableEntry> table;
@@ -197,9 +199,10 @@ std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoin
                        {"crc32", t.nbytes() ? crc32_of(t.raw(), t.nbytes()) : crc32_of(nullptr, 0)}});
     offset += t.nbytes();
   }
-  const nlohmann::json header = {{"format", kFormat},          {"step", c.step},    {"next_epoch", c.next_epoch},
-                                 {"next_batch", c.next_batch}, {"seed", c.seed},    {"config", c.config},
-                                 {"data_bytes", offset},       {"tensors", entries}};
+  nlohmann::json header = {{"format", kFormat},          {"step", c.step},    {"next_epoch", c.next_epoch},
+                           {"next_batch", c.next_batch}, {"seed", c.seed},    {"config", c.config},
+                           {"data_bytes", offset},       {"tensors", entries}};
+  if (!c.shards.empty()) header["shards"] = c.shards;
   std::string text;
   try {
     text = header.dump();  // strict: a name or config string that is not UTF-8 throws
@@ -225,15 +228,77 @@ std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoin
     throw;
   }
   sync_directory(final_path.parent_path().empty() ? fs::path(".") : final_path.parent_path(), path);
+}
+
+}  // namespace
+
+std::vector<std::string> shard_files(int64_t step, int ranks) {
+  std::vector<std::string> out;
+  for (int r = 0; r < ranks; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank-%05d", r);
+    out.push_back(checkpoint_file_name(step) + ".shards/" + name + kSuffix);
+  }
+  return out;
+}
+
+std::string write_checkpoint_shard(const std::string& dir_arg, const TrainingCheckpoint& c, int rank) {
+  const std::string dir = dir_arg.empty() ? "." : dir_arg;
+  const fs::path path = fs::path(dir) / shard_files(c.step, rank + 1).back();
+  if (!c.shards.empty()) fail(path.string(), "a shard cannot list shards of its own");
+  write_checkpoint_file(path, c);
+  return path.string();
+}
+
+void take_shard(const TrainingCheckpoint& all, int rank, int ranks, TrainingCheckpoint& shard) {
+  shard.tensors.clear();
+  shard.optimizer_state.clear();
+  int index = 0;
+  for (const auto& [name, t] : all.tensors) {
+    if (index++ % ranks != rank) continue;
+    shard.tensors[name] = t;
+    for (auto it = all.optimizer_state.lower_bound(name + "/"); it != all.optimizer_state.end() &&
+                                                               it->first.rfind(name + "/", 0) == 0; ++it)
+      shard.optimizer_state[it->first] = it->second;
+  }
+  if (rank == 0)
+    if (auto g = all.optimizer_state.find("global_step"); g != all.optimizer_state.end()) shard.optimizer_state[g->first] = g->second;
+}
+
+std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoint& c, int keep_last) {
+  const std::string dir = dir_arg.empty() ? "." : dir_arg;
+  const fs::path final_path = fs::path(dir) / checkpoint_file_name(c.step);
+  const std::string path = final_path.string();
+  if (keep_last < 0) fail(path, "keep_last must be >= 0 (0 keeps every checkpoint)");
+  for (const std::string& shard : c.shards) {  // a manifest comes after its shards
+    std::error_code exists;
+    if (!fs::is_regular_file(fs::path(dir) / shard, exists))
+      fail(path, "cannot write the manifest: its shard " + shard + " is not there");
+  }
+  write_checkpoint_file(final_path, c);
+  std::error_code ec;
 
   // Rotation, and temp files of writers killed mid-write (there is one writer per directory).
   std::vector<CheckpointFile> all = list_checkpoints(dir);
   if (keep_last > 0 && all.size() > static_cast<size_t>(keep_last)) {
     for (size_t i = 0; i + keep_last < all.size(); ++i)  // ascending steps: the oldest come first
-      if (all[i].step != c.step) fs::remove(all[i].path, ec);
+      if (all[i].step != c.step) {
+        fs::remove(all[i].path, ec);
+        fs::remove_all(all[i].path + ".shards", ec);
+      }
   }
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-    if (is_temp_file_name(entry.path().filename().string())) fs::remove(entry.path(), ec);
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (is_temp_file_name(name)) fs::remove(entry.path(), ec);
+    // Shards of an earlier step whose manifest never came (a rank died before it): nothing reads them.
+    // Later steps' shards may be being written by faster ranks right now, so only earlier ones go.
+    const std::string shards_suffix = ".shards";
+    if (name.size() > shards_suffix.size() && name.ends_with(shards_suffix)) {
+      const std::string manifest = name.substr(0, name.size() - shards_suffix.size());
+      const std::optional<int64_t> step = step_of_file_name(manifest);
+      if (step && *step < c.step && !fs::exists(fs::path(dir) / manifest, ec)) fs::remove_all(entry.path(), ec);
+    }
+  }
   return path;
 }
 
@@ -353,6 +418,26 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
   }
   if (expected_offset != data_bytes)
     bad("'data_bytes' is " + std::to_string(data_bytes) + ", the tensors hold " + std::to_string(expected_offset));
+  if (h.contains("shards")) {
+    const nlohmann::json& shards = field(h, "shards", is_array, "an array", "");
+    const fs::path dir = fs::path(path).parent_path();
+    for (const nlohmann::json& s : shards) {
+      if (!s.is_string() || s.get<std::string>().find("..") != std::string::npos) bad("a shard name is not a relative file name");
+      const std::string shard_path = (dir / s.get<std::string>()).string();
+      std::error_code ec;
+      if (!fs::exists(shard_path, ec))
+        fail(path, "the checkpoint's shard " + s.get<std::string>() + " is missing (deleted after the manifest was written?)");
+      TrainingCheckpoint part = read_checkpoint(shard_path);
+      if (part.step != c.step || !part.shards.empty())
+        fail(shard_path, "shard of step " + std::to_string(part.step) + " listed by the manifest of step " + std::to_string(c.step));
+      for (auto* sections : {&part.tensors, &part.optimizer_state}) {
+        auto& into = sections == &part.tensors ? c.tensors : c.optimizer_state;
+        for (auto& [name, t] : *sections)
+          if (!into.emplace(name, std::move(t)).second) fail(shard_path, "tensor '" + name + "' is in two shards");
+      }
+      c.shards.push_back(s.get<std::string>());
+    }
+  }
   return c;
 }
 

@@ -36,6 +36,20 @@
 // tensor it hit. Reading is one header parse plus one read and one CRC pass per tensor (no per-element
 // work): a 50 MB checkpoint reads in tens of milliseconds.
 //
+// Sharded checkpoints (runs over several ranks: data-parallel replicas, pipeline stages, processes):
+// every rank writes its own part, DIR/checkpoint-SSSSSSSS.otck.shards/rank-RRRRR.otck (the same format,
+// atomically, with the tensors that rank owns), then — after all of them are on disk — rank 0 writes the
+// manifest DIR/checkpoint-SSSSSSSS.otck: the same format with no tensors and a "shards" list. So the
+// newest complete checkpoint is always the newest manifest; shards of a step whose manifest is missing
+// (a rank died mid-write) are never read, and rotation removes them with their step. read_checkpoint of a
+// manifest reads every shard (each verified) and returns their union, so a checkpoint written under one
+// layout (R replicas, N stages, one device) resumes under any other that holds the same parameters.
+//
+//   c_r.tensors = the tensors rank r owns; c_r.step = 1200 ...
+//   write_checkpoint_shard("ckpt", c_r, r);                  // on every rank r
+//   ... barrier ...
+//   write_checkpoint("ckpt", {.step = 1200, ..., .shards = sharded_layout(R)}, keep);  // rank 0
+//
 // A damaged newest checkpoint is refused (read_checkpoint throws naming the file and the fault); nothing
 // here falls back to an older checkpoint, since silently resuming from older state would repeat steps
 // the user believes were done. The user deletes the bad file to resume from the one before it.
@@ -64,7 +78,19 @@ struct TrainingCheckpoint {
   std::map<std::string, Tensor> tensors;
   // Optimizer::state_tensors(): "global_step", "PARAM/step" (int64 scalars), "PARAM/NAME" (float32).
   std::map<std::string, Tensor> optimizer_state;
+  // A manifest's shard files, relative to its directory (empty for a one-file checkpoint). read_checkpoint
+  // of a manifest leaves the list here and the shards' union in tensors and optimizer_state.
+  std::vector<std::string> shards;
 };
+
+// The shard names of a checkpoint written by `ranks` ranks at `step`: "checkpoint-SSSSSSSS.otck.shards/rank-RRRRR.otck".
+std::vector<std::string> shard_files(int64_t step, int ranks);
+// Rank `rank` writes its part of step c.step (c.shards must be empty); returns the path. Atomic like
+// write_checkpoint; no rotation (the manifest's write_checkpoint rotates whole steps).
+std::string write_checkpoint_shard(const std::string& dir, const TrainingCheckpoint& c, int rank);
+// The tensors rank `rank` of `ranks` writes of `all`: every ranks-th name from the rank-th (names sorted).
+// The optimizer state entries "PARAM/..." go with PARAM, "global_step" with rank 0.
+void take_shard(const TrainingCheckpoint& all, int rank, int ranks, TrainingCheckpoint& shard);
 
 // "checkpoint-00001200.otck" for step 1200.
 std::string checkpoint_file_name(int64_t step);
@@ -75,7 +101,7 @@ std::string checkpoint_file_name(int64_t step);
 // permissions) and on tensors that cannot be stored (string/undefined dtype), leaving no temp file.
 std::string write_checkpoint(const std::string& dir, const TrainingCheckpoint& c, int keep_last = 3);
 
-// Reads and verifies a checkpoint. Throws Error (file set, see Error::in_file) saying what is wrong:
+// Reads and verifies a checkpoint (a manifest: and all its shards, see above). Throws Error (file set, see Error::in_file) saying what is wrong:
 // "not an onnxtrain checkpoint", an unsupported format version, a truncated file, a header or tensor
 // checksum mismatch (naming the tensor and its section), a bad header.
 TrainingCheckpoint read_checkpoint(const std::string& path);

@@ -435,6 +435,89 @@ TEST_F(CheckpointTest, UnwritableDirectoryIsAnError) {
 }
 
 // Resnet-18-sized state is ~45 MB of float32 parameters; a checkpoint of 50 MB must write and read fast.
+// A run over 3 ranks: each writes the tensors it owns, rank 0 the manifest; reading the manifest gives
+// back the whole checkpoint, whatever layout reads it.
+TrainingCheckpoint whole_with_optimizer(int64_t step) {
+  TrainingCheckpoint c = small_checkpoint(step);
+  c.tensors["c"] = floats({5}, 3.0f);
+  c.tensors["d"] = floats({1, 2}, 4.0f);
+  c.optimizer_state = {{"global_step", filled(DType::Int64, {}, 1)}, {"a/momentum", floats({2, 3}, 5.0f)},
+                       {"a/step", filled(DType::Int64, {}, 2)}, {"d/momentum", floats({1, 2}, 6.0f)}};
+  return c;
+}
+
+void write_sharded(const std::string& dir, const TrainingCheckpoint& whole, int ranks, int keep = 0) {
+  for (int r = 0; r < ranks; ++r) {
+    TrainingCheckpoint shard = whole;
+    take_shard(whole, r, ranks, shard);
+    write_checkpoint_shard(dir, shard, r);
+  }
+  TrainingCheckpoint manifest = whole;
+  manifest.tensors.clear();
+  manifest.optimizer_state.clear();
+  manifest.shards = shard_files(whole.step, ranks);
+  write_checkpoint(dir, manifest, keep);
+}
+
+TEST_F(CheckpointTest, ShardsWrittenByEveryRankReadBackAsTheWhole) {
+  const TrainingCheckpoint whole = whole_with_optimizer(30);
+  // Each rank holds a strict part: 4 tensors over 3 ranks (a, d on 0; b on 1; c on 2).
+  TrainingCheckpoint part;
+  take_shard(whole, 1, 3, part);
+  EXPECT_EQ(part.tensors.size(), 1u);
+  EXPECT_TRUE(part.tensors.contains("b"));
+  take_shard(whole, 0, 3, part);
+  EXPECT_EQ(part.tensors.size(), 2u);
+  EXPECT_EQ(part.optimizer_state.size(), 4u);  // a's two, d's one, global_step
+
+  write_sharded(dir(), whole, 3);
+  ASSERT_EQ(latest_checkpoint(dir()), (dir_ / "checkpoint-00000030.otck").string());
+  const TrainingCheckpoint back = read_checkpoint(*latest_checkpoint(dir()));
+  EXPECT_EQ(back.step, 30);
+  EXPECT_EQ(back.seed, whole.seed);
+  EXPECT_EQ(back.config, whole.config);
+  EXPECT_EQ(back.shards.size(), 3u);
+  expect_same_tensors(back.tensors, whole.tensors);
+  expect_same_tensors(back.optimizer_state, whole.optimizer_state);
+}
+
+TEST_F(CheckpointTest, AMissingOrDamagedShardIsRefusedAndShardsWithoutAManifestAreNeverRead) {
+  write_sharded(dir(), whole_with_optimizer(10), 2);
+  // Step 20: rank 1 died before rank 0 wrote the manifest; the newest complete checkpoint stays step 10.
+  TrainingCheckpoint shard = whole_with_optimizer(20);
+  take_shard(whole_with_optimizer(20), 0, 2, shard);
+  write_checkpoint_shard(dir(), shard, 0);
+  EXPECT_EQ(read_checkpoint(*latest_checkpoint(dir())).step, 10);
+  // A manifest whose shard is not there is not written.
+  TrainingCheckpoint manifest = small_checkpoint(20);
+  manifest.tensors.clear();
+  manifest.shards = shard_files(20, 2);
+  EXPECT_THROW(write_checkpoint(dir(), manifest, 0), Error);
+  // A flipped byte in a shard is reported with the shard's file.
+  const std::string rank1 = (dir_ / shard_files(10, 2)[1]).string();
+  std::string bytes = read_bytes(rank1);
+  bytes[bytes.size() - 1] ^= 0x40;
+  write_bytes(rank1, bytes);
+  try {
+    read_checkpoint((dir_ / "checkpoint-00000010.otck").string());
+    ADD_FAILURE() << "a damaged shard was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), rank1);
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+  fs::remove(rank1);
+  EXPECT_NE(read_error((dir_ / "checkpoint-00000010.otck").string()).find("rank-00001.otck is missing"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, RotationRemovesWholeShardedSteps) {
+  for (int64_t step = 10; step <= 40; step += 10) write_sharded(dir(), whole_with_optimizer(step), 2, 2);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint-00000030.otck", "checkpoint-00000030.otck.shards",
+                                             "checkpoint-00000040.otck", "checkpoint-00000040.otck.shards"}));
+}
+
 TEST_F(CheckpointTest, FiftyMegabytesRoundTrip) {
   TrainingCheckpoint c = small_checkpoint(1);
   for (int i = 0; i < 50; ++i) c.tensors["layer" + std::to_string(i) + ".weight"] = floats({256, 1024}, float(i));
