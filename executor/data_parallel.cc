@@ -150,6 +150,18 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
   return loss;
 }
 
+void DataParallelTrainer::restore(const std::map<std::string, Tensor>& initializers,
+                                  const std::map<std::string, Tensor>& optimizer_state, const std::string& path) {
+  for (auto& replica : replicas_) {
+    try {
+      replica->restore(initializers, optimizer_state);
+    } catch (Error& e) {
+      e.in_file(path);
+      throw;
+    }
+  }
+}
+
 std::vector<float> DataParallelTrainer::train(int64_t count, const BatchSource& next, const LossCallback& on_loss) {
   std::vector<float> losses;
   for (int64_t i = 0; i < count; ++i) {

@@ -59,6 +59,10 @@ class DataParallelTrainer {
   float train_step(const Tensor& x, const Tensor& y);
 
   std::map<std::string, Tensor> trained_initializers() const { return replicas_[0]->trained_initializers(); }
+  // Every replica of this process continues from a checkpoint's state (Trainer::restore); `path` names
+  // the checkpoint in errors. All replicas hold the same state, so any layout's checkpoint fits.
+  void restore(const std::map<std::string, Tensor>& initializers, const std::map<std::string, Tensor>& optimizer_state,
+               const std::string& path);
   Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
     return replicas_[0]->evaluate(inputs, labels, batch);
   }

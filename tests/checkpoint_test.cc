@@ -75,7 +75,7 @@ std::string read_error(const std::string& path) {
   try {
     read_checkpoint(path);
   } catch (const Error& e) {
-    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.file(), path) << e.what();
     return e.what();
   }
   return "";
