@@ -3,6 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -24,6 +28,96 @@ Graph private_copy(const Graph& g) {
   return copy;
 }
 
+// One replica's bucketed all-reduce for one step. The backward pass (calling add) fills the buckets; a
+// communication thread all-reduces bucket 0, 1, ... in that order, each once it is complete, so every
+// replica issues the same collectives in the same order. finish() completes the last bucket (with the
+// loss riding along, when asked), waits for the thread and rethrows its error.
+class BucketedAllReduce {
+ public:
+  BucketedAllReduce(const std::vector<std::vector<std::string>>& buckets, const std::map<std::string, int64_t>& sizes,
+                    Communicator& comm, double weight, bool with_loss, std::string what)
+      : comm_(comm), weight_(weight), what_(std::move(what)) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      int64_t at = 0;
+      for (const std::string& name : buckets[b]) {
+        where_[name] = {b, at};
+        at += sizes.at(name);
+      }
+      if (with_loss && b + 1 == buckets.size()) ++at;  // the loss: the last element of the last bucket
+      data_.emplace_back(static_cast<size_t>(at));
+      missing_.push_back(static_cast<int>(buckets[b].size()) + (with_loss && b + 1 == buckets.size() ? 1 : 0));
+    }
+    thread_ = std::thread([this] { reduce_in_order(); });
+  }
+  ~BucketedAllReduce() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    ready_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void add(const std::string& name, const Tensor& gradient) {
+    if (!added_.insert(name).second) return;
+    const auto [b, at] = where_.at(name);
+    float* out = data_[b].data() + at;
+    for (float v : gradient.data<float>()) *out++ = static_cast<float>(v * weight_);
+    complete_one(b);
+  }
+  // Returns the reduced buckets; `loss` (weighted by the caller) is summed across processes when asked.
+  // `gradients`: all of the step's, for any that no node computed during the pass (passed-through values).
+  std::vector<std::vector<float>>& finish(const std::map<std::string, Tensor>& gradients, float* loss) {
+    for (const auto& [name, g] : gradients) add(name, g);
+    if (loss) {
+      data_.back().back() = *loss;
+      complete_one(data_.size() - 1);
+    }
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+    if (loss) *loss = data_.back().back();
+    return data_;
+  }
+
+ private:
+  void complete_one(size_t b) {
+    bool now_complete;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      now_complete = --missing_[b] == 0;
+    }
+    if (now_complete) ready_.notify_all();
+  }
+  void reduce_in_order() {
+    try {
+      for (size_t b = 0; b < data_.size(); ++b) {
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          ready_.wait(lock, [&] { return cancelled_ || missing_[b] == 0; });
+          if (missing_[b] != 0) return;  // cancelled: the backward pass failed
+        }
+        comm_.all_reduce_sum(data_[b], what_ + " (bucket " + std::to_string(b + 1) + " of " +
+                                           std::to_string(data_.size()) + ")");
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+  Communicator& comm_;
+  const double weight_;
+  const std::string what_;
+  std::map<std::string, std::pair<size_t, int64_t>> where_;  // parameter -> (bucket, offset)
+  std::set<std::string> added_;
+  std::vector<std::vector<float>> data_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<int> missing_;  // gradients (and the loss) still to come, per bucket
+  bool cancelled_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptions options)
@@ -40,6 +134,19 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     TrainerOptions t = options_.trainer;
     t.seed = options_.trainer.seed + static_cast<uint64_t>(first_replica() + k);  // replica k's own Dropout masks
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
+  }
+  if (options_.bucket_bytes > 0) {
+    const std::map<std::string, Tensor> params = replicas_[0]->trained_initializers();
+    int64_t filled = 0;
+    for (const std::string& name : replicas_[0]->gradient_order()) {
+      if (buckets_.empty() || filled >= options_.bucket_bytes) {
+        buckets_.emplace_back();
+        filled = 0;
+      }
+      buckets_.back().push_back(name);
+      filled += static_cast<int64_t>(params.at(name).nbytes());
+    }
+    timing_.buckets = static_cast<int>(buckets_.size());
   }
   if (options_.world) {
     // Every process read the same file, but rank 0's weights are the run's (as DDP does at start).
@@ -63,29 +170,69 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Ten
   const auto [begin, end] = micro_batch_rows(rows, r, k);
   const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
   float loss = 0;
-  std::map<std::string, Tensor> grads =
-      replicas_[local]->forward_backward(slice_rows(x, begin, end), slice_rows(y, begin, end), &loss);
-  loss = static_cast<float>(loss * weight);
-  // One flat buffer per replica: one all-reduce per step, summed in replica order. Across processes the
-  // loss rides along as the last element, so the reported loss needs no second collective.
-  int64_t total = options_.world ? 1 : 0;
-  for (const auto& [name, g] : grads) total += g.numel();
-  std::vector<float> flat;
-  flat.reserve(static_cast<size_t>(total));
-  for (const auto& [name, g] : grads)
-    for (float v : g.data<float>()) flat.push_back(static_cast<float>(v * weight));
-  if (options_.world) flat.push_back(loss);
-  comm.all_reduce_sum(flat, "replica " + std::to_string(k) + ", gradient all-reduce");
-  std::map<std::string, Tensor> reduced;
-  size_t at = 0;
-  for (const auto& [name, g] : grads) {
-    Tensor t(DType::Float32, g.sizes());
-    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), g.numel(), t.data<float>().begin());
-    at += static_cast<size_t>(g.numel());
-    reduced[name] = std::move(t);
-  }
+  const std::map<std::string, Tensor> reduced =
+      reduce_gradients(local, comm, slice_rows(x, begin, end), slice_rows(y, begin, end), weight, loss);
   replicas_[local]->apply_gradients(reduced);
-  return options_.world ? flat.back() : loss;
+  return loss;
+}
+
+std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, Communicator& comm, const Tensor& x,
+                                                                    const Tensor& y, double weight, float& loss) {
+  const std::string what = "replica " + std::to_string(first_replica() + local) + ", gradient all-reduce";
+  Trainer& replica = *replicas_[local];
+  std::map<std::string, Tensor> reduced;
+  std::chrono::steady_clock::time_point waited_from;
+  if (!buckets_.empty()) {
+    std::map<std::string, int64_t> sizes;
+    for (const auto& [name, t] : replica.trained_initializers()) sizes[name] = t.numel();
+    BucketedAllReduce buckets(buckets_, sizes, comm, weight, options_.world != nullptr, what);
+    std::map<std::string, Tensor> grads =
+        replica.forward_backward(x, y, &loss, [&](const std::string& name, const Tensor& g) { buckets.add(name, g); });
+    loss = static_cast<float>(loss * weight);
+    waited_from = std::chrono::steady_clock::now();
+    std::vector<std::vector<float>>& data = buckets.finish(grads, options_.world ? &loss : nullptr);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      int64_t at = 0;
+      for (const std::string& name : buckets_[b]) {
+        Tensor t(DType::Float32, grads.at(name).sizes());
+        std::copy_n(data[b].begin() + at, t.numel(), t.data<float>().begin());
+        at += t.numel();
+        reduced[name] = std::move(t);
+      }
+    }
+  } else {
+    std::map<std::string, Tensor> grads = replica.forward_backward(x, y, &loss);
+    loss = static_cast<float>(loss * weight);
+    // One flat buffer per replica: one all-reduce per step, summed in replica order. Across processes the
+    // loss rides along as the last element, so the reported loss needs no second collective.
+    int64_t total = options_.world ? 1 : 0;
+    for (const auto& [name, g] : grads) total += g.numel();
+    std::vector<float> flat;
+    flat.reserve(static_cast<size_t>(total));
+    for (const auto& [name, g] : grads)
+      for (float v : g.data<float>()) flat.push_back(static_cast<float>(v * weight));
+    if (options_.world) flat.push_back(loss);
+    waited_from = std::chrono::steady_clock::now();
+    comm.all_reduce_sum(flat, what);
+    size_t at = 0;
+    for (const auto& [name, g] : grads) {
+      Tensor t(DType::Float32, g.sizes());
+      std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), g.numel(), t.data<float>().begin());
+      at += static_cast<size_t>(g.numel());
+      reduced[name] = std::move(t);
+    }
+    if (options_.world) loss = flat.back();
+    if (local == 0) timing_.allreduce_bytes_per_step = static_cast<int64_t>(flat.size() * sizeof(float));
+  }
+  if (local == 0) {  // one writer: the other replica threads only touch their own state
+    timing_.allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+    if (!buckets_.empty()) {
+      int64_t bytes = options_.world ? 4 : 0;
+      for (const auto& [name, t] : reduced) bytes += static_cast<int64_t>(t.nbytes());
+      timing_.allreduce_bytes_per_step = bytes;
+    }
+  }
+  return reduced;
 }
 
 // BatchNorm running statistics: replica 0's everywhere (DDP's broadcast_buffers).
@@ -116,6 +263,7 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
   if (rows < r) {
     throw Error("data parallel: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) + " replicas");
   }
+  const auto step_start = std::chrono::steady_clock::now();
   float loss = 0;
   if (options_.world) {
     try {
@@ -147,6 +295,8 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
     for (float l : losses) loss += l;
   }
   copy_running_stats_from_first();
+  timing_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  ++timing_.steps;
   return loss;
 }
 

@@ -40,6 +40,11 @@ struct DataParallelOptions {
   int replicas = 1;
   int threads = 0;  // OpenMP threads shared by the replicas; 0: omp_get_max_threads()
   std::chrono::milliseconds timeout{60000};
+  // > 0: the gradients are all-reduced in buckets of about this many bytes, in the order the backward
+  // pass computes them, each on a communication thread as soon as its last gradient exists, while the
+  // backward pass goes on (DDP's bucketed overlap). 0: one all-reduce of everything after the backward.
+  // The sums are element-wise in replica order either way, so the result is the same bit for bit.
+  int64_t bucket_bytes = 0;
   // Non-null: one replica in this process, rank world->rank() of world->size() (replicas must be 1).
   // Not owned; outlives the trainer.
   Communicator* world = nullptr;
@@ -69,6 +74,17 @@ class DataParallelTrainer {
   int replicas() const { return static_cast<int>(replicas_.size()); }  // in this process
   const Trainer& replica(int r) const { return *replicas_[r]; }
   // The replicas of the whole run, and the index of this process's first one.
+  // Time this process spent, over all steps: in whole steps, and (replica 0, or this process's replica)
+  // inside the gradient all-reduce; and the bytes each replica all-reduced per step.
+  struct Timing {
+    int64_t steps = 0;
+    // allreduce_seconds: with buckets, only the part the step waits for after its backward pass (the
+    // rest overlapped with it).
+    double step_seconds = 0, allreduce_seconds = 0;
+    int buckets = 1;
+    int64_t allreduce_bytes_per_step = 0;
+  };
+  const Timing& timing() const { return timing_; }
   int global_replicas() const { return options_.world ? options_.world->size() : replicas(); }
   int first_replica() const { return options_.world ? options_.world->rank() : 0; }
 
@@ -78,6 +94,11 @@ class DataParallelTrainer {
   // total when the loss rides along in the all-reduce, i.e. across processes).
   float replica_step(int local, Communicator& comm, const Tensor& x, const Tensor& y);
   void copy_running_stats_from_first();
+  // The gradient all-reduce of one replica, flat after the backward or bucketed during it; `loss` rides
+  // along across processes. Returns the reduced gradients by parameter and sets `loss` to the reduced one.
+  std::map<std::string, Tensor> reduce_gradients(int local, Communicator& comm, const Tensor& x, const Tensor& y,
+                                                 double weight, float& loss);
+  std::vector<std::vector<std::string>> buckets_;  // parameters per bucket, in gradient order
 
 
   DataParallelOptions options_;
@@ -85,6 +106,7 @@ class DataParallelTrainer {
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<int> threads_;
+  Timing timing_;
 };
 
 }  // namespace onnxtrain

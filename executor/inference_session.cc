@@ -195,7 +195,10 @@ void InferenceSession::release(Tensor& tensor, ValueId id) {
   tensor = Tensor();
 }
 
-std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) { return run(inputs, {}); }
+
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
+                                                    const OutputCallback& on_output) {
   const SymbolBindings bindings = bind_inputs(inputs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
 
@@ -235,6 +238,11 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
     } catch (Error& e) {
       e.at_node(node.name, node.op_type, node.domain, node.opset);
       throw;
+    }
+    if (on_output) {
+      for (ValueId out : node.outputs)
+        if (out.valid() && last_use_[out.index] == SIZE_MAX && !values[out.index].empty())
+          on_output(graph_.value(out).name, values[out.index]);
     }
     if (scratch) {  // later data-dependent nodes see this node's real output sizes
       for (ValueId out : node.outputs)

@@ -9,6 +9,7 @@
 //   std::map<std::string, Tensor> outputs = session.run({{"input", x}});
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,11 @@ class InferenceSession {
   // Inputs by graph-input name (all must be given, with the model's dtype and sizes); returns every
   // graph output by name. Throws Error naming the input, node or kernel at fault.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // The same, calling `on_output(name, value)` for each graph output as soon as the node computing it
+  // has run (before the later nodes), on the calling thread; for data-parallel training, which starts
+  // all-reducing the first gradients while the backward pass computes the others.
+  using OutputCallback = std::function<void(const std::string& name, const Tensor& value)>;
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output);
 
   // Runs are numbered from 0; the number seeds random kernels (Dropout, kernels/kernel.h), so a resumed
   // training run sets the index its interrupted predecessor had reached.

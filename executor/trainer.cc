@@ -201,12 +201,13 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
 }
 
 
-std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y) {
+std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y,
+                                                const InferenceSession::OutputCallback& on_output) {
   std::map<std::string, Tensor> inputs{{input_, x}};
   if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
   // Step t runs with index t, also after compute_gradients calls or a restore.
   session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
-  return session_->run(inputs);
+  return session_->run(inputs, on_output);
 }
 
 // The parameter Tensors are shared with forward_ and the evaluation graph: the running statistics are
@@ -241,9 +242,39 @@ std::map<std::string, Tensor> Trainer::compute_gradients(const Tensor& x, const 
 }
 
 std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss) {
-  std::map<std::string, Tensor> out = run_step(x, y);
+  return forward_backward(x, y, loss, {});
+}
+
+std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss,
+                                                       const GradientCallback& on_gradient) {
+  std::map<std::string, std::string> parameter_of;  // gradient output -> parameter
+  for (const Slot& s : slots_) parameter_of[s.gradient] = s.name;
+  InferenceSession::OutputCallback on_output;
+  if (on_gradient) {
+    on_output = [&](const std::string& name, const Tensor& value) {
+      if (auto it = parameter_of.find(name); it != parameter_of.end()) on_gradient(it->second, value);
+    };
+  }
+  std::map<std::string, Tensor> out = run_step(x, y, on_output);
   update_running_stats(out, x.sizes().at(0));
   return gradients_of(out, loss);
+}
+
+std::vector<std::string> Trainer::gradient_order() const {
+  const Graph& g = training_->graph;
+  std::map<std::string, size_t> produced_at;  // value name -> position of its producer in the node order
+  for (size_t i = 0; i < g.order().size(); ++i)
+    for (ValueId out : g.node(g.order()[i]).outputs)
+      if (out.valid()) produced_at[g.value(out).name] = i;
+  std::vector<std::pair<size_t, std::string>> ordered;
+  for (const Slot& s : slots_) {
+    auto it = produced_at.find(s.gradient);
+    ordered.emplace_back(it == produced_at.end() ? 0 : it->second, s.name);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> names;
+  for (auto& [at, name] : ordered) names.push_back(std::move(name));
+  return names;
 }
 
 void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {

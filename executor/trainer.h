@@ -92,6 +92,14 @@ class Trainer {
   // The other half of a step whose gradients were combined elsewhere (data parallelism): forward and
   // backward of a batch that also updates the BatchNorm running statistics, then apply_gradients.
   std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss);
+  // The same, calling on_gradient(parameter name, gradient) as each parameter's gradient is computed,
+  // in gradient_order(), while the backward pass goes on (on the calling thread).
+  using GradientCallback = std::function<void(const std::string& parameter, const Tensor& gradient)>;
+  std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss,
+                                                 const GradientCallback& on_gradient);
+  // The trained parameters in the order the backward pass computes their gradients (the last layers'
+  // first): the same for every replica of a model, so replicas can agree on all-reduce buckets.
+  std::vector<std::string> gradient_order() const;
   // One optimizer step with the given gradient of every trained parameter (by name, as compute_gradients
   // returns them). Throws Error naming a missing or wrongly sized gradient.
   void apply_gradients(const std::map<std::string, Tensor>& gradients);
@@ -142,7 +150,8 @@ class Trainer {
     ValueId state;       // the State initializer it replaces
     RunningStatUpdate update;
   };
-  std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y);
+  std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y,
+                                         const InferenceSession::OutputCallback& on_output = {});
   std::map<std::string, Tensor> gradients_of(const std::map<std::string, Tensor>& out, float* loss) const;
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   std::vector<RunningStat> running_stats_;

@@ -42,9 +42,12 @@ std::vector<std::pair<Tensor, Tensor>> batches_of(const std::string& spec, int64
 }
 
 std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, const std::vector<std::pair<Tensor, Tensor>>& batches,
-                                     std::vector<float>* losses = nullptr) {
+                                     std::vector<float>* losses = nullptr, int64_t bucket_bytes = 0) {
   ImportedModel m = import_model(kModels + model);
-  DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = replicas});
+  DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = replicas, .bucket_bytes = bucket_bytes});
+  if (bucket_bytes > 0) {
+    EXPECT_GT(dp.timing().buckets, 2) << "the test wants several buckets";
+  }
   size_t i = 0;
   std::vector<float> l = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
   if (losses) *losses = l;
@@ -146,6 +149,40 @@ TEST(DataParallel, OneReplicaPerProcessEqualsReplicaThreadsBitForBit) {
     EXPECT_EQ(losses[k], threaded_losses) << "rank " << k;
     for (const auto& [name, t] : threaded)
       EXPECT_EQ(std::memcmp(t.raw(), weights[k].at(name).raw(), t.nbytes()), 0) << "rank " << k << ": " << name;
+  }
+}
+
+// Buckets all-reduced during the backward pass sum the same elements in the same replica order as one
+// all-reduce after it: the same bits, on threads and with a world communicator per replica.
+TEST(DataParallel, BucketedOverlapEqualsOneAllReduceBitForBit) {
+  const auto batches = batches_of("synthetic:3,32,32:10:96", 12, 3);
+  omp_set_num_threads(1);
+  std::vector<float> flat_losses, bucket_losses;
+  const auto flat = run_dp("resnet_opset17.onnx", 3, batches, &flat_losses);
+  const auto bucketed = run_dp("resnet_opset17.onnx", 3, batches, &bucket_losses, 8192);
+  EXPECT_EQ(flat_losses, bucket_losses);
+  for (const auto& [name, t] : flat) EXPECT_EQ(std::memcmp(t.raw(), bucketed.at(name).raw(), t.nbytes()), 0) << name;
+
+  auto group = make_local_group(2, std::chrono::seconds(60));
+  std::vector<std::map<std::string, Tensor>> weights(2);
+  std::vector<std::vector<float>> losses(2);
+  std::vector<std::thread> ranks;
+  for (int k = 0; k < 2; ++k) {
+    ranks.emplace_back([&, k] {
+      omp_set_num_threads(1);
+      ImportedModel m = import_model(kModels + "resnet_opset17.onnx");
+      DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .bucket_bytes = 8192, .world = group[k].get()});
+      size_t i = 0;
+      losses[k] = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+      for (const auto& [name, t] : dp.trained_initializers()) weights[k][name] = t.clone();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  std::vector<float> two_losses;
+  const auto two = run_dp("resnet_opset17.onnx", 2, batches, &two_losses);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(losses[k], two_losses) << "rank " << k;
+    for (const auto& [name, t] : two) EXPECT_EQ(std::memcmp(t.raw(), weights[k].at(name).raw(), t.nbytes()), 0) << name;
   }
 }
 

@@ -68,7 +68,8 @@ void add_train_command(CLI::App& app) {
                 "for another model or other options)");
   cmd->add_option("--strategy", o->strategy,
                   "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-                  "pipedream | spectrain | gpipe (pipeline training over --stages threads; DESIGN.md section 3)");
+                  "pipedream | spectrain | gpipe (pipeline training over --stages threads; DESIGN.md section 3) | ps (asynchronous "
+                  "parameter server: --replicas workers against --servers shards)");
   cmd->add_option("--replicas", o->replicas, "dp: data-parallel replicas (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "gpipe: micro-batches per mini-batch (default 1)")
@@ -77,6 +78,27 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "spectrain: sequential (predict W_i, the default) | paper (the SpecTrain paper's timeline)");
   cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
+  cmd->add_option("--bucket-mb", o->bucket_mb,
+                  "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "
+                  "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "
+                  "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--comm-timeout", o->comm_timeout,
+                  "runs over several processes (mpirun, torchrun): the longest any process waits for another, in "
+                  "seconds, before it stops naming the rank it waited for (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--central-storage", o->central_storage,
+                "with --strategy dp: keep the weights and optimizer state once (a master copy) instead of per replica; "
+                "replicas copy the weights each step, their gradients are summed into it in replica order and one "
+                "optimizer updates it (TF CentralStorageStrategy; the same result as dp bit for bit)");
+  cmd->add_option("--servers", o->servers,
+                  "ps: parameter-server shards (default 1); parameters are split over them balancing bytes, each "
+                  "shard has its own optimizer and applies each pushed gradient as it arrives")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--ps-predict", o->ps_predict,
+                "ps: a worker trains on predicted weights W - s*lr*v (SpecTrain), v the shard optimizer's smoothed "
+                "update direction, s the worker's measured staleness (mean over its own pushes); prints the staleness "
+                "report either way");
   cmd->callback([o] {
     if (const int code = run_training(*o); code != 0) throw CLI::RuntimeError(code);
   });

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "tools/train_options.h"
 
@@ -52,6 +53,28 @@ std::string test_spec(const TrainOptions& o) {
 
 Normalization normalization(const TrainOptions& o) {
   return o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
+}
+
+// The options a resumed run must share with the run that wrote the checkpoint. The epoch count may
+// grow on resume unless the schedule depends on the total number of steps.
+nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
+  nlohmann::json c = {{"model", std::filesystem::path(o.model).filename().string()},
+                      {"data", o.data},
+                      {"batch", o.batch},
+                      {"optimizer", o.optimizer},
+                      {"lr", o.lr},
+                      {"momentum", o.momentum},
+                      {"weight_decay", o.weight_decay},
+                      {"schedule", o.schedule},
+                      {"warmup_steps", o.warmup_steps},
+                      {"loss", o.loss},
+                      {"seed", o.seed},
+                      {"validation", o.validation},
+                      {"limit_batches", o.limit_batches},
+                      {"running_variance", o.running_variance},
+                      {"normalize", o.normalize}};
+  if (o.schedule != "constant") c["total_steps"] = total_steps;
+  return c;
 }
 
 }  // namespace onnxtrain::cli

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "executor/trainer.h"
 #include "frontend/dataset.h"
 
@@ -25,12 +27,19 @@ struct TrainOptions {
   int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
   bool vertical_sync = false, report = false;
+  double bucket_mb = 0;      // dp: all-reduce buckets of this many MB during the backward pass; 0: one after it
+  double comm_timeout = 60;  // seconds any process waits for another (runs over several processes)
+  // Replicated strategies in one process (train_replicated.cc): --central-storage (with --strategy dp)
+  // and --strategy ps with --servers shards and --ps-predict.
+  bool central_storage = false, ps_predict = false;
+  int servers = 1;
 };
 
 // Trains as `o` says and writes o.output. Throws Error for bad input; returns the process exit code
 // (130 when SIGINT stopped the run after writing a checkpoint).
 int run_training(const TrainOptions& o);
 int run_pipeline_training(const TrainOptions& o);  // --strategy dp|naive|pipedream|spectrain|gpipe
+int run_replicated_training(const TrainOptions& o);  // --central-storage --strategy dp, --strategy ps
 
 // Shared by both (train_common.cc).
 std::string format_duration(double seconds);           // "1m05s", "2h03m"
@@ -38,5 +47,8 @@ std::string progress_bar(double done);                 // "[#######.............
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps);
 std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
 Normalization normalization(const TrainOptions& o);
+// The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
+// replicas, processes).
+nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
 
 }  // namespace onnxtrain::cli

@@ -6,30 +6,69 @@
 // One PipelineTrainer::train call per epoch: the pipeline fills and drains once per epoch (1F1B), so
 // epochs of many mini-batches keep the fill/drain share small. Checkpoints of pipeline runs are not
 // written yet (a clear error), and neither is --dump-gradients.
+//
+// Across processes (started by mpirun, or torchrun-style with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT):
+// every process loads the same data with the same seed and runs its part — dp: one replica per rank
+// (--replicas, when given, must equal the process count); pipelines: one stage per rank (--stages must
+// equal it). Rank 0 prints, evaluates and writes the model (pipelines gather it there first); the last
+// stage's rank prints the pipeline's progress. Data-parallel runs write sharded checkpoints: every rank
+// (or replica) its share of the tensors, rank 0 the manifest (executor/checkpoint.h), which any layout —
+// another replica count, one device — resumes from.
 #include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <functional>
-#include <mutex>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "executor/checkpoint.h"
+#include "executor/comm/launch.h"
 #include "executor/data_parallel.h"
 #include "executor/pipeline/pipeline_trainer.h"
 #include "frontend/data_loader.h"
 #include "frontend/importer.h"
-#include "frontend/model_writer.h"
 #include "graph/error.h"
 #include "partitioner/cost_model.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
+#include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
 namespace {
+
+// Across processes the launcher (mpirun) stops the surviving ranks with SIGTERM when one dies; each then
+// says which step it was in before it exits (async-signal-safe: a preformatted line, write, _exit).
+char g_rank_text[16] = "0";
+
+extern "C" void on_launcher_termination(int) {
+  char line[160];
+  char digits[24];
+  int64_t step = g_last_step.load();
+  int n = 0;
+  do digits[n++] = static_cast<char>('0' + step % 10); while ((step /= 10) > 0 && n < 20);
+  const char* parts[] = {"onnxtrain: rank ", g_rank_text, ": terminated by the launcher after step ", nullptr,
+                         " (another process of the run failed or was killed; see its rank above)\n"};
+  size_t at = 0;
+  for (const char* p : parts) {
+    if (!p) {
+      while (n > 0 && at < sizeof line - 1) line[at++] = digits[--n];
+      continue;
+    }
+    for (; *p && at < sizeof line - 1; ++p) line[at++] = *p;
+  }
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, at);
+  ::_exit(143);
+}
+
+void report_termination_as_rank(int rank) {
+  std::snprintf(g_rank_text, sizeof g_rank_text, "%d", rank);
+  std::signal(SIGTERM, on_launcher_termination);
+}
 
 std::vector<std::string> forward_node_names(const TrainingGraph& t) {
   std::vector<std::string> names;
@@ -63,82 +102,49 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
   return starts;
 }
 
-// The epochs of a run with a trainer that takes many mini-batches per call (PipelineTrainer,
-// DataParallelTrainer): progress, metrics, validation, the test pass and the written model.
-template <typename MultiBatchTrainer>
-int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
-               int64_t per_epoch, const std::function<void()>& print_report) {
-  std::ofstream metrics;
-  if (!o.metrics.empty()) {
-    metrics.open(o.metrics, std::ios::trunc);
-    if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
-  }
-  const int64_t total_steps = per_epoch * o.epochs;
-  const bool terminal = ::isatty(STDERR_FILENO);
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  std::mutex print;  // losses arrive on the last stage's thread
-  int64_t done = 0;
-  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
-    loader.seek(epoch, 0);
-    trainer.train(
-        per_epoch, [&] { Batch b = loader.next(); return std::pair(b.x, b.y); },
-        [&](int64_t mini_batch, float loss) {
-          std::lock_guard<std::mutex> lock(print);
-          const int64_t step = mini_batch + 1;
-          done = step;
-          const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-          const double samples_per_s = static_cast<double>(step * o.batch) / std::max(elapsed, 1e-9);
-          const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total_steps - step);
-          if (metrics.is_open()) {
-            metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"samples_per_s", samples_per_s}}.dump() << "\n";
-          }
-          if (terminal) {
-            std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                         progress_bar(static_cast<double>(step) / static_cast<double>(total_steps)).c_str(),
-                         static_cast<long long>(step), static_cast<long long>(total_steps),
-                         static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), loss, samples_per_s,
-                         format_duration(eta).c_str());
-          } else if (step == 1 || step % o.log_every == 0 || step == total_steps) {
-            std::fprintf(stderr, "step %lld/%lld epoch %lld loss %.4f %.0f samples/s ETA %s\n", static_cast<long long>(step),
-                         static_cast<long long>(total_steps), static_cast<long long>(epoch + 1), loss, samples_per_s,
-                         format_duration(eta).c_str());
-          }
-        });
-    if (terminal) std::fprintf(stderr, "\n");
-    const Dataset& val = loader.validation();
-    if (val.size() > 0) {
-      const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
-      std::printf("epoch %lld: validation loss %.4f, accuracy %.2f%% (%lld samples)\n", static_cast<long long>(epoch + 1),
-                  e.loss, 100 * e.accuracy, static_cast<long long>(e.samples));
-      std::fflush(stdout);
-      if (metrics.is_open()) metrics << nlohmann::json{{"epoch", epoch}, {"val_loss", e.loss}, {"val_accuracy", e.accuracy}}.dump() << "\n";
-    }
-  }
-  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  print_report();
-  if (const std::string spec = test_spec(o); !spec.empty()) {
-    Dataset test = load_dataset(spec, {.split = "test", .normalize = normalization(o), .mean = train.mean,
-                                       .std = train.std, .seed = o.seed});
-    const Trainer::Evaluation e = trainer.evaluate(test.inputs, test.labels, std::max<int64_t>(o.batch, 256));
-    std::printf("final: test loss %.4f, accuracy %.2f%% (%lld samples)\n", e.loss, 100 * e.accuracy,
-                static_cast<long long>(e.samples));
-    if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
-  }
-  if (metrics.is_open()) metrics.flush();
-  write_trained_model(o.model, o.output, trainer.trained_initializers());
-  std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done), seconds, o.output.c_str());
-  return 0;
-}
+}  // namespace
 
+namespace {
+int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world);
 }  // namespace
 
 int run_pipeline_training(const TrainOptions& o) {
-  if (!o.checkpoint_dir.empty() || o.resume) {
-    throw Error("--checkpoint-dir and --resume work with --strategy single only for now: checkpoints of pipeline "
-                "and data-parallel runs are not written yet");
+  // Processes started together (mpirun, torchrun) share one world; run directly, there is none.
+  const LaunchInfo launch = detect_launch();
+  const std::unique_ptr<Communicator> world =
+      launch.kind == LaunchInfo::Kind::direct
+          ? nullptr
+          : make_world_communicator(launch, std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)));
+  try {
+    return run_in(o, launch, world.get());
+  } catch (const std::exception& e) {
+    if (world) world->abort(e.what());  // the other processes stop now, naming this rank, not at their timeout
+    throw;
   }
+}
+
+namespace {
+
+int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world) {
+  const bool pipeline = o.strategy != "dp";
+  if (pipeline && (!o.checkpoint_dir.empty() || o.resume)) {
+    throw Error("--checkpoint-dir and --resume work with --strategy single and dp for now: checkpoints of pipeline "
+                "runs are not written yet");
+  }
+  if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
+
+  const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
+  if (world) report_termination_as_rank(rank);
+  if (world && pipeline && o.stages != ranks) {
+    throw Error("--stages " + std::to_string(o.stages) + " across " + std::to_string(ranks) + " processes (" +
+                launch_kind_name(launch.kind) + "): one stage per process, so start " + std::to_string(o.stages) +
+                " processes (mpirun -np " + std::to_string(o.stages) + ") or give --stages " + std::to_string(ranks));
+  }
+  if (world && !pipeline && o.replicas != 1 && o.replicas != ranks) {
+    throw Error("--replicas " + std::to_string(o.replicas) + " across " + std::to_string(ranks) +
+                " processes: one replica per process (leave --replicas out, or start " + std::to_string(o.replicas) + ")");
+  }
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
     throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
@@ -151,14 +157,68 @@ int run_pipeline_training(const TrainOptions& o) {
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                                  : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
+  const std::string where = world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
-  std::fprintf(stderr, "data: %s\n", train.description.c_str());
-  if (o.strategy == "dp") {
-    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps), .replicas = o.replicas});
-    std::fprintf(stderr, "training %s with %d data-parallel replicas (threads), %lld epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.replicas, static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
-                 static_cast<long long>(o.batch));
-    return run_epochs(o, trainer, loader, train, per_epoch, [] {});
+  if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (!pipeline) {
+    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps),
+                                              .replicas = world ? 1 : o.replicas,
+                                              .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
+                                              .world = world});
+    const int replicas = trainer.global_replicas();
+    RunRole role{.prints_progress = rank == 0, .leads = rank == 0};
+    const nlohmann::json config = checkpoint_config(o, total_steps);
+    if (!o.checkpoint_dir.empty()) {
+      if (o.resume) {
+        const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
+        if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
+        const TrainingCheckpoint c = read_checkpoint(*path);
+        check_checkpoint_config(c, config, *path);
+        trainer.restore(c.tensors, c.optimizer_state, *path);
+        role.first_step = c.step;
+        if (rank == 0)
+          std::fprintf(stderr, "resumed from %s (step %lld%s)\n", path->c_str(), static_cast<long long>(c.step),
+                       c.shards.empty() ? "" : (", " + std::to_string(c.shards.size()) + " shards").c_str());
+      } else if (rank == 0 && latest_checkpoint(o.checkpoint_dir)) {
+        throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " +
+                    *latest_checkpoint(o.checkpoint_dir) + "): add --resume to continue that run, or choose another directory");
+      }
+      // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
+      role.checkpoint = [&, replicas](int64_t step) {
+        TrainingCheckpoint all{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
+                               .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
+                               .optimizer_state = trainer.replica(0).optimizer().state_tensors()};
+        TrainingCheckpoint shard = all;
+        for (int r = rank; r < (world ? rank + 1 : replicas); ++r) {  // threads: this process writes them all
+          take_shard(all, r, replicas, shard);
+          write_checkpoint_shard(o.checkpoint_dir, shard, r);
+        }
+        if (world) world->barrier("checkpoint of step " + std::to_string(step) + ": every shard written");
+        if (rank == 0) {
+          all.tensors.clear();
+          all.optimizer_state.clear();
+          all.shards = shard_files(step, replicas);
+          write_checkpoint(o.checkpoint_dir, all, static_cast<int>(o.keep_checkpoints));
+        }
+      };
+    }
+    if (rank == 0) {
+      std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s, %lld epochs x %lld mini-batches of %lld\n",
+                   o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
+                   static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+    }
+    auto print_timing = [&] {
+      const DataParallelTrainer::Timing& t = trainer.timing();
+      if (rank != 0 || t.steps == 0) return;
+      const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
+      const double reduce_ms = 1e3 * t.allreduce_seconds / static_cast<double>(t.steps);
+      std::printf("data parallel: %d replicas, %.2f ms per step, gradient all-reduce %.2f ms per step %s(%.1f%% of the "
+                  "step, %.2f MB per replica per step%s; waiting for the slowest replica included)\n",
+                  replicas, step_ms, reduce_ms, t.buckets > 1 ? "not overlapped " : "", 100 * reduce_ms / step_ms,
+                  t.allreduce_bytes_per_step / 1e6,
+                  t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
+    };
+    return run_epochs(o, trainer, loader, train, per_epoch, print_timing, role);
   }
   PipelineOptions p;
   p.trainer = trainer_options(o, total_steps);
@@ -167,18 +227,25 @@ int run_pipeline_training(const TrainOptions& o) {
   p.micro_batches = o.micro_batches;
   p.spectrain_target = parse_spectrain_target(o.spectrain_target);
   p.vertical_sync = o.vertical_sync;
+  p.world = world;
   const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
   PipelineTrainer trainer(model.graph, p);
 
   std::string starts;
   for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
-  std::fprintf(stderr, "training %s with %s over %d stages (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-               o.model.c_str(), o.strategy.c_str(), o.stages, starts.c_str(), o.plan.empty() ? ", planned here" : ", from the plan",
-               static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
-
+  if (rank == 0) {
+    std::fprintf(stderr, "training %s with %s over %d stages%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
+                 o.model.c_str(), o.strategy.c_str(), o.stages, where.c_str(), starts.c_str(),
+                 o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
+                 static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+  }
+  RunRole role{.prints_progress = rank == ranks - 1, .leads = rank == 0};  // the last stage has the losses
+  if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   return run_epochs(o, trainer, loader, train, per_epoch,
-                    [&] { std::printf("%s", format_pipeline_report(trainer.report()).c_str()); });
+                    [&] { if (!world) std::printf("%s", format_pipeline_report(trainer.report()).c_str()); }, role);
 }
+
+}  // namespace
 
 }  // namespace onnxtrain::cli

@@ -57,28 +57,6 @@ struct StopSignals {
   }
 };
 
-// The options a resumed run must share with the run that wrote the checkpoint. The epoch count may
-// grow on resume unless the schedule depends on the total number of steps.
-nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
-  nlohmann::json c = {{"model", std::filesystem::path(o.model).filename().string()},
-                      {"data", o.data},
-                      {"batch", o.batch},
-                      {"optimizer", o.optimizer},
-                      {"lr", o.lr},
-                      {"momentum", o.momentum},
-                      {"weight_decay", o.weight_decay},
-                      {"schedule", o.schedule},
-                      {"warmup_steps", o.warmup_steps},
-                      {"loss", o.loss},
-                      {"seed", o.seed},
-                      {"validation", o.validation},
-                      {"limit_batches", o.limit_batches},
-                      {"running_variance", o.running_variance},
-                      {"normalize", o.normalize}};
-  if (o.schedule != "constant") c["total_steps"] = total_steps;
-  return c;
-}
-
 void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
   std::filesystem::create_directories(dir);
   float loss = 0;
@@ -95,6 +73,7 @@ void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
 }  // namespace
 
 int run_training(const TrainOptions& o) {
+  if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   ImportedModel model = import_model(o.model);

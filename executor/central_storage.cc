@@ -1,0 +1,172 @@
+#include "executor/central_storage.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "executor/pipeline/stage_worker.h"  // slice_rows, micro_batch_rows
+#include "graph/error.h"
+
+namespace onnxtrain {
+namespace {
+
+// A copy of the model whose initializers own their buffers (Graph copies share Tensor buffers).
+Graph private_copy(const Graph& g) {
+  Graph copy = g;
+  for (ValueId id : copy.initializers) {
+    Value& v = copy.value(id);
+    if (v.data) v.data = v.data->clone();
+  }
+  return copy;
+}
+
+std::string megabytes(double bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f MB", bytes / 1e6);
+  return buffer;
+}
+
+}  // namespace
+
+CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorageOptions options)
+    : options_(std::move(options)), optimizer_(options_.trainer.optimizer, options_.trainer.schedule) {
+  const int r = options_.replicas;
+  if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
+  models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
+  for (int k = 0; k < r; ++k) {
+    models_.push_back(private_copy(forward));
+    TrainerOptions t = options_.trainer;
+    t.seed = options_.trainer.seed + static_cast<uint64_t>(k);  // replica k's own Dropout masks, as dp
+    replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
+  }
+  for (const auto& [name, t] : replicas_[0]->trained_initializers()) {
+    master_[name] = t.clone();
+    if (models_[0].value(*models_[0].find_value(name)).role == ValueRole::State) state_names_.push_back(name);
+  }
+  const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
+}
+
+CentralStorageTrainer::~CentralStorageTrainer() = default;
+
+void CentralStorageTrainer::refresh(int k) {
+  // restore() copies every trained initializer and sets the Dropout run index (the optimizer's global
+  // step; the replicas' own optimizers never step and hold no state).
+  replicas_[k]->restore(master_, {{"global_step", Tensor::scalar_int64(optimizer_.global_step())}});
+}
+
+float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
+  const int r = replicas();
+  const int64_t rows = x.sizes().at(0);
+  if (rows < r) {
+    throw Error("central storage: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) +
+                " replicas");
+  }
+  const bool mean = options_.trainer.loss.reduction == LossReduction::Mean;
+  std::vector<float> losses(static_cast<size_t>(r));
+  std::vector<std::map<std::string, Tensor>> grads(static_cast<size_t>(r));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(r));
+  // The master is only read while the replicas run; it is written after they are joined.
+  auto replica_step = [&](int k) {
+    try {
+      omp_set_num_threads(threads_[k]);
+      refresh(k);
+      const auto [begin, end] = micro_batch_rows(rows, r, k);
+      const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
+      grads[k] = replicas_[k]->forward_backward(slice_rows(x, begin, end), slice_rows(y, begin, end), &losses[k]);
+      losses[k] = static_cast<float>(losses[k] * weight);
+      // Weighted exactly as DataParallelTrainer weighs its flat buffer (float · double → float).
+      for (auto& [name, g] : grads[k]) {
+        Tensor w(DType::Float32, g.sizes());
+        auto src = g.data<float>();
+        auto dst = w.data<float>();
+        for (size_t e = 0; e < src.size(); ++e) dst[e] = static_cast<float>(src[e] * weight);
+        g = std::move(w);
+      }
+    } catch (const std::exception&) {
+      errors[k] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int k = 1; k < r; ++k) workers.emplace_back(replica_step, k);
+  const int saved = omp_get_max_threads();
+  replica_step(0);
+  omp_set_num_threads(saved);
+  for (std::thread& t : workers) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  // Reduce into the storage in replica order, per element ((g0 + g1) + g2) + ...: the all-reduce's order.
+  std::map<std::string, Tensor>& sum = grads[0];
+  for (int k = 1; k < r; ++k) {
+    for (auto& [name, g] : sum) {
+      auto acc = g.data<float>();
+      auto add = grads[k].at(name).data<float>();
+      for (size_t e = 0; e < acc.size(); ++e) acc[e] += add[e];
+    }
+  }
+  std::vector<ParamSlot> params;
+  params.reserve(sum.size());
+  for (const auto& [name, g] : sum) {
+    auto it = master_.find(name);
+    if (it == master_.end() || it->second.numel() != g.numel()) {
+      throw Error("central storage: no parameter of " + std::to_string(g.numel()) + " elements for the gradient '" +
+                  name + "'");
+    }
+    params.push_back({name, it->second.data<float>(), g.data<float>()});
+  }
+  optimizer_.step(params);
+  // BatchNorm running statistics: replica 0's (DataParallelTrainer's broadcast_buffers).
+  const std::map<std::string, Tensor> first = replicas_[0]->trained_initializers();
+  for (const std::string& name : state_names_)
+    std::memcpy(master_.at(name).raw(), first.at(name).raw(), first.at(name).nbytes());
+
+  float loss = 0;
+  for (float l : losses) loss += l;
+  return loss;
+}
+
+std::vector<float> CentralStorageTrainer::train(int64_t count, const BatchSource& next, const LossCallback& on_loss) {
+  std::vector<float> losses;
+  for (int64_t i = 0; i < count; ++i) {
+    auto [x, y] = next();
+    losses.push_back(train_step(x, y));
+    if (on_loss) on_loss(optimizer_.global_step() - 1, losses.back());
+  }
+  return losses;
+}
+
+Trainer::Evaluation CentralStorageTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+  refresh(0);
+  return replicas_[0]->evaluate(inputs, labels, batch);
+}
+
+CentralStorageReport CentralStorageTrainer::report() const {
+  CentralStorageReport r;
+  r.replicas = replicas();
+  r.steps = optimizer_.global_step();
+  for (const auto& [name, t] : master_) {
+    const bool state = std::find(state_names_.begin(), state_names_.end(), name) != state_names_.end();
+    (state ? r.state_bytes : r.parameter_bytes) += static_cast<int64_t>(t.nbytes());
+  }
+  for (const auto& [param, s] : optimizer_.states())
+    for (const auto& [name, t] : s.tensors) r.optimizer_state_bytes += static_cast<int64_t>(t.nbytes());
+  return r;
+}
+
+std::string format_central_storage_report(const CentralStorageReport& r) {
+  std::string s = "central storage: " + std::to_string(r.replicas) + " replicas, " + std::to_string(r.steps) +
+                  " steps; storage holds " + megabytes(static_cast<double>(r.parameter_bytes)) + " of parameters, " +
+                  megabytes(static_cast<double>(r.state_bytes)) + " of running statistics, " +
+                  megabytes(static_cast<double>(r.optimizer_state_bytes)) + " of optimizer state (once)\n";
+  s += "  per step: gradients in " + megabytes(static_cast<double>(r.gradient_bytes_in_per_step())) + ", weights out " +
+       megabytes(static_cast<double>(r.weight_bytes_out_per_step())) + "; total moved " +
+       megabytes(static_cast<double>(r.bytes_per_step()) * static_cast<double>(r.steps)) + "\n";
+  return s;
+}
+
+}  // namespace onnxtrain

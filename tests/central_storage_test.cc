@@ -1,0 +1,175 @@
+// executor/central_storage: one master copy and one optimizer fed by R replica threads computes exactly
+// what DataParallelTrainer's R replicas compute (bit for bit, also with BatchNorm statistics and with a
+// batch that does not split evenly), and one device's run on the whole mini-batch up to summation order.
+#include "executor/central_storage.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "executor/data_parallel.h"
+#include "frontend/data_loader.h"
+#include "frontend/dataset.h"
+#include "frontend/importer.h"
+#include "graph/error.h"
+
+namespace onnxtrain {
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+TrainerOptions momentum_sgd() {
+  TrainerOptions o;
+  o.loss = parse_loss_spec("cross-entropy");
+  o.optimizer.momentum = 0.9;
+  o.schedule.base_lr = 0.05;
+  return o;
+}
+
+using Batches = std::vector<std::pair<Tensor, Tensor>>;
+
+Batches batches_of(const std::string& spec, int64_t batch, int count) {
+  Dataset data = load_dataset(spec, {.normalize = Normalization::MeanStd, .seed = 4});
+  DataLoader loader(data, {.batch = batch, .shuffle = true, .seed = 2, .prefetch = false});
+  Batches out;
+  for (int i = 0; i < count; ++i) {
+    Batch b = loader.next();
+    out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> owned(const std::map<std::string, Tensor>& m) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : m) out[name] = t.clone();
+  return out;
+}
+
+struct TrainedRun {
+  std::vector<float> losses;
+  std::map<std::string, Tensor> weights;
+};
+
+TrainedRun run_dp(const std::string& model, int replicas, const Batches& batches,
+                  TrainerOptions options = momentum_sgd()) {
+  ImportedModel m = import_model(kModels + model);
+  DataParallelTrainer dp(m.graph, {.trainer = options, .replicas = replicas});
+  size_t i = 0;
+  TrainedRun r;
+  r.losses = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+  r.weights = owned(dp.trained_initializers());
+  return r;
+}
+
+TrainedRun run_central(const std::string& model, int replicas, const Batches& batches,
+                       TrainerOptions options = momentum_sgd()) {
+  ImportedModel m = import_model(kModels + model);
+  CentralStorageTrainer cs(m.graph, {.trainer = options, .replicas = replicas});
+  size_t i = 0;
+  TrainedRun r;
+  std::vector<int64_t> steps;
+  r.losses = cs.train(
+      static_cast<int64_t>(batches.size()), [&] { return batches[i++]; },
+      [&](int64_t step, float) { steps.push_back(step); });
+  // on_loss sees the global step indices 0, 1, ...
+  for (size_t k = 0; k < steps.size(); ++k) EXPECT_EQ(steps[k], static_cast<int64_t>(k));
+  EXPECT_EQ(cs.step(), static_cast<int64_t>(batches.size()));
+  r.weights = owned(cs.trained_initializers());
+  return r;
+}
+
+void expect_bitwise_equal(const TrainedRun& a, const TrainedRun& b) {
+  EXPECT_EQ(a.losses, b.losses);
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (const auto& [name, t] : a.weights) {
+    ASSERT_TRUE(b.weights.contains(name)) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), b.weights.at(name).raw(), t.nbytes()), 0) << name;
+  }
+}
+
+// 18 rows split over 4 replicas: 5, 5, 4, 4 (uneven weights rows_r / B).
+TEST(CentralStorage, EqualsDataParallelBitForBit) {
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 18, 4);
+  for (int replicas = 1; replicas <= 4; ++replicas) {
+    SCOPED_TRACE("replicas " + std::to_string(replicas));
+    expect_bitwise_equal(run_central("cnn_opset17.onnx", replicas, batches),
+                         run_dp("cnn_opset17.onnx", replicas, batches));
+  }
+}
+
+// BatchNorm running statistics follow replica 0's in both; Adam's state lives in the storage only.
+TEST(CentralStorage, EqualsDataParallelWithBatchNormAndAdam) {
+  const Batches batches = batches_of("synthetic:3,32,32:10:96", 10, 3);
+  TrainerOptions adam = momentum_sgd();
+  adam.optimizer = {.kind = OptimizerKind::adam};
+  adam.schedule.base_lr = 1e-3;
+  expect_bitwise_equal(run_central("resnet_opset17.onnx", 3, batches, adam),
+                       run_dp("resnet_opset17.onnx", 3, batches, adam));
+}
+
+TEST(CentralStorage, EqualsOneDeviceOnTheWholeBatch) {
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 16, 4);
+  ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+  Trainer single(m.graph, momentum_sgd());
+  std::vector<float> single_losses;
+  for (const auto& [x, y] : batches) single_losses.push_back(single.train_step(x, y));
+  for (int replicas : {2, 3}) {
+    SCOPED_TRACE("replicas " + std::to_string(replicas));
+    const TrainedRun cs = run_central("cnn_opset17.onnx", replicas, batches);
+    for (size_t i = 0; i < cs.losses.size(); ++i)
+      EXPECT_NEAR(cs.losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
+    for (const auto& [name, t] : single.trained_initializers()) {
+      auto a = t.data<float>(), b = cs.weights.at(name).data<float>();
+      double scale = 0, diff = 0;
+      for (size_t k = 0; k < a.size(); ++k) {
+        scale = std::max(scale, static_cast<double>(std::abs(a[k])));
+        diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
+      }
+      EXPECT_LE(diff, 1e-5 * scale) << name;
+    }
+  }
+}
+
+// The storage's evaluation sees the master weights, and the report counts the traffic of R replicas.
+TEST(CentralStorage, EvaluatesTheMasterAndReportsTheTraffic) {
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 16, 3);
+  ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
+  CentralStorageTrainer cs(m.graph, {.trainer = momentum_sgd(), .replicas = 2});
+  size_t i = 0;
+  cs.train(3, [&] { return batches[i++]; });
+  Trainer reference(m.graph, momentum_sgd());
+  reference.restore(owned(cs.trained_initializers()), {{"global_step", Tensor::scalar_int64(3)}});
+  const Trainer::Evaluation a = cs.evaluate(batches[0].first, batches[0].second, 8);
+  const Trainer::Evaluation b = reference.evaluate(batches[0].first, batches[0].second, 8);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.accuracy, b.accuracy);
+
+  const CentralStorageReport r = cs.report();
+  int64_t parameter_bytes = 0;
+  for (const auto& [name, t] : cs.trained_initializers()) parameter_bytes += static_cast<int64_t>(t.nbytes());
+  EXPECT_EQ(r.replicas, 2);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_EQ(r.parameter_bytes + r.state_bytes, parameter_bytes);
+  EXPECT_EQ(r.state_bytes, 0);                            // the MLP has no BatchNorm
+  EXPECT_EQ(r.optimizer_state_bytes, r.parameter_bytes);  // one momentum buffer per parameter, held once
+  EXPECT_EQ(r.gradient_bytes_in_per_step(), 2 * r.parameter_bytes);
+  EXPECT_EQ(r.weight_bytes_out_per_step(), 2 * r.parameter_bytes);
+  EXPECT_NE(format_central_storage_report(r).find("gradients in"), std::string::npos);
+}
+
+TEST(CentralStorage, RefusesTooFewRowsAndNoReplicas) {
+  ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
+  EXPECT_THROW(CentralStorageTrainer(m.graph, {.trainer = momentum_sgd(), .replicas = 0}), Error);
+  CentralStorageTrainer cs(m.graph, {.trainer = momentum_sgd(), .replicas = 4});
+  const Batches batches = batches_of("synthetic:1,28,28:10:64", 3, 1);
+  try {
+    cs.train_step(batches[0].first, batches[0].second);
+    FAIL() << "3 rows were split over 4 replicas";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4 replicas"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain

@@ -1,0 +1,87 @@
+// `onnxtrain train --central-storage --strategy dp --replicas R`: R replica threads around one master
+// copy of the weights and one optimizer (central_storage.h; the same result as --strategy dp, bit for bit).
+// `onnxtrain train --strategy ps --servers S --replicas W [--ps-predict]`: W asynchronous workers
+// against S parameter-server shards (parameter_server.h); the staleness report is printed at the end.
+//
+// Both are driven epoch by epoch like the other multi-batch trainers (run_epochs, train_epochs.h):
+// progress, --metrics (with each push's staleness for ps), validation, the test pass, the written model.
+// Checkpoints and --dump-gradients are refused, as for the other strategies.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "executor/central_storage.h"
+#include "executor/parameter_server.h"
+#include "frontend/data_loader.h"
+#include "frontend/importer.h"
+#include "graph/error.h"
+#include "tools/train_epochs.h"
+#include "tools/train_options.h"
+
+namespace onnxtrain::cli {
+
+int run_replicated_training(const TrainOptions& o) {
+  const bool ps = o.strategy == "ps";
+  if (o.central_storage && o.strategy != "dp") {
+    throw Error(
+        "--central-storage goes with --strategy dp (the replicas share one master copy of the weights); got "
+        "--strategy " +
+        o.strategy);
+  }
+  if (!ps && (o.ps_predict || o.servers != 1)) {
+    throw Error("--servers and --ps-predict go with --strategy ps; got --strategy " + o.strategy);
+  }
+  if (!o.checkpoint_dir.empty() || o.resume) {
+    throw Error(
+        "--checkpoint-dir and --resume work with --strategy single only for now: checkpoints of central-storage "
+        "and parameter-server runs are not written yet");
+  }
+  if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
+  ImportedModel model = import_model(o.model);
+  if (model.graph.inputs.size() != 1) {
+    throw Error(o.model + ": training needs a model with one data input; it has " +
+                std::to_string(model.graph.inputs.size()));
+  }
+  const Value& input = model.graph.value(model.graph.inputs[0]);
+  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
+  check_matches_model_input(train, input.name, input.shape);
+  DataLoader loader(
+      train,
+      {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false, .validation_fraction = o.validation});
+  const int64_t per_epoch =
+      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
+  const int64_t total_steps = per_epoch * o.epochs;
+  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+
+  if (!ps) {
+    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps), .replicas = o.replicas});
+    std::fprintf(stderr,
+                 "training %s with central storage: %d replicas (threads), one master copy, %lld epochs x %lld "
+                 "mini-batches of %lld\n",
+                 o.model.c_str(), o.replicas, static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+                 static_cast<long long>(o.batch));
+    return run_epochs(o, trainer, loader, train, per_epoch,
+                      [&] { std::printf("%s", format_central_storage_report(trainer.report()).c_str()); }, RunRole{});
+  }
+  // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
+  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps),
+                                               .servers = o.servers,
+                                               .workers = o.replicas,
+                                               .predict = o.ps_predict});
+  std::fprintf(stderr,
+               "training %s with a parameter server: %d shards, %d asynchronous workers%s, %lld epochs x %lld "
+               "mini-batches of %lld\n",
+               o.model.c_str(), o.servers, o.replicas, o.ps_predict ? " with weight prediction" : "",
+               static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+  RunRole role;
+  role.step_fields = [&](int64_t mini_batch, nlohmann::json& line) {
+    const ParameterServerReport::Push& p = trainer.report().pushes.at(static_cast<size_t>(mini_batch));
+    line["worker"] = p.worker;
+    line["staleness"] = p.staleness;
+    if (o.ps_predict) line["predicted_steps"] = p.predicted_steps;
+  };
+  return run_epochs(
+      o, trainer, loader, train, per_epoch,
+      [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); }, role);
+}
+
+}  // namespace onnxtrain::cli
