@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -92,6 +93,29 @@ TEST_F(MpiTrain, PipelineStagesAsProcessesEqualStageThreads) {
     ASSERT_EQ(procs.exit_code, 0) << procs.output;
     EXPECT_EQ(read_bytes(dir_ / "threads.onnx"), read_bytes(dir_ / "procs.onnx")) << strategy;
   }
+}
+
+// The test loss in "final: test loss 2.3051, accuracy ..." (NaN when absent).
+double final_test_loss(const std::string& output) {
+  const size_t at = output.find("final: test loss ");
+  return at == std::string::npos ? std::nan("") : std::stod(output.substr(at + 17));
+}
+
+// mpirun -np 4 ... --stages 2 --replicas 2: two pipelines, each on half of every mini-batch, gradients
+// summed over each stage's copies: the one-pipeline run on the whole mini-batch up to summation order.
+TEST_F(MpiTrain, ReplicatedPipelinesAcrossProcessesMatchOnePipeline) {
+  const std::string args = " train " + kModel + " --data synthetic:1,28,28:10:192 --batch 12 --validation 0 --seed 5"
+                           " --epochs 2 --strategy pipedream --stages 2";
+  setenv("OMP_NUM_THREADS", "2", 1);
+  const CliRun one = run_cli(args + " -o " + (dir_ / "one.onnx").string());
+  setenv("OMP_NUM_THREADS", "1", 1);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CliRun hybrid = run_shell(mpirun(4) + args + " --replicas 2 -o " + (dir_ / "hybrid.onnx").string());
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.output;
+  EXPECT_NE(hybrid.output.find("2 stages x 2 data-parallel replicas on 4 processes"), std::string::npos) << hybrid.output;
+  const double a = final_test_loss(one.output), b = final_test_loss(hybrid.output);
+  ASSERT_TRUE(std::isfinite(a) && std::isfinite(b)) << one.output << hybrid.output;
+  EXPECT_NEAR(a, b, 1e-4 * std::abs(a));
 }
 
 TEST_F(MpiTrain, AStageCountThatIsNotTheProcessCountIsAnError) {

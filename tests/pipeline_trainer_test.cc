@@ -10,6 +10,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "executor/comm/local_comm.h"
 #include "frontend/data_loader.h"
@@ -271,6 +272,49 @@ TEST(PipelineTrainer, OneStagePerProcessEqualsTheThreadedRun) {
     expect_identical(threaded, combined, "stage per process, " + v.name);
     EXPECT_TRUE(ranks[1].params.empty());
     for (float l : ranks[0].losses) EXPECT_TRUE(std::isnan(l)) << "only the last stage computes the loss";
+  }
+}
+
+// Pipeline × data parallelism: 2 pipelines of 2 stages (4 ranks; threads standing in for processes),
+// every mini-batch split by rows between the pipelines and each stage's gradients summed over its two
+// copies: the same weights as one pipeline on the whole mini-batch, up to summation order, and the two
+// pipelines' weights identical.
+TEST(PipelineTrainer, ReplicatedPipelinesEqualOnePipelineOnTheWholeBatch) {
+  const int n = 2, copies = 2;
+  const Batches batches = make_batches("1,28,28", 10, 5, 13);
+  for (const Variant& v : kVariants) {
+    if (v.strategy == PipelineStrategy::gpipe) continue;  // not supported with replicas yet
+    PipelineOptions o = options_for(v, momentum_sgd(0.05), n);
+    o.threads = n;
+    const TrainedRun whole = train_pipeline("cnn_opset17.onnx", o, batches);
+    auto group = make_local_group(n * copies, std::chrono::seconds(60));
+    std::vector<std::map<std::string, Tensor>> models(n * copies);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < n * copies; ++rank) {
+      threads.emplace_back([&, rank] {
+        ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+        PipelineOptions mine = o;
+        mine.threads = 1;
+        mine.world = group[rank].get();
+        mine.replicas = copies;
+        PipelineTrainer p(m.graph, mine);
+        p.train(batches);
+        models[rank] = p.gather_trained_initializers();  // on each pipeline's first stage
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    ASSERT_FALSE(models[0].empty());
+    ASSERT_FALSE(models[n].empty());
+    for (const auto& [name, t] : whole.params) {
+      EXPECT_TRUE(same_bits(models[0].at(name), models[n].at(name))) << v.name << ": " << name << " differs between the pipelines";
+      std::span<const float> a = t.data<float>(), b = std::as_const(models[0].at(name)).data<float>();
+      double scale = 0, diff = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+        diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+      }
+      EXPECT_LE(diff, 1e-5 * scale) << v.name << ": " << name;
+    }
   }
 }
 

@@ -136,10 +136,16 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   if (world) report_termination_as_rank(rank);
-  if (world && pipeline && o.stages != ranks) {
-    throw Error("--stages " + std::to_string(o.stages) + " across " + std::to_string(ranks) + " processes (" +
-                launch_kind_name(launch.kind) + "): one stage per process, so start " + std::to_string(o.stages) +
-                " processes (mpirun -np " + std::to_string(o.stages) + ") or give --stages " + std::to_string(ranks));
+  if (world && pipeline && o.stages * o.replicas != ranks) {
+    const int needed = o.stages * o.replicas;
+    throw Error("--stages " + std::to_string(o.stages) + (o.replicas > 1 ? " --replicas " + std::to_string(o.replicas) : "") +
+                " across " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) +
+                "): one stage per process, so start " + std::to_string(needed) + " processes (mpirun -np " +
+                std::to_string(needed) + ")");
+  }
+  if (!world && pipeline && o.replicas > 1) {
+    throw Error("--stages with --replicas (pipeline × data parallelism) runs across processes: mpirun -np " +
+                std::to_string(o.stages * o.replicas) + " onnxtrain train ...");
   }
   if (world && !pipeline && o.replicas != 1 && o.replicas != ranks) {
     throw Error("--replicas " + std::to_string(o.replicas) + " across " + std::to_string(ranks) +
@@ -228,6 +234,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.spectrain_target = parse_spectrain_target(o.spectrain_target);
   p.vertical_sync = o.vertical_sync;
   p.world = world;
+  p.replicas = o.replicas;
   const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
   PipelineTrainer trainer(model.graph, p);
@@ -235,12 +242,14 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   std::string starts;
   for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
   if (rank == 0) {
-    std::fprintf(stderr, "training %s with %s over %d stages%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.strategy.c_str(), o.stages, where.c_str(), starts.c_str(),
+    const std::string copies = o.replicas > 1 ? " x " + std::to_string(o.replicas) + " data-parallel replicas" : "";
+    std::fprintf(stderr, "training %s with %s over %d stages%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
+                 o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(), starts.c_str(),
                  o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
                  static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }
-  RunRole role{.prints_progress = rank == ranks - 1, .leads = rank == 0};  // the last stage has the losses
+  // Pipeline 0's last stage has the losses; rank 0 (pipeline 0's first stage) gathers the model.
+  RunRole role{.prints_progress = rank == o.stages - 1, .leads = rank == 0};
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   return run_epochs(o, trainer, loader, train, per_epoch,
                     [&] { if (!world) std::printf("%s", format_pipeline_report(trainer.report()).c_str()); }, role);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "executor/comm/group_comm.h"
 #include "executor/comm/local_comm.h"
 #include "executor/pipeline/stage_graphs.h"
 #include "graph/error.h"
@@ -43,10 +44,24 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   if (options_.vertical_sync && options_.strategy != PipelineStrategy::pipedream)
     throw Error("pipeline: --vertical-sync is a pipedream option");
-  if (options_.world && options_.world->size() != n) {
-    throw Error("pipeline across processes: " + std::to_string(n) + " stages need " + std::to_string(n) +
-                " processes, one stage each; this run has " + std::to_string(options_.world->size()) +
-                " (mpirun -np " + std::to_string(n) + ")");
+  const int copies = options_.replicas;
+  if (copies < 1) throw Error("pipeline: --replicas must be at least 1, got " + std::to_string(copies));
+  if (copies > 1 && !options_.world)
+    throw Error("pipeline × data parallelism (--replicas " + std::to_string(copies) + ") runs across processes only");
+  if (copies > 1 && options_.strategy == PipelineStrategy::gpipe)
+    throw Error("pipeline × data parallelism: gpipe is not supported yet (naive, pipedream, spectrain are)");
+  if (options_.world && options_.world->size() != n * copies) {
+    throw Error("pipeline across processes: " + std::to_string(n) + " stages × " + std::to_string(copies) +
+                " replicas need " + std::to_string(n * copies) + " processes, one stage each; this run has " +
+                std::to_string(options_.world->size()) + " (mpirun -np " + std::to_string(n * copies) + ")");
+  }
+  if (copies > 1) {
+    const int r = options_.world->rank() / n, k = options_.world->rank() % n;
+    std::vector<int> pipeline, stage;
+    for (int j = 0; j < n; ++j) pipeline.push_back(r * n + j);
+    for (int j = 0; j < copies; ++j) stage.push_back(j * n + k);
+    pipeline_group_ = make_subgroup(*options_.world, pipeline, 0);
+    stage_group_ = make_subgroup(*options_.world, stage, 1);
   }
   // Our own buffers: the stages write parameters and running statistics in place.
   for (ValueId id : model_.initializers) {
@@ -79,7 +94,8 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .running_variance = options_.trainer.running_variance,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
-                       .labels = loss.labels};
+                       .labels = loss.labels,
+                       .replica_group = stage_group_.get()};
     workers_.push_back(std::make_unique<StageWorker>(std::move(graphs[k]), std::move(config),
                                                      Optimizer(options_.trainer.optimizer, options_.trainer.schedule)));
   }
@@ -108,6 +124,13 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
         loss_targets(options_.trainer.loss, batch.second, class_count(reference_->training_graph().graph, loss.logits));
   }
   b.x = std::move(batch.first);
+  b.total_rows = b.rows;
+  if (options_.replicas > 1) {  // this pipeline's rows of the mini-batch
+    const auto [begin, end] = micro_batch_rows(b.rows, options_.replicas, options_.world->rank() / options_.stages);
+    b.x = slice_rows(b.x, begin, end);
+    if (!b.labels.empty()) b.labels = slice_rows(b.labels, begin, end);
+    b.rows = end - begin;
+  }
   return b;
 }
 
@@ -204,10 +227,11 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
 
 // This process's stage only; its neighbours are the adjacent ranks of `world`.
 void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
-  const int k = options_.world->rank();
+  Communicator& comm = *pipeline_comm();
+  const int k = comm.rank();
   OmpThreadsGuard guard;
   omp_set_num_threads(threads_[k]);
-  CommTransport transport(*options_.world);
+  CommTransport transport(comm);
   StageWorker& worker = *workers_[k];
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -216,7 +240,7 @@ void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
       for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
     }
   } catch (const std::exception& e) {
-    options_.world->abort("stage " + std::to_string(k) + ": " + e.what());
+    comm.abort("stage " + std::to_string(k) + ": " + e.what());
     throw;
   }
   wall_seconds_[k] += seconds_since(start);
@@ -287,7 +311,7 @@ std::map<std::string, Tensor> PipelineTrainer::trained_initializers() const {
 }
 
 std::map<std::string, Tensor> PipelineTrainer::gather_trained_initializers() {
-  Communicator* world = options_.world;
+  Communicator* world = pipeline_comm();
   if (!world) return trained_initializers();
   const int self = world->rank();
   if (self != 0) {

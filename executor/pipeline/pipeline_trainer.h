@@ -74,6 +74,13 @@ struct PipelineOptions {
   // process is given the same mini-batches. Losses (and on_loss) come on the last stage's process only;
   // gather_trained_initializers() collects the whole model on rank 0. Not owned; outlives the trainer.
   Communicator* world = nullptr;
+  // > 1 (world mode only): pipeline × data parallelism. `world` has stages · replicas ranks; rank r·N + k
+  // runs stage k of pipeline replica r. Every mini-batch is split by rows over the R pipelines (the first
+  // B % R get one row more); after each backward the R copies of a stage all-reduce their gradients,
+  // each weighted by its rows, so every copy applies the whole mini-batch's gradient and the copies stay
+  // identical. 1F1B strategies only (naive, pipedream, spectrain). Losses come from pipeline 0's last
+  // stage (its rows' loss); the model is gathered on rank 0 from pipeline 0.
+  int replicas = 1;
 };
 
 struct StageReport {
@@ -131,7 +138,7 @@ class PipelineTrainer {
   // process: trained_initializers(). evaluate() on rank 0 then uses the gathered model.
   std::map<std::string, Tensor> gather_trained_initializers();
   // The stage this process runs (world mode), or -1 when it runs them all.
-  int local_stage() const { return options_.world ? options_.world->rank() : -1; }
+  int local_stage() const { return options_.world ? pipeline_comm()->rank() : -1; }
   // Evaluation with the master weights (Trainer::evaluate on the whole model).
   Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
 
@@ -158,7 +165,10 @@ class PipelineTrainer {
   std::vector<int64_t> starts_;
   std::vector<std::unique_ptr<StageWorker>> workers_;
   std::vector<int> threads_;
-  std::map<std::string, Tensor> gathered_;  // world mode, rank 0: the last gather_trained_initializers()
+  std::map<std::string, Tensor> gathered_;
+  // Pipeline × data parallelism: this rank's pipeline and the copies of its stage (subgroups of world).
+  std::unique_ptr<Communicator> pipeline_group_, stage_group_;
+  Communicator* pipeline_comm() const { return pipeline_group_ ? pipeline_group_.get() : options_.world; }  // world mode, rank 0: the last gather_trained_initializers()
   std::vector<double> wall_seconds_, idle_seconds_;
   int64_t trained_ = 0, samples_ = 0;
   double wall_seconds_total_ = 0;

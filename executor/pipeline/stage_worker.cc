@@ -300,6 +300,10 @@ void StageWorker::backward(int64_t micro) {
     weights_->accumulate(grads, weight);
   } else {
     last_gradients_ = std::move(out);  // kept alive until the OptimizerStep that follows
+    const BatchFeed::Batch whole = round_.feed->get(mini);
+    last_weight_ = config_.reduction == LossReduction::Mean && whole.total_rows > 0
+                       ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
+                       : 1.0;
     round_.feed->release(mini);
   }
   if (k == 0) in_flight_.erase(micro);
@@ -366,6 +370,19 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       } else {
         std::vector<std::span<const float>> grads;
         for (const std::string& name : gradient_outputs_) grads.push_back(last_gradients_.at(name).data<float>());
+        std::vector<float> summed;  // pipeline × data parallelism: Σ over the stage's copies, rows-weighted
+        if (config_.replica_group) {
+          for (std::span<const float> g : grads)
+            for (float v : g) summed.push_back(static_cast<float>(v * last_weight_));
+          config_.replica_group->all_reduce_sum(summed, "stage " + std::to_string(k) + ", mini-batch " +
+                                                            std::to_string(mini_batch_of(in.micro_batch)) +
+                                                            ": gradient all-reduce over the stage's replicas");
+          size_t at = 0;
+          for (std::span<const float>& g : grads) {
+            g = std::span<const float>(summed.data() + at, g.size());
+            at += g.size();
+          }
+        }
         weights_->step(grads);
         last_gradients_.clear();
       }

@@ -72,6 +72,7 @@ class BatchFeed {
   struct Batch {
     Tensor x, labels;  // labels already in the form the loss reads (labels_for)
     int64_t rows = 0;
+    int64_t total_rows = 0;  // the whole mini-batch's (rows is this pipeline's share with data parallelism)
   };
   BatchFeed(std::function<Batch()> fetch, int64_t first, int consumers)
       : fetch_(std::move(fetch)), next_(first), consumers_(consumers) {}
@@ -95,6 +96,9 @@ struct StageConfig {
   RunningVariance running_variance = RunningVariance::unbiased;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
+  // Pipeline × data parallelism: the copies of this stage in the other pipelines. Before each update the
+  // gradients (each weighted by its pipeline's share of the mini-batch's rows) are summed over it.
+  Communicator* replica_group = nullptr;
 };
 
 // What one pass looks like to an observer (tests, debugging); called right before the pass runs, from the
@@ -182,6 +186,7 @@ class StageWorker {
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
   std::map<std::string, Tensor> last_gradients_;  // 1F1B: the last backward's parameter gradients
+  double last_weight_ = 1;                          // their share of the mini-batch (replica_group)
   double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
 };
 
