@@ -4,16 +4,16 @@
 // PipelineTrainer with one thread per stage, then evaluated and written like a one-device run.
 //
 // One PipelineTrainer::train call per epoch: the pipeline fills and drains once per epoch (1F1B), so
-// epochs of many mini-batches keep the fill/drain share small. Checkpoints of pipeline runs are not
-// written yet (a clear error), and neither is --dump-gradients.
+// epochs of many mini-batches keep the fill/drain share small; with --checkpoint-every K, once every K
+// mini-batches (checkpoints are taken drained). --dump-gradients is for --strategy single only.
 //
 // Across processes (started by mpirun, or torchrun-style with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT):
 // every process loads the same data with the same seed and runs its part — dp: one replica per rank
 // (--replicas, when given, must equal the process count); pipelines: one stage per rank (--stages must
 // equal it). Rank 0 prints, evaluates and writes the model (pipelines gather it there first); the last
-// stage's rank prints the pipeline's progress. Data-parallel runs write sharded checkpoints: every rank
-// (or replica) its share of the tensors, rank 0 the manifest (executor/checkpoint.h), which any layout —
-// another replica count, one device — resumes from.
+// stage's rank prints the pipeline's progress. Data-parallel and pipeline runs write sharded checkpoints:
+// every rank (replica or stage) its share of the tensors, rank 0 the manifest (executor/checkpoint.h),
+// which any layout — another replica or stage count, one device — resumes from.
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -125,12 +126,49 @@ int run_pipeline_training(const TrainOptions& o) {
 
 namespace {
 
+TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch, const nlohmann::json& config) {
+  return {.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch, .seed = o.seed, .config = config};
+}
+
+// --resume: the newest checkpoint of --checkpoint-dir, written under any layout, handed to `restore`;
+// returns the steps it had done (0 for a fresh run). A fresh run into a directory that holds
+// checkpoints is refused (rotation would keep the old run's newer ones).
+int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
+                         const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore) {
+  const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
+  if (!o.resume) {
+    if (rank == 0 && path) {
+      throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " + *path +
+                  "): add --resume to continue that run, or choose another directory");
+    }
+    return 0;
+  }
+  if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
+  const TrainingCheckpoint c = read_checkpoint(*path);
+  check_checkpoint_config(c, config, *path);
+  restore(c, *path);
+  if (rank == 0) {
+    std::fprintf(stderr, "resumed from %s (step %lld%s)\n", path->c_str(), static_cast<long long>(c.step),
+                 c.shards.empty() ? "" : (", " + std::to_string(c.shards.size()) + " shards").c_str());
+  }
+  return c.step;
+}
+
+// Every process writes the shards it holds (`parts`: shard index and content), then, once all are on
+// disk, rank 0 writes the manifest of all `shards` (executor/checkpoint.h).
+void write_sharded(const TrainOptions& o, Communicator* world, int rank, TrainingCheckpoint header,
+                   const std::vector<std::pair<int, TrainingCheckpoint>>& parts, int shards) {
+  for (const auto& [index, part] : parts) write_checkpoint_shard(o.checkpoint_dir, part, index);
+  if (world) world->barrier("checkpoint of step " + std::to_string(header.step) + ": every shard written");
+  if (rank != 0) return;
+  header.tensors.clear();
+  header.optimizer_state.clear();
+  header.shards = shard_files(header.step, shards);
+  write_checkpoint(o.checkpoint_dir, header, static_cast<int>(o.keep_checkpoints));
+}
+
 int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world) {
   const bool pipeline = o.strategy != "dp";
-  if (pipeline && (!o.checkpoint_dir.empty() || o.resume)) {
-    throw Error("--checkpoint-dir and --resume work with --strategy single and dp for now: checkpoints of pipeline "
-                "runs are not written yet");
-  }
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
 
@@ -175,37 +213,20 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     RunRole role{.prints_progress = rank == 0, .leads = rank == 0};
     const nlohmann::json config = checkpoint_config(o, total_steps);
     if (!o.checkpoint_dir.empty()) {
-      if (o.resume) {
-        const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
-        if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
-        const TrainingCheckpoint c = read_checkpoint(*path);
-        check_checkpoint_config(c, config, *path);
-        trainer.restore(c.tensors, c.optimizer_state, *path);
-        role.first_step = c.step;
-        if (rank == 0)
-          std::fprintf(stderr, "resumed from %s (step %lld%s)\n", path->c_str(), static_cast<long long>(c.step),
-                       c.shards.empty() ? "" : (", " + std::to_string(c.shards.size()) + " shards").c_str());
-      } else if (rank == 0 && latest_checkpoint(o.checkpoint_dir)) {
-        throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " +
-                    *latest_checkpoint(o.checkpoint_dir) + "): add --resume to continue that run, or choose another directory");
-      }
+      role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+        trainer.restore(c.tensors, c.optimizer_state, path);
+      });
       // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
       role.checkpoint = [&, replicas](int64_t step) {
-        TrainingCheckpoint all{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
-                               .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
-                               .optimizer_state = trainer.replica(0).optimizer().state_tensors()};
-        TrainingCheckpoint shard = all;
+        TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config);
+        all.tensors = trainer.trained_initializers();
+        all.optimizer_state = trainer.replica(0).optimizer().state_tensors();
+        std::vector<std::pair<int, TrainingCheckpoint>> parts;
         for (int r = rank; r < (world ? rank + 1 : replicas); ++r) {  // threads: this process writes them all
-          take_shard(all, r, replicas, shard);
-          write_checkpoint_shard(o.checkpoint_dir, shard, r);
+          parts.emplace_back(r, all);
+          take_shard(all, r, replicas, parts.back().second);
         }
-        if (world) world->barrier("checkpoint of step " + std::to_string(step) + ": every shard written");
-        if (rank == 0) {
-          all.tensors.clear();
-          all.optimizer_state.clear();
-          all.shards = shard_files(step, replicas);
-          write_checkpoint(o.checkpoint_dir, all, static_cast<int>(o.keep_checkpoints));
-        }
+        write_sharded(o, world, rank, all, parts, replicas);
       };
     }
     if (rank == 0) {
@@ -249,7 +270,24 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                  static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }
   // Pipeline 0's last stage has the losses; rank 0 (pipeline 0's first stage) gathers the model.
-  RunRole role{.prints_progress = rank == o.stages - 1, .leads = rank == 0};
+  RunRole role{.prints_progress = world ? rank == o.stages - 1 : true, .leads = rank == 0};
+  if (!o.checkpoint_dir.empty()) {
+    // Checkpoints are taken where the pipeline has drained: each train() call runs --checkpoint-every
+    // mini-batches, so that many also sets how often the pipeline fills and drains.
+    const nlohmann::json config = checkpoint_config(o, total_steps);
+    role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+      trainer.restore(c.tensors, c.optimizer_state, path);
+    });
+    role.checkpoint = [&, config](int64_t step) {  // a shard per stage, from pipeline 0
+      std::vector<std::pair<int, TrainingCheckpoint>> parts;
+      for (int k = 0; k < o.stages; ++k) {
+        if (world && rank != k) continue;
+        parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config));
+        std::tie(parts.back().second.tensors, parts.back().second.optimizer_state) = trainer.stage_state(k);
+      }
+      write_sharded(o, world, rank, checkpoint_header(o, step, per_epoch, config), parts, o.stages);
+    };
+  }
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   return run_epochs(o, trainer, loader, train, per_epoch,
                     [&] { if (!world) std::printf("%s", format_pipeline_report(trainer.report()).c_str()); }, role);

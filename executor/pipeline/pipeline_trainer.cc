@@ -302,6 +302,25 @@ std::vector<std::pair<std::string, Tensor>> PipelineTrainer::stage_tensors(int k
   return out;
 }
 
+void PipelineTrainer::restore(const std::map<std::string, Tensor>& values,
+                              const std::map<std::string, Tensor>& optimizer_state, const std::string& path) {
+  try {
+    for (auto& w : workers_) w->restore(values, optimizer_state);
+  } catch (Error& e) {
+    e.in_file(path);
+    throw;
+  }
+  trained_ = workers_[0]->weights().version();
+}
+
+std::pair<std::map<std::string, Tensor>, std::map<std::string, Tensor>> PipelineTrainer::stage_state(int k) const {
+  std::map<std::string, Tensor> values, optimizer;
+  for (auto& [name, t] : stage_tensors(k)) values[name] = std::move(t);
+  for (auto& [name, t] : workers_[k]->weights().optimizer().state_tensors())
+    if (k == 0 || name != "global_step") optimizer[name] = t;
+  return {values, optimizer};
+}
+
 std::map<std::string, Tensor> PipelineTrainer::trained_initializers() const {
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : reference_->trained_initializers()) out[name] = t.clone();

@@ -137,6 +137,14 @@ class PipelineTrainer {
   // statistics and returns the whole model (as trained_initializers), the other ranks return {}. In one
   // process: trained_initializers(). evaluate() on rank 0 then uses the gathered model.
   std::map<std::string, Tensor> gather_trained_initializers();
+  // Between train() calls: every stage continues from a saved state (a checkpoint of any layout: the
+  // parameters, running statistics and optimizer state by name), and the mini-batch count from its
+  // optimizer step. Throws Error (file `path`) naming what the state lacks.
+  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state,
+               const std::string& path);
+  // Stage k's part of a checkpoint: its parameters and running statistics, and its optimizer state
+  // ("global_step" from stage 0 only, so that the stages' parts never overlap).
+  std::pair<std::map<std::string, Tensor>, std::map<std::string, Tensor>> stage_state(int k) const;
   // The stage this process runs (world mode), or -1 when it runs them all.
   int local_stage() const { return options_.world ? pipeline_comm()->rank() : -1; }
   // Evaluation with the master weights (Trainer::evaluate on the whole model).

@@ -397,6 +397,18 @@ void StageWorker::end_run() {
   in_flight_.clear();
 }
 
+void StageWorker::restore(const std::map<std::string, Tensor>& values,
+                          const std::map<std::string, Tensor>& optimizer_state) {
+  weights_->restore(values, optimizer_state);
+  for (auto& [name, stat] : running_statistics()) {
+    auto it = values.find(name);
+    if (it == values.end() || it->second.nbytes() != stat.nbytes())
+      throw Error("the saved state has no value of " + std::to_string(stat.nbytes()) + " bytes for '" + name + "'");
+    Tensor shared = stat;  // the stage graph's own buffer
+    std::memcpy(shared.raw(), it->second.raw(), stat.nbytes());
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>> StageWorker::running_statistics() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [output, state] : graphs_.running_stats) {

@@ -145,6 +145,9 @@ class StageWorker {
 
   // BatchNormalization running statistics of this stage: (State initializer name, its Tensor).
   std::vector<std::pair<std::string, Tensor>> running_statistics() const;
+  // Between runs: this stage's weights, optimizer state and running statistics from a saved state that
+  // holds them (by name; WeightPolicy::restore).
+  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
 
   int64_t samples = 0;
   int64_t peak_activation_bytes = 0;

@@ -234,6 +234,27 @@ void WeightPolicy::sync_working() {
   working_version_ = version();
 }
 
+void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
+                           const std::map<std::string, Tensor>& optimizer_state) {
+  std::map<std::string, Tensor> mine;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string& name = parameters_[i].name;
+    auto it = values.find(name);
+    if (it == values.end() || it->second.dtype() != DType::Float32 || it->second.numel() != static_cast<int64_t>(sizes_[i]))
+      throw Error("the saved state has no float32 value of " + std::to_string(sizes_[i]) + " elements for '" + name + "'");
+    const auto v = it->second.data<float>();
+    std::copy(v.begin(), v.end(), master_.begin() + static_cast<std::ptrdiff_t>(offsets_[i]));
+    for (auto s = optimizer_state.lower_bound(name + "/"); s != optimizer_state.end() && s->first.rfind(name + "/", 0) == 0; ++s)
+      mine.insert(*s);
+  }
+  if (auto g = optimizer_state.find("global_step"); g != optimizer_state.end()) mine.insert(*g);
+  optimizer_.load_state(mine);
+  write_working(master_);
+  working_version_ = version();
+  pending_.clear();
+  history_.clear();
+}
+
 void WeightPolicy::end_run() {
   stats_.dropped_predictions += static_cast<int64_t>(pending_.size());
   pending_.clear();

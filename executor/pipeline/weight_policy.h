@@ -68,6 +68,10 @@ class WeightPolicy {
   void sync_working();
   // Drops SpecTrain predictions whose target version will not come (the end of a run).
   void end_run();
+  // Between runs (a drained pipeline): W and the working weights from `values` (by parameter name; every
+  // parameter must be there with its size) and the optimizer state from `optimizer_state` (its
+  // "global_step" and this stage's "PARAM/..." entries; others ignored). Throws Error naming what is missing.
+  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
 
   int64_t version() const { return optimizer_.global_step(); }
   const Optimizer& optimizer() const { return optimizer_; }
