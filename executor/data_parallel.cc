@@ -178,8 +178,9 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Ten
 
 std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, Communicator& comm, const Tensor& x,
                                                                     const Tensor& y, double weight, float& loss) {
-  const std::string what = "replica " + std::to_string(first_replica() + local) + ", gradient all-reduce";
   Trainer& replica = *replicas_[local];
+  const std::string what = "step " + std::to_string(replica.step() + 1) + ", replica " +
+                           std::to_string(first_replica() + local) + ", gradient all-reduce";
   std::map<std::string, Tensor> reduced;
   std::chrono::steady_clock::time_point waited_from;
   if (!buckets_.empty()) {

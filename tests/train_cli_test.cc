@@ -274,6 +274,69 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   EXPECT_NE(r.output.find("(step 16, 2 shards)"), std::string::npos) << r.output;
 }
 
+// Starts `onnxtrain ARGS` as rank `rank` of `size` the way torchrun does (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT), with its output in `log`; returns its pid.
+pid_t start_torchrun_rank(int rank, int size, int port, const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    // exec: the pid is onnxtrain's own, so that a test can kill it.
+    const std::string command = "exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// torchrun-style processes (TCP backend): data parallelism over 2 processes writes the bytes of 2 replica
+// threads; a rank killed mid-run makes the other stop at once, naming the dead rank and the step.
+TEST(TrainCli, TorchrunStyleProcessesTrainLikeThreadsAndStopWhenARankDies) {
+  const fs::path dir = scratch("torchrun");
+  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  const std::string base = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
+                           "--validation 0 --test-data none --seed 5 --epochs 2 --strategy dp";
+  setenv("OMP_NUM_THREADS", "2", 1);
+  const CliRun threads = run(base + " --replicas 2 -o " + (dir / "threads.onnx").string());
+  ASSERT_EQ(threads.exit_code, 0) << threads.output;
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(start_torchrun_rank(r, 2, port, base + " -o " + (dir / "procs.onnx").string(),
+                                        dir / ("rank" + std::to_string(r) + ".log")));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(wait_exit_code(ranks[r]), 0) << read_bytes(dir / ("rank" + std::to_string(r) + ".log"));
+  EXPECT_NE(read_bytes(dir / "rank0.log").find("on 2 processes (torchrun)"), std::string::npos) << read_bytes(dir / "rank0.log");
+  EXPECT_TRUE(read_bytes(dir / "threads.onnx") == read_bytes(dir / "procs.onnx"));
+
+  const std::string long_run = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96000 --batch 12 "
+                               "--validation 0 --test-data none --strategy dp --comm-timeout 30 -o " +
+                               (dir / "long.onnx").string();
+  const pid_t rank0 = start_torchrun_rank(0, 2, port + 1, long_run, dir / "long0.log");
+  const pid_t rank1 = start_torchrun_rank(1, 2, port + 1, long_run, dir / "long1.log");
+  for (int i = 0; i < 600 && read_bytes(dir / "long0.log").find("step 1/") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(rank1, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int code = wait_exit_code(rank0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  wait_exit_code(rank1);
+  const std::string log = read_bytes(dir / "long0.log");
+  EXPECT_EQ(code, 1) << log;
+  EXPECT_LT(seconds, 10) << log;  // well inside the 30 s timeout: the closed connection is noticed at once
+  EXPECT_NE(log.find("rank 1 closed its connection"), std::string::npos) << log;
+  EXPECT_NE(log.find("step "), std::string::npos) << log;
+}
+
 // The README's quick start (tools/quickstart.sh): the Fashion-MNIST CNN reaches 90% test accuracy in
 // three epochs (measured 90.25% with seed 0; seeds 1-3: 90.35%, 90.77%, 90.48%).
 TEST(TrainCli, QuickStartReachesNinetyPercentTestAccuracy) {
