@@ -83,7 +83,7 @@ run() {
 # name model data batch limit bucket-MB lr: mlp and cnn on 28x28 images (0.5 and 3 ms a step alone,
 # so hundreds of steps), SqueezeNet on 224x224 (~0.3 s a step at batch 16).
 models=(
-  "mlp models/mlp_opset17.onnx synthetic:1,28,28:10:38400 64 600 0.1 0.01"
+  "mlp models/mlp_opset17.onnx synthetic:1,28,28:10:76800 64 1200 0.1 0.01"
   "cnn models/cnn_opset17.onnx synthetic:1,28,28:10:19200 64 300 0.05 0.01"
 )
 if [[ -f models/zoo/squeezenet1_1.onnx ]]; then

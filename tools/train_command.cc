@@ -69,8 +69,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--strategy", o->strategy,
                   "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
                   "pipedream | spectrain | gpipe (pipeline training over --stages threads; DESIGN.md section 3) | ps (asynchronous "
-                  "parameter server: --replicas workers against --servers shards)");
-  cmd->add_option("--replicas", o->replicas, "dp: data-parallel replicas (default 1)")->check(CLI::PositiveNumber);
+                  "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
+                  "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
+  cmd->add_option("--replicas", o->replicas,
+                  "dp: data-parallel replicas (threads; under mpirun one per process, so leave it out or give the "
+                  "process count); ps: workers; with --stages under mpirun: copies of the pipeline, each on its "
+                  "rows of every mini-batch (mpirun -np stages*replicas) (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "gpipe: micro-batches per mini-batch (default 1)")
       ->check(CLI::PositiveNumber);
