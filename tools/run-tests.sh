@@ -21,9 +21,10 @@ cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
-echo "== tsan: the threaded tests (pipeline stages, data-parallel replicas, local comm) under ThreadSanitizer"
+echo "== tsan: the threaded tests (pipeline stages, replicas, central storage, parameter server, local and tcp comm) under ThreadSanitizer"
 cmake --preset tsan
-cmake --build --preset tsan -j "$jobs" --target local_comm_test pipeline_trainer_test data_parallel_test
+cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_conformance_test tcp_comm_test \
+  pipeline_trainer_test data_parallel_test central_storage_test parameter_server_test
 ctest --preset tsan -j "$jobs" -L threads
 
 echo "== all tests passed"
