@@ -66,7 +66,7 @@ class MpiTrain : public testing::Test {
 
 // mpirun -np R ... --strategy dp equals --strategy dp --replicas R on threads, byte for byte.
 TEST_F(MpiTrain, DataParallelProcessesEqualReplicaThreads) {
-  for (int r : {2, 3}) {
+  for (int r : {1, 2, 3, 4}) {
     const std::string args = " train " + kModel + kData + " --epochs 2 --strategy dp";
     setenv("OMP_NUM_THREADS", std::to_string(r).c_str(), 1);  // R threads split into one per replica
     const CliRun threads = run_cli(args + " --replicas " + std::to_string(r) + " -o " + (dir_ / "threads.onnx").string());
@@ -76,13 +76,14 @@ TEST_F(MpiTrain, DataParallelProcessesEqualReplicaThreads) {
     ASSERT_EQ(procs.exit_code, 0) << procs.output;
     EXPECT_NE(procs.output.find(std::to_string(r) + " data-parallel replicas (processes) on " + std::to_string(r) +
                                 " processes (mpi)"), std::string::npos) << procs.output;
+    EXPECT_NE(procs.output.find("gradient all-reduce"), std::string::npos) << procs.output;
     EXPECT_EQ(read_bytes(dir_ / "threads.onnx"), read_bytes(dir_ / "procs.onnx")) << r << " replicas";
   }
 }
 
 // mpirun -np N ... --strategy S --stages N equals the same pipeline on N threads, byte for byte.
 TEST_F(MpiTrain, PipelineStagesAsProcessesEqualStageThreads) {
-  for (const char* strategy : {"pipedream", "spectrain", "gpipe"}) {
+  for (const char* strategy : {"naive", "pipedream", "spectrain", "gpipe"}) {
     const std::string args = std::string(" train ") + kModel + kData + " --strategy " + strategy + " --stages 2" +
                              (std::string(strategy) == "gpipe" ? " --micro-batches 3" : "");
     setenv("OMP_NUM_THREADS", "2", 1);
