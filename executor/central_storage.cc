@@ -14,16 +14,6 @@
 namespace onnxtrain {
 namespace {
 
-// A copy of the model whose initializers own their buffers (Graph copies share Tensor buffers).
-Graph private_copy(const Graph& g) {
-  Graph copy = g;
-  for (ValueId id : copy.initializers) {
-    Value& v = copy.value(id);
-    if (v.data) v.data = v.data->clone();
-  }
-  return copy;
-}
-
 std::string megabytes(double bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f MB", bytes / 1e6);
@@ -38,7 +28,7 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
   if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
-    models_.push_back(private_copy(forward));
+    models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
     t.seed = options_.trainer.seed + static_cast<uint64_t>(k);  // replica k's own Dropout masks, as dp
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));

@@ -18,16 +18,6 @@
 namespace onnxtrain {
 namespace {
 
-// A copy of the model whose initializers own their buffers (Graph copies share Tensor buffers).
-Graph private_copy(const Graph& g) {
-  Graph copy = g;
-  for (ValueId id : copy.initializers) {
-    Value& v = copy.value(id);
-    if (v.data) v.data = v.data->clone();
-  }
-  return copy;
-}
-
 // One replica's bucketed all-reduce for one step. The backward pass (calling add) fills the buckets; a
 // communication thread all-reduces bucket 0, 1, ... in that order, each once it is complete, so every
 // replica issues the same collectives in the same order. finish() completes the last bucket (with the
@@ -130,7 +120,7 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
   }
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
-    models_.push_back(private_copy(forward));
+    models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
     t.seed = options_.trainer.seed + static_cast<uint64_t>(first_replica() + k);  // replica k's own Dropout masks
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));

@@ -15,16 +15,6 @@
 namespace onnxtrain {
 namespace {
 
-// A copy of the model whose initializers own their buffers (Graph copies share Tensor buffers).
-Graph private_copy(const Graph& g) {
-  Graph copy = g;
-  for (ValueId id : copy.initializers) {
-    Value& v = copy.value(id);
-    if (v.data) v.data = v.data->clone();
-  }
-  return copy;
-}
-
 std::string fixed(double v, int digits) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
@@ -109,7 +99,7 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
     throw Error("parameter server: --replicas (workers) must be at least 1, got " + std::to_string(workers));
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
-    worker->model = private_copy(forward);
+    worker->model = copy_with_own_initializers(forward);
     // Every worker has the same Dropout seeds: mini-batch i draws mask i whoever computes it.
     worker->trainer = std::make_unique<Trainer>(worker->model, options_.trainer);
     worker->pulled_version.assign(static_cast<size_t>(servers), 0);

@@ -102,4 +102,13 @@ void Graph::sort() {
   order_ = std::move(sorted);
 }
 
+Graph copy_with_own_initializers(const Graph& g) {
+  Graph copy = g;
+  for (ValueId id : copy.initializers) {
+    Value& v = copy.value(id);
+    if (v.data) v.data = v.data->clone();
+  }
+  return copy;
+}
+
 }  // namespace onnxtrain

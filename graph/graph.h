@@ -124,4 +124,8 @@ class Graph {
   std::vector<NodeId> order_;
 };
 
+// A copy of `g` whose initializers own their buffers (a plain Graph copy shares the Tensor buffers):
+// for replicas that each train their own weights.
+Graph copy_with_own_initializers(const Graph& g);
+
 }  // namespace onnxtrain

@@ -10,6 +10,7 @@
 
 #include "executor/data_parallel.h"
 #include "frontend/data_loader.h"
+#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
@@ -17,28 +18,13 @@
 namespace onnxtrain {
 namespace {
 
+using testing_support::Batches;
+using testing_support::batches_of;
+using testing_support::momentum_sgd;
+
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-TrainerOptions momentum_sgd() {
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.optimizer.momentum = 0.9;
-  o.schedule.base_lr = 0.05;
-  return o;
-}
 
-using Batches = std::vector<std::pair<Tensor, Tensor>>;
-
-Batches batches_of(const std::string& spec, int64_t batch, int count) {
-  Dataset data = load_dataset(spec, {.normalize = Normalization::MeanStd, .seed = 4});
-  DataLoader loader(data, {.batch = batch, .shuffle = true, .seed = 2, .prefetch = false});
-  Batches out;
-  for (int i = 0; i < count; ++i) {
-    Batch b = loader.next();
-    out.emplace_back(b.x, b.y);
-  }
-  return out;
-}
 
 std::map<std::string, Tensor> owned(const std::map<std::string, Tensor>& m) {
   std::map<std::string, Tensor> out;

@@ -14,32 +14,19 @@
 #include "executor/comm/local_comm.h"
 
 #include "frontend/data_loader.h"
+#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 
 namespace onnxtrain {
 namespace {
 
+using testing_support::batches_of;
+using testing_support::momentum_sgd;
+
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-TrainerOptions momentum_sgd() {
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.optimizer.momentum = 0.9;
-  o.schedule.base_lr = 0.05;
-  return o;
-}
 
-std::vector<std::pair<Tensor, Tensor>> batches_of(const std::string& spec, int64_t batch, int count) {
-  Dataset data = load_dataset(spec, {.normalize = Normalization::MeanStd, .seed = 4});
-  DataLoader loader(data, {.batch = batch, .shuffle = true, .seed = 2, .prefetch = false});
-  std::vector<std::pair<Tensor, Tensor>> out;
-  for (int i = 0; i < count; ++i) {
-    Batch b = loader.next();
-    out.emplace_back(b.x, b.y);
-  }
-  return out;
-}
 
 std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, const std::vector<std::pair<Tensor, Tensor>>& batches,
                                      std::vector<float>* losses = nullptr, int64_t bucket_bytes = 0) {

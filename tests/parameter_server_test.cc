@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "frontend/data_loader.h"
+#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
@@ -19,28 +20,13 @@
 namespace onnxtrain {
 namespace {
 
+using testing_support::Batches;
+using testing_support::batches_of;
+using testing_support::momentum_sgd;
+
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-TrainerOptions momentum_sgd(double lr = 0.05) {
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.optimizer.momentum = 0.9;
-  o.schedule.base_lr = lr;
-  return o;
-}
 
-using Batches = std::vector<std::pair<Tensor, Tensor>>;
-
-Batches batches_of(const std::string& spec, int64_t batch, int count) {
-  Dataset data = load_dataset(spec, {.normalize = Normalization::MeanStd, .seed = 4});
-  DataLoader loader(data, {.batch = batch, .shuffle = true, .seed = 2, .prefetch = false});
-  Batches out;
-  for (int i = 0; i < count; ++i) {
-    Batch b = loader.next();
-    out.emplace_back(b.x, b.y);
-  }
-  return out;
-}
 
 struct TrainedRun {
   std::vector<float> losses;
