@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 
+#include "executor/comm/comm_wire.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -27,19 +28,8 @@ struct Channel {
   std::deque<Message> queue;
 };
 
-enum class CollectiveOp { all_reduce_sum, broadcast, barrier };
-
-const char* op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce_sum:
-      return "all_reduce_sum";
-    case CollectiveOp::broadcast:
-      return "broadcast";
-    case CollectiveOp::barrier:
-      return "barrier";
-  }
-  return "?";
-}
+using comm_wire::CollectiveOp;  // the collectives and their names, as the process-crossing backends have them
+using comm_wire::op_name;
 
 // A rank's arguments to the collective now gathering. The rank stays blocked until the collective
 // completes (or it withdraws), so the last rank to arrive may read and write every rank's `data`.

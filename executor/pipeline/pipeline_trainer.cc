@@ -199,21 +199,11 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
   threads.reserve(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     threads.emplace_back([&, k] {
-      omp_set_num_threads(threads_[k]);
-      CommTransport transport(*group[k]);
-      StageWorker& worker = *workers_[k];
-      const auto start = std::chrono::steady_clock::now();
       try {
-        for (const PipelineRound& r : rounds) {
-          worker.begin_round(r);
-          for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
-        }
-      } catch (const std::exception& e) {
-        group[k]->abort(e.what());
+        run_stage(k, *group[k], rounds);
+      } catch (const std::exception&) {
         errors[k] = std::current_exception();
       }
-      wall_seconds_[k] += seconds_since(start);
-      idle_seconds_[k] += transport.idle_seconds;
     });
   }
   for (std::thread& t : threads) t.join();
@@ -225,11 +215,15 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
     if (e) std::rethrow_exception(e);
 }
 
-// This process's stage only; its neighbours are the adjacent ranks of `world`.
+// This process's stage only; its neighbours are the adjacent ranks of its pipeline group.
 void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
-  Communicator& comm = *pipeline_comm();
-  const int k = comm.rank();
   OmpThreadsGuard guard;
+  run_stage(pipeline_comm()->rank(), *pipeline_comm(), rounds);
+}
+
+// Stage k's program of every round over `comm`, timed (wall and blocked seconds). A failure aborts
+// `comm`, waking the other stages with this stage's reason, and is rethrown.
+void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds) {
   omp_set_num_threads(threads_[k]);
   CommTransport transport(comm);
   StageWorker& worker = *workers_[k];
@@ -240,7 +234,9 @@ void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
       for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
     }
   } catch (const std::exception& e) {
-    comm.abort("stage " + std::to_string(k) + ": " + e.what());
+    comm.abort(e.what());
+    wall_seconds_[k] += seconds_since(start);
+    idle_seconds_[k] += transport.idle_seconds;
     throw;
   }
   wall_seconds_[k] += seconds_since(start);

@@ -163,6 +163,7 @@ class PipelineTrainer {
   BatchFeed::Batch prepare_batch(std::pair<Tensor, Tensor> batch) const;
   void run_threaded(const std::vector<PipelineRound>& rounds);
   void run_world(const std::vector<PipelineRound>& rounds);
+  void run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds);
   // Stage k's parameters (master weights) and running statistics, as trained_initializers names them.
   std::vector<std::pair<std::string, Tensor>> stage_tensors(int k) const;
   void run_emulated(const std::vector<PipelineRound>& rounds);
