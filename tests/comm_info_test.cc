@@ -8,11 +8,13 @@ using namespace onnxtrain;
 
 TEST(CommInfo, ListsAllBackendsLocalAlwaysCompiled) {
   const std::vector<CommBackendInfo> backends = comm_backends();
-  ASSERT_EQ(backends.size(), 3u);
+  ASSERT_EQ(backends.size(), 4u);
   EXPECT_EQ(backends[0].name, "local");
   EXPECT_EQ(backends[1].name, "mpi");
   EXPECT_EQ(backends[2].name, "nccl");
+  EXPECT_EQ(backends[3].name, "tcp");
   EXPECT_TRUE(backends[0].compiled);
+  EXPECT_TRUE(backends[3].compiled);
   for (const CommBackendInfo& b : backends) {
     if (b.compiled) {
       EXPECT_FALSE(b.version.empty()) << b.name;

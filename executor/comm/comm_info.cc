@@ -51,6 +51,10 @@ std::vector<CommBackendInfo> comm_backends() {
                       .compiled = false,
                       .detail = "not compiled in (needs CUDA and NCCL; ONNXTRAIN_CUDA=OFF or not found)"});
 #endif
+  backends.push_back({.name = "tcp",
+                      .compiled = true,
+                      .version = "built in",
+                      .detail = "processes started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"});
   return backends;
 }
 

@@ -1,5 +1,6 @@
-// Which communication backends this build has: `local` (threads in one process) always, `mpi` when
-// built against MPI, `nccl` when built with CUDA and NCCL, each with the library version it reports.
+// Which communication backends this build has: `local` (threads in one process) and `tcp` (torchrun-style
+// processes) always, `mpi` when built against MPI, `nccl` when built with CUDA and NCCL, each with the
+// library version it reports.
 // Nothing here initialises MPI or NCCL; it is safe to call anywhere (`onnxtrain --version`, tests).
 //
 //   for (const CommBackendInfo& b : comm_backends())
@@ -12,13 +13,13 @@
 namespace onnxtrain {
 
 struct CommBackendInfo {
-  std::string name;  // "local", "mpi", "nccl"
+  std::string name;  // "local", "mpi", "nccl", "tcp"
   bool compiled = false;
   std::string version;  // "Open MPI v4.1.4, ...", "NCCL 2.28.9"; "" when not compiled
   std::string detail;   // what it is for, or why it is absent
 };
 
-// All three backends, in the order local, mpi, nccl; `compiled` says which this build has.
+// All four backends, in the order local, mpi, nccl, tcp; `compiled` says which this build has.
 std::vector<CommBackendInfo> comm_backends();
 
 // Names of the compiled backends: {"local", "mpi"}.
