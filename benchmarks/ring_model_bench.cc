@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string flag = argv[i];
-      if (i + 1 >= argc) throw Error("ring_model_bench: " + flag + " needs a value");
+      if (i + 1 >= argc) throw Error("" + flag + " needs a value");
       if (flag == "--p2p-kb")
         p2p_kb = parse_list(argv[++i], flag);
       else if (flag == "--reduce-mb")
@@ -109,21 +109,22 @@ int main(int argc, char** argv) {
       else if (flag == "--budget-ms")
         budget = std::stod(argv[++i]) / 1e3;
       else
-        throw Error("ring_model_bench: unknown option " + flag + " (--p2p-kb LIST, --reduce-mb LIST, --budget-ms MS)");
+        throw Error("unknown option " + flag + " (--p2p-kb LIST, --reduce-mb LIST, --budget-ms MS)");
     }
 
     MpiCommunicator comm(std::chrono::seconds(120));  // initialises MPI
     const int rank = comm.rank(), ranks = comm.size();
-    if (ranks < 2) throw Error("ring_model_bench: start it with mpirun -np 2 (or more); got " + std::to_string(ranks) + " rank");
+    if (ranks < 2) throw Error("start it with mpirun -np 2 (or more); got " + std::to_string(ranks) + " rank");
     // Ranks 0 and 1 ping-pong; the others wait on a communicator of their own so as not to disturb them.
     MPI_Comm pair;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &pair);
 
     if (rank == 0)
-      std::printf("%s\n%d ranks. (a) point-to-point ranks 0 <-> 1, one way (half a ping-pong round trip), median\n"
-                  "%10s %14s %10s %14s %10s\n",
-                  MpiCommunicator::library_version().substr(0, 60).c_str(), ranks, "KB", "comm us", "comm GB/s",
-                  "MPI_Send us", "GB/s");
+      std::printf(
+          "%s\n%d ranks. (a) point-to-point ranks 0 <-> 1, one way (half a ping-pong round trip), median\n"
+          "%10s %14s %10s %14s %10s\n",
+          MpiCommunicator::library_version().substr(0, 60).c_str(), ranks, "KB", "comm us", "comm GB/s", "MPI_Send us",
+          "GB/s");
     std::vector<double> bytes, comm_s, raw_s;
     int64_t message = 0;
     for (const double kb : p2p_kb) {
@@ -134,29 +135,31 @@ int main(int argc, char** argv) {
         Tensor t(DType::Float32, {n});
         const int peer = 1 - rank;
         ours = median_seconds(
-            [&] {
-              const CommTag tag{.micro_batch = message++, .kind = CommTag::other};
-              if (rank == 0) {
-                comm.send(peer, tag, t, "ping");
-                t = comm.recv(peer, tag, "pong");
-              } else {
-                t = comm.recv(peer, tag, "ping");
-                comm.send(peer, tag, t, "pong");
-              }
-            },
-            budget, pair) / 2;
+                   [&] {
+                     const CommTag tag{.micro_batch = message++, .kind = CommTag::other};
+                     if (rank == 0) {
+                       comm.send(peer, tag, t, "ping");
+                       t = comm.recv(peer, tag, "pong");
+                     } else {
+                       t = comm.recv(peer, tag, "ping");
+                       comm.send(peer, tag, t, "pong");
+                     }
+                   },
+                   budget, pair) /
+               2;
         std::vector<float> buffer(static_cast<std::size_t>(n), 1.0f);
         raw = median_seconds(
-            [&] {
-              if (rank == 0) {
-                MPI_Send(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair);
-                MPI_Recv(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair, MPI_STATUS_IGNORE);
-              } else {
-                MPI_Recv(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair, MPI_STATUS_IGNORE);
-                MPI_Send(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair);
-              }
-            },
-            budget, pair) / 2;
+                  [&] {
+                    if (rank == 0) {
+                      MPI_Send(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair);
+                      MPI_Recv(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair, MPI_STATUS_IGNORE);
+                    } else {
+                      MPI_Recv(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair, MPI_STATUS_IGNORE);
+                      MPI_Send(buffer.data(), static_cast<int>(n), MPI_FLOAT, peer, 7, pair);
+                    }
+                  },
+                  budget, pair) /
+              2;
       }
       bytes.push_back(b);
       comm_s.push_back(ours);
@@ -170,19 +173,21 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       ours = fit_latency_bandwidth(bytes, comm_s);
       raw = fit_latency_bandwidth(bytes, raw_s);
-      std::printf("fitted t = latency + bytes / bandwidth (weighted by 1/t^2):\n"
-                  "  MpiCommunicator send/recv: latency %.1f us, bandwidth %.2f GB/s\n"
-                  "  MPI_Send/MPI_Recv:         latency %.1f us, bandwidth %.2f GB/s\n",
-                  ours.latency * 1e6, ours.bandwidth / 1e9, raw.latency * 1e6, raw.bandwidth / 1e9);
+      std::printf(
+          "fitted t = latency + bytes / bandwidth (weighted by 1/t^2):\n"
+          "  MpiCommunicator send/recv: latency %.1f us, bandwidth %.2f GB/s\n"
+          "  MPI_Send/MPI_Recv:         latency %.1f us, bandwidth %.2f GB/s\n",
+          ours.latency * 1e6, ours.bandwidth / 1e9, raw.latency * 1e6, raw.bandwidth / 1e9);
     }
     MPI_Bcast(&ours, sizeof ours, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast(&raw, sizeof raw, MPI_BYTE, 0, MPI_COMM_WORLD);
 
     if (rank == 0)
-      std::printf("(b) all_reduce_sum over %d ranks, slowest rank's median; model = 2(R-1)/R * bytes / bandwidth + "
-                  "2(R-1) * latency with the MpiCommunicator fit (and the MPI_Send fit)\n"
-                  "%10s %12s %12s %8s %14s %8s %14s\n",
-                  ranks, "MB", "measured ms", "model ms", "ratio", "raw-fit model", "ratio", "MPI_Allreduce");
+      std::printf(
+          "(b) all_reduce_sum over %d ranks, slowest rank's median; model = 2(R-1)/R * bytes / bandwidth + "
+          "2(R-1) * latency with the MpiCommunicator fit (and the MPI_Send fit)\n"
+          "%10s %12s %12s %8s %14s %8s %14s\n",
+          ranks, "MB", "measured ms", "model ms", "ratio", "raw-fit model", "ratio", "MPI_Allreduce");
     std::vector<double> reduce_ms, model_ms;
     for (const double mb : reduce_mb) {
       const auto n = static_cast<std::size_t>(std::llround(mb * 1e6 / sizeof(float)));
@@ -190,9 +195,7 @@ int main(int argc, char** argv) {
       std::vector<float> data(n, 1.0f / static_cast<float>(ranks));  // stays finite however often it is summed
       double measured = median_seconds([&] { comm.all_reduce_sum(data, "bench"); }, budget, MPI_COMM_WORLD);
       double reference = median_seconds(
-          [&] {
-            MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-          },
+          [&] { MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
           budget, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &measured, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &reference, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -200,13 +203,14 @@ int main(int argc, char** argv) {
       reduce_ms.push_back(measured * 1e3);
       model_ms.push_back(model * 1e3);
       if (rank == 0)
-        std::printf("%10.2f %12.3f %12.3f %8.2f %14.3f %8.2f %14.3f\n", mb, measured * 1e3, model * 1e3, measured / model,
-                    raw_model * 1e3, measured / raw_model, reference * 1e3);
+        std::printf("%10.2f %12.3f %12.3f %8.2f %14.3f %8.2f %14.3f\n", mb, measured * 1e3, model * 1e3,
+                    measured / model, raw_model * 1e3, measured / raw_model, reference * 1e3);
       std::fflush(stdout);
     }
     if (rank == 0) {
-      std::printf("fit: ranks=%d comm_latency_us=%.3f comm_bandwidth_GBps=%.4f mpi_latency_us=%.3f mpi_bandwidth_GBps=%.4f\n",
-                  ranks, ours.latency * 1e6, ours.bandwidth / 1e9, raw.latency * 1e6, raw.bandwidth / 1e9);
+      std::printf(
+          "fit: ranks=%d comm_latency_us=%.3f comm_bandwidth_GBps=%.4f mpi_latency_us=%.3f mpi_bandwidth_GBps=%.4f\n",
+          ranks, ours.latency * 1e6, ours.bandwidth / 1e9, raw.latency * 1e6, raw.bandwidth / 1e9);
       for (std::size_t i = 0; i < reduce_mb.size(); ++i)
         std::printf("allreduce: mb=%g measured_ms=%.4f model_ms=%.4f\n", reduce_mb[i], reduce_ms[i], model_ms[i]);
     }
