@@ -19,6 +19,7 @@ the median of the repeats and, in brackets, their min-max.
     benchmarks/compare_pytorch.py --wait-idle 60       # on a shared machine: time only when it is idle
     benchmarks/compare_pytorch.py --python /work/venv/torchnew/bin/python   # torch 2.x instead of 1.13
     benchmarks/compare_pytorch.py --profile --models resnet:32 --threads 1  # + per-op profiles of both
+    benchmarks/compare_pytorch.py --device cuda --models resnet:64 --threads 1   # both on cuda:0 (gpu-check.sh)
 
 The default interpreter for torch is Debian's /usr/bin/python3 (torch 1.13), the one the fixture scripts
 use. This script itself needs only the standard library; the worker (this file run with --torch-worker
@@ -81,7 +82,7 @@ def wait_for_idle(limit_s):
 # ----------------------------------------------------------------------------------------------------
 # onnxtrain side
 # ----------------------------------------------------------------------------------------------------
-def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir):
+def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu"):
     """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process."""
     c, h, w = input_dims(name)
     total = warmup + steps
@@ -90,7 +91,7 @@ def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir):
            "--data", "synthetic:%d,%d,%d:%d:%d" % (c, h, w, CLASSES, batch * total),
            "--batch", str(batch), "--epochs", "1", "--validation", "0", "--lr", str(LR),
            "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
-           "--metrics", metrics, "-o", os.path.join(workdir, "trained.onnx")]
+           "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
     run = subprocess.run(cmd, env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if run.returncode != 0:
         sys.exit("onnxtrain failed (%d): %s\n%s" % (run.returncode, " ".join(cmd), run.stderr))
@@ -120,7 +121,7 @@ def onnxtrain_profile(onnxtrain, name, batch, threads, steps):
 # ----------------------------------------------------------------------------------------------------
 # torch side: a worker process (the chosen interpreter) that keeps one model and answers commands
 # ----------------------------------------------------------------------------------------------------
-def torch_worker(name, batch, threads, profile_steps):
+def torch_worker(name, batch, threads, profile_steps, device="cpu"):
     import numpy as np
     import onnx
     import torch
@@ -142,11 +143,13 @@ def torch_worker(name, batch, threads, profile_steps):
         sys.exit("%s: not in the ONNX file: %s" % (name, missing))
     model.load_state_dict({k: weights[k] for k in state if k in weights}, strict=False)
     model.train()
+    model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     rng = np.random.default_rng(0)
     pool = 16  # batches of random data cycled through, like onnxtrain's data loader picks rows
     xs = torch.from_numpy(rng.standard_normal((pool * batch,) + input_dims(name)).astype(np.float32))
     ys = torch.from_numpy(rng.integers(0, CLASSES, pool * batch).astype(np.int64))
+    xs, ys = xs.to(device), ys.to(device)  # on a GPU the data pool is resident, as a pinned-loader would make it
     counter = [0]
 
     def step():
@@ -157,7 +160,7 @@ def torch_worker(name, batch, threads, profile_steps):
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
-        return loss.item()
+        return loss.item()  # the loss reaches the host every step, as onnxtrain's progress reads it
 
     print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
     for line in sys.stdin:
@@ -181,10 +184,10 @@ def torch_worker(name, batch, threads, profile_steps):
 
 
 class TorchWorker:
-    def __init__(self, python, name, batch, threads, profile_steps):
+    def __init__(self, python, name, batch, threads, profile_steps, device):
         self.proc = subprocess.Popen(
             [python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads", str(threads),
-             "--profile-steps", str(profile_steps)],
+             "--profile-steps", str(profile_steps), "--device", device],
             env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = self._read()
 
@@ -236,12 +239,14 @@ def main():
                    help="before each timed block wait up to SECONDS for the CPUs to be idle (<10%% busy; shared "
                         "machines; default 0: do not wait)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where both sides train: cpu (default) or cuda (cuda:0 for onnxtrain and torch)")
     p.add_argument("--torch-worker", help=argparse.SUPPRESS)
     args = p.parse_args()
 
     if args.torch_worker:
         name, batch = args.torch_worker.split(":")
-        torch_worker(name, int(batch), int(args.threads), args.profile_steps)
+        torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device)
         return
 
     binary = find_onnxtrain(os.path.abspath(args.build))
@@ -252,14 +257,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="compare_pytorch_") as workdir:
         for name, batch, threads in configs:
             steps = args.steps or DEFAULT_STEPS[name]
-            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps)
+            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps, args.device)
             torch_version = worker.info["torch"]
             ours, theirs = [], []
             busy_repeats = 0
             for _ in range(args.repeats):
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
-                ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir))
+                ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir, args.device))
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
                 theirs.append(worker.ask(warmup=args.warmup, steps=steps)["samples_per_s"])
@@ -278,9 +283,9 @@ def main():
                   (name, batch, threads, fmt_rates(ours), fmt_rates(theirs),
                    ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""), flush=True)
 
-    print("\ntorch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
+    print("\non %s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
           "[min-max of the per-repeat ratios]; load average after: %s\n" %
-          (torch_version, args.python, args.repeats, " ".join("%.2f" % x for x in os.getloadavg())))
+          (args.device, torch_version, args.python, args.repeats, " ".join("%.2f" % x for x in os.getloadavg())))
     header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio")
     lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
                          "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])))

@@ -123,6 +123,7 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
     t.seed = options_.trainer.seed + static_cast<uint64_t>(first_replica() + k);  // replica k's own Dropout masks
+    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;                   // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
   if (options_.bucket_bytes > 0) {

@@ -5,6 +5,7 @@
 #include "executor/host_memory.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
+#include "kernels/cuda/cuda_runtime.h"
 
 namespace onnxtrain {
 
@@ -50,14 +51,25 @@ bool outputs_static(const Graph& graph, NodeId id) {
 
 }  // namespace
 
-InferenceSession::InferenceSession(const Graph& graph, std::string implementation)
-    : graph_(graph), implementation_(std::move(implementation)), last_use_(graph.value_count(), 0) {
+InferenceSession::InferenceSession(const Graph& graph, std::string implementation, Device device)
+    : graph_(graph), device_(device), implementation_(std::move(implementation)), last_use_(graph.value_count(), 0) {
   const auto& order = graph_.order();
   for (size_t i = 0; i < order.size(); ++i)
     for (ValueId in : graph_.node(order[i]).inputs)
       if (in.valid()) last_use_[in.index] = i;
   for (ValueId out : graph_.outputs) last_use_[out.index] = SIZE_MAX;  // never released
   retain_freed_host_memory();  // the session's outputs are fresh buffers on every run
+  if (device_.kind == DeviceKind::Cuda) {
+    cuda::require_device(device_.index, "a session on " + device_.name());
+    // Plan time: a node the device cannot run is an error now, not a CPU fallback in the middle of a run.
+    if (auto missing = missing_kernels(); !missing.empty()) {
+      std::string list;
+      for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+      throw Error("no CUDA kernel for " + list + " (onnxtrain never falls back to the CPU silently; train with "
+                  "--device cpu, or add the kernels under kernels/cuda/)");
+    }
+    cuda_stream_ = std::make_unique<cuda::DeviceStream>(device_.index);
+  }
 }
 
 InferenceSession::~InferenceSession() = default;
@@ -106,7 +118,7 @@ std::vector<std::string> InferenceSession::missing_kernels() const {
     for (ValueId in : node.inputs) spec.inputs.push_back(in.valid() ? TensorDesc{graph_.value(in).dtype, {}} : TensorDesc{});
     for (ValueId out : node.outputs) spec.outputs.push_back(out.valid() ? TensorDesc{graph_.value(out).dtype, {}} : TensorDesc{});
     const DType dtype = kernel_dtype(spec);
-    if (!KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_)) {
+    if (!KernelRegistry::builtin().find(node.domain, node.op_type, device_.kind, dtype, implementation_)) {
       std::string label = (node.domain.empty() ? "" : node.domain + ".") + node.op_type + " (" +
                           std::string(dtype_name(dtype)) + ")";
       if (std::find(missing.begin(), missing.end(), label) == missing.end()) missing.push_back(label);
@@ -120,9 +132,10 @@ std::unique_ptr<Kernel> InferenceSession::prepare_node(const Graph& graph, NodeI
   const Node& node = graph.node(id);
   KernelSpec spec = spec_for(graph, id);
   const DType dtype = kernel_dtype(spec);
-  const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, DeviceKind::Cpu, dtype, implementation_);
+  const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, device_.kind, dtype, implementation_);
   if (!entry) {
-    throw node_error(node, "no CPU kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
+    const std::string where = device_.kind == DeviceKind::Cpu ? "CPU" : "CUDA";
+    throw node_error(node, "no " + where + " kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
                                " for this op with " + std::string(dtype_name(dtype)) + " inputs yet");
   }
   output_sizes.clear();
@@ -155,15 +168,15 @@ void InferenceSession::prepare(const SymbolBindings& bindings) {
 
 // Shape inference again for one node, now that its inputs exist: their real sizes, and the values of
 // small inputs (shapes, bounds, pads) as constants.
-void InferenceSession::infer_with_values(Graph& graph, NodeId id, const std::vector<Tensor>& values) const {
+void InferenceSession::infer_with_values(Graph& graph, NodeId id, const InputFacts& input) const {
   const Node& node = graph.node(id);
   for (ValueId in : node.inputs) {
     if (!in.valid()) continue;
     Value& v = graph.value(in);
-    const Tensor& t = values[in.index];
-    v.shape = Shape::of(t.sizes());
-    if (!v.data && t.numel() <= 64) {  // shapes, bounds, pads, Range's limits: small tensors of any type
-      v.data = t;
+    const auto [sizes, small] = input(in);
+    v.shape = Shape::of(sizes);
+    if (!v.data && small) {  // shapes, bounds, pads, Range's limits: small tensors of any type
+      v.data = *small;
       v.known.reset();  // the import-time values may hold symbols; the data is exact
       v.role = ValueRole::Constant;
     }
@@ -197,8 +210,18 @@ void InferenceSession::release(Tensor& tensor, ValueId id) {
 
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) { return run(inputs, {}); }
 
+// The prepared kernel of a node, or for a data-dependent node one prepared now from its inputs' facts.
+Kernel& InferenceSession::kernel_for_run(PreparedNode& p, std::optional<Graph>& scratch, const InputFacts& input,
+                                         std::unique_ptr<Kernel>& per_run) const {
+  if (p.kernel) return *p.kernel;
+  infer_with_values(*scratch, p.node, input);
+  per_run = prepare_node(*scratch, p.node, p.output_sizes);
+  return *per_run;
+}
+
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
                                                     const OutputCallback& on_output) {
+  if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, on_output);
   const SymbolBindings bindings = bind_inputs(inputs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
 
@@ -216,12 +239,10 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
     std::unique_ptr<Kernel> per_run;
-    Kernel* kernel = p.kernel.get();
-    if (!kernel) {
-      infer_with_values(*scratch, p.node, values);
-      per_run = prepare_node(*scratch, p.node, p.output_sizes);
-      kernel = per_run.get();
-    }
+    Kernel* kernel = &kernel_for_run(p, scratch, [&](ValueId in) {
+      const Tensor& t = values[in.index];
+      return std::pair{t.sizes(), t.numel() <= 64 ? &t : nullptr};
+    }, per_run);
     std::vector<TensorView> in_views, out_views;
     for (ValueId in : node.inputs) in_views.push_back(in.valid() ? TensorView::of(values[in.index]) : TensorView{});
     for (size_t o = 0; o < node.outputs.size(); ++o) {

@@ -7,6 +7,13 @@
 //   InferenceSession session(model.graph);                      // fastest kernels
 //   InferenceSession oracle(model.graph, "reference");          // the plain-loop reference kernels
 //   std::map<std::string, Tensor> outputs = session.run({{"input", x}});
+//   InferenceSession gpu(model.graph, "", Device::cuda(0));     // every node on cuda:0
+//
+// On a CUDA device the session owns one stream: inputs and initializers are uploaded at the start of a
+// run, every kernel is enqueued on the stream with buffers from the device's caching allocator, and the
+// graph outputs are downloaded at the end (the one host synchronisation of a run; nodes whose output
+// sizes depend on run-time values read their small inputs back, which synchronises too). A node without
+// a CUDA kernel is an Error when the session is made, never a silent CPU fallback.
 #pragma once
 
 #include <functional>
@@ -20,10 +27,14 @@
 
 namespace onnxtrain {
 
+namespace cuda {
+class DeviceStream;
+}
+
 class InferenceSession {
  public:
   // `implementation` picks one kernel implementation ("reference"); empty: the fastest available.
-  explicit InferenceSession(const Graph& graph, std::string implementation = "");
+  explicit InferenceSession(const Graph& graph, std::string implementation = "", Device device = Device::cpu());
   ~InferenceSession();
 
   // Inputs by graph-input name (all must be given, with the model's dtype and sizes); returns every
@@ -40,8 +51,10 @@ class InferenceSession {
   uint64_t run_index() const { return run_index_; }
   void set_run_index(uint64_t index) { run_index_ = index; }
 
-  // The nodes without a kernel for their dtype on the CPU, as "Op (dtype)"; empty when the graph runs.
+  // The nodes without a kernel for their dtype on the session's device, as "Op (dtype)"; empty when the
+  // graph runs.
   std::vector<std::string> missing_kernels() const;
+  const Device& device() const { return device_; }
 
  private:
   struct PreparedNode {
@@ -53,11 +66,18 @@ class InferenceSession {
   SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
   std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id, std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
-  void infer_with_values(Graph& graph, NodeId id, const std::vector<Tensor>& values) const;
+  // Sizes of an input of the node, and its data when it is small (shapes, bounds) or null.
+  using InputFacts = std::function<std::pair<std::vector<int64_t>, const Tensor*>(ValueId)>;
+  void infer_with_values(Graph& graph, NodeId id, const InputFacts& input) const;
+  Kernel& kernel_for_run(PreparedNode& p, std::optional<Graph>& scratch, const InputFacts& input,
+                         std::unique_ptr<Kernel>& per_run) const;
+  std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
 
   const Graph& graph_;
+  Device device_;
+  std::unique_ptr<cuda::DeviceStream> cuda_stream_;  // a CUDA device's session only
   Graph bound_;  // graph_ with the batch symbols bound
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;

@@ -178,9 +178,9 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   seed_or_disable_dropout(forward_, options_.seed, options_.dropout);
   loss_ = attach_loss(forward_, options_.loss);
   training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = loss_.loss}));
-  session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels);
+  session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
-  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels);
+  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels, options_.device);
 
   Graph& g = training_->graph;
   for (const TrainingGraph::Gradient& grad : training_->gradients) {

@@ -65,6 +65,7 @@ struct TrainerOptions {
   OptimizerConfig optimizer;
   LrSchedule schedule;
   std::string kernels;  // kernel implementation ("reference"); empty: the fastest
+  Device device;        // where the forward and backward passes run (the optimizer steps on the host)
   uint64_t seed = 0;    // seeds the Dropout nodes
   bool dropout = true;  // false: Dropout is the identity in training too (to compare with a framework
                         // whose generator differs)

@@ -5,12 +5,17 @@
 
 #include "graph/error.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
 
 std::string_view device_kind_name(DeviceKind device) { return device == DeviceKind::Cpu ? "cpu" : "cuda"; }
+
+std::string Device::name() const {
+  return kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index);
+}
 
 uint64_t random_stream_seed(uint64_t seed, uint64_t run_index) {
   auto splitmix64 = [](uint64_t z) {
@@ -67,6 +72,9 @@ const KernelRegistry& KernelRegistry::builtin() {
     register_reference_kernels(r);
     register_onednn_kernels(r);
     register_cpu_kernels(r);
+#if ONNXTRAIN_WITH_CUDA
+    register_cuda_kernels(r);
+#endif
     return r;
   }();
   return registry;

@@ -25,6 +25,17 @@ namespace onnxtrain {
 enum class DeviceKind { Cpu, Cuda };
 std::string_view device_kind_name(DeviceKind device);
 
+// One device a session runs on: the CPU, or cuda:N.
+struct Device {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index) { return {DeviceKind::Cuda, index}; }
+  std::string name() const;  // "cpu", "cuda:1"
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
 // Dtype and sizes of one kernel argument; dtype Undefined marks an omitted optional input or output.
 struct TensorDesc {
   DType dtype = DType::Undefined;
@@ -63,7 +74,9 @@ struct KernelSpec {
   std::string node_name;  // for error messages only
 };
 
-// Where a kernel runs. The CPU stream is synchronous; a CUDA stream will wrap cudaStream_t.
+// Where a kernel runs. The CPU stream is synchronous. A CUDA stream carries the cudaStream_t it wraps
+// (`native_handle`, null = the legacy default stream) and the device index; CUDA kernels enqueue their
+// work on it and return without synchronising (kernels/cuda/cuda_context.h reads it).
 //
 // `run_index` numbers the runs of a session (a training step, a pipeline micro-batch). Random kernels
 // (Dropout) are stateless: they draw from a generator seeded by random_stream_seed(seed attribute,
@@ -71,13 +84,19 @@ struct KernelSpec {
 // resumed from a checkpoint, or a micro-batch executed on another thread, draws the same mask.
 class Stream {
  public:
-  explicit Stream(DeviceKind device = DeviceKind::Cpu, uint64_t run_index = 0) : device_(device), run_index_(run_index) {}
+  explicit Stream(DeviceKind device = DeviceKind::Cpu, uint64_t run_index = 0, void* native_handle = nullptr,
+                  int device_index = 0)
+      : device_(device), run_index_(run_index), native_handle_(native_handle), device_index_(device_index) {}
   DeviceKind device() const { return device_; }
   uint64_t run_index() const { return run_index_; }
+  void* native_handle() const { return native_handle_; }  // cudaStream_t for a CUDA stream
+  int device_index() const { return device_index_; }       // cuda:N
 
  private:
   DeviceKind device_;
   uint64_t run_index_;
+  void* native_handle_;
+  int device_index_;
 };
 
 // The seed of a random kernel's generator in run `run_index` (splitmix64 of the pair: distinct, well

@@ -1,6 +1,6 @@
 // Runs every case of the op-test harness (tests/gradient_harness.h): finite-difference gradient checks
-// in float64, fast kernels against the reference in float32, and the coverage rules that make an op
-// without a case fail.
+// in float64, fast CPU kernels and CUDA kernels (on cuda:0; skipped when no GPU is visible) against the
+// reference in float32, and the coverage rules that make an op without a case or a CUDA kernel fail.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,8 @@
 #include "graph/autodiff/gradient_rule.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/op_schema.h"
+#include "kernels/cuda/cuda_runtime.h"
+#include "kernels/cuda/device_query.h"
 #include "kernels/kernel.h"
 #include "tests/gradient_harness.h"
 
@@ -236,18 +238,9 @@ TEST_P(GradientHarness, MatchesFiniteDifferences) {
   }
 }
 
-// Float32: the fastest kernels (oneDNN where it has the op) against the reference, forward and backward.
-TEST_P(GradientHarness, FastKernelsMatchReference) {
-  const GradientCase& c = GetParam();
-  CaseGraph cg = build_case(c, DType::Float32);
-  TrainingGraph tg = build_training_graph(cg.graph, {.loss = "loss", .wrt = cg.wrt});
-  // Each session runs twice and the second run is compared: it reuses the first run's buffers, so a
-  // kernel that leaves part of an output unwritten, or keeps state between runs, shows up.
-  InferenceSession reference(tg.graph, "reference"), fast(tg.graph);
-  reference.run(cg.feeds);
-  fast.run(cg.feeds);
-  std::map<std::string, Tensor> expected = reference.run(cg.feeds);
-  std::map<std::string, Tensor> actual = fast.run(cg.feeds);
+// Every output of `actual` equals `expected` (integers exactly, floats within 1e-4 of the largest value).
+void expect_matches_reference(const std::string& label, const std::map<std::string, Tensor>& expected,
+                              const std::map<std::string, Tensor>& actual) {
   for (const auto& [name, ref] : expected) {
     const Tensor& got = actual.at(name);
     ASSERT_EQ(got.sizes(), ref.sizes()) << name;
@@ -259,9 +252,28 @@ TEST_P(GradientHarness, FastKernelsMatchReference) {
     double scale = 1.0;
     for (double v : r) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < r.size(); ++i) {
-      ASSERT_NEAR(a[i], r[i], 1e-4 * scale) << c.label << ": output " << name << " element " << i;
+      ASSERT_NEAR(a[i], r[i], 1e-4 * scale) << label << ": output " << name << " element " << i;
     }
   }
+}
+
+// Float32: `device`'s fastest kernels against the reference, forward and backward. Each session runs twice
+// and the second run is compared: it reuses the first run's buffers, so a kernel that leaves part of an
+// output unwritten, or keeps state between runs, shows up.
+void expect_kernels_match_reference(const GradientCase& c, Device device) {
+  CaseGraph cg = build_case(c, DType::Float32);
+  TrainingGraph tg = build_training_graph(cg.graph, {.loss = "loss", .wrt = cg.wrt});
+  InferenceSession reference(tg.graph, "reference"), fast(tg.graph, "", device);
+  reference.run(cg.feeds);
+  fast.run(cg.feeds);
+  expect_matches_reference(c.label, reference.run(cg.feeds), fast.run(cg.feeds));
+}
+
+TEST_P(GradientHarness, FastKernelsMatchReference) { expect_kernels_match_reference(GetParam(), Device::cpu()); }
+
+TEST_P(GradientHarness, CudaKernelsMatchReference) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_kernels_match_reference(GetParam(), Device::cuda(0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradientHarness, ::testing::ValuesIn(cases()),
@@ -324,6 +336,21 @@ TEST(GradientCoverage, EveryFastKernelIsComparedWithTheReference) {
     if (entry->domain.empty() && kNonDifferentiableOps.count(entry->op_type)) continue;
     EXPECT_TRUE(exercised().ops.count({entry->domain, entry->op_type}))
         << entry->implementation << " kernel of " << entry->op_type << " is compared in no harness case";
+  }
+}
+
+// The CUDA backend has a kernel for every op the CPU runs (at float32 where the CPU takes float32), so a
+// model that trains on the CPU is never refused on a GPU for a missing kernel.
+TEST(GradientCoverage, EveryCpuOpHasACudaKernel) {
+  if (!cuda::query_devices().compiled) GTEST_SKIP() << "CUDA support not compiled in: no CUDA kernels to count";
+  const KernelRegistry& registry = KernelRegistry::builtin();
+  for (const KernelEntry* entry : registry.all()) {
+    if (entry->device != DeviceKind::Cpu || entry->implementation != "reference") continue;
+    const bool takes_float = std::find(entry->dtypes.begin(), entry->dtypes.end(), DType::Float32) != entry->dtypes.end();
+    const DType dtype = takes_float ? DType::Float32 : entry->dtypes.front();
+    EXPECT_NE(registry.find(entry->domain, entry->op_type, DeviceKind::Cuda, dtype), nullptr)
+        << (entry->domain.empty() ? "" : entry->domain + ".") << entry->op_type << " (" << dtype_name(dtype)
+        << ") has a CPU kernel but no CUDA kernel";
   }
 }
 

@@ -13,6 +13,8 @@
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
 #include "frontend/tensor_file.h"
+#include "kernels/cuda/cuda_runtime.h"
+#include "kernels/cuda/device_query.h"
 
 using namespace onnxtrain;
 namespace fs = std::filesystem;
@@ -85,8 +87,9 @@ std::string compare(const Tensor& got, const Tensor& expected) {
 }
 
 // Runs every test_data_set_N of one node test; empty when all outputs match, else the first difference.
-std::string run_node_test(const fs::path& dir, const ImportedModel& model, const std::string& implementation) {
-  InferenceSession session(model.graph, implementation);
+std::string run_node_test(const fs::path& dir, const ImportedModel& model, const std::string& implementation,
+                          Device device = Device::cpu()) {
+  InferenceSession session(model.graph, implementation, device);
   for (int set = 0; fs::exists(dir / ("test_data_set_" + std::to_string(set))); ++set) {
     const fs::path data = dir / ("test_data_set_" + std::to_string(set));
     try {
@@ -116,7 +119,9 @@ TEST(OnnxConformance, KernelsMatchNodeTests) {
   std::sort(dirs.begin(), dirs.end());
 
   std::map<std::string, int> passed;  // by implementation ("": the default, fastest kernels)
-  int excluded = 0, not_imported = 0, no_kernel_tests = 0;
+  int excluded = 0, not_imported = 0, no_kernel_tests = 0, no_cuda_kernel_tests = 0;
+  // With a GPU, the default kernels of cuda:0 too; a test whose dtypes have no CUDA kernel is counted apart.
+  const bool gpu = cuda::device_count() > 0;
   std::map<std::string, int> without_kernel;  // "Op (dtype)" → tests
   std::vector<std::string> failures;
   for (const fs::path& dir : dirs) {
@@ -145,10 +150,23 @@ TEST(OnnxConformance, KernelsMatchNodeTests) {
         failures.push_back(test + " (" + (implementation.empty() ? "default kernels" : implementation) + "): " + failure);
       }
     }
+    if (gpu) {
+      std::string failure;
+      try {
+        failure = run_node_test(dir, model, "", Device::cuda(0));
+      } catch (const Error&) {  // the session refused the graph: a dtype without a CUDA kernel
+        ++no_cuda_kernel_tests;
+        continue;
+      }
+      if (failure.empty()) ++passed["cuda"];
+      else failures.push_back(test + " (cuda:0): " + failure);
+    }
   }
   std::printf("ONNX node tests: %zu models; passed %d with the reference kernels and %d with the default (fastest) "
               "kernels, %zu failures, %d excluded (listed with reasons), %d not imported, %d without a kernel yet\n",
               dirs.size(), passed["reference"], passed[""], failures.size(), excluded, not_imported, no_kernel_tests);
+  if (gpu) std::printf("on cuda:0: passed %d, %d without a CUDA kernel for their dtypes\n", passed["cuda"], no_cuda_kernel_tests);
+  else std::printf("no CUDA device visible: the CUDA kernels were not run (%s)\n", cuda::query_devices().unavailable_reason.c_str());
   std::string ops;
   for (const auto& [op, count] : without_kernel) ops += " " + op;
   std::printf("ops without a reference kernel:%s\n", ops.c_str());

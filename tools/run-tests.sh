@@ -16,15 +16,17 @@ cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
+# The CUDA code is compiled (nvcc) by the release stage; the sanitizer stages build with CUDA off, which
+# also keeps the CUDA-less build (stubs, clear errors for --device cuda) tested.
 echo "== asan: every test (malformed inputs among them) under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
-echo "== tsan: the threaded tests (pipeline stages, replicas, central storage, parameter server, local and tcp comm) under ThreadSanitizer"
+echo "== tsan: the threaded tests (pipeline stages, replicas, central storage, parameter server, local and tcp comm, the caching allocator, the NCCL bootstrap) under ThreadSanitizer"
 cmake --preset tsan
 cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_conformance_test tcp_comm_test \
-  pipeline_trainer_test data_parallel_test central_storage_test parameter_server_test
+  pipeline_trainer_test data_parallel_test central_storage_test parameter_server_test caching_allocator_test nccl_comm_test
 ctest --preset tsan -j "$jobs" -L threads
 
 echo "== all tests passed"

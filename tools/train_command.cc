@@ -46,6 +46,11 @@ void add_train_command(CLI::App& app) {
                   "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,samples_per_s} and per epoch "
                   "{epoch,val_loss,val_accuracy}");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
+  cmd->add_option("--device", o->device,
+                  "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "
+                  "stages and dp replica threads take consecutive GPUs from N (stage k on cuda:N+k); a process "
+                  "started by mpirun or torchrun takes cuda:N+LOCAL_RANK. A node without a CUDA kernel is an error "
+                  "before training starts, never a silent CPU fallback");
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");

@@ -16,6 +16,7 @@ struct TrainOptions {
   std::string model, data = "fashion-mnist", output, optimizer = "momentum", schedule = "constant";
   std::string loss = "cross-entropy", metrics, kernels, running_variance = "unbiased", dump_gradients;
   std::string normalize = "mean-std";
+  std::string device = "cpu";  // cpu | cuda | cuda:N (the first of the devices a run uses)
   std::string checkpoint_dir, test_data;  // test_data: "" = the source's test split, "none"
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t checkpoint_every = 0, keep_checkpoints = 3;
@@ -45,6 +46,10 @@ int run_replicated_training(const TrainOptions& o);  // --central-storage --stra
 std::string format_duration(double seconds);           // "1m05s", "2h03m"
 std::string progress_bar(double done);                 // "[#######.............]"
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps);
+// The first device of a run that places `devices` stages or replicas on consecutive devices from it
+// (offset by the process's local rank under a launcher). Throws Error when --device is malformed or
+// names more CUDA devices than are visible.
+Device training_device(const TrainOptions& o, int devices, int local_rank = 0, const std::string& what = "");
 std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
 Normalization normalization(const TrainOptions& o);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,

@@ -204,8 +204,18 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   const std::string where = world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
   if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  // Threads place their stages or replicas on consecutive devices; a process uses its local rank's device.
+  const int devices_here = world ? 1 : pipeline ? o.stages : o.replicas;
+  const Device device = training_device(o, devices_here, world ? launch.local_rank : 0,
+                                        pipeline ? "--stages " + std::to_string(o.stages)
+                                                 : "--replicas " + std::to_string(o.replicas));
+  auto trainer_options_here = [&] {
+    TrainerOptions t = trainer_options(o, total_steps);
+    t.device = device;
+    return t;
+  };
   if (!pipeline) {
-    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps),
+    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options_here(),
                                               .replicas = world ? 1 : o.replicas,
                                               .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
                                               .world = world});
@@ -248,7 +258,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     return run_epochs(o, trainer, loader, train, per_epoch, print_timing, role);
   }
   PipelineOptions p;
-  p.trainer = trainer_options(o, total_steps);
+  p.trainer = trainer_options_here();
   p.strategy = parse_pipeline_strategy(o.strategy);
   p.stages = o.stages;
   p.micro_batches = o.micro_batches;

@@ -36,6 +36,10 @@ int run_replicated_training(const TrainOptions& o) {
         "and parameter-server runs are not written yet");
   }
   if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
+  if (o.device != "cpu") {
+    throw Error("--device " + o.device + ": " + (ps ? "the parameter server" : "central storage") +
+                " runs on the CPU only for now (use --strategy dp for replicas on GPUs)");
+  }
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
     throw Error(o.model + ": training needs a model with one data input; it has " +

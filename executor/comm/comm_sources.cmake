@@ -7,3 +7,4 @@ target_sources(onnxtrain_executor PRIVATE
 if(ONNXTRAIN_HAVE_MPI)
   target_sources(onnxtrain_executor PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mpi_comm.cc)
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/nccl_sources.cmake)

@@ -91,6 +91,10 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .vertical_sync = options_.vertical_sync,
                        .measure_prediction = options_.measure_prediction,
                        .kernels = options_.trainer.kernels,
+                       // Threads: stage k on cuda:k; a process per stage: the device its launcher gave it.
+                       .device = options_.trainer.device.kind == DeviceKind::Cuda && !options_.world
+                                     ? Device::cuda(options_.trainer.device.index + k)
+                                     : options_.trainer.device,
                        .running_variance = options_.trainer.running_variance,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),

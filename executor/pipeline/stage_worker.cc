@@ -131,8 +131,8 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   forward_reads_[1] = reads_input(f, config_.labels);
   backward_reads_[0] = reads_input(b, config_.input);
   backward_reads_[1] = reads_input(b, config_.labels);
-  forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels);
-  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels);
+  forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels, config_.device);
+  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels, config_.device);
 }
 
 void StageWorker::begin_round(const PipelineRound& round) {

@@ -93,6 +93,7 @@ struct StageConfig {
   bool vertical_sync = false;
   bool measure_prediction = true;
   std::string kernels;
+  Device device;  // where this stage's forward and backward passes run
   RunningVariance running_variance = RunningVariance::unbiased;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)

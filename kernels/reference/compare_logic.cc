@@ -1,9 +1,10 @@
 // Reference kernels for the comparisons Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool output,
 // Equal also on bool inputs), the logical Not, And, Or, Xor (bool) and Where (a bool condition picking
-// from X or Y of any fixed-size dtype). All broadcast like numpy.
+// from X or Y of any fixed-size dtype). All broadcast like numpy; the comparison and logic math is
+// kernels/elementwise_functors.h's, shared with the CUDA kernels.
 #include <cstring>
-#include <functional>
 
+#include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -95,23 +96,24 @@ std::unique_ptr<Kernel> make_where(const KernelSpec& spec) {
 void register_reference_compare_logic_kernels(KernelRegistry& registry) {
   const std::vector<DType> equal_dtypes = with_bool(kArithmeticDTypes);
   registry.add(reference_entry("Equal", equal_dtypes, [](const KernelSpec& s) {
-    return make_comparison<std::equal_to<>>(s, with_bool(kArithmeticDTypes));
+    return make_comparison<elementwise::Equal>(s, with_bool(kArithmeticDTypes));
   }));
-  registry.add(reference_entry("Less", kArithmeticDTypes,
-                               [](const KernelSpec& s) { return make_comparison<std::less<>>(s, kArithmeticDTypes); }));
+  registry.add(reference_entry("Less", kArithmeticDTypes, [](const KernelSpec& s) {
+    return make_comparison<elementwise::Less>(s, kArithmeticDTypes);
+  }));
   registry.add(reference_entry("LessOrEqual", kArithmeticDTypes, [](const KernelSpec& s) {
-    return make_comparison<std::less_equal<>>(s, kArithmeticDTypes);
+    return make_comparison<elementwise::LessOrEqual>(s, kArithmeticDTypes);
   }));
   registry.add(reference_entry("Greater", kArithmeticDTypes, [](const KernelSpec& s) {
-    return make_comparison<std::greater<>>(s, kArithmeticDTypes);
+    return make_comparison<elementwise::Greater>(s, kArithmeticDTypes);
   }));
   registry.add(reference_entry("GreaterOrEqual", kArithmeticDTypes, [](const KernelSpec& s) {
-    return make_comparison<std::greater_equal<>>(s, kArithmeticDTypes);
+    return make_comparison<elementwise::GreaterOrEqual>(s, kArithmeticDTypes);
   }));
   registry.add(reference_entry("Not", {DType::Bool}, &make_not));
-  registry.add(reference_entry("And", {DType::Bool}, &make_logical<std::logical_and<>>));
-  registry.add(reference_entry("Or", {DType::Bool}, &make_logical<std::logical_or<>>));
-  registry.add(reference_entry("Xor", {DType::Bool}, &make_logical<std::not_equal_to<bool>>));
+  registry.add(reference_entry("And", {DType::Bool}, &make_logical<elementwise::And>));
+  registry.add(reference_entry("Or", {DType::Bool}, &make_logical<elementwise::Or>));
+  registry.add(reference_entry("Xor", {DType::Bool}, &make_logical<elementwise::Xor>));
   registry.add(reference_entry("Where", {DType::Bool}, &make_where));
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -18,51 +19,26 @@ T wrap(uint64_t v) {
   return static_cast<T>(v);  // modular since C++20
 }
 
-struct AddOp {
+// The math is kernels/elementwise_functors.h's (shared with the CUDA kernels); Div adds the check the
+// functor cannot make.
+template <template <typename> class Functor>
+struct ArithmeticOp {
   template <typename T>
   static T apply(const KernelSpec&, T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return wrap<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    } else {
-      return a + b;
-    }
+    return Functor<T>{}(a, b);
   }
 };
-
-struct SubOp {
-  template <typename T>
-  static T apply(const KernelSpec&, T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return wrap<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-    } else {
-      return a - b;
-    }
-  }
-};
-
-struct MulOp {
-  template <typename T>
-  static T apply(const KernelSpec&, T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      return wrap<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-    } else {
-      return a * b;
-    }
-  }
-};
+using AddOp = ArithmeticOp<elementwise::Add>;
+using SubOp = ArithmeticOp<elementwise::Sub>;
+using MulOp = ArithmeticOp<elementwise::Mul>;
 
 struct DivOp {
   template <typename T>
   static T apply(const KernelSpec& spec, T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       if (b == 0) kernel_fail(spec, "integer division by zero");
-      if constexpr (std::is_signed_v<T>) {
-        if (b == -1) return wrap<T>(uint64_t{0} - static_cast<uint64_t>(a));  // INT_MIN / -1 wraps
-      }
-      return static_cast<T>(a / b);  // C++ truncates toward zero, as ONNX Runtime does
-    } else {
-      return a / b;
     }
+    return elementwise::Div<T>{}(a, b);
   }
 };
 
@@ -112,11 +88,7 @@ T integer_pow(const KernelSpec& spec, T base, E exponent) {
 template <typename T, typename E>
 T pow_element(const KernelSpec& spec, T base, E exponent) {
   if constexpr (std::is_floating_point_v<T>) {
-    if constexpr (std::is_same_v<T, E>) {
-      return std::pow(base, exponent);
-    } else {
-      return static_cast<T>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
-    }
+    return elementwise::Pow<T, E>{}(base, exponent);
   } else if constexpr (std::is_integral_v<E>) {
     return integer_pow(spec, base, exponent);
   } else {
@@ -154,55 +126,21 @@ std::unique_ptr<Kernel> make_pow_kernel(const KernelSpec& spec) {
 }
 
 // Min and Max propagate NaN, like numpy's minimum/maximum and torch.min/max.
-struct MinOp {
+template <template <typename> class Functor>
+struct VariadicOp {
   template <typename T>
   static T combine(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return b < a ? b : a;
-  }
-  template <typename T>
-  static T finish(T v, size_t) {
-    return v;
-  }
-};
-
-struct MaxOp {
-  template <typename T>
-  static T combine(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return b > a ? b : a;
-  }
-  template <typename T>
-  static T finish(T v, size_t) {
-    return v;
-  }
-};
-
-struct SumOp {
-  template <typename T>
-  static T combine(T a, T b) {
-    return a + b;
-  }
-  template <typename T>
-  static T finish(T v, size_t) {
-    return v;
-  }
-};
-
-struct MeanOp {
-  template <typename T>
-  static T combine(T a, T b) {
-    return a + b;
+    return Functor<T>{}.combine(a, b);
   }
   template <typename T>
   static T finish(T v, size_t count) {
-    return v / static_cast<T>(count);
+    return Functor<T>{}.finish(v, static_cast<int64_t>(count));
   }
 };
+using MinOp = VariadicOp<elementwise::Min>;
+using MaxOp = VariadicOp<elementwise::Max>;
+using SumOp = VariadicOp<elementwise::Sum>;
+using MeanOp = VariadicOp<elementwise::Mean>;
 
 const std::vector<DType> kMinMaxDTypes = [] {
   std::vector<DType> dtypes = kArithmeticDTypes;

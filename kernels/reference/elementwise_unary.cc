@@ -1,10 +1,11 @@
 // Reference kernels for the activations and unary math (Relu … Gelu), Clip and PRelu. Float math ops
 // take float32/float64; Relu and Neg also the signed integers, Abs, Erf, Clip and PRelu every
-// arithmetic type. Each op's math is one generic lambda over the element type T.
+// arithmetic type. Each op's math is a functor of kernels/elementwise_functors.h (shared with the CUDA
+// kernels), applied here in plain loops.
 #include <cmath>
-#include <numbers>
 #include <type_traits>
 
+#include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -12,15 +13,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace reference;
-
-template <typename T>
-bool is_negative(T x) {
-  if constexpr (std::is_unsigned_v<T>) {
-    return false;
-  } else {
-    return x < T(0);
-  }
-}
 
 // A kernel applying fn to every element; instantiated for float types only when FloatsOnly.
 template <bool FloatsOnly, typename Fn>
@@ -49,29 +41,15 @@ std::unique_ptr<Kernel> float_unary(const KernelSpec& spec, Fn fn) {
 }
 
 std::unique_ptr<Kernel> make_relu(const KernelSpec& spec) {
-  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) { return is_negative(x) ? decltype(x)(0) : x; });
+  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) { return elementwise::Relu<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_neg(const KernelSpec& spec) {
-  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(uint64_t{0} - static_cast<uint64_t>(x));  // wraps
-    } else {
-      return -x;
-    }
-  });
+  return make_unary_kernel<false>(spec, kSignedDTypes, [](auto x) { return elementwise::Neg<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_abs(const KernelSpec& spec) {
-  return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_integral_v<T>) {
-      return is_negative(x) ? static_cast<T>(uint64_t{0} - static_cast<uint64_t>(x)) : x;
-    } else {
-      return std::fabs(x);
-    }
-  });
+  return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) { return elementwise::Abs<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_erf(const KernelSpec& spec) {
@@ -80,35 +58,33 @@ std::unique_ptr<Kernel> make_erf(const KernelSpec& spec) {
     if constexpr (std::is_integral_v<T>) {
       return float_to_integer<T>(std::erf(static_cast<double>(x)));
     } else {
-      return std::erf(x);
+      return elementwise::Erf<T>{}(x);
     }
   });
 }
 
 std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec) {
-  return float_unary(spec, [](auto x) {
-    using T = decltype(x);
-    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-    const T e = std::exp(x);  // no overflow for very negative x
-    return e / (T(1) + e);
-  });
+  return float_unary(spec, [](auto x) { return elementwise::Sigmoid<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_softplus(const KernelSpec& spec) {
-  return float_unary(spec, [](auto x) {
-    using T = decltype(x);
-    return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));  // log(exp(x) + 1), stable
-  });
+  return float_unary(spec, [](auto x) { return elementwise::Softplus<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_leaky_relu(const KernelSpec& spec) {
   const double alpha = spec.attributes.get_float("alpha", 0.01);
-  return float_unary(spec, [alpha](auto x) { return x < 0 ? static_cast<decltype(x)>(alpha) * x : x; });
+  return float_unary(spec, [alpha](auto x) {
+    using T = decltype(x);
+    return elementwise::LeakyRelu<T>{static_cast<T>(alpha)}(x);
+  });
 }
 
 std::unique_ptr<Kernel> make_elu(const KernelSpec& spec) {
   const double alpha = spec.attributes.get_float("alpha", 1.0);
-  return float_unary(spec, [alpha](auto x) { return x < 0 ? static_cast<decltype(x)>(alpha) * std::expm1(x) : x; });
+  return float_unary(spec, [alpha](auto x) {
+    using T = decltype(x);
+    return elementwise::Elu<T>{static_cast<T>(alpha)}(x);
+  });
 }
 
 std::unique_ptr<Kernel> make_selu(const KernelSpec& spec) {
@@ -116,7 +92,7 @@ std::unique_ptr<Kernel> make_selu(const KernelSpec& spec) {
   const double gamma = spec.attributes.get_float("gamma", 1.05070102214813232421875);
   return float_unary(spec, [alpha, gamma](auto x) {
     using T = decltype(x);
-    return static_cast<T>(gamma) * (x > 0 ? x : static_cast<T>(alpha) * std::expm1(x));
+    return elementwise::Selu<T>{static_cast<T>(alpha), static_cast<T>(gamma)}(x);
   });
 }
 
@@ -125,31 +101,21 @@ std::unique_ptr<Kernel> make_hard_sigmoid(const KernelSpec& spec) {
   const double beta = spec.attributes.get_float("beta", 0.5);
   return float_unary(spec, [alpha, beta](auto x) {
     using T = decltype(x);
-    return std::clamp(static_cast<T>(alpha) * x + static_cast<T>(beta), T(0), T(1));
+    return elementwise::HardSigmoid<T>{static_cast<T>(alpha), static_cast<T>(beta)}(x);
   });
 }
 
 std::unique_ptr<Kernel> make_hard_swish(const KernelSpec& spec) {
-  return float_unary(spec, [](auto x) {
-    using T = decltype(x);
-    return x * std::clamp(x / T(6) + T(0.5), T(0), T(1));
-  });
+  return float_unary(spec, [](auto x) { return elementwise::HardSwish<decltype(x)>{}(x); });
 }
 
 std::unique_ptr<Kernel> make_gelu(const KernelSpec& spec) {
   const std::string approximate = spec.attributes.get_string("approximate", "none");
   if (approximate == "none") {
-    return float_unary(spec, [](auto x) {
-      using T = decltype(x);
-      return T(0.5) * x * (T(1) + std::erf(x / std::numbers::sqrt2_v<T>));
-    });
+    return float_unary(spec, [](auto x) { return elementwise::GeluErf<decltype(x)>{}(x); });
   }
   if (approximate == "tanh") {
-    return float_unary(spec, [](auto x) {
-      using T = decltype(x);
-      const T sqrt_2_over_pi = std::numbers::sqrt2_v<T> * std::numbers::inv_sqrtpi_v<T>;
-      return T(0.5) * x * (T(1) + std::tanh(sqrt_2_over_pi * (x + T(0.044715) * x * x * x)));
-    });
+    return float_unary(spec, [](auto x) { return elementwise::GeluTanh<decltype(x)>{}(x); });
   }
   kernel_fail(spec, "approximate must be 'none' or 'tanh', got '" + approximate + "'");
 }
@@ -182,10 +148,8 @@ std::unique_ptr<Kernel> make_clip(const KernelSpec& spec) {
       if (inputs.size() > 2 && inputs[2].present()) hi = inputs[2].template as<T>()[0];
       const T* x = inputs[0].template as<T>();
       T* y = outputs[0].template as<T>();
-      for (int64_t i = 0; i < outputs[0].numel(); ++i) {
-        const T v = x[i] < lo ? lo : x[i];
-        y[i] = v > hi ? hi : v;  // min > max gives max everywhere, as the spec says; NaN stays NaN
-      }
+      const elementwise::Clip<T> clip{lo, hi};
+      for (int64_t i = 0; i < outputs[0].numel(); ++i) y[i] = clip(x[i]);
     });
   });
 }
@@ -211,16 +175,17 @@ std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
       const T* slope = inputs[1].template as<T>();
       T* y = outputs[0].template as<T>();
       for_each_broadcast(x_sizes, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
-        const T v = x[offset[0]];
-        y[i] = is_negative(v) ? static_cast<T>(slope[offset[1]] * v) : v;
+        y[i] = elementwise::PRelu<T>{}(x[offset[0]], slope[offset[1]]);
       });
     });
   });
 }
 
 // The float math ops without attributes.
-#define ONNXTRAIN_FLOAT_UNARY(expression) \
-  [](const KernelSpec& spec) { return float_unary(spec, [](auto x) { return expression; }); }
+#define ONNXTRAIN_FLOAT_UNARY(Functor)                                                       \
+  [](const KernelSpec& spec) {                                                               \
+    return float_unary(spec, [](auto x) { return elementwise::Functor<decltype(x)>{}(x); }); \
+  }
 
 }  // namespace
 
@@ -230,11 +195,11 @@ void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Abs", kArithmeticDTypes, &make_abs));
   registry.add(reference_entry("Erf", kArithmeticDTypes, &make_erf));
   registry.add(reference_entry("Sigmoid", kFloatDTypes, &make_sigmoid));
-  registry.add(reference_entry("Tanh", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::tanh(x))));
-  registry.add(reference_entry("Sqrt", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::sqrt(x))));
-  registry.add(reference_entry("Exp", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::exp(x))));
-  registry.add(reference_entry("Log", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(std::log(x))));
-  registry.add(reference_entry("Reciprocal", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(decltype(x)(1) / x)));
+  registry.add(reference_entry("Tanh", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Tanh)));
+  registry.add(reference_entry("Sqrt", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Sqrt)));
+  registry.add(reference_entry("Exp", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Exp)));
+  registry.add(reference_entry("Log", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Log)));
+  registry.add(reference_entry("Reciprocal", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Reciprocal)));
   registry.add(reference_entry("Softplus", kFloatDTypes, &make_softplus));
   registry.add(reference_entry("LeakyRelu", kFloatDTypes, &make_leaky_relu));
   registry.add(reference_entry("Elu", kFloatDTypes, &make_elu));

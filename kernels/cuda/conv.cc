@@ -1,0 +1,210 @@
+// cuDNN Conv and ConvTranspose (float32, 1 to 3 spatial dims, groups, strides, dilations, optional bias).
+// Descriptors are made at prepare; the algorithm is found at the first run (conv_algorithms.h).
+// ConvTranspose is the backward-data pass of the Conv it transposes (Y as that Conv's input, X as its
+// output, W its filter). cuDNN pads both ends alike, so only windows whose begin pad yields the node's
+// output size are taken (cudnn_window, cudnn_params.h): other pads fail at prepare naming the attribute.
+// Bias is added with cudnnAddTensor.
+#include "kernels/cuda/cuda_kernels.h"
+
+#if ONNXTRAIN_HAVE_CUDNN
+
+#include <algorithm>
+#include <optional>
+
+#include "kernels/cuda/conv_algorithms.h"
+#include "kernels/reference/conv_geometry.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace cuda;
+using reference::kernel_fail;
+
+// A (1, M, 1, ...) descriptor for a per-channel bias added to a tensor of rank `rank`.
+std::vector<int> bias_dims(int64_t channels, size_t rank) {
+  std::vector<int> dims(rank, 1);
+  dims[1] = static_cast<int>(channels);
+  return dims;
+}
+
+void add_bias(cudnnHandle_t handle, const TensorDescriptor& bias, const void* b, const TensorDescriptor& y, void* out) {
+  const float one = 1.0f;
+  ONNXTRAIN_CUDNN_CHECK(cudnnAddTensor(handle, &one, bias.get(), b, &one, y.get(), out));
+}
+
+class CudnnConv final : public Kernel {
+ public:
+  CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y, const CudnnWindow& window,
+            int group, bool has_bias, bool empty)
+      : x_(x),
+        w_(w),
+        y_(y),
+        conv_(window, group),
+        bias_(bias_dims(y[1], y.size())),
+        has_bias_(has_bias),
+        empty_(empty),
+        key_(conv_problem_key(x, w, y, window, group)) {}
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    if (empty_) return;
+    DeviceGuard guard(stream);
+    cudnnHandle_t handle = cudnn_handle(stream);
+    const void* x = inputs[0].data;
+    const void* w = inputs[1].data;
+    void* y = outputs[0].data;
+    if (!algo_) algo_ = find_forward(key_, handle, stream, x_, x, w_, w, conv_, y_, y);
+    algo_->use(conv_);
+    void* ws = workspace(stream, algo_->workspace);
+    const float one = 1.0f, zero = 0.0f;
+    ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, x_.get(), x, w_.get(), w, conv_.get(), algo_->algo, ws,
+                                                  algo_->workspace, &zero, y_.get(), y));
+    if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_, y);
+  }
+
+ private:
+  TensorDescriptor x_;
+  FilterDescriptor w_;
+  TensorDescriptor y_;
+  ConvolutionDescriptor conv_;
+  TensorDescriptor bias_;
+  bool has_bias_;
+  bool empty_;
+  std::vector<int> key_;
+  std::optional<ConvAlgorithm<cudnnConvolutionFwdAlgo_t>> algo_;
+};
+
+// Fails when a tensor Y depends on is empty while Y is not (zero input channels): cuDNN has no such case.
+void require_nonempty_operands(const KernelSpec& spec) {
+  if (spec.outputs[0].numel() == 0) return;
+  for (size_t i = 0; i < 2; ++i) {
+    if (spec.inputs[i].numel() == 0) {
+      kernel_fail(spec, "input " + std::to_string(i) + " " + reference::sizes_to_string(spec.inputs[i].sizes) +
+                            " is empty but the output is not: not supported by the cuDNN kernel");
+    }
+  }
+}
+
+std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
+  validate_with_reference(spec);
+  require_all_float32(spec);
+  require_nonempty_operands(spec);
+  const TensorDesc& x = spec.inputs[0];
+  const TensorDesc& w = spec.inputs[1];
+  const TensorDesc& y = spec.outputs[0];
+  const reference::ConvGeometry g = reference::read_conv_geometry(spec, x, w, y, "Y");
+  const CudnnWindow window = cudnn_window(g.window, WindowUse::Conv);
+  if (!window.problem.empty()) kernel_fail(spec, window.problem);
+  const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
+  return std::make_unique<CudnnConv>(require_cudnn_dims(spec, x.sizes, "X"), require_cudnn_dims(spec, w.sizes, "W"),
+                                     require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(g.group),
+                                     has_bias, y.numel() == 0);
+}
+
+class CudnnConvTranspose final : public Kernel {
+ public:
+  // x/y are the ConvTranspose's; the Conv it transposes reads y and writes x.
+  CudnnConvTranspose(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y,
+                     const CudnnWindow& window, int group, bool has_bias, bool empty)
+      : x_(x),
+        w_(w),
+        y_(y),
+        conv_(window, group),
+        bias_(bias_dims(y[1], y.size())),
+        has_bias_(has_bias),
+        empty_(empty),
+        key_(conv_problem_key(y, w, x, window, group)) {}
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    if (empty_) return;
+    DeviceGuard guard(stream);
+    cudnnHandle_t handle = cudnn_handle(stream);
+    const void* x = inputs[0].data;
+    const void* w = inputs[1].data;
+    void* y = outputs[0].data;
+    if (!algo_) algo_ = find_backward_data(key_, handle, stream, w_, w, x_, x, conv_, y_, y);
+    algo_->use(conv_);
+    void* ws = workspace(stream, algo_->workspace);
+    const float one = 1.0f, zero = 0.0f;
+    ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, w_.get(), w, x_.get(), x, conv_.get(), algo_->algo,
+                                                       ws, algo_->workspace, &zero, y_.get(), y));
+    if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_, y);
+  }
+
+ private:
+  TensorDescriptor x_;
+  FilterDescriptor w_;
+  TensorDescriptor y_;
+  ConvolutionDescriptor conv_;
+  TensorDescriptor bias_;
+  bool has_bias_;
+  bool empty_;
+  std::vector<int> key_;  // the Conv it transposes: input Y, output X
+  std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>> algo_;
+};
+
+// ConvTranspose's window (the reference's resolution of pads, output_padding and output_shape) as the
+// window of the Conv it transposes: input Y's spatial sizes, output X's, the same begin pads.
+reference::WindowGeometry conv_transpose_window(const KernelSpec& spec) {
+  const TensorDesc& x = spec.inputs[0];
+  const TensorDesc& w = spec.inputs[1];
+  const TensorDesc& y = spec.outputs[0];
+  const std::vector<int64_t> in(x.sizes.begin() + 2, x.sizes.end()), out(y.sizes.begin() + 2, y.sizes.end());
+  const std::vector<int64_t> kernel(w.sizes.begin() + 2, w.sizes.end());
+  reference::WindowGeometry fwd = reference::read_window_geometry(spec, in, out, kernel);
+  const size_t n = in.size();
+  const std::vector<int64_t> output_padding = spec.attributes.get_ints("output_padding", std::vector<int64_t>(n, 0));
+  const bool same = fwd.auto_pad == "SAME_UPPER" || fwd.auto_pad == "SAME_LOWER";
+  for (size_t d = 0; d < n; ++d) {  // as kernels/reference/conv_transpose.cc
+    if (!same && !spec.attributes.has("output_shape")) continue;
+    const int64_t dilated = (kernel[d] - 1) * fwd.dilations[d] + 1;
+    const int64_t total = fwd.strides[d] * (in[d] - 1) + output_padding[d] + dilated - out[d];
+    const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor division
+    fwd.pad_begin[d] = fwd.auto_pad == "SAME_UPPER" ? half : total - half;
+    fwd.pad_end[d] = total - fwd.pad_begin[d];
+  }
+  reference::WindowGeometry conv = fwd;
+  conv.input = out;
+  conv.output = in;
+  return conv;
+}
+
+std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {
+  validate_with_reference(spec);
+  require_all_float32(spec);
+  require_nonempty_operands(spec);
+  const TensorDesc& x = spec.inputs[0];
+  const TensorDesc& w = spec.inputs[1];
+  const TensorDesc& y = spec.outputs[0];
+  const reference::WindowGeometry window = conv_transpose_window(spec);
+  for (size_t d = 0; d < window.spatial(); ++d) {
+    if (window.pad_begin[d] < 0) {
+      kernel_fail(spec, "output_shape/output_padding give spatial axis " + std::to_string(d) +
+                            " a negative begin pad, which cuDNN cannot take");
+    }
+  }
+  const CudnnWindow cw = cudnn_window(window, WindowUse::Conv);
+  if (!cw.problem.empty()) kernel_fail(spec, cw.problem);
+  const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
+  return std::make_unique<CudnnConvTranspose>(
+      require_cudnn_dims(spec, x.sizes, "X"), require_cudnn_dims(spec, w.sizes, "W"),
+      require_cudnn_dims(spec, y.sizes, "Y"), cw, static_cast<int>(spec.attributes.get_int("group", 1)), has_bias,
+      y.numel() == 0);
+}
+
+}  // namespace
+
+void register_cuda_conv_kernels(KernelRegistry& registry) {
+  registry.add(cuda_entry("", "Conv", &make_conv));
+  registry.add(cuda_entry("", "ConvTranspose", &make_conv_transpose));
+  register_cuda_conv_grad_kernels(registry);
+}
+
+}  // namespace onnxtrain
+
+#else  // no cuDNN: no convolution kernels
+
+namespace onnxtrain {
+void register_cuda_conv_kernels(KernelRegistry&) {}
+}  // namespace onnxtrain
+
+#endif

@@ -1,0 +1,115 @@
+// cuDNN ai.onnxtrain::ConvGrad(dY, X, W) -> dX, dW, dB (each optional): backward data, backward filter
+// and backward bias of the Conv in conv.cc, with the same window mapping and prepare-time refusals.
+// Algorithms are found at the first run (conv_algorithms.h), one per wanted output. With an empty dY,
+// X or W the sums are empty: the wanted outputs are zero-filled.
+#include "kernels/cuda/cuda_kernels.h"
+
+#if ONNXTRAIN_HAVE_CUDNN
+
+#include <algorithm>
+#include <optional>
+
+#include "kernels/cuda/conv_algorithms.h"
+#include "kernels/reference/conv_geometry.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace cuda;
+using reference::kernel_fail;
+
+class CudnnConvGrad final : public Kernel {
+ public:
+  CudnnConvGrad(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& dy,
+                const CudnnWindow& window, int group, bool empty)
+      : x_(x),
+        w_(w),
+        dy_(dy),
+        conv_(window, group),
+        db_(bias_dims(dy)),
+        empty_(empty),
+        key_(conv_problem_key(x, w, dy, window, group)) {}
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    DeviceGuard guard(stream);
+    auto wanted = [&](size_t i) { return i < outputs.size() && outputs[i].data != nullptr; };
+    if (empty_) {
+      for (size_t i = 0; i < 3; ++i) {
+        if (wanted(i) && outputs[i].numel() > 0) {
+          ONNXTRAIN_CUDA_CHECK(
+              cudaMemsetAsync(outputs[i].data, 0, static_cast<size_t>(outputs[i].numel()) * 4, native_stream(stream)));
+        }
+      }
+      return;
+    }
+    cudnnHandle_t handle = cudnn_handle(stream);
+    const void* dy = inputs[0].data;
+    const void* x = inputs[1].data;
+    const void* w = inputs[2].data;
+    const float one = 1.0f, zero = 0.0f;
+    if (wanted(0)) {
+      void* dx = outputs[0].data;
+      if (!data_algo_) data_algo_ = find_backward_data(key_, handle, stream, w_, w, dy_, dy, conv_, x_, dx);
+      data_algo_->use(conv_);
+      void* ws = workspace(stream, data_algo_->workspace);
+      ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, w_.get(), w, dy_.get(), dy, conv_.get(),
+                                                         data_algo_->algo, ws, data_algo_->workspace, &zero, x_.get(),
+                                                         dx));
+    }
+    if (wanted(1)) {
+      void* dw = outputs[1].data;
+      if (!filter_algo_) filter_algo_ = find_backward_filter(key_, handle, stream, x_, x, dy_, dy, conv_, w_, dw);
+      filter_algo_->use(conv_);
+      void* ws = workspace(stream, filter_algo_->workspace);
+      ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, x_.get(), x, dy_.get(), dy, conv_.get(),
+                                                           filter_algo_->algo, ws, filter_algo_->workspace, &zero,
+                                                           w_.get(), dw));
+    }
+    if (wanted(2)) {
+      ONNXTRAIN_CUDNN_CHECK(
+          cudnnConvolutionBackwardBias(handle, &one, dy_.get(), dy, &zero, db_.get(), outputs[2].data));
+    }
+  }
+
+ private:
+  static std::vector<int> bias_dims(const std::vector<int>& dy) {
+    std::vector<int> dims(dy.size(), 1);
+    dims[1] = dy[1];
+    return dims;
+  }
+
+  TensorDescriptor x_;
+  FilterDescriptor w_;
+  TensorDescriptor dy_;
+  ConvolutionDescriptor conv_;
+  TensorDescriptor db_;
+  bool empty_;
+  std::vector<int> key_;
+  std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>> data_algo_;
+  std::optional<ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t>> filter_algo_;
+};
+
+std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
+  validate_with_reference(spec);
+  require_all_float32(spec);
+  const TensorDesc& dy = spec.inputs[0];
+  const TensorDesc& x = spec.inputs[1];
+  const TensorDesc& w = spec.inputs[2];
+  const reference::ConvGeometry g = reference::read_conv_geometry(spec, x, w, dy, "dY");
+  const bool empty = dy.numel() == 0 || x.numel() == 0 || w.numel() == 0;
+  const CudnnWindow window = cudnn_window(g.window, WindowUse::Conv);
+  if (!window.problem.empty()) kernel_fail(spec, window.problem);
+  auto dims = [&](const TensorDesc& t, const char* what) { return require_cudnn_dims(spec, t.sizes, what); };
+  return std::make_unique<CudnnConvGrad>(dims(x, "X"), dims(w, "W"), dims(dy, "dY"), window, static_cast<int>(g.group),
+                                         empty);
+}
+
+}  // namespace
+
+void register_cuda_conv_grad_kernels(KernelRegistry& registry) {
+  registry.add(cuda_entry("ai.onnxtrain", "ConvGrad", &make_conv_grad));
+}
+
+}  // namespace onnxtrain
+
+#endif

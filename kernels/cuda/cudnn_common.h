@@ -1,0 +1,173 @@
+// What the cuDNN/cuBLAS kernels of kernels/cuda/ share: owned cuDNN descriptors (created at prepare,
+// destroyed with the kernel), prepare-time validation by the reference kernel (so attribute errors read
+// the same on every device), the KernelEntry of a "cuda" kernel, and float32-only checks.
+// Included only under kernels/cuda/ (it includes cuDNN).
+//
+//   validate_with_reference(spec);                     // the reference kernel's attribute/shape errors
+//   cuda::TensorDescriptor x_desc(*cudnn_dims(x.sizes));
+//   registry.add(cuda_entry("", "Conv", &make_conv));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cudnn_params.h"
+#include "kernels/kernel.h"
+#include "kernels/reference/kernel_plumbing.h"
+
+namespace onnxtrain::cuda {
+
+inline KernelEntry cuda_entry(std::string domain, std::string op_type, KernelFactory factory) {
+  return {.domain = std::move(domain),
+          .op_type = std::move(op_type),
+          .device = DeviceKind::Cuda,
+          .dtypes = {DType::Float32},
+          .implementation = "cuda",
+          .factory = factory};
+}
+
+// Prepares (and drops) the CPU reference kernel of the same spec: it validates attributes, dtypes and
+// sizes, failing with the message every device shares.
+inline void validate_with_reference(const KernelSpec& spec) {
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, kernel_dtype(spec), "reference");
+  if (entry) entry->prepare(spec);
+}
+
+// Fails unless the first `inputs` and `outputs` present inputs and outputs (all by default; AveragePoolGrad's
+// x_shape and MaxPool's Indices are int64) are float32: the CUDA kernels of this family are float32.
+inline void require_all_float32(const KernelSpec& spec, size_t inputs = SIZE_MAX, size_t outputs = SIZE_MAX) {
+  auto check = [&](const std::vector<TensorDesc>& descs, const char* what, size_t count = SIZE_MAX) {
+    for (size_t i = 0; i < descs.size() && i < count; ++i) {
+      if (descs[i].present() && descs[i].dtype != DType::Float32) {
+        reference::kernel_fail(spec, std::string(what) + " " + std::to_string(i) + " is " +
+                                         std::string(dtype_name(descs[i].dtype)) +
+                                         ": the CUDA kernel supports float32 only");
+      }
+    }
+  };
+  check(spec.inputs, "input", inputs);
+  check(spec.outputs, "output", outputs);
+}
+
+// Ints for a cuDNN descriptor, or an Error naming the tensor. A zero size becomes 1 (cuDNN refuses
+// zero-size descriptors): every kernel skips or zero-fills an empty problem before cuDNN sees it.
+inline std::vector<int> require_cudnn_dims(const KernelSpec& spec, const std::vector<int64_t>& sizes,
+                                           const std::string& what, size_t min_rank = 4) {
+  std::optional<std::vector<int>> dims = cudnn_dims(sizes, min_rank);
+  if (!dims) reference::kernel_fail(spec, what + " " + reference::sizes_to_string(sizes) + " does not fit cuDNN's int");
+  for (int& d : *dims) d = d == 0 ? 1 : d;
+  return *dims;
+}
+
+#if ONNXTRAIN_HAVE_CUDNN
+
+// Owned descriptors. Creation and setting need no device; destruction cannot fail in a way worth
+// reporting from a destructor.
+class TensorDescriptor {
+ public:
+  TensorDescriptor() { ONNXTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_)); }
+  explicit TensorDescriptor(const std::vector<int>& dims) : TensorDescriptor() { set(dims); }
+  ~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  void set(const std::vector<int>& dims) {
+    const std::vector<int> strides = packed_strides(dims);
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc_, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
+                                                     dims.data(), strides.data()));
+  }
+  cudnnTensorDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+class FilterDescriptor {
+ public:
+  explicit FilterDescriptor(const std::vector<int>& dims) {
+    ONNXTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_));
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetFilterNdDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                     static_cast<int>(dims.size()), dims.data()));
+  }
+  ~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  cudnnFilterDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnFilterDescriptor_t desc_ = nullptr;
+};
+
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor(const CudnnWindow& w, int group) {
+    ONNXTRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(desc_, static_cast<int>(w.pads.size()), w.pads.data(),
+                                                          w.strides.data(), w.dilations.data(), CUDNN_CROSS_CORRELATION,
+                                                          CUDNN_DATA_FLOAT));
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, group));
+    // Strict float32 (no TF32 tensor-core rounding): results stay within float32 tolerance of the
+    // reference kernel. Find only returns algorithms of this math type.
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH));
+  }
+  ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+class PoolingDescriptor {
+ public:
+  PoolingDescriptor(cudnnPoolingMode_t mode, const CudnnWindow& w) {
+    ONNXTRAIN_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&desc_));
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetPoolingNdDescriptor(desc_, mode, CUDNN_NOT_PROPAGATE_NAN,
+                                                      static_cast<int>(w.kernel.size()), w.kernel.data(), w.pads.data(),
+                                                      w.strides.data()));
+  }
+  ~PoolingDescriptor() { cudnnDestroyPoolingDescriptor(desc_); }
+  PoolingDescriptor(const PoolingDescriptor&) = delete;
+  PoolingDescriptor& operator=(const PoolingDescriptor&) = delete;
+  cudnnPoolingDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnPoolingDescriptor_t desc_ = nullptr;
+};
+
+class LrnDescriptor {
+ public:
+  LrnDescriptor(unsigned size, double alpha, double beta, double bias) {
+    ONNXTRAIN_CUDNN_CHECK(cudnnCreateLRNDescriptor(&desc_));
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetLRNDescriptor(desc_, size, alpha, beta, bias));
+  }
+  ~LrnDescriptor() { cudnnDestroyLRNDescriptor(desc_); }
+  LrnDescriptor(const LrnDescriptor&) = delete;
+  LrnDescriptor& operator=(const LrnDescriptor&) = delete;
+  cudnnLRNDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnLRNDescriptor_t desc_ = nullptr;
+};
+
+#endif  // ONNXTRAIN_HAVE_CUDNN
+
+// Device scratch carved from one workspace() call (a second call may move the first's memory):
+//   ScratchLayout s; size_t y = s.add(bytes_y), dx = s.add(bytes_dx);
+//   char* base = static_cast<char*>(workspace(stream, s.total()));  // base + y, base + dx
+struct ScratchLayout {
+  size_t bytes = 0;
+  size_t add(size_t size) {
+    const size_t offset = bytes;
+    bytes += (size + 255) / 256 * 256;  // keep every piece 256-byte aligned
+    return offset;
+  }
+  size_t total() const { return bytes == 0 ? 256 : bytes; }
+};
+
+}  // namespace onnxtrain::cuda

@@ -1,0 +1,163 @@
+// The pooling cuDNN cannot do, computed directly: windows whose pads cuDNN's symmetric padding cannot
+// express (asymmetric pads, odd SAME pads, ceil_mode overhangs), dilations, and MaxPool's Indices output.
+// One output (forward) or one input element (backward, a gather over the windows that cover it, so
+// deterministic without atomics) per call, with the reference kernels' exact rules (pooling.cc,
+// pooling_grad.cc): the first maximum in window order wins, averages divide by the covered input
+// elements or, with count_include_pad, by the window elements inside the padded input. Plain C++ with
+// ONNXTRAIN_HOST_DEVICE functions: pooling_direct.cu runs them on the GPU, tests/cuda_nn_test.cc on the CPU.
+//
+//   DirectPool p = direct_pool(w, planes, /*max=*/true, include_pad, column_major);
+//   for (o...) direct_pool_output(p, x_plane, o, &y[o], &indices[o]);     // + plane offsets
+//   for (i...) dx[i] = direct_pool_grad(p, x_plane, dy_plane, i);
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/elementwise_derivatives.h"  // ONNXTRAIN_HOST_DEVICE
+#include "kernels/reference/window.h"
+
+namespace onnxtrain::cuda {
+
+inline constexpr int kDirectPoolMaxDims = 3;
+
+struct DirectPool {
+  int spatial = 0;
+  long long planes = 0, in_plane = 1, out_plane = 1;
+  long long in[kDirectPoolMaxDims] = {}, out[kDirectPoolMaxDims] = {}, kernel[kDirectPoolMaxDims] = {};
+  long long stride[kDirectPoolMaxDims] = {}, dilation[kDirectPoolMaxDims] = {};
+  long long pad_begin[kDirectPoolMaxDims] = {}, pad_end[kDirectPoolMaxDims] = {};
+  bool max = true, include_pad = false, column_major_indices = false;
+};
+
+// From the reference geometry; spatial dims beyond kDirectPoolMaxDims are not supported (callers check).
+inline DirectPool direct_pool(const reference::WindowGeometry& w, int64_t planes, bool max, bool include_pad,
+                              bool column_major_indices) {
+  DirectPool p;
+  p.spatial = static_cast<int>(w.spatial());
+  p.planes = planes;
+  p.max = max;
+  p.include_pad = include_pad;
+  p.column_major_indices = column_major_indices;
+  for (int d = 0; d < p.spatial && d < kDirectPoolMaxDims; ++d) {
+    p.in[d] = w.input[d];
+    p.out[d] = w.output[d];
+    p.kernel[d] = w.kernel[d];
+    p.stride[d] = w.strides[d];
+    p.dilation[d] = w.dilations[d];
+    p.pad_begin[d] = w.pad_begin[d];
+    p.pad_end[d] = w.pad_end[d];
+    p.in_plane *= w.input[d];
+    p.out_plane *= w.output[d];
+  }
+  return p;
+}
+
+// Row-major position of flat index `flat` in `sizes` (spatial dims).
+ONNXTRAIN_HOST_DEVICE inline void direct_unflatten(long long flat, const long long* sizes, int spatial,
+                                                   long long* index) {
+  for (int d = spatial - 1; d >= 0; --d) {
+    index[d] = flat % sizes[d];
+    flat /= sizes[d];
+  }
+}
+
+// Output `o` (in-plane flat index) of one plane: the max (first in window order) or average over its
+// window, and for max the in-plane row-major offset of the winner (-1 when the window holds no input).
+ONNXTRAIN_HOST_DEVICE inline float direct_pool_output(const DirectPool& p, const float* x_plane, long long o,
+                                                      long long* winner) {
+  long long out_pos[kDirectPoolMaxDims] = {}, k[kDirectPoolMaxDims] = {};
+  direct_unflatten(o, p.out, p.spatial, out_pos);
+  long long window = 1;
+  for (int d = 0; d < p.spatial; ++d) window *= p.kernel[d];
+  float best = 0.0f;
+  long long best_offset = -1, counted = 0;
+  double sum = 0.0;
+  for (long long e = 0; e < window; ++e) {
+    direct_unflatten(e, p.kernel, p.spatial, k);
+    long long offset = 0;
+    bool inside = true, padded = true;
+    for (int d = 0; d < p.spatial; ++d) {
+      const long long pos = out_pos[d] * p.stride[d] - p.pad_begin[d] + k[d] * p.dilation[d];
+      inside = inside && pos >= 0 && pos < p.in[d];
+      padded = padded && pos >= -p.pad_begin[d] && pos < p.in[d] + p.pad_end[d];
+      offset = offset * p.in[d] + pos;
+    }
+    if (p.max) {
+      if (inside && (best_offset < 0 || x_plane[offset] > best)) {
+        best = x_plane[offset];
+        best_offset = offset;
+      }
+    } else {
+      if (inside) sum += static_cast<double>(x_plane[offset]);
+      if (p.include_pad ? padded : inside) ++counted;
+    }
+  }
+  if (winner) *winner = best_offset;
+  if (p.max) return best_offset < 0 ? -INFINITY : best;
+  return counted > 0 ? static_cast<float>(sum / static_cast<double>(counted)) : 0.0f;
+}
+
+// MaxPool's Indices value of a winner: n·C·Π(D) + c·Π(D) + its offset in the plane, row or column major.
+ONNXTRAIN_HOST_DEVICE inline long long direct_pool_index(const DirectPool& p, long long plane, long long winner) {
+  if (winner < 0) return -1;
+  long long offset = winner;
+  if (p.column_major_indices) {
+    long long index[kDirectPoolMaxDims] = {};
+    direct_unflatten(winner, p.in, p.spatial, index);
+    offset = 0;
+    long long stride = 1;
+    for (int d = 0; d < p.spatial; ++d) {
+      offset += index[d] * stride;
+      stride *= p.in[d];
+    }
+  }
+  return plane * p.in_plane + offset;
+}
+
+// dX at in-plane element `i` of one plane: the dY of every window that covers it and (max) picks it,
+// divided (average) by that window's count. Windows are visited in row-major output order.
+ONNXTRAIN_HOST_DEVICE inline float direct_pool_grad(const DirectPool& p, const float* x_plane, const float* dy_plane,
+                                                    long long i) {
+  long long pos[kDirectPoolMaxDims] = {}, k[kDirectPoolMaxDims] = {}, out_pos[kDirectPoolMaxDims] = {};
+  direct_unflatten(i, p.in, p.spatial, pos);
+  long long window = 1;
+  for (int d = 0; d < p.spatial; ++d) window *= p.kernel[d];
+  double sum = 0.0;
+  // Each window element k that lands on `pos` names at most one output: o = (pos + pad - k·dilation) / stride.
+  for (long long e = 0; e < window; ++e) {
+    direct_unflatten(e, p.kernel, p.spatial, k);
+    bool covers = true;
+    long long o = 0;
+    for (int d = 0; d < p.spatial && covers; ++d) {
+      const long long shifted = pos[d] + p.pad_begin[d] - k[d] * p.dilation[d];
+      covers = shifted >= 0 && shifted % p.stride[d] == 0 && shifted / p.stride[d] < p.out[d];
+      out_pos[d] = covers ? shifted / p.stride[d] : 0;
+      o = o * p.out[d] + out_pos[d];
+    }
+    if (!covers) continue;
+    long long winner = -1;
+    if (p.max) {
+      direct_pool_output(p, x_plane, o, &winner);
+      if (winner == i) sum += static_cast<double>(dy_plane[o]);
+    } else {
+      // The forward's divisor of window o, recounted.
+      long long counted = 0;
+      long long kk[kDirectPoolMaxDims] = {};
+      for (long long f = 0; f < window; ++f) {
+        direct_unflatten(f, p.kernel, p.spatial, kk);
+        bool inside = true, padded = true;
+        for (int d = 0; d < p.spatial; ++d) {
+          const long long q = out_pos[d] * p.stride[d] - p.pad_begin[d] + kk[d] * p.dilation[d];
+          inside = inside && q >= 0 && q < p.in[d];
+          padded = padded && q >= -p.pad_begin[d] && q < p.in[d] + p.pad_end[d];
+        }
+        if (p.include_pad ? padded : inside) ++counted;
+      }
+      if (counted > 0) sum += static_cast<double>(dy_plane[o]) / static_cast<double>(counted);
+    }
+  }
+  return static_cast<float>(sum);
+}
+
+}  // namespace onnxtrain::cuda

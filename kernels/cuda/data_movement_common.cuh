@@ -1,0 +1,188 @@
+// What the CUDA data-movement kernels (data_movement_*.cu, shape_*.cu, transpose_*.cu, slice.cu,
+// gather.cu, pad.cu) share: element-size dispatch (they move any fixed-size dtype as 1/2/4/8-byte words),
+// pinned host bytes for small outputs computed on the host, the lazily checked device error flag, and
+// the per-file register functions. Prepare-time checks reuse the reference's (kernels/reference/copy.h)
+// so the CUDA kernels reject exactly what the reference rejects, with the same messages.
+//
+//   dispatch_element_size(dtype_size(dtype), [&](auto word) { using W = decltype(word); ... });
+//   DeviceErrorFlag flag_;                                  // a kernel member, made at prepare
+//   flag_.throw_if_raised(spec_, describe_code);            // first thing in run(): an earlier run's fault
+//   my_kernel<<<...>>>(..., flag_.device_ptr());            // device code: raise_flag(flag, code)
+#pragma once
+
+// nvcc's host pass loses the system-header marking of libstdc++, so g++ 12 at -O3 reports its known false
+// -Wrestrict (GCC bug 105329) inside std::string's operator+ as inlined into the error messages here. This
+// header comes before any standard header in every data-movement .cu file (they include standard headers
+// only through it), so the pragma covers them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/strided_index.h"
+#include "kernels/reference/copy.h"
+
+namespace onnxtrain::cuda {
+
+using namespace onnxtrain::cuda_index;
+
+inline constexpr unsigned int kBlock = 256;
+
+// Calls fn(W{}) with the unsigned integer type of `bytes` (1, 2, 4 or 8); false otherwise.
+template <typename Fn>
+bool dispatch_element_size(size_t bytes, Fn&& fn) {
+  switch (bytes) {
+    case 1:
+      fn(uint8_t{});
+      return true;
+    case 2:
+      fn(uint16_t{});
+      return true;
+    case 4:
+      fn(uint32_t{});
+      return true;
+    case 8:
+      fn(uint64_t{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+// "(2,3)", like reference::sizes_to_string, for the messages of the CUDA kernels.
+inline std::string sizes_text(const std::vector<int64_t>& sizes) {
+  std::string s = "(";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(sizes[i]);
+  }
+  s += ')';
+  return s;
+}
+
+// Fails at prepare time for shapes the fixed-size index structs cannot hold.
+inline void require_rank_at_most(const KernelSpec& spec, size_t rank, const char* what) {
+  if (rank > static_cast<size_t>(kMaxRank))
+    reference::kernel_fail(spec, std::string(what) + " has rank " + std::to_string(rank) +
+                                     ", the CUDA kernel supports up to " + std::to_string(kMaxRank));
+}
+
+// Page-locked host bytes that a kernel copies from with cudaMemcpyAsync. Filled once at prepare time and
+// never rewritten, so a copy still in flight from an earlier run always reads the right bytes; the
+// kernel owns it, so it outlives every copy the kernel enqueued while the kernel lives (cudaFreeHost
+// waits for the device to finish work that may use it).
+class PinnedBytes {
+ public:
+  PinnedBytes() = default;
+  explicit PinnedBytes(const void* src, size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    ONNXTRAIN_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable));
+    std::memcpy(data_, src, bytes);
+  }
+  ~PinnedBytes() {
+    if (data_) static_cast<void>(cudaFreeHost(data_));  // a destructor cannot throw; nothing to recover
+  }
+  PinnedBytes(const PinnedBytes&) = delete;
+  PinnedBytes& operator=(const PinnedBytes&) = delete;
+
+  // Enqueues the copy of all bytes to `device_dst` on the stream.
+  void copy_to(void* device_dst, cudaStream_t stream) const {
+    if (bytes_ == 0) return;
+    ONNXTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, data_, bytes_, cudaMemcpyHostToDevice, stream));
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Bad data a kernel can only see on the device (a Gather index out of range, Slice or Pad arguments that
+// disagree with the sizes fixed at prepare). Device code cannot throw, and run() never synchronises, so
+// the kernel records a code in mapped page-locked host memory and the next run() of the same kernel
+// throws Error naming it (so does check_now(), used by tests after a synchronise). The faulty run's
+// output is left zero (Gather) or unwritten; the throw clears the flag.
+class DeviceErrorFlag {
+ public:
+  DeviceErrorFlag() {
+    ONNXTRAIN_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    *host_ = 0;
+    ONNXTRAIN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0));
+  }
+  ~DeviceErrorFlag() { static_cast<void>(cudaFreeHost(host_)); }
+  DeviceErrorFlag(const DeviceErrorFlag&) = delete;
+  DeviceErrorFlag& operator=(const DeviceErrorFlag&) = delete;
+
+  int* device_ptr() const { return device_; }
+  // Throws Error (code -> `describe(code)`) when device code raised the flag; clears it first.
+  template <typename Describe>
+  void throw_if_raised(const KernelSpec& spec, Describe&& describe) {
+    const int code = *static_cast<volatile int*>(host_);
+    if (code == 0) return;
+    *static_cast<volatile int*>(host_) = 0;
+    reference::kernel_fail(spec, "an earlier run on the GPU found " + std::string(describe(code)));
+  }
+
+ private:
+  int* host_ = nullptr;
+  int* device_ = nullptr;
+};
+
+#if defined(__CUDACC__)
+// Sets the flag from any thread. A plain volatile store, not an atomic (atomics on mapped host memory are
+// not guaranteed over every interconnect): concurrent writers race benignly, each code names a real fault.
+__device__ inline void raise_flag(int* flag, int code) { *static_cast<volatile int*>(flag) = code; }
+#endif
+
+// Whether a view's data is host memory. CUDA kernels get device pointers, but an executor may keep small
+// index inputs (starts, pads, Range's scalars) on the host: the kernels then read them there. Decided by
+// the pointer itself (cudaPointerGetAttributes: no synchronisation), not by the view's device tag.
+inline bool on_host(const TensorView& view) {
+  cudaPointerAttributes attributes{};
+  ONNXTRAIN_CUDA_CHECK(cudaPointerGetAttributes(&attributes, view.data));
+  return attributes.type == cudaMemoryTypeUnregistered || attributes.type == cudaMemoryTypeHost;
+}
+
+// A scalar kernel argument: read on the device from `device` when it is set, else `value`.
+template <typename T>
+struct Scalar {
+  const T* device = nullptr;
+  T value{};
+  static Scalar of(const TensorView& view) {
+    return on_host(view) ? Scalar{nullptr, view.as<const T>()[0]} : Scalar{view.as<const T>(), T{}};
+  }
+#if defined(__CUDACC__)
+  __device__ T get() const { return device ? *device : value; }
+#endif
+};
+
+// --- per-file registration (register_cuda_data_movement_kernels in data_movement_copy.cu calls them) ---
+void register_cuda_shape_constant_kernels(KernelRegistry& registry);    // shape_constant.cu
+void register_cuda_copy_concat_kernels(KernelRegistry& registry);       // data_movement_copy.cu
+void register_cuda_transpose_expand_kernels(KernelRegistry& registry);  // transpose_expand_tile.cu
+void register_cuda_slice_kernels(KernelRegistry& registry);             // slice.cu
+void register_cuda_gather_kernels(KernelRegistry& registry);            // gather.cu
+void register_cuda_pad_kernels(KernelRegistry& registry);               // pad.cu
+
+// A CUDA entry ("cuda" implementation) in the default domain or in ai.onnxtrain.
+inline KernelEntry movement_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory,
+                                  std::string domain = "") {
+  return {.domain = std::move(domain),
+          .op_type = std::move(op_type),
+          .device = DeviceKind::Cuda,
+          .dtypes = std::move(dtypes),
+          .implementation = "cuda",
+          .factory = factory};
+}
+
+}  // namespace onnxtrain::cuda

@@ -1,0 +1,8 @@
+# kernels/cuda: data_movement sources (owned by the data_movement work)
+target_sources(onnxtrain_kernels_cuda PRIVATE
+  data_movement_copy.cu
+  shape_constant.cu
+  transpose_expand_tile.cu
+  slice.cu
+  gather.cu
+  pad.cu)

@@ -1,0 +1,102 @@
+// CUDA kernels of Cast (`to`: a type name at opset 1, an ONNX type code from 6) and CastLike (the dtype
+// of a second input) between the cheap types float32, float64, int32, int64 and bool, with the reference
+// semantics of elementwise::cast_value: float → integer truncates toward zero, NaN → 0, out-of-range
+// saturates; → bool is v != 0. Other dtypes fail at prepare naming the pair.
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "kernels/cuda/elementwise_launch.cuh"
+
+namespace onnxtrain::cuda {
+namespace {
+
+using reference::kernel_fail;
+
+const std::vector<DType> kCastDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
+
+bool castable(DType dtype) { return std::find(kCastDTypes.begin(), kCastDTypes.end(), dtype) != kCastDTypes.end(); }
+
+// Bool is stored as a byte: read as `!= 0`, written as 0/1.
+template <typename Fn>
+void dispatch_cast_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::Bool) return fn(bool{});
+  return dispatch_cuda<true>(dtype, fn);
+}
+
+template <typename S>
+using Storage = std::conditional_t<std::is_same_v<S, bool>, uint8_t, S>;
+
+template <typename D, typename S>
+struct CastElement {
+  ONNXTRAIN_HOST_DEVICE Storage<D> operator()(Storage<S> v) const {
+    if constexpr (std::is_same_v<S, bool>) {
+      return static_cast<Storage<D>>(elementwise::cast_value<D>(v != 0));
+    } else {
+      return static_cast<Storage<D>>(elementwise::cast_value<D>(v));
+    }
+  }
+};
+
+// `to` as a type name (opset 1) or an ONNX TensorProto code.
+DType cast_target(const KernelSpec& spec) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"FLOAT", DType::Float32}, {"DOUBLE", DType::Float64}, {"FLOAT16", DType::Float16}, {"BFLOAT16", DType::BFloat16},
+      {"INT8", DType::Int8},     {"UINT8", DType::UInt8},    {"INT16", DType::Int16},     {"UINT16", DType::UInt16},
+      {"INT32", DType::Int32},   {"UINT32", DType::UInt32},  {"INT64", DType::Int64},     {"UINT64", DType::UInt64},
+      {"BOOL", DType::Bool},     {"STRING", DType::String}};
+  const auto it = spec.attributes.find("to");
+  if (it == spec.attributes.end()) kernel_fail(spec, "the 'to' attribute is required");
+  if (const auto* code = std::get_if<int64_t>(&it->second)) {
+    const DType to = dtype_from_onnx_code(*code);
+    if (to == DType::Undefined)
+      kernel_fail(spec, "'to' = " + std::to_string(*code) + " is no tensor type onnxtrain knows");
+    return to;
+  }
+  if (const auto* name = std::get_if<std::string>(&it->second)) {
+    for (const auto& [type_name, dtype] : kNames)
+      if (*name == type_name) return dtype;
+    kernel_fail(spec, "'to' = '" + *name + "' is no tensor type onnxtrain knows");
+  }
+  kernel_fail(spec, "the 'to' attribute must be a type code or name");
+}
+
+std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
+  const DType from = require_cuda_dtype(spec, 0, kCastDTypes);
+  if (!castable(to)) {
+    kernel_fail(spec, "cast to " + std::string(dtype_name(to)) +
+                          " is not supported by the CUDA kernel (float32, float64, int32, int64, bool)");
+  }
+  reference::require_output(spec, 0, to, spec.inputs[0].sizes);
+  return make_cuda_kernel([from, to](cudaStream_t stream, auto inputs, auto outputs) {
+    dispatch_cast_type(from, [&](auto source_zero) {
+      using S = decltype(source_zero);
+      dispatch_cast_type(to, [&](auto target_zero) {
+        using D = decltype(target_zero);
+        launch_map(stream, inputs[0].template as<const Storage<S>>(), outputs[0].template as<Storage<D>>(),
+                   outputs[0].numel(), CastElement<D, S>{});
+      });
+    });
+  });
+}
+
+std::unique_ptr<Kernel> make_cast(const KernelSpec& spec) {
+  reference::require_input_count(spec, 1, 1);
+  return make_cast_to(spec, cast_target(spec));
+}
+
+std::unique_ptr<Kernel> make_cast_like(const KernelSpec& spec) {
+  reference::require_input_count(spec, 2, 2);
+  if (!reference::has_input(spec, 1)) kernel_fail(spec, "target_type is required");
+  return make_cast_to(spec, spec.inputs[1].dtype);
+}
+
+}  // namespace
+
+void register_cuda_cast_kernels(KernelRegistry& registry) {
+  registry.add(cuda_entry("Cast", kCastDTypes, &make_cast));
+  registry.add(cuda_entry("CastLike", kCastDTypes, &make_cast_like));
+}
+
+}  // namespace onnxtrain::cuda

@@ -1,0 +1,231 @@
+// CUDA kernels of Dropout and ai.onnxtrain DropoutGrad (float32/float64), with the reference semantics
+// of kernels/reference/dropout.cc and dropout_grad.cc: Y = X·mask/(1-ratio) in training mode (opset 12+
+// with a training_mode input that is true), Y = X and a mask of all true otherwise. The mask equals the
+// reference mask bit for bit: the host runs the reference generator and uploads its draws (see
+// elementwise_dropout_draws.h for why). ratio and training_mode are read on the device, so a run never
+// waits for the GPU; an out-of-range ratio in training mode, which the reference rejects with an Error,
+// writes NaN to Y / dX instead (the value cannot reach the host without a synchronisation).
+#include <cstring>
+#include <mutex>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise_dropout_draws.h"
+#include "kernels/cuda/elementwise_launch.cuh"
+
+namespace onnxtrain {
+namespace cuda {
+namespace {
+
+using reference::has_input;
+using reference::kernel_fail;
+
+bool is_float32_or_64(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+// The optional scalar inputs, as device pointers (null when absent).
+struct DropoutScalars {
+  const void* ratio = nullptr;  // float or double
+  bool ratio_is_double = false;
+  const uint8_t* training = nullptr;  // bool byte
+  double default_ratio = 0.5;
+  __device__ double read_ratio() const {
+    if (ratio == nullptr) return default_ratio;
+    return ratio_is_double ? *static_cast<const double*>(ratio)
+                           : static_cast<double>(*static_cast<const float*>(ratio));
+  }
+};
+
+// Y and the mask (M: uint8_t for bool, or T before opset 10; null when not requested). draws is null
+// when the op cannot be in training mode (then Y = X, mask all true).
+template <typename T, typename M>
+__global__ void dropout_kernel(const T* x, T* y, M* mask, const uint64_t* draws, int64_t n, DropoutScalars s) {
+  const bool training = draws != nullptr && s.training != nullptr && *s.training != 0;
+  const double ratio = s.read_ratio();
+  const bool invalid = training && !(ratio >= 0 && ratio < 1);
+  const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const bool keep = !training || ratio <= 0 || dropout_keeps(draws[i], ratio);
+    if (invalid) {
+      y[i] = static_cast<T>(NAN);
+    } else {
+      y[i] = keep ? static_cast<T>(static_cast<double>(x[i]) * scale) : T(0);
+    }
+    if (mask != nullptr) mask[i] = keep ? M(1) : M(0);
+  }
+}
+
+// Page-locked staging for the host-made draws, reused run after run: the next run waits (on the host)
+// only for the previous upload from it, which has normally finished long before.
+class DrawStaging {
+ public:
+  explicit DrawStaging(int64_t n) : n_(n) {}
+  ~DrawStaging() {
+    // Destructors must not throw: errors here mean the context is already gone.
+    if (event_ != nullptr) {
+      static_cast<void>(cudaEventSynchronize(event_));
+      static_cast<void>(cudaEventDestroy(event_));
+    }
+    if (host_ != nullptr) static_cast<void>(cudaFreeHost(host_));
+  }
+  DrawStaging(const DrawStaging&) = delete;
+  DrawStaging& operator=(const DrawStaging&) = delete;
+
+  // Generates the draws of `stream_seed` and enqueues their upload to `device_draws` on `stream`.
+  void upload(uint64_t stream_seed, uint64_t* device_draws, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t bytes = static_cast<size_t>(n_) * sizeof(uint64_t);
+    if (host_ == nullptr) {
+      ONNXTRAIN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes, cudaHostAllocPortable));
+      ONNXTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    } else {
+      ONNXTRAIN_CUDA_CHECK(cudaEventSynchronize(event_));  // the previous upload has left the buffer
+    }
+    dropout_draws(stream_seed, host_, n_);
+    ONNXTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_draws, host_, bytes, cudaMemcpyHostToDevice, stream));
+    ONNXTRAIN_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+
+ private:
+  int64_t n_;
+  std::mutex mutex_;
+  uint64_t* host_ = nullptr;
+  cudaEvent_t event_ = nullptr;
+};
+
+template <typename T>
+void launch_dropout(cudaStream_t stream, const TensorView& x, const TensorView& y, const TensorView* mask,
+                    const uint64_t* draws, const DropoutScalars& s) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const unsigned int grid = grid_for(n, kElementwiseBlock);
+  if (mask == nullptr) {
+    dropout_kernel<T, uint8_t>
+        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, draws, n, s);
+  } else if (mask->dtype == DType::Bool) {
+    dropout_kernel<T, uint8_t>
+        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<uint8_t>(), draws, n, s);
+  } else {
+    dropout_kernel<T, T>
+        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<T>(), draws, n, s);
+  }
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("dropout_kernel");
+}
+
+std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
+  const DType dtype = require_cuda_dtype(spec, 0, kCudaFloatDTypes);
+  const TensorDesc& x = spec.inputs[0];
+  if (reference::require_output(spec, 0, "output").sizes != x.sizes || spec.outputs[0].dtype != dtype) {
+    kernel_fail(spec, "output must have the input's shape and dtype");
+  }
+  const bool ratio_is_input = spec.opset >= 12;
+  double attribute_ratio = 0.5;
+  if (!ratio_is_input) {
+    if (has_input(spec, 1) || has_input(spec, 2))
+      kernel_fail(spec, "ratio is an attribute before opset 12, not an input");
+    attribute_ratio = spec.attributes.get_float("ratio", 0.5);
+  } else {
+    if (has_input(spec, 1) && (!is_float32_or_64(spec.inputs[1].dtype) || spec.inputs[1].numel() != 1)) {
+      kernel_fail(spec, "ratio must be a float32 or float64 scalar in the CUDA kernel");
+    }
+    if (has_input(spec, 2) && (spec.inputs[2].dtype != DType::Bool || spec.inputs[2].numel() != 1)) {
+      kernel_fail(spec, "training_mode must be a bool scalar");
+    }
+  }
+  const bool mask_requested = reference::has_output(spec, 1);
+  if (mask_requested) {
+    const TensorDesc& mask = spec.outputs[1];
+    if (mask.sizes != x.sizes || (mask.dtype != DType::Bool && mask.dtype != dtype)) {
+      kernel_fail(spec, "mask must have the input's shape and be bool (or the input's type before opset 10)");
+    }
+  }
+  // Only a training_mode input can turn training on (the reference's rule); without one, no draws.
+  const bool may_train = ratio_is_input && has_input(spec, 2);
+  const bool ratio_is_double = has_input(spec, 1) && spec.inputs[1].dtype == DType::Float64;
+  const auto seed = static_cast<uint64_t>(spec.attributes.get_int("seed", 0));
+  const int64_t n = x.numel();
+  auto staging = may_train && n > 0 ? std::make_shared<DrawStaging>(n) : nullptr;
+  return make_cuda_kernel([=](Stream& stream, auto inputs, auto outputs) {
+    const cudaStream_t native = native_stream(stream);
+    DropoutScalars s;
+    s.default_ratio = attribute_ratio;
+    s.ratio_is_double = ratio_is_double;
+    if (ratio_is_input && inputs.size() > 1 && inputs[1].data != nullptr) s.ratio = inputs[1].data;
+    if (inputs.size() > 2 && inputs[2].data != nullptr) s.training = inputs[2].template as<const uint8_t>();
+    uint64_t* draws = nullptr;
+    if (staging != nullptr && s.training != nullptr) {
+      draws = static_cast<uint64_t*>(workspace(stream, static_cast<size_t>(n) * sizeof(uint64_t)));
+      staging->upload(random_stream_seed(seed, stream.run_index()), draws, native);
+    }
+    const TensorView* mask = mask_requested && outputs.size() > 1 && outputs[1].data != nullptr ? &outputs[1] : nullptr;
+    dispatch_cuda<false>(
+        dtype, [&](auto zero) { launch_dropout<decltype(zero)>(native, inputs[0], outputs[0], mask, draws, s); });
+  });
+}
+
+// dX = dY·mask/(1-ratio) in training mode (the default without a training_mode input), dY otherwise.
+template <typename T, typename M>
+__global__ void dropout_grad_kernel(const T* dy, const M* mask, T* dx, int64_t n, DropoutScalars s) {
+  const bool training = s.training == nullptr || *s.training != 0;
+  const double ratio = s.read_ratio();
+  const bool invalid = training && !(ratio >= 0 && ratio < 1);
+  const double scale = 1.0 / (1.0 - ratio);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if (!training) {
+      dx[i] = dy[i];
+    } else if (invalid) {
+      dx[i] = static_cast<T>(NAN);
+    } else {
+      dx[i] = mask[i] != M(0) ? static_cast<T>(static_cast<double>(dy[i]) * scale) : T(0);
+    }
+  }
+}
+
+std::unique_ptr<Kernel> make_dropout_grad(const KernelSpec& spec) {
+  const DType dtype = require_cuda_dtype(spec, 0, kCudaFloatDTypes);
+  const TensorDesc& mask = reference::require_input(spec, 1, "mask");
+  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
+  if (mask.sizes != sizes || (mask.dtype != DType::Bool && mask.dtype != dtype)) {
+    kernel_fail(spec, "mask must have dY's shape and be bool or dY's type");
+  }
+  if (has_input(spec, 2) && (!is_float32_or_64(spec.inputs[2].dtype) || spec.inputs[2].numel() != 1)) {
+    kernel_fail(spec, "ratio must be a float32 or float64 scalar");
+  }
+  if (has_input(spec, 3) && (spec.inputs[3].dtype != DType::Bool || spec.inputs[3].numel() != 1)) {
+    kernel_fail(spec, "training_mode must be a bool scalar");
+  }
+  reference::require_output(spec, 0, dtype, sizes);
+  const bool bool_mask = mask.dtype == DType::Bool;
+  const bool ratio_is_double = has_input(spec, 2) && spec.inputs[2].dtype == DType::Float64;
+  return make_cuda_kernel([=](cudaStream_t stream, auto inputs, auto outputs) {
+    DropoutScalars s;
+    s.ratio_is_double = ratio_is_double;
+    if (inputs.size() > 2 && inputs[2].data != nullptr) s.ratio = inputs[2].data;
+    if (inputs.size() > 3 && inputs[3].data != nullptr) s.training = inputs[3].template as<const uint8_t>();
+    const int64_t n = outputs[0].numel();
+    if (n == 0) return;
+    const unsigned int grid = grid_for(n, kElementwiseBlock);
+    dispatch_cuda<false>(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if (bool_mask) {
+        dropout_grad_kernel<<<grid, kElementwiseBlock, 0, stream>>>(inputs[0].template as<const T>(),
+                                                                    inputs[1].template as<const uint8_t>(),
+                                                                    outputs[0].template as<T>(), n, s);
+      } else {
+        dropout_grad_kernel<<<grid, kElementwiseBlock, 0, stream>>>(
+            inputs[0].template as<const T>(), inputs[1].template as<const T>(), outputs[0].template as<T>(), n, s);
+      }
+      ONNXTRAIN_CUDA_CHECK_LAUNCH("dropout_grad_kernel");
+    });
+  });
+}
+
+}  // namespace
+}  // namespace cuda
+
+void register_cuda_dropout_kernels(KernelRegistry& registry) {
+  registry.add(cuda::cuda_entry("Dropout", cuda::kCudaFloatDTypes, &cuda::make_dropout));
+  registry.add(cuda::cuda_entry("DropoutGrad", cuda::kCudaFloatDTypes, &cuda::make_dropout_grad, "ai.onnxtrain"));
+}
+
+}  // namespace onnxtrain

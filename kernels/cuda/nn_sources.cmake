@@ -1,0 +1,13 @@
+# kernels/cuda: nn sources (owned by the nn work): cuDNN convolution, pooling, BatchNorm and LRN, cuBLAS
+# Gemm/MatMul. Their host-side parameter mapping is kernels/cuda/cudnn_params.h (CPU-tested).
+target_sources(onnxtrain_kernels_cuda PRIVATE
+  conv.cc
+  conv_grad.cc
+  pooling.cc
+  pooling_direct.cu
+  lrn.cc
+  batch_norm.cc
+  batch_norm_stats.cu
+  gemm.cc
+  gemm_broadcast.cu
+)

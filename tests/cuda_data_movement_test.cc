@@ -1,0 +1,634 @@
+// The CUDA data-movement kernels. On the CPU (everywhere): the host/device index math of
+// kernels/cuda/strided_index.h against naive enumeration and against the reference kernels' own helpers
+// (numpy_slice, slice_view, pad_mode.h): transpose/expand/tile maps, slice resolution with its error
+// statuses, pad source mapping and begin pads, the deterministic PadGrad sum (bit-equal to the
+// reference's scatter order), Gather index normalisation, Concat/Split block copies; and the registry's
+// CUDA entries. On a GPU (skipped, saying so, when no CUDA device is visible): every CUDA data-movement
+// kernel against the reference kernel, bit for bit, and the lazily reported Gather index fault.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "graph/error.h"
+#include "graph/shape.h"
+#include "kernels/cuda/cuda_runtime.h"
+#include "kernels/cuda/strided_index.h"
+#include "kernels/kernel.h"
+#include "kernels/reference/pad_mode.h"
+#include "kernels/reference/slice_view.h"
+#include "tests/reference_kernel_call.h"
+
+using namespace onnxtrain;
+using namespace onnxtrain::cuda_index;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::mt19937& rng() {
+  static std::mt19937 r(4321);
+  return r;
+}
+
+int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
+
+Ints random_sizes(int rank, int64_t lo = 1, int64_t hi = 4) {
+  Ints s(rank);
+  for (int64_t& d : s) d = uniform(lo, hi);
+  return s;
+}
+
+int64_t numel(const Ints& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+// The row-major multi-index of `flat` over `sizes`.
+Ints unflatten(int64_t flat, const Ints& sizes) {
+  Ints index(sizes.size());
+  for (size_t k = sizes.size(); k-- > 0;) {
+    index[k] = flat % sizes[k];
+    flat /= sizes[k];
+  }
+  return index;
+}
+
+int64_t flatten(const Ints& index, const Ints& sizes) {
+  int64_t flat = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) flat = flat * sizes[k] + index[k];
+  return flat;
+}
+
+// --- CPU: index math against naive enumeration ---
+
+TEST(CudaDataMovementIndex, TransposeMapReadsThePermutedElement) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = static_cast<int>(uniform(1, 5));
+    const Ints in = random_sizes(rank);
+    Ints perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng());
+    Ints out(rank);
+    for (int k = 0; k < rank; ++k) out[k] = in[perm[k]];
+    const StridedMap map = transpose_map(in, perm);
+    for (int64_t flat = 0; flat < numel(out); ++flat) {
+      const Ints o = unflatten(flat, out);
+      Ints i(rank);
+      for (int k = 0; k < rank; ++k) i[perm[k]] = o[k];  // output dim k is input dim perm[k]
+      ASSERT_EQ(map.source(flat), flatten(i, in)) << "trial " << trial << " flat " << flat;
+    }
+  }
+}
+
+TEST(CudaDataMovementIndex, ExpandAndTileMapsBroadcastAndRepeat) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = static_cast<int>(uniform(1, 4));
+    const int in_rank = static_cast<int>(uniform(0, rank));
+    Ints out = random_sizes(rank), in(in_rank);
+    for (int k = 0; k < in_rank; ++k) in[k] = uniform(0, 1) ? 1 : out[rank - in_rank + k];
+    const StridedMap expand = expand_map(in, out);
+    for (int64_t flat = 0; flat < numel(out); ++flat) {
+      const Ints o = unflatten(flat, out);
+      Ints i(in_rank);
+      for (int k = 0; k < in_rank; ++k) i[k] = in[k] == 1 ? 0 : o[rank - in_rank + k];
+      ASSERT_EQ(expand.source(flat), flatten(i, in)) << "expand trial " << trial;
+    }
+    const Ints tile_in = random_sizes(rank);
+    Ints tiled(rank);
+    for (int k = 0; k < rank; ++k) tiled[k] = tile_in[k] * uniform(1, 3);
+    const StridedMap tile = tile_map(tile_in, tiled);
+    for (int64_t flat = 0; flat < numel(tiled); ++flat) {
+      Ints i = unflatten(flat, tiled);
+      for (int k = 0; k < rank; ++k) i[k] %= tile_in[k];
+      ASSERT_EQ(tile.source(flat), flatten(i, tile_in)) << "tile trial " << trial;
+    }
+  }
+}
+
+TEST(CudaDataMovementIndex, SliceAxisClampsLikeNumpySlice) {
+  const Ints values = {INT64_MIN, -9, -5, -4, -1, 0, 1, 2, 3, 4, 5, 9, INT64_MAX};
+  const Ints steps = {INT64_MIN, -5, -2, -1, 1, 2, 3, INT64_MAX};
+  int checked = 0;
+  for (int64_t size : {0, 1, 4, 5})
+    for (int64_t start : values)
+      for (int64_t end : values)
+        for (int64_t step : steps) {
+          const SliceExtent want = numpy_slice(start, end, step, size);
+          const SliceAxis got = slice_axis(start, end, step, size);
+          ASSERT_EQ(got.count, want.count) << start << ":" << end << ":" << step << " of " << size;
+          if (want.count > 0) {
+            ASSERT_EQ(got.first, want.first) << start << ":" << end << ":" << step << " of " << size;
+          }
+          ++checked;
+        }
+  EXPECT_GT(checked, 1000);
+}
+
+// resolve_slice on int32 and int64 argument arrays gives the reference slice_view's base, sizes, strides.
+TEST(CudaDataMovementIndex, ResolveSliceMatchesTheReferenceSliceView) {
+  const KernelSpec spec{.op_type = "Slice", .node_name = "n"};
+  for (int trial = 0; trial < 200; ++trial) {
+    const int rank = static_cast<int>(uniform(1, 4));
+    const Ints sizes = random_sizes(rank, 0, 6);
+    Ints axes(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+    std::shuffle(axes.begin(), axes.end(), rng());
+    axes.resize(uniform(1, rank));
+    Ints starts, ends, steps, signed_axes;
+    for (int64_t a : axes) {
+      starts.push_back(uniform(-8, 8));
+      ends.push_back(uniform(-8, 8));
+      steps.push_back(uniform(0, 1) ? uniform(1, 3) : -uniform(1, 3));
+      signed_axes.push_back(uniform(0, 1) ? a : a - rank);
+    }
+    const reference::SliceView v = reference::slice_view(spec, sizes, starts, ends, signed_axes, steps);
+    const std::vector<int32_t> starts32(starts.begin(), starts.end()), steps32(steps.begin(), steps.end());
+    SliceArgs args;
+    args.count = static_cast<int64_t>(axes.size());
+    args.starts = starts32.data();
+    args.starts_int64 = false;
+    args.ends = ends.data();
+    args.axes = signed_axes.data();
+    args.steps = steps32.data();
+    args.steps_int64 = false;
+    StridedMap map;
+    ASSERT_EQ(resolve_slice(rank, sizes.data(), v.sizes.data(), args, map), kSliceOk) << "trial " << trial;
+    EXPECT_EQ(map.base, v.base);
+    for (int k = 0; k < rank; ++k) {
+      EXPECT_EQ(map.sizes[k], v.sizes[k]) << "trial " << trial << " dim " << k;
+      EXPECT_EQ(map.strides[k], v.strides[k]) << "trial " << trial << " dim " << k;
+    }
+    // The slice's sizes disagreeing with the allocation is reported, not used.
+    Ints wrong = v.sizes;
+    wrong[0] += 1;
+    EXPECT_EQ(resolve_slice(rank, sizes.data(), wrong.data(), args, map), kSliceSizeMismatch);
+  }
+}
+
+TEST(CudaDataMovementIndex, ResolveSliceReportsBadArguments) {
+  const Ints sizes = {4, 5}, expected = {4, 5};
+  const Ints starts = {0, 0}, ends = {9, 9};
+  StridedMap map;
+  auto resolve = [&](const Ints& axes, const Ints& steps) {
+    SliceArgs args;
+    args.count = 2;
+    args.starts = starts.data();
+    args.ends = ends.data();
+    args.axes = axes.data();
+    args.steps = steps.data();
+    return resolve_slice(2, sizes.data(), expected.data(), args, map);
+  };
+  EXPECT_EQ(resolve({0, 1}, {1, 1}), kSliceOk);
+  EXPECT_EQ(resolve({0, 2}, {1, 1}), kSliceBadAxis);
+  EXPECT_EQ(resolve({0, -3}, {1, 1}), kSliceBadAxis);
+  EXPECT_EQ(resolve({1, -1}, {1, 1}), kSliceRepeatedAxis);
+  EXPECT_EQ(resolve({0, 1}, {1, 0}), kSliceZeroStep);
+}
+
+PadGeometry geometry_of(const Ints& in, const Ints& out, PadMode mode) {
+  PadGeometry g;
+  g.rank = static_cast<int>(in.size());
+  g.mode = mode;
+  for (int k = 0; k < g.rank; ++k) {
+    g.in[k] = in[k];
+    g.out[k] = out[k];
+  }
+  row_major(g.rank, g.in, g.in_strides);
+  return g;
+}
+
+const PadMode kModes[] = {PadMode::Constant, PadMode::Reflect, PadMode::Edge, PadMode::Wrap};
+
+// A random Pad: input sizes, begin and end pads (negative crops), padded sizes.
+struct RandomPad {
+  Ints in, begins, ends, out;
+};
+
+RandomPad random_pad(int rank) {
+  RandomPad p;
+  p.in = random_sizes(rank, 1, 4);
+  for (int k = 0; k < rank; ++k) {
+    p.begins.push_back(uniform(-1, 5));
+    p.ends.push_back(uniform(-1, 5));
+    p.out.push_back(std::max<int64_t>(0, p.in[k] + p.begins[k] + p.ends[k]));
+    p.ends[k] = p.out[k] - p.in[k] - p.begins[k];
+  }
+  return p;
+}
+
+TEST(CudaDataMovementIndex, PadSourceMatchesTheReferenceMapping) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const RandomPad p = random_pad(static_cast<int>(uniform(1, 3)));
+    for (PadMode mode : kModes) {
+      const PadGeometry g = geometry_of(p.in, p.out, mode);
+      const auto reference_mode = static_cast<reference::PadMode>(static_cast<int>(mode));
+      reference::for_each_pad_source(p.in, p.out, p.begins, reference_mode, [&](int64_t flat, int64_t source) {
+        ASSERT_EQ(pad_source(flat, g, p.begins.data()), source) << "trial " << trial << " mode " << int(mode);
+      });
+    }
+  }
+}
+
+TEST(CudaDataMovementIndex, ResolvePadBeginsReadsPadsOverAxes) {
+  const PadGeometry g = geometry_of({2, 3, 4}, {2, 6, 3}, PadMode::Constant);
+  int64_t begins[kMaxRank];
+  // Over axes {-1, 1}: axis 2 gets begin 1 and end 2, so 4 + 1 + 2 = 7 elements, not the 3 allocated.
+  const Ints pads = {1, -2, 2, 1};
+  const Ints axes = {-1, 1};
+  EXPECT_EQ(resolve_pad_begins(g, pads.data(), true, axes.data(), true, 2, begins), kPadSizeMismatch);
+  const std::vector<int32_t> pads32 = {-2, 1, 1, 2};  // axis 2: begin -2 end 1 -> 3; axis 1: begin 1 end 2 -> 6
+  ASSERT_EQ(resolve_pad_begins(g, pads32.data(), false, axes.data(), true, 2, begins), kPadOk);
+  EXPECT_EQ(begins[0], 0);
+  EXPECT_EQ(begins[1], 1);
+  EXPECT_EQ(begins[2], -2);
+  const Ints bad_axes = {3, 1};
+  EXPECT_EQ(resolve_pad_begins(g, pads32.data(), false, bad_axes.data(), true, 2, begins), kPadBadAxis);
+  const Ints all = {0, 1, 0, 0, 2, -1};  // no axes: every axis in order
+  EXPECT_EQ(resolve_pad_begins(g, all.data(), true, nullptr, true, 3, begins), kPadOk);
+}
+
+// PadGrad's per-element gather sums exactly what the reference's scatter adds, in the same order.
+TEST(CudaDataMovementIndex, PadGradSumIsTheReferenceScatterBitForBit) {
+  std::uniform_real_distribution<float> real(-2, 2);
+  for (int trial = 0; trial < 60; ++trial) {
+    const RandomPad p = random_pad(static_cast<int>(uniform(1, 3)));
+    for (PadMode mode : kModes) {
+      std::vector<float> dy(numel(p.out));
+      for (float& v : dy) v = real(rng());
+      std::vector<float> want(numel(p.in), 0.0f);
+      const auto reference_mode = static_cast<reference::PadMode>(static_cast<int>(mode));
+      reference::for_each_pad_source(p.in, p.out, p.begins, reference_mode, [&](int64_t flat, int64_t source) {
+        if (source >= 0) want[source] += dy[flat];
+      });
+      const PadGeometry g = geometry_of(p.in, p.out, mode);
+      for (int64_t i = 0; i < numel(p.in); ++i)
+        ASSERT_EQ(pad_grad_sum(i, g, p.begins.data(), dy.data()), want[i])
+            << "trial " << trial << " mode " << int(mode);
+    }
+  }
+}
+
+TEST(CudaDataMovementIndex, GatherSourceHandlesNegativeAndBadIndices) {
+  for (int64_t v = -7; v <= 7; ++v) EXPECT_EQ(gather_row(v, 5), v < -5 || v >= 5 ? -1 : (v + 5) % 5) << v;
+  EXPECT_EQ(gather_row(0, 0), -1);
+  EXPECT_EQ(gather_row(INT64_MIN, 3), -1);
+  const GatherGeometry g{.outer = 2, .n = 5, .inner = 3, .count = 4};
+  const Ints indices = {4, -1, 0, 2};  // -1 is row 4, repeated
+  for (int64_t flat = 0; flat < g.outer * g.count * g.inner; ++flat) {
+    const Ints o = unflatten(flat, {g.outer, g.count, g.inner});
+    const int64_t row = indices[o[1]] < 0 ? indices[o[1]] + g.n : indices[o[1]];
+    EXPECT_EQ(gather_source(flat, g, indices.data(), true), flatten({o[0], row, o[2]}, {g.outer, g.n, g.inner}));
+  }
+  const std::vector<int32_t> bad = {5, -6, 0, 1};
+  EXPECT_EQ(gather_source(0, g, bad.data(), false), -1);
+  EXPECT_EQ(gather_source(3, g, bad.data(), false), -1);
+  EXPECT_EQ(gather_source(6, g, bad.data(), false), 0);
+}
+
+// Emulates cudaMemcpy2DAsync on the host.
+void apply(const BlockCopy& b, const int* src, int* dst) {
+  for (int64_t r = 0; r < b.rows; ++r)
+    std::memcpy(dst + b.dst_offset + r * b.dst_pitch, src + b.src_offset + r * b.src_pitch, b.width * sizeof(int));
+}
+
+TEST(CudaDataMovementIndex, ConcatAndSplitBlocksPlaceEveryPart) {
+  const int64_t outer = 3, inner = 2;
+  const Ints axis_sizes = {2, 0, 3, 1};
+  const int64_t total = 6;
+  std::vector<std::vector<int>> parts;
+  int next = 0;
+  for (int64_t s : axis_sizes) {
+    parts.emplace_back(outer * s * inner);
+    for (int& v : parts.back()) v = next++;
+  }
+  std::vector<int> want(outer * total * inner);  // naive concat: out[o, offset + a, k] = part[o, a, k]
+  int64_t offset = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t a = 0; a < axis_sizes[p]; ++a)
+        for (int64_t k = 0; k < inner; ++k)
+          want[(o * total + offset + a) * inner + k] = parts[p][(o * axis_sizes[p] + a) * inner + k];
+    offset += axis_sizes[p];
+  }
+  std::vector<int> got(want.size(), -1);
+  const std::vector<BlockCopy> concat = concat_blocks(outer, inner, axis_sizes);
+  for (size_t p = 0; p < parts.size(); ++p) apply(concat[p], parts[p].data(), got.data());
+  EXPECT_EQ(got, want);
+  const std::vector<BlockCopy> split = split_blocks(outer, inner, axis_sizes);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    std::vector<int> back(parts[p].size(), -1);
+    apply(split[p], want.data(), back.data());
+    EXPECT_EQ(back, parts[p]) << "part " << p;
+  }
+}
+
+// --- registration (no device needed): every data-movement op has a "cuda" kernel for the dtypes the
+// reference kernel covers, or, with CUDA compiled out, none at all ---
+
+TEST(CudaDataMovementRegistry, CoversTheReferenceDTypes) {
+  const std::vector<std::pair<std::string, std::string>> ops = {{"", "Shape"},
+                                                                {"", "Size"},
+                                                                {"", "Constant"},
+                                                                {"", "ConstantOfShape"},
+                                                                {"", "Range"},
+                                                                {"", "Reshape"},
+                                                                {"", "Flatten"},
+                                                                {"", "Squeeze"},
+                                                                {"", "Unsqueeze"},
+                                                                {"", "Identity"},
+                                                                {"", "Concat"},
+                                                                {"", "Split"},
+                                                                {"", "Slice"},
+                                                                {"", "Transpose"},
+                                                                {"", "Expand"},
+                                                                {"", "Tile"},
+                                                                {"", "Gather"},
+                                                                {"", "Pad"},
+                                                                {"ai.onnxtrain", "SliceGrad"},
+                                                                {"ai.onnxtrain", "GatherGrad"},
+                                                                {"ai.onnxtrain", "PadGrad"}};
+  for (const auto& [domain, op] : ops) {
+    const KernelEntry* cuda_kernel = nullptr;
+    const KernelEntry* reference_kernel = nullptr;
+    for (const KernelEntry* e : KernelRegistry::builtin().all()) {
+      if (e->domain != domain || e->op_type != op) continue;
+      if (e->device == DeviceKind::Cuda && e->implementation == "cuda") cuda_kernel = e;
+      if (e->device == DeviceKind::Cpu && e->implementation == "reference") reference_kernel = e;
+    }
+    ASSERT_NE(reference_kernel, nullptr) << op;
+    if (!ONNXTRAIN_WITH_CUDA) {
+      EXPECT_EQ(cuda_kernel, nullptr) << op << " has a CUDA kernel in a build without CUDA";
+      continue;
+    }
+    ASSERT_NE(cuda_kernel, nullptr) << op;
+    EXPECT_EQ(cuda_kernel->dtypes, reference_kernel->dtypes) << op;
+  }
+}
+
+// --- GPU: every CUDA kernel against the reference kernel ---
+
+struct Case {
+  std::string op;
+  int opset = 13;
+  Attributes attributes;
+  std::vector<Tensor> inputs;  // a default Tensor is an omitted optional input
+  std::vector<TensorDesc> outputs;
+  std::string domain;
+};
+
+Tensor random_tensor(DType dtype, const Ints& sizes) {
+  Tensor t(dtype, sizes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<double> real(-2, 2);
+  auto* p = reinterpret_cast<uint8_t*>(t.empty() ? nullptr : t.raw());
+  if (dtype == DType::Float32) {
+    for (float& v : t.data<float>()) v = static_cast<float>(real(rng()));
+  } else if (dtype == DType::Float64) {
+    for (double& v : t.data<double>()) v = real(rng());
+  } else if (dtype == DType::Bool) {
+    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = byte(rng()) & 1;
+  } else {
+    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng()));
+  }
+  return t;
+}
+
+Tensor ints(const Ints& v, DType dtype = DType::Int64) {
+  Tensor t(dtype, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::Int32)
+      t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    else
+      t.data<int64_t>()[i] = v[i];
+  }
+  return t;
+}
+
+Tensor scalar(DType dtype, double v) {
+  Tensor t(dtype, {});
+  if (dtype == DType::Float32) t.data<float>()[0] = static_cast<float>(v);
+  if (dtype == DType::Float64) t.data<double>()[0] = v;
+  if (dtype == DType::Int32) t.data<int32_t>()[0] = static_cast<int32_t>(v);
+  if (dtype == DType::Int64) t.data<int64_t>()[0] = static_cast<int64_t>(v);
+  return t;
+}
+
+KernelSpec spec_of(const Case& c) {
+  return {.op_type = c.op,
+          .domain = c.domain,
+          .opset = c.opset,
+          .attributes = c.attributes,
+          .inputs = testing_support::input_descs(c.inputs),
+          .outputs = c.outputs,
+          .node_name = "n"};
+}
+
+std::vector<Case> gpu_cases() {
+  std::vector<Case> cases;
+  const DType f = DType::Float32;
+  const Tensor x = random_tensor(f, {3, 4, 5});
+  const Tensor h = random_tensor(DType::Float16, {3, 4, 5});
+  const Tensor b = random_tensor(DType::Bool, {3, 4, 5});
+  const Tensor i64 = random_tensor(DType::Int64, {3, 4, 5});
+  // shapes and constants
+  cases.push_back({"Shape", 15, {{"start", int64_t{1}}}, {x}, {{DType::Int64, {2}}}});
+  cases.push_back({"Size", 13, {}, {b}, {{DType::Int64, {}}}});
+  cases.push_back({"Constant", 13, {{"value", random_tensor(DType::Float64, {2, 3})}}, {}, {{DType::Float64, {2, 3}}}});
+  cases.push_back({"Constant", 13, {{"value_ints", Ints{4, -2, 7}}}, {}, {{DType::Int64, {3}}}});
+  cases.push_back(
+      {"ConstantOfShape", 9, {{"value", ints({-5}, DType::Int32)}}, {ints({2, 3})}, {{DType::Int32, {2, 3}}}});
+  cases.push_back({"ConstantOfShape", 9, {}, {ints({4})}, {{f, {4}}}});
+  cases.push_back({"Range", 11, {}, {scalar(f, 1.5), scalar(f, 9), scalar(f, 0.7)}, {{f, {11}}}});
+  cases.push_back({"Range",
+                   11,
+                   {},
+                   {scalar(DType::Int64, 10), scalar(DType::Int64, -3), scalar(DType::Int64, -4)},
+                   {{DType::Int64, {4}}}});
+  // byte copies, concat, split
+  cases.push_back({"Reshape", 14, {}, {x, ints({-1, 10})}, {{f, {6, 10}}}});
+  cases.push_back({"Flatten", 13, {{"axis", int64_t{2}}}, {h}, {{DType::Float16, {12, 5}}}});
+  cases.push_back({"Identity", 13, {}, {b}, {{DType::Bool, {3, 4, 5}}}});
+  cases.push_back({"Concat",
+                   13,
+                   {{"axis", int64_t{1}}},
+                   {x, random_tensor(f, {3, 2, 5}), random_tensor(f, {3, 0, 5})},
+                   {{f, {3, 6, 5}}}});
+  cases.push_back(
+      {"Concat", 13, {{"axis", int64_t{-1}}}, {b, random_tensor(DType::Bool, {3, 4, 1})}, {{DType::Bool, {3, 4, 6}}}});
+  cases.push_back({"Split",
+                   13,
+                   {{"axis", int64_t{2}}},
+                   {i64, ints({2, 3})},
+                   {{DType::Int64, {3, 4, 2}}, {DType::Int64, {3, 4, 3}}}});
+  cases.push_back({"Split",
+                   11,
+                   {{"axis", int64_t{0}}, {"split", Ints{1, 2}}},
+                   {h},
+                   {{DType::Float16, {1, 4, 5}}, {DType::Float16, {2, 4, 5}}}});
+  // strided copies
+  cases.push_back({"Transpose", 13, {{"perm", Ints{2, 0, 1}}}, {x}, {{f, {5, 3, 4}}}});
+  cases.push_back({"Transpose", 13, {}, {b}, {{DType::Bool, {5, 4, 3}}}});
+  cases.push_back({"Expand", 13, {}, {random_tensor(f, {4, 1}), ints({2, 1, 3})}, {{f, {2, 4, 3}}}});
+  cases.push_back({"Tile", 13, {}, {random_tensor(DType::Int32, {2, 3}), ints({3, 2})}, {{DType::Int32, {6, 6}}}});
+  // slice, gather, pad and their gradients
+  cases.push_back({"Slice",
+                   13,
+                   {},
+                   {x, ints({-1, 1}, DType::Int32), ints({INT64_MIN, 5}), ints({0, 2}), ints({-2, 2})},
+                   {{f, {2, 4, 2}}}});
+  cases.push_back(
+      {"Slice", 1, {{"starts", Ints{1}}, {"ends", Ints{3}}, {"axes", Ints{1}}}, {h}, {{DType::Float16, {3, 2, 5}}}});
+  cases.push_back(
+      {"SliceGrad",
+       1,
+       {},
+       {random_tensor(f, {2, 4, 2}), ints({3, 4, 5}), ints({-1, 1}), ints({INT64_MIN, 5}), ints({0, 2}), ints({-2, 2})},
+       {{f, {3, 4, 5}}},
+       "ai.onnxtrain"});
+  cases.push_back({"Gather", 13, {{"axis", int64_t{1}}}, {x, ints({3, -4, 0, 3, -1}, DType::Int32)}, {{f, {3, 5, 5}}}});
+  cases.push_back({"Gather", 13, {}, {b, ints({2, 0})}, {{DType::Bool, {2, 4, 5}}}});
+  cases.push_back({"GatherGrad",
+                   1,
+                   {{"axis", int64_t{1}}},
+                   {random_tensor(DType::Float64, {3, 5, 5}), ints({3, 4, 5}), ints({3, -4, 0, 3, -1}, DType::Int32)},
+                   {{DType::Float64, {3, 4, 5}}},
+                   "ai.onnxtrain"});
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"}) {
+    cases.push_back(
+        {"Pad", 13, {{"mode", std::string(mode)}}, {x, ints({0, 2, -1, 1, 3, 2}), scalar(f, 0.5)}, {{f, {4, 9, 6}}}});
+    cases.push_back({"PadGrad",
+                     1,
+                     {{"mode", std::string(mode)}},
+                     {random_tensor(f, {4, 9, 6}), ints({3, 4, 5}), ints({0, 2, -1, 1, 3, 2})},
+                     {{f, {3, 4, 5}}},
+                     "ai.onnxtrain"});
+  }
+  cases.push_back(
+      {"Pad", 18, {}, {i64, ints({1, 2}, DType::Int32), Tensor(), ints({-1})}, {{DType::Int64, {3, 4, 8}}}});
+  cases.push_back({"Pad", 2, {{"pads", Ints{1, 0, 0, 0, 1, 1}}, {"value", 2.5}}, {x}, {{f, {4, 5, 6}}}});
+  return cases;
+}
+
+// Runs case `c` with the CUDA kernel on cuda:0: inputs copied to the device, outputs copied back.
+// With `shape_inputs_on_host`, the inputs an executor may keep in host memory (starts, pads, shapes,
+// Range's scalars, ...) stay there: the kernels must read them there, or not at all.
+bool may_live_on_host(const Case& c, size_t i) {
+  if (c.op == "Gather" || c.op == "GatherGrad" || c.op == "Concat") return false;  // data, not shapes
+  if (c.op == "Range" || c.op == "ConstantOfShape") return true;
+  return i >= 1;
+}
+
+std::vector<Tensor> run_on_gpu(const Case& c, Kernel& kernel, cuda::DeviceStream& stream,
+                               bool shape_inputs_on_host = false) {
+  std::vector<cuda::DeviceBuffer> buffers;
+  std::vector<TensorView> in, out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.inputs[i];
+    if (t.dtype() == DType::Undefined) {
+      in.emplace_back();
+      continue;
+    }
+    if (shape_inputs_on_host && may_live_on_host(c, i)) {
+      in.push_back(TensorView::of(t));
+      continue;
+    }
+    buffers.emplace_back(stream, std::max<size_t>(t.nbytes(), 1));
+    if (t.nbytes()) cuda::copy_to_device(buffers.back().data(), t.raw(), t.nbytes(), stream);
+    in.push_back({t.dtype(), t.sizes(), buffers.back().data(), DeviceKind::Cuda});
+  }
+  std::vector<Tensor> results;
+  for (const TensorDesc& d : c.outputs) {
+    results.emplace_back(d.dtype, d.sizes);
+    buffers.emplace_back(stream, std::max<size_t>(results.back().nbytes(), 1));
+    out.push_back({d.dtype, d.sizes, buffers.back().data(), DeviceKind::Cuda});
+  }
+  Stream s = stream.kernel_stream(0);
+  kernel.run(s, in, out);
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].nbytes()) cuda::copy_to_host(results[i].raw(), out[i].data, results[i].nbytes(), stream);
+  stream.synchronize();
+  return results;
+}
+
+TEST(CudaDataMovementKernels, MatchTheReferenceBitForBit) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  cuda::DeviceStream stream(0);
+  for (const Case& c : gpu_cases()) {
+    const KernelSpec spec = spec_of(c);
+    const DType dtype = kernel_dtype(spec);
+    const std::string what = c.op + " opset " + std::to_string(c.opset) + " " + std::string(dtype_name(dtype));
+    const KernelEntry* cuda_entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cuda, dtype, "cuda");
+    const KernelEntry* ref_entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, dtype, "reference");
+    ASSERT_NE(cuda_entry, nullptr) << what;
+    ASSERT_NE(ref_entry, nullptr) << what;
+    const std::vector<Tensor> want = testing_support::run_prepared(*ref_entry->prepare(spec), c.inputs, c.outputs);
+    std::unique_ptr<Kernel> kernel = cuda_entry->prepare(spec);
+    // A second run reuses what prepare made; the third keeps the shape-like inputs in host memory.
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const std::vector<Tensor> got = run_on_gpu(c, *kernel, stream, repeat == 2);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].nbytes(), want[i].nbytes()) << what;
+        EXPECT_TRUE(got[i].nbytes() == 0 || std::memcmp(got[i].raw(), want[i].raw(), got[i].nbytes()) == 0)
+            << what << " output " << i << " run " << repeat;
+      }
+    }
+  }
+}
+
+// An out-of-range index cannot throw from device code: the next run of the same kernel reports it.
+TEST(CudaDataMovementKernels, GatherReportsABadIndexAtTheNextRun) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  cuda::DeviceStream stream(0);
+  const Case c{"Gather", 13, {}, {random_tensor(DType::Float32, {4, 2}), ints({1, 4})}, {{DType::Float32, {2, 2}}}};
+  const KernelSpec spec = spec_of(c);
+  std::unique_ptr<Kernel> kernel =
+      KernelRegistry::builtin().find("", "Gather", DeviceKind::Cuda, DType::Float32, "cuda")->prepare(spec);
+  const std::vector<Tensor> first = run_on_gpu(c, *kernel, stream);  // enqueues, raises the flag
+  EXPECT_EQ(first[0].data<float>()[2], 0.0f);                        // the bad row is zero-filled
+  try {
+    run_on_gpu(c, *kernel, stream);
+    FAIL() << "expected an Error for index 4 of an axis of size 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index out of range"), std::string::npos) << e.what();
+  }
+}
+
+// Prepare-time checks of the kernels without an error flag touch no device, so they run wherever CUDA is
+// compiled in: each bad spec fails with an Error naming what is wrong, like the reference's.
+TEST(CudaDataMovementKernels, PrepareRejectsWhatTheReferenceRejects) {
+  if (!ONNXTRAIN_WITH_CUDA) GTEST_SKIP() << "CUDA is compiled out: there are no CUDA kernels to prepare";
+  const DType f = DType::Float32;
+  const Tensor x = random_tensor(f, {2, 3});
+  const std::vector<std::pair<Case, std::string>> bad = {
+      {{"Transpose", 13, {{"perm", Ints{0, 0}}}, {x}, {{f, {2, 3}}}}, "is not a permutation"},
+      {{"Transpose", 13, {}, {random_tensor(f, Ints(9, 1))}, {{f, Ints(9, 1)}}}, "supports up to 8"},
+      {{"Concat", 13, {{"axis", int64_t{0}}}, {x, random_tensor(f, {2, 2})}, {{f, {4, 3}}}}, "outside axis 0"},
+      {{"Concat", 13, {}, {x}, {{f, {2, 3}}}}, "axis attribute is required"},
+      {{"Split", 13, {{"axis", int64_t{1}}}, {x}, {{f, {2, 1}}, {f, {2, 1}}}}, "the outputs take 2"},
+      {{"Expand", 13, {}, {x, ints({3, 3})}, {{f, {3, 3}}}}, "cannot expand"},
+      {{"Tile", 13, {}, {x, ints({1, 2})}, {{f, {2, 5}}}}, "whole repeats"},
+      {{"Reshape", 14, {}, {x, ints({5})}, {{f, {5}}}}, "different element counts"},
+      {{"Flatten", 13, {{"axis", int64_t{3}}}, {x}, {{f, {6, 1}}}}, "out of range"},
+      {{"Shape", 15, {}, {x}, {{f, {2}}}}, "expected int64"},
+      {{"Constant", 13, {}, {}, {{f, {}}}}, "exactly one value attribute"},
+  };
+  for (const auto& [c, message] : bad) {
+    const KernelSpec spec = spec_of(c);
+    const KernelEntry* entry = KernelRegistry::builtin().find("", c.op, DeviceKind::Cuda, kernel_dtype(spec), "cuda");
+    ASSERT_NE(entry, nullptr) << c.op;
+    try {
+      entry->prepare(spec);
+      ADD_FAILURE() << c.op << ": expected an Error containing '" << message << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << c.op << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
