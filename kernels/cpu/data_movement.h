@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
@@ -60,25 +61,10 @@ inline int64_t int_at(const TensorView& view, int64_t i) {
   return view.dtype == DType::Int32 ? int64_t{view.as<const int32_t>()[i]} : view.as<const int64_t>()[i];
 }
 
-// Calls fn(T{}) with the unsigned integer type of `bytes` (1, 2, 4 or 8); false for other sizes.
+// reference::dispatch_element_size under the name the "cpu" kernels use.
 template <typename Fn>
 bool dispatch_bytes(size_t bytes, Fn&& fn) {
-  switch (bytes) {
-    case 1:
-      fn(uint8_t{});
-      return true;
-    case 2:
-      fn(uint16_t{});
-      return true;
-    case 4:
-      fn(uint32_t{});
-      return true;
-    case 8:
-      fn(uint64_t{});
-      return true;
-    default:
-      return false;
-  }
+  return reference::dispatch_element_size(bytes, std::forward<Fn>(fn));
 }
 
 // memcpy / memset split across the threads for large buffers.

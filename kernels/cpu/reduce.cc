@@ -191,12 +191,7 @@ Plan make_plan(const KernelSpec& spec, Kind kind, const std::vector<int64_t>& in
     plan.out_numel = plan.numel;
     return plan;
   }
-  std::vector<bool> is_reduced(in_sizes.size(), axes.empty());
-  for (int64_t axis : axes) {
-    const int64_t a = normalized_axis(spec, axis, rank);
-    if (is_reduced[a]) kernel_fail(spec, "axis " + std::to_string(axis) + " is repeated");
-    is_reduced[a] = true;
-  }
+  const std::vector<bool> is_reduced = reduced_dims(spec, rank, axes);
   // Groups, outermost first: size-1 dims dropped, neighbours of the same kind merged.
   struct Run {
     Group g;

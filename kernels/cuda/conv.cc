@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 
 #include "kernels/cuda/conv_algorithms.h"
 #include "kernels/reference/conv_geometry.h"
@@ -20,30 +21,28 @@ namespace {
 using namespace cuda;
 using reference::kernel_fail;
 
-// A (1, M, 1, ...) descriptor for a per-channel bias added to a tensor of rank `rank`.
-std::vector<int> bias_dims(int64_t channels, size_t rank) {
-  std::vector<int> dims(rank, 1);
-  dims[1] = static_cast<int>(channels);
-  return dims;
-}
-
 void add_bias(cudnnHandle_t handle, const TensorDescriptor& bias, const void* b, const TensorDescriptor& y, void* out) {
   const float one = 1.0f;
   ONNXTRAIN_CUDNN_CHECK(cudnnAddTensor(handle, &one, bias.get(), b, &one, y.get(), out));
 }
 
+// Conv (Transpose false): the forward pass of X by W into Y. ConvTranspose (true): the backward-data pass
+// of the Conv it transposes, which reads the ConvTranspose's Y and writes its X. Then B added to Y.
+template <bool Transpose>
 class CudnnConv final : public Kernel {
  public:
+  using Algo = std::conditional_t<Transpose, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionFwdAlgo_t>;
+
   CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y, const CudnnWindow& window,
             int group, bool has_bias, bool empty)
       : x_(x),
         w_(w),
         y_(y),
         conv_(window, group),
-        bias_(bias_dims(y[1], y.size())),
+        bias_(per_channel_dims(y)),
         has_bias_(has_bias),
         empty_(empty),
-        key_(conv_problem_key(x, w, y, window, group)) {}
+        key_(Transpose ? conv_problem_key(y, w, x, window, group) : conv_problem_key(x, w, y, window, group)) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     if (empty_) return;
@@ -52,12 +51,16 @@ class CudnnConv final : public Kernel {
     const void* x = inputs[0].data;
     const void* w = inputs[1].data;
     void* y = outputs[0].data;
-    if (!algo_) algo_ = find_forward(key_, handle, stream, x_, x, w_, w, conv_, y_, y);
-    algo_->use(conv_);
-    void* ws = workspace(stream, algo_->workspace);
-    const float one = 1.0f, zero = 0.0f;
-    ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, x_.get(), x, w_.get(), w, conv_.get(), algo_->algo, ws,
-                                                  algo_->workspace, &zero, y_.get(), y));
+    if constexpr (Transpose) {
+      convolution_backward_data(algo_, key_, handle, stream, w_, w, x_, x, conv_, y_, y);
+    } else {
+      if (!algo_) algo_ = find_forward(key_, handle, stream, x_, x, w_, w, conv_, y_, y);
+      algo_->use(conv_);
+      void* ws = workspace(stream, algo_->workspace);
+      const float one = 1.0f, zero = 0.0f;
+      ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, x_.get(), x, w_.get(), w, conv_.get(), algo_->algo,
+                                                    ws, algo_->workspace, &zero, y_.get(), y));
+    }
     if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_, y);
   }
 
@@ -69,12 +72,15 @@ class CudnnConv final : public Kernel {
   TensorDescriptor bias_;
   bool has_bias_;
   bool empty_;
-  std::vector<int> key_;
-  std::optional<ConvAlgorithm<cudnnConvolutionFwdAlgo_t>> algo_;
+  std::vector<int> key_;  // ConvTranspose: the Conv it transposes, input Y, output X
+  std::optional<ConvAlgorithm<Algo>> algo_;
 };
 
-// Fails when a tensor Y depends on is empty while Y is not (zero input channels): cuDNN has no such case.
-void require_nonempty_operands(const KernelSpec& spec) {
+// The checks Conv and ConvTranspose share: the reference kernel's, float32, and no empty tensor that Y
+// depends on while Y is not empty (zero input channels): cuDNN has no such case.
+void require_cudnn_conv_operands(const KernelSpec& spec) {
+  validate_with_reference(spec);
+  require_all_float32(spec);
   if (spec.outputs[0].numel() == 0) return;
   for (size_t i = 0; i < 2; ++i) {
     if (spec.inputs[i].numel() == 0) {
@@ -84,63 +90,26 @@ void require_nonempty_operands(const KernelSpec& spec) {
   }
 }
 
-std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
-  validate_with_reference(spec);
-  require_all_float32(spec);
-  require_nonempty_operands(spec);
-  const TensorDesc& x = spec.inputs[0];
-  const TensorDesc& w = spec.inputs[1];
-  const TensorDesc& y = spec.outputs[0];
-  const reference::ConvGeometry g = reference::read_conv_geometry(spec, x, w, y, "Y");
-  const CudnnWindow window = cudnn_window(g.window, WindowUse::Conv);
+// The kernel of a checked Conv (Transpose false) or ConvTranspose over `geometry`: the Conv's window, or
+// that of the Conv the ConvTranspose transposes. Fails where cuDNN cannot take the window.
+template <bool Transpose>
+std::unique_ptr<Kernel> make_cudnn_conv(const KernelSpec& spec, const reference::WindowGeometry& geometry,
+                                        int64_t group) {
+  const CudnnWindow window = cudnn_window(geometry, WindowUse::Conv);
   if (!window.problem.empty()) kernel_fail(spec, window.problem);
+  const TensorDesc& y = spec.outputs[0];
   const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
-  return std::make_unique<CudnnConv>(require_cudnn_dims(spec, x.sizes, "X"), require_cudnn_dims(spec, w.sizes, "W"),
-                                     require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(g.group),
-                                     has_bias, y.numel() == 0);
+  return std::make_unique<CudnnConv<Transpose>>(
+      require_cudnn_dims(spec, spec.inputs[0].sizes, "X"), require_cudnn_dims(spec, spec.inputs[1].sizes, "W"),
+      require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(group), has_bias, y.numel() == 0);
 }
 
-class CudnnConvTranspose final : public Kernel {
- public:
-  // x/y are the ConvTranspose's; the Conv it transposes reads y and writes x.
-  CudnnConvTranspose(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y,
-                     const CudnnWindow& window, int group, bool has_bias, bool empty)
-      : x_(x),
-        w_(w),
-        y_(y),
-        conv_(window, group),
-        bias_(bias_dims(y[1], y.size())),
-        has_bias_(has_bias),
-        empty_(empty),
-        key_(conv_problem_key(y, w, x, window, group)) {}
-
-  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    if (empty_) return;
-    DeviceGuard guard(stream);
-    cudnnHandle_t handle = cudnn_handle(stream);
-    const void* x = inputs[0].data;
-    const void* w = inputs[1].data;
-    void* y = outputs[0].data;
-    if (!algo_) algo_ = find_backward_data(key_, handle, stream, w_, w, x_, x, conv_, y_, y);
-    algo_->use(conv_);
-    void* ws = workspace(stream, algo_->workspace);
-    const float one = 1.0f, zero = 0.0f;
-    ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, w_.get(), w, x_.get(), x, conv_.get(), algo_->algo,
-                                                       ws, algo_->workspace, &zero, y_.get(), y));
-    if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_, y);
-  }
-
- private:
-  TensorDescriptor x_;
-  FilterDescriptor w_;
-  TensorDescriptor y_;
-  ConvolutionDescriptor conv_;
-  TensorDescriptor bias_;
-  bool has_bias_;
-  bool empty_;
-  std::vector<int> key_;  // the Conv it transposes: input Y, output X
-  std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>> algo_;
-};
+std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
+  require_cudnn_conv_operands(spec);
+  const reference::ConvGeometry g =
+      reference::read_conv_geometry(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], "Y");
+  return make_cudnn_conv<false>(spec, g.window, g.group);
+}
 
 // ConvTranspose's window (the reference's resolution of pads, output_padding and output_shape) as the
 // window of the Conv it transposes: input Y's spatial sizes, output X's, the same begin pads.
@@ -169,12 +138,7 @@ reference::WindowGeometry conv_transpose_window(const KernelSpec& spec) {
 }
 
 std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {
-  validate_with_reference(spec);
-  require_all_float32(spec);
-  require_nonempty_operands(spec);
-  const TensorDesc& x = spec.inputs[0];
-  const TensorDesc& w = spec.inputs[1];
-  const TensorDesc& y = spec.outputs[0];
+  require_cudnn_conv_operands(spec);
   const reference::WindowGeometry window = conv_transpose_window(spec);
   for (size_t d = 0; d < window.spatial(); ++d) {
     if (window.pad_begin[d] < 0) {
@@ -182,13 +146,7 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {
                             " a negative begin pad, which cuDNN cannot take");
     }
   }
-  const CudnnWindow cw = cudnn_window(window, WindowUse::Conv);
-  if (!cw.problem.empty()) kernel_fail(spec, cw.problem);
-  const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
-  return std::make_unique<CudnnConvTranspose>(
-      require_cudnn_dims(spec, x.sizes, "X"), require_cudnn_dims(spec, w.sizes, "W"),
-      require_cudnn_dims(spec, y.sizes, "Y"), cw, static_cast<int>(spec.attributes.get_int("group", 1)), has_bias,
-      y.numel() == 0);
+  return make_cudnn_conv<true>(spec, window, spec.attributes.get_int("group", 1));
 }
 
 }  // namespace

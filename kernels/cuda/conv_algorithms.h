@@ -7,7 +7,8 @@
 // fastest first, the first deterministic one wins (CUDNN_DETERMINISTIC: training steps reproduce
 // bit for bit), else the fastest that succeeded. Its math type is set on the descriptor before each call.
 // Like every kernel, a convolution kernel object runs on one host thread at a time (the first run fills
-// its algorithm cache without a lock).
+// its algorithm cache without a lock). Also what the two files share beyond the finds: per_channel_dims
+// and the backward-data pass.
 //
 //   const std::vector<int> key = conv_problem_key(x_dims, w_dims, y_dims, window, group);   // at prepare
 //   if (!forward_) forward_ = find_forward(key, handle, stream, x_desc, x, w_desc, w, conv_desc, y_desc, y);
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,6 +176,28 @@ ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t> find_backward_filter(const std::v
   k.push_back(2);
   return cached_algorithm<cudnnConvolutionBwdFilterAlgo_t>(
       std::move(k), stream, [&] { return find_backward_filter_uncached(handle, stream, args...); });
+}
+
+// The (1, C, 1, ...) dims of a per-channel bias of a tensor of `dims` (N, C, ...).
+inline std::vector<int> per_channel_dims(const std::vector<int>& dims) {
+  std::vector<int> bias(dims.size(), 1);
+  bias[1] = dims[1];
+  return bias;
+}
+
+// The backward-data pass dx = W^T * dy (ConvTranspose's forward, ConvGrad's dX) with the algorithm kept
+// in `algo`, found at the first call.
+inline void convolution_backward_data(std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>>& algo,
+                                      const std::vector<int>& key, cudnnHandle_t handle, Stream& stream,
+                                      const FilterDescriptor& w_desc, const void* w, const TensorDescriptor& dy_desc,
+                                      const void* dy, const ConvolutionDescriptor& conv,
+                                      const TensorDescriptor& dx_desc, void* dx) {
+  if (!algo) algo = find_backward_data(key, handle, stream, w_desc, w, dy_desc, dy, conv, dx_desc, dx);
+  algo->use(conv);
+  void* ws = workspace(stream, algo->workspace);
+  const float one = 1.0f, zero = 0.0f;
+  ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, w_desc.get(), w, dy_desc.get(), dy, conv.get(),
+                                                     algo->algo, ws, algo->workspace, &zero, dx_desc.get(), dx));
 }
 
 }  // namespace onnxtrain::cuda

@@ -26,7 +26,7 @@ class CudnnConvGrad final : public Kernel {
         w_(w),
         dy_(dy),
         conv_(window, group),
-        db_(bias_dims(dy)),
+        db_(per_channel_dims(dy)),
         empty_(empty),
         key_(conv_problem_key(x, w, dy, window, group)) {}
 
@@ -47,15 +47,8 @@ class CudnnConvGrad final : public Kernel {
     const void* x = inputs[1].data;
     const void* w = inputs[2].data;
     const float one = 1.0f, zero = 0.0f;
-    if (wanted(0)) {
-      void* dx = outputs[0].data;
-      if (!data_algo_) data_algo_ = find_backward_data(key_, handle, stream, w_, w, dy_, dy, conv_, x_, dx);
-      data_algo_->use(conv_);
-      void* ws = workspace(stream, data_algo_->workspace);
-      ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, w_.get(), w, dy_.get(), dy, conv_.get(),
-                                                         data_algo_->algo, ws, data_algo_->workspace, &zero, x_.get(),
-                                                         dx));
-    }
+    if (wanted(0))
+      convolution_backward_data(data_algo_, key_, handle, stream, w_, w, dy_, dy, conv_, x_, outputs[0].data);
     if (wanted(1)) {
       void* dw = outputs[1].data;
       if (!filter_algo_) filter_algo_ = find_backward_filter(key_, handle, stream, x_, x, dy_, dy, conv_, w_, dw);
@@ -72,12 +65,6 @@ class CudnnConvGrad final : public Kernel {
   }
 
  private:
-  static std::vector<int> bias_dims(const std::vector<int>& dy) {
-    std::vector<int> dims(dy.size(), 1);
-    dims[1] = dy[1];
-    return dims;
-  }
-
   TensorDescriptor x_;
   FilterDescriptor w_;
   TensorDescriptor dy_;

@@ -16,18 +16,15 @@
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cudnn_params.h"
+#include "kernels/cuda/kernel_entry.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/kernel_plumbing.h"
 
 namespace onnxtrain::cuda {
 
+// The entry of a float32 "cuda" kernel (kernel_entry.h).
 inline KernelEntry cuda_entry(std::string domain, std::string op_type, KernelFactory factory) {
-  return {.domain = std::move(domain),
-          .op_type = std::move(op_type),
-          .device = DeviceKind::Cuda,
-          .dtypes = {DType::Float32},
-          .implementation = "cuda",
-          .factory = factory};
+  return cuda_kernel_entry(std::move(domain), std::move(op_type), {DType::Float32}, factory);
 }
 
 // Prepares (and drops) the CPU reference kernel of the same spec: it validates attributes, dtypes and

@@ -1,5 +1,6 @@
 // What the CUDA data-movement kernels (data_movement_*.cu, shape_*.cu, transpose_*.cu, slice.cu,
-// gather.cu, pad.cu) share: element-size dispatch (they move any fixed-size dtype as 1/2/4/8-byte words),
+// gather.cu, pad.cu) share: element-size dispatch (reference::dispatch_element_size: they move any
+// fixed-size dtype as 1/2/4/8-byte words),
 // pinned host bytes for small outputs computed on the host, the lazily checked device error flag, and
 // the per-file register functions. Prepare-time checks reuse the reference's (kernels/reference/copy.h)
 // so the CUDA kernels reject exactly what the reference rejects, with the same messages.
@@ -28,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/kernel_entry.h"
 #include "kernels/cuda/strided_index.h"
 #include "kernels/reference/copy.h"
 
@@ -37,26 +39,7 @@ using namespace onnxtrain::cuda_index;
 
 inline constexpr unsigned int kBlock = 256;
 
-// Calls fn(W{}) with the unsigned integer type of `bytes` (1, 2, 4 or 8); false otherwise.
-template <typename Fn>
-bool dispatch_element_size(size_t bytes, Fn&& fn) {
-  switch (bytes) {
-    case 1:
-      fn(uint8_t{});
-      return true;
-    case 2:
-      fn(uint16_t{});
-      return true;
-    case 4:
-      fn(uint32_t{});
-      return true;
-    case 8:
-      fn(uint64_t{});
-      return true;
-    default:
-      return false;
-  }
-}
+using reference::dispatch_element_size;
 
 // "(2,3)", like reference::sizes_to_string, for the messages of the CUDA kernels.
 inline std::string sizes_text(const std::vector<int64_t>& sizes) {
@@ -177,12 +160,7 @@ void register_cuda_pad_kernels(KernelRegistry& registry);               // pad.c
 // A CUDA entry ("cuda" implementation) in the default domain or in ai.onnxtrain.
 inline KernelEntry movement_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory,
                                   std::string domain = "") {
-  return {.domain = std::move(domain),
-          .op_type = std::move(op_type),
-          .device = DeviceKind::Cuda,
-          .dtypes = std::move(dtypes),
-          .implementation = "cuda",
-          .factory = factory};
+  return cuda_kernel_entry(std::move(domain), std::move(op_type), std::move(dtypes), factory);
 }
 
 }  // namespace onnxtrain::cuda

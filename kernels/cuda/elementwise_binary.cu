@@ -55,18 +55,6 @@ std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
 // Pow: a float base; the exponent has the base's dtype before opset 12, any of four from 12.
 const std::vector<DType> kPowExponentDTypes = kCudaNumericDTypes;
 
-template <typename T, typename Fn>
-void dispatch_exponent(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::Int32:
-      return fn(int32_t{});
-    case DType::Int64:
-      return fn(int64_t{});
-    default:
-      return dispatch_cuda<false>(dtype, fn);
-  }
-}
-
 std::unique_ptr<Kernel> make_pow(const KernelSpec& spec) {
   reference::require_input_count(spec, 2, 2);
   const DType base_dtype = require_cuda_dtype(spec, 0, kCudaFloatDTypes);
@@ -80,7 +68,7 @@ std::unique_ptr<Kernel> make_pow(const KernelSpec& spec) {
   return make_cuda_kernel([base_dtype, exponent_dtype, g](cudaStream_t stream, auto inputs, auto outputs) {
     dispatch_cuda<false>(base_dtype, [&](auto base_zero) {
       using T = decltype(base_zero);
-      dispatch_exponent<T>(exponent_dtype, [&](auto exponent_zero) {
+      dispatch_cuda<true>(exponent_dtype, [&](auto exponent_zero) {
         using E = decltype(exponent_zero);
         launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const E>(),
                           outputs[0].template as<T>(), elementwise::Pow<T, E>{});

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/reference/cast_target.h"
 
 namespace onnxtrain::cuda {
 namespace {
@@ -39,29 +39,6 @@ struct CastElement {
   }
 };
 
-// `to` as a type name (opset 1) or an ONNX TensorProto code.
-DType cast_target(const KernelSpec& spec) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"FLOAT", DType::Float32}, {"DOUBLE", DType::Float64}, {"FLOAT16", DType::Float16}, {"BFLOAT16", DType::BFloat16},
-      {"INT8", DType::Int8},     {"UINT8", DType::UInt8},    {"INT16", DType::Int16},     {"UINT16", DType::UInt16},
-      {"INT32", DType::Int32},   {"UINT32", DType::UInt32},  {"INT64", DType::Int64},     {"UINT64", DType::UInt64},
-      {"BOOL", DType::Bool},     {"STRING", DType::String}};
-  const auto it = spec.attributes.find("to");
-  if (it == spec.attributes.end()) kernel_fail(spec, "the 'to' attribute is required");
-  if (const auto* code = std::get_if<int64_t>(&it->second)) {
-    const DType to = dtype_from_onnx_code(*code);
-    if (to == DType::Undefined)
-      kernel_fail(spec, "'to' = " + std::to_string(*code) + " is no tensor type onnxtrain knows");
-    return to;
-  }
-  if (const auto* name = std::get_if<std::string>(&it->second)) {
-    for (const auto& [type_name, dtype] : kNames)
-      if (*name == type_name) return dtype;
-    kernel_fail(spec, "'to' = '" + *name + "' is no tensor type onnxtrain knows");
-  }
-  kernel_fail(spec, "the 'to' attribute must be a type code or name");
-}
-
 std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
   const DType from = require_cuda_dtype(spec, 0, kCastDTypes);
   if (!castable(to)) {
@@ -83,7 +60,7 @@ std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
 
 std::unique_ptr<Kernel> make_cast(const KernelSpec& spec) {
   reference::require_input_count(spec, 1, 1);
-  return make_cast_to(spec, cast_target(spec));
+  return make_cast_to(spec, reference::cast_target(spec));
 }
 
 std::unique_ptr<Kernel> make_cast_like(const KernelSpec& spec) {

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/elementwise_broadcast.h"
+#include "kernels/cuda/kernel_entry.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"  // broadcast_sizes_or_fail, kernel_fail, checks
 
@@ -118,14 +119,10 @@ std::unique_ptr<Kernel> make_cuda_kernel(Fn fn) {
   return std::make_unique<CudaClosureKernel<Fn>>(std::move(fn));
 }
 
+// The entry of an elementwise "cuda" kernel (kernel_entry.h), in the default domain unless `domain` is given.
 inline KernelEntry cuda_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory,
                               std::string domain = "") {
-  return {.domain = std::move(domain),
-          .op_type = std::move(op_type),
-          .device = DeviceKind::Cuda,
-          .dtypes = std::move(dtypes),
-          .implementation = "cuda",
-          .factory = factory};
+  return cuda_kernel_entry(std::move(domain), std::move(op_type), std::move(dtypes), factory);
 }
 
 // --- dtypes the elementwise CUDA kernels instantiate ---

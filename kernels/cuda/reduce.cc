@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/kernel_entry.h"
 #include "kernels/cuda/reduce_launch.h"
 #include "kernels/reference/kernel_plumbing.h"
 #include "kernels/reference/reduce_axes.h"
@@ -59,12 +60,7 @@ CudaReducePlan plan_cuda_reduce(const KernelSpec& spec, const std::vector<int64_
     plan.out_sizes = in_sizes;
     return plan;
   }
-  std::vector<bool> reduced(in_sizes.size(), axes.empty());
-  for (int64_t axis : axes) {
-    const int64_t a = normalized_axis(spec, axis, rank);
-    if (reduced[a]) kernel_fail(spec, "axis " + std::to_string(axis) + " is repeated");
-    reduced[a] = true;
-  }
+  const std::vector<bool> reduced = reduced_dims(spec, rank, axes);
   for (int64_t d = 0; d < rank; ++d) {
     if (!reduced[d]) {
       plan.out_sizes.push_back(in_sizes[d]);
@@ -167,12 +163,7 @@ std::unique_ptr<Kernel> make_cuda_arg_reduce(const KernelSpec& spec) {
 }
 
 KernelEntry cuda_entry(std::string op_type, KernelFactory factory) {
-  return {.domain = "",
-          .op_type = std::move(op_type),
-          .device = DeviceKind::Cuda,
-          .dtypes = kReduceDTypes,
-          .implementation = "cuda",
-          .factory = factory};
+  return cuda::cuda_kernel_entry("", std::move(op_type), kReduceDTypes, factory);
 }
 
 }  // namespace

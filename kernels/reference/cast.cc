@@ -4,6 +4,7 @@
 // rounds to nearest even; → bfloat16 truncates (ONNX 1.12's reference); → bool is `v != 0`.
 #include <type_traits>
 
+#include "kernels/reference/cast_target.h"
 #include "kernels/reference/element_convert.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
@@ -54,29 +55,6 @@ std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
       });
     });
   });
-}
-
-// `to` as a type name (opset 1) or an ONNX TensorProto code.
-DType cast_target(const KernelSpec& spec) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"FLOAT", DType::Float32}, {"DOUBLE", DType::Float64}, {"FLOAT16", DType::Float16}, {"BFLOAT16", DType::BFloat16},
-      {"INT8", DType::Int8},     {"UINT8", DType::UInt8},    {"INT16", DType::Int16},     {"UINT16", DType::UInt16},
-      {"INT32", DType::Int32},   {"UINT32", DType::UInt32},  {"INT64", DType::Int64},     {"UINT64", DType::UInt64},
-      {"BOOL", DType::Bool},     {"STRING", DType::String}};
-  const auto it = spec.attributes.find("to");
-  if (it == spec.attributes.end()) kernel_fail(spec, "the 'to' attribute is required");
-  if (const auto* code = std::get_if<int64_t>(&it->second)) {
-    const DType to = dtype_from_onnx_code(*code);
-    if (to == DType::Undefined)
-      kernel_fail(spec, "'to' = " + std::to_string(*code) + " is no tensor type onnxtrain knows");
-    return to;
-  }
-  if (const auto* name = std::get_if<std::string>(&it->second)) {
-    for (const auto& [type_name, dtype] : kNames)
-      if (*name == type_name) return dtype;
-    kernel_fail(spec, "'to' = '" + *name + "' is no tensor type onnxtrain knows");
-  }
-  kernel_fail(spec, "the 'to' attribute must be a type code or name");
 }
 
 std::unique_ptr<Kernel> make_cast(const KernelSpec& spec) {

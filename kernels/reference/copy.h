@@ -19,6 +19,28 @@
 
 namespace onnxtrain::reference {
 
+// Calls fn(W{}) with the unsigned integer type W of `bytes` (1, 2, 4 or 8), the word that moves one
+// element; false for other sizes. Shared with the "cpu" and "cuda" data-movement kernels.
+template <typename Fn>
+bool dispatch_element_size(size_t bytes, Fn&& fn) {
+  switch (bytes) {
+    case 1:
+      fn(uint8_t{});
+      return true;
+    case 2:
+      fn(uint16_t{});
+      return true;
+    case 4:
+      fn(uint32_t{});
+      return true;
+    case 8:
+      fn(uint64_t{});
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Transpose's `perm` attribute, or the reversed dims of input 0 where it is absent (not yet validated).
 inline std::vector<int64_t> transpose_perm(const KernelSpec& spec) {
   if (spec.attributes.has("perm")) return spec.attributes.get_ints("perm");

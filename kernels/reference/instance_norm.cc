@@ -30,17 +30,9 @@ void instance_norm(const PlaneGeometry& g, std::span<const TensorView> inputs, s
 }
 
 std::unique_ptr<Kernel> make_instance_norm(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
-  const std::vector<int64_t>& x = spec.inputs[0].sizes;
-  const PlaneGeometry g = read_plane_geometry(spec, x);
-  const std::vector<int64_t> per_channel{x[1]};
-  if (require_input(spec, 1, "scale").sizes != per_channel || require_input(spec, 2, "B").sizes != per_channel) {
-    kernel_fail(spec, "scale " + sizes_to_string(spec.inputs[1].sizes) + " and B " +
-                          sizes_to_string(spec.inputs[2].sizes) + " must have one value per channel of X " +
-                          sizes_to_string(x));
-  }
-  if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_instance_norm(spec);
+  const PlaneGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { instance_norm<T>(g, in, out); });

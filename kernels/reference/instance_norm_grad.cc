@@ -45,20 +45,9 @@ void instance_norm_grad(const PlaneGeometry& g, std::span<const TensorView> inpu
 }
 
 std::unique_ptr<Kernel> make_instance_norm_grad(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
-  const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
-  const PlaneGeometry g = read_plane_geometry(spec, x);
-  if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
-  const std::vector<int64_t> per_channel{x[1]};
-  if (require_input(spec, 2, "scale").sizes != per_channel) {
-    kernel_fail(spec, "scale " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per channel of X " +
-                          sizes_to_string(x));
-  }
-  if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
-  for (size_t i = 1; i < 3; ++i) {
-    if (has_output(spec, i)) require_output(spec, i, dtype, per_channel);
-  }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_instance_norm_grad(spec);
+  const PlaneGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { instance_norm_grad<T>(g, in, out); });

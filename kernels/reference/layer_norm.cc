@@ -36,31 +36,9 @@ void layer_norm(const LayerNormGeometry& g, std::span<const TensorView> inputs, 
 }
 
 std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
-  const std::vector<int64_t>& x = spec.inputs[0].sizes;
-  const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t axis = spec.attributes.get_int("axis", -1);
-  if (axis < -rank || axis >= rank) {
-    kernel_fail(spec, "axis " + std::to_string(axis) + " is out of range for X " + sizes_to_string(x));
-  }
-  if (axis < 0) axis += rank;
-  if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
-  LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 1, "Scale").sizes);
-  if (has_input(spec, 2)) g.bias_offsets = broadcast_offsets(spec, "B", spec.inputs[2].sizes, g.normalized);
-  std::vector<int64_t> stats = x;
-  for (size_t i = static_cast<size_t>(axis); i < stats.size(); ++i) stats[i] = 1;
-  for (size_t i = 1; i < 3; ++i) {
-    if (!has_output(spec, i)) continue;
-    if (!is_float32_or_64(spec.outputs[i].dtype)) {
-      kernel_fail(spec, "the reference kernel stashes Mean and InvStdDev as float32 or float64, got " +
-                            std::string(dtype_name(spec.outputs[i].dtype)) + " (stash_type)");
-    }
-    if (spec.outputs[i].sizes != stats) {
-      kernel_fail(spec, "output " + std::to_string(i) + " is " + sizes_to_string(spec.outputs[i].sizes) +
-                            ", expected " + sizes_to_string(stats));
-    }
-  }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_layer_norm(spec, "the reference kernel");
+  const LayerNormGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { layer_norm<T>(g, in, out); });

@@ -47,16 +47,9 @@ void layer_norm_grad(const LayerNormGeometry& g, std::span<const TensorView> inp
 }
 
 std::unique_ptr<Kernel> make_layer_norm_grad(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
-  const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
-  if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
-  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", -1), static_cast<int64_t>(x.size()));
-  const LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 2, "Scale").sizes);
-  if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
-  for (size_t i = 1; i < 3; ++i) {
-    if (has_output(spec, i)) require_output(spec, i, dtype, g.normalized);
-  }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_layer_norm_grad(spec);
+  const LayerNormGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { layer_norm_grad<T>(g, in, out); });

@@ -71,22 +71,9 @@ void loss(const LossGeometry& g, std::span<const TensorView> inputs, std::span<c
 }
 
 std::unique_ptr<Kernel> make_loss(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 2});
-  const bool softmax = spec.op_type == "SoftmaxCrossEntropyLoss";
-  const std::vector<int64_t>& scores = spec.inputs[0].sizes;
-  const TensorDesc& labels = require_input(spec, 1, softmax ? "labels" : "target");
-  LossGeometry g = read_loss_geometry(spec, scores, labels, 2);
-  g.softmax = softmax;
-  const TensorDesc& out = require_output(spec, 0, "loss");
-  const std::vector<int64_t> expected = g.reduction == Reduction::None ? g.per_element : std::vector<int64_t>{};
-  if (out.sizes != expected || out.dtype != dtype) {
-    kernel_fail(spec, "loss must be " + std::string(dtype_name(dtype)) + " " + sizes_to_string(expected) +
-                          " for reduction '" + g.reduction_name + "', got " + sizes_to_string(out.sizes));
-  }
-  if (has_output(spec, 1) && (!g.softmax || spec.outputs[1].sizes != scores || spec.outputs[1].dtype != dtype)) {
-    kernel_fail(spec, "log_prob must have the scores' dtype and shape " + sizes_to_string(scores));
-  }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_loss(spec);
+  const LossGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { loss<T>(g, in, out); });

@@ -16,11 +16,6 @@ namespace {
 
 using namespace reference;
 
-// softmax (SoftmaxCrossEntropyLossGrad): log_prob is given and the softmax term added.
-struct LossGradGeometry : LossGeometry {
-  size_t labels = 0, weights = 0;  // input slots
-};
-
 template <typename T>
 void loss_grad(const LossGradGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* dloss = inputs[0].as<const T>();
@@ -54,27 +49,9 @@ void loss_grad(const LossGradGeometry& g, std::span<const TensorView> inputs, st
 }
 
 std::unique_ptr<Kernel> make_loss_grad(const KernelSpec& spec) {
-  const bool softmax = spec.op_type == "SoftmaxCrossEntropyLossGrad";
-  const size_t labels = softmax ? 2 : 1, weights = 3;
-  const DType dtype = require_same_float_dtype(spec, {0, weights});
-  const TensorDesc& out = require_output(spec, 0, "dscores");
-  const std::vector<int64_t>& scores = out.sizes;
-  if (softmax) {
-    require_same_dtype(spec, 1, 0);
-    if (require_input(spec, 1, "log_prob").sizes != scores) kernel_fail(spec, "dscores must be shaped like log_prob");
-  }
-  if (out.dtype != dtype) kernel_fail(spec, "the output must be " + std::string(dtype_name(dtype)));
-  LossGradGeometry g;
-  static_cast<LossGeometry&>(g) = read_loss_geometry(spec, scores, require_input(spec, labels, "labels"), weights);
-  g.softmax = softmax;
-  g.labels = labels;
-  g.weights = weights;
-  const std::vector<int64_t> dloss = g.reduction == Reduction::None ? g.per_element : std::vector<int64_t>{};
-  if (spec.inputs[0].sizes != dloss) {
-    kernel_fail(spec, "dLoss is " + sizes_to_string(spec.inputs[0].sizes) + ", expected " + sizes_to_string(dloss) +
-                          " for reduction '" + g.reduction_name + "'");
-  }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_loss_grad(spec);
+  const LossGradGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { loss_grad<T>(g, in, out); });

@@ -1,9 +1,10 @@
 // What the conv, matmul, pooling, normalisation and loss reference kernels share beyond kernel_plumbing.h:
 // float32/float64 dtype checks and dispatch to a kernel built from a closure over precomputed geometry,
 // optional run-time views, per-channel vectors widened to double, and what an op's forward and backward
-// kernels share (normalisation statistics and layouts, LRN geometry). Accumulation in these kernels is
-// always in double, so the float32 and float64 kernels differ only in the rounding of their inputs and
-// outputs.
+// kernels share (normalisation statistics and layouts, LRN geometry), and the prepare-time checks of the
+// normalisations and softmaxes that the reference and CUDA kernels share (check_layer_norm, ...).
+// Accumulation in these kernels is always in double, so the float32 and float64 kernels differ only in
+// the rounding of their inputs and outputs.
 //
 //   const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
 //   return make_float_kernel(spec, dtype, [&](auto zero) {
@@ -183,6 +184,139 @@ inline LayerNormGeometry read_layer_norm_geometry(const KernelSpec& spec, const 
   g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
   g.scale_offsets = broadcast_offsets(spec, "Scale", scale, g.normalized);
   return g;
+}
+
+// --- prepare-time checks that every device's kernels of an op share (reference, "cuda") ---
+
+// What such a check returns: the kernel's float dtype and the geometry it runs over.
+template <typename Geometry>
+struct Checked {
+  DType dtype = DType::Float32;
+  Geometry geometry;
+};
+
+// InstanceNormalization(X, scale, B) -> Y: X (N,C,D1..Dn), scale and B one value per channel, Y like X.
+inline Checked<PlaneGeometry> check_instance_norm(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = spec.inputs[0].sizes;
+  const PlaneGeometry g = read_plane_geometry(spec, x);
+  const std::vector<int64_t> per_channel{x[1]};
+  if (require_input(spec, 1, "scale").sizes != per_channel || require_input(spec, 2, "B").sizes != per_channel) {
+    kernel_fail(spec, "scale " + sizes_to_string(spec.inputs[1].sizes) + " and B " +
+                          sizes_to_string(spec.inputs[2].sizes) + " must have one value per channel of X " +
+                          sizes_to_string(x));
+  }
+  if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
+  return {dtype, g};
+}
+
+// InstanceNormalizationGrad(dY, X, scale) -> dX?, dScale?, dBias?: dY and dX like X, the others per channel.
+inline Checked<PlaneGeometry> check_instance_norm_grad(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
+  const PlaneGeometry g = read_plane_geometry(spec, x);
+  if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
+  const std::vector<int64_t> per_channel{x[1]};
+  if (require_input(spec, 2, "scale").sizes != per_channel) {
+    kernel_fail(spec, "scale " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per channel of X " +
+                          sizes_to_string(x));
+  }
+  if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
+  for (size_t i = 1; i < 3; ++i) {
+    if (has_output(spec, i)) require_output(spec, i, dtype, per_channel);
+  }
+  return {dtype, g};
+}
+
+// LayerNormalization(X, Scale, B?) -> Y, Mean?, InvStdDev?, with B's offsets when B is given. Mean and
+// InvStdDev have X's dims before `axis` and 1s after, float32 or float64 whatever X is (stash_type);
+// `kernel` ("the reference kernel") is named in the message when they are not.
+inline Checked<LayerNormGeometry> check_layer_norm(const KernelSpec& spec, const std::string& kernel) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = spec.inputs[0].sizes;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = spec.attributes.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) {
+    kernel_fail(spec, "axis " + std::to_string(axis) + " is out of range for X " + sizes_to_string(x));
+  }
+  if (axis < 0) axis += rank;
+  if (require_output(spec, 0, "Y").sizes != x) kernel_fail(spec, "Y must have X's shape " + sizes_to_string(x));
+  LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 1, "Scale").sizes);
+  if (has_input(spec, 2)) g.bias_offsets = broadcast_offsets(spec, "B", spec.inputs[2].sizes, g.normalized);
+  std::vector<int64_t> stats = x;
+  for (size_t i = static_cast<size_t>(axis); i < stats.size(); ++i) stats[i] = 1;
+  for (size_t i = 1; i < 3; ++i) {
+    if (!has_output(spec, i)) continue;
+    if (!is_float32_or_64(spec.outputs[i].dtype)) {
+      kernel_fail(spec, kernel + " stashes Mean and InvStdDev as float32 or float64, got " +
+                            std::string(dtype_name(spec.outputs[i].dtype)) + " (stash_type)");
+    }
+    if (spec.outputs[i].sizes != stats) {
+      kernel_fail(spec, "output " + std::to_string(i) + " is " + sizes_to_string(spec.outputs[i].sizes) +
+                            ", expected " + sizes_to_string(stats));
+    }
+  }
+  return {dtype, std::move(g)};
+}
+
+// LayerNormalizationGrad(dY, X, Scale) -> dX?, dScale?, dBias?: dY and dX like X, the others shaped like
+// the normalised dims.
+inline Checked<LayerNormGeometry> check_layer_norm_grad(const KernelSpec& spec) {
+  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const std::vector<int64_t>& x = require_input(spec, 1, "X").sizes;
+  if (spec.inputs[0].sizes != x) kernel_fail(spec, "dY must have X's shape " + sizes_to_string(x));
+  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", -1), static_cast<int64_t>(x.size()));
+  LayerNormGeometry g = read_layer_norm_geometry(spec, x, axis, require_input(spec, 2, "Scale").sizes);
+  if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
+  for (size_t i = 1; i < 3; ++i) {
+    if (has_output(spec, i)) require_output(spec, i, dtype, g.normalized);
+  }
+  return {dtype, std::move(g)};
+}
+
+// Softmax, LogSoftmax and their grads: the tensor as (outer, n, inner), normalised over n for each
+// (outer, inner) pair.
+struct SoftmaxGeometry {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+// Softmax and LogSoftmax(input) -> output: before opset 13 the input is coerced to 2-D at `axis` (default
+// 1) and normalised over every dim from `axis` on; from 13 over `axis` alone (default -1).
+inline Checked<SoftmaxGeometry> check_softmax(const KernelSpec& spec) {
+  require_input_count(spec, 1, 1);
+  const DType dtype = require_dtype_in(spec, 0, kFloatDTypes);
+  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
+  const auto rank = static_cast<int64_t>(sizes.size());
+  if (rank == 0) kernel_fail(spec, "input must have at least one dim, got a scalar");
+  require_output(spec, 0, dtype, sizes);
+  const bool coerce_to_2d = spec.opset < 13;
+  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", coerce_to_2d ? 1 : -1), rank);
+  SoftmaxGeometry g;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) {
+      g.outer *= sizes[d];
+    } else if (d == axis || coerce_to_2d) {
+      g.n *= sizes[d];
+    } else {
+      g.inner *= sizes[d];
+    }
+  }
+  return {dtype, g};
+}
+
+// SoftmaxGrad and LogSoftmaxGrad(dY, Y) -> dX over `axis` (default -1), dY and dX shaped like Y.
+inline Checked<SoftmaxGeometry> check_softmax_grad(const KernelSpec& spec) {
+  require_input_count(spec, 2, 2);
+  const DType dtype = require_same_float_dtype(spec, {0, 1});
+  const std::vector<int64_t>& sizes = spec.inputs[1].sizes;
+  if (spec.inputs[0].sizes != sizes) {
+    kernel_fail(spec, "dY " + sizes_to_string(spec.inputs[0].sizes) + " must have Y's shape " + sizes_to_string(sizes));
+  }
+  const auto rank = static_cast<int64_t>(sizes.size());
+  if (rank == 0) kernel_fail(spec, "Y must have at least one dim, got a scalar");
+  require_output(spec, 0, dtype, sizes);
+  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", -1), rank);
+  return {dtype, {product_of(sizes, 0, axis), sizes[axis], product_of(sizes, axis + 1)}};
 }
 
 // LRN across channels (lrn.cc, lrn_grad.cc): X (N,C,D1..Dn) as (batch, channels, plane) and the

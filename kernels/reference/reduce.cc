@@ -37,12 +37,7 @@ ReducePlan plan_reduce(const KernelSpec& spec, const std::vector<int64_t>& in_si
     plan.out_sizes = in_sizes;
     return plan;
   }
-  std::vector<bool> reduced(in_sizes.size(), axes.empty());
-  for (int64_t axis : axes) {
-    const int64_t a = normalized_axis(spec, axis, rank);
-    if (reduced[a]) kernel_fail(spec, "axis " + std::to_string(axis) + " is repeated");
-    reduced[a] = true;
-  }
+  const std::vector<bool> reduced = reduced_dims(spec, rank, axes);
   std::vector<int64_t> kept_sizes;  // reduced dims as 1
   for (int64_t d = 0; d < rank; ++d) {
     kept_sizes.push_back(reduced[d] ? 1 : in_sizes[d]);

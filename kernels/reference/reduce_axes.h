@@ -1,6 +1,7 @@
 // The prepare-time reading of Reduce* and ArgMax/ArgMin nodes that the reference and "cpu" reductions
 // share: where the axes come from (an attribute before opset 13 for ReduceSum, 18 for the others; an
-// optional 1-D int64 input from then), keepdims/noop_with_empty_axes, and ArgMax/ArgMin's one axis.
+// optional 1-D int64 input from then), keepdims/noop_with_empty_axes, the dims the axes reduce, and
+// ArgMax/ArgMin's one axis. The "cuda" reductions read them the same way.
 //
 //   const ReduceAxes ra = read_reduce_axes(spec, kArithmeticDTypes);
 //   if (ra.at_run) require_reduce_output_rank(spec, ra);
@@ -59,6 +60,18 @@ inline void require_reduce_output_rank(const KernelSpec& spec, const ReduceAxes&
   if (spec.outputs.empty() || spec.outputs[0].dtype != ra.dtype || spec.outputs[0].sizes.size() != out_rank) {
     kernel_fail(spec, "output 0 must be " + std::string(dtype_name(ra.dtype)) + " of rank " + std::to_string(out_rank));
   }
+}
+
+// Which of the `rank` dims the (attribute or run-time) `axes` reduce: every dim when `axes` is empty (the
+// caller handles noop_with_empty_axes first); fails on an axis out of range or repeated.
+inline std::vector<bool> reduced_dims(const KernelSpec& spec, int64_t rank, const std::vector<int64_t>& axes) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t axis : axes) {
+    const int64_t a = normalized_axis(spec, axis, rank);
+    if (reduced[a]) kernel_fail(spec, "axis " + std::to_string(axis) + " is repeated");
+    reduced[a] = true;
+  }
+  return reduced;
 }
 
 // ArgMax/ArgMin: input 0 seen as (outer, n, inner) around `axis`; output 0 (int64) checked.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/reference/elementwise_common.h"
+#include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace onnxtrain {
@@ -13,25 +14,9 @@ using namespace reference;
 
 template <bool Log>
 std::unique_ptr<Kernel> make_softmax(const KernelSpec& spec) {
-  require_input_count(spec, 1, 1);
-  const DType dtype = require_dtype_in(spec, 0, kFloatDTypes);
-  const std::vector<int64_t>& sizes = spec.inputs[0].sizes;
-  const auto rank = static_cast<int64_t>(sizes.size());
-  if (rank == 0) kernel_fail(spec, "input must have at least one dim, got a scalar");
-  require_output(spec, 0, dtype, sizes);
-  const bool coerce_to_2d = spec.opset < 13;
-  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", coerce_to_2d ? 1 : -1), rank);
-  // The input as (outer, n, inner): softmax runs over n for every (outer, inner) pair.
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) {
-      outer *= sizes[d];
-    } else if (d == axis || coerce_to_2d) {
-      n *= sizes[d];
-    } else {
-      inner *= sizes[d];
-    }
-  }
+  const auto checked = check_softmax(spec);
+  const DType dtype = checked.dtype;
+  const int64_t outer = checked.geometry.outer, n = checked.geometry.n, inner = checked.geometry.inner;
   return make_closure_kernel([dtype, outer, n, inner](auto inputs, auto outputs) {
     dispatch_float(dtype, [&](auto zero) {
       using T = decltype(zero);

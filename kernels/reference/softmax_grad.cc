@@ -13,20 +13,12 @@ using namespace reference;
 
 template <bool Log>
 std::unique_ptr<Kernel> make_softmax_grad(const KernelSpec& spec) {
-  require_input_count(spec, 2, 2);
-  const DType dtype = require_same_float_dtype(spec, {0, 1});
-  const std::vector<int64_t>& sizes = spec.inputs[1].sizes;
-  if (spec.inputs[0].sizes != sizes) {
-    kernel_fail(spec, "dY " + sizes_to_string(spec.inputs[0].sizes) + " must have Y's shape " + sizes_to_string(sizes));
-  }
-  const auto rank = static_cast<int64_t>(sizes.size());
-  if (rank == 0) kernel_fail(spec, "Y must have at least one dim, got a scalar");
-  require_output(spec, 0, dtype, sizes);
-  const int64_t axis = normalized_axis(spec, spec.attributes.get_int("axis", -1), rank);
-  const int64_t outer = product_of(sizes, 0, axis), n = sizes[axis], inner = product_of(sizes, axis + 1);
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  const auto checked = check_softmax_grad(spec);
+  const SoftmaxGeometry& g = checked.geometry;
+  return make_float_kernel(spec, checked.dtype, [&](auto zero) {
     using T = decltype(zero);
-    return make_closure_kernel([outer, n, inner](std::span<const TensorView> in, std::span<const TensorView> out) {
+    return make_closure_kernel([g](std::span<const TensorView> in, std::span<const TensorView> out) {
+      const int64_t outer = g.outer, n = g.n, inner = g.inner;
       const T* dy = in[0].as<const T>();
       const T* y = in[1].as<const T>();
       T* dx = out[0].as<T>();
