@@ -6,6 +6,7 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_elementwise_tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_reduce_loss_tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_nn_tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_data_movement_tests.cmake OPTIONAL)
+include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_optimizer_tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/nccl_tests.cmake OPTIONAL)
 
 # --device cuda through the session, the trainer and the command line (its errors without a GPU).

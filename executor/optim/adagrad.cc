@@ -1,9 +1,9 @@
 // torch.optim.Adagrad (1.13, _single_tensor_adagrad), in torch's float32 operation order:
 //   g = g + wd·w;  clr = lr / (1 + (step − 1)·lr_decay) with step counted after this update;
 //   sum = sum + g·g (sum starts at initial_accumulator_value);  w = w + (−clr)·g / (√sum + eps)
-#include <cmath>
-
+// The per-element math is kernels/optimizer_math.h's (shared with the CUDA update kernels).
 #include "executor/optimizer.h"
+#include "kernels/optimizer_math.h"
 
 namespace onnxtrain::optim {
 
@@ -12,15 +12,9 @@ void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<cons
   float* __restrict wp = w.data();
   const float* __restrict gp = g.data();
   float* __restrict sum = state_tensor(s, "sum", n, static_cast<float>(c.initial_accumulator_value)).data();
-  const float wd = static_cast<float>(c.weight_decay);
-  const float neg_clr = static_cast<float>(-(lr / (1 + static_cast<double>(s.step) * c.lr_decay)));
-  const float eps = static_cast<float>(c.eps);
+  const optimizer_math::AdagradUpdate f = optimizer_math::adagrad_update(lr, c.weight_decay, c.lr_decay, c.eps, s.step);
 #pragma omp simd
-  for (size_t i = 0; i < n; ++i) {
-    const float gi = gp[i] + wd * wp[i];
-    sum[i] = sum[i] + gi * gi;
-    wp[i] = wp[i] + neg_clr * gi / (std::sqrt(sum[i]) + eps);
-  }
+  for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], sum[i]);
   ++s.step;
 }
 

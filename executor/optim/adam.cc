@@ -4,61 +4,32 @@
 //   torch: t = step + 1;  denom = √h / √(1 − β2^t) + eps;  w = w + (−lr / (1 − β1^t))·m / denom
 //   onnx:  T = step;  denom = √h + eps;  w = w + (−lr·√(1 − β2^T) / (1 − β1^T))·m / denom  (factor 1 at T = 0)
 //   then w = (1 − post_update_decay)·w when that is set. Scalars are computed in double, as torch does.
-#include <algorithm>
+// The per-element math and the per-step scalars are kernels/optimizer_math.h's (shared with the CUDA
+// update kernels).
 #include <cmath>
 
 #include "executor/optimizer.h"
+#include "kernels/optimizer_math.h"
 
 namespace onnxtrain::optim {
 
+using optimizer_math::AdamFactors;
+
 namespace {
 
-// The factors of an update made when the parameter has had `count_before` updates:
-// w += −step_scale·m / (√h / root_divisor + eps).
-struct AdamFactors {
-  double step_scale;    // multiplies m (lr included)
-  double root_divisor;  // divides √h
-};
-
 AdamFactors adam_factors(const OptimizerConfig& c, int64_t count_before, double lr) {
-  if (c.convention == AdamConvention::torch) {
-    const double t = static_cast<double>(count_before + 1);
-    const double bc1 = 1 - std::pow(c.beta1, t), bc2 = 1 - std::pow(c.beta2, t);
-    return {lr / bc1, std::sqrt(bc2)};
-  }
-  if (count_before == 0) return {lr, 1.0};
-  const double t = static_cast<double>(count_before);
-  return {lr * std::sqrt(1 - std::pow(c.beta2, t)) / (1 - std::pow(c.beta1, t)), 1.0};
+  return optimizer_math::adam_factors(c.convention == AdamConvention::torch, c.beta1, c.beta2, count_before, lr);
 }
 
-// The scalars of one update, in float as torch applies them.
-struct AdamScalars {
-  float decay;  // adamw: 1 − lr·wd, else 1
-  float l2;     // adam: wd, else 0
-  float beta1, one_minus_beta1, beta2, one_minus_beta2;
-  float neg_step;      // −step_scale
-  float root_divisor;  // torch divides √h by √(1 − β2^t)
-  float eps;
-  float post;  // 1 − post_update_decay
-};
-
 template <bool kAmsgrad>
-void adam_loop(const AdamScalars& k, size_t n, float* __restrict w, const float* __restrict g, float* __restrict m,
-               float* __restrict h, float* __restrict hmax) {
+void adam_loop(const optimizer_math::AdamUpdate& f, size_t n, float* __restrict w, const float* __restrict g,
+               float* __restrict m, float* __restrict h, float* __restrict hmax) {
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) {
-    const float wi = w[i] * k.decay;
-    const float gi = g[i] + k.l2 * wi;
-    m[i] = m[i] * k.beta1 + k.one_minus_beta1 * gi;
-    h[i] = h[i] * k.beta2 + k.one_minus_beta2 * gi * gi;
-    float root;
-    if constexpr (kAmsgrad) {
-      hmax[i] = std::max(hmax[i], h[i]);
-      root = std::sqrt(hmax[i]);
-    } else {
-      root = std::sqrt(h[i]);
-    }
-    w[i] = (wi + k.neg_step * m[i] / (root / k.root_divisor + k.eps)) * k.post;
+    if constexpr (kAmsgrad)
+      f(w[i], g[i], m[i], h[i], hmax[i]);
+    else
+      f(w[i], g[i], m[i], h[i]);
   }
 }
 
@@ -68,22 +39,14 @@ void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const f
   const size_t n = w.size();
   float* m = state_tensor(s, "exp_avg", n).data();
   float* h = state_tensor(s, "exp_avg_sq", n).data();
-  const bool decoupled = c.kind == OptimizerKind::adamw;
-  const AdamFactors f = adam_factors(c, s.step, lr);
-  const AdamScalars k{.decay = decoupled ? static_cast<float>(1.0 - lr * c.weight_decay) : 1.0f,
-                      .l2 = decoupled ? 0.0f : static_cast<float>(c.weight_decay),
-                      .beta1 = static_cast<float>(c.beta1),
-                      .one_minus_beta1 = static_cast<float>(1.0 - c.beta1),
-                      .beta2 = static_cast<float>(c.beta2),
-                      .one_minus_beta2 = static_cast<float>(1.0 - c.beta2),
-                      .neg_step = static_cast<float>(-f.step_scale),
-                      .root_divisor = static_cast<float>(f.root_divisor),
-                      .eps = static_cast<float>(c.eps),
-                      .post = static_cast<float>(1.0 - c.post_update_decay)};
-  if (c.amsgrad)
-    adam_loop<true>(k, n, w.data(), g.data(), m, h, state_tensor(s, "max_exp_avg_sq", n).data());
-  else
-    adam_loop<false>(k, n, w.data(), g.data(), m, h, nullptr);
+  const optimizer_math::AdamUpdate f =
+      optimizer_math::adam_update(c.kind == OptimizerKind::adamw, c.convention == AdamConvention::torch, lr,
+                                  c.weight_decay, c.beta1, c.beta2, c.eps, c.post_update_decay, s.step);
+  if (c.amsgrad) {
+    adam_loop<true>(f, n, w.data(), g.data(), m, h, state_tensor(s, "max_exp_avg_sq", n).data());
+  } else {
+    adam_loop<false>(f, n, w.data(), g.data(), m, h, nullptr);
+  }
   ++s.step;
 }
 

@@ -1,9 +1,11 @@
 // torch.optim.SGD (1.13, _single_tensor_sgd), in torch's float32 operation order:
 //   d = g + wd·w;  buf = buf·μ + c·d  (c = 1 on the first update, else 1 − dampening; buf starts at 0)
 //   d = nesterov ? d + μ·buf : buf;  w = w + (−lr)·d
+// The per-element math is kernels/optimizer_math.h's (shared with the CUDA update kernels).
 #include <algorithm>
 
 #include "executor/optimizer.h"
+#include "kernels/optimizer_math.h"
 
 namespace onnxtrain::optim {
 
@@ -11,30 +13,24 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   const size_t n = w.size();
   float* __restrict wp = w.data();
   const float* __restrict gp = g.data();
-  const float wd = static_cast<float>(c.weight_decay);
-  const float neg_lr = static_cast<float>(-lr);
   if (c.momentum == 0) {
+    const optimizer_math::SgdUpdate f = optimizer_math::sgd_plain_update(lr, c.weight_decay);
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) wp[i] = wp[i] + neg_lr * (gp[i] + wd * wp[i]);
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i]);
     ++s.step;
     return;
   }
   float* __restrict buf = state_tensor(s, "momentum_buffer", n).data();
-  const float mu = static_cast<float>(c.momentum);
-  const float grad_coef = s.step == 0 ? 1.0f : static_cast<float>(1.0 - c.dampening);
   if (c.nesterov) {
+    const optimizer_math::SgdNesterovUpdate f =
+        optimizer_math::sgd_nesterov_update(lr, c.weight_decay, c.momentum, c.dampening, s.step);
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-      const float d = gp[i] + wd * wp[i];
-      buf[i] = buf[i] * mu + grad_coef * d;
-      wp[i] = wp[i] + neg_lr * (d + mu * buf[i]);
-    }
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
   } else {
+    const optimizer_math::SgdMomentumUpdate f =
+        optimizer_math::sgd_momentum_update(lr, c.weight_decay, c.momentum, c.dampening, s.step);
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-      buf[i] = buf[i] * mu + grad_coef * (gp[i] + wd * wp[i]);
-      wp[i] = wp[i] + neg_lr * buf[i];
-    }
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
   }
   ++s.step;
 }

@@ -1,0 +1,62 @@
+// Grid-stride kernels of the optimizer updates (declared in kernels/cuda/optimizer_update.h): each thread
+// applies the kernels/optimizer_math.h functor to its elements, the same code the host loops run. Built
+// with --fmad=false (kernels/cuda/optimizer_sources.cmake) so nvcc does not contract a·b + c into an FMA,
+// which would round differently from the host; sqrt and division are IEEE-rounded on both sides.
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/optimizer_update.h"
+
+namespace onnxtrain::cuda {
+
+namespace {
+
+constexpr unsigned int kOptimizerBlock = 256;
+
+// One kernel for every arity: the states (zero to three arrays) follow w and g in the functor's order.
+template <typename Fn, typename... States>
+__global__ void optimizer_kernel(Fn fn, float* __restrict__ w, const float* __restrict__ g, int64_t n,
+                                 States* __restrict__... states) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    fn(w[i], g[i], states[i]...);
+}
+
+template <typename Fn, typename... States>
+void launch(const Fn& fn, float* w, const float* g, int64_t n, const Stream& stream, States*... states) {
+  if (n <= 0) return;
+  DeviceGuard guard(stream);
+  optimizer_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(fn, w, g, n, states...);
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("optimizer_kernel");
+}
+
+}  // namespace
+
+void optimizer_update(const optimizer_math::SgdUpdate& f, float* w, const float* g, int64_t n, const Stream& stream) {
+  launch(f, w, g, n, stream);
+}
+
+void optimizer_update(const optimizer_math::SgdMomentumUpdate& f, float* w, const float* g, float* momentum_buffer,
+                      int64_t n, const Stream& stream) {
+  launch(f, w, g, n, stream, momentum_buffer);
+}
+
+void optimizer_update(const optimizer_math::SgdNesterovUpdate& f, float* w, const float* g, float* momentum_buffer,
+                      int64_t n, const Stream& stream) {
+  launch(f, w, g, n, stream, momentum_buffer);
+}
+
+void optimizer_update(const optimizer_math::AdamUpdate& f, float* w, const float* g, float* exp_avg, float* exp_avg_sq,
+                      int64_t n, const Stream& stream) {
+  launch(f, w, g, n, stream, exp_avg, exp_avg_sq);
+}
+
+void optimizer_update(const optimizer_math::AdamUpdate& f, float* w, const float* g, float* exp_avg, float* exp_avg_sq,
+                      float* max_exp_avg_sq, int64_t n, const Stream& stream) {
+  launch(f, w, g, n, stream, exp_avg, exp_avg_sq, max_exp_avg_sq);
+}
+
+void optimizer_update(const optimizer_math::AdagradUpdate& f, float* w, const float* g, float* sum, int64_t n,
+                      const Stream& stream) {
+  launch(f, w, g, n, stream, sum);
+}
+
+}  // namespace onnxtrain::cuda

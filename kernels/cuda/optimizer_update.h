@@ -1,0 +1,33 @@
+// CUDA launchers of the optimizer updates: one grid-stride kernel per functor of kernels/optimizer_math.h,
+// over device pointers on a Stream's device, enqueued on its stream without synchronising the host. The
+// functors are the ones executor/optim/*.cc run on the host (the .cu file is compiled with --fmad=false),
+// so a device update equals the host update bit for bit. Used once weights are device-resident: the
+// trainer still steps on the host today, so nothing calls these yet (and with CUDA compiled out there is
+// no definition). Plain C++ (no CUDA headers), so executor code may include it.
+//
+//   const auto f = optimizer_math::adam_update(adamw, torch, lr, wd, b1, b2, eps, 0.0, state.step);
+//   cuda::optimizer_update(f, w, g, exp_avg, exp_avg_sq, n, stream);   // then ++state.step on the host
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernel.h"
+#include "kernels/optimizer_math.h"
+
+namespace onnxtrain::cuda {
+
+// w, g and every state array hold n floats on the stream's device; w and the states are updated in place.
+void optimizer_update(const optimizer_math::SgdUpdate& f, float* w, const float* g, int64_t n, const Stream& stream);
+void optimizer_update(const optimizer_math::SgdMomentumUpdate& f, float* w, const float* g, float* momentum_buffer,
+                      int64_t n, const Stream& stream);
+void optimizer_update(const optimizer_math::SgdNesterovUpdate& f, float* w, const float* g, float* momentum_buffer,
+                      int64_t n, const Stream& stream);
+void optimizer_update(const optimizer_math::AdamUpdate& f, float* w, const float* g, float* exp_avg, float* exp_avg_sq,
+                      int64_t n, const Stream& stream);
+// amsgrad: max_exp_avg_sq keeps the running maximum of exp_avg_sq.
+void optimizer_update(const optimizer_math::AdamUpdate& f, float* w, const float* g, float* exp_avg, float* exp_avg_sq,
+                      float* max_exp_avg_sq, int64_t n, const Stream& stream);
+void optimizer_update(const optimizer_math::AdagradUpdate& f, float* w, const float* g, float* sum, int64_t n,
+                      const Stream& stream);
+
+}  // namespace onnxtrain::cuda
