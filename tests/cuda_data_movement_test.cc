@@ -226,8 +226,7 @@ TEST(CudaDataMovementIndex, PadSourceMatchesTheReferenceMapping) {
     const RandomPad p = random_pad(static_cast<int>(uniform(1, 3)));
     for (PadMode mode : kModes) {
       const PadGeometry g = geometry_of(p.in, p.out, mode);
-      const auto reference_mode = static_cast<reference::PadMode>(static_cast<int>(mode));
-      reference::for_each_pad_source(p.in, p.out, p.begins, reference_mode, [&](int64_t flat, int64_t source) {
+      reference::for_each_pad_source(p.in, p.out, p.begins, mode, [&](int64_t flat, int64_t source) {
         ASSERT_EQ(pad_source(flat, g, p.begins.data()), source) << "trial " << trial << " mode " << int(mode);
       });
     }
@@ -261,8 +260,7 @@ TEST(CudaDataMovementIndex, PadGradSumIsTheReferenceScatterBitForBit) {
       std::vector<float> dy(numel(p.out));
       for (float& v : dy) v = real(rng());
       std::vector<float> want(numel(p.in), 0.0f);
-      const auto reference_mode = static_cast<reference::PadMode>(static_cast<int>(mode));
-      reference::for_each_pad_source(p.in, p.out, p.begins, reference_mode, [&](int64_t flat, int64_t source) {
+      reference::for_each_pad_source(p.in, p.out, p.begins, mode, [&](int64_t flat, int64_t source) {
         if (source >= 0) want[source] += dy[flat];
       });
       const PadGeometry g = geometry_of(p.in, p.out, mode);

@@ -9,11 +9,13 @@
 // the reference kernel (|cuda - reference| <= 1e-5 + 1e-4·|ref|); without one those cases skip, saying so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
+#include "kernels/cuda/math_mode.h"
 #include "kernels/cuda/cudnn_direct_pooling.h"
 #include "kernels/cuda/cudnn_params.h"
 #include "kernels/kernel.h"
@@ -662,6 +664,37 @@ TEST_F(CudaNnKernels, GemmAndMatMul) {
     expect_agree({.op = "MatMul", .inputs = {r(sa), r(sb)}, .outputs = {f32(plan.y_sizes)}},
                  reference::sizes_to_string(sa) + " x " + reference::sizes_to_string(sb));
   }
+}
+
+// The largest |cuda - reference| / (sum over k of |a_ik·b_kj|) of a 256x512 by 512x256 MatMul: about
+// 2^-24·(a few) for float32 products, about 2^-11 once TF32 rounds the operands.
+double matmul_error_bound_ratio(std::mt19937& rng) {
+  const Tensor a = random_tensor(rng, {256, 512}), b = random_tensor(rng, {512, 256});
+  const KernelCase c{.op = "MatMul", .inputs = {a, b}, .outputs = {f32({256, 256})}};
+  const Tensor ours = run_cuda(c)[0], ref = run_reference(c)[0];
+  double worst = 0;
+  for (int64_t i = 0; i < 256; ++i)
+    for (int64_t j = 0; j < 256; ++j) {
+      double magnitude = 0;
+      for (int64_t k = 0; k < 512; ++k)
+        magnitude += std::fabs(double{a.data<float>()[i * 512 + k]} * b.data<float>()[k * 256 + j]);
+      const double diff = std::fabs(double{ours.data<float>()[i * 256 + j]} - ref.data<float>()[i * 256 + j]);
+      worst = std::max(worst, diff / magnitude);
+    }
+  return worst;
+}
+
+// --tf32 (kernels/cuda/math_mode.h): off, the products are float32; on, cuBLAS may round the operands to
+// TF32 (the H100/H200 and every Ampere GPU do), which shows as errors hundreds of times larger.
+TEST_F(CudaNnKernels, Tf32SwitchGovernsMatMulPrecision) {
+  ASSERT_FALSE(cuda::allow_tf32()) << "TF32 must be off by default";
+  const double strict = matmul_error_bound_ratio(rng);
+  EXPECT_LT(strict, 1e-6) << "strict float32 products";
+  cuda::set_allow_tf32(true);
+  const double tf32 = matmul_error_bound_ratio(rng);
+  cuda::set_allow_tf32(false);
+  EXPECT_GT(tf32, 1e-5) << "TF32 rounding should show (a GPU without TF32 tensor cores fails this: pre-Ampere)";
+  EXPECT_LT(tf32, 2e-3) << "TF32 keeps 10 mantissa bits";
 }
 
 #endif  // ONNXTRAIN_WITH_CUDA

@@ -51,6 +51,10 @@ void add_train_command(CLI::App& app) {
                   "stages and dp replica threads take consecutive GPUs from N (stage k on cuda:N+k); a process "
                   "started by mpirun or torchrun takes cuda:N+LOCAL_RANK. A node without a CUDA kernel is an error "
                   "before training starts, never a silent CPU fallback");
+  cmd->add_flag("--tf32", o->tf32,
+                "cuda: let convolutions and matrix products use TF32 tensor cores (operands rounded to 10 mantissa "
+                "bits, about 1e-3 relative error, several times faster on Ampere and newer; PyTorch's allow_tf32). "
+                "Default: strict float32");
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");

@@ -26,7 +26,7 @@ std::string progress_bar(double done) {
   return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
 }
 
-TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device) {
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
   apply_optimizer_name(o.optimizer, t.optimizer);
@@ -38,7 +38,7 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps) {
                 .step_size = std::max<int64_t>(1, total_steps / 3),
                 .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
   t.kernels = o.kernels;
-  t.device = training_device(o, 1);
+  t.device = device;
   t.seed = o.seed;
   t.running_variance = running_variance_from_name(o.running_variance);
   return t;

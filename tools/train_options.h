@@ -23,6 +23,7 @@ struct TrainOptions {
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
+  bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
   std::string strategy = "single", plan, spectrain_target = "sequential";
   int stages = 1, replicas = 1;
@@ -45,7 +46,8 @@ int run_replicated_training(const TrainOptions& o);  // --central-storage --stra
 // Shared by both (train_common.cc).
 std::string format_duration(double seconds);           // "1m05s", "2h03m"
 std::string progress_bar(double done);                 // "[#######.............]"
-TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps);
+// `device`: where the (first) trainer runs, from training_device.
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device);
 // The first device of a run that places `devices` stages or replicas on consecutive devices from it
 // (offset by the process's local rank under a launcher). Throws Error when --device is malformed or
 // names more CUDA devices than are visible.

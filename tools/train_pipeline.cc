@@ -209,13 +209,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   const Device device = training_device(o, devices_here, world ? launch.local_rank : 0,
                                         pipeline ? "--stages " + std::to_string(o.stages)
                                                  : "--replicas " + std::to_string(o.replicas));
-  auto trainer_options_here = [&] {
-    TrainerOptions t = trainer_options(o, total_steps);
-    t.device = device;
-    return t;
-  };
   if (!pipeline) {
-    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options_here(),
+    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
                                               .replicas = world ? 1 : o.replicas,
                                               .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
                                               .world = world});
@@ -258,7 +253,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     return run_epochs(o, trainer, loader, train, per_epoch, print_timing, role);
   }
   PipelineOptions p;
-  p.trainer = trainer_options_here();
+  p.trainer = trainer_options(o, total_steps, device);
   p.strategy = parse_pipeline_strategy(o.strategy);
   p.stages = o.stages;
   p.micro_batches = o.micro_batches;

@@ -57,7 +57,7 @@ int run_replicated_training(const TrainOptions& o) {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
 
   if (!ps) {
-    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps), .replicas = o.replicas});
+    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, Device::cpu()), .replicas = o.replicas});
     std::fprintf(stderr,
                  "training %s with central storage: %d replicas (threads), one master copy, %lld epochs x %lld "
                  "mini-batches of %lld\n",
@@ -67,7 +67,7 @@ int run_replicated_training(const TrainOptions& o) {
                       [&] { std::printf("%s", format_central_storage_report(trainer.report()).c_str()); }, RunRole{});
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
-  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps),
+  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, Device::cpu()),
                                                .servers = o.servers,
                                                .workers = o.replicas,
                                                .predict = o.ps_predict});

@@ -31,6 +31,7 @@
 #include "frontend/model_writer.h"
 #include "frontend/npy.h"
 #include "graph/error.h"
+#include "kernels/cuda/math_mode.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -73,6 +74,10 @@ void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
 }  // namespace
 
 int run_training(const TrainOptions& o) {
+  if (o.tf32) {
+    if (o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
+    cuda::set_allow_tf32(true);  // before any kernel is prepared
+  }
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
@@ -90,7 +95,7 @@ int run_training(const TrainOptions& o) {
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                                  : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
-  const TrainerOptions options = trainer_options(o, total_steps);
+  const TrainerOptions options = trainer_options(o, total_steps, training_device(o, 1));
   Trainer trainer(model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
 

@@ -71,11 +71,12 @@ size_t find_workspace_bytes(int algo_count, SizeOf&& size_of) {
   return most;
 }
 
-// What identifies a convolution problem for the algorithm cache: the operand dims, window and group
-// (the direction and device are added by the find functions).
+// What identifies a convolution problem for the algorithm cache: the operand dims, window, group and
+// whether TF32 is allowed, read at prepare with the descriptor's math type (the direction and device are
+// added by the find functions).
 inline std::vector<int> conv_problem_key(const std::vector<int>& x, const std::vector<int>& w,
                                          const std::vector<int>& y, const CudnnWindow& window, int group) {
-  std::vector<int> key{group};
+  std::vector<int> key{group, allow_tf32() ? 1 : 0};
   for (const std::vector<int>* part : {&x, &w, &y, &window.pads, &window.strides, &window.dilations}) {
     key.push_back(-1);  // separator: parts of different lengths never collide
     key.insert(key.end(), part->begin(), part->end());

@@ -12,6 +12,7 @@
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/cuda_runtime_internal.h"
+#include "kernels/cuda/math_mode.h"
 
 namespace onnxtrain::cuda {
 namespace {
@@ -133,6 +134,8 @@ cublasHandle_t cublas_handle(const Stream& stream) {
   // After cublasSetStream, which resets the handle to its default workspace pool.
   void* ws = stream_block(stream, kCublasWorkspaceBytes, &StreamWorkspaces::cublas);
   ONNXTRAIN_CUBLAS_CHECK(cublasSetWorkspace(handle, ws, kCublasWorkspaceBytes));
+  // DEFAULT math computes float32 products in float32; TF32 tensor cores only when --tf32 allows them.
+  ONNXTRAIN_CUBLAS_CHECK(cublasSetMathMode(handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return handle;
 }
 

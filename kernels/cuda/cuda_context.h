@@ -33,7 +33,7 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
-cublasHandle_t cublas_handle(const Stream& stream);
+cublasHandle_t cublas_handle(const Stream& stream);  // math mode per --tf32 (math_mode.h)
 #if ONNXTRAIN_HAVE_CUDNN
 cudnnHandle_t cudnn_handle(const Stream& stream);
 #endif

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cudnn_params.h"
 #include "kernels/cuda/kernel_entry.h"
+#include "kernels/cuda/math_mode.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/kernel_plumbing.h"
 
@@ -107,9 +108,10 @@ class ConvolutionDescriptor {
                                                           w.strides.data(), w.dilations.data(), CUDNN_CROSS_CORRELATION,
                                                           CUDNN_DATA_FLOAT));
     ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, group));
-    // Strict float32 (no TF32 tensor-core rounding): results stay within float32 tolerance of the
-    // reference kernel. Find only returns algorithms of this math type.
-    ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH));
+    // Strict float32 (FMA math: no TF32 tensor-core rounding, results within float32 tolerance of the
+    // reference kernel) unless --tf32 allows it (math_mode.h; DEFAULT math permits TF32 on Ampere and
+    // newer). Find only returns algorithms of this math type.
+    ONNXTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   }
   ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;

@@ -11,14 +11,6 @@
 //   my_kernel<<<...>>>(..., flag_.device_ptr());            // device code: raise_flag(flag, code)
 #pragma once
 
-// nvcc's host pass loses the system-header marking of libstdc++, so g++ 12 at -O3 reports its known false
-// -Wrestrict (GCC bug 105329) inside std::string's operator+ as inlined into the error messages here. This
-// header comes before any standard header in every data-movement .cu file (they include standard headers
-// only through it), so the pragma covers them.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wrestrict"
-#endif
-
 #include <cuda_runtime.h>
 
 #include <algorithm>

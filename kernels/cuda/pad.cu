@@ -99,7 +99,7 @@ PadGeometry pad_geometry(const KernelSpec& spec, const std::vector<int64_t>& in,
     kernel_fail(spec, "the padded sizes " + sizes_text(out) + " have another rank than " + sizes_text(in));
   PadGeometry g;
   g.rank = static_cast<int>(in.size());
-  g.mode = static_cast<PadMode>(static_cast<int>(reference::read_pad_mode(spec)));
+  g.mode = reference::read_pad_mode(spec);
   for (int k = 0; k < g.rank; ++k) {
     g.in[k] = in[k];
     g.out[k] = out[k];

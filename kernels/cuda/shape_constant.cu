@@ -6,8 +6,6 @@
 // The element count of Range is the allocated output's (fixed at prepare by shape inference); the
 // reference's run-time checks of limit and delta (delta 0, a count other than the allocation's) are not
 // repeated on the GPU.
-//
-// Standard headers come through data_movement_common.cuh, which must come first (see its -Wrestrict note).
 #include "kernels/cuda/data_movement_common.cuh"
 
 namespace onnxtrain::cuda {
@@ -149,7 +147,7 @@ class RangeKernel : public Kernel {
     reference::require_output_dtype(spec, 0, dtype_);
     if (spec.outputs[0].sizes.size() != 1)
       reference::kernel_fail(spec, "the output must be 1-D, got sizes " + sizes_text(spec.outputs[0].sizes));
-    if (!dispatch(dtype_, [](auto) {}))
+    if (!reference::dispatch_range(dtype_, [](auto) {}))
       reference::kernel_fail(spec, "unsupported dtype " + std::string(dtype_name(dtype_)));
   }
 
@@ -157,7 +155,7 @@ class RangeKernel : public Kernel {
     const int64_t n = outputs[0].numel();
     if (n == 0) return;
     DeviceGuard guard(stream);
-    dispatch(dtype_, [&](auto zero) {
+    reference::dispatch_range(dtype_, [&](auto zero) {
       using T = decltype(zero);
       range_kernel<T><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
           Scalar<T>::of(inputs[0]), Scalar<T>::of(inputs[2]), outputs[0].as<T>(), n);
@@ -166,29 +164,6 @@ class RangeKernel : public Kernel {
   }
 
  private:
-  template <typename Fn>
-  static bool dispatch(DType dtype, Fn&& fn) {
-    switch (dtype) {
-      case DType::Float32:
-        fn(float{});
-        return true;
-      case DType::Float64:
-        fn(double{});
-        return true;
-      case DType::Int16:
-        fn(int16_t{});
-        return true;
-      case DType::Int32:
-        fn(int32_t{});
-        return true;
-      case DType::Int64:
-        fn(int64_t{});
-        return true;
-      default:
-        return false;
-    }
-  }
-
   DType dtype_;
 };
 

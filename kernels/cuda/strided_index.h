@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/elementwise_derivatives.h"  // ONNXTRAIN_HOST_DEVICE
+#include "kernels/pad_index.h"
 
 namespace onnxtrain::cuda_index {
 
@@ -185,22 +186,10 @@ ONNXTRAIN_HOST_DEVICE inline int resolve_slice(int rank, const int64_t* sizes, c
   return kSliceOk;
 }
 
-// --- Pad (kernels/reference/pad_mode.h): modes and the input element a padded position reads ---
+// --- Pad: the input element a padded position reads (per-axis mapping: kernels/pad_index.h) ---
 
-enum class PadMode : int { Constant = 0, Reflect = 1, Edge = 2, Wrap = 3 };
-
-// The input index along an axis of `size` that position i (already shifted by the begin pad) reads; -1
-// for the constant.
-ONNXTRAIN_HOST_DEVICE inline int64_t pad_source_index(int64_t i, int64_t size, PadMode mode) {
-  if (i >= 0 && i < size) return i;
-  if (mode == PadMode::Constant || size == 0) return -1;
-  if (mode == PadMode::Edge) return i < 0 ? 0 : size - 1;
-  if (mode == PadMode::Wrap) return ((i % size) + size) % size;
-  if (size == 1) return 0;  // reflect: the mirror image repeats with period 2 * (size - 1)
-  const int64_t period = 2 * (size - 1);
-  i = ((i % period) + period) % period;
-  return i < size ? i : period - i;
-}
+using onnxtrain::PadMode;  // kernels/pad_index.h, shared with the reference
+using onnxtrain::pad_source_index;
 
 // Input and padded sizes of a Pad; begins[k] is the begin pad of axis k (negative crops).
 struct PadGeometry {

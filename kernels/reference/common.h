@@ -49,6 +49,16 @@ bool dispatch_numeric(DType dtype, Fn&& fn) {
   }
 }
 
+// Range's dtypes (opset 11: float32, float64, int16, int32, int64), for the reference and CUDA kernels.
+template <typename Fn>
+bool dispatch_range(DType dtype, Fn&& fn) {
+  if (dtype == DType::Int16) {
+    fn(int16_t{});
+    return true;
+  }
+  return dispatch_numeric(dtype, fn);
+}
+
 // Calls fn(T{}) with the C++ type of any arithmetic dtype (float32/float64 and the eight integer types).
 template <typename Fn>
 bool dispatch_arithmetic(DType dtype, Fn&& fn) {

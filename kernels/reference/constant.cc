@@ -101,25 +101,8 @@ class RangeKernel : public DataMovementKernel {
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    switch (inputs[0].dtype) {
-      case DType::Float32:
-        fill<float>(inputs, outputs[0]);
-        break;
-      case DType::Float64:
-        fill<double>(inputs, outputs[0]);
-        break;
-      case DType::Int16:
-        fill<int16_t>(inputs, outputs[0]);
-        break;
-      case DType::Int32:
-        fill<int32_t>(inputs, outputs[0]);
-        break;
-      case DType::Int64:
-        fill<int64_t>(inputs, outputs[0]);
-        break;
-      default:
-        fail("unsupported dtype " + std::string(dtype_name(inputs[0].dtype)));
-    }
+    const bool known = dispatch_range(inputs[0].dtype, [&](auto zero) { fill<decltype(zero)>(inputs, outputs[0]); });
+    if (!known) fail("unsupported dtype " + std::string(dtype_name(inputs[0].dtype)));
   }
 
  private:

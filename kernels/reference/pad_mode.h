@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/pad_index.h"
 #include "kernels/reference/kernel_plumbing.h"
 
 namespace onnxtrain::reference {
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
+using onnxtrain::PadMode;
+using onnxtrain::pad_source_index;
 
 // Pad's `mode` attribute (default constant); fails on an unknown name.
 inline PadMode read_pad_mode(const KernelSpec& spec) {
@@ -25,19 +27,6 @@ inline PadMode read_pad_mode(const KernelSpec& spec) {
   if (mode == "edge") return PadMode::Edge;
   if (mode == "wrap") return PadMode::Wrap;
   kernel_fail(spec, "unknown mode '" + mode + "' (expected constant, reflect, edge or wrap)");
-}
-
-// The input index along one axis of `size` that output position i (shifted by the begin pad) reads;
-// -1 means the constant.
-inline int64_t pad_source_index(int64_t i, int64_t size, PadMode mode) {
-  if (i >= 0 && i < size) return i;
-  if (mode == PadMode::Constant || size == 0) return -1;
-  if (mode == PadMode::Edge) return i < 0 ? 0 : size - 1;
-  if (mode == PadMode::Wrap) return ((i % size) + size) % size;
-  if (size == 1) return 0;  // reflect: the mirror image repeats with period 2 * (size - 1)
-  const int64_t period = 2 * (size - 1);
-  i = ((i % period) + period) % period;
-  return i < size ? i : period - i;
 }
 
 // Calls visit(flat, source) for every position of the padded tensor (sizes `padded`) in row-major order,
