@@ -20,6 +20,7 @@ the median of the repeats and, in brackets, their min-max.
     benchmarks/compare_pytorch.py --python /work/venv/torchnew/bin/python   # torch 2.x instead of 1.13
     benchmarks/compare_pytorch.py --profile --models resnet:32 --threads 1  # + per-op profiles of both
     benchmarks/compare_pytorch.py --device cuda --models resnet:64 --threads 1   # both on cuda:0 (gpu-check.sh)
+    benchmarks/compare_pytorch.py --device cuda --tf32 ...   # both with TF32 tensor cores (default: neither)
 
 The default interpreter for torch is Debian's /usr/bin/python3 (torch 1.13), the one the fixture scripts
 use. This script itself needs only the standard library; the worker (this file run with --torch-worker
@@ -82,7 +83,7 @@ def wait_for_idle(limit_s):
 # ----------------------------------------------------------------------------------------------------
 # onnxtrain side
 # ----------------------------------------------------------------------------------------------------
-def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu"):
+def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu", tf32=False):
     """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process."""
     c, h, w = input_dims(name)
     total = warmup + steps
@@ -92,6 +93,7 @@ def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, devic
            "--batch", str(batch), "--epochs", "1", "--validation", "0", "--lr", str(LR),
            "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
            "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
+    cmd += ["--tf32"] if tf32 else []
     run = subprocess.run(cmd, env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if run.returncode != 0:
         sys.exit("onnxtrain failed (%d): %s\n%s" % (run.returncode, " ".join(cmd), run.stderr))
@@ -121,7 +123,7 @@ def onnxtrain_profile(onnxtrain, name, batch, threads, steps):
 # ----------------------------------------------------------------------------------------------------
 # torch side: a worker process (the chosen interpreter) that keeps one model and answers commands
 # ----------------------------------------------------------------------------------------------------
-def torch_worker(name, batch, threads, profile_steps, device="cpu"):
+def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False):
     import numpy as np
     import onnx
     import torch
@@ -144,6 +146,9 @@ def torch_worker(name, batch, threads, profile_steps, device="cpu"):
     model.load_state_dict({k: weights[k] for k in state if k in weights}, strict=False)
     model.train()
     model.to(device)
+    # torch's own defaults differ (cuDNN convolutions may use TF32, matmuls not): set both as onnxtrain runs.
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     rng = np.random.default_rng(0)
     pool = 16  # batches of random data cycled through, like onnxtrain's data loader picks rows
@@ -184,10 +189,10 @@ def torch_worker(name, batch, threads, profile_steps, device="cpu"):
 
 
 class TorchWorker:
-    def __init__(self, python, name, batch, threads, profile_steps, device):
+    def __init__(self, python, name, batch, threads, profile_steps, device, tf32):
         self.proc = subprocess.Popen(
             [python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads", str(threads),
-             "--profile-steps", str(profile_steps), "--device", device],
+             "--profile-steps", str(profile_steps), "--device", device] + (["--tf32"] if tf32 else []),
             env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = self._read()
 
@@ -241,12 +246,15 @@ def main():
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="where both sides train: cpu (default) or cuda (cuda:0 for onnxtrain and torch)")
+    p.add_argument("--tf32", action="store_true",
+                   help="cuda: both sides may use TF32 tensor cores for convolutions and matrix products (onnxtrain "
+                        "--tf32; torch's cudnn and matmul allow_tf32); default: strict float32 on both")
     p.add_argument("--torch-worker", help=argparse.SUPPRESS)
     args = p.parse_args()
 
     if args.torch_worker:
         name, batch = args.torch_worker.split(":")
-        torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device)
+        torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device, args.tf32)
         return
 
     binary = find_onnxtrain(os.path.abspath(args.build))
@@ -257,14 +265,15 @@ def main():
     with tempfile.TemporaryDirectory(prefix="compare_pytorch_") as workdir:
         for name, batch, threads in configs:
             steps = args.steps or DEFAULT_STEPS[name]
-            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps, args.device)
+            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps, args.device, args.tf32)
             torch_version = worker.info["torch"]
             ours, theirs = [], []
             busy_repeats = 0
             for _ in range(args.repeats):
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
-                ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir, args.device))
+                ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir, args.device,
+                                             args.tf32))
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
                 theirs.append(worker.ask(warmup=args.warmup, steps=steps)["samples_per_s"])
@@ -283,9 +292,10 @@ def main():
                   (name, batch, threads, fmt_rates(ours), fmt_rates(theirs),
                    ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""), flush=True)
 
-    print("\non %s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
+    print("\non %s%s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
           "[min-max of the per-repeat ratios]; load average after: %s\n" %
-          (args.device, torch_version, args.python, args.repeats, " ".join("%.2f" % x for x in os.getloadavg())))
+          (args.device, " with TF32" if args.tf32 else "", torch_version, args.python, args.repeats,
+           " ".join("%.2f" % x for x in os.getloadavg())))
     header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio")
     lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
                          "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])))

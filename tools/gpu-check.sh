@@ -2,8 +2,9 @@
 # The CUDA backend on a GPU machine, in one run of under 10 minutes (issue 8): builds the Release preset
 # with CUDA required, runs the CUDA tests (the op harness's CUDA cases, the ONNX node tests on cuda:0, the
 # runtime, kernel, NCCL and --device cuda tests), trains the Fashion-MNIST CNN one epoch on cuda:0, and
-# benchmarks training samples/s of the ResNet fixture (and of models/zoo/resnet50.onnx at batch 64 when it
-# has been generated) against PyTorch on the same GPU, printing the ratio.
+# benchmarks training samples/s of the ResNet fixture (strict float32, then both sides with TF32; and of
+# models/zoo/resnet50.onnx at batch 64 when it has been generated) against PyTorch on the same GPU,
+# printing the ratio.
 #
 #   tools/gpu-check.sh                  # everything; figures also in build/gpu-check/*.txt
 #   ONNXTRAIN_JOBS=16 tools/gpu-check.sh
@@ -48,6 +49,9 @@ step "training samples/s against PyTorch on the same GPU"
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   timeout 240 python3 benchmarks/compare_pytorch.py --build build/release --device cuda --models resnet:64,cnn:64 \
     --threads 1 --repeats 3 --json "$out/compare_pytorch.json" | tee "$out/compare_pytorch.txt" || fail "benchmark"
+  echo "the same with TF32 tensor cores on both sides (onnxtrain --tf32; torch allow_tf32):"
+  timeout 120 python3 benchmarks/compare_pytorch.py --build build/release --device cuda --tf32 --models resnet:64 \
+    --threads 1 --repeats 2 --json "$out/compare_pytorch_tf32.json" | tee "$out/compare_pytorch_tf32.txt" || fail "TF32 benchmark"
 else
   echo "PyTorch with CUDA not installed (python3 -c 'import torch'): onnxtrain's figures only"
   timeout 120 "$bin" train models/resnet_opset17.onnx --data synthetic:3,32,32:10:6400 --device cuda --batch 64 \
