@@ -36,35 +36,11 @@ std::mt19937& rng() {
   return r;
 }
 
-// Random bytes (bool: 0/1; floats: finite values in [-2, 2) unless `raw_bits`).
 Tensor random_tensor(DType dtype, const Ints& sizes, bool raw_bits = false) {
-  Tensor t(dtype, sizes);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<double> real(-2, 2);
-  auto* p = reinterpret_cast<uint8_t*>(t.empty() ? nullptr : t.raw());
-  const int64_t n = t.numel();
-  if (dtype == DType::Bool) {
-    for (int64_t i = 0; i < n; ++i) p[i] = byte(rng()) & 1;
-  } else if (dtype == DType::Float32 && !raw_bits) {
-    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(real(rng()));
-  } else if (dtype == DType::Float64 && !raw_bits) {
-    for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = real(rng());
-  } else {
-    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng()));
-  }
-  return t;
+  return testing_support::random_any_dtype(rng(), dtype, sizes, raw_bits);
 }
 
-Tensor ints(const Ints& v, DType dtype = DType::Int64) {
-  Tensor t(dtype, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == DType::Int32)
-      t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
-    else
-      t.data<int64_t>()[i] = v[i];
-  }
-  return t;
-}
+Tensor ints(const Ints& v, DType dtype = DType::Int64) { return testing_support::index_tensor(v, dtype); }
 
 struct Case {
   std::string op;

@@ -380,33 +380,9 @@ struct Case {
   std::string domain;
 };
 
-Tensor random_tensor(DType dtype, const Ints& sizes) {
-  Tensor t(dtype, sizes);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<double> real(-2, 2);
-  auto* p = reinterpret_cast<uint8_t*>(t.empty() ? nullptr : t.raw());
-  if (dtype == DType::Float32) {
-    for (float& v : t.data<float>()) v = static_cast<float>(real(rng()));
-  } else if (dtype == DType::Float64) {
-    for (double& v : t.data<double>()) v = real(rng());
-  } else if (dtype == DType::Bool) {
-    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = byte(rng()) & 1;
-  } else {
-    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng()));
-  }
-  return t;
-}
+Tensor random_tensor(DType dtype, const Ints& sizes) { return testing_support::random_any_dtype(rng(), dtype, sizes); }
 
-Tensor ints(const Ints& v, DType dtype = DType::Int64) {
-  Tensor t(dtype, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == DType::Int32)
-      t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
-    else
-      t.data<int64_t>()[i] = v[i];
-  }
-  return t;
-}
+Tensor ints(const Ints& v, DType dtype = DType::Int64) { return testing_support::index_tensor(v, dtype); }
 
 Tensor scalar(DType dtype, double v) {
   Tensor t(dtype, {});

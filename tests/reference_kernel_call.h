@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,38 @@ inline std::vector<Tensor> run_prepared(Kernel& kernel, const std::vector<Tensor
   Stream stream(DeviceKind::Cpu, run_index);
   kernel.run(stream, views_of(inputs), views_of(results));
   return results;
+}
+
+// Random contents for any fixed-size dtype (data-movement tests move every dtype): bool 0/1, float32 and
+// float64 finite values in [-2, 2) unless `raw_bits`, random bytes otherwise.
+inline Tensor random_any_dtype(std::mt19937& rng, DType dtype, const std::vector<int64_t>& sizes,
+                               bool raw_bits = false) {
+  Tensor t(dtype, sizes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<double> real(-2, 2);
+  auto* p = reinterpret_cast<uint8_t*>(t.empty() ? nullptr : t.raw());
+  if (dtype == DType::Bool) {
+    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = byte(rng) & 1;
+  } else if (dtype == DType::Float32 && !raw_bits) {
+    for (float& v : t.data<float>()) v = static_cast<float>(real(rng));
+  } else if (dtype == DType::Float64 && !raw_bits) {
+    for (double& v : t.data<double>()) v = real(rng);
+  } else {
+    for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+  }
+  return t;
+}
+
+// A 1-D int64 (or int32) tensor of `v`: shapes, starts, pads, axes, indices.
+inline Tensor index_tensor(const std::vector<int64_t>& v, DType dtype = DType::Int64) {
+  Tensor t(dtype, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::Int32)
+      t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    else
+      t.data<int64_t>()[i] = v[i];
+  }
+  return t;
 }
 
 struct Call {
