@@ -55,15 +55,7 @@ Case training_case(std::string op, Attributes attributes, std::vector<Tensor> in
   return {std::move(op), 1, std::move(attributes), std::move(inputs), std::move(outputs), "ai.onnxtrain"};
 }
 
-KernelSpec spec_of(const Case& c) {
-  return {.op_type = c.op,
-          .domain = c.domain,
-          .opset = c.opset,
-          .attributes = c.attributes,
-          .inputs = testing_support::input_descs(c.inputs),
-          .outputs = c.outputs,
-          .node_name = "n"};
-}
+using testing_support::spec_of;
 
 using testing_support::views_of;
 

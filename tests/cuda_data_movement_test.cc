@@ -393,15 +393,7 @@ Tensor scalar(DType dtype, double v) {
   return t;
 }
 
-KernelSpec spec_of(const Case& c) {
-  return {.op_type = c.op,
-          .domain = c.domain,
-          .opset = c.opset,
-          .attributes = c.attributes,
-          .inputs = testing_support::input_descs(c.inputs),
-          .outputs = c.outputs,
-          .node_name = "n"};
-}
+using testing_support::spec_of;
 
 std::vector<Case> gpu_cases() {
   std::vector<Case> cases;

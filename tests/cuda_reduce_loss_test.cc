@@ -277,12 +277,7 @@ Tensor labels(std::mt19937& rng, const Ints& sizes, int64_t classes, int64_t ign
   return t;
 }
 
-KernelSpec spec_of(const KernelCase& c) {
-  KernelSpec spec{.op_type = c.op, .domain = c.domain, .opset = c.opset, .attributes = c.attributes, .node_name = c.op};
-  spec.inputs = testing_support::input_descs(c.inputs);
-  spec.outputs = c.outputs;
-  return spec;
-}
+using testing_support::spec_of;
 
 std::vector<Tensor> run_reference(const KernelCase& c) {
   const KernelSpec spec = spec_of(c);

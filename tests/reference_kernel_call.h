@@ -104,6 +104,18 @@ struct KernelCase {
   std::string domain = "";
 };
 
+// The KernelSpec of a case (KernelCase or a test's own struct with the same fields), node name "n".
+template <typename Case>
+KernelSpec spec_of(const Case& c) {
+  return {.op_type = c.op,
+          .domain = c.domain,
+          .opset = c.opset,
+          .attributes = c.attributes,
+          .inputs = input_descs(c.inputs),
+          .outputs = c.outputs,
+          .node_name = "n"};
+}
+
 // Prepares the reference kernel for the call and runs it on freshly allocated outputs.
 inline std::vector<Tensor> run(const Call& call) {
   KernelSpec spec{.op_type = call.op, .opset = call.opset, .attributes = call.attributes, .node_name = "n"};
