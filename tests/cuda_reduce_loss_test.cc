@@ -287,12 +287,15 @@ std::vector<Tensor> run_reference(const KernelCase& c) {
   return testing_support::run_prepared(*entry->prepare(spec), c.inputs, c.outputs);
 }
 
-// Prepares the "cuda" kernel, copies the inputs to cuda:0, runs, and copies the outputs back.
-std::vector<Tensor> run_cuda(const KernelCase& c) {
+std::unique_ptr<Kernel> prepare_cuda(const KernelCase& c) {
   const KernelSpec spec = spec_of(c);
   const KernelEntry* entry = cuda_entry(c.domain, c.op, kernel_dtype(spec));
   if (!entry) throw Error("no cuda kernel for " + c.op);
-  std::unique_ptr<Kernel> kernel = entry->prepare(spec);
+  return entry->prepare(spec);
+}
+
+// Copies the inputs to cuda:0, runs the prepared kernel, and copies the outputs back.
+std::vector<Tensor> run_prepared_cuda(Kernel& kernel, const KernelCase& c) {
   cuda::DeviceStream stream(0);
   std::vector<cuda::DeviceBuffer> buffers;
   std::vector<TensorView> in, out;
@@ -316,12 +319,14 @@ std::vector<Tensor> run_cuda(const KernelCase& c) {
     out.push_back({t.dtype(), t.sizes(), buffers.back().data(), DeviceKind::Cuda});
   }
   Stream kernel_stream = stream.kernel_stream(0);
-  kernel->run(kernel_stream, in, out);
+  kernel.run(kernel_stream, in, out);
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].nbytes() > 0) cuda::copy_to_host(results[i].raw(), out[i].data, results[i].nbytes(), stream);
   stream.synchronize();
   return results;
 }
+
+std::vector<Tensor> run_cuda(const KernelCase& c) { return run_prepared_cuda(*prepare_cuda(c), c); }
 
 double element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -539,20 +544,31 @@ TEST_F(CudaReduceLossGpu, EveryLabelIgnoredAndFloat64MatchTheReference) {
                "ReduceLogSumExp float64");
 }
 
-TEST_F(CudaReduceLossGpu, ALabelThatIsNotAClassGivesNaN) {
-  // The reference throws; a CUDA kernel cannot without waiting for the device, so the loss is NaN.
-  Tensor bad = Tensor::vector_int64({0, 1, 7, 2});
+// A label that is not a class: the reference throws; a CUDA kernel cannot without waiting for the device,
+// so the element's loss is NaN, and the kernel's next run throws the reference's Error.
+TEST_F(CudaReduceLossGpu, ALabelThatIsNotAClassGivesNaNThenAnError) {
+  const Tensor bad = Tensor::vector_int64({0, 1, 7, 2});
   const Tensor scores = random_tensor(rng, {4, 5});
-  const std::vector<Tensor> out = run_cuda(
-      {.op = "SoftmaxCrossEntropyLoss", .opset = 13, .inputs = {scores, bad}, .outputs = {{DType::Float32, {}}}});
-  EXPECT_TRUE(std::isnan(out[0].data<float>()[0])) << out[0].data<float>()[0];
-  const std::vector<Tensor> none = run_cuda({.op = "NegativeLogLikelihoodLoss",
-                                             .opset = 13,
-                                             .attributes = {{"reduction", std::string("none")}},
-                                             .inputs = {scores, bad},
-                                             .outputs = {{DType::Float32, {4}}}});
-  EXPECT_FALSE(std::isnan(none[0].data<float>()[1]));
-  EXPECT_TRUE(std::isnan(none[0].data<float>()[2]));
+  const KernelCase none{.op = "NegativeLogLikelihoodLoss",
+                        .opset = 13,
+                        .attributes = {{"reduction", std::string("none")}},
+                        .inputs = {scores, bad},
+                        .outputs = {{DType::Float32, {4}}}};
+  const std::vector<Tensor> elements = run_cuda(none);
+  EXPECT_FALSE(std::isnan(elements[0].data<float>()[1]));
+  EXPECT_TRUE(std::isnan(elements[0].data<float>()[2]));
+  for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+    SCOPED_TRACE(op);
+    const KernelCase c{.op = op, .opset = 13, .inputs = {scores, bad}, .outputs = {{DType::Float32, {}}}};
+    std::unique_ptr<Kernel> kernel = prepare_cuda(c);
+    EXPECT_TRUE(std::isnan(run_prepared_cuda(*kernel, c)[0].data<float>()[0]));
+    try {
+      run_prepared_cuda(*kernel, c);
+      FAIL() << "expected an Error for label 7 of 5 classes";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("label outside [0, classes)"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(CudaReduceLossGpu, NormalisationsAndGradsMatchTheReference) {

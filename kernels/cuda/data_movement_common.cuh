@@ -1,14 +1,11 @@
 // What the CUDA data-movement kernels (data_movement_*.cu, shape_*.cu, transpose_*.cu, slice.cu,
 // gather.cu, pad.cu) share: element-size dispatch (reference::dispatch_element_size: they move any
 // fixed-size dtype as 1/2/4/8-byte words),
-// pinned host bytes for small outputs computed on the host, the lazily checked device error flag, and
-// the per-file register functions. Prepare-time checks reuse the reference's (kernels/reference/copy.h)
+// pinned host bytes for small outputs computed on the host, the lazily checked device error flag
+// (device_error_flag.h), and the per-file register functions. Prepare-time checks reuse the reference's (kernels/reference/copy.h)
 // so the CUDA kernels reject exactly what the reference rejects, with the same messages.
 //
 //   dispatch_element_size(dtype_size(dtype), [&](auto word) { using W = decltype(word); ... });
-//   DeviceErrorFlag flag_;                                  // a kernel member, made at prepare
-//   flag_.throw_if_raised(spec_, describe_code);            // first thing in run(): an earlier run's fault
-//   my_kernel<<<...>>>(..., flag_.device_ptr());            // device code: raise_flag(flag, code)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/device_error_flag.h"
 #include "kernels/cuda/kernel_entry.h"
 #include "kernels/cuda/strided_index.h"
 #include "kernels/reference/copy.h"
@@ -80,44 +78,6 @@ class PinnedBytes {
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
-
-// Bad data a kernel can only see on the device (a Gather index out of range, Slice or Pad arguments that
-// disagree with the sizes fixed at prepare). Device code cannot throw, and run() never synchronises, so
-// the kernel records a code in mapped page-locked host memory and the next run() of the same kernel
-// throws Error naming it (so does check_now(), used by tests after a synchronise). The faulty run's
-// output is left zero (Gather) or unwritten; the throw clears the flag.
-class DeviceErrorFlag {
- public:
-  DeviceErrorFlag() {
-    ONNXTRAIN_CUDA_CHECK(
-        cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-    *host_ = 0;
-    ONNXTRAIN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0));
-  }
-  ~DeviceErrorFlag() { static_cast<void>(cudaFreeHost(host_)); }
-  DeviceErrorFlag(const DeviceErrorFlag&) = delete;
-  DeviceErrorFlag& operator=(const DeviceErrorFlag&) = delete;
-
-  int* device_ptr() const { return device_; }
-  // Throws Error (code -> `describe(code)`) when device code raised the flag; clears it first.
-  template <typename Describe>
-  void throw_if_raised(const KernelSpec& spec, Describe&& describe) {
-    const int code = *static_cast<volatile int*>(host_);
-    if (code == 0) return;
-    *static_cast<volatile int*>(host_) = 0;
-    reference::kernel_fail(spec, "an earlier run on the GPU found " + std::string(describe(code)));
-  }
-
- private:
-  int* host_ = nullptr;
-  int* device_ = nullptr;
-};
-
-#if defined(__CUDACC__)
-// Sets the flag from any thread. A plain volatile store, not an atomic (atomics on mapped host memory are
-// not guaranteed over every interconnect): concurrent writers race benignly, each code names a real fault.
-__device__ inline void raise_flag(int* flag, int code) { *static_cast<volatile int*>(flag) = code; }
-#endif
 
 // Whether a view's data is host memory. CUDA kernels get device pointers, but an executor may keep small
 // index inputs (starts, pads, Range's scalars) on the host: the kernels then read them there. Decided by

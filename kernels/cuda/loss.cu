@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_error_flag.h"
 #include "kernels/cuda/loss_launch.h"
 #include "kernels/cuda/reduce_block.cuh"
 
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kReduceBlock)
     const bool ignored = p.has_ignore_index && label == p.ignore_index;
     const bool is_class = label >= 0 && label < p.classes;
     const double value = ignored ? 0.0 : is_class ? -w * (static_cast<double>(row[label * p.inner]) - log_sum) : NAN;
+    if (!ignored && !is_class) raise_flag(p.bad_label, kBadLabel);
     if (p.reduction == LossReduction::None) {
       loss[e] = static_cast<T>(value);
     } else {
@@ -110,8 +112,9 @@ __global__ void loss_grad_scores(LossParams p, const T* __restrict__ dloss, cons
       dscores[i] = T(0);
       continue;
     }
-    if (label < 0 || label >= p.classes) {  // the reference throws; NaN marks the element instead
+    if (label < 0 || label >= p.classes) {  // the reference throws; NaN marks the element, the flag the run
       dscores[i] = static_cast<T>(NAN);
+      raise_flag(p.bad_label, kBadLabel);
       continue;
     }
     double k = static_cast<double>(p.reduction == LossReduction::None ? dloss[e] : dloss[0]);

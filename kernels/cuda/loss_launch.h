@@ -3,7 +3,8 @@
 // `stream`, never synchronise; float and double, labels int32 or int64; sums in double.
 //
 // A label outside [0, C) that is not ignore_index cannot raise an Error without a host wait (the
-// reference throws): the element's loss and gradient become NaN instead, so the reduced loss is NaN.
+// reference throws): the element's loss and gradient become NaN, so the reduced loss is NaN, and the
+// kernel raises `bad_label` (device_error_flag.h), so the kernel's next run throws naming the fault.
 //
 //   double* scratch = static_cast<double*>(cuda::workspace(stream, loss_scratch_bytes(p)));
 //   launch_loss<float>(p, scores, labels, weights, loss, log_prob, scratch, native_stream(stream));
@@ -27,9 +28,12 @@ struct LossParams {
   bool has_ignore_index = false;
   int64_t ignore_index = 0;
   bool labels_int64 = true;  // else int32
+  int* bad_label = nullptr;  // DeviceErrorFlag::device_ptr(): set to kBadLabel by a label that is not a class
 
   ONNXTRAIN_HOST_DEVICE int64_t elements() const { return batch * inner; }
 };
+
+inline constexpr int kBadLabel = 1;
 
 // Device scratch (doubles) that launch_loss / launch_loss_grad need.
 inline size_t loss_scratch_bytes(const LossParams& p) {
