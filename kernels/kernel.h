@@ -79,9 +79,9 @@ struct KernelSpec {
 // work on it and return without synchronising (kernels/cuda/cuda_context.h reads it).
 //
 // `run_index` numbers the runs of a session (a training step, a pipeline micro-batch). Random kernels
-// (Dropout) are stateless: they draw from a generator seeded by random_stream_seed(seed attribute,
-// run_index), so the masks of run r do not depend on which runs came before it in this process; a run
-// resumed from a checkpoint, or a micro-batch executed on another thread, draws the same mask.
+// (Dropout) are stateless: element i's draw is Philox4x32-10 keyed by random_stream_seed(seed attribute,
+// run_index) at counter i/2 (kernels/philox.h), so run r's masks do not depend on earlier runs, on the
+// tensor's size or on the backend; a resumed run, or a micro-batch on another thread, draws the same mask.
 class Stream {
  public:
   explicit Stream(DeviceKind device = DeviceKind::Cpu, uint64_t run_index = 0, void* native_handle = nullptr,
@@ -99,8 +99,8 @@ class Stream {
   int device_index_;
 };
 
-// The seed of a random kernel's generator in run `run_index` (splitmix64 of the pair: distinct, well
-// mixed seeds for neighbouring runs and nodes).
+// The key (stream seed) of a random kernel's Philox draws in run `run_index` (splitmix64 of the pair:
+// distinct, well mixed keys for neighbouring runs and nodes).
 uint64_t random_stream_seed(uint64_t seed, uint64_t run_index);
 
 class Kernel {

@@ -2,7 +2,7 @@
 // inputs, shapes big enough for several threads and with odd innermost sizes (vector-loop tails), every
 // broadcast pattern the BroadcastPlan distinguishes (same shape, scalar, row, column, both sides, 5-D,
 // broadcast inside the innermost dim), NaNs for Max/Min, ties for the comparisons, attributes for Selu,
-// HardSigmoid, and Dropout's RNG bit for bit. Also checks that the registry's default is really "cpu".
+// HardSigmoid, and Dropout's Philox masks bit for bit. Also checks that the registry's default is really "cpu".
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -354,19 +354,20 @@ TEST_P(CpuElementwise, DropoutMatchesReferenceRng) {
       }
     }
   }
-  // Small odd sizes: the 312-draw blocks of the generator end mid-run, run after run.
-  for (const Ints& small : {Ints{7}, Ints{311}, Ints{313}, Ints{1}}) {
+  // Odd sizes: the last Philox block's second draw goes unused; 131075 elements split across two or more
+  // threads at an odd element, where a thread's range starts with the second draw of a block.
+  for (const Ints& odd : {Ints{7}, Ints{311}, Ints{513}, Ints{1}, Ints{131075}}) {
     Case c{.op = "Dropout",
            .opset = 13,
            .attributes = {{"seed", int64_t{99}}},
-           .inputs = {random_float(small), scalar_float(0.5f), scalar_bool(true)},
-           .outputs = {{DType::Float32, small}, {DType::Bool, small}}};
+           .inputs = {random_float(odd), scalar_float(0.5f), scalar_bool(true)},
+           .outputs = {{DType::Float32, odd}, {DType::Bool, odd}}};
     KernelSpec spec{c.op, "", c.opset, c.attributes, {}, c.outputs, "n"};
     for (const Tensor& t : c.inputs) spec.inputs.push_back({t.dtype(), t.sizes()});
     auto ours = KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32)->prepare(spec);
     auto reference =
         KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32, "reference")->prepare(spec);
-    for (uint64_t round = 0; round < 200; ++round) {
+    for (uint64_t round = 0; round < (odd[0] > 1000 ? 3 : 200); ++round) {
       const std::vector<Tensor> a = run(c, "", ours.get(), round), b = run(c, "", reference.get(), round);
       ASSERT_EQ(std::memcmp(a[1].raw(), b[1].raw(), static_cast<size_t>(a[1].numel())), 0) << "round " << round;
       ASSERT_EQ(std::memcmp(a[0].raw(), b[0].raw(), static_cast<size_t>(a[0].numel()) * 4), 0) << "round " << round;
@@ -382,6 +383,31 @@ TEST_P(CpuElementwise, DropoutMatchesReferenceRng) {
                 .attributes = {{"ratio", 0.3}},
                 .inputs = {random_float(sizes)},
                 .outputs = {{DType::Float32, sizes}, {DType::Float32, sizes}}});
+}
+
+// Element i's draw depends on (seed, run index, i) alone, not on the tensor's size: the first k mask
+// entries of a larger tensor are the mask of a k-element tensor, on the cpu and the reference kernel.
+TEST_P(CpuElementwise, DropoutMaskOfAPrefix) {
+  const int64_t large = 131075;  // several threads' ranges, one of them starting at an odd element
+  auto mask = [](int64_t count, const std::string& implementation, uint64_t run_index) {
+    const Case c{.op = "Dropout",
+                 .opset = 13,
+                 .attributes = {{"seed", int64_t{5}}},
+                 .inputs = {random_float({count}), scalar_float(0.4f), scalar_bool(true)},
+                 .outputs = {{DType::Float32, {count}}, {DType::Bool, {count}}}};
+    const std::vector<Tensor> out = run(c, implementation, nullptr, run_index);
+    const auto* m = reinterpret_cast<const uint8_t*>(out[1].raw());
+    return std::vector<uint8_t>(m, m + count);
+  };
+  for (uint64_t run_index : {uint64_t{0}, uint64_t{9}}) {
+    const std::vector<uint8_t> whole = mask(large, "", run_index);
+    EXPECT_EQ(whole, mask(large, "reference", run_index));
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{512}, int64_t{65537}}) {
+      const std::vector<uint8_t> prefix(whole.begin(), whole.begin() + k);
+      EXPECT_EQ(mask(k, "", run_index), prefix) << "k " << k << " run " << run_index;
+      EXPECT_EQ(mask(k, "reference", run_index), prefix) << "k " << k << " run " << run_index;
+    }
+  }
 }
 
 TEST_P(CpuElementwise, DropoutGrad) {

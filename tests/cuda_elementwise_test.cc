@@ -1,8 +1,9 @@
 // The elementwise CUDA kernels. On the CPU (everywhere): the shared host/device functors of
 // kernels/elementwise_functors.h against std:: math and known values, Cast's functor against the reference
 // Cast kernel, the broadcast geometry the CUDA launches use against a naive numpy index mapping, and the
-// host-made Dropout draws against the reference kernel's mask. On a GPU (skipped, saying so, when none is
-// visible): every elementwise CUDA kernel against the reference kernel on the same inputs.
+// CUDA Dropout kernel's per-thread Philox draws (run on the host) against the reference kernel's mask. On
+// a GPU (skipped, saying so, when none is visible): every elementwise CUDA kernel against the reference
+// kernel on the same inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,9 +13,9 @@
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/elementwise_broadcast.h"
-#include "kernels/cuda/elementwise_dropout_draws.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/kernel.h"
+#include "kernels/philox.h"
 #include "kernels/reference/common.h"  // broadcast_sizes
 #include "tests/reference_kernel_call.h"
 
@@ -262,9 +263,12 @@ TEST(BroadcastGeometry, RefusesTooManyDimsOrInputs) {
   EXPECT_FALSE(cuda::make_broadcast_geometry({2}, {{2}, {2}, {2}, {2}}).has_value());
 }
 
-// --- Dropout: the host-made draws give the reference mask ---
+// --- Dropout: the CUDA kernel's per-thread draws give the reference mask ---
 
-TEST(DropoutDraws, ReproduceTheReferenceMask) {
+// dropout_kernel's thread p computes the Philox block of pair p and keeps elements 2p and 2p + 1 (when
+// below n) by dropout_keeps: the same calls on the host, for an odd element count (the last pair is half
+// used), equal the reference kernel's mask element for element.
+TEST(DropoutDraws, DevicePairsReproduceTheReferenceMask) {
   Tensor x(DType::Float32, {7, 33});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 11) - 5.0f;
   Tensor ratio(DType::Float32, {});
@@ -280,16 +284,20 @@ TEST(DropoutDraws, ReproduceTheReferenceMask) {
         KernelRegistry::builtin().find("", "Dropout", DeviceKind::Cpu, DType::Float32, "reference");
     ASSERT_NE(entry, nullptr);
     const std::vector<Tensor> ys = run_prepared(*entry->prepare(spec), {x, ratio, training}, spec.outputs, run_index);
-    std::vector<uint64_t> draws(static_cast<size_t>(x.numel()));
-    cuda::dropout_draws(random_stream_seed(static_cast<uint64_t>(seed), run_index), draws.data(), x.numel());
+    const uint64_t stream_seed = random_stream_seed(static_cast<uint64_t>(seed), run_index);
+    const int64_t n = x.numel();
     int64_t kept = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const bool keep = cuda::dropout_keeps(draws[static_cast<size_t>(i)], static_cast<double>(0.3f));
-      ASSERT_EQ(keep ? 1 : 0, ys[1].data<uint8_t>()[i]) << "element " << i << " run " << run_index;
-      kept += keep;
+    for (int64_t p = 0; p < (n + 1) / 2; ++p) {  // one device thread
+      const DropoutDrawPair d = dropout_draw_pair(stream_seed, static_cast<uint64_t>(p));
+      for (int half = 0; half < 2 && 2 * p + half < n; ++half) {
+        const int64_t i = 2 * p + half;
+        const bool keep = dropout_keeps(half == 0 ? d.even : d.odd, static_cast<double>(0.3f));
+        ASSERT_EQ(keep ? 1 : 0, ys[1].data<uint8_t>()[i]) << "element " << i << " run " << run_index;
+        kept += keep;
+      }
     }
-    EXPECT_GT(kept, x.numel() / 2);  // about 70% survive
-    EXPECT_LT(kept, x.numel() * 9 / 10);
+    EXPECT_GT(kept, n / 2);  // about 70% survive
+    EXPECT_LT(kept, n * 9 / 10);
   }
 }
 
@@ -330,6 +338,11 @@ Tensor bools(std::vector<int64_t> sizes, uint32_t seed = 5) {
 Tensor scalar_f32(float v) {
   Tensor t(DType::Float32, {});
   t.data<float>()[0] = v;
+  return t;
+}
+Tensor scalar_f64(double v) {
+  Tensor t(DType::Float64, {});
+  t.data<double>()[0] = v;
   return t;
 }
 Tensor scalar_bool(bool v) {
@@ -610,6 +623,15 @@ TEST(CudaElementwise, DropoutMaskEqualsReference) {
                                  .attributes = {{{"ratio", 0.2}}},
                                  .inputs = {f32(sizes)},
                                  .outputs = {{DType::Float32, sizes}, {DType::Float32, sizes}}});
+  // An odd count (the last thread's pair is half used) and a float64 ratio.
+  for (uint64_t run_index : {uint64_t{1}, uint64_t{2}}) {
+    expect_cuda_matches_reference({.op = "Dropout",
+                                   .opset = 13,
+                                   .attributes = {{{"seed", int64_t{-3}}}},
+                                   .inputs = {f32({3, 333}), scalar_f64(0.7), scalar_bool(true)},
+                                   .outputs = {{DType::Float32, {3, 333}}, {DType::Bool, {3, 333}}}},
+                                  0, run_index);
+  }
   // Without a mask output, Y still uses the reference mask.
   expect_cuda_matches_reference({.op = "Dropout",
                                  .opset = 13,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/kernel.h"
+#include "kernels/philox.h"
 
 using namespace onnxtrain;
 
@@ -282,6 +283,10 @@ TEST(ReferenceDropout, InferenceCopiesAndTrainingScalesTheKeptElements) {
   }
   EXPECT_GT(kept, 700);
   EXPECT_LT(kept, 800);
+  // The mask is the documented Philox draw of each element (kernels/philox.h) for run index 0.
+  for (size_t i = 0; i < mask.size(); ++i) {
+    EXPECT_EQ(mask[i], dropout_keeps(dropout_draw(random_stream_seed(7, 0), i), 0.25) ? 1 : 0) << "element " << i;
+  }
   // A fresh kernel with the same seed draws the same mask.
   EXPECT_EQ(run_op("Dropout", 13, {{"seed", int64_t{7}}}, {x, ratio, training}, outputs)[1].to_int64(), mask);
 }

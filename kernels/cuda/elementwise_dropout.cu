@@ -1,16 +1,14 @@
 // CUDA kernels of Dropout and ai.onnxtrain DropoutGrad (float32/float64), with the reference semantics
 // of kernels/reference/dropout.cc and dropout_grad.cc: Y = X·mask/(1-ratio) in training mode (opset 12+
 // with a training_mode input that is true), Y = X and a mask of all true otherwise. The mask equals the
-// reference mask bit for bit: the host runs the reference generator and uploads its draws (see
-// elementwise_dropout_draws.h for why). ratio and training_mode are read on the device, so a run never
-// waits for the GPU; an out-of-range ratio in training mode, which the reference rejects with an Error,
-// writes NaN to Y / dX instead (the value cannot reach the host without a synchronisation).
-#include <cstring>
-#include <mutex>
-
+// reference mask bit for bit: each device thread computes the Philox4x32-10 block of its pair of elements
+// (kernels/philox.h, the functions the reference kernel calls), so nothing is drawn on the host or
+// uploaded. ratio and training_mode are read on the device, so a run never waits for the GPU; an
+// out-of-range ratio in training mode, which the reference rejects with an Error, writes NaN to Y / dX
+// instead (the value cannot reach the host without a synchronisation).
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/elementwise_dropout_draws.h"
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/philox.h"
 
 namespace onnxtrain {
 namespace cuda {
@@ -34,79 +32,51 @@ struct DropoutScalars {
   }
 };
 
-// Y and the mask (M: uint8_t for bool, or T before opset 10; null when not requested). draws is null
+// Y and the mask (M: uint8_t for bool, or T before opset 10; null when not requested). One thread per
+// pair of elements 2p, 2p + 1 (grid-stride): the pair's draws are one Philox block. may_train is false
 // when the op cannot be in training mode (then Y = X, mask all true).
 template <typename T, typename M>
-__global__ void dropout_kernel(const T* x, T* y, M* mask, const uint64_t* draws, int64_t n, DropoutScalars s) {
-  const bool training = draws != nullptr && s.training != nullptr && *s.training != 0;
+__global__ void dropout_kernel(const T* x, T* y, M* mask, bool may_train, uint64_t stream_seed, int64_t n,
+                               DropoutScalars s) {
+  const bool training = may_train && s.training != nullptr && *s.training != 0;
   const double ratio = s.read_ratio();
   const bool invalid = training && !(ratio >= 0 && ratio < 1);
+  const bool draw = training && !(ratio <= 0);  // ratio 0 keeps everything: no draws needed
   const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
+  const int64_t pairs = (n + 1) / 2;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const bool keep = !training || ratio <= 0 || dropout_keeps(draws[i], ratio);
-    if (invalid) {
-      y[i] = static_cast<T>(NAN);
-    } else {
-      y[i] = keep ? static_cast<T>(static_cast<double>(x[i]) * scale) : T(0);
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += step) {
+    DropoutDrawPair d{0, 0};
+    if (draw) d = dropout_draw_pair(stream_seed, static_cast<uint64_t>(p));
+    for (int half = 0; half < 2; ++half) {
+      const int64_t i = 2 * p + half;
+      if (i >= n) break;
+      const bool keep = !draw || dropout_keeps(half == 0 ? d.even : d.odd, ratio);
+      if (invalid) {
+        y[i] = static_cast<T>(NAN);
+      } else {
+        y[i] = keep ? static_cast<T>(static_cast<double>(x[i]) * scale) : T(0);
+      }
+      if (mask != nullptr) mask[i] = keep ? M(1) : M(0);
     }
-    if (mask != nullptr) mask[i] = keep ? M(1) : M(0);
   }
 }
 
-// Page-locked staging for the host-made draws, reused run after run: the next run waits (on the host)
-// only for the previous upload from it, which has normally finished long before.
-class DrawStaging {
- public:
-  explicit DrawStaging(int64_t n) : n_(n) {}
-  ~DrawStaging() {
-    // Destructors must not throw: errors here mean the context is already gone.
-    if (event_ != nullptr) {
-      static_cast<void>(cudaEventSynchronize(event_));
-      static_cast<void>(cudaEventDestroy(event_));
-    }
-    if (host_ != nullptr) static_cast<void>(cudaFreeHost(host_));
-  }
-  DrawStaging(const DrawStaging&) = delete;
-  DrawStaging& operator=(const DrawStaging&) = delete;
-
-  // Generates the draws of `stream_seed` and enqueues their upload to `device_draws` on `stream`.
-  void upload(uint64_t stream_seed, uint64_t* device_draws, cudaStream_t stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const size_t bytes = static_cast<size_t>(n_) * sizeof(uint64_t);
-    if (host_ == nullptr) {
-      ONNXTRAIN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes, cudaHostAllocPortable));
-      ONNXTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    } else {
-      ONNXTRAIN_CUDA_CHECK(cudaEventSynchronize(event_));  // the previous upload has left the buffer
-    }
-    dropout_draws(stream_seed, host_, n_);
-    ONNXTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_draws, host_, bytes, cudaMemcpyHostToDevice, stream));
-    ONNXTRAIN_CUDA_CHECK(cudaEventRecord(event_, stream));
-  }
-
- private:
-  int64_t n_;
-  std::mutex mutex_;
-  uint64_t* host_ = nullptr;
-  cudaEvent_t event_ = nullptr;
-};
-
 template <typename T>
 void launch_dropout(cudaStream_t stream, const TensorView& x, const TensorView& y, const TensorView* mask,
-                    const uint64_t* draws, const DropoutScalars& s) {
+                    bool may_train, uint64_t stream_seed, const DropoutScalars& s) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  const unsigned int grid = grid_for(n, kElementwiseBlock);
+  const unsigned int grid = grid_for((n + 1) / 2, kElementwiseBlock);
   if (mask == nullptr) {
     dropout_kernel<T, uint8_t>
-        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, draws, n, s);
+        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, may_train, stream_seed, n, s);
   } else if (mask->dtype == DType::Bool) {
-    dropout_kernel<T, uint8_t>
-        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<uint8_t>(), draws, n, s);
+    dropout_kernel<T, uint8_t><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<uint8_t>(),
+                                                                       may_train, stream_seed, n, s);
   } else {
-    dropout_kernel<T, T>
-        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<T>(), draws, n, s);
+    dropout_kernel<T, T><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<T>(), may_train,
+                                                                 stream_seed, n, s);
   }
   ONNXTRAIN_CUDA_CHECK_LAUNCH("dropout_kernel");
 }
@@ -142,8 +112,6 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
   const bool may_train = ratio_is_input && has_input(spec, 2);
   const bool ratio_is_double = has_input(spec, 1) && spec.inputs[1].dtype == DType::Float64;
   const auto seed = static_cast<uint64_t>(spec.attributes.get_int("seed", 0));
-  const int64_t n = x.numel();
-  auto staging = may_train && n > 0 ? std::make_shared<DrawStaging>(n) : nullptr;
   return make_cuda_kernel([=](Stream& stream, auto inputs, auto outputs) {
     const cudaStream_t native = native_stream(stream);
     DropoutScalars s;
@@ -151,14 +119,11 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
     s.ratio_is_double = ratio_is_double;
     if (ratio_is_input && inputs.size() > 1 && inputs[1].data != nullptr) s.ratio = inputs[1].data;
     if (inputs.size() > 2 && inputs[2].data != nullptr) s.training = inputs[2].template as<const uint8_t>();
-    uint64_t* draws = nullptr;
-    if (staging != nullptr && s.training != nullptr) {
-      draws = static_cast<uint64_t*>(workspace(stream, static_cast<size_t>(n) * sizeof(uint64_t)));
-      staging->upload(random_stream_seed(seed, stream.run_index()), draws, native);
-    }
+    const uint64_t stream_seed = random_stream_seed(seed, stream.run_index());
     const TensorView* mask = mask_requested && outputs.size() > 1 && outputs[1].data != nullptr ? &outputs[1] : nullptr;
-    dispatch_cuda<false>(
-        dtype, [&](auto zero) { launch_dropout<decltype(zero)>(native, inputs[0], outputs[0], mask, draws, s); });
+    dispatch_cuda<false>(dtype, [&](auto zero) {
+      launch_dropout<decltype(zero)>(native, inputs[0], outputs[0], mask, may_train, stream_seed, s);
+    });
   });
 }
 

@@ -1,13 +1,14 @@
 // Dropout. Inference (training_mode false or absent, every opset before 12, or ratio 0): Y = X and a mask
-// of all true. Training: each element is kept where u >= ratio, u uniform in [0,1) drawn from a
-// std::mt19937_64 seeded by random_stream_seed(`seed` attribute (0 without one), the stream's run index),
-// and Y = X·mask/(1-ratio): each run of a session draws a fresh mask, the same one for the same run index
-// whatever ran before (kernels/kernel.h). The masks cannot
-// match NumPy's or ONNX Runtime's RNG: tests of training mode compare Y with X·mask/(1-ratio) for the mask
-// the kernel returns, not with stored numbers. The mask is bool from opset 10 and X's type before.
+// of all true. Training: element i is kept where u_i >= ratio, u_i = dropout_draw(stream seed, i)·2^-53,
+// the Philox4x32-10 draw of kernels/philox.h for the stream seed random_stream_seed(`seed` attribute (0
+// without one), the stream's run index), and Y = X·mask/(1-ratio): each run of a session draws a fresh
+// mask, the same one for the same run index whatever ran before (kernels/kernel.h), and the same one on
+// every backend (the "cpu" and CUDA kernels call the same functions). The masks cannot match NumPy's or
+// ONNX Runtime's RNG: tests of training mode compare Y with X·mask/(1-ratio) for the mask the kernel
+// returns, not with stored numbers. The mask is bool from opset 10 and X's type before.
 #include <cstring>
-#include <random>
 
+#include "kernels/philox.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -25,7 +26,7 @@ struct DropoutConfig {
 double scalar_as_double(const TensorView& v) { return to_doubles(v).at(0); }
 
 template <typename T>
-void dropout(const DropoutConfig& c, uint64_t seed, std::span<const TensorView> inputs,
+void dropout(const DropoutConfig& c, uint64_t stream_seed, std::span<const TensorView> inputs,
              std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
   T* y = outputs[0].as<T>();
@@ -41,8 +42,7 @@ void dropout(const DropoutConfig& c, uint64_t seed, std::span<const TensorView> 
   }
   std::vector<uint8_t> keep(static_cast<size_t>(count), 1);
   if (training && ratio > 0) {
-    std::mt19937_64 engine(seed);
-    for (auto& k : keep) k = static_cast<double>(engine() >> 11) * 0x1.0p-53 >= ratio;
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = dropout_keeps(dropout_draw(stream_seed, i), ratio);
   }
   const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
   for (int64_t i = 0; i < count; ++i) y[i] = keep[i] ? static_cast<T>(static_cast<double>(x[i]) * scale) : T(0);
