@@ -51,7 +51,8 @@ bool outputs_static(const Graph& graph, NodeId id) {
 
 }  // namespace
 
-InferenceSession::InferenceSession(const Graph& graph, std::string implementation, Device device)
+InferenceSession::InferenceSession(const Graph& graph, std::string implementation, Device device,
+                                   std::shared_ptr<DeviceInitializerStore> initializers)
     : graph_(graph), device_(device), implementation_(std::move(implementation)), last_use_(graph.value_count(), 0) {
   const auto& order = graph_.order();
   for (size_t i = 0; i < order.size(); ++i)
@@ -68,8 +69,30 @@ InferenceSession::InferenceSession(const Graph& graph, std::string implementatio
       throw Error("no CUDA kernel for " + list + " (onnxtrain never falls back to the CPU silently; train with "
                   "--device cpu, or add the kernels under kernels/cuda/)");
     }
-    cuda_stream_ = std::make_unique<cuda::DeviceStream>(device_.index);
+    if (initializers && initializers->device() != device_.index) {
+      throw Error("a session on " + device_.name() + " was given the device initializers of " +
+                  Device::cuda(initializers->device()).name());
+    }
+    device_initializers_ = initializers ? std::move(initializers) : std::make_shared<DeviceInitializerStore>(device_.index);
   }
+}
+
+void InferenceSession::initializers_changed() {
+  if (device_initializers_) device_initializers_->mark_host_changed();
+}
+
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
+                                                    const std::set<std::string>& keep_on_device,
+                                                    std::map<std::string, DeviceTensor>& device_outputs) {
+  if (device_.kind != DeviceKind::Cuda) {
+    throw Error("keeping outputs on the device needs a session on a CUDA device; this one runs on " + device_.name());
+  }
+  for (const std::string& name : keep_on_device) {
+    const bool is_output = std::any_of(graph_.outputs.begin(), graph_.outputs.end(),
+                                       [&](ValueId id) { return graph_.value(id).name == name; });
+    if (!is_output) throw Error("'" + name + "' is not a graph output, so it cannot be kept on the device");
+  }
+  return run_on_cuda(inputs, {}, &keep_on_device, &device_outputs);
 }
 
 InferenceSession::~InferenceSession() = default;
@@ -221,7 +244,7 @@ Kernel& InferenceSession::kernel_for_run(PreparedNode& p, std::optional<Graph>& 
 
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
                                                     const OutputCallback& on_output) {
-  if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, on_output);
+  if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, on_output, nullptr, nullptr);
   const SymbolBindings bindings = bind_inputs(inputs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
 

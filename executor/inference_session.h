@@ -9,32 +9,44 @@
 //   std::map<std::string, Tensor> outputs = session.run({{"input", x}});
 //   InferenceSession gpu(model.graph, "", Device::cuda(0));     // every node on cuda:0
 //
-// On a CUDA device the session owns one stream: inputs and initializers are uploaded at the start of a
-// run, every kernel is enqueued on the stream with buffers from the device's caching allocator, and the
-// graph outputs are downloaded at the end (the one host synchronisation of a run; nodes whose output
-// sizes depend on run-time values read their small inputs back, which synchronises too). A node without
-// a CUDA kernel is an Error when the session is made, never a silent CPU fallback.
+// On a CUDA device the session runs on the stream of a DeviceInitializerStore (executor/
+// device_initializers.h; its own unless one is given): the initializers are device-resident, uploaded at
+// their first use and kept across runs (again only after initializers_changed(), or when the store is
+// told a host copy changed), inputs are uploaded at the start of a run, every kernel is enqueued on the
+// stream with buffers from the device's caching allocator, and the graph outputs are downloaded at the
+// end (the one host synchronisation of a run; nodes whose output sizes depend on run-time values read
+// their small inputs back, which synchronises too). Outputs named in `keep_on_device` stay in device
+// memory instead (a trainer's gradients, for the optimizer step on the device). Sessions given the same
+// store (a Trainer's training and evaluation sessions) share the device copies and the stream. A node
+// without a CUDA kernel is an Error when the session is made, never a silent CPU fallback.
+//
+//   auto store = std::make_shared<DeviceInitializerStore>(0);
+//   InferenceSession train(training_graph, "", Device::cuda(0), store), eval(eval_graph, "", Device::cuda(0), store);
+//   std::map<std::string, DeviceTensor> grads;
+//   auto host_outputs = train.run(inputs, {"w_grad"}, grads);   // w_grad stays on cuda:0
+//   ... host copies of the initializers overwritten ...;  train.initializers_changed();
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "executor/device_initializers.h"
 #include "graph/graph.h"
 #include "kernels/kernel.h"
 
 namespace onnxtrain {
 
-namespace cuda {
-class DeviceStream;
-}
-
 class InferenceSession {
  public:
   // `implementation` picks one kernel implementation ("reference"); empty: the fastest available.
-  explicit InferenceSession(const Graph& graph, std::string implementation = "", Device device = Device::cpu());
+  // On a CUDA device `initializers` (on that device) holds the device copies and the stream; null: the
+  // session makes its own. Ignored on the CPU.
+  explicit InferenceSession(const Graph& graph, std::string implementation = "", Device device = Device::cpu(),
+                            std::shared_ptr<DeviceInitializerStore> initializers = nullptr);
   ~InferenceSession();
 
   // Inputs by graph-input name (all must be given, with the model's dtype and sizes); returns every
@@ -45,6 +57,20 @@ class InferenceSession {
   // all-reducing the first gradients while the backward pass computes the others.
   using OutputCallback = std::function<void(const std::string& name, const Tensor& value)>;
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output);
+  // CUDA only: the same, but the graph outputs named in `keep_on_device` are not downloaded: they are
+  // returned in `device_outputs` (by name, in device memory on the session's stream); the others come back
+  // as host Tensors after the run's one synchronisation. Throws Error on a CPU session or for a name that
+  // is not a graph output.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs,
+                                    const std::set<std::string>& keep_on_device,
+                                    std::map<std::string, DeviceTensor>& device_outputs);
+
+  // The host copies of the initializers changed (a restore): a CUDA session uploads them again at the
+  // next run, as does every session sharing its store. Nothing to do on the CPU, which reads them on
+  // every run.
+  void initializers_changed();
+  // A CUDA session's device initializers (shared with the sessions given the same store); null on the CPU.
+  const std::shared_ptr<DeviceInitializerStore>& device_initializers() const { return device_initializers_; }
 
   // Runs are numbered from 0; the number seeds random kernels (Dropout, kernels/kernel.h), so a resumed
   // training run sets the index its interrupted predecessor had reached.
@@ -71,13 +97,15 @@ class InferenceSession {
   void infer_with_values(Graph& graph, NodeId id, const InputFacts& input) const;
   Kernel& kernel_for_run(PreparedNode& p, std::optional<Graph>& scratch, const InputFacts& input,
                          std::unique_ptr<Kernel>& per_run) const;
-  std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output);
+  std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output,
+                                            const std::set<std::string>* keep_on_device,
+                                            std::map<std::string, DeviceTensor>* device_outputs);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
 
   const Graph& graph_;
   Device device_;
-  std::unique_ptr<cuda::DeviceStream> cuda_stream_;  // a CUDA device's session only
+  std::shared_ptr<DeviceInitializerStore> device_initializers_;  // a CUDA device's session only: copies, stream
   Graph bound_;  // graph_ with the batch symbols bound
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;

@@ -1,6 +1,8 @@
 // InferenceSession::run on a CUDA device: the same node order and kernels-by-registry as the CPU path,
 // with every value in device memory (kernels/cuda/cuda_runtime.h) and every kernel enqueued on the
-// session's stream. Compiled in every build; with CUDA compiled out a CUDA session cannot be made.
+// stream of the session's DeviceInitializerStore, whose device-resident initializers the run reads in
+// place (uploaded only when missing or stale). Compiled in every build; with CUDA compiled out a CUDA
+// session cannot be made.
 #include <algorithm>
 
 #include "executor/inference_session.h"
@@ -11,14 +13,17 @@ namespace onnxtrain {
 
 namespace {
 
-// One value of a run on the device: its buffer (returned to the stream's cache when dropped) and sizes.
+// One value of a run on the device: its buffer (returned to the stream's cache when dropped) and sizes;
+// an initializer borrows the store's device copy instead (`buffer` empty, `borrowed` set).
 struct DeviceValue {
   cuda::DeviceBuffer buffer;
   DType dtype = DType::Undefined;
   std::vector<int64_t> sizes;
+  const void* borrowed = nullptr;
 
   bool empty() const { return dtype == DType::Undefined; }
-  TensorView view() const { return {dtype, sizes, buffer.data(), DeviceKind::Cuda}; }
+  const void* data() const { return borrowed ? borrowed : buffer.data(); }
+  TensorView view() const { return {dtype, sizes, const_cast<void*>(data()), DeviceKind::Cuda}; }
 };
 
 size_t byte_count(DType dtype, const std::vector<int64_t>& sizes) {
@@ -39,21 +44,45 @@ DeviceValue upload(const cuda::DeviceStream& stream, const Tensor& host) {
 // Downloads into a fresh host tensor; complete after stream.synchronize().
 Tensor download_async(const cuda::DeviceStream& stream, const DeviceValue& value) {
   Tensor host(value.dtype, value.sizes);
-  if (host.nbytes()) cuda::copy_to_host(host.raw(), value.buffer.data(), host.nbytes(), stream);
+  if (host.nbytes()) cuda::copy_to_host(host.raw(), value.data(), host.nbytes(), stream);
   return host;
+}
+
+// A graph output kept in device memory: the value's own buffer, or a copy of a borrowed initializer.
+DeviceTensor keep(const cuda::DeviceStream& stream, DeviceValue& value) {
+  DeviceTensor kept{.buffer = {}, .dtype = value.dtype, .sizes = value.sizes};
+  if (!value.borrowed) {
+    kept.buffer = std::move(value.buffer);
+    value.borrowed = kept.buffer.data();  // a repeated output name finds the data where it went
+    return kept;
+  }
+  const size_t bytes = byte_count(value.dtype, value.sizes);
+  if (bytes) {
+    kept.buffer = cuda::DeviceBuffer(stream, bytes);
+    cuda::copy_on_device(kept.buffer.data(), value.borrowed, bytes, stream);
+  }
+  return kept;
 }
 
 }  // namespace
 
 std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::string, Tensor>& inputs,
-                                                            const OutputCallback& on_output) {
+                                                            const OutputCallback& on_output,
+                                                            const std::set<std::string>* keep_on_device,
+                                                            std::map<std::string, DeviceTensor>* device_outputs) {
   const SymbolBindings bindings = bind_inputs(inputs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
-  const cuda::DeviceStream& stream = *cuda_stream_;
+  DeviceInitializerStore& store = *device_initializers_;
+  const cuda::DeviceStream& stream = store.stream();
 
-  // Initializers are uploaded on every run: the trainer's optimizer updates their host copies between runs.
+  // Initializers are device-resident: the store uploads one only at its first use or when its host copy
+  // changed; the run reads (never writes) the store's copy in place.
   std::vector<DeviceValue> values(graph_.value_count());
-  for (ValueId id : graph_.initializers) values[id.index] = upload(stream, *graph_.value(id).data);
+  for (ValueId id : graph_.initializers) {
+    const Value& v = graph_.value(id);
+    values[id.index] = {.buffer = {}, .dtype = v.data->dtype(), .sizes = v.data->sizes(),
+                        .borrowed = store.data(v.name, *v.data)};
+  }
   for (ValueId id : graph_.inputs) values[id.index] = upload(stream, inputs.at(graph_.value(id).name));
 
   const bool dynamic = std::any_of(prepared_.begin(), prepared_.end(), [](const PreparedNode& p) { return !p.kernel; });
@@ -106,14 +135,22 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
   }
 
   std::map<std::string, Tensor> outputs;
-  for (ValueId id : graph_.outputs) outputs[graph_.value(id).name] = download_async(stream, values[id.index]);
+  if (device_outputs) device_outputs->clear();
+  for (ValueId id : graph_.outputs) {
+    const std::string& name = graph_.value(id).name;
+    if (keep_on_device && keep_on_device->contains(name)) {
+      if (!device_outputs->contains(name)) device_outputs->emplace(name, keep(stream, values[id.index]));
+    } else {
+      outputs[name] = download_async(stream, values[id.index]);
+    }
+  }
   try {
     stream.synchronize();  // the run's one wait: asynchronous kernel faults surface here
   } catch (Error& e) {
     throw Error("a CUDA kernel of this run failed on " + device_.name() + ": " + e.message());
   }
   if (on_output)
-    for (ValueId id : graph_.outputs) on_output(graph_.value(id).name, outputs.at(graph_.value(id).name));
+    for (ValueId id : graph_.outputs) on_output(graph_.value(id).name, outputs.at(graph_.value(id).name));  // none kept
   return outputs;
 }
 

@@ -80,6 +80,23 @@ std::span<float> optim::state_tensor(ParamState& s, const std::string& name, siz
   return it->second.data<float>();
 }
 
+optim::UpdateRule optim::update_rule(const OptimizerConfig& c, int64_t count_before, double lr) {
+  switch (c.kind) {
+    case OptimizerKind::sgd:
+      return sgd_rule(c, count_before, lr);
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      return adam_rule(c, count_before, lr);
+    case OptimizerKind::adagrad:
+      return adagrad_rule(c, count_before, lr);
+  }
+  throw Error("optimizer: unknown kind");
+}
+
+float optim::initial_state_value(const OptimizerConfig& c, const std::string& name) {
+  return c.kind == OptimizerKind::adagrad && name == "sum" ? static_cast<float>(c.initial_accumulator_value) : 0.0f;
+}
+
 Optimizer::Optimizer(OptimizerConfig config, LrSchedule schedule) : config_(config), schedule_(schedule) {
   config_.validate();
   schedule_.validate();
@@ -148,7 +165,17 @@ std::vector<std::string> Optimizer::state_names() const {
   return {};
 }
 
+void Optimizer::sync_state() const {
+  if (state_sync_.sync) state_sync_.sync(states_);
+}
+
+const std::map<std::string, ParamState>& Optimizer::states() const {
+  sync_state();
+  return states_;
+}
+
 std::map<std::string, Tensor> Optimizer::state_tensors() const {
+  sync_state();
   std::map<std::string, Tensor> out;
   out["global_step"] = Tensor::scalar_int64(global_step_);
   for (const auto& [param, s] : states_) {

@@ -18,6 +18,12 @@
 //   std::map<std::string, Tensor> saved = opt.state_tensors();  ...  opt.load_state(saved);
 // Low level (ONNX ops, stage programs with their own bookkeeping): opt.update(w, g, state, lr).
 //
+// On a GPU (executor/device_optimizer.h) the same rules run as CUDA kernels: `optim::update_rule` gives
+// the per-element functor of one update (the very functor the host loops below run), the host Optimizer
+// keeps the schedule, global_step and every ParamState::step, and the state tensors live in device
+// memory; `set_state_sync` lets states() and state_tensors() download them first, so a checkpoint
+// always sees the current state.
+//
 // Displacement (SpecTrain's weight prediction): `smoothed_gradient(state, w, v)` writes the direction v
 // of the next update predicted from the state alone (the next gradient is unknown), so that
 //   W_next ≈ W − lr·v           (`displacement` writes lr·v; predict s steps ahead as W − s·lr·v)
@@ -46,14 +52,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "executor/lr_schedule.h"
 #include "graph/tensor.h"
+#include "kernels/optimizer_math.h"
 
 namespace onnxtrain {
 
@@ -132,25 +141,59 @@ class Optimizer {
   // [, "max_exp_avg_sq"]; "sum"; none for plain sgd).
   std::vector<std::string> state_names() const;
 
+  // The host copies (no state sync: the device optimizer's own bookkeeping uses this).
   ParamState& state(const std::string& param) { return states_[param]; }
-  const std::map<std::string, ParamState>& states() const { return states_; }
+  // Every parameter's state, after the state sync (see set_state_sync).
+  const std::map<std::string, ParamState>& states() const;
 
   // Everything a checkpoint needs: "global_step" (int64 scalar), "PARAM/step" (int64 scalar) and
-  // "PARAM/NAME" (float32) per parameter that has state.
+  // "PARAM/NAME" (float32) per parameter that has state (after the state sync).
   std::map<std::string, Tensor> state_tensors() const;
   // The inverse; replaces all state. Throws Error naming the entry that is not a state of this
   // optimizer, has the wrong dtype, or lacks its step.
   void load_state(const std::map<std::string, Tensor>& saved);
 
+  // For updates that run elsewhere (executor/device_optimizer.h): counts one step, as step() does after
+  // updating every slot (the caller incremented each updated ParamState::step).
+  void count_step() { ++global_step_; }
+  // Called with the host states before states() and state_tensors() read them, to write the current
+  // state tensors into them (a device optimizer downloads its newer copies). Empty by default; a copy
+  // of the Optimizer starts without it (it belongs to the owner that set it), a move keeps it.
+  using StateSync = std::function<void(std::map<std::string, ParamState>& states)>;
+  void set_state_sync(StateSync sync) { state_sync_.sync = std::move(sync); }
+
  private:
+  struct OwnedStateSync {  // a copy of an Optimizer starts without one; a move takes it along
+    StateSync sync;
+    OwnedStateSync() = default;
+    OwnedStateSync(const OwnedStateSync&) {}
+    OwnedStateSync& operator=(const OwnedStateSync&) { return *this; }
+    OwnedStateSync(OwnedStateSync&&) noexcept = default;
+    OwnedStateSync& operator=(OwnedStateSync&&) noexcept = default;
+  };
+  void sync_state() const;
+
   OptimizerConfig config_;
   LrSchedule schedule_;
   int64_t global_step_ = 0;
-  std::map<std::string, ParamState> states_;
+  mutable std::map<std::string, ParamState> states_;  // mutable: the state sync refreshes the host copies
+  OwnedStateSync state_sync_;
 };
 
 // The update rules, one file each under executor/optim/; `Optimizer` dispatches on config.kind.
 namespace optim {
+// The per-element functor of one update of a parameter that has had `count_before` updates, at
+// learning rate lr: the one the host loops below run, and the CUDA kernels (kernels/cuda/
+// optimizer_update.h) on a device. Adam's functor takes max_exp_avg_sq too when config.amsgrad.
+using UpdateRule = std::variant<optimizer_math::SgdUpdate, optimizer_math::SgdMomentumUpdate,
+                                optimizer_math::SgdNesterovUpdate, optimizer_math::AdamUpdate,
+                                optimizer_math::AdagradUpdate>;
+UpdateRule update_rule(const OptimizerConfig& c, int64_t count_before, double lr);
+UpdateRule sgd_rule(const OptimizerConfig& c, int64_t count_before, double lr);
+UpdateRule adam_rule(const OptimizerConfig& c, int64_t count_before, double lr);
+UpdateRule adagrad_rule(const OptimizerConfig& c, int64_t count_before, double lr);
+// The value every element of state tensor `name` starts at (Adagrad's sum: initial_accumulator_value).
+float initial_state_value(const OptimizerConfig& c, const std::string& name);
 // The state tensor `name` of s, created with `numel` elements set to `initial` when missing; throws Error
 // when an existing (loaded) one has another element count.
 std::span<float> state_tensor(ParamState& s, const std::string& name, size_t numel, float initial = 0.0f);

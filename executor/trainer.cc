@@ -180,7 +180,15 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = loss_.loss}));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
-  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels, options_.device);
+  // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
+  // their initializer Tensors on the host, and so their names).
+  device_initializers_ = session_->device_initializers();
+  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels, options_.device, device_initializers_);
+  if (device_initializers_) {
+    device_optimizer_ = std::make_unique<DeviceOptimizer>(device_initializers_);
+    optimizer_.set_state_sync(
+        [device = device_optimizer_.get()](std::map<std::string, ParamState>& states) { device->sync_to_host(states); });
+  }
 
   Graph& g = training_->graph;
   for (const TrainingGraph::Gradient& grad : training_->gradients) {
@@ -198,26 +206,73 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
       running_stats_.push_back(stat);
     }
   }
+  for (const Slot& s : slots_) gradient_outputs_.insert(s.gradient);
 }
 
+
+// The training session's inputs for a batch; sets the run index: step t runs with index t, also after
+// compute_gradients calls or a restore.
+std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
+  std::map<std::string, Tensor> inputs{{input_, x}};
+  if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
+  session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
+  return inputs;
+}
 
 std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y,
                                                 const InferenceSession::OutputCallback& on_output) {
-  std::map<std::string, Tensor> inputs{{input_, x}};
-  if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
-  // Step t runs with index t, also after compute_gradients calls or a restore.
-  session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
-  return session_->run(inputs, on_output);
+  return session_->run(feed(x, y), on_output);
 }
 
 // The parameter Tensors are shared with forward_ and the evaluation graph: the running statistics are
-// written into them in place.
+// written into them in place. On a CUDA device the statistics are computed on the host too (a few
+// floats per channel) and their device copies are uploaded again at the next run of either session.
 void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
   Graph& g = training_->graph;
-  for (const RunningStat& r : running_stats_) r.update.apply(out.at(r.output).data<float>(), g.value(r.state).data->data<float>(), batch);
+  for (const RunningStat& r : running_stats_) {
+    r.update.apply(out.at(r.output).data<float>(), g.value(r.state).data->data<float>(), batch);
+    if (device_initializers_) device_initializers_->mark_host_changed(g.value(r.state).name);
+  }
+}
+
+// One optimizer step on the device with a device gradient per slot (by parameter name); the weights are
+// the store's device copies, updated in place (their host copies are stale until a sync).
+void Trainer::step_on_device(const std::map<std::string, const float*>& gradients) {
+  Graph& g = training_->graph;
+  std::vector<DeviceParamSlot> params;
+  params.reserve(slots_.size());
+  for (const Slot& s : slots_) {
+    const Tensor& w = *g.value(s.value).data;
+    if (!device_initializers_->contains(s.name)) device_initializers_->data(s.name, w);  // before any run
+    params.push_back({s.name, static_cast<float*>(device_initializers_->data_for_update(s.name)), gradients.at(s.name),
+                      w.numel()});
+  }
+  device_optimizer_->step(optimizer_, params);
+}
+
+float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
+  std::map<std::string, DeviceTensor> device_gradients;
+  std::map<std::string, Tensor> out = session_->run(feed(x, y), gradient_outputs_, device_gradients);
+  Graph& g = training_->graph;
+  std::map<std::string, const float*> gradients;
+  for (const Slot& s : slots_) {
+    const DeviceTensor& grad = device_gradients.at(s.gradient);
+    const int64_t numel = g.value(s.value).data->numel();
+    if (grad.dtype != DType::Float32 || grad.numel() != numel) {
+      throw Error("the gradient '" + s.gradient + "' has " + std::to_string(grad.numel()) + " elements, its parameter '" +
+                  s.name + "' " + std::to_string(numel));
+    }
+    gradients[s.name] = grad.floats();
+  }
+  // Enqueued after the run on the same stream; the gradient buffers return to the stream's cache when
+  // device_gradients goes, which stream order makes safe.
+  step_on_device(gradients);
+  update_running_stats(out, x.sizes().at(0));
+  return out.at(loss_.loss).data<float>()[0];
 }
 
 float Trainer::train_step(const Tensor& x, const Tensor& y) {
+  if (device_optimizer_) return train_step_on_device(x, y);
   std::map<std::string, Tensor> out = run_step(x, y);
   Graph& g = training_->graph;
   std::vector<ParamSlot> params;
@@ -289,12 +344,33 @@ void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
     }
     params.push_back({s.name, w.data<float>(), it->second.data<float>()});
   }
-  optimizer_.step(params);
+  if (!device_optimizer_) {
+    optimizer_.step(params);
+    return;
+  }
+  // On the device: the host gradients are uploaded and the step runs there, where the weights and the
+  // optimizer state are.
+  const cuda::DeviceStream& stream = device_initializers_->stream();
+  std::vector<DeviceTensor> uploaded;
+  uploaded.reserve(params.size());
+  std::map<std::string, const float*> device_gradients;
+  for (const ParamSlot& p : params) {
+    const size_t bytes = p.grad.size() * sizeof(float);
+    uploaded.push_back({.buffer = bytes ? cuda::DeviceBuffer(stream, bytes) : cuda::DeviceBuffer(),
+                        .dtype = DType::Float32,
+                        .sizes = {static_cast<int64_t>(p.grad.size())}});
+    if (bytes) cuda::copy_to_device(uploaded.back().buffer.data(), p.grad.data(), bytes, stream);
+    device_gradients[p.name] = uploaded.back().floats();
+  }
+  step_on_device(device_gradients);
 }
 
 void Trainer::restore(const std::map<std::string, Tensor>& initializers,
                       const std::map<std::string, Tensor>& optimizer_state) {
   Graph& g = training_->graph;
+  // The host copies first hold the device's values, so that a restore failing half way leaves every
+  // value either restored or current.
+  if (device_initializers_) device_initializers_->sync_to_host();
   for (ValueId id : g.initializers) {
     Value& v = g.value(id);
     if ((v.role != ValueRole::Parameter && v.role != ValueRole::State) || !v.data) continue;
@@ -308,8 +384,10 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
     }
     // In place: the evaluation graph shares these buffers.
     std::memcpy(v.data->raw(), saved.raw(), static_cast<size_t>(saved.numel()) * dtype_size(saved.dtype()));
+    if (device_initializers_) device_initializers_->mark_host_changed(v.name);
   }
   optimizer_.load_state(optimizer_state);
+  if (device_optimizer_) device_optimizer_->state_loaded();
 }
 
 Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
@@ -352,9 +430,14 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
 std::map<std::string, Tensor> Trainer::trained_initializers() const {
   std::map<std::string, Tensor> result;
   const Graph& g = training_->graph;
+  if (device_initializers_) device_initializers_->sync_to_host();
   for (ValueId id : g.initializers) {
     const Value& v = g.value(id);
-    if ((v.role == ValueRole::Parameter || v.role == ValueRole::State) && v.data) result[v.name] = *v.data;
+    if ((v.role == ValueRole::Parameter || v.role == ValueRole::State) && v.data) {
+      result[v.name] = *v.data;
+      // The caller holds the host buffers and may write them: the device copy is refreshed at the next run.
+      if (device_initializers_) device_initializers_->mark_host_changed(v.name);
+    }
   }
   return result;
 }

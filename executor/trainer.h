@@ -10,8 +10,21 @@
 //   write_trained_model(path, out, trainer.trained_initializers());
 //
 // Parameters are the graph's initializer Tensors, shared (Tensor copies share buffers) by the training
-// graph and the evaluation graph; InferenceSession reads initializer data from its graph on every run,
-// so an in-place update is what the next run sees.
+// graph and the evaluation graph. On the CPU, InferenceSession reads initializer data from its graph on
+// every run and the optimizer updates them in place, so an in-place update is what the next run sees.
+//
+// On a CUDA device the weights are device-resident: both sessions share one DeviceInitializerStore
+// (executor/device_initializers.h: the device copies and the one stream), train_step keeps the
+// gradients on the device and steps a DeviceOptimizer (executor/device_optimizer.h: the host
+// optimizer's functors as CUDA kernels, its state tensors in device memory, the lr schedule and step
+// counts on the host), so a step moves only the batch, the loss and the BatchNorm running statistics
+// between host and device. The running statistics are updated on the host (RunningStatUpdate::apply)
+// and uploaded again before the next run. What reads weights or optimizer state on the host sees the
+// current values: trained_initializers() and optimizer().state_tensors() / states() download them on
+// demand; restore() and apply_gradients() (host gradients, uploaded) update the device copies;
+// compute_gradients / forward_backward download the gradients as on the CPU. Between those points the
+// host initializer Tensors (training_graph()'s, and those of the graph given to the constructor, which
+// shares them) may lag the device.
 //
 // Randomness: every Dropout node gets its own seed from (options.seed, its position), and its mask in
 // step t comes from (that seed, t) alone (kernels/kernel.h), so the same seed gives the same run bit for
@@ -20,10 +33,13 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "executor/device_initializers.h"
+#include "executor/device_optimizer.h"
 #include "executor/inference_session.h"
 #include "executor/optimizer.h"
 #include "graph/autodiff/loss.h"
@@ -65,7 +81,8 @@ struct TrainerOptions {
   OptimizerConfig optimizer;
   LrSchedule schedule;
   std::string kernels;  // kernel implementation ("reference"); empty: the fastest
-  Device device;        // where the forward and backward passes run (the optimizer steps on the host)
+  Device device;        // where the forward and backward passes and the optimizer step run (on a CUDA
+                        // device the weights and optimizer state stay in its memory; see Trainer)
   uint64_t seed = 0;    // seeds the Dropout nodes
   bool dropout = true;  // false: Dropout is the identity in training too (to compare with a framework
                         // whose generator differs)
@@ -119,9 +136,14 @@ class Trainer {
   };
   Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
 
-  // The trained Parameter and State (BatchNorm running statistics) initializers, by name.
+  // The trained Parameter and State (BatchNorm running statistics) initializers, by name: the graph's
+  // own Tensors (sharing their buffers). On a CUDA device they are downloaded first when the device holds
+  // newer values, and since a caller may write through them (data parallelism copies running statistics
+  // between replicas) the next run uploads them again.
   std::map<std::string, Tensor> trained_initializers() const;
 
+  // The optimizer's schedule, steps and state; on a CUDA device its states() and state_tensors()
+  // download the device state first.
   const Optimizer& optimizer() const { return optimizer_; }
   const std::string& input_name() const { return input_; }
   const AttachedLoss& loss() const { return loss_; }
@@ -153,6 +175,13 @@ class Trainer {
   };
   std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y,
                                          const InferenceSession::OutputCallback& on_output = {});
+  std::map<std::string, Tensor> feed(const Tensor& x, const Tensor& y);
+  float train_step_on_device(const Tensor& x, const Tensor& y);
+  void step_on_device(const std::map<std::string, const float*>& gradients);
+  // On a CUDA device: the device copies of the weights and the optimizer state (null on the CPU).
+  std::shared_ptr<DeviceInitializerStore> device_initializers_;
+  std::unique_ptr<DeviceOptimizer> device_optimizer_;
+  std::set<std::string> gradient_outputs_;  // the slots' gradient names: kept on the device by train_step
   std::map<std::string, Tensor> gradients_of(const std::map<std::string, Tensor>& out, float* loss) const;
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   std::vector<RunningStat> running_stats_;

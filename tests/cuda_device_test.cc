@@ -1,9 +1,12 @@
 // `--device cuda` end to end: the session and trainer on cuda:N, and the command line's checks of the
 // devices a run needs. Without a GPU the tests assert the errors a user gets (which device, how many are
-// visible, what to do); with one, that training on cuda:0 follows the CPU run.
+// visible, what to do); with one, that training on cuda:0 follows the CPU run, with the weights and the
+// optimizer state device-resident: uploaded once, stepped on the device, and downloaded on demand by
+// trained_initializers, checkpoints (state_tensors / restore) and seen by evaluate.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "executor/inference_session.h"
@@ -92,6 +95,232 @@ TEST(CudaDevice, TrainingOnCudaFollowsTheCpu) {
     const double gpu_loss = gpu.train_step(x, y);
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-3 * std::max(1.0, std::abs(cpu_loss))) << "step " << step;
   }
+}
+
+// --- device-resident weights (GPU only) ---
+
+// The deterministic batch of step `step` for a model with input (B, C, H, W) and 10 classes.
+std::pair<Tensor, Tensor> batch_for(int step, std::vector<int64_t> input_sizes) {
+  Tensor x(DType::Float32, input_sizes);
+  Tensor y(DType::Int64, {input_sizes[0]});
+  auto xs = x.data<float>();
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37f * static_cast<float>(i + 131 * step));
+  auto ys = y.data<int64_t>();
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<int64_t>((i * 7 + step) % 10);
+  return {x, y};
+}
+
+const std::vector<int64_t> kCnnInput{16, 1, 28, 28};
+
+void train(Trainer& trainer, int first_step, int steps, const std::vector<int64_t>& input = kCnnInput) {
+  for (int s = first_step; s < first_step + steps; ++s) {
+    auto [x, y] = batch_for(s, input);
+    trainer.train_step(x, y);
+  }
+}
+
+std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& tensors) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : tensors) out[name] = t.clone();
+  return out;
+}
+
+// ‖a − b‖ / ‖b − start‖ over every float tensor: how far `a` is from `b`, relative to how far training
+// moved `b` (so that a trainer that never moved cannot pass by staying at the start).
+double relative_gap(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                    const std::map<std::string, Tensor>& start) {
+  double gap = 0, moved = 0;
+  for (const auto& [name, tb] : b) {
+    if (tb.dtype() != DType::Float32) continue;
+    auto va = a.at(name).data<float>(), vb = tb.data<float>(), v0 = start.at(name).data<float>();
+    for (size_t i = 0; i < vb.size(); ++i) {
+      gap += (static_cast<double>(va[i]) - vb[i]) * (static_cast<double>(va[i]) - vb[i]);
+      moved += (static_cast<double>(vb[i]) - v0[i]) * (static_cast<double>(vb[i]) - v0[i]);
+    }
+  }
+  EXPECT_GT(moved, 0.0) << "training did not move the weights";
+  return std::sqrt(gap / moved);
+}
+
+bool same_bits(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.nbytes() != t.nbytes() || std::memcmp(it->second.raw(), t.raw(), t.nbytes()) != 0)
+      return false;
+  }
+  return true;
+}
+
+TrainerOptions options_for(const std::string& optimizer, Device device) {
+  TrainerOptions options{.loss = parse_loss_spec("cross-entropy"), .schedule = {.base_lr = 0.01}, .device = device};
+  apply_optimizer_name(optimizer, options.optimizer);
+  if (optimizer == "adam") options.schedule.base_lr = 1e-3;
+  return options;
+}
+
+// Weights and optimizer state after several steps on cuda:0 (stepped by the device optimizer) follow the
+// CPU trainer's: the device update is the host functor, so only the forward/backward rounding differs.
+void expect_weights_follow_the_cpu(const std::string& optimizer) {
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  Trainer cpu(cpu_model.graph, options_for(optimizer, Device::cpu()));
+  Trainer gpu(gpu_model.graph, options_for(optimizer, Device::cuda(0)));
+  const std::map<std::string, Tensor> start = cloned(cpu.trained_initializers());
+  train(cpu, 0, 8);
+  train(gpu, 0, 8);
+  EXPECT_EQ(gpu.step(), 8);
+  EXPECT_LT(relative_gap(gpu.trained_initializers(), cpu.trained_initializers(), start), 1e-2) << optimizer;
+  // The optimizer state came back from the device too, with the host's step counts.
+  const std::map<std::string, Tensor> cpu_state = cpu.optimizer().state_tensors();
+  const std::map<std::string, Tensor> gpu_state = gpu.optimizer().state_tensors();
+  ASSERT_EQ(gpu_state.size(), cpu_state.size()) << optimizer;
+  for (const auto& [key, t] : cpu_state) {
+    ASSERT_TRUE(gpu_state.contains(key)) << key;
+    if (t.dtype() != DType::Float32) {
+      EXPECT_EQ(gpu_state.at(key).to_int64(), t.to_int64()) << key;
+      continue;
+    }
+    auto c = t.data<float>(), g = gpu_state.at(key).data<float>();
+    ASSERT_EQ(c.size(), g.size()) << key;
+    double gap = 0, norm = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      gap += (static_cast<double>(g[i]) - c[i]) * (static_cast<double>(g[i]) - c[i]);
+      norm += static_cast<double>(c[i]) * c[i];
+    }
+    EXPECT_GT(norm, 0.0) << key << " stayed zero";
+    EXPECT_LT(std::sqrt(gap / std::max(norm, 1e-30)), 2e-2) << key;
+  }
+}
+
+TEST(CudaDevice, MomentumWeightsOnCudaFollowTheCpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_weights_follow_the_cpu("momentum");
+}
+
+TEST(CudaDevice, AdamWeightsOnCudaFollowTheCpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_weights_follow_the_cpu("adam");
+}
+
+// A session uploads its initializers once, not once per run; initializers_changed() uploads them again;
+// outputs kept on the device hold what a download would have returned.
+TEST(CudaDevice, SessionKeepsInitializersOnTheDevice) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  InferenceSession gpu(model.graph, "", Device::cuda(0));
+  const uint64_t initializers = model.graph.initializers.size();
+  ASSERT_GT(initializers, 0u);
+  const std::string input = model.graph.value(model.graph.inputs[0]).name;
+  const std::string output = model.graph.value(model.graph.outputs[0]).name;
+  const std::map<std::string, Tensor> feed{{input, batch_for(0, kCnnInput).first}};
+  const std::map<std::string, Tensor> first = gpu.run(feed);
+  gpu.run(feed);
+  gpu.run(feed);
+  EXPECT_EQ(gpu.device_initializers()->uploads(), initializers);
+  gpu.initializers_changed();
+  gpu.run(feed);
+  EXPECT_EQ(gpu.device_initializers()->uploads(), 2 * initializers);
+
+  std::map<std::string, DeviceTensor> kept;
+  const std::map<std::string, Tensor> host = gpu.run(feed, {output}, kept);
+  EXPECT_FALSE(host.contains(output));
+  ASSERT_TRUE(kept.contains(output));
+  const Tensor& expected = first.at(output);
+  ASSERT_EQ(kept.at(output).sizes, expected.sizes());
+  Tensor downloaded(kept.at(output).dtype, kept.at(output).sizes);
+  cuda::copy_to_host(downloaded.raw(), kept.at(output).buffer.data(), downloaded.nbytes(), gpu.device_initializers()->stream());
+  gpu.device_initializers()->stream().synchronize();
+  EXPECT_EQ(std::memcmp(downloaded.raw(), expected.raw(), expected.nbytes()), 0);
+}
+
+// trained_initializers downloads what the device holds now (not the host copies of an earlier step), and
+// evaluate reads the trained device weights: the same evaluation as a CPU trainer given those weights.
+TEST(CudaDevice, TrainedInitializersAndEvaluateSeeTheDeviceWeights) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  Trainer gpu(gpu_model.graph, options_for("momentum", Device::cuda(0)));
+  Trainer cpu(cpu_model.graph, options_for("momentum", Device::cpu()));
+  auto [val_x, val_y] = batch_for(100, {64, 1, 28, 28});
+  const Trainer::Evaluation before = gpu.evaluate(val_x, val_y, 32);
+  train(gpu, 0, 3);
+  const std::map<std::string, Tensor> after3 = cloned(gpu.trained_initializers());
+  train(gpu, 3, 2);
+  const std::map<std::string, Tensor> after5 = cloned(gpu.trained_initializers());
+  EXPECT_FALSE(same_bits(after3, after5)) << "trained_initializers returned stale host copies";
+
+  const Trainer::Evaluation trained = gpu.evaluate(val_x, val_y, 32);
+  EXPECT_NE(trained.loss, before.loss) << "evaluate did not see the trained weights";
+  cpu.restore(after5, {{"global_step", Tensor::scalar_int64(5)}});
+  const Trainer::Evaluation on_cpu = cpu.evaluate(val_x, val_y, 32);
+  EXPECT_NEAR(trained.loss, on_cpu.loss, 1e-3 * std::max(1.0, std::abs(on_cpu.loss)));
+  EXPECT_NEAR(trained.accuracy, on_cpu.accuracy, 1.0 / 64 + 1e-9);
+}
+
+// A checkpoint taken on cuda:0 (weights and optimizer state downloaded) restored into a fresh cuda
+// trainer continues exactly as the uninterrupted run: the restored state reaches the device.
+TEST(CudaDevice, CheckpointRoundTripOnCuda) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  for (const std::string optimizer : {"momentum", "adam"}) {
+    SCOPED_TRACE(optimizer);
+    ImportedModel model_a = import_model(kModels + "cnn_opset17.onnx");
+    ImportedModel model_b = import_model(kModels + "cnn_opset17.onnx");
+    Trainer a(model_a.graph, options_for(optimizer, Device::cuda(0)));
+    Trainer b(model_b.graph, options_for(optimizer, Device::cuda(0)));
+    const std::map<std::string, Tensor> start = cloned(a.trained_initializers());
+    train(a, 0, 3);
+    const std::map<std::string, Tensor> weights = cloned(a.trained_initializers());
+    const std::map<std::string, Tensor> state = a.optimizer().state_tensors();
+    EXPECT_EQ(state.at("global_step").to_int64()[0], 3);
+    train(a, 3, 2);
+    b.restore(weights, state);
+    EXPECT_EQ(b.step(), 3);
+    EXPECT_TRUE(same_bits(cloned(b.trained_initializers()), weights));
+    train(b, 3, 2);
+    // The same device and kernels: equal up to nondeterministic reductions (cuDNN's backward atomics).
+    EXPECT_LT(relative_gap(b.trained_initializers(), a.trained_initializers(), start), 1e-4);
+    // A restored state that was not uploaded would restart the momentum: far above this bound.
+  }
+}
+
+// Data parallelism's halves on the device: host gradients applied with apply_gradients step the device
+// weights as train_step does.
+TEST(CudaDevice, ApplyGradientsStepsTheDeviceWeights) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel model_a = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel model_b = import_model(kModels + "cnn_opset17.onnx");
+  Trainer a(model_a.graph, options_for("adam", Device::cuda(0)));
+  Trainer b(model_b.graph, options_for("adam", Device::cuda(0)));
+  const std::map<std::string, Tensor> start = cloned(a.trained_initializers());
+  for (int s = 0; s < 3; ++s) {
+    auto [x, y] = batch_for(s, kCnnInput);
+    a.train_step(x, y);
+    b.apply_gradients(b.compute_gradients(x, y));
+  }
+  EXPECT_EQ(b.step(), 3);
+  EXPECT_LT(relative_gap(b.trained_initializers(), a.trained_initializers(), start), 1e-4);
+}
+
+// BatchNorm running statistics are updated on the host and reach the device: the evaluation (which
+// normalises with them) of a cuda-trained ResNet matches a CPU trainer given its weights and statistics.
+TEST(CudaDevice, RunningStatisticsReachTheDevice) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel gpu_model = import_model(kModels + "resnet_opset17.onnx");
+  ImportedModel cpu_model = import_model(kModels + "resnet_opset17.onnx");
+  Trainer gpu(gpu_model.graph, options_for("momentum", Device::cuda(0)));
+  Trainer cpu(cpu_model.graph, options_for("momentum", Device::cpu()));
+  ASSERT_GT(gpu.running_stat_nodes(), 0);
+  const std::vector<int64_t> input{8, 3, 32, 32};
+  const std::map<std::string, Tensor> start = cloned(gpu.trained_initializers());
+  train(gpu, 0, 3, input);
+  const std::map<std::string, Tensor> trained = cloned(gpu.trained_initializers());
+  EXPECT_FALSE(same_bits(trained, start));
+  auto [val_x, val_y] = batch_for(100, {16, 3, 32, 32});
+  const Trainer::Evaluation on_gpu = gpu.evaluate(val_x, val_y, 8);
+  cpu.restore(trained, {{"global_step", Tensor::scalar_int64(3)}});
+  const Trainer::Evaluation on_cpu = cpu.evaluate(val_x, val_y, 8);
+  EXPECT_NEAR(on_gpu.loss, on_cpu.loss, 1e-3 * std::max(1.0, std::abs(on_cpu.loss)));
 }
 
 }  // namespace
