@@ -126,8 +126,9 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     if (t.device.kind == DeviceKind::Cuda) t.device.index += k;                   // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
+  const std::map<std::string, Tensor> params = replicas_[0]->trained_initializers();
+  for (const auto& [name, t] : params) parameter_numels_[name] = t.numel();
   if (options_.bucket_bytes > 0) {
-    const std::map<std::string, Tensor> params = replicas_[0]->trained_initializers();
     int64_t filled = 0;
     for (const std::string& name : replicas_[0]->gradient_order()) {
       if (buckets_.empty() || filled >= options_.bucket_bytes) {
@@ -175,9 +176,7 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
   std::map<std::string, Tensor> reduced;
   std::chrono::steady_clock::time_point waited_from;
   if (!buckets_.empty()) {
-    std::map<std::string, int64_t> sizes;
-    for (const auto& [name, t] : replica.trained_initializers()) sizes[name] = t.numel();
-    BucketedAllReduce buckets(buckets_, sizes, comm, weight, options_.world != nullptr, what);
+    BucketedAllReduce buckets(buckets_, parameter_numels_, comm, weight, options_.world != nullptr, what);
     std::map<std::string, Tensor> grads =
         replica.forward_backward(x, y, &loss, [&](const std::string& name, const Tensor& g) { buckets.add(name, g); });
     loss = static_cast<float>(loss * weight);
@@ -228,24 +227,23 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
 }
 
 // BatchNorm running statistics: replica 0's everywhere (DDP's broadcast_buffers).
+// running_statistics() are the host Tensors themselves (current on every device): nothing is downloaded.
 void DataParallelTrainer::copy_running_stats_from_first() {
   if (options_.world) {
-    for (auto& [name, t] : replicas_[0]->trained_initializers()) {
-      const Value& v = models_[0].value(*models_[0].find_value(name));
-      if (v.role != ValueRole::State) continue;
+    for (auto& [name, t] : replicas_[0]->running_statistics()) {
       Tensor shared = t;
       options_.world->broadcast({shared.raw(), shared.nbytes()}, 0, "BatchNorm statistics broadcast ('" + name + "')");
     }
+    replicas_[0]->running_statistics_changed();
     return;
   }
-  const std::map<std::string, Tensor> first = replicas_[0]->trained_initializers();
+  const std::map<std::string, Tensor> first = replicas_[0]->running_statistics();
   for (int k = 1; k < replicas(); ++k) {
-    for (const auto& [name, t] : replicas_[k]->trained_initializers()) {
-      const Value& v = models_[k].value(*models_[k].find_value(name));
-      if (v.role != ValueRole::State) continue;
+    for (const auto& [name, t] : replicas_[k]->running_statistics()) {
       Tensor dst = t;  // shares the replica's buffer
       std::memcpy(dst.raw(), first.at(name).raw(), t.nbytes());
     }
+    replicas_[k]->running_statistics_changed();
   }
 }
 

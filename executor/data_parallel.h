@@ -99,6 +99,7 @@ class DataParallelTrainer {
   std::map<std::string, Tensor> reduce_gradients(int local, Communicator& comm, const Tensor& x, const Tensor& y,
                                                  double weight, float& loss);
   std::vector<std::vector<std::string>> buckets_;  // parameters per bucket, in gradient order
+  std::map<std::string, int64_t> parameter_numels_;  // trained initializers' element counts, by name
 
 
   DataParallelOptions options_;

@@ -427,6 +427,23 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
   return e;
 }
 
+std::map<std::string, Tensor> Trainer::running_statistics() const {
+  std::map<std::string, Tensor> result;
+  const Graph& g = training_->graph;
+  for (ValueId id : g.initializers) {
+    const Value& v = g.value(id);
+    if (v.role == ValueRole::State && v.data) result[v.name] = *v.data;
+  }
+  return result;
+}
+
+void Trainer::running_statistics_changed() {
+  if (!device_initializers_) return;
+  const Graph& g = training_->graph;
+  for (ValueId id : g.initializers)
+    if (g.value(id).role == ValueRole::State) device_initializers_->mark_host_changed(g.value(id).name);
+}
+
 std::map<std::string, Tensor> Trainer::trained_initializers() const {
   std::map<std::string, Tensor> result;
   const Graph& g = training_->graph;

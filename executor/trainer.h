@@ -27,8 +27,9 @@
 // shares them) may lag the device.
 //
 // Randomness: every Dropout node gets its own seed from (options.seed, its position), and its mask in
-// step t comes from (that seed, t) alone (kernels/kernel.h), so the same seed gives the same run bit for
-// bit, and a run resumed at step t (`restore`) draws the masks the uninterrupted run drew.
+// step t comes from (that seed, t) alone (kernels/kernel.h; Philox4x32-10 draws, kernels/philox.h: the same
+// mask on the CPU and CUDA backends), so the same seed gives the same run bit for bit, and a run resumed at
+// step t (`restore`) draws the masks the uninterrupted run drew.
 #pragma once
 
 #include <map>
@@ -141,6 +142,12 @@ class Trainer {
   // newer values, and since a caller may write through them (data parallelism copies running statistics
   // between replicas) the next run uploads them again.
   std::map<std::string, Tensor> trained_initializers() const;
+  // The State initializers alone (BatchNorm running statistics), by name: the graph's own Tensors, always
+  // current on the host (the statistics are updated there on every device), so nothing is downloaded.
+  // A caller that writes through them calls running_statistics_changed() (a CUDA trainer uploads them
+  // again at its next run).
+  std::map<std::string, Tensor> running_statistics() const;
+  void running_statistics_changed();
 
   // The optimizer's schedule, steps and state; on a CUDA device its states() and state_tensors()
   // download the device state first.

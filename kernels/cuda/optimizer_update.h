@@ -1,9 +1,9 @@
 // CUDA launchers of the optimizer updates: one grid-stride kernel per functor of kernels/optimizer_math.h,
 // over device pointers on a Stream's device, enqueued on its stream without synchronising the host. The
 // functors are the ones executor/optim/*.cc run on the host (the .cu file is compiled with --fmad=false),
-// so a device update equals the host update bit for bit. Used once weights are device-resident: the
-// trainer still steps on the host today, so nothing calls these yet (and with CUDA compiled out there is
-// no definition). Plain C++ (no CUDA headers), so executor code may include it.
+// so a device update equals the host update bit for bit. executor/device_optimizer.cc calls them for a
+// Trainer's device-resident weights (with CUDA compiled out there is no definition, and no caller can be
+// reached). Plain C++ (no CUDA headers), so executor code may include it.
 //
 //   const auto f = optimizer_math::adam_update(adamw, torch, lr, wd, b1, b2, eps, 0.0, state.step);
 //   cuda::optimizer_update(f, w, g, exp_avg, exp_avg_sq, n, stream);   // then ++state.step on the host
