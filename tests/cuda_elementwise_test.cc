@@ -17,6 +17,7 @@
 #include "kernels/kernel.h"
 #include "kernels/philox.h"
 #include "kernels/reference/common.h"  // broadcast_sizes
+#include "kernels/reference/element_convert.h"
 #include "tests/reference_kernel_call.h"
 
 using namespace onnxtrain;
@@ -563,6 +564,26 @@ TEST(CudaElementwise, CastBetweenCheapTypes) {
   expect_cuda_matches_reference({.op = "CastLike", .inputs = {f32({9}), i64({1})}, .outputs = {{DType::Int64, {9}}}});
 }
 
+// The casts of --precision's autocast pass: float32 to float16/bfloat16 (round to nearest even) and back,
+// bit for bit the reference's, over values that round up, down, overflow fp16 and underflow to subnormals.
+TEST(CudaElementwise, CastBetweenFloat32AndHalfTypes) {
+  REQUIRE_GPU();
+  Tensor x = f32({256}, -70000, 70000);
+  for (int i = 0; i < 64; ++i) x.data<float>()[i] = std::ldexp(1.0f + i / 64.0f, -20 + i / 4);  // tiny
+  for (const auto& [half, code] : {std::pair{DType::Float16, int64_t{10}}, std::pair{DType::BFloat16, int64_t{16}}}) {
+    expect_cuda_matches_reference(
+        {.op = "Cast", .attributes = {{{"to", code}}}, .inputs = {x}, .outputs = {{half, x.sizes()}}});
+    Tensor h(half, x.sizes());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float v = x.data<float>()[i];
+      h.data<uint16_t>()[i] =
+          half == DType::Float16 ? reference::double_to_half_bits(v) : reference::float_to_bfloat16_bits(v);
+    }
+    expect_cuda_matches_reference(
+        {.op = "Cast", .attributes = {{{"to", int64_t{1}}}}, .inputs = {h}, .outputs = {{DType::Float32, h.sizes()}}});
+  }
+}
+
 TEST(CudaElementwise, ActivationGrad) {
   REQUIRE_GPU();
   for (const char* name : {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Gelu", "Erf", "Softplus",
@@ -656,23 +677,24 @@ TEST(CudaElementwise, DropoutGrad) {
 }
 
 TEST(CudaElementwise, UnsupportedIsAPrepareError) {
-  // Prepare-time checks need no GPU: an int8 Add has no CUDA entry, a float16 cast target is refused.
+  // Prepare-time checks need no GPU: an int8 Add has no CUDA entry, a float64 to float16 cast is refused
+  // (the half types cast to and from float32 only).
   const KernelEntry* add = KernelRegistry::builtin().find("", "Add", DeviceKind::Cuda, DType::Int8, "cuda");
   EXPECT_EQ(add, nullptr);
   if (!ONNXTRAIN_WITH_CUDA) GTEST_SKIP() << "CUDA compiled out: no CUDA kernels registered";
-  const KernelEntry* cast = KernelRegistry::builtin().find("", "Cast", DeviceKind::Cuda, DType::Float32, "cuda");
+  const KernelEntry* cast = KernelRegistry::builtin().find("", "Cast", DeviceKind::Cuda, DType::Float64, "cuda");
   ASSERT_NE(cast, nullptr);
   KernelSpec spec{.op_type = "Cast",
                   .opset = 13,
                   .attributes = {{{"to", int64_t{10}}}},
-                  .inputs = {{DType::Float32, {3}}},
+                  .inputs = {{DType::Float64, {3}}},
                   .outputs = {{DType::Float16, {3}}},
                   .node_name = "c"};
   try {
     cast->prepare(spec);
-    ADD_FAILURE() << "Cast to float16 prepared";
+    ADD_FAILURE() << "Cast from float64 to float16 prepared";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CUDA kernel"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("to and from float32"), std::string::npos) << e.what();
   }
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cuda/cudnn_direct_pooling.h"
 #include "kernels/cuda/cudnn_params.h"
 #include "kernels/kernel.h"
+#include "kernels/reference/element_convert.h"
 #include "kernels/reference/kernel_plumbing.h"
 #include "kernels/reference/pool_window.h"
 #include "tests/reference_kernel_call.h"
@@ -439,7 +440,7 @@ TEST(CudaNnPrepare, RefusalsNameTheAttributeAndNode) {
 std::vector<Tensor> run_cuda(const KernelCase& c) {
   const KernelSpec spec{c.op,      c.domain,  c.opset, c.attributes, testing_support::input_descs(c.inputs),
                         c.outputs, "gpu_node"};
-  const KernelEntry* entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cuda, DType::Float32);
+  const KernelEntry* entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cuda, kernel_dtype(spec));
   if (!entry) throw std::runtime_error("no CUDA kernel for " + c.op);
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);
   cuda::DeviceStream stream(0);
@@ -695,6 +696,103 @@ TEST_F(CudaNnKernels, Tf32SwitchGovernsMatMulPrecision) {
   cuda::set_allow_tf32(false);
   EXPECT_GT(tf32, 1e-5) << "TF32 rounding should show (a GPU without TF32 tensor cores fails this: pre-Ampere)";
   EXPECT_LT(tf32, 2e-3) << "TF32 keeps 10 mantissa bits";
+}
+
+// --- float16 and bfloat16 (--precision): half operands, float32 accumulation ---
+
+// `t` (float32) rounded to `dtype` (float16 or bfloat16), as half storage.
+Tensor to_half(const Tensor& t, DType dtype) {
+  Tensor h(dtype, t.sizes());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.data<float>()[i];
+    h.data<uint16_t>()[i] = dtype == DType::Float16 ? reference::double_to_half_bits(v)
+                                                    : reference::float_to_bfloat16_bits(v);
+  }
+  return h;
+}
+
+Tensor to_float(const Tensor& h) {
+  Tensor t(DType::Float32, h.sizes());
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const uint16_t bits = h.data<uint16_t>()[i];
+    t.data<float>()[i] = h.dtype() == DType::Float16 ? reference::half_bits_to_float(bits)
+                                                     : reference::bfloat16_bits_to_float(bits);
+  }
+  return t;
+}
+
+// The CUDA kernel of the float32 case `c` run in `dtype` against the float32 reference on the same
+// (rounded) inputs: they differ by the output's rounding and the accumulation order, so within a few
+// units of the half type's precision of each output's scale.
+void expect_half_agrees(const KernelCase& c, DType dtype, const std::string& label) {
+  SCOPED_TRACE(c.op + " " + label + " " + std::string(dtype_name(dtype)));
+  KernelCase half = c, rounded = c;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (c.inputs[i].empty()) continue;
+    half.inputs[i] = to_half(c.inputs[i], dtype);
+    rounded.inputs[i] = to_float(half.inputs[i]);
+  }
+  for (TensorDesc& d : half.outputs)
+    if (d.present()) d.dtype = dtype;
+  const std::vector<Tensor> ours = run_cuda(half), ref = run_reference(rounded);
+  const double unit = dtype == DType::Float16 ? 0x1p-10 : 0x1p-7;  // the type's relative precision
+  for (size_t o = 0; o < ours.size(); ++o) {
+    if (!c.outputs[o].present()) continue;
+    const Tensor got = to_float(ours[o]);
+    double scale = 0;
+    for (float v : ref[o].data<float>()) scale = std::max(scale, double{std::fabs(v)});
+    int failures = 0;
+    for (int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+      const double a = got.data<float>()[i], b = ref[o].data<float>()[i];
+      if (!(std::fabs(a - b) <= 4 * unit * (std::fabs(b) + 0.05 * scale))) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": cuda " << a << ", reference " << b;
+        ++failures;
+      }
+    }
+  }
+}
+
+TEST_F(CudaNnKernels, HalfPrecisionConvolutionsAndProducts) {
+  const Tensor x = r({2, 4, 7, 7}), w = r({6, 2, 3, 3}), b = r({6}), dy = r({2, 6, 4, 4});
+  const Attributes a{{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{2}}};
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+#if ONNXTRAIN_HAVE_CUDNN
+    expect_half_agrees({.op = "Conv", .attributes = a, .inputs = {x, w}, .outputs = {f32({2, 6, 4, 4})}}, dtype, "Conv");
+    expect_half_agrees({.op = "Conv", .attributes = a, .inputs = {x, w, b}, .outputs = {f32({2, 6, 4, 4})}}, dtype,
+                       "Conv with bias");
+    expect_half_agrees({.op = "ConvGrad",
+                        .attributes = a,
+                        .inputs = {dy, x, w},
+                        .outputs = {f32({2, 4, 7, 7}), f32({6, 2, 3, 3}), f32({6})},
+                        .domain = "ai.onnxtrain"},
+                       dtype, "ConvGrad");
+#endif
+    for (int64_t tb : {0, 1}) {
+      const Attributes g{{"transB", tb}, {"alpha", 0.5}};
+      expect_half_agrees({.op = "Gemm", .attributes = g, .inputs = {r({8, 16}), r(tb ? Ints{5, 16} : Ints{16, 5})},
+                          .outputs = {f32({8, 5})}},
+                         dtype, "Gemm");
+    }
+    expect_half_agrees({.op = "MatMul", .inputs = {r({3, 8, 16}), r({3, 16, 4})}, .outputs = {f32({3, 8, 4})}}, dtype,
+                       "batched MatMul");
+    expect_half_agrees({.op = "MatMul", .inputs = {r({2, 1, 8, 16}), r({3, 16, 4})}, .outputs = {f32({2, 3, 8, 4})}},
+                       dtype, "broadcast MatMul");
+  }
+}
+
+// A half Gemm takes no C (the autocast pass adds the bias in float32): refused at prepare, naming it.
+TEST(CudaNnHalf, GemmWithAHalfCIsRefused) {
+  const TensorDesc a{DType::BFloat16, {2, 3}}, b{DType::BFloat16, {3, 4}}, c{DType::BFloat16, {4}};
+  const KernelSpec spec{.op_type = "Gemm", .opset = 13, .inputs = {a, b, c}, .outputs = {{DType::BFloat16, {2, 4}}},
+                        .node_name = "fc"};
+  const KernelEntry* entry = KernelRegistry::builtin().find("", "Gemm", DeviceKind::Cuda, DType::BFloat16);
+  ASSERT_NE(entry, nullptr) << "the CUDA Gemm registers bfloat16";
+  try {
+    entry->prepare(spec);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("C in bfloat16 is not supported"), std::string::npos) << e.what();
+  }
 }
 
 #endif  // ONNXTRAIN_WITH_CUDA

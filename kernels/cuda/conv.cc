@@ -1,4 +1,5 @@
-// cuDNN Conv and ConvTranspose (float32, 1 to 3 spatial dims, groups, strides, dilations, optional bias).
+// cuDNN Conv and ConvTranspose (float32, float16 and bfloat16 with float32 accumulation; 1 to 3 spatial
+// dims, groups, strides, dilations, optional bias).
 // Descriptors are made at prepare; the algorithm is found at the first run (conv_algorithms.h).
 // ConvTranspose is the backward-data pass of the Conv it transposes (Y as that Conv's input, X as its
 // output, W its filter). cuDNN pads both ends alike, so only windows whose begin pad yields the node's
@@ -34,15 +35,16 @@ class CudnnConv final : public Kernel {
   using Algo = std::conditional_t<Transpose, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionFwdAlgo_t>;
 
   CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y, const CudnnWindow& window,
-            int group, bool has_bias, bool empty)
-      : x_(x),
-        w_(w),
-        y_(y),
-        conv_(window, group),
-        bias_(per_channel_dims(y)),
+            int group, bool has_bias, bool empty, DType dtype)
+      : x_(x, dtype),
+        w_(w, dtype),
+        y_(y, dtype),
+        conv_(window, group, dtype),
+        bias_(per_channel_dims(y), dtype),
         has_bias_(has_bias),
         empty_(empty),
-        key_(Transpose ? conv_problem_key(y, w, x, window, group) : conv_problem_key(x, w, y, window, group)) {}
+        key_(Transpose ? conv_problem_key(y, w, x, window, group, dtype)
+                       : conv_problem_key(x, w, y, window, group, dtype)) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     if (empty_) return;
@@ -76,11 +78,11 @@ class CudnnConv final : public Kernel {
   std::optional<ConvAlgorithm<Algo>> algo_;
 };
 
-// The checks Conv and ConvTranspose share: the reference kernel's, float32, and no empty tensor that Y
-// depends on while Y is not empty (zero input channels): cuDNN has no such case.
+// The checks Conv and ConvTranspose share: the reference kernel's, one dtype of kConvGemmDTypes, and no
+// empty tensor that Y depends on while Y is not empty (zero input channels): cuDNN has no such case.
 void require_cudnn_conv_operands(const KernelSpec& spec) {
   validate_with_reference(spec);
-  require_all_float32(spec);
+  require_conv_gemm_dtype(spec);
   if (spec.outputs[0].numel() == 0) return;
   for (size_t i = 0; i < 2; ++i) {
     if (spec.inputs[i].numel() == 0) {
@@ -101,7 +103,8 @@ std::unique_ptr<Kernel> make_cudnn_conv(const KernelSpec& spec, const reference:
   const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
   return std::make_unique<CudnnConv<Transpose>>(
       require_cudnn_dims(spec, spec.inputs[0].sizes, "X"), require_cudnn_dims(spec, spec.inputs[1].sizes, "W"),
-      require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(group), has_bias, y.numel() == 0);
+      require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(group), has_bias, y.numel() == 0,
+      spec.inputs[0].dtype);
 }
 
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
@@ -152,8 +155,8 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelSpec& spec) {
 }  // namespace
 
 void register_cuda_conv_kernels(KernelRegistry& registry) {
-  registry.add(cuda_entry("", "Conv", &make_conv));
-  registry.add(cuda_entry("", "ConvTranspose", &make_conv_transpose));
+  registry.add(cuda_kernel_entry("", "Conv", kConvGemmDTypes, &make_conv));
+  registry.add(cuda_kernel_entry("", "ConvTranspose", kConvGemmDTypes, &make_conv_transpose));
   register_cuda_conv_grad_kernels(registry);
 }
 

@@ -10,7 +10,7 @@
 // its algorithm cache without a lock). Also what the two files share beyond the finds: per_channel_dims
 // and the backward-data pass.
 //
-//   const std::vector<int> key = conv_problem_key(x_dims, w_dims, y_dims, window, group);   // at prepare
+//   const std::vector<int> key = conv_problem_key(x_dims, w_dims, y_dims, window, group, dtype);   // at prepare
 //   if (!forward_) forward_ = find_forward(key, handle, stream, x_desc, x, w_desc, w, conv_desc, y_desc, y);
 //   ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionForward(..., forward_->algo, ws, forward_->workspace, ...));
 #pragma once
@@ -71,12 +71,13 @@ size_t find_workspace_bytes(int algo_count, SizeOf&& size_of) {
   return most;
 }
 
-// What identifies a convolution problem for the algorithm cache: the operand dims, window, group and
-// whether TF32 is allowed, read at prepare with the descriptor's math type (the direction and device are
-// added by the find functions).
+// What identifies a convolution problem for the algorithm cache: the operand dims and dtype, window, group
+// and whether TF32 is allowed, read at prepare with the descriptor's math type (the direction and device
+// are added by the find functions).
 inline std::vector<int> conv_problem_key(const std::vector<int>& x, const std::vector<int>& w,
-                                         const std::vector<int>& y, const CudnnWindow& window, int group) {
-  std::vector<int> key{group, allow_tf32() ? 1 : 0};
+                                         const std::vector<int>& y, const CudnnWindow& window, int group,
+                                         DType dtype) {
+  std::vector<int> key{group, allow_tf32() ? 1 : 0, static_cast<int>(dtype)};
   for (const std::vector<int>* part : {&x, &w, &y, &window.pads, &window.strides, &window.dilations}) {
     key.push_back(-1);  // separator: parts of different lengths never collide
     key.insert(key.end(), part->begin(), part->end());

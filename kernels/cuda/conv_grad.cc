@@ -1,7 +1,8 @@
 // cuDNN ai.onnxtrain::ConvGrad(dY, X, W) -> dX, dW, dB (each optional): backward data, backward filter
 // and backward bias of the Conv in conv.cc, with the same window mapping and prepare-time refusals.
 // Algorithms are found at the first run (conv_algorithms.h), one per wanted output. With an empty dY,
-// X or W the sums are empty: the wanted outputs are zero-filled.
+// X or W the sums are empty: the wanted outputs are zero-filled. float32, float16 and bfloat16 (float32
+// accumulation) as conv.cc.
 #include "kernels/cuda/cuda_kernels.h"
 
 #if ONNXTRAIN_HAVE_CUDNN
@@ -21,14 +22,14 @@ using reference::kernel_fail;
 class CudnnConvGrad final : public Kernel {
  public:
   CudnnConvGrad(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& dy,
-                const CudnnWindow& window, int group, bool empty)
-      : x_(x),
-        w_(w),
-        dy_(dy),
-        conv_(window, group),
-        db_(per_channel_dims(dy)),
+                const CudnnWindow& window, int group, bool empty, DType dtype)
+      : x_(x, dtype),
+        w_(w, dtype),
+        dy_(dy, dtype),
+        conv_(window, group, dtype),
+        db_(per_channel_dims(dy), dtype),
         empty_(empty),
-        key_(conv_problem_key(x, w, dy, window, group)) {}
+        key_(conv_problem_key(x, w, dy, window, group, dtype)) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     DeviceGuard guard(stream);
@@ -36,8 +37,8 @@ class CudnnConvGrad final : public Kernel {
     if (empty_) {
       for (size_t i = 0; i < 3; ++i) {
         if (wanted(i) && outputs[i].numel() > 0) {
-          ONNXTRAIN_CUDA_CHECK(
-              cudaMemsetAsync(outputs[i].data, 0, static_cast<size_t>(outputs[i].numel()) * 4, native_stream(stream)));
+          const size_t bytes = static_cast<size_t>(outputs[i].numel()) * dtype_size(outputs[i].dtype);
+          ONNXTRAIN_CUDA_CHECK(cudaMemsetAsync(outputs[i].data, 0, bytes, native_stream(stream)));
         }
       }
       return;
@@ -78,7 +79,7 @@ class CudnnConvGrad final : public Kernel {
 
 std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   validate_with_reference(spec);
-  require_all_float32(spec);
+  const DType dtype = require_conv_gemm_dtype(spec);
   const TensorDesc& dy = spec.inputs[0];
   const TensorDesc& x = spec.inputs[1];
   const TensorDesc& w = spec.inputs[2];
@@ -88,13 +89,13 @@ std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   if (!window.problem.empty()) kernel_fail(spec, window.problem);
   auto dims = [&](const TensorDesc& t, const char* what) { return require_cudnn_dims(spec, t.sizes, what); };
   return std::make_unique<CudnnConvGrad>(dims(x, "X"), dims(w, "W"), dims(dy, "dY"), window, static_cast<int>(g.group),
-                                         empty);
+                                         empty, dtype);
 }
 
 }  // namespace
 
 void register_cuda_conv_grad_kernels(KernelRegistry& registry) {
-  registry.add(cuda_entry("ai.onnxtrain", "ConvGrad", &make_conv_grad));
+  registry.add(cuda_kernel_entry("ai.onnxtrain", "ConvGrad", kConvGemmDTypes, &make_conv_grad));
 }
 
 }  // namespace onnxtrain

@@ -1,7 +1,12 @@
 // CUDA kernels of Cast (`to`: a type name at opset 1, an ONNX type code from 6) and CastLike (the dtype
 // of a second input) between the cheap types float32, float64, int32, int64 and bool, with the reference
 // semantics of elementwise::cast_value: float → integer truncates toward zero, NaN → 0, out-of-range
-// saturates; → bool is v != 0. Other dtypes fail at prepare naming the pair.
+// saturates; → bool is v != 0. Also float32 ↔ float16/bfloat16 (the casts the autocast pass of --precision
+// inserts), rounding to nearest even like the reference (element_convert.h). Other pairs fail at prepare
+// naming them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <type_traits>
 #include <utility>
@@ -15,6 +20,9 @@ namespace {
 using reference::kernel_fail;
 
 const std::vector<DType> kCastDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
+// The registered input dtypes: the cheap types and the half types (cast to and from float32 only).
+const std::vector<DType> kCastEntryDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
+                                             DType::Bool,    DType::Float16, DType::BFloat16};
 
 bool castable(DType dtype) { return std::find(kCastDTypes.begin(), kCastDTypes.end(), dtype) != kCastDTypes.end(); }
 
@@ -39,8 +47,55 @@ struct CastElement {
   }
 };
 
+// float32 ↔ float16/bfloat16 on 16-bit storage, rounding to nearest even.
+struct FloatToHalf {
+  __device__ uint16_t operator()(float v) const { return __half_raw(__float2half_rn(v)).x; }
+};
+struct FloatToBFloat16 {
+  __device__ uint16_t operator()(float v) const { return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x; }
+};
+struct HalfToFloat {
+  __device__ float operator()(uint16_t bits) const {
+    __half_raw raw;
+    raw.x = bits;
+    return __half2float(__half(raw));
+  }
+};
+struct BFloat16ToFloat {
+  __device__ float operator()(uint16_t bits) const {
+    __nv_bfloat16_raw raw;
+    raw.x = bits;
+    return __bfloat162float(__nv_bfloat16(raw));
+  }
+};
+
+bool is_half(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
+
+std::unique_ptr<Kernel> make_half_cast(const KernelSpec& spec, DType from, DType to) {
+  if (!(from == DType::Float32 && is_half(to)) && !(is_half(from) && to == DType::Float32)) {
+    kernel_fail(spec, "cast from " + std::string(dtype_name(from)) + " to " + std::string(dtype_name(to)) +
+                          " is not supported by the CUDA kernel (float16 and bfloat16 cast to and from float32)");
+  }
+  reference::require_output(spec, 0, to, spec.inputs[0].sizes);
+  return make_cuda_kernel([from, to](cudaStream_t stream, auto inputs, auto outputs) {
+    const int64_t n = outputs[0].numel();
+    if (to == DType::Float16) {
+      launch_map(stream, inputs[0].template as<const float>(), outputs[0].template as<uint16_t>(), n, FloatToHalf{});
+    } else if (to == DType::BFloat16) {
+      launch_map(stream, inputs[0].template as<const float>(), outputs[0].template as<uint16_t>(), n,
+                 FloatToBFloat16{});
+    } else if (from == DType::Float16) {
+      launch_map(stream, inputs[0].template as<const uint16_t>(), outputs[0].template as<float>(), n, HalfToFloat{});
+    } else {
+      launch_map(stream, inputs[0].template as<const uint16_t>(), outputs[0].template as<float>(), n,
+                 BFloat16ToFloat{});
+    }
+  });
+}
+
 std::unique_ptr<Kernel> make_cast_to(const KernelSpec& spec, DType to) {
-  const DType from = require_cuda_dtype(spec, 0, kCastDTypes);
+  const DType from = require_cuda_dtype(spec, 0, kCastEntryDTypes);
+  if (is_half(from) || is_half(to)) return make_half_cast(spec, from, to);
   if (!castable(to)) {
     kernel_fail(spec, "cast to " + std::string(dtype_name(to)) +
                           " is not supported by the CUDA kernel (float32, float64, int32, int64, bool)");
@@ -72,8 +127,8 @@ std::unique_ptr<Kernel> make_cast_like(const KernelSpec& spec) {
 }  // namespace
 
 void register_cuda_cast_kernels(KernelRegistry& registry) {
-  registry.add(cuda_entry("Cast", kCastDTypes, &make_cast));
-  registry.add(cuda_entry("CastLike", kCastDTypes, &make_cast_like));
+  registry.add(cuda_entry("Cast", kCastEntryDTypes, &make_cast));
+  registry.add(cuda_entry("CastLike", kCastEntryDTypes, &make_cast_like));
 }
 
 }  // namespace onnxtrain::cuda
