@@ -227,6 +227,9 @@ void StageWorker::forward(int64_t micro) {
   observe(false, micro, read);
 
   forward_session_->set_run_index(static_cast<uint64_t>(mini));
+  // The policy wrote this pass's weights (stashed, predicted or current) into the graph in place: a CUDA
+  // session, which keeps initializers on the device across runs, uploads them again.
+  forward_session_->initializers_changed();
   std::map<std::string, Tensor> out = forward_session_->run(inputs);
   mb.received.clear();  // the activations the backward needs are among `kept`
   mb.outgoing.clear();
@@ -279,6 +282,7 @@ void StageWorker::backward(int64_t micro) {
   observe(true, micro, read);
 
   backward_session_->set_run_index(static_cast<uint64_t>(mini));
+  backward_session_->initializers_changed();  // as before the forward pass
   std::map<std::string, Tensor> out = backward_session_->run(inputs);
   mb.kept.clear();
   mb.received.clear();
