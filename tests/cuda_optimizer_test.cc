@@ -1,8 +1,9 @@
-// The optimizer update functors of kernels/optimizer_math.h: applied in a plain loop they equal the
-// executor's optimizer step (executor/optim/*.cc) bit for bit over several steps with changing learning
-// rates, for every optimizer and option; on a GPU the CUDA launchers of kernels/cuda/optimizer_update.h
-// equal the host step bit for bit too (the device code is the same functors, compiled without FMA
-// contraction).
+// The optimizer update kernels: on a GPU the CUDA launchers of kernels/cuda/optimizer_update.h, given the
+// functor optim::update_rule makes and the state arrays dispatch_update passes (what the trainer's device
+// step launches), equal the executor's host step bit for bit over several steps with changing learning
+// rates, for every optimizer and option (the device code is the same functors, compiled without FMA
+// contraction). On the CPU: AMSGrad's running maximum. That update_rule's functors in a host loop equal
+// the host step is tests/device_optimizer_test.cc's.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "executor/device_optimizer.h"
 #include "executor/optimizer.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/optimizer_math.h"
@@ -23,6 +25,20 @@ using namespace onnxtrain;
 namespace om = onnxtrain::optimizer_math;
 
 namespace {
+
+TEST(OptimizerMath, AmsgradKeepsTheRunningMaximum) {
+  // hmax must never decrease, even when h does (a gradient that shrinks to zero).
+  const om::AdamUpdate f = om::adam_update(false, true, 0.01, 0.0, 0.9, 0.5, 1e-8, 0.0, 0);
+  float w = 1.0f, m = 0.0f, h = 0.0f, hmax = 0.0f;
+  f(w, 3.0f, m, h, hmax);
+  const float peak = hmax;
+  EXPECT_GT(peak, 0.0f);
+  f(w, 0.0f, m, h, hmax);
+  EXPECT_LT(h, peak);
+  EXPECT_EQ(hmax, peak);
+}
+
+#if ONNXTRAIN_WITH_CUDA
 
 constexpr int64_t kNumel = 1037;  // not a multiple of any vector width or block size: tails are covered
 constexpr int kSteps = 6;
@@ -62,46 +78,12 @@ std::vector<float> uniform(int64_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-// Calls fn with the functor of config c's update made after `count_before` updates at learning rate lr.
-template <typename Fn>
-void with_update(const OptimizerConfig& c, int64_t count_before, double lr, Fn&& fn) {
-  switch (c.kind) {
-    case OptimizerKind::sgd:
-      if (c.momentum == 0) return fn(om::sgd_plain_update(lr, c.weight_decay));
-      if (c.nesterov) return fn(om::sgd_nesterov_update(lr, c.weight_decay, c.momentum, c.dampening, count_before));
-      return fn(om::sgd_momentum_update(lr, c.weight_decay, c.momentum, c.dampening, count_before));
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      return fn(om::adam_update(c.kind == OptimizerKind::adamw, c.convention == AdamConvention::torch, lr,
-                                c.weight_decay, c.beta1, c.beta2, c.eps, c.post_update_decay, count_before));
-    case OptimizerKind::adagrad:
-      return fn(om::adagrad_update(lr, c.weight_decay, c.lr_decay, c.eps, count_before));
-  }
-  FAIL() << "unknown optimizer kind";
-}
-
 // The state arrays in Optimizer::state_names() order, as the executor creates them.
 std::vector<std::vector<float>> initial_states(const Optimizer& opt) {
-  const float init =
-      opt.config().kind == OptimizerKind::adagrad ? static_cast<float>(opt.config().initial_accumulator_value) : 0.0f;
-  return std::vector<std::vector<float>>(opt.state_names().size(), std::vector<float>(kNumel, init));
-}
-
-// Applies the functor f to every element, passing the state arrays in its order.
-template <typename F>
-void host_loop(const F& f, std::vector<float>& w, const std::vector<float>& g, std::vector<std::vector<float>>& s) {
-  for (size_t i = 0; i < w.size(); ++i) {
-    if constexpr (std::is_same_v<F, om::SgdUpdate>) {
-      f(w[i], g[i]);
-    } else if constexpr (std::is_same_v<F, om::AdamUpdate>) {
-      if (s.size() == 3)
-        f(w[i], g[i], s[0][i], s[1][i], s[2][i]);
-      else
-        f(w[i], g[i], s[0][i], s[1][i]);
-    } else {
-      f(w[i], g[i], s[0][i]);
-    }
-  }
+  std::vector<std::vector<float>> states;
+  for (const std::string& name : opt.state_names())
+    states.emplace_back(kNumel, optim::initial_state_value(opt.config(), name));
+  return states;
 }
 
 // Bitwise equality, naming the first differing element (NaN-safe and -0 aware, unlike ==).
@@ -127,42 +109,9 @@ struct ExecutorRun {
   }
 };
 
-TEST(OptimizerMath, FunctorsEqualTheExecutorStepBitForBit) {
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    const std::vector<float> w0 = uniform(kNumel, -1.0f, 1.0f, 7);
-    ExecutorRun executor(c.config, w0);
-    std::vector<float> w = w0;
-    std::vector<std::vector<float>> states = initial_states(executor.opt);
-    for (int k = 0; k < kSteps; ++k) {
-      const std::vector<float> g = uniform(kNumel, -2.0f, 2.0f, 100 + static_cast<uint32_t>(k));
-      executor.step(g, lr_at(k));
-      with_update(c.config, k, lr_at(k), [&](const auto& f) { host_loop(f, w, g, states); });
-      ASSERT_NO_FATAL_FAILURE(executor.expect_equal(w, states, c.name + " step " + std::to_string(k)));
-    }
-    // The weights moved: the comparison above is not between two untouched copies.
-    EXPECT_NE(std::bit_cast<uint32_t>(w[0]), std::bit_cast<uint32_t>(w0[0])) << c.name;
-  }
-}
-
-TEST(OptimizerMath, AmsgradKeepsTheRunningMaximum) {
-  // hmax must never decrease, even when h does (a gradient that shrinks to zero).
-  const om::AdamUpdate f = om::adam_update(false, true, 0.01, 0.0, 0.9, 0.5, 1e-8, 0.0, 0);
-  float w = 1.0f, m = 0.0f, h = 0.0f, hmax = 0.0f;
-  f(w, 3.0f, m, h, hmax);
-  const float peak = hmax;
-  EXPECT_GT(peak, 0.0f);
-  f(w, 0.0f, m, h, hmax);
-  EXPECT_LT(h, peak);
-  EXPECT_EQ(hmax, peak);
-}
-
 // --- on a GPU: the CUDA launchers against the executor's host step ---
 
 TEST(CudaOptimizerUpdate, LaunchersEqualTheHostStepBitForBit) {
-#if !ONNXTRAIN_WITH_CUDA
-  GTEST_SKIP() << "CUDA compiled out: no optimizer kernels built";
-#else
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   cuda::DeviceStream stream(0);
   const Stream ks = stream.kernel_stream(0);
@@ -187,18 +136,11 @@ TEST(CudaOptimizerUpdate, LaunchersEqualTheHostStepBitForBit) {
       const std::vector<float> g = uniform(kNumel, -2.0f, 2.0f, 200 + static_cast<uint32_t>(k));
       executor.step(g, lr_at(k));
       cuda::copy_to_device(dg.data(), g.data(), bytes, stream);
-      with_update(c.config, k, lr_at(k), [&](const auto& f) {
-        using F = std::decay_t<decltype(f)>;
-        if constexpr (std::is_same_v<F, om::SgdUpdate>) {
-          cuda::optimizer_update(f, w_dev, g_dev, kNumel, ks);
-        } else if constexpr (std::is_same_v<F, om::AdamUpdate>) {
-          if (ds.size() == 3)
-            cuda::optimizer_update(f, w_dev, g_dev, dev(0), dev(1), dev(2), kNumel, ks);
-          else
-            cuda::optimizer_update(f, w_dev, g_dev, dev(0), dev(1), kNumel, ks);
-        } else {
-          cuda::optimizer_update(f, w_dev, g_dev, dev(0), kNumel, ks);
-        }
+      std::vector<float*> arrays;
+      for (size_t j = 0; j < ds.size(); ++j) arrays.push_back(dev(j));
+      // The functor and state arrays the trainer's device step launches (executor/device_optimizer.h).
+      dispatch_update(optim::update_rule(c.config, k, lr_at(k)), arrays, [&](const auto& f, auto*... state) {
+        cuda::optimizer_update(f, w_dev, g_dev, state..., kNumel, ks);
       });
       cuda::copy_to_host(w.data(), dw.data(), bytes, stream);
       for (size_t s = 0; s < states.size(); ++s) cuda::copy_to_host(states[s].data(), ds[s].data(), bytes, stream);
@@ -206,7 +148,14 @@ TEST(CudaOptimizerUpdate, LaunchersEqualTheHostStepBitForBit) {
       ASSERT_NO_FATAL_FAILURE(executor.expect_equal(w, states, c.name + " step " + std::to_string(k)));
     }
   }
-#endif
 }
+
+#else  // CUDA compiled out
+
+TEST(CudaOptimizerUpdate, LaunchersEqualTheHostStepBitForBit) {
+  GTEST_SKIP() << "CUDA compiled out: no optimizer kernels built";
+}
+
+#endif
 
 }  // namespace
