@@ -4,6 +4,7 @@
 // optimizer state device-resident: uploaded once, stepped on the device, and downloaded on demand by
 // trained_initializers, checkpoints (state_tensors / restore) and seen by evaluate.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "executor/inference_session.h"
 #include "executor/trainer.h"
 #include "frontend/importer.h"
+#include "frontend/npy.h"
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/device_query.h"
@@ -54,6 +56,28 @@ TEST(CudaDevice, CommandLineRefusesAMalformedDevice) {
   const testing_support::CliRun r = run_cli(kTrainArgs + " --device gpu0 -o /dev/null");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--device gpu0: expected cpu, cuda or cuda:N"), std::string::npos) << r.output;
+}
+
+// `onnxtrain run --device cuda`: on a GPU the logits equal the stored expected ones (as on the CPU, within
+// float32 tolerance) and the benchmark line names the device; without one, the error says none is visible.
+TEST(CudaDevice, RunCommandOnCuda) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("onnxtrain_cuda_run_" + std::to_string(::getpid()))).string();
+  const testing_support::CliRun r = run_cli("run " + kModels + "cnn_opset17.onnx --input input=" + kModels +
+                                            "expected/fashion_batch3_input.npy -o " + dir + " --bench 2 --device cuda");
+  if (!gpu_visible()) {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("--device cuda: no CUDA device is visible"), std::string::npos) << r.output;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("bench: 2 runs on cuda:0"), std::string::npos) << r.output;
+  const Tensor got = read_npy(dir + "/logits.npy");
+  const Tensor expected = read_npy(kModels + "expected/cnn_opset17_logits.npy");
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  const std::vector<double> a = got.to_double(), b = expected.to_double();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 + 1e-3 * std::abs(b[i])) << "logit " << i;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaDevice, CommandLineNamesTheDevicesAPipelineNeeds) {
