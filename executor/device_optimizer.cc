@@ -50,6 +50,9 @@ void DeviceOptimizer::step(Optimizer& optimizer, std::span<const DeviceParamSlot
         arrays.push_back(dev[k].floats());
       }
       const optim::UpdateRule rule = optim::update_rule(c, s.step, lr);
+      // Set before the launch, not after the loop: when a later parameter throws, the ones updated so far
+      // have newer device states (and counted steps) that sync_to_host must still download.
+      host_stale_ = true;
       if (p.numel > 0) {
         dispatch_update(rule, arrays, [&](const auto& f, auto*... state) {
           cuda::optimizer_update(f, p.value, p.grad, state..., p.numel, kernel_stream);
@@ -60,7 +63,6 @@ void DeviceOptimizer::step(Optimizer& optimizer, std::span<const DeviceParamSlot
       throw Error("parameter '" + p.name + "': " + e.message());
     }
   }
-  host_stale_ = true;
   optimizer.count_step();
 #endif
 }

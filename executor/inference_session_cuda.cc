@@ -4,6 +4,7 @@
 // place (uploaded only when missing or stale). Compiled in every build; with CUDA compiled out a CUDA
 // session cannot be made.
 #include <algorithm>
+#include <exception>
 
 #include "executor/inference_session.h"
 #include "graph/error.h"
@@ -75,9 +76,29 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
   DeviceInitializerStore& store = *device_initializers_;
   const cuda::DeviceStream& stream = store.stream();
 
+  std::vector<DeviceValue> values(graph_.value_count());
+  // Kernels prepared for this run only (data-dependent nodes) live until the run's synchronisation:
+  // their enqueued work may read what they own (pinned constants, error flags), and freeing pinned
+  // memory right after the launch would either race with that work or stall the whole device.
+  std::vector<std::unique_ptr<Kernel>> per_run_kernels;
+  // Leaving by an exception: wait for the work already enqueued before its buffers, kernels and host
+  // tensors go (a second error, the sticky one of a failed kernel, is not the one to report).
+  struct DrainOnThrow {
+    const cuda::DeviceStream& stream;
+    int uncaught = std::uncaught_exceptions();
+    ~DrainOnThrow() {
+      if (std::uncaught_exceptions() <= uncaught) return;
+      try {
+        stream.synchronize();
+      } catch (...) {
+      }
+    }
+  };
+  std::map<std::string, Tensor> outputs;  // before `drain`: a download still in flight writes into it
+  DrainOnThrow drain{stream};
+
   // Initializers are device-resident: the store uploads one only at its first use or when its host copy
   // changed; the run reads (never writes) the store's copy in place.
-  std::vector<DeviceValue> values(graph_.value_count());
   for (ValueId id : graph_.initializers) {
     const Value& v = graph_.value(id);
     values[id.index] = {.buffer = {}, .dtype = v.data->dtype(), .sizes = v.data->sizes(),
@@ -99,7 +120,9 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
     Kernel& kernel = kernel_for_run(p, scratch, [&](ValueId in) {
       const DeviceValue& v = values[in.index];
       const Tensor* small = nullptr;
-      if (TensorDesc{v.dtype, v.sizes}.numel() <= 64) {
+      // Values the scratch graph already holds (initializers, values read back for an earlier node of this
+      // run) are not read back again: shape inference uses the data it has, and each read-back waits.
+      if (!scratch->value(in).data && TensorDesc{v.dtype, v.sizes}.numel() <= 64) {
         const size_t slot = std::find(node.inputs.begin(), node.inputs.end(), in) - node.inputs.begin();
         small_inputs[slot] = download_async(stream, v);
         stream.synchronize();
@@ -107,6 +130,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
       }
       return std::pair{v.sizes, small};
     }, per_run);
+    if (per_run) per_run_kernels.push_back(std::move(per_run));  // `kernel` still refers to it
 
     std::vector<TensorView> in_views, out_views;
     for (ValueId in : node.inputs) in_views.push_back(in.valid() ? values[in.index].view() : TensorView{});
@@ -134,7 +158,6 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
       if (in.valid() && last_use_[in.index] == i) values[in.index] = DeviceValue{};
   }
 
-  std::map<std::string, Tensor> outputs;
   if (device_outputs) device_outputs->clear();
   for (ValueId id : graph_.outputs) {
     const std::string& name = graph_.value(id).name;

@@ -25,7 +25,18 @@ struct NcclCommunicator::State {
   int rank = 0, size = 1, device = 0;
 
   ~State() {
-    if (ncclComm_t c = comm.exchange(nullptr)) ncclCommDestroy(c);  // a destructor reports nothing
+    // A destructor reports nothing. After an asynchronous failure (a peer died mid-collective) NCCL's
+    // contract is to abort the communicator: ncclCommDestroy would wait for operations that never end.
+    if (ncclComm_t c = comm.exchange(nullptr)) {
+      ncclResult_t async = ncclSuccess;
+      const bool failed = ncclCommGetAsyncError(c, &async) != ncclSuccess ||
+                          (async != ncclSuccess && async != ncclInProgress);
+      if (failed) {
+        ncclCommAbort(c);
+      } else {
+        ncclCommDestroy(c);
+      }
+    }
   }
   std::string describe() const {
     return "rank " + std::to_string(rank) + " of " + std::to_string(size) + " on cuda:" + std::to_string(device);
@@ -103,6 +114,20 @@ std::string join_ranks(const std::vector<int>& ranks) {
   std::string text;
   for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
   return text;
+}
+
+// The communicator of `state` for operation `op`, after checking that no earlier operation failed
+// asynchronously: enqueueing onto a communicator whose peer died would only hang at the next wait,
+// while the failure is known on the host (ncclCommGetAsyncError reads a flag, no synchronisation).
+ncclComm_t live_checked(const NcclCommunicator::State& state, const char* op) {
+  ncclComm_t comm = state.live(op);
+  ncclResult_t async = ncclSuccess;
+  ONNXTRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm, &async), comm, state.describe());
+  if (async != ncclSuccess && async != ncclInProgress) {
+    throw_nccl((std::string("an earlier NCCL operation (reported before ") + op + ")").c_str(), async, comm,
+               state.describe() + "; abort() this communicator");
+  }
+  return comm;
 }
 
 void check_peer(const NcclCommunicator::State& state, int peer, const char* role) {
@@ -221,21 +246,21 @@ std::string NcclCommunicator::describe() const { return state_->describe(); }
 bool NcclCommunicator::aborted() const { return state_->aborted.load(); }
 
 void NcclCommunicator::all_reduce_sum(float* data, std::size_t count, void* stream) {
-  ncclComm_t comm = state_->live("all_reduce_sum");
+  ncclComm_t comm = live_checked(*state_, "all_reduce_sum");
   ONNXTRAIN_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, static_cast<cudaStream_t>(stream)),
                        comm, state_->describe());
 }
 
 void NcclCommunicator::broadcast(void* data, std::size_t bytes, int root, void* stream) {
   check_peer(*state_, root, "broadcast root");
-  ncclComm_t comm = state_->live("broadcast");
+  ncclComm_t comm = live_checked(*state_, "broadcast");
   ONNXTRAIN_NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclInt8, root, comm, static_cast<cudaStream_t>(stream)), comm,
                        state_->describe());
 }
 
 void NcclCommunicator::send(int peer, const void* data, std::size_t bytes, void* stream) {
   check_peer(*state_, peer, "send to rank");
-  ncclComm_t comm = state_->live("send");
+  ncclComm_t comm = live_checked(*state_, "send");
   ONNXTRAIN_NCCL_CHECK(
       ncclSend(data, bytes, ncclInt8, peer, comm, static_cast<cudaStream_t>(stream)), comm,
       state_->describe() + ", sending " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer));
@@ -243,7 +268,7 @@ void NcclCommunicator::send(int peer, const void* data, std::size_t bytes, void*
 
 void NcclCommunicator::recv(int peer, void* data, std::size_t bytes, void* stream) {
   check_peer(*state_, peer, "recv from rank");
-  ncclComm_t comm = state_->live("recv");
+  ncclComm_t comm = live_checked(*state_, "recv");
   ONNXTRAIN_NCCL_CHECK(
       ncclRecv(data, bytes, ncclInt8, peer, comm, static_cast<cudaStream_t>(stream)), comm,
       state_->describe() + ", receiving " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer));

@@ -35,7 +35,9 @@
 // string, ncclGetLastError's text and this rank ("rank 1 of 4 on cuda:1"). Asynchronous failures
 // (a peer died mid-collective) surface when the stream is synchronised, or as a hang: call abort() (from
 // the thread that owns the communicator, or another one while the owner waits on its stream) to tear
-// the communicator down; later calls then throw. Construction without a usable GPU throws on EVERY rank
+// the communicator down; later calls then throw. Once NCCL has recorded an asynchronous failure
+// (ncclCommGetAsyncError), the next operation throws it instead of enqueueing onto the broken
+// communicator, and the destructor aborts instead of destroying (which would wait forever). Construction without a usable GPU throws on EVERY rank
 // of the bootstrap group (the ranks first agree over the host communicator), naming the ranks that
 // have none, instead of leaving the others waiting.
 #pragma once
