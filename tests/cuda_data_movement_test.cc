@@ -326,6 +326,61 @@ TEST(CudaDataMovementIndex, ConcatAndSplitBlocksPlaceEveryPart) {
   }
 }
 
+// Emulates what copy_block enqueues for `kind`: one 1-D copy, one 2-D copy, or one 1-D copy per row.
+void apply_as_enqueued(const BlockCopy& b, BlockCopyKind kind, const int* src, int* dst) {
+  if (kind == BlockCopyKind::Empty) return;
+  if (kind == BlockCopyKind::Flat) {
+    std::memcpy(dst + b.dst_offset, src + b.src_offset, b.rows * b.width * sizeof(int));
+    return;
+  }
+  apply(b, src, dst);  // Pitched and RowByRow move the same rows
+}
+
+// cudaMemcpy2DAsync refuses pitches over 2^31 - 1 bytes: a Concat or Split along axis 0 (one row whose
+// pitch is the whole tensor) or with rows over 2 GiB apart must take the 1-D copies, which move the same
+// elements as the 2-D one would.
+TEST(CudaDataMovementIndex, BlockCopiesAvoidPitchesCudaRefuses) {
+  // axis 0 of a 6 GiB float32 tensor: one row each, pitch 6 GiB -> a single 1-D copy
+  const int64_t g = int64_t{1} << 30;
+  for (const BlockCopy& b : concat_blocks(1, 1, {g / 2, g, g / 2}))
+    EXPECT_EQ(block_copy_kind(b, 4), BlockCopyKind::Flat);
+  // two rows of 4 GiB (float32) in the output: per-row copies; the same small shape fits the 2-D call
+  for (const BlockCopy& b : concat_blocks(2, 1, {g / 2, g / 2}))
+    EXPECT_EQ(block_copy_kind(b, 4), BlockCopyKind::RowByRow);
+  for (const BlockCopy& b : split_blocks(2, 1, {g / 2, g / 2}))
+    EXPECT_EQ(block_copy_kind(b, 4), BlockCopyKind::RowByRow);
+  for (const BlockCopy& b : concat_blocks(2, 1, {3, 5})) EXPECT_EQ(block_copy_kind(b, 4), BlockCopyKind::Pitched);
+  // exactly at the limit still fits, one byte more does not
+  EXPECT_EQ(block_copy_kind({2, 1, 1, kMaxCopyPitchBytes, 0, 0}, 1), BlockCopyKind::Pitched);
+  EXPECT_EQ(block_copy_kind({2, 1, 1, kMaxCopyPitchBytes + 1, 0, 0}, 1), BlockCopyKind::RowByRow);
+  EXPECT_EQ(block_copy_kind({0, 4, 4, 8, 0, 0}, 4), BlockCopyKind::Empty);
+  EXPECT_EQ(block_copy_kind({3, 0, 0, 8, 0, 4}, 4), BlockCopyKind::Empty);
+  // a part that is the whole of the inner dims of its rows on both sides is contiguous: one 1-D copy
+  EXPECT_EQ(block_copy_kind({3, 4, 4, 4, 0, 0}, 4), BlockCopyKind::Flat);
+
+  // Whatever the kind, the enqueued copies place every part where the naive concat puts it.
+  const int64_t outer = 3, inner = 2;
+  for (const Ints& axis_sizes : {Ints{2, 0, 3, 1}, Ints{4}, Ints{1, 1}}) {
+    int64_t total = 0;
+    for (int64_t s : axis_sizes) total += s;
+    for (int64_t rows : {int64_t{1}, outer}) {
+      std::vector<std::vector<int>> parts;
+      int next = 0;
+      for (int64_t s : axis_sizes) {
+        parts.emplace_back(rows * s * inner);
+        for (int& v : parts.back()) v = next++;
+      }
+      std::vector<int> want(rows * total * inner, -1), got(want.size(), -1);
+      const std::vector<BlockCopy> blocks = concat_blocks(rows, inner, axis_sizes);
+      for (size_t p = 0; p < parts.size(); ++p) {
+        apply(blocks[p], parts[p].data(), want.data());
+        apply_as_enqueued(blocks[p], block_copy_kind(blocks[p], sizeof(int)), parts[p].data(), got.data());
+      }
+      EXPECT_EQ(got, want) << ::testing::PrintToString(axis_sizes) << " rows " << rows;
+    }
+  }
+}
+
 // --- registration (no device needed): every data-movement op has a "cuda" kernel for the dtypes the
 // reference kernel covers, or, with CUDA compiled out, none at all ---
 
@@ -416,6 +471,12 @@ std::vector<Case> gpu_cases() {
                    {},
                    {scalar(DType::Int64, 10), scalar(DType::Int64, -3), scalar(DType::Int64, -4)},
                    {{DType::Int64, {4}}}});
+  // i·0.1 is inexact in double: an FMA-contracted start + i·delta would round differently from the reference.
+  cases.push_back({"Range",
+                   11,
+                   {},
+                   {scalar(DType::Float64, 0.25), scalar(DType::Float64, 3.0), scalar(DType::Float64, 0.1)},
+                   {{DType::Float64, {28}}}});
   // byte copies, concat, split
   cases.push_back({"Reshape", 14, {}, {x, ints({-1, 10})}, {{f, {6, 10}}}});
   cases.push_back({"Flatten", 13, {{"axis", int64_t{2}}}, {h}, {{DType::Float16, {12, 5}}}});

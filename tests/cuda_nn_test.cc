@@ -145,6 +145,10 @@ TEST(CudnnDims, PadsToRankFourAndRefusesIntOverflow) {
   EXPECT_EQ(*cuda::cudnn_dims({2, 3, 7}), (std::vector<int>{2, 3, 7, 1}));
   EXPECT_EQ(*cuda::cudnn_dims({2, 3, 4, 5, 6}), (std::vector<int>{2, 3, 4, 5, 6}));
   EXPECT_FALSE(cuda::cudnn_dims({2, int64_t{1} << 33, 1, 1}).has_value());
+  // Each dim fits an int but the element count does not: the packed strides would overflow.
+  EXPECT_FALSE(cuda::cudnn_dims({1 << 16, 1 << 16, 1, 1}).has_value());
+  EXPECT_FALSE(cuda::cudnn_dims({0, 1 << 20, 1 << 12, 1}).has_value()) << "a zero size counts as 1, as cuDNN sees it";
+  EXPECT_TRUE(cuda::cudnn_dims({1 << 15, 1 << 15, 1, 1}).has_value());
   EXPECT_EQ(cuda::packed_strides({2, 3, 4, 5}), (std::vector<int>{60, 20, 5, 1}));
 }
 
@@ -631,6 +635,14 @@ TEST_F(CudaNnKernels, BatchNormalization) {
                   .domain = "ai.onnxtrain"},
                  training ? "grad training" : "grad frozen");
   }
+  // An empty batch: dScale and dBias are sums over nothing, zeros as the reference writes them.
+  const Tensor empty = r({0, 3, 5, 2});
+  expect_agree({.op = "BatchNormalizationGrad",
+                .attributes = {{"training_mode", int64_t{0}}},
+                .inputs = {empty, empty, scale, mean, var},
+                .outputs = {f32({0, 3, 5, 2}), f32({3}), f32({3})},
+                .domain = "ai.onnxtrain"},
+               "grad of an empty batch");
 }
 
 TEST_F(CudaNnKernels, Lrn) {

@@ -596,6 +596,12 @@ TEST_F(CudaReduceLossGpu, NormalisationsAndGradsMatchTheReference) {
                   .domain = "ai.onnxtrain"},
                  "LayerNormalizationGrad " + what);
   }
+  // Rows of no columns: Y is empty, but each row's Mean and InvStdDev are 0/0 = NaN in the reference.
+  expect_agree({.op = "LayerNormalization",
+                .attributes = {{"axis", int64_t{-1}}},
+                .inputs = {random_tensor(rng, {3, 0}), random_tensor(rng, {0}), random_tensor(rng, {0})},
+                .outputs = {{DType::Float32, {3, 0}}, {DType::Float32, {3, 1}}, {DType::Float32, {3, 1}}}},
+               "LayerNormalization of empty rows");
   for (const Ints& xs : {Ints{2, 3, 5, 4}, Ints{2, 2, 3000}}) {
     const Tensor x = random_tensor(rng, xs), scale = random_tensor(rng, {xs[1]}), b = random_tensor(rng, {xs[1]});
     const std::string what = ::testing::PrintToString(xs);

@@ -53,7 +53,19 @@ class CudnnBatchNorm final : public Kernel {
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const reference::BatchNormGeometry& g = layout_.g;
-    if (g.batch * g.features * g.inner == 0) return;
+    if (g.batch * g.features * g.inner == 0) {
+      // No elements (cuDNN takes none): Y and dX are empty, but the grad's dScale and dBias are per feature,
+      // sums over nothing, which the reference writes as zeros.
+      if (backward_ && g.features > 0) {
+        DeviceGuard guard(stream);
+        for (size_t i : {size_t{1}, size_t{2}}) {
+          if (float* sums = out_or_null(outputs, i)) {
+            ONNXTRAIN_CUDA_CHECK(cudaMemsetAsync(sums, 0, static_cast<size_t>(g.features) * 4, native_stream(stream)));
+          }
+        }
+      }
+      return;
+    }
     DeviceGuard guard(stream);
     if (backward_) {
       run_backward(stream, inputs, outputs);

@@ -105,11 +105,16 @@ inline CudnnWindow cudnn_window(const reference::WindowGeometry& w, WindowUse us
 }
 
 // (N,C,D1..Dn) sizes as a cuDNN tensor descriptor takes them: ints, rank at least 4 (trailing unit dims).
-// nullopt when a size does not fit an int.
+// nullopt when a size does not fit an int, or when the element count does: the descriptor's strides
+// (packed_strides) are ints too, and the outermost one is the count of the inner dims. The count is taken
+// with zero sizes as 1, as require_cudnn_dims hands them to cuDNN.
 inline std::optional<std::vector<int>> cudnn_dims(const std::vector<int64_t>& sizes, size_t min_rank = 4) {
   std::vector<int> dims;
+  int64_t count = 1;
   for (int64_t s : sizes) {
     if (!fits_int(s)) return std::nullopt;
+    count *= s == 0 ? 1 : s;  // both factors fit an int: no int64 overflow
+    if (!fits_int(count)) return std::nullopt;
     dims.push_back(static_cast<int>(s));
   }
   while (dims.size() < min_rank) dims.push_back(1);

@@ -11,13 +11,29 @@ namespace {
 
 using reference::kernel_fail;
 
-// Enqueues a block copy of elements `element` bytes wide (nothing when it moves no bytes).
+// Enqueues a block copy of elements `element` bytes wide (nothing when it moves no bytes), as
+// block_copy_kind says: 2-D copies only where cudaMemcpy2DAsync accepts the pitches.
 void copy_block(const BlockCopy& b, const void* src, void* dst, size_t element, cudaStream_t stream) {
-  if (b.rows == 0 || b.width == 0) return;
+  const BlockCopyKind kind = block_copy_kind(b, static_cast<int64_t>(element));
+  if (kind == BlockCopyKind::Empty) return;
   const auto* from = static_cast<const std::byte*>(src) + b.src_offset * element;
   auto* to = static_cast<std::byte*>(dst) + b.dst_offset * element;
-  ONNXTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(to, b.dst_pitch * element, from, b.src_pitch * element, b.width * element,
-                                         b.rows, cudaMemcpyDeviceToDevice, stream));
+  const size_t row_bytes = static_cast<size_t>(b.width) * element;
+  switch (kind) {
+    case BlockCopyKind::Flat:
+      ONNXTRAIN_CUDA_CHECK(
+          cudaMemcpyAsync(to, from, static_cast<size_t>(b.rows) * row_bytes, cudaMemcpyDeviceToDevice, stream));
+      return;
+    case BlockCopyKind::RowByRow:  // few rows: each is over 2 GiB apart
+      for (int64_t r = 0; r < b.rows; ++r) {
+        ONNXTRAIN_CUDA_CHECK(cudaMemcpyAsync(to + r * b.dst_pitch * element, from + r * b.src_pitch * element,
+                                             row_bytes, cudaMemcpyDeviceToDevice, stream));
+      }
+      return;
+    default:
+      ONNXTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(to, b.dst_pitch * element, from, b.src_pitch * element, row_bytes, b.rows,
+                                             cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 class ByteCopyKernel : public Kernel {

@@ -118,13 +118,16 @@ class ConstantOfShapeKernel : public Kernel {
   Tensor value_;
 };
 
-// out[i] = start + i * delta, in double for floating types like the reference.
+// out[i] = start + i * delta, in double for floating types like the reference. The product is rounded on
+// its own (__dmul_rn is never contracted into an FMA, which nvcc would otherwise make of a + i·b), so the
+// values equal the reference's bit for bit.
 template <typename T>
 __global__ void range_kernel(Scalar<T> start, Scalar<T> delta, T* out, int64_t n) {
   const T first = start.get(), step = delta.get();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
     if constexpr (std::is_floating_point_v<T>)
-      out[i] = static_cast<T>(static_cast<double>(first) + static_cast<double>(i) * static_cast<double>(step));
+      out[i] =
+          static_cast<T>(static_cast<double>(first) + __dmul_rn(static_cast<double>(i), static_cast<double>(step)));
     else
       out[i] = static_cast<T>(int64_t{first} + i * int64_t{step});
   }

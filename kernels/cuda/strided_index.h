@@ -315,6 +315,24 @@ struct BlockCopy {
   int64_t rows = 0, width = 0, src_pitch = 0, dst_pitch = 0, src_offset = 0, dst_offset = 0;
 };
 
+// cudaMemcpy2DAsync fails with cudaErrorInvalidPitchValue for a pitch above cudaDevAttrMaxPitch, which is
+// 2^31 - 1 bytes on every current GPU. A Concat/Split along axis 0 (outer == 1) of a tensor over 2 GiB
+// passes the whole tensor's row as the pitch, so such copies must not go through the 2-D call.
+inline constexpr int64_t kMaxCopyPitchBytes = 2147483647;
+
+// How copy_block enqueues a block copy of `element`-byte elements: nothing, one 1-D copy of rows·width
+// elements (the rows lie back to back in both tensors, or there is one row), one 2-D copy, or (a pitch
+// above kMaxCopyPitchBytes) one 1-D copy per row.
+enum class BlockCopyKind { Empty, Flat, Pitched, RowByRow };
+
+inline BlockCopyKind block_copy_kind(const BlockCopy& b, int64_t element) {
+  if (b.rows == 0 || b.width == 0) return BlockCopyKind::Empty;
+  if (b.rows == 1 || (b.src_pitch == b.width && b.dst_pitch == b.width)) return BlockCopyKind::Flat;
+  if (b.src_pitch * element > kMaxCopyPitchBytes || b.dst_pitch * element > kMaxCopyPitchBytes)
+    return BlockCopyKind::RowByRow;
+  return BlockCopyKind::Pitched;
+}
+
 // Concat of parts with `axis_sizes` along an axis of (outer, axis, inner) tensors: part i's block copy.
 inline std::vector<BlockCopy> concat_blocks(int64_t outer, int64_t inner, const std::vector<int64_t>& axis_sizes) {
   int64_t total = 0;
