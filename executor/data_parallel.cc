@@ -148,6 +148,7 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     }
   } else {
     comms_ = make_local_group(r, options_.timeout);
+    replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
   }
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
@@ -274,12 +275,14 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
         comms_[k]->abort(e.what());
       }
     };
-    std::vector<std::thread> workers;
-    for (int k = 1; k < r; ++k) workers.emplace_back(run, k);
+    // Replica 0 on this thread, the others on their own long-lived threads (their OpenMP pools and, on
+    // GPUs, their cuBLAS and cuDNN handles persist from step to step).
+    const std::function<void(int)> others = [&](int j) { run(j + 1); };
+    if (r > 1) replica_threads_->start(others);
     const int saved = omp_get_max_threads();
     run(0);
     omp_set_num_threads(saved);
-    for (std::thread& t : workers) t.join();
+    if (r > 1) replica_threads_->wait();
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
     for (float l : losses) loss += l;

@@ -32,6 +32,7 @@
 
 #include "executor/comm/comm.h"
 #include "executor/trainer.h"
+#include "executor/worker_threads.h"
 
 namespace onnxtrain {
 
@@ -106,6 +107,7 @@ class DataParallelTrainer {
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::unique_ptr<WorkerThreads> replica_threads_;  // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;
   Timing timing_;
 };

@@ -1,0 +1,67 @@
+#include "executor/worker_threads.h"
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+WorkerThreads::WorkerThreads(int count) : errors_(static_cast<size_t>(count)) {
+  threads_.reserve(static_cast<size_t>(count));
+  for (int k = 0; k < count; ++k) threads_.emplace_back([this, k] { loop(k); });
+}
+
+WorkerThreads::~WorkerThreads() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return running_ == 0; });
+    stopping_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void WorkerThreads::start(const std::function<void(int)>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ONNXTRAIN_CHECK(running_ == 0, "WorkerThreads::start while a task is still running: call wait() first");
+    task_ = &task;
+    running_ = size();
+    for (std::exception_ptr& e : errors_) e = nullptr;
+    ++generation_;
+  }
+  work_.notify_all();
+}
+
+void WorkerThreads::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [this] { return running_ == 0; });
+  task_ = nullptr;
+  for (const std::exception_ptr& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+void WorkerThreads::loop(int k) {
+  uint64_t seen = 0;
+  while (true) {
+    const std::function<void(int)>* task = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      task = task_;
+    }
+    std::exception_ptr error;
+    try {
+      (*task)(k);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      errors_[static_cast<size_t>(k)] = error;
+      if (--running_ == 0) done_.notify_all();
+    }
+  }
+}
+
+}  // namespace onnxtrain
