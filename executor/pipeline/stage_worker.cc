@@ -132,7 +132,9 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   backward_reads_[0] = reads_input(b, config_.input);
   backward_reads_[1] = reads_input(b, config_.labels);
   forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels, config_.device);
-  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels, config_.device);
+  // On a GPU both sessions share one store of device initializers (one copy of the stage's weights).
+  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels, config_.device,
+                                                         forward_session_->device_initializers());
 }
 
 void StageWorker::begin_round(const PipelineRound& round) {
