@@ -28,7 +28,20 @@ void launch(const Fn& fn, float* w, const float* g, int64_t n, const Stream& str
   ONNXTRAIN_CUDA_CHECK_LAUNCH("optimizer_kernel");
 }
 
+__global__ void scale_kernel(float* __restrict__ g, double factor, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    g[i] = static_cast<float>(static_cast<double>(g[i]) * factor);
+}
+
 }  // namespace
+
+void scale_gradient(float* g, double factor, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  DeviceGuard guard(stream);
+  scale_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(g, factor, n);
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("scale_kernel");
+}
 
 void optimizer_update(const optimizer_math::SgdUpdate& f, float* w, const float* g, int64_t n, const Stream& stream) {
   launch(f, w, g, n, stream);

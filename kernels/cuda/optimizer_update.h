@@ -1,5 +1,6 @@
-// CUDA launchers of the optimizer updates: one grid-stride kernel per functor of kernels/optimizer_math.h,
-// over device pointers on a Stream's device, enqueued on its stream without synchronising the host. The
+// CUDA launchers of the optimizer updates (and of the weighting of a data-parallel replica's gradient):
+// one grid-stride kernel per functor of kernels/optimizer_math.h, over device pointers on a Stream's
+// device, enqueued on its stream without synchronising the host. The
 // functors are the ones executor/optim/*.cc run on the host (the .cu file is compiled with --fmad=false),
 // so a device update equals the host update bit for bit. executor/device_optimizer.cc calls them for a
 // Trainer's device-resident weights (with CUDA compiled out there is no definition, and no caller can be
@@ -29,5 +30,9 @@ void optimizer_update(const optimizer_math::AdamUpdate& f, float* w, const float
                       float* max_exp_avg_sq, int64_t n, const Stream& stream);
 void optimizer_update(const optimizer_math::AdagradUpdate& f, float* w, const float* g, float* sum, int64_t n,
                       const Stream& stream);
+
+// g[i] = float(double(g[i]) · factor) over n floats: a data-parallel replica's gradient weighted by its
+// share of the mini-batch before the all-reduce, rounded as the host path rounds it.
+void scale_gradient(float* g, double factor, int64_t n, const Stream& stream);
 
 }  // namespace onnxtrain::cuda
