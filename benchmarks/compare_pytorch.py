@@ -21,6 +21,7 @@ the median of the repeats and, in brackets, their min-max.
     benchmarks/compare_pytorch.py --profile --models resnet:32 --threads 1  # + per-op profiles of both
     benchmarks/compare_pytorch.py --device cuda --models resnet:64 --threads 1   # both on cuda:0 (gpu-check.sh)
     benchmarks/compare_pytorch.py --device cuda --tf32 ...   # both with TF32 tensor cores (default: neither)
+    benchmarks/compare_pytorch.py --binary /tmp/onnxtrain-gpu-bundle/onnxtrain ...   # an executable outside a build
 
 The default interpreter for torch is Debian's /usr/bin/python3 (torch 1.13), the one the fixture scripts
 use. This script itself needs only the standard library; the worker (this file run with --torch-worker
@@ -230,6 +231,8 @@ def fmt_rates(values):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="onnxtrain build folder (default build/)")
+    p.add_argument("--binary", help="the onnxtrain executable to time, instead of the one under --build "
+                                    "(tools/gpu-check.sh --bundle passes its prebuilt one)")
     p.add_argument("--python", default=DEFAULT_PYTHON, help="interpreter with torch (default %s)" % DEFAULT_PYTHON)
     p.add_argument("--models", default="cnn:64,resnet:32", help="NAME:BATCH,... of cnn, mlp, resnet")
     p.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
@@ -257,7 +260,7 @@ def main():
         torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device, args.tf32)
         return
 
-    binary = find_onnxtrain(os.path.abspath(args.build))
+    binary = find_onnxtrain(os.path.abspath(args.build), args.binary)
     configs = [(n, b, int(t)) for n, b in parse_models(args.models) for t in args.threads.split(",")]
     rows, torch_version = [], None
     print("onnxtrain: %s\ntorch: %s; %d repeats, %d warm-up steps; load average %s" %
