@@ -1,5 +1,9 @@
 #include "executor/data_parallel.h"
 
+#if ONNXTRAIN_WITH_CUDA
+#include "kernels/cuda/optimizer_update.h"
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -150,6 +154,17 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     comms_ = make_local_group(r, options_.timeout);
     replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
   }
+  if (options_.trainer.device.kind == DeviceKind::Cuda) {
+    timing_.on_devices = true;
+    timing_.buckets = 1;
+    if (options_.world) {
+      nccl_.push_back(std::make_unique<NcclCommunicator>(*options_.world, options_.trainer.device.index));
+    } else {
+      std::vector<int> devices;
+      for (int k = 0; k < r; ++k) devices.push_back(options_.trainer.device.index + k);
+      nccl_ = NcclCommunicator::create_local(devices);
+    }
+  }
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
 }
@@ -162,11 +177,47 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Ten
   const bool mean = options_.trainer.loss.reduction == LossReduction::Mean;
   const auto [begin, end] = micro_batch_rows(rows, r, k);
   const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
+  if (!nccl_.empty()) return device_replica_step(local, slice_rows(x, begin, end), slice_rows(y, begin, end), weight);
   float loss = 0;
   const std::map<std::string, Tensor> reduced =
       reduce_gradients(local, comm, slice_rows(x, begin, end), slice_rows(y, begin, end), weight, loss);
   replicas_[local]->apply_gradients(reduced);
   return loss;
+}
+
+float DataParallelTrainer::device_replica_step(int local, const Tensor& x, const Tensor& y, double weight) {
+#if !ONNXTRAIN_WITH_CUDA
+  (void)local, (void)x, (void)y, (void)weight;
+  throw Error("data parallelism on GPUs needs CUDA support: this onnxtrain was built without it");
+#else
+  Trainer& replica = *replicas_[local];
+  NcclCommunicator& nccl = *nccl_[local];
+  float loss = 0;
+  std::map<std::string, DeviceTensor> grads = replica.forward_backward_on_device(x, y, &loss);
+  const cuda::DeviceStream& stream = replica.device_stream();
+  int64_t bytes = 0;
+  try {
+    if (weight != 1.0)
+      for (auto& [name, g] : grads) cuda::scale_gradient(g.floats(), weight, g.numel(), stream.kernel_stream(0));
+    NcclGroup group;  // one launch for every parameter, in the same (name) order on every replica
+    for (auto& [name, g] : grads) {
+      nccl.all_reduce_sum(g.floats(), static_cast<size_t>(g.numel()), stream.handle());
+      bytes += g.numel() * static_cast<int64_t>(sizeof(float));
+    }
+  } catch (const std::exception&) {
+    for (auto& c : nccl_) c->abort();  // the other replicas' collectives would wait forever: tear them down
+    throw;
+  }
+  replica.apply_device_gradients(grads);  // enqueued after the all-reduce on the same stream
+  if (local == 0) timing_.allreduce_bytes_per_step = bytes;
+  loss = static_cast<float>(loss * weight);
+  if (options_.world) {
+    std::vector<float> total{loss};
+    options_.world->all_reduce_sum(total, "step " + std::to_string(replica.step()) + ", loss all-reduce");
+    loss = total[0];
+  }
+  return loss;
+#endif
 }
 
 std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, Communicator& comm, const Tensor& x,

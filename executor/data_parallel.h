@@ -20,6 +20,13 @@
 // from rank 0; the gradients (and the loss, as one extra element) are summed by world->all_reduce_sum
 // in rank order, so R processes compute exactly what R replica threads compute; BatchNorm statistics
 // are broadcast from rank 0 after each step.
+//
+// On GPUs (`--device cuda`: replica threads on cuda:N..N+R-1, or one process per GPU) the gradients never
+// leave the devices: each replica keeps them in device memory, weighs them by its rows, and NCCL sums
+// them in place (executor/comm/nccl_comm.h; one group of all-reduces per step, after the backward
+// pass: --bucket-mb does not apply), then every replica steps its device-resident weights. NCCL adds in
+// its own order, so GPU replicas agree with each other exactly but with one GPU replica only to float32
+// rounding. The loss is summed on the host.
 #pragma once
 
 #include <chrono>
@@ -31,6 +38,7 @@
 #include <vector>
 
 #include "executor/comm/comm.h"
+#include "executor/comm/nccl_comm.h"
 #include "executor/trainer.h"
 #include "executor/worker_threads.h"
 
@@ -84,6 +92,7 @@ class DataParallelTrainer {
     double step_seconds = 0, allreduce_seconds = 0;
     int buckets = 1;
     int64_t allreduce_bytes_per_step = 0;
+    bool on_devices = false;  // NCCL on the GPUs: asynchronous, so allreduce_seconds is not measured
   };
   const Timing& timing() const { return timing_; }
   int global_replicas() const { return options_.world ? options_.world->size() : replicas(); }
@@ -99,6 +108,9 @@ class DataParallelTrainer {
   // along across processes. Returns the reduced gradients by parameter and sets `loss` to the reduced one.
   std::map<std::string, Tensor> reduce_gradients(int local, Communicator& comm, const Tensor& x, const Tensor& y,
                                                  double weight, float& loss);
+  // The GPU step of replica `local`: device gradients weighed, all-reduced by NCCL, applied on the
+  // device. Returns the replica's row-weighted loss (summed over the processes across processes).
+  float device_replica_step(int local, const Tensor& x, const Tensor& y, double weight);
   std::vector<std::vector<std::string>> buckets_;  // parameters per bucket, in gradient order
   std::map<std::string, int64_t> parameter_numels_;  // trained initializers' element counts, by name
 
@@ -107,6 +119,7 @@ class DataParallelTrainer {
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
   std::unique_ptr<WorkerThreads> replica_threads_;  // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;
   Timing timing_;

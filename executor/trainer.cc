@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/op_schema.h"
 #include "kernels/kernel.h"
 
 namespace onnxtrain {
@@ -64,6 +65,26 @@ void seed_or_disable_dropout(Graph& g, uint64_t seed, bool dropout) {
     const auto model_seed = static_cast<uint64_t>(n.attr_int("seed", 0));
     n.attributes["seed"] = static_cast<int64_t>(random_stream_seed(seed ^ model_seed, position++));
   }
+}
+
+// fp16 loss scaling: a float32 scalar graph input `loss_scale` (named into `input`) and the value
+// loss·loss_scale, which the training graph minimises, so every gradient comes out multiplied by the scale
+// (the backward pass in float16 keeps small gradients representable). An input, not a constant, so the
+// scale can change between steps and constant folding never bakes it in. Returns the product's name.
+std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
+  input = unique_name(g, "loss_scale");
+  ValueId scale = g.add_value({.name = input, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Input});
+  g.inputs.push_back(scale);
+  const std::string name = unique_name(g, g.value(loss).name + "_scaled");
+  ValueId scaled = g.add_value({.name = name});
+  auto it = g.info.opsets.find("");
+  NodeId node = g.add_node({.name = name,
+                            .op_type = "Mul",
+                            .opset = std::max(it == g.info.opsets.end() ? 17 : it->second, 13),
+                            .inputs = {loss, scale},
+                            .outputs = {scaled}});
+  infer_node(g, node, *OpRegistry::builtin().find("", "Mul"));
+  return name;
 }
 
 int64_t argmax_row(std::span<const float> row) {
@@ -177,9 +198,19 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   batch_norm_to_training_mode(forward_);
   seed_or_disable_dropout(forward_, options_.seed, options_.dropout);
   loss_ = attach_loss(forward_, options_.loss);
-  training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = loss_.loss}));
-  session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
+  if (options_.precision == Precision::fp16 && options_.device.kind == DeviceKind::Cuda) {
+    throw Error("--precision fp16 on cuda needs the loss scaler on the device: not implemented yet; use bf16");
+  }
+  apply_mixed_precision(forward_, options_.precision);
+  // Evaluation computes in the same precision; it never scales its loss.
   eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
+  std::string minimised = loss_.loss;
+  if (options_.precision == Precision::fp16) {
+    scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+    minimised = attach_loss_scale(forward_, loss_.loss_value, loss_scale_input_);
+  }
+  training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = minimised}));
+  session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
   // their initializer Tensors on the host, and so their names).
   device_initializers_ = session_->device_initializers();
@@ -215,6 +246,11 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
 std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
   std::map<std::string, Tensor> inputs{{input_, x}};
   if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
+  if (scaler_) {
+    Tensor scale(DType::Float32, {});
+    scale.data<float>()[0] = static_cast<float>(scaler_->scale());
+    inputs[loss_scale_input_] = scale;
+  }
   session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
   return inputs;
 }
@@ -250,31 +286,71 @@ void Trainer::step_on_device(const std::map<std::string, const float*>& gradient
   device_optimizer_->step(optimizer_, params);
 }
 
-float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
+void Trainer::require_device(const char* what) const {
+  if (!device_optimizer_) throw Error(std::string(what) + " needs a trainer on a CUDA device; this one is on " + options_.device.name());
+}
+
+const cuda::DeviceStream& Trainer::device_stream() const {
+  require_device("device_stream");
+  return device_initializers_->stream();
+}
+
+std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss) {
+  require_device("forward_backward_on_device");
   std::map<std::string, DeviceTensor> device_gradients;
   std::map<std::string, Tensor> out = session_->run(feed(x, y), gradient_outputs_, device_gradients);
   Graph& g = training_->graph;
-  std::map<std::string, const float*> gradients;
+  std::map<std::string, DeviceTensor> by_parameter;
   for (const Slot& s : slots_) {
-    const DeviceTensor& grad = device_gradients.at(s.gradient);
+    auto it = device_gradients.find(s.gradient);
     const int64_t numel = g.value(s.value).data->numel();
-    if (grad.dtype != DType::Float32 || grad.numel() != numel) {
-      throw Error("the gradient '" + s.gradient + "' has " + std::to_string(grad.numel()) + " elements, its parameter '" +
-                  s.name + "' " + std::to_string(numel));
+    if (it == device_gradients.end() || it->second.dtype != DType::Float32 || it->second.numel() != numel) {
+      throw Error("the gradient '" + s.gradient + "' of parameter '" + s.name + "' is not " + std::to_string(numel) +
+                  " float32 values on the device");
     }
-    gradients[s.name] = grad.floats();
+    by_parameter.emplace(s.name, std::move(it->second));
   }
-  // Enqueued after the run on the same stream; the gradient buffers return to the stream's cache when
-  // device_gradients goes, which stream order makes safe.
-  step_on_device(gradients);
   update_running_stats(out, x.sizes().at(0));
-  return out.at(loss_.loss).data<float>()[0];
+  if (loss) *loss = out.at(loss_.loss).data<float>()[0];
+  return by_parameter;
+}
+
+void Trainer::apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients) {
+  require_device("apply_device_gradients");
+  std::map<std::string, const float*> pointers;
+  for (const Slot& s : slots_) {
+    auto it = gradients.find(s.name);
+    if (it == gradients.end()) throw Error("apply_device_gradients: no gradient for '" + s.name + "'");
+    pointers[s.name] = it->second.floats();
+  }
+  // Enqueued on the stream after whatever produced the gradients; their buffers return to the stream's
+  // cache when the caller drops them, which stream order makes safe.
+  step_on_device(pointers);
+}
+
+float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
+  float loss = 0;
+  const std::map<std::string, DeviceTensor> gradients = forward_backward_on_device(x, y, &loss);
+  apply_device_gradients(gradients);
+  return loss;
 }
 
 float Trainer::train_step(const Tensor& x, const Tensor& y) {
   if (device_optimizer_) return train_step_on_device(x, y);
   std::map<std::string, Tensor> out = run_step(x, y);
   Graph& g = training_->graph;
+  if (scaler_) {
+    // GradScaler: unscale every gradient (in place: the run's own output buffers) and skip the optimizer
+    // step when any is inf/NaN. The forward pass ran, so the running statistics follow the batch as
+    // PyTorch's do.
+    bool finite = true;
+    for (const Slot& s : slots_) finite = LossScaler::unscale(out.at(s.gradient).data<float>(), scaler_->scale()) && finite;
+    scaler_->update(finite);
+    if (!finite) {
+      update_running_stats(out, x.sizes().at(0));
+      return out.at(loss_.loss).data<float>()[0];
+    }
+  }
   std::vector<ParamSlot> params;
   params.reserve(slots_.size());
   for (const Slot& s : slots_) {
@@ -288,7 +364,10 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
 std::map<std::string, Tensor> Trainer::gradients_of(const std::map<std::string, Tensor>& out, float* loss) const {
   if (loss) *loss = out.at(loss_.loss).data<float>()[0];
   std::map<std::string, Tensor> gradients;
-  for (const Slot& s : slots_) gradients[s.name] = out.at(s.gradient);
+  for (const Slot& s : slots_) {
+    gradients[s.name] = out.at(s.gradient);
+    if (scaler_) LossScaler::unscale(gradients[s.name].data<float>(), scaler_->scale());  // may hold inf/NaN
+  }
   return gradients;
 }
 
@@ -302,6 +381,10 @@ std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const T
 
 std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss,
                                                        const GradientCallback& on_gradient) {
+  if (scaler_ && on_gradient) {
+    throw Error("--precision fp16: gradients streamed during the backward pass are still loss-scaled; "
+                "data parallelism and pipelines support fp32 only");
+  }
   std::map<std::string, std::string> parameter_of;  // gradient output -> parameter
   for (const Slot& s : slots_) parameter_of[s.gradient] = s.name;
   InferenceSession::OutputCallback on_output;
@@ -386,8 +469,38 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
     std::memcpy(v.data->raw(), saved.raw(), static_cast<size_t>(saved.numel()) * dtype_size(saved.dtype()));
     if (device_initializers_) device_initializers_->mark_host_changed(v.name);
   }
-  optimizer_.load_state(optimizer_state);
+  std::map<std::string, Tensor> state = optimizer_state;
+  if (scaler_) {
+    auto take = [&](const std::string& key, DType dtype) {
+      auto it = state.find(key);
+      if (it == state.end() || it->second.dtype() != dtype || it->second.numel() != 1) {
+        throw Error("the saved state has no " + std::string(dtype_name(dtype)) + " scalar '" + key +
+                    "' (an fp16 run's loss scaler): it was not written by an fp16 run");
+      }
+      Tensor t = it->second;
+      state.erase(it);
+      return t;
+    };
+    const double scale = take("loss_scaler/scale", DType::Float64).data<double>()[0];
+    const int64_t tracker = take("loss_scaler/growth_tracker", DType::Int64).data<int64_t>()[0];
+    const int64_t skipped = take("loss_scaler/skipped_steps", DType::Int64).data<int64_t>()[0];
+    scaler_->restore(scale, tracker, skipped);
+  }
+  optimizer_.load_state(state);
   if (device_optimizer_) device_optimizer_->state_loaded();
+}
+
+std::map<std::string, Tensor> Trainer::loss_scaler_state() const {
+  std::map<std::string, Tensor> state;
+  if (!scaler_) return state;
+  Tensor scale(DType::Float64, {}), tracker(DType::Int64, {}), skipped(DType::Int64, {});
+  scale.data<double>()[0] = scaler_->scale();
+  tracker.data<int64_t>()[0] = scaler_->growth_tracker();
+  skipped.data<int64_t>()[0] = scaler_->skipped_steps();
+  state["loss_scaler/scale"] = scale;
+  state["loss_scaler/growth_tracker"] = tracker;
+  state["loss_scaler/skipped_steps"] = skipped;
+  return state;
 }
 
 Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {

@@ -42,9 +42,11 @@
 #include "executor/device_initializers.h"
 #include "executor/device_optimizer.h"
 #include "executor/inference_session.h"
+#include "executor/loss_scaler.h"
 #include "executor/optimizer.h"
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
+#include "graph/mixed_precision.h"
 
 namespace onnxtrain {
 
@@ -88,6 +90,12 @@ struct TrainerOptions {
   bool dropout = true;  // false: Dropout is the identity in training too (to compare with a framework
                         // whose generator differs)
   RunningVariance running_variance = RunningVariance::unbiased;
+  // Mixed precision (graph/mixed_precision.h): Conv, Gemm and MatMul compute in bfloat16/float16 in the
+  // training and the evaluation graphs; the parameters (master weights), their gradients and the optimizer
+  // stay float32. fp16 scales the loss dynamically (executor/loss_scaler.h); fp16 on a CUDA device is an
+  // Error for now (the scaler's unscale and finite check run on the host).
+  Precision precision = Precision::fp32;
+  LossScalerOptions loss_scaler;  // fp16 only
 };
 
 // A copy of `graph` (sharing its initializer Tensors) for evaluation: BatchNormalization in inference
@@ -116,6 +124,15 @@ class Trainer {
   using GradientCallback = std::function<void(const std::string& parameter, const Tensor& gradient)>;
   std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss,
                                                  const GradientCallback& on_gradient);
+  // On a CUDA device (Error otherwise): forward and backward of a batch that also updates the BatchNorm
+  // running statistics, every trained parameter's gradient left in device memory (by parameter name,
+  // ordered on device_stream()); `loss` receives the loss. With apply_device_gradients, the two halves of
+  // a step whose gradients are combined on the GPUs (data parallelism over NCCL).
+  std::map<std::string, DeviceTensor> forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss);
+  // One optimizer step on the device with these gradients (as forward_backward_on_device gives them).
+  void apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients);
+  // The stream of a CUDA trainer's sessions and optimizer step; Error on the CPU.
+  const cuda::DeviceStream& device_stream() const;
   // The trained parameters in the order the backward pass computes their gradients (the last layers'
   // first): the same for every replica of a model, so replicas can agree on all-reduce buckets.
   std::vector<std::string> gradient_order() const;
@@ -123,11 +140,19 @@ class Trainer {
   // returns them). Throws Error naming a missing or wrongly sized gradient.
   void apply_gradients(const std::map<std::string, Tensor>& gradients);
 
-  // Optimizer steps taken so far.
+  // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
+  // not count; see loss_scaler()).
   int64_t step() const { return optimizer_.global_step(); }
+  // The fp16 loss scaler; null for fp32 and bf16.
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  // The scaler's state as checkpoint tensors ("loss_scaler/scale" float64, "loss_scaler/growth_tracker" and
+  // "loss_scaler/skipped_steps" int64 scalars), to store beside Optimizer::state_tensors(); empty without a
+  // scaler. restore() takes them back from its optimizer_state argument.
+  std::map<std::string, Tensor> loss_scaler_state() const;
   // Puts the trainer where a run was after `step` steps: parameters and running statistics (by name;
   // every trained initializer must be given, with its dtype and size), the optimizer's state
-  // (Optimizer::state_tensors) and the Dropout run index. Throws Error naming what does not fit.
+  // (Optimizer::state_tensors) and the Dropout run index; for fp16 also the loss scaler's state
+  // (loss_scaler_state(), in optimizer_state, required then). Throws Error naming what does not fit.
   void restore(const std::map<std::string, Tensor>& initializers, const std::map<std::string, Tensor>& optimizer_state);
 
   struct Evaluation {
@@ -184,6 +209,7 @@ class Trainer {
                                          const InferenceSession::OutputCallback& on_output = {});
   std::map<std::string, Tensor> feed(const Tensor& x, const Tensor& y);
   float train_step_on_device(const Tensor& x, const Tensor& y);
+  void require_device(const char* what) const;  // Error unless on a CUDA device
   void step_on_device(const std::map<std::string, const float*>& gradients);
   // On a CUDA device: the device copies of the weights and the optimizer state (null on the CPU).
   std::shared_ptr<DeviceInitializerStore> device_initializers_;
@@ -192,6 +218,9 @@ class Trainer {
   std::map<std::string, Tensor> gradients_of(const std::map<std::string, Tensor>& out, float* loss) const;
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   std::vector<RunningStat> running_stats_;
+  // fp16: the scaler and the training graph's scalar input that multiplies the loss before the backward pass.
+  std::unique_ptr<LossScaler> scaler_;
+  std::string loss_scale_input_;
 };
 
 }  // namespace onnxtrain

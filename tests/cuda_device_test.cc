@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "executor/data_parallel.h"
 #include "executor/inference_session.h"
 #include "executor/trainer.h"
 #include "frontend/importer.h"
@@ -345,6 +346,44 @@ TEST(CudaDevice, RunningStatisticsReachTheDevice) {
   cpu.restore(trained, {{"global_step", Tensor::scalar_int64(3)}});
   const Trainer::Evaluation on_cpu = cpu.evaluate(val_x, val_y, 8);
   EXPECT_NEAR(on_gpu.loss, on_cpu.loss, 1e-3 * std::max(1.0, std::abs(on_cpu.loss)));
+}
+
+// --- data parallelism over NCCL (GPU only) ---
+
+// One replica over NCCL (an all-reduce of one rank is the identity) steps exactly as one trainer on the
+// same GPU: the device gradients, the weighting and the device step are wired as the single trainer's.
+TEST(CudaDevice, DataParallelOverNcclOnOneGpuEqualsOneTrainer) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel one_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel dp_model = import_model(kModels + "cnn_opset17.onnx");
+  Trainer one(one_model.graph, options_for("momentum", Device::cuda(0)));
+  DataParallelTrainer dp(dp_model.graph, {.trainer = options_for("momentum", Device::cuda(0)), .replicas = 1});
+  const std::map<std::string, Tensor> start = cloned(one.trained_initializers());
+  for (int s = 0; s < 4; ++s) {
+    auto [x, y] = batch_for(s, kCnnInput);
+    const float a = one.train_step(x, y), b = dp.train_step(x, y);
+    EXPECT_NEAR(b, a, 1e-6 * std::max(1.0f, std::abs(a))) << "step " << s;
+  }
+  EXPECT_TRUE(dp.timing().on_devices);
+  EXPECT_LT(relative_gap(dp.trained_initializers(), one.trained_initializers(), start), 1e-6);
+}
+
+// Two replicas on two GPUs follow two replicas on the CPU (NCCL sums in its own order: float32 rounding).
+TEST(CudaDevice, DataParallelOverNcclOnTwoGpusFollowsTheCpu) {
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  DataParallelTrainer cpu(cpu_model.graph, {.trainer = options_for("momentum", Device::cpu()), .replicas = 2});
+  DataParallelTrainer gpu(gpu_model.graph, {.trainer = options_for("momentum", Device::cuda(0)), .replicas = 2});
+  const std::map<std::string, Tensor> start = cloned(cpu.trained_initializers());
+  for (int s = 0; s < 6; ++s) {
+    auto [x, y] = batch_for(s, kCnnInput);
+    cpu.train_step(x, y);
+    gpu.train_step(x, y);
+  }
+  EXPECT_LT(relative_gap(gpu.trained_initializers(), cpu.trained_initializers(), start), 1e-2);
+  // Both replicas hold the same weights: every replica applied the same all-reduced gradient.
+  EXPECT_TRUE(same_bits(gpu.replica(0).trained_initializers(), gpu.replica(1).trained_initializers()));
 }
 
 }  // namespace

@@ -49,12 +49,21 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "
                   "stages and dp replica threads take consecutive GPUs from N (stage k on cuda:N+k); a process "
-                  "started by mpirun or torchrun takes cuda:N+LOCAL_RANK. A node without a CUDA kernel is an error "
+                  "started by mpirun or torchrun takes cuda:N+LOCAL_RANK. Weights and the optimizer step stay on the "
+                  "GPU; dp replicas all-reduce their gradients with NCCL. A node without a CUDA kernel is an error "
                   "before training starts, never a silent CPU fallback");
   cmd->add_flag("--tf32", o->tf32,
                 "cuda: let convolutions and matrix products use TF32 tensor cores (operands rounded to 10 mantissa "
                 "bits, about 1e-3 relative error, several times faster on Ampere and newer; PyTorch's allow_tf32). "
                 "Default: strict float32");
+  cmd->add_option("--precision", o->precision,
+                  "fp32 (the default) | bf16 | fp16: mixed precision as PyTorch's autocast. Conv, Gemm and MatMul "
+                  "read their operands cast to bfloat16/float16 and compute in it (float accumulation); biases, "
+                  "normalisation, softmax, losses, elementwise ops and the optimizer stay float32, and so do the "
+                  "weights (float32 master copies: the written model and checkpoints are float32). fp16 scales the loss "
+                  "dynamically (GradScaler: 65536 at first, halved and the step skipped when a gradient is inf/NaN, "
+                  "doubled after 2000 finite steps); bf16 needs no scaling. cuda: bf16 only for now; one device only")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");
@@ -95,7 +104,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", o->bucket_mb,
                   "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "
                   "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "
-                  "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit)")
+                  "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit). On GPUs "
+                  "NCCL all-reduces every gradient in one group after the backward pass and this option does not apply")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--comm-timeout", o->comm_timeout,
                   "runs over several processes (mpirun, torchrun): the longest any process waits for another, in "

@@ -4,8 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "kernels/cuda/cuda_runtime.h"
-#include "kernels/cuda/device_query.h"
+#include "tools/device_option.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -41,32 +40,12 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   t.device = device;
   t.seed = o.seed;
   t.running_variance = running_variance_from_name(o.running_variance);
+  t.precision = precision_from_name(o.precision);
   return t;
 }
 
 Device training_device(const TrainOptions& o, int devices, int local_rank, const std::string& what) {
-  if (o.device == "cpu") return Device::cpu();
-  int first = 0;
-  if (o.device != "cuda") {
-    const std::string index = o.device.rfind("cuda:", 0) == 0 ? o.device.substr(5) : "";
-    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 3) {
-      throw Error("--device " + o.device + ": expected cpu, cuda or cuda:N");
-    }
-    first = std::stoi(index);
-  }
-  first += local_rank;
-  const int visible = cuda::device_count();
-  if (visible == 0) {
-    throw Error("--device " + o.device + ": no CUDA device is visible (" + cuda::query_devices().unavailable_reason + ")");
-  }
-  if (first + devices > visible) {
-    const std::string needed = devices == 1 ? "cuda:" + std::to_string(first)
-                                            : "cuda:" + std::to_string(first) + "..cuda:" + std::to_string(first + devices - 1);
-    throw Error("--device " + o.device + (what.empty() ? "" : " with " + what) + " needs " + needed + ", but " +
-                std::to_string(visible) + " CUDA device" + (visible == 1 ? " is" : "s are") +
-                " visible (one device per stage or replica; set CUDA_VISIBLE_DEVICES or use fewer)");
-  }
-  return Device::cuda(first);
+  return device_option(o.device, devices, local_rank, what);
 }
 
 // --test-data: "" = the training source's own test split where it has one; "none" = no test pass.
@@ -102,6 +81,8 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
                       {"running_variance", o.running_variance},
                       {"normalize", o.normalize}};
   if (o.schedule != "constant") c["total_steps"] = total_steps;
+  // Only when not fp32, so checkpoints written before --precision existed still resume.
+  if (o.precision != "fp32") c["precision"] = o.precision;
   return c;
 }
 

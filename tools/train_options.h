@@ -23,6 +23,7 @@ struct TrainOptions {
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
   std::string strategy = "single", plan, spectrain_target = "sequential";

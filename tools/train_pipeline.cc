@@ -110,6 +110,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 }  // namespace
 
 int run_pipeline_training(const TrainOptions& o) {
+  if (o.precision != "fp32") {
+    throw Error("--precision " + o.precision + " with --strategy " + o.strategy +
+                ": data parallelism and pipelines train in fp32 only for now; use --strategy single");
+  }
   // Processes started together (mpirun, torchrun) share one world; run directly, there is none.
   const LaunchInfo launch = detect_launch();
   const std::unique_ptr<Communicator> world =
@@ -189,6 +193,12 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     throw Error("--replicas " + std::to_string(o.replicas) + " across " + std::to_string(ranks) +
                 " processes: one replica per process (leave --replicas out, or start " + std::to_string(o.replicas) + ")");
   }
+  // Threads place their stages or replicas on consecutive devices; a process uses its local rank's device (before
+  // the data is made: a missing GPU is reported at once).
+  const int devices_here = world ? 1 : pipeline ? o.stages : o.replicas;
+  const Device device = training_device(o, devices_here, world ? launch.local_rank : 0,
+                                        pipeline ? "--stages " + std::to_string(o.stages)
+                                                 : "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
     throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
@@ -204,11 +214,6 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   const std::string where = world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
   if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
-  // Threads place their stages or replicas on consecutive devices; a process uses its local rank's device.
-  const int devices_here = world ? 1 : pipeline ? o.stages : o.replicas;
-  const Device device = training_device(o, devices_here, world ? launch.local_rank : 0,
-                                        pipeline ? "--stages " + std::to_string(o.stages)
-                                                 : "--replicas " + std::to_string(o.replicas));
   if (!pipeline) {
     DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
                                               .replicas = world ? 1 : o.replicas,
@@ -243,6 +248,12 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
       const DataParallelTrainer::Timing& t = trainer.timing();
       if (rank != 0 || t.steps == 0) return;
       const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
+      if (t.on_devices) {
+        std::printf("data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
+                    "devices (%.2f MB per replica per step)\n",
+                    replicas, step_ms, t.allreduce_bytes_per_step / 1e6);
+        return;
+      }
       const double reduce_ms = 1e3 * t.allreduce_seconds / static_cast<double>(t.steps);
       std::printf("data parallel: %d replicas, %.2f ms per step, gradient all-reduce %.2f ms per step %s(%.1f%% of the "
                   "step, %.2f MB per replica per step%s; waiting for the slowest replica included)\n",

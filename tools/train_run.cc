@@ -81,6 +81,7 @@ int run_training(const TrainOptions& o) {
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
+  const Device device = training_device(o, 1);  // before the data is made: a missing GPU is reported at once
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
     throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
@@ -95,7 +96,7 @@ int run_training(const TrainOptions& o) {
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                                  : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
-  const TrainerOptions options = trainer_options(o, total_steps, training_device(o, 1));
+  const TrainerOptions options = trainer_options(o, total_steps, device);
   Trainer trainer(model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
 
@@ -113,7 +114,9 @@ int run_training(const TrainOptions& o) {
     check_checkpoint_matches(c, trainer.trained_initializers(), *path);
     trainer.restore(c.tensors, c.optimizer_state);
     step = c.step;
-    if (step != trainer.step() || c.next_epoch * per_epoch + c.next_batch != step) {
+    // fp16: a step skipped for inf/NaN gradients used its batch but made no optimizer step.
+    const int64_t skipped = trainer.loss_scaler() ? trainer.loss_scaler()->skipped_steps() : 0;
+    if (step != trainer.step() + skipped || c.next_epoch * per_epoch + c.next_batch != step) {
       throw Error("checkpoint " + *path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
                   std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
     }
@@ -123,6 +126,7 @@ int run_training(const TrainOptions& o) {
     TrainingCheckpoint c{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
                          .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
                          .optimizer_state = trainer.optimizer().state_tensors()};
+    c.optimizer_state.merge(trainer.loss_scaler_state());  // fp16: the scaler, for an exact resume
     return write_checkpoint(dir, c, static_cast<int>(o.keep_checkpoints));
   };
 
@@ -132,6 +136,11 @@ int run_training(const TrainOptions& o) {
     if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
   }
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (o.precision != "fp32") {
+    std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s\n", o.precision.c_str(),
+                 o.precision == "bf16" ? "bfloat16" : "float16",
+                 trainer.loss_scaler() ? ", dynamic loss scaling" : "");
+  }
   std::fprintf(stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
                o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
                static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
@@ -220,6 +229,10 @@ int run_training(const TrainOptions& o) {
     if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
+  if (const LossScaler* scaler = trainer.loss_scaler()) {
+    std::fprintf(stderr, "loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler->scale(),
+                 static_cast<long long>(scaler->skipped_steps()));
+  }
   write_trained_model(o.model, o.output, trainer.trained_initializers());
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
               o.output.c_str());

@@ -58,6 +58,14 @@ uint16_t float_to_half(float f) {
   return sign | static_cast<uint16_t>(magnitude >> 13);
 }
 
+// Round to nearest even, as PyTorch and the Cast kernels do (adding 0x7fff plus the kept bit's parity
+// carries into the kept bits exactly when the dropped half is above, or at with an odd kept bit).
+uint16_t float_to_bfloat16(float f) {
+  const uint32_t x = float_bits(f);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN stays NaN
+  return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
 int64_t saturate_to_int64(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
@@ -220,7 +228,7 @@ void write_from_double(Tensor& t, int64_t i, double v) {
       store(t, i, float_to_half(static_cast<float>(v)));
       break;
     case DType::BFloat16:
-      store(t, i, static_cast<uint16_t>(float_bits(static_cast<float>(v)) >> 16));
+      store(t, i, float_to_bfloat16(static_cast<float>(v)));
       break;
     case DType::Bool:
       store(t, i, static_cast<uint8_t>(v != 0));

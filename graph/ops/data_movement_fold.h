@@ -62,7 +62,7 @@ int64_t read_as_int64(const Tensor& t, int64_t i);  // floats truncate toward ze
 void write_from_double(Tensor& t, int64_t i, double v);
 void write_from_int64(Tensor& t, int64_t i, int64_t v);
 
-// Cast semantics of ONNX (C conversions; float → bfloat16 truncates as ONNX 1.12's reference does).
+// Cast semantics of ONNX (C conversions; float → float16/bfloat16 rounds to nearest even).
 // Fails on String and complex dtypes.
 Tensor cast_tensor(const Tensor& src, DType to);
 

@@ -1,5 +1,5 @@
 // Cast and CastLike between every pair of fixed-size dtypes, with the reference kernel's rounding (float →
-// integer truncates and saturates, NaN → 0; → float16 rounds to nearest even; → bfloat16 truncates; → bool
+// integer truncates and saturates, NaN → 0; → float16 and bfloat16 round to nearest even, once; → bool
 // is v != 0): one loop per (source, target) pair chosen at prepare time, split over the threads. float32
 // ↔ float16/bfloat16 use branch-free bit arithmetic the compiler vectorises instead of frexp/ldexp; a
 // cast to the same dtype is a memcpy where the reference kernel's round trip changes no bits.
@@ -65,10 +65,13 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>((sign >> 16) | select(mask_of(nan), 0x7e00u, nonsign));
 }
 
+// Round to nearest even: adding 0x7fff plus the kept low bit carries into the kept bits exactly when the
+// dropped half is above one half, or one half with an odd kept bit (infinity stays infinity).
 inline uint16_t float_to_bfloat16(float f) {
   const uint32_t w = float_bits(f);
   const bool nan = static_cast<int32_t>(w & 0x7fffffffu) > 0x7f800000;
-  return static_cast<uint16_t>(select(mask_of(nan), ((w >> 16) & 0x8000u) | 0x7fc0u, w >> 16));
+  const uint32_t rounded = (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>(select(mask_of(nan), ((w >> 16) & 0x8000u) | 0x7fc0u, rounded));
 }
 
 // A stored element as a C++ arithmetic value.
@@ -89,7 +92,11 @@ D convert(V v) {
       return {reference::double_to_half_bits(static_cast<double>(v))};
     }
   } else if constexpr (std::is_same_v<D, BFloat16Bits>) {
-    return {float_to_bfloat16(static_cast<float>(v))};
+    if constexpr (std::is_same_v<V, float>) {
+      return {float_to_bfloat16(v)};
+    } else {  // one rounding from the exact value, as the reference
+      return {reference::double_to_bfloat16_bits(static_cast<double>(v))};
+    }
   } else if constexpr (std::is_same_v<D, BoolByte>) {
     return {static_cast<uint8_t>(v != V(0) ? 1 : 0)};
   } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {

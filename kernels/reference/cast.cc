@@ -1,7 +1,7 @@
 // Reference kernels for Cast (`to`: a type name at opset 1, an ONNX type code from 6) and CastLike (the
 // dtype of a second input), between float32/float64/float16/bfloat16, the integer types and bool.
 // float → integer truncates toward zero like static_cast (NaN → 0, out-of-range saturates); → float16
-// rounds to nearest even; → bfloat16 truncates (ONNX 1.12's reference); → bool is `v != 0`.
+// and → bfloat16 round to nearest even, once (PyTorch's and CUDA's conversions); → bool is `v != 0`.
 #include <type_traits>
 
 #include "kernels/reference/cast_target.h"
@@ -28,7 +28,7 @@ D convert(V v) {
   if constexpr (std::is_same_v<D, HalfBits>) {
     return {double_to_half_bits(static_cast<double>(v))};
   } else if constexpr (std::is_same_v<D, BFloat16Bits>) {
-    return {float_to_bfloat16_bits(static_cast<float>(v))};
+    return {double_to_bfloat16_bits(static_cast<double>(v))};
   } else if constexpr (std::is_same_v<D, BoolByte>) {
     return {static_cast<uint8_t>(v != V(0) ? 1 : 0)};
   } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {

@@ -1,8 +1,10 @@
 // Conv, 1-D to 3-D (any number of spatial dims): X (N,C,D1..Dn), W (M,C/group,k1..kn), optional B (M).
-// Direct loops over output position, input channel of the group and kernel element.
+// Direct loops over output position, input channel of the group and kernel element. float32, float64, and
+// float16/bfloat16 (accumulating in double, the result rounded once: kernels/reference/half_float.h).
 #include <algorithm>
 
 #include "kernels/reference/conv_geometry.h"
+#include "kernels/reference/half_float.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/reference/window.h"
@@ -59,7 +61,7 @@ void conv_forward(const ConvGeometry& g, std::span<const TensorView> inputs, std
 }
 
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1, 2});
   const TensorDesc& x = spec.inputs[0];
   const TensorDesc& weight = require_input(spec, 1, "W");
   const TensorDesc& y = require_output(spec, 0, "Y");
@@ -67,7 +69,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   if (has_input(spec, 2) && spec.inputs[2].sizes != std::vector<int64_t>{g.out_channels}) {
     kernel_fail(spec, "B " + sizes_to_string(spec.inputs[2].sizes) + " must have one value per output channel");
   }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { conv_forward<T>(g, in, out); });
@@ -77,7 +79,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_conv_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Conv", kFloatDTypes, &make_conv));
+  registry.add(reference_entry("Conv", kFloatAndHalfDTypes, &make_conv));
 }
 
 }  // namespace onnxtrain

@@ -1,10 +1,12 @@
 // ConvGrad (ai.onnxtrain), 1-D to 3-D: from dY (N,M,O1..On), X (N,C,D1..Dn) and W (M,C/group,k1..kn) the
 // optional outputs dX, dW and dB (M). The loops of the Conv reference kernel, scattering instead of
 // gathering: every (output position, input channel, kernel element) pair that reads X[p]·W[k] adds
-// dY·W[k] to dX[p] and dY·X[p] to dW[k]; dB sums dY. Accumulates in double.
+// dY·W[k] to dX[p] and dY·X[p] to dW[k]; dB sums dY. Accumulates in double (also for float16/bfloat16,
+// whose results are rounded once: kernels/reference/half_float.h).
 #include <algorithm>
 
 #include "kernels/reference/conv_geometry.h"
+#include "kernels/reference/half_float.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/reference/window.h"
@@ -80,7 +82,7 @@ void conv_grad(const ConvGradGeometry& g, std::span<const TensorView> inputs, st
 
 std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   require_input_count(spec, 3, 3);
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1, 2});
   const TensorDesc& dy = spec.inputs[0];
   const TensorDesc& x = require_input(spec, 1, "X");
   const TensorDesc& weight = require_input(spec, 2, "W");
@@ -100,7 +102,7 @@ std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   if (g.dx) require_output(spec, 0, dtype, x.sizes);
   if (g.dw) require_output(spec, 1, dtype, weight.sizes);
   if (g.db) require_output(spec, 2, dtype, {g.out_channels});
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { conv_grad<T>(g, in, out); });
@@ -110,7 +112,7 @@ std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_conv_grad_kernels(KernelRegistry& registry) {
-  registry.add(reference_training_entry("ConvGrad", kFloatDTypes, &make_conv_grad));
+  registry.add(reference_training_entry("ConvGrad", kFloatAndHalfDTypes, &make_conv_grad));
 }
 
 }  // namespace onnxtrain

@@ -67,16 +67,30 @@ inline uint16_t double_to_half_bits(double v) {
 
 inline float bfloat16_bits_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
-// Truncates to bfloat16 as ONNX 1.12's Cast reference (and onnxtrain's constant folding) does; NaN stays NaN.
-inline uint16_t float_to_bfloat16_bits(float f) {
-  if (std::isnan(f)) return std::signbit(f) ? 0xffc0 : 0x7fc0;
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
+// Rounds to the nearest bfloat16, ties to even, from double (one rounding), as PyTorch, CUDA's
+// __float2bfloat16_rn and ONNX's reference from 1.13 do (1.12's truncated). Past the largest bfloat16 the
+// result is infinity; NaN stays NaN.
+inline uint16_t double_to_bfloat16_bits(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  if (std::isnan(v)) return sign | 0x7fc0;
+  if (std::isinf(v)) return sign | 0x7f80;
+  const double a = std::fabs(v);
+  if (a < 0x1p-126) return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p133));  // subnormal: units of 2^-133
+  int exponent = 0;
+  double mantissa = std::nearbyint(std::ldexp(std::frexp(a, &exponent), 8));  // 8 significant bits
+  if (mantissa == 256) {
+    mantissa = 128;
+    ++exponent;
+  }
+  const int biased = exponent - 1 + 127;
+  if (biased >= 255) return sign | 0x7f80;
+  return sign | static_cast<uint16_t>((biased << 7) | (static_cast<int>(mantissa) - 128));
 }
 
-// Stores v into element i of `view` as Pad's `value` attribute is stored: floats rounded (float16 to nearest
-// even, bfloat16 truncated, both from float32), integers through int64 (saturating) then wrapped to the
+inline uint16_t float_to_bfloat16_bits(float f) { return double_to_bfloat16_bits(f); }
+
+// Stores v into element i of `view` as Pad's `value` attribute is stored: floats rounded (float16 and
+// bfloat16 to nearest even, both from float32), integers through int64 (saturating) then wrapped to the
 // element type, uint64 0 outside [0, 2^64), bool v != 0.
 inline void store_double(const TensorView& view, int64_t i, double v) {
   auto store = [&](auto value) { static_cast<decltype(value)*>(view.data)[i] = value; };

@@ -1,7 +1,9 @@
 // Gemm: Y (M,N) = alpha·A'·B' + beta·C, A' = transA ? Aᵀ : A, B' = transB ? Bᵀ : B, the optional C
-// broadcast unidirectionally onto (M,N).
+// broadcast unidirectionally onto (M,N). float32/float64 and float16/bfloat16 (accumulating in double, the
+// result rounded once: kernels/reference/half_float.h).
 #include <algorithm>
 
+#include "kernels/reference/half_float.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -39,7 +41,7 @@ void gemm(const GemmGeometry& g, std::span<const TensorView> inputs, std::span<c
 }
 
 std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1, 2});
+  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1, 2});
   const TensorDesc& a = spec.inputs[0];
   const TensorDesc& b = require_input(spec, 1, "B");
   const TensorDesc& y = require_output(spec, 0, "Y");
@@ -67,7 +69,7 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
       kernel_fail(spec, "C " + sizes_to_string(c) + " does not broadcast to " + sizes_to_string(out));
     g.c_strides = broadcast_strides(c, out);
   }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { gemm<T>(g, in, out); });
@@ -77,7 +79,7 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_gemm_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Gemm", kFloatDTypes, &make_gemm));
+  registry.add(reference_entry("Gemm", kFloatAndHalfDTypes, &make_gemm));
 }
 
 }  // namespace onnxtrain

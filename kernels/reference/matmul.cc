@@ -1,8 +1,10 @@
 // MatMul with numpy's rules: a 1-D A is a row vector and a 1-D B a column vector (their added dim is
-// dropped from the result); the leading batch dims broadcast.
+// dropped from the result); the leading batch dims broadcast. float32/float64 and float16/bfloat16
+// (accumulating in double, the result rounded once: kernels/reference/half_float.h).
 #include <algorithm>
 #include <optional>
 
+#include "kernels/reference/half_float.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -40,7 +42,7 @@ void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::sp
 }
 
 std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
-  const DType dtype = require_same_float_dtype(spec, {0, 1});
+  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1});
   const std::vector<int64_t>& a = spec.inputs[0].sizes;
   const std::vector<int64_t>& b = require_input(spec, 1, "B").sizes;
   const TensorDesc& y = require_output(spec, 0, "Y");
@@ -66,7 +68,7 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
     kernel_fail(spec,
                 "Y is " + sizes_to_string(y.sizes) + ", expected " + sizes_to_string(expected) + " for " + operands);
   }
-  return make_float_kernel(spec, dtype, [&](auto zero) {
+  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
     return make_closure_kernel(
         [g](std::span<const TensorView> in, std::span<const TensorView> out) { matmul<T>(g, in, out); });
@@ -76,7 +78,7 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
 }  // namespace
 
 void register_reference_matmul_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("MatMul", kFloatDTypes, &make_matmul));
+  registry.add(reference_entry("MatMul", kFloatAndHalfDTypes, &make_matmul));
 }
 
 }  // namespace onnxtrain

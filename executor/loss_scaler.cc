@@ -1,0 +1,54 @@
+#include "executor/loss_scaler.h"
+
+#include <cmath>
+#include <string>
+
+#include "graph/error.h"
+
+namespace onnxtrain {
+
+void LossScalerOptions::validate() const {
+  if (!(init_scale > 0) || !std::isfinite(init_scale))
+    throw Error("loss scaler: init_scale must be positive and finite, got " + std::to_string(init_scale));
+  if (!(growth_factor > 1)) throw Error("loss scaler: growth_factor must be > 1, got " + std::to_string(growth_factor));
+  if (!(backoff_factor > 0 && backoff_factor < 1))
+    throw Error("loss scaler: backoff_factor must be in (0, 1), got " + std::to_string(backoff_factor));
+  if (growth_interval < 1) throw Error("loss scaler: growth_interval must be >= 1, got " + std::to_string(growth_interval));
+}
+
+LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(options.init_scale) { options_.validate(); }
+
+bool LossScaler::unscale(std::span<float> gradient, double scale) {
+  // GradScaler multiplies by the float32 reciprocal of the scale.
+  const float inverse = static_cast<float>(1.0 / scale);
+  bool finite = true;
+  for (float& g : gradient) {
+    g *= inverse;
+    finite = finite && std::isfinite(g);
+  }
+  return finite;
+}
+
+void LossScaler::update(bool finite) {
+  if (!finite) {
+    scale_ *= options_.backoff_factor;
+    growth_tracker_ = 0;
+    ++skipped_;
+    return;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    growth_tracker_ = 0;
+  }
+}
+
+void LossScaler::restore(double scale, int64_t growth_tracker, int64_t skipped) {
+  if (!(scale > 0) || !std::isfinite(scale) || growth_tracker < 0 || growth_tracker >= options_.growth_interval)
+    throw Error("loss scaler: cannot restore scale " + std::to_string(scale) + " with growth tracker " +
+                std::to_string(growth_tracker));
+  scale_ = scale;
+  growth_tracker_ = growth_tracker;
+  skipped_ = skipped;
+}
+
+}  // namespace onnxtrain

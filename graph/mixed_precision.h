@@ -1,0 +1,40 @@
+// Mixed-precision training as PyTorch's autocast does it, as a graph rewrite: the compute-bound ops
+// (Conv, Gemm, MatMul) read their operands cast to bfloat16 or float16, compute in that type (float
+// accumulation in the kernels) and their result is cast back to float32; everything else (normalisation,
+// softmax, losses, elementwise, the optimizer) stays float32, and so do the initializers: they are the
+// float32 master weights, and the Cast nodes' gradient rule brings their gradients back to float32.
+//
+//   attach_loss(graph, spec);
+//   MixedPrecisionReport r = apply_mixed_precision(graph, Precision::bf16);   // before build_training_graph
+//
+// Biases never enter half precision: Conv's B becomes a float32 Add after the cast back (B reshaped to
+// (M,1,..,1)), Gemm's C a float32 Add and its alpha/beta float32 Muls, so the only half ops are the three
+// above plus Cast, and their gradient rules emit only ConvGrad, Gemm, MatMul and data movement in half.
+// MatMul's batch axes must not broadcast (its gradient would sum over them, a ReduceSum in half): a linear
+// layer on a sequence, (..., M, K) × a static (K, N), runs as one (·, K) × (K, N) product between float32
+// Reshapes; any other MatMul whose batch sizes are not known equal (static, or the same symbol) stays float32.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace onnxtrain {
+
+enum class Precision { fp32, bf16, fp16 };
+
+// "fp32" | "bf16" | "fp16"; throws Error listing the choices.
+Precision precision_from_name(const std::string& name);
+std::string precision_name(Precision precision);
+// bfloat16 or float16 for bf16 / fp16; float32 for fp32.
+DType compute_dtype(Precision precision);
+
+struct MixedPrecisionReport {
+  std::vector<std::string> half_nodes;  // the nodes now computing in half, by name
+};
+
+// Rewrites `graph` in place (fp32: unchanged). Nodes whose float inputs are not all float32 are left alone.
+MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision);
+
+}  // namespace onnxtrain

@@ -1,0 +1,96 @@
+// `onnxtrain train --precision` as a user runs it: bf16 and fp16 runs write a float32 model (the input
+// model with trained values), fp16 checkpoints carry the loss scaler so a resumed run ends where an
+// uninterrupted one does, and the strategies that do not support mixed precision refuse it by name.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "frontend/importer.h"
+#include "tests/cli_run.h"
+
+namespace onnxtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::run_cli;
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+const std::string kArgs = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 16 " +
+                          "--validation 0 --test-data none --seed 3 ";
+
+const fs::path kScratch = fs::temp_directory_path() / ("onnxtrain_mixed_precision_cli_" + std::to_string(::getpid()));
+// Removes the scratch directory when the test program ends.
+const struct ScratchCleanup {
+  ~ScratchCleanup() {
+    std::error_code ignored;
+    fs::remove_all(kScratch, ignored);
+  }
+} kCleanup;
+
+fs::path scratch(const std::string& name) {
+  fs::create_directories(kScratch);
+  return kScratch / name;
+}
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(MixedPrecisionCli, Bf16RunWritesAFloat32Model) {
+  const fs::path out = scratch("bf16.onnx");
+  const auto r = run_cli(kArgs + "--precision bf16 --limit-batches 3 -o " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision bf16"), std::string::npos) << r.output;
+  const ImportedModel trained = import_model(out.string());
+  const ImportedModel input = import_model(kModels + "cnn_opset17.onnx");
+  // The same nodes as the input model (no Cast written back) and float32 initializers with new values.
+  EXPECT_EQ(trained.graph.node_count(), input.graph.node_count());
+  int changed = 0;
+  for (ValueId id : trained.graph.initializers) {
+    const Value& v = trained.graph.value(id);
+    EXPECT_EQ(v.dtype, DType::Float32) << v.name;
+    const Value& before = input.graph.value(*input.graph.find_value(v.name));
+    changed += std::memcmp(v.data->raw(), before.data->raw(), v.data->nbytes()) != 0;
+  }
+  EXPECT_EQ(changed, 8);  // every weight and bias of the 2 Conv and 2 Gemm layers trained
+}
+
+TEST(MixedPrecisionCli, Fp16ResumeMatchesAnUninterruptedRun) {
+  const fs::path whole = scratch("whole.onnx"), resumed = scratch("resumed.onnx"), dir = scratch("ckpt");
+  fs::remove_all(dir);
+  const std::string fp16 = kArgs + "--precision fp16 --limit-batches 2 ";
+  ASSERT_EQ(run_cli(fp16 + "--epochs 2 -o " + whole.string()).exit_code, 0);
+  const auto first = run_cli(fp16 + "--epochs 1 --checkpoint-dir " + dir.string() + " --checkpoint-every 2 -o " +
+                             scratch("half.onnx").string());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_cli(fp16 + "--epochs 2 --checkpoint-dir " + dir.string() + " --resume -o " + resumed.string());
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  EXPECT_EQ(bytes_of(whole), bytes_of(resumed));
+  // Another precision cannot resume the fp16 run.
+  const auto other = run_cli(kArgs + "--precision bf16 --limit-batches 2 --epochs 3 --checkpoint-dir " + dir.string() +
+                             " --resume -o " + scratch("other.onnx").string());
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("precision"), std::string::npos) << other.output;
+}
+
+TEST(MixedPrecisionCli, UnsupportedCombinationsAreRefusedByName) {
+  const auto dp = run_cli(kArgs + "--precision bf16 --strategy dp --replicas 2 -o " + scratch("dp.onnx").string());
+  EXPECT_NE(dp.exit_code, 0);
+  EXPECT_NE(dp.output.find("--precision bf16 with --strategy dp"), std::string::npos) << dp.output;
+  const auto ps = run_cli(kArgs + "--precision fp16 --strategy ps --replicas 2 -o " + scratch("ps.onnx").string());
+  EXPECT_NE(ps.exit_code, 0);
+  EXPECT_NE(ps.output.find("--precision fp16"), std::string::npos) << ps.output;
+  const auto bad = run_cli(kArgs + "--precision fp8 -o " + scratch("bad.onnx").string());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("fp8"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace onnxtrain
