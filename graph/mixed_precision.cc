@@ -54,6 +54,22 @@ class Rewriter {
     return a.rank_known && b.rank_known && a.rank() >= 3 && b.rank() == 2 && b.is_static();
   }
 
+  // Node `id` now reads its two operands `x` and `w` cast to half and writes a new half value (returned)
+  // in place of y, inferred; the caller casts it back and writes y.
+  ValueId compute_in_half(NodeId id, ValueId x, ValueId w, ValueId y, const std::string& base) {
+    const ValueId a = cast(x, base + "/autocast_in0");
+    const ValueId b = cast(w, base + "/autocast_in1");
+    const ValueId half_out = graph_.add_value({.name = fresh(graph_.value(y).name + "_half")});
+    Node& node = graph_.node(id);
+    node.inputs = {a, b};
+    node.outputs = {half_out};
+    graph_.value(half_out).producer = id;
+    const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
+    ONNXTRAIN_CHECK(schema, node.op_type + " has no schema");
+    infer_node(graph_, id, *schema);
+    return half_out;
+  }
+
   void rewrite_flattened(NodeId id) {
     Node& n = graph_.node(id);
     const std::string base = n.name.empty() ? n.op_type : n.name;
@@ -61,14 +77,7 @@ class Rewriter {
     const ValueId x = n.inputs[0], w = n.inputs[1];
     const std::vector<int64_t> kn = graph_.value(w).shape.static_sizes();
     const ValueId rows = add_node("Reshape", {x, int64s({-1, kn[0]}, base + "/rows_shape")}, {}, base + "/autocast_rows");
-    const ValueId a = cast(rows, base + "/autocast_in0");
-    const ValueId b = cast(w, base + "/autocast_in1");
-    const ValueId half_out = graph_.add_value({.name = fresh(graph_.value(y).name + "_half")});
-    Node& node = graph_.node(id);
-    node.inputs = {a, b};
-    node.outputs = {half_out};
-    graph_.value(half_out).producer = id;
-    infer_node(graph_, id, *OpRegistry::builtin().find("", "MatMul"));
+    const ValueId half_out = compute_in_half(id, rows, w, y, base);
     const ValueId back = add_node("Cast", {half_out}, {{"to", kOnnxFloat}}, base + "/autocast_out");
     // y's shape: x's leading sizes, then N.
     const ValueId leading = add_node("Shape", {x}, {{"end", int64_t{-1}}}, base + "/autocast_leading", {}, 15);
@@ -95,16 +104,7 @@ class Rewriter {
       n.attributes.erase("alpha");
       n.attributes.erase("beta");
     }
-    const ValueId a = cast(x, base + "/autocast_in0");
-    const ValueId b = cast(w, base + "/autocast_in1");
-    const ValueId half_out = graph_.add_value({.name = fresh(graph_.value(y).name + "_half")});
-    Node& node = graph_.node(id);
-    node.inputs = {a, b};
-    node.outputs = {half_out};
-    graph_.value(half_out).producer = id;
-    const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
-    ONNXTRAIN_CHECK(schema, node.op_type + " has no schema");
-    infer_node(graph_, id, *schema);
+    const ValueId half_out = compute_in_half(id, x, w, y, base);
     // The float32 tail: cast back, ·alpha, + beta·C (Conv: B reshaped onto the channel axis); its last
     // node writes y itself, so y's consumers and the graph outputs are unchanged.
     ValueId c;

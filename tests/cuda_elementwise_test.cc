@@ -354,13 +354,7 @@ Tensor scalar_bool(bool v) {
 
 // Runs `c` with the CUDA kernel on cuda:0 and returns the outputs on the host.
 std::vector<Tensor> run_on_cuda(const KernelCase& c, uint64_t run_index) {
-  KernelSpec spec{.op_type = c.op,
-                  .domain = c.domain,
-                  .opset = c.opset,
-                  .attributes = c.attributes,
-                  .inputs = input_descs(c.inputs),
-                  .outputs = c.outputs,
-                  .node_name = "n"};
+  const KernelSpec spec = testing_support::spec_of(c);
   const KernelEntry* entry =
       KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cuda, kernel_dtype(spec), "cuda");
   if (entry == nullptr) throw Error("no CUDA kernel for " + c.op);
@@ -400,13 +394,7 @@ std::vector<Tensor> run_on_cuda(const KernelCase& c, uint64_t run_index) {
 // are compiled with --fmad=false, so a·x + b rounds on the device as on the host.
 void expect_cuda_matches_reference(const KernelCase& c, double rtol = 0, uint64_t run_index = 0) {
   SCOPED_TRACE(c.op);
-  KernelSpec spec{.op_type = c.op,
-                  .domain = c.domain,
-                  .opset = c.opset,
-                  .attributes = c.attributes,
-                  .inputs = input_descs(c.inputs),
-                  .outputs = c.outputs,
-                  .node_name = "n"};
+  const KernelSpec spec = testing_support::spec_of(c);
   const KernelEntry* reference =
       KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, kernel_dtype(spec), "reference");
   ASSERT_NE(reference, nullptr);

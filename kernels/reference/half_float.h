@@ -44,19 +44,12 @@ inline bool is_float_or_half(DType dtype) {
 
 // As require_same_float_dtype, float16 and bfloat16 allowed too.
 inline DType require_same_float_or_half_dtype(const KernelSpec& spec, std::initializer_list<size_t> inputs) {
-  const size_t first = *inputs.begin();
-  const DType dtype = require_input(spec, first, "data").dtype;
+  const DType dtype = require_input(spec, *inputs.begin(), "data").dtype;
   if (!is_float_or_half(dtype)) {
     kernel_fail(spec, "the reference kernel supports float32, float64, float16 and bfloat16, got " +
                           std::string(dtype_name(dtype)));
   }
-  for (size_t i : inputs) {
-    if (has_input(spec, i) && spec.inputs[i].dtype != dtype) {
-      kernel_fail(spec, "input " + std::to_string(i) + " is " + std::string(dtype_name(spec.inputs[i].dtype)) +
-                            " but input " + std::to_string(first) + " is " + std::string(dtype_name(dtype)) +
-                            " (the reference kernel needs one dtype)");
-    }
-  }
+  require_inputs_share_dtype(spec, inputs, dtype);
   return dtype;
 }
 

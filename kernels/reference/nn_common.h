@@ -48,19 +48,24 @@ inline bool has_view(std::span<const TensorView> views, size_t i) {
   return i < views.size() && views[i].data != nullptr;
 }
 
-// The dtype of input `inputs[0]` (float32 or float64); every other listed input that is present must share
-// it. Fails naming the first that differs.
-inline DType require_same_float_dtype(const KernelSpec& spec, std::initializer_list<size_t> inputs) {
-  const size_t first = *inputs.begin();
-  const DType dtype = require_input(spec, first, "data").dtype;
-  require_float_dtype(spec, dtype);
+// Fails naming the first of the listed inputs that is present and whose dtype is not `dtype`, input
+// inputs[0]'s.
+inline void require_inputs_share_dtype(const KernelSpec& spec, std::initializer_list<size_t> inputs, DType dtype) {
   for (size_t i : inputs) {
     if (has_input(spec, i) && spec.inputs[i].dtype != dtype) {
       kernel_fail(spec, "input " + std::to_string(i) + " is " + std::string(dtype_name(spec.inputs[i].dtype)) +
-                            " but input " + std::to_string(first) + " is " + std::string(dtype_name(dtype)) +
+                            " but input " + std::to_string(*inputs.begin()) + " is " + std::string(dtype_name(dtype)) +
                             " (the reference kernel needs one dtype)");
     }
   }
+}
+
+// The dtype of input `inputs[0]` (float32 or float64); every other listed input that is present must share
+// it. Fails naming the first that differs.
+inline DType require_same_float_dtype(const KernelSpec& spec, std::initializer_list<size_t> inputs) {
+  const DType dtype = require_input(spec, *inputs.begin(), "data").dtype;
+  require_float_dtype(spec, dtype);
+  require_inputs_share_dtype(spec, inputs, dtype);
   return dtype;
 }
 
