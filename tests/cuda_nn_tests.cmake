@@ -3,3 +3,5 @@
 # saying so, without one.
 onnxtrain_add_test(cuda_nn_test SOURCES cuda_nn_test.cc LIBS onnxtrain_kernels LABELS "unit;cuda")
 target_compile_definitions(cuda_nn_test PRIVATE ONNXTRAIN_HAVE_CUDNN=$<BOOL:${ONNXTRAIN_HAVE_CUDNN}>)
+onnxtrain_add_test(cuda_precision_test SOURCES cuda_precision_test.cc LIBS onnxtrain_kernels LABELS "unit;cuda")
+target_compile_definitions(cuda_precision_test PRIVATE ONNXTRAIN_HAVE_CUDNN=$<BOOL:${ONNXTRAIN_HAVE_CUDNN}>)
