@@ -15,6 +15,7 @@
 
 #include "executor/device_optimizer.h"
 #include "executor/optimizer.h"
+#include "tests/optimizer_cases.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/optimizer_math.h"
 #if ONNXTRAIN_WITH_CUDA
@@ -43,40 +44,7 @@ TEST(OptimizerMath, AmsgradKeepsTheRunningMaximum) {
 constexpr int64_t kNumel = 1037;  // not a multiple of any vector width or block size: tails are covered
 constexpr int kSteps = 6;
 
-struct Case {
-  std::string name;
-  OptimizerConfig config;
-};
-
-std::vector<Case> cases() {
-  using K = OptimizerKind;
-  return {
-      {"sgd", {.kind = K::sgd}},
-      {"sgd_weight_decay", {.kind = K::sgd, .weight_decay = 0.01}},
-      {"momentum", {.kind = K::sgd, .momentum = 0.9}},
-      {"momentum_dampening_weight_decay", {.kind = K::sgd, .weight_decay = 1e-3, .momentum = 0.8, .dampening = 0.3}},
-      {"nesterov_weight_decay", {.kind = K::sgd, .weight_decay = 5e-4, .momentum = 0.9, .nesterov = true}},
-      {"adam", {.kind = K::adam}},
-      {"adam_l2_amsgrad", {.kind = K::adam, .weight_decay = 0.01, .beta1 = 0.8, .beta2 = 0.99, .amsgrad = true}},
-      {"adamw", {.kind = K::adamw, .weight_decay = 0.05}},
-      {"adamw_amsgrad", {.kind = K::adamw, .weight_decay = 0.05, .eps = 1e-6, .amsgrad = true}},
-      {"adam_onnx_post_decay",
-       {.kind = K::adam, .weight_decay = 0.01, .convention = AdamConvention::onnx, .post_update_decay = 1e-3}},
-      {"adagrad",
-       {.kind = K::adagrad, .weight_decay = 0.01, .eps = 1e-10, .lr_decay = 0.01, .initial_accumulator_value = 0.1}},
-  };
-}
-
-// The learning rate of step `k` (changing, as a schedule would).
-double lr_at(int k) { return 0.05 / (1.0 + 0.3 * k); }
-
-std::vector<float> uniform(int64_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using namespace optimizer_cases;
 
 // The state arrays in Optimizer::state_names() order, as the executor creates them.
 std::vector<std::vector<float>> initial_states(const Optimizer& opt) {
@@ -84,14 +52,6 @@ std::vector<std::vector<float>> initial_states(const Optimizer& opt) {
   for (const std::string& name : opt.state_names())
     states.emplace_back(kNumel, optim::initial_state_value(opt.config(), name));
   return states;
-}
-
-// Bitwise equality, naming the first differing element (NaN-safe and -0 aware, unlike ==).
-void expect_same_bits(std::span<const float> expected, std::span<const float> actual, const std::string& what) {
-  ASSERT_EQ(expected.size(), actual.size()) << what;
-  for (size_t i = 0; i < expected.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(expected[i]), std::bit_cast<uint32_t>(actual[i]))
-        << what << " element " << i << ": " << expected[i] << " vs " << actual[i];
 }
 
 // The executor's own state for one parameter, stepped alongside.

@@ -17,6 +17,7 @@
 #include "executor/device_initializers.h"
 #include "executor/inference_session.h"
 #include "executor/optimizer.h"
+#include "tests/optimizer_cases.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
@@ -29,43 +30,7 @@ namespace om = optimizer_math;
 constexpr int64_t kNumel = 333;
 constexpr int kSteps = 5;
 
-struct Case {
-  std::string name;
-  OptimizerConfig config;
-};
-
-std::vector<Case> cases() {
-  using K = OptimizerKind;
-  return {
-      {"sgd", {.kind = K::sgd, .weight_decay = 0.01}},
-      {"momentum_dampening", {.kind = K::sgd, .weight_decay = 1e-3, .momentum = 0.8, .dampening = 0.3}},
-      {"nesterov", {.kind = K::sgd, .weight_decay = 5e-4, .momentum = 0.9, .nesterov = true}},
-      {"adam", {.kind = K::adam, .weight_decay = 0.01}},
-      {"adam_amsgrad", {.kind = K::adam, .beta1 = 0.8, .beta2 = 0.99, .amsgrad = true}},
-      {"adamw", {.kind = K::adamw, .weight_decay = 0.05}},
-      {"adam_onnx",
-       {.kind = K::adam, .weight_decay = 0.01, .convention = AdamConvention::onnx, .post_update_decay = 1e-3}},
-      {"adagrad",
-       {.kind = K::adagrad, .weight_decay = 0.01, .eps = 1e-10, .lr_decay = 0.01, .initial_accumulator_value = 0.1}},
-  };
-}
-
-double lr_at(int k) { return 0.05 / (1.0 + 0.3 * k); }
-
-std::vector<float> uniform(int64_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-void expect_same_bits(std::span<const float> expected, std::span<const float> actual, const std::string& what) {
-  ASSERT_EQ(expected.size(), actual.size()) << what;
-  for (size_t i = 0; i < expected.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(expected[i]), std::bit_cast<uint32_t>(actual[i]))
-        << what << " element " << i << ": " << expected[i] << " vs " << actual[i];
-}
+using namespace optimizer_cases;
 
 template <typename F>
 bool same_bytes(const F& a, const F& b) {
