@@ -67,6 +67,27 @@ void DeviceOptimizer::step(Optimizer& optimizer, std::span<const DeviceParamSlot
 #endif
 }
 
+bool DeviceOptimizer::unscale(std::span<const DeviceTensor* const> gradients, double scale) {
+#if !ONNXTRAIN_WITH_CUDA
+  (void)gradients;
+  (void)scale;
+  throw Error("the device loss scaler needs CUDA support: this onnxtrain was built without it (-DONNXTRAIN_CUDA=ON)");
+#else
+  const cuda::DeviceStream& stream = store_->stream();
+  const optimizer_math::UnscaleGradient f{.inverse = static_cast<float>(1.0 / scale)};
+  int nonfinite = 0;
+  cuda::DeviceBuffer flag(stream, sizeof(int));
+  cuda::copy_to_device(flag.data(), &nonfinite, sizeof(int), stream);
+  for (const DeviceTensor* g : gradients) {
+    if (g->dtype != DType::Float32) throw Error("loss scaling: a gradient on the device is not float32");
+    cuda::unscale_gradient(f, g->floats(), g->numel(), static_cast<int*>(flag.data()), stream.kernel_stream(0));
+  }
+  cuda::copy_to_host(&nonfinite, flag.data(), sizeof(int), stream);
+  stream.synchronize();
+  return nonfinite == 0;
+#endif
+}
+
 void DeviceOptimizer::sync_to_host(std::map<std::string, ParamState>& states) {
   if (!host_stale_) return;
   const cuda::DeviceStream& stream = store_->stream();

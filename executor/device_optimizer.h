@@ -81,6 +81,12 @@ class DeviceOptimizer {
   // whose state does not fit.
   void step(Optimizer& optimizer, std::span<const DeviceParamSlot> params);
 
+  // fp16 loss scaling on the device: every gradient multiplied in place by the float32 reciprocal of
+  // `scale` (LossScaler::unscale's rule, kernels/loss_scale_math.h) and whether all results are finite.
+  // Waits for the stream: the answer decides on the host whether the step runs, as GradScaler's
+  // found_inf.item() does.
+  bool unscale(std::span<const DeviceTensor* const> gradients, double scale);
+
   // Writes every device state tensor newer than its host copy into `states` (creating the host tensors)
   // and waits for the copies; nothing when the host copies are current.
   void sync_to_host(std::map<std::string, ParamState>& states);

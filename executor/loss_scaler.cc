@@ -4,6 +4,7 @@
 #include <string>
 
 #include "graph/error.h"
+#include "kernels/loss_scale_math.h"
 
 namespace onnxtrain {
 
@@ -20,12 +21,9 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(op
 
 bool LossScaler::unscale(std::span<float> gradient, double scale) {
   // GradScaler multiplies by the float32 reciprocal of the scale.
-  const float inverse = static_cast<float>(1.0 / scale);
+  const optimizer_math::UnscaleGradient f{.inverse = static_cast<float>(1.0 / scale)};
   bool finite = true;
-  for (float& g : gradient) {
-    g *= inverse;
-    finite = finite && std::isfinite(g);
-  }
+  for (float& g : gradient) finite = f(g) && finite;
   return finite;
 }
 

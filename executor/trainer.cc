@@ -198,9 +198,6 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   batch_norm_to_training_mode(forward_);
   seed_or_disable_dropout(forward_, options_.seed, options_.dropout);
   loss_ = attach_loss(forward_, options_.loss);
-  if (options_.precision == Precision::fp16 && options_.device.kind == DeviceKind::Cuda) {
-    throw Error("--precision fp16 on cuda needs the loss scaler on the device: not implemented yet; use bf16");
-  }
   apply_mixed_precision(forward_, options_.precision);
   // Evaluation computes in the same precision; it never scales its loss.
   eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
@@ -331,6 +328,15 @@ void Trainer::apply_device_gradients(const std::map<std::string, DeviceTensor>& 
 float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
   float loss = 0;
   const std::map<std::string, DeviceTensor> gradients = forward_backward_on_device(x, y, &loss);
+  if (scaler_) {
+    // GradScaler on the device: as train_step's host path, the running statistics follow the batch even
+    // when the step is skipped.
+    std::vector<const DeviceTensor*> scaled;
+    for (const auto& [name, g] : gradients) scaled.push_back(&g);
+    const bool finite = device_optimizer_->unscale(scaled, scaler_->scale());
+    scaler_->update(finite);
+    if (!finite) return loss;
+  }
   apply_device_gradients(gradients);
   return loss;
 }

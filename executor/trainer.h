@@ -92,8 +92,8 @@ struct TrainerOptions {
   RunningVariance running_variance = RunningVariance::unbiased;
   // Mixed precision (graph/mixed_precision.h): Conv, Gemm and MatMul compute in bfloat16/float16 in the
   // training and the evaluation graphs; the parameters (master weights), their gradients and the optimizer
-  // stay float32. fp16 scales the loss dynamically (executor/loss_scaler.h); fp16 on a CUDA device is an
-  // Error for now (the scaler's unscale and finite check run on the host).
+  // stay float32. fp16 scales the loss dynamically (executor/loss_scaler.h; on a CUDA device the unscale
+  // and the finite check run there, DeviceOptimizer::unscale).
   Precision precision = Precision::fp32;
   LossScalerOptions loss_scaler;  // fp16 only
 };
@@ -127,7 +127,8 @@ class Trainer {
   // On a CUDA device (Error otherwise): forward and backward of a batch that also updates the BatchNorm
   // running statistics, every trained parameter's gradient left in device memory (by parameter name,
   // ordered on device_stream()); `loss` receives the loss. With apply_device_gradients, the two halves of
-  // a step whose gradients are combined on the GPUs (data parallelism over NCCL).
+  // a step whose gradients are combined on the GPUs (data parallelism over NCCL). fp16: the gradients are
+  // still loss-scaled (DeviceOptimizer::unscale divides them).
   std::map<std::string, DeviceTensor> forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss);
   // One optimizer step on the device with these gradients (as forward_backward_on_device gives them).
   void apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients);

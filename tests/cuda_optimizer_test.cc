@@ -3,17 +3,20 @@
 // step launches), equal the executor's host step bit for bit over several steps with changing learning
 // rates, for every optimizer and option (the device code is the same functors, compiled without FMA
 // contraction). On the CPU: AMSGrad's running maximum. That update_rule's functors in a host loop equal
-// the host step is tests/device_optimizer_test.cc's.
+// the host step is tests/device_optimizer_test.cc's. The fp16 unscale likewise: its functor's finite
+// check on the CPU, and on a GPU the kernel against LossScaler::unscale.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "executor/device_optimizer.h"
+#include "executor/loss_scaler.h"
 #include "executor/optimizer.h"
 #include "tests/optimizer_cases.h"
 #include "kernels/cuda/cuda_runtime.h"
@@ -37,6 +40,20 @@ TEST(OptimizerMath, AmsgradKeepsTheRunningMaximum) {
   f(w, 0.0f, m, h, hmax);
   EXPECT_LT(h, peak);
   EXPECT_EQ(hmax, peak);
+}
+
+TEST(OptimizerMath, UnscaleFindsEveryNonFiniteValue) {
+  const om::UnscaleGradient f{.inverse = 1.0f / 1024};
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float g : {0.0f, -0.0f, 1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min()}) {
+    float v = g;
+    EXPECT_TRUE(f(v)) << g;
+    EXPECT_EQ(v, g / 1024) << "the float32 reciprocal times g";
+  }
+  for (float g : {inf, -inf, nan}) {
+    float v = g;
+    EXPECT_FALSE(f(v)) << g;
+  }
 }
 
 #if ONNXTRAIN_WITH_CUDA
@@ -107,6 +124,33 @@ TEST(CudaOptimizerUpdate, LaunchersEqualTheHostStepBitForBit) {
       stream.synchronize();
       ASSERT_NO_FATAL_FAILURE(executor.expect_equal(w, states, c.name + " step " + std::to_string(k)));
     }
+  }
+}
+
+// fp16 loss scaling: the device unscale equals LossScaler::unscale bit for bit and raises its flag for
+// an inf or NaN anywhere (the last element: the grid-stride tail).
+TEST(CudaOptimizerUpdate, UnscaleEqualsTheHostAndFlagsNonFiniteValues) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  cuda::DeviceStream stream(0);
+  const size_t bytes = kNumel * sizeof(float);
+  const double scale = 65536.0;
+  for (const float poison : {0.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> host = uniform(kNumel, -3e4f, 3e4f, 5);
+    host.back() = poison;
+    cuda::DeviceBuffer dg(stream, bytes), flag(stream, sizeof(int));
+    int nonfinite = 0;
+    cuda::copy_to_device(flag.data(), &nonfinite, sizeof(int), stream);
+    cuda::copy_to_device(dg.data(), host.data(), bytes, stream);
+    const om::UnscaleGradient f{.inverse = static_cast<float>(1.0 / scale)};
+    cuda::unscale_gradient(f, static_cast<float*>(dg.data()), kNumel, static_cast<int*>(flag.data()),
+                           stream.kernel_stream(0));
+    std::vector<float> device(kNumel);
+    cuda::copy_to_host(device.data(), dg.data(), bytes, stream);
+    cuda::copy_to_host(&nonfinite, flag.data(), sizeof(int), stream);
+    stream.synchronize();
+    const bool finite = LossScaler::unscale(host, scale);
+    EXPECT_EQ(nonfinite == 0, finite) << poison;
+    expect_same_bits(host, device, "unscaled gradient");
   }
 }
 

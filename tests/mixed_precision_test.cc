@@ -2,7 +2,8 @@
 // the autocast rewrite puts exactly Conv/Gemm/MatMul (and their backward ops) in half with biases and
 // initializers float32; every node of the training graphs it gives has a reference kernel; bf16 and fp16
 // training follow float32 training closely; fp16 loss scaling skips overflowing steps and grows the scale
-// as torch.cuda.amp.GradScaler does, and its state round-trips through restore().
+// as torch.cuda.amp.GradScaler does, on the CPU and on a GPU (the GPU cases skip without one), and its
+// state round-trips through restore().
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
+#include "kernels/cuda/device_query.h"
 #include "tests/graph_builder.h"
 
 namespace onnxtrain {
@@ -258,18 +260,25 @@ TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterTheInterval) {
   EXPECT_THROW(LossScaler({.backoff_factor = 1.5}), Error);
 }
 
-TEST(LossScaler, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
-  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+Batch first_batch() {
   Dataset data = load_dataset("synthetic:1,28,28:10:64", {.normalize = Normalization::MeanStd, .seed = 2});
   DataLoader loader(data, {.batch = 8, .shuffle = false, .prefetch = false});
+  return loader.next();
+}
+
+// An fp16 step on `device` whose scaled gradients overflow float16 is skipped: no optimizer step, the same
+// weights, the scale halved.
+void expect_overflowing_step_skipped(Device device) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
   TrainerOptions o = options(Precision::fp16);
   o.optimizer.kind = OptimizerKind::adamw;
+  o.device = device;
   // 2^120: the scaled loss is a finite float32, but its gradient overflows float16 (max 65504) at once.
   o.loss_scaler = {.init_scale = std::ldexp(1.0, 120), .growth_interval = 2};
   Trainer trainer(model.graph, o);
   std::map<std::string, Tensor> before;
   for (const auto& [name, t] : trainer.trained_initializers()) before[name] = t.clone();
-  const Batch b = loader.next();
+  const Batch b = first_batch();
   const float loss = trainer.train_step(b.x, b.y);
   EXPECT_TRUE(std::isfinite(loss)) << "the reported loss is the unscaled one";
   EXPECT_EQ(trainer.step(), 0);
@@ -280,6 +289,11 @@ TEST(LossScaler, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
     if (name.find("running") != std::string::npos) continue;  // none in this model; statistics follow the batch
     EXPECT_EQ(std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()), 0) << name << " changed on a skipped step";
   }
+}
+
+TEST(LossScaler, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
+  expect_overflowing_step_skipped(Device::cpu());
+  const Batch b = first_batch();
   // A scale that fits: finite steps are taken, and after growth_interval of them the scale doubles.
   TrainerOptions small = options(Precision::fp16);
   small.loss_scaler = {.init_scale = 256, .growth_interval = 2};
@@ -306,17 +320,30 @@ TEST(LossScaler, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_THROW(unscaled.restore(grows.trained_initializers(), grows.optimizer().state_tensors()), Error);
 }
 
-TEST(MixedPrecision, Fp16OnCudaIsRefusedBeforeAnyDeviceWork) {
-  // Refused while the trainer is built, before a session touches the device (so this runs without a GPU).
-  ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
+// --- fp16 on a GPU: the unscale and the finite check run on the device (DeviceOptimizer::unscale) ---
+
+TEST(LossScaler, Fp16OverflowOnCudaSkipsTheStep) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_overflowing_step_skipped(Device::cuda(0));
+}
+
+TEST(MixedPrecision, Fp16OnCudaFollowsFp16OnTheCpu) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
   TrainerOptions o = options(Precision::fp16);
+  o.loss_scaler = {.init_scale = 1024, .growth_interval = 3};
+  Trainer cpu(cpu_model.graph, o);
   o.device = Device::cuda(0);
-  try {
-    Trainer trainer(model.graph, o);
-    ADD_FAILURE() << "fp16 on cuda was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("use bf16"), std::string::npos) << e.what();
+  Trainer gpu(gpu_model.graph, o);
+  const Batch b = first_batch();
+  for (int step = 0; step < 5; ++step) {
+    const double cpu_loss = cpu.train_step(b.x, b.y), gpu_loss = gpu.train_step(b.x, b.y);
+    // Both compute Conv/Gemm in float16 with float32 accumulation, in different orders.
+    EXPECT_NEAR(gpu_loss, cpu_loss, 1e-2 * std::max(1.0, std::abs(cpu_loss))) << "step " << step;
   }
+  EXPECT_EQ(gpu.step(), cpu.step());
+  EXPECT_EQ(gpu.loss_scaler()->scale(), cpu.loss_scaler()->scale()) << "grew after 3 finite steps on both";
 }
 
 TEST(MixedPrecision, PrecisionNames) {

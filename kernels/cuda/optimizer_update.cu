@@ -34,7 +34,25 @@ __global__ void scale_kernel(float* __restrict__ g, double factor, int64_t n) {
     g[i] = static_cast<float>(static_cast<double>(g[i]) * factor);
 }
 
+// Every thread that sees a non-finite value stores the same 1: a benign race, no atomics needed.
+__global__ void unscale_kernel(optimizer_math::UnscaleGradient f, float* __restrict__ g, int64_t n,
+                               int* __restrict__ nonfinite) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  bool finite = true;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    finite = f(g[i]) && finite;
+  if (!finite) *nonfinite = 1;
+}
+
 }  // namespace
+
+void unscale_gradient(const optimizer_math::UnscaleGradient& f, float* g, int64_t n, int* nonfinite,
+                      const Stream& stream) {
+  if (n <= 0) return;
+  DeviceGuard guard(stream);
+  unscale_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(f, g, n, nonfinite);
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("unscale_kernel");
+}
 
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream) {
   if (n <= 0) return;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.h"
+#include "kernels/loss_scale_math.h"
 #include "kernels/optimizer_math.h"
 
 namespace onnxtrain::cuda {
@@ -34,5 +35,10 @@ void optimizer_update(const optimizer_math::AdagradUpdate& f, float* w, const fl
 // g[i] = float(double(g[i]) · factor) over n floats: a data-parallel replica's gradient weighted by its
 // share of the mini-batch before the all-reduce, rounded as the host path rounds it.
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream);
+
+// fp16 loss scaling: f(g[i]) over n floats in place; a non-finite result sets *nonfinite (an int on the
+// stream's device) to 1, and nothing ever clears it: zero it before the first gradient of a step.
+void unscale_gradient(const optimizer_math::UnscaleGradient& f, float* g, int64_t n, int* nonfinite,
+                      const Stream& stream);
 
 }  // namespace onnxtrain::cuda
