@@ -1,6 +1,7 @@
 // What the tests of the cuDNN/cuBLAS kernels share (cuda_nn_test, cuda_precision_test): random float32
 // tensors, float32 descriptors, and one kernel case run on cuda:0 (twice: the first run finds the
-// convolution algorithms, the second uses the cached ones) or on the float32 reference kernel.
+// convolution algorithms, the second uses the cached ones) or on the float32 reference kernel, and the
+// test fixture.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/kernel.h"
@@ -28,6 +31,16 @@ inline Tensor random_tensor(std::mt19937& rng, Ints sizes, float lo = -2, float 
 }
 
 inline TensorDesc f32(Ints sizes) { return {DType::Float32, std::move(sizes)}; }
+
+// The fixture of the GPU cases: skips without a GPU; r() draws a random tensor.
+class CudaNnKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  }
+  std::mt19937 rng{2024};
+  Tensor r(Ints sizes) { return random_tensor(rng, std::move(sizes)); }
+};
 
 // Runs the CUDA kernel of `c` on cuda:0 (inputs copied in, outputs copied back).
 inline std::vector<Tensor> run_cuda(const KernelCase& c) {

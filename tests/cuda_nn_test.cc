@@ -451,15 +451,6 @@ void expect_agree(const KernelCase& c, const std::string& label) {
   }
 }
 
-class CudaNnKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
-  }
-  std::mt19937 rng{2024};
-  Tensor r(Ints sizes) { return random_tensor(rng, std::move(sizes)); }
-};
-
 #if ONNXTRAIN_HAVE_CUDNN
 TEST_F(CudaNnKernels, ConvForwardBackwardAndTranspose) {
   const Tensor x = r({2, 4, 7, 7}), w = r({6, 2, 3, 3}), b = r({6});

@@ -21,15 +21,6 @@ using namespace cuda_nn_run;
 
 #if ONNXTRAIN_WITH_CUDA
 
-class CudaNnKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
-  }
-  std::mt19937 rng{2024};
-  Tensor r(Ints sizes) { return random_tensor(rng, std::move(sizes)); }
-};
-
 // The largest |cuda - reference| / (sum over k of |a_ik·b_kj|) of a 256x512 by 512x256 MatMul: about
 // 2^-24·(a few) for float32 products, about 2^-11 once TF32 rounds the operands.
 double matmul_error_bound_ratio(std::mt19937& rng) {

@@ -44,7 +44,8 @@
 # stops with "no CUDA device is visible". Times on this 2-core machine: unpack 5-9 s, libraries <1 s,
 # paths <1 s, the 12 test executables 1-3 s (onnx_conformance_test's CPU half 2 s), CNN and comparison 1-2 s
 # each (they stop at the device check), ResNet-50's export 8 s (torch 1.13 CPU) then 120 s (timeout) in
-# `onnxtrain train` making 640 synthetic 224x224 samples before it looks for the device; 16 s in all
+# `onnxtrain train` making 640 synthetic 224x224 samples (the device was checked after the data then; it is
+# checked first now); 16 s in all
 # without torchvision. A missing library (cuDNN's libcudnn_cnn.so.9; Open MPI's libevent_core) stopped
 # the run in the library step, exit 3, naming it. On the H200 expect about 1 min for the tests, under
 # 1 min for the CNN epoch, 1.5-2.5 min for the two comparisons and 1-2 min for ResNet-50.
@@ -329,8 +330,8 @@ else
     record FAILED "ResNet on cuda (exit $rc): $(grep -m1 -i 'error' "$logs/train_resnet.txt")"
 fi
 
-# 10 steps: `onnxtrain train` makes the synthetic data before it looks for the device, ~70 ms per
-# 3x224x224 sample on a slow CPU core: the 64 samples of a step take longer to make than the step.
+# 10 steps: making the synthetic data (after the device check), ~70 ms per 3x224x224 sample on a slow CPU
+# core, takes longer for the 64 samples of a step than the step itself.
 step resnet50 "ResNet-50, batch 64, 10 steps on cuda:0"
 resnet50=models/zoo/resnet50.onnx
 if [[ ! -f $resnet50 && $mode == bundle ]] && (($(limit 60 90) >= 60)) &&
