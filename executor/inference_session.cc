@@ -84,37 +84,54 @@ void InferenceSession::initializers_changed() {
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
                                                     const std::set<std::string>& keep_on_device,
                                                     std::map<std::string, DeviceTensor>& device_outputs) {
+  return run(inputs, {}, keep_on_device, device_outputs);
+}
+
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
+                                                    const std::map<std::string, const DeviceTensor*>& device_inputs,
+                                                    const std::set<std::string>& keep_on_device,
+                                                    std::map<std::string, DeviceTensor>& device_outputs) {
   if (device_.kind != DeviceKind::Cuda) {
-    throw Error("keeping outputs on the device needs a session on a CUDA device; this one runs on " + device_.name());
+    throw Error("device-resident inputs and outputs need a session on a CUDA device; this one runs on " +
+                device_.name());
   }
   for (const std::string& name : keep_on_device) {
     const bool is_output = std::any_of(graph_.outputs.begin(), graph_.outputs.end(),
                                        [&](ValueId id) { return graph_.value(id).name == name; });
     if (!is_output) throw Error("'" + name + "' is not a graph output, so it cannot be kept on the device");
   }
-  return run_on_cuda(inputs, {}, &keep_on_device, &device_outputs);
+  for (const auto& [name, value] : device_inputs) {
+    if (inputs.contains(name)) throw Error("input '" + name + "' was given twice: on the host and on the device");
+  }
+  return run_on_cuda(inputs, device_inputs, {}, &keep_on_device, &device_outputs);
 }
 
 InferenceSession::~InferenceSession() = default;
 
-SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
+std::map<std::string, TensorDesc> InferenceSession::descs_of(const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, TensorDesc> descs;
+  for (const auto& [name, t] : inputs) descs.emplace(name, TensorDesc{t.dtype(), t.sizes()});
+  return descs;
+}
+
+SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, TensorDesc>& inputs) const {
   SymbolBindings bindings;
   for (ValueId id : graph_.inputs) {
     const Value& v = graph_.value(id);
     auto it = inputs.find(v.name);
     if (it == inputs.end()) throw Error("input '" + v.name + "' " + v.shape.to_string() + " was not given");
-    const Tensor& t = it->second;
+    const TensorDesc& t = it->second;
     auto mismatch = [&](const std::string& what) {
       return Error("input '" + v.name + "': " + what + "; the model expects " + std::string(dtype_name(v.dtype)) + " " +
-                   v.shape.to_string() + ", got " + std::string(dtype_name(t.dtype())) + " " +
-                   Shape::of(t.sizes()).to_string());
+                   v.shape.to_string() + ", got " + std::string(dtype_name(t.dtype)) + " " +
+                   Shape::of(t.sizes).to_string());
     };
-    if (t.dtype() != v.dtype) throw mismatch("wrong element type");
+    if (t.dtype != v.dtype) throw mismatch("wrong element type");
     if (!v.shape.rank_known) continue;
-    if (t.rank() != v.shape.rank()) throw mismatch("wrong rank");
-    for (size_t d = 0; d < t.sizes().size(); ++d) {
+    if (static_cast<int64_t>(t.sizes.size()) != v.shape.rank()) throw mismatch("wrong rank");
+    for (size_t d = 0; d < t.sizes.size(); ++d) {
       const Dim& dim = v.shape.dims[d];
-      const int64_t size = t.sizes()[d];
+      const int64_t size = t.sizes[d];
       if (dim.is_static() && dim.value() != size) throw mismatch("wrong size in dimension " + std::to_string(d));
       if (dim.is_symbolic()) {
         if (size % dim.factor() != 0) throw mismatch("dimension " + std::to_string(d) + " is not a multiple of " +
@@ -244,8 +261,8 @@ Kernel& InferenceSession::kernel_for_run(PreparedNode& p, std::optional<Graph>& 
 
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
                                                     const OutputCallback& on_output) {
-  if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, on_output, nullptr, nullptr);
-  const SymbolBindings bindings = bind_inputs(inputs);
+  if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, {}, on_output, nullptr, nullptr);
+  const SymbolBindings bindings = bind_inputs(descs_of(inputs));
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
 
   std::vector<Tensor> values(graph_.value_count());

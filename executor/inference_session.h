@@ -64,6 +64,15 @@ class InferenceSession {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs,
                                     const std::set<std::string>& keep_on_device,
                                     std::map<std::string, DeviceTensor>& device_outputs);
+  // CUDA only: the same, with the inputs named in `device_inputs` already in device memory (the others
+  // in `inputs`): read in place on the session's device, copied first (a peer copy) from another device.
+  // Their contents must be complete when the run starts (made by work on this session's stream, or by
+  // work the host waited for: a pipeline stage whose run ended). The run waits for its copies before it
+  // returns, so the caller may free them then.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs,
+                                    const std::map<std::string, const DeviceTensor*>& device_inputs,
+                                    const std::set<std::string>& keep_on_device,
+                                    std::map<std::string, DeviceTensor>& device_outputs);
 
   // The host copies of the initializers changed (a restore): a CUDA session uploads them again at the
   // next run, as does every session sharing its store. Nothing to do on the CPU, which reads them on
@@ -89,7 +98,10 @@ class InferenceSession {
     std::vector<std::vector<int64_t>> output_sizes;
   };
 
-  SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
+  // The batch symbols from the inputs' element types and sizes; Error naming an input that is missing,
+  // unknown or does not fit the model.
+  SymbolBindings bind_inputs(const std::map<std::string, TensorDesc>& inputs) const;
+  static std::map<std::string, TensorDesc> descs_of(const std::map<std::string, Tensor>& inputs);
   std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id, std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
   // Sizes of an input of the node, and its data when it is small (shapes, bounds) or null.
@@ -97,8 +109,9 @@ class InferenceSession {
   void infer_with_values(Graph& graph, NodeId id, const InputFacts& input) const;
   Kernel& kernel_for_run(PreparedNode& p, std::optional<Graph>& scratch, const InputFacts& input,
                          std::unique_ptr<Kernel>& per_run) const;
-  std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output,
-                                            const std::set<std::string>* keep_on_device,
+  std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs,
+                                            const std::map<std::string, const DeviceTensor*>& device_inputs,
+                                            const OutputCallback& on_output, const std::set<std::string>* keep_on_device,
                                             std::map<std::string, DeviceTensor>* device_outputs);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);

@@ -42,6 +42,17 @@ DeviceValue upload(const cuda::DeviceStream& stream, const Tensor& host) {
   return value;
 }
 
+// An input already in device memory: read in place on the stream's device (like an initializer, never
+// written), copied onto it from another device (a peer copy where the devices allow it).
+DeviceValue borrow_or_copy(const cuda::DeviceStream& stream, const DeviceTensor& input) {
+  if (input.buffer.bytes() == 0 || input.buffer.device() == stream.device())
+    return {.buffer = {}, .dtype = input.dtype, .sizes = input.sizes, .borrowed = input.buffer.data()};
+  DeviceValue value = allocate_on(stream, input.dtype, input.sizes);
+  cuda::copy_between_devices(value.buffer.data(), stream.device(), input.buffer.data(), input.buffer.device(),
+                             input.buffer.bytes(), stream);
+  return value;
+}
+
 // Downloads into a fresh host tensor; complete after stream.synchronize().
 Tensor download_async(const cuda::DeviceStream& stream, const DeviceValue& value) {
   Tensor host(value.dtype, value.sizes);
@@ -68,10 +79,13 @@ DeviceTensor keep(const cuda::DeviceStream& stream, DeviceValue& value) {
 }  // namespace
 
 std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::string, Tensor>& inputs,
+                                                            const std::map<std::string, const DeviceTensor*>& device_inputs,
                                                             const OutputCallback& on_output,
                                                             const std::set<std::string>* keep_on_device,
                                                             std::map<std::string, DeviceTensor>* device_outputs) {
-  const SymbolBindings bindings = bind_inputs(inputs);
+  std::map<std::string, TensorDesc> descs = descs_of(inputs);
+  for (const auto& [name, t] : device_inputs) descs.emplace(name, TensorDesc{t->dtype, t->sizes});
+  const SymbolBindings bindings = bind_inputs(descs);
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
   DeviceInitializerStore& store = *device_initializers_;
   const cuda::DeviceStream& stream = store.stream();
@@ -104,7 +118,12 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
     values[id.index] = {.buffer = {}, .dtype = v.data->dtype(), .sizes = v.data->sizes(),
                         .borrowed = store.data(v.name, *v.data)};
   }
-  for (ValueId id : graph_.inputs) values[id.index] = upload(stream, inputs.at(graph_.value(id).name));
+  for (ValueId id : graph_.inputs) {
+    const std::string& name = graph_.value(id).name;
+    auto on_device = device_inputs.find(name);
+    values[id.index] = on_device == device_inputs.end() ? upload(stream, inputs.at(name))
+                                                        : borrow_or_copy(stream, *on_device->second);
+  }
 
   const bool dynamic = std::any_of(prepared_.begin(), prepared_.end(), [](const PreparedNode& p) { return !p.kernel; });
   std::optional<Graph> scratch;

@@ -13,3 +13,6 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/nccl_tests.cmake OPTIONAL)
 onnxtrain_add_test(cuda_device_test SOURCES cuda_device_test.cc LIBS onnxtrain_executor onnxtrain_frontend LABELS unit)
 target_compile_definitions(cuda_device_test PRIVATE ONNXTRAIN_BINARY="$<TARGET_FILE:onnxtrain>")
 add_dependencies(cuda_device_test onnxtrain)
+
+# Pipeline stages on GPUs: device values between stages of one process (transports without a GPU).
+onnxtrain_add_test(cuda_pipeline_test SOURCES cuda_pipeline_test.cc LIBS onnxtrain_executor onnxtrain_frontend LABELS "unit;threads")

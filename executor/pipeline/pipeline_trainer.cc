@@ -85,16 +85,27 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   for (int k = 0; k < n; ++k) threads_.push_back(std::max(1, total / n + (k < total % n ? 1 : 0)));
   if (options_.world) threads_.assign(static_cast<size_t>(n), std::max(1, total));  // a process per stage
   const AttachedLoss& loss = reference_->loss();
+  // Threads: stage k on cuda:k (or as stage_devices says); a process per stage: the device its launcher
+  // gave it. Stages on GPUs in one process hand their activations and gradients over in device memory.
+  const bool on_gpus_in_process = options_.trainer.device.kind == DeviceKind::Cuda && !options_.world;
+  if (!options_.stage_devices.empty()) {
+    if (!on_gpus_in_process || static_cast<int>(options_.stage_devices.size()) != n ||
+        std::any_of(options_.stage_devices.begin(), options_.stage_devices.end(),
+                    [](const Device& d) { return d.kind != DeviceKind::Cuda; }))
+      throw Error("pipeline: stage_devices places the " + std::to_string(n) +
+                  " stages of one process on CUDA devices, one device per stage");
+  }
+  auto stage_device = [&](int k) {
+    return options_.stage_devices.empty() ? Device::cuda(options_.trainer.device.index + k) : options_.stage_devices[k];
+  };
   for (int k = 0; k < n; ++k) {
     StageConfig config{.threads = threads_[k],
                        .strategy = options_.strategy,
                        .vertical_sync = options_.vertical_sync,
                        .measure_prediction = options_.measure_prediction,
                        .kernels = options_.trainer.kernels,
-                       // Threads: stage k on cuda:k; a process per stage: the device its launcher gave it.
-                       .device = options_.trainer.device.kind == DeviceKind::Cuda && !options_.world
-                                     ? Device::cuda(options_.trainer.device.index + k)
-                                     : options_.trainer.device,
+                       .device = on_gpus_in_process ? stage_device(k) : options_.trainer.device,
+                       .device_transfers = on_gpus_in_process,
                        .running_variance = options_.trainer.running_variance,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
@@ -198,13 +209,15 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
   const int capacity =
       static_cast<int>(std::max<int64_t>(64, 2 * static_cast<int64_t>(values) * (n + options_.micro_batches + 2)));
   std::vector<std::unique_ptr<Communicator>> group = make_local_group(n, options_.timeout, capacity);
+  DeviceHandoff handoff;  // used by stages on GPUs only (StageConfig::device_transfers)
+  DeviceHandoff* device_values = workers_[0]->config().device_transfers ? &handoff : nullptr;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     threads.emplace_back([&, k] {
       try {
-        run_stage(k, *group[k], rounds);
+        run_stage(k, *group[k], rounds, device_values);
       } catch (const std::exception&) {
         errors[k] = std::current_exception();
       }
@@ -227,9 +240,10 @@ void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
 
 // Stage k's program of every round over `comm`, timed (wall and blocked seconds). A failure aborts
 // `comm`, waking the other stages with this stage's reason, and is rethrown.
-void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds) {
+void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds,
+                                DeviceHandoff* device_values) {
   omp_set_num_threads(threads_[k]);
-  CommTransport transport(comm);
+  CommTransport transport(comm, device_values);
   StageWorker& worker = *workers_[k];
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -251,7 +265,7 @@ void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<Pip
 void PipelineTrainer::run_emulated(const std::vector<PipelineRound>& rounds) {
   const int n = options_.stages;
   OmpThreadsGuard guard;
-  std::map<std::tuple<int, int, int64_t, int, int>, Tensor> messages;
+  std::map<MessageKey, StageValue> messages;
   std::vector<Mailbox> boxes;
   for (int k = 0; k < n; ++k) boxes.emplace_back(k, messages);
   std::vector<size_t> round(static_cast<size_t>(n), 0), pc(static_cast<size_t>(n), 0);

@@ -81,6 +81,9 @@ struct PipelineOptions {
   // identical. 1F1B strategies only (naive, pipedream, spectrain). Losses come from pipeline 0's last
   // stage (its rows' loss); the model is gathered on rank 0 from pipeline 0.
   int replicas = 1;
+  // Threads on a CUDA device: the device of each stage; empty: stage k on cuda:(trainer.device.index + k).
+  // Stages may share a device (tests on one GPU; the values they hand over are then read in place).
+  std::vector<Device> stage_devices;
 };
 
 struct StageReport {
@@ -163,7 +166,9 @@ class PipelineTrainer {
   BatchFeed::Batch prepare_batch(std::pair<Tensor, Tensor> batch) const;
   void run_threaded(const std::vector<PipelineRound>& rounds);
   void run_world(const std::vector<PipelineRound>& rounds);
-  void run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds);
+  // `device_values`: the handoff of device values between this process's stages on GPUs; null otherwise.
+  void run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds,
+                 DeviceHandoff* device_values = nullptr);
   // Stage k's parameters (master weights) and running statistics, as trained_initializers names them.
   std::vector<std::pair<std::string, Tensor>> stage_tensors(int k) const;
   void run_emulated(const std::vector<PipelineRound>& rounds);

@@ -15,45 +15,22 @@ bool reads_input(const Graph& g, const std::string& name) {
   return std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId id) { return g.value(id).name == name; });
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 bool gpipe_round(const PipelineRound& r) { return r.schedule->strategy == PipelineStrategy::gpipe; }
 
-int64_t bytes_of(const std::map<std::string, Tensor>& m) {
+int64_t bytes_of(const std::map<std::string, StageValue>& m) {
   int64_t b = 0;
-  for (const auto& [name, t] : m) b += static_cast<int64_t>(t.nbytes());
+  for (const auto& [name, v] : m) b += v.nbytes();
   return b;
 }
 
+// Output `name` of a pass: its device copy when the pass kept it there, else the host tensor.
+StageValue value_of(const std::string& name, const std::map<std::string, Tensor>& out,
+                    const std::map<std::string, std::shared_ptr<const DeviceTensor>>& device_out) {
+  if (auto it = device_out.find(name); it != device_out.end()) return {.host = {}, .device = it->second};
+  return {.host = out.at(name), .device = nullptr};
+}
+
 }  // namespace
-
-void CommTransport::send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
-  const auto t = std::chrono::steady_clock::now();
-  comm_.send(to, tag, tensor, what);
-  idle_seconds += seconds_since(t);
-}
-
-bool CommTransport::try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) {
-  const auto t = std::chrono::steady_clock::now();
-  out = comm_.recv(from, tag, what);
-  idle_seconds += seconds_since(t);
-  return true;
-}
-
-void Mailbox::send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
-  auto [it, inserted] = messages_.emplace(std::make_tuple(self_, to, tag.micro_batch, tag.kind, tag.index), tensor);
-  ONNXTRAIN_CHECK(inserted, "pipeline emulation: " + what + " sent twice");
-}
-
-bool Mailbox::try_recv(int from, const CommTag& tag, const std::string&, Tensor& out) {
-  auto it = messages_.find(std::make_tuple(from, self_, tag.micro_batch, tag.kind, tag.index));
-  if (it == messages_.end()) return false;
-  out = std::move(it->second);
-  messages_.erase(it);
-  return true;
-}
 
 BatchFeed::Batch BatchFeed::get(int64_t mini_batch) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -185,7 +162,7 @@ void StageWorker::note_activations() {
   int64_t bytes = 0;
   for (const auto& [micro, mb] : in_flight_) {
     bytes += bytes_of(mb.received) + bytes_of(mb.kept);
-    for (const Tensor& t : mb.outgoing) bytes += static_cast<int64_t>(t.nbytes());
+    for (const StageValue& v : mb.outgoing) bytes += v.nbytes();
   }
   peak_activation_bytes = std::max(peak_activation_bytes, bytes);
 }
@@ -193,6 +170,39 @@ void StageWorker::note_activations() {
 // As Trainer does (RunningStatUpdate, trainer.h).
 void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows) {
   for (RunningStat& r : running_stats_) r.update.apply(out.at(r.output).data<float>(), r.state.data<float>(), rows);
+}
+
+std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
+                                                   const std::set<std::string>& keep_on_device,
+                                                   DeviceOutputs& device_outputs) {
+  MicroBatch& mb = in_flight_.at(micro);
+  std::map<std::string, Tensor> inputs;
+  std::map<std::string, const DeviceTensor*> device_inputs;
+  for (ValueId id : graph.inputs) {
+    const std::string& name = graph.value(id).name;
+    const StageValue* v = nullptr;
+    if (auto it = mb.kept.find(name); it != mb.kept.end()) {
+      v = &it->second;
+    } else if (auto r = mb.received.find(name); r != mb.received.end()) {
+      v = &r->second;
+    }
+    if (!v) continue;
+    if (v->on_device()) {
+      device_inputs[name] = v->device.get();
+    } else {
+      inputs[name] = v->host;
+    }
+  }
+  feed_data(graph, micro, inputs);
+  session.set_run_index(static_cast<uint64_t>(mini_batch_of(micro)));
+  // The policy wrote this pass's weights (stashed, predicted or current) into the graph in place: a CUDA
+  // session, which keeps initializers on the device across runs, uploads them again.
+  session.initializers_changed();
+  if (config_.device.kind != DeviceKind::Cuda) return session.run(inputs);
+  std::map<std::string, DeviceTensor> kept_on_device;
+  std::map<std::string, Tensor> out = session.run(inputs, device_inputs, keep_on_device, kept_on_device);
+  for (auto& [name, t] : kept_on_device) device_outputs[name] = std::make_shared<const DeviceTensor>(std::move(t));
+  return out;
 }
 
 void StageWorker::forward(int64_t micro) {
@@ -213,13 +223,6 @@ void StageWorker::forward(int64_t micro) {
                         " for the forward of mini-batch " + std::to_string(mini) + "; the schedule says " +
                         std::to_string(base_version_ + s.forward_version[k][micro]));
   }
-  std::map<std::string, Tensor> inputs;
-  for (ValueId id : graphs_.forward.inputs) {
-    const std::string& name = graphs_.forward.value(id).name;
-    if (auto it = mb.received.find(name); it != mb.received.end()) inputs[name] = it->second;
-  }
-  feed_data(graphs_.forward, micro, inputs);
-
   WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
   if (!gpipe) {
     pass.s = s.s_forward[k][micro];
@@ -228,15 +231,17 @@ void StageWorker::forward(int64_t micro) {
   const int64_t read = weights_->before_forward(pass);
   observe(false, micro, read);
 
-  forward_session_->set_run_index(static_cast<uint64_t>(mini));
-  // The policy wrote this pass's weights (stashed, predicted or current) into the graph in place: a CUDA
-  // session, which keeps initializers on the device across runs, uploads them again.
-  forward_session_->initializers_changed();
-  std::map<std::string, Tensor> out = forward_session_->run(inputs);
+  // On a GPU what the backward reads stays there, and so do the activations for a stage of this process.
+  std::set<std::string> keep_on_device;
+  if (config_.device.kind == DeviceKind::Cuda) keep_on_device.insert(graphs_.kept.begin(), graphs_.kept.end());
+  if (config_.device_transfers)
+    keep_on_device.insert(graphs_.send_activations.begin(), graphs_.send_activations.end());
+  DeviceOutputs device_out;
+  std::map<std::string, Tensor> out = run_pass(*forward_session_, graphs_.forward, micro, keep_on_device, device_out);
   mb.received.clear();  // the activations the backward needs are among `kept`
   mb.outgoing.clear();
-  for (const std::string& name : graphs_.send_activations) mb.outgoing.push_back(out.at(name));
-  for (const std::string& name : graphs_.kept) mb.kept[name] = out.at(name);
+  for (const std::string& name : graphs_.send_activations) mb.outgoing.push_back(value_of(name, out, device_out));
+  for (const std::string& name : graphs_.kept) mb.kept[name] = value_of(name, out, device_out);
   if (!graphs_.loss.empty()) {
     const float loss = out.at(graphs_.loss).data<float>()[0];
     if (gpipe) {
@@ -264,17 +269,6 @@ void StageWorker::backward(int64_t micro) {
                         " for the backward of mini-batch " + std::to_string(mini) + "; the schedule says " +
                         std::to_string(base_version_ + s.backward_version[k][micro]));
   }
-  std::map<std::string, Tensor> inputs;
-  for (ValueId id : graphs_.backward.inputs) {
-    const std::string& name = graphs_.backward.value(id).name;
-    if (auto it = mb.kept.find(name); it != mb.kept.end()) {
-      inputs[name] = it->second;
-    } else if (auto r = mb.received.find(name); r != mb.received.end()) {
-      inputs[name] = r->second;
-    }
-  }
-  feed_data(graphs_.backward, micro, inputs);
-
   WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
   if (!gpipe) {
     pass.s = s.s_backward[k][micro];
@@ -283,13 +277,14 @@ void StageWorker::backward(int64_t micro) {
   const int64_t read = weights_->before_backward(pass);
   observe(true, micro, read);
 
-  backward_session_->set_run_index(static_cast<uint64_t>(mini));
-  backward_session_->initializers_changed();  // as before the forward pass
-  std::map<std::string, Tensor> out = backward_session_->run(inputs);
+  std::set<std::string> keep_on_device;
+  if (config_.device_transfers) keep_on_device.insert(graphs_.send_gradients.begin(), graphs_.send_gradients.end());
+  DeviceOutputs device_out;
+  std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
   mb.kept.clear();
   mb.received.clear();
   mb.outgoing.clear();
-  for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(out.at(name));
+  for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
 
   std::vector<std::span<const float>> grads;
   grads.reserve(gradient_outputs_.size());
@@ -347,14 +342,14 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       const std::vector<std::string>& names = act ? graphs_.recv_activations : graphs_.recv_gradients;
       for (size_t i = 0; i < names.size(); ++i) {
         if (mb.received.contains(names[i])) continue;
-        Tensor t;
+        StageValue v;
         const CommTag tag{.micro_batch = tag_of(in.micro_batch),
                           .kind = act ? CommTag::activation : CommTag::gradient,
                           .index = static_cast<int>(i)};
         if (!transport.try_recv(act ? k - 1 : k + 1, tag,
-                                what(in.micro_batch, act ? "activation" : "gradient", names[i]), t))
+                                what(in.micro_batch, act ? "activation" : "gradient", names[i]), v))
           return false;
-        mb.received[names[i]] = std::move(t);
+        mb.received[names[i]] = std::move(v);
       }
       note_activations();
       return true;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,46 +25,11 @@
 #include "executor/inference_session.h"
 #include "executor/pipeline/schedule.h"
 #include "executor/pipeline/stage_graphs.h"
+#include "executor/pipeline/stage_transport.h"
 #include "executor/pipeline/weight_policy.h"
 #include "executor/trainer.h"
 
 namespace onnxtrain {
-
-// How a stage's tensors reach its neighbours: a Communicator (threads) or an in-memory mailbox (emulation).
-class StageTransport {
- public:
-  virtual ~StageTransport() = default;
-  virtual void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) = 0;
-  // Threaded transports block until the message is there (true); the emulation's mailbox returns false
-  // when it is not there yet.
-  virtual bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) = 0;
-};
-
-// A Communicator as a transport; counts the seconds spent blocked in send and recv (the stage's idle time).
-class CommTransport final : public StageTransport {
- public:
-  explicit CommTransport(Communicator& comm) : comm_(comm) {}
-  void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override;
-  bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) override;
-  double idle_seconds = 0;
-
- private:
-  Communicator& comm_;
-};
-
-// All stages' messages in one map, for the single-threaded emulation (not thread-safe; no copies: the
-// tensors a stage sends are never written again).
-class Mailbox final : public StageTransport {
- public:
-  explicit Mailbox(int self, std::map<std::tuple<int, int, int64_t, int, int>, Tensor>& messages)
-      : self_(self), messages_(messages) {}
-  void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override;
-  bool try_recv(int from, const CommTag& tag, const std::string& what, Tensor& out) override;
-
- private:
-  int self_;
-  std::map<std::tuple<int, int, int64_t, int, int>, Tensor>& messages_;
-};
 
 // The mini-batches of a train() call, fetched once each, in order, from one source, and handed to every
 // stage that asks (thread-safe). A mini-batch is dropped when all stages have released it.
@@ -94,6 +60,10 @@ struct StageConfig {
   bool measure_prediction = true;
   std::string kernels;
   Device device;  // where this stage's forward and backward passes run
+  // On a CUDA device the values the backward pass reads stay in device memory; with device_transfers
+  // (stages on GPUs in one process) the activations and gradients sent to the neighbours do too, and the
+  // transport must carry device values (a CommTransport with a DeviceHandoff, or a Mailbox).
+  bool device_transfers = false;
   RunningVariance running_variance = RunningVariance::unbiased;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
@@ -160,9 +130,9 @@ class StageWorker {
     RunningStatUpdate update;
   };
   struct MicroBatch {
-    std::map<std::string, Tensor> received;  // activations from the previous stage / gradients from the next
-    std::map<std::string, Tensor> kept;      // forward values the backward reads
-    std::vector<Tensor> outgoing;            // what the next Send instruction sends
+    std::map<std::string, StageValue> received;  // activations from the previous stage / gradients from the next
+    std::map<std::string, StageValue> kept;      // forward values the backward reads
+    std::vector<StageValue> outgoing;            // what the next Send instruction sends
     int64_t rows = 0;
   };
 
@@ -170,6 +140,12 @@ class StageWorker {
   int64_t tag_of(int64_t micro) const;
   std::string what(int64_t micro, const char* kind, const std::string& name) const;
   void feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs);
+  // Runs `session` (of `graph`) on micro-batch `micro`: its inputs are the micro-batch's kept and received
+  // values (host or device) and the data. The outputs named in `keep_on_device` come back in
+  // `device_outputs`, the others as host tensors.
+  using DeviceOutputs = std::map<std::string, std::shared_ptr<const DeviceTensor>>;
+  std::map<std::string, Tensor> run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
+                                         const std::set<std::string>& keep_on_device, DeviceOutputs& device_outputs);
   void forward(int64_t micro);
   void backward(int64_t micro);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows);

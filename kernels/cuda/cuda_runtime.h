@@ -74,6 +74,7 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  int device() const { return device_; }
 
  private:
   void release();

@@ -1,0 +1,195 @@
+// Pipeline stages on GPUs in one process (StageConfig::device_transfers): the values a stage keeps for its
+// backward pass and the activations and gradients it hands to its neighbours stay in device memory
+// (executor/pipeline/stage_transport.h), and a session reads device inputs in place or by a peer copy.
+// Without a GPU: the transports' plumbing (a device value is a shared handle; a transport refuses, as a
+// broken invariant, the kind of value it does not carry) and the errors a user gets. With one GPU: a session's device inputs
+// give its host inputs' outputs, and two stages sharing cuda:0 follow the CPU pipeline for every strategy,
+// threaded and emulated; with two GPUs, stages on cuda:0 and cuda:1 (peer copies) do too.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "executor/comm/local_comm.h"
+#include "executor/inference_session.h"
+#include "executor/pipeline/pipeline_trainer.h"
+#include "executor/pipeline/stage_transport.h"
+#include "frontend/data_loader.h"
+#include "frontend/dataset.h"
+#include "frontend/importer.h"
+#include "graph/error.h"
+#include "kernels/cuda/cuda_runtime.h"
+#include "kernels/cuda/device_query.h"
+
+namespace onnxtrain {
+namespace {
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+
+// A device value that needs no GPU: no bytes, so no buffer.
+std::shared_ptr<const DeviceTensor> empty_device_value() {
+  return std::make_shared<const DeviceTensor>(DeviceTensor{.buffer = {}, .dtype = DType::Float32, .sizes = {0, 4}});
+}
+
+Tensor host_value(float v) {
+  Tensor t(DType::Float32, {2});
+  t.data<float>()[0] = v;
+  t.data<float>()[1] = -v;
+  return t;
+}
+
+TEST(StageTransport, MailboxHandsEachValueOverOnce) {
+  std::map<MessageKey, StageValue> messages;
+  Mailbox zero(0, messages), one(1, messages);
+  const CommTag tag{.micro_batch = 3, .kind = CommTag::activation, .index = 1};
+  StageValue out;
+  EXPECT_FALSE(one.try_recv(0, tag, "a", out)) << "nothing sent yet";
+  const auto device = empty_device_value();
+  zero.send(1, tag, {.host = {}, .device = device}, "a");
+  EXPECT_THROW(zero.send(1, tag, {.host = host_value(1), .device = nullptr}, "a"), std::logic_error) << "sent twice";
+  EXPECT_FALSE(one.try_recv(0, CommTag{.micro_batch = 4}, "b", out)) << "another micro-batch";
+  ASSERT_TRUE(one.try_recv(0, tag, "a", out));
+  EXPECT_EQ(out.device, device) << "the same buffer, not a copy";
+  EXPECT_FALSE(one.try_recv(0, tag, "a", out)) << "taken once";
+}
+
+TEST(StageTransport, CommTransportCarriesTheKindOfValueItWasMadeFor) {
+  auto group = make_local_group(2, std::chrono::seconds(10));
+  DeviceHandoff handoff;
+  const CommTag tag{.micro_batch = 0, .kind = CommTag::gradient, .index = 0};
+
+  CommTransport host_zero(*group[0]), host_one(*group[1]);
+  host_zero.send(1, tag, {.host = host_value(2), .device = nullptr}, "g");
+  StageValue out;
+  ASSERT_TRUE(host_one.try_recv(0, tag, "g", out));
+  ASSERT_FALSE(out.on_device());
+  EXPECT_EQ(out.host.data<float>()[1], -2.0f);
+  EXPECT_THROW(host_zero.send(1, tag, {.host = {}, .device = empty_device_value()}, "g"), std::logic_error);
+
+  CommTransport device_zero(*group[0], &handoff), device_one(*group[1], &handoff);
+  const auto device = empty_device_value();
+  std::thread sender([&] { device_zero.send(1, tag, {.host = {}, .device = device}, "g"); });
+  ASSERT_TRUE(device_one.try_recv(0, tag, "g", out));
+  sender.join();
+  ASSERT_TRUE(out.on_device());
+  EXPECT_EQ(out.device, device) << "handed over by reference, within the process";
+  EXPECT_EQ(out.nbytes(), 0);
+  EXPECT_THROW(device_zero.send(1, tag, {.host = host_value(3), .device = nullptr}, "g"), std::logic_error);
+}
+
+TEST(StageTransport, AMarkerWithoutItsDeviceValueIsAnError) {
+  DeviceHandoff handoff;
+  const MessageKey key = message_key(0, 1, CommTag{.micro_batch = 7});
+  try {
+    handoff.take(key, "stage 0, mini-batch 7, activation 'x'");
+    ADD_FAILURE() << "took a value never put";
+  } catch (const std::logic_error& e) {  // a broken invariant of the pipeline, not a user error
+    EXPECT_NE(std::string(e.what()).find("activation 'x' arrived without its device value"), std::string::npos)
+        << e.what();
+  }
+  handoff.put(key, empty_device_value(), "v");
+  EXPECT_THROW(handoff.put(key, empty_device_value(), "v"), std::logic_error) << "sent twice";
+  EXPECT_NE(handoff.take(key, "v"), nullptr);
+}
+
+TEST(CudaPipeline, StageDevicesNeedACudaPipeline) {
+  ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
+  PipelineOptions o;
+  o.trainer.loss = parse_loss_spec("cross-entropy");
+  o.stages = 2;
+  o.stage_devices = {Device::cuda(0), Device::cuda(0)};
+  try {
+    PipelineTrainer p(model.graph, o);
+    ADD_FAILURE() << "stage_devices accepted for a CPU pipeline";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage_devices"), std::string::npos) << e.what();
+  }
+}
+
+// --- on GPUs ---
+
+using Batches = std::vector<std::pair<Tensor, Tensor>>;
+
+Batches make_batches(int64_t batch, int64_t count) {
+  Dataset data = load_dataset("synthetic:1,28,28:10:" + std::to_string(batch * count),
+                              {.normalize = Normalization::MeanStd, .seed = 5});
+  DataLoader loader(data, {.batch = batch, .shuffle = false, .prefetch = false});
+  Batches out;
+  for (int64_t i = 0; i < count; ++i) {
+    Batch b = loader.next();
+    out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+std::vector<float> train_losses(const PipelineOptions& o, const Batches& batches) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  PipelineTrainer p(model.graph, o);
+  return p.train(batches);
+}
+
+TEST(CudaPipeline, SessionReadsDeviceInputsInPlace) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  InferenceSession session(model.graph, "", Device::cuda(0));
+  const std::string input = model.graph.value(model.graph.inputs[0]).name;
+  const Tensor x = make_batches(4, 1)[0].first;
+  const std::map<std::string, Tensor> from_host = session.run({{input, x}});
+
+  const cuda::DeviceStream& stream = session.device_initializers()->stream();
+  DeviceTensor on_device{.buffer = cuda::DeviceBuffer(stream, x.nbytes()), .dtype = x.dtype(), .sizes = x.sizes()};
+  cuda::copy_to_device(on_device.buffer.data(), x.raw(), x.nbytes(), stream);
+  std::map<std::string, DeviceTensor> kept;
+  const std::map<std::string, Tensor> from_device = session.run({}, {{input, &on_device}}, {}, kept);
+  ASSERT_EQ(from_device.size(), from_host.size());
+  for (const auto& [name, t] : from_host) {
+    const Tensor& d = from_device.at(name);
+    ASSERT_EQ(d.nbytes(), t.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(d.raw(), t.raw(), t.nbytes()), 0) << name << ": the same kernels on the same data";
+  }
+  EXPECT_THROW(session.run({{input, x}}, {{input, &on_device}}, {}, kept), Error) << "given twice";
+}
+
+// Every strategy on `devices` (threaded, then emulated) against the same pipeline on the CPU.
+void expect_gpu_pipeline_follows_the_cpu(const std::vector<Device>& devices) {
+  const Batches batches = make_batches(8, 6);
+  for (PipelineStrategy strategy :
+       {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain, PipelineStrategy::gpipe}) {
+    SCOPED_TRACE(pipeline_strategy_name(strategy));
+    PipelineOptions o;
+    o.trainer.loss = parse_loss_spec("cross-entropy");
+    o.trainer.optimizer.momentum = 0.9;
+    o.trainer.schedule.base_lr = 0.05;
+    o.strategy = strategy;
+    o.stages = static_cast<int>(devices.size());
+    o.micro_batches = strategy == PipelineStrategy::gpipe ? 2 : 1;
+    const std::vector<float> cpu = train_losses(o, batches);
+    o.trainer.device = devices[0];
+    o.stage_devices = devices;
+    const std::vector<float> gpu = train_losses(o, batches);
+    o.threaded = false;
+    const std::vector<float> emulated = train_losses(o, batches);
+    ASSERT_EQ(gpu.size(), cpu.size());
+    ASSERT_EQ(emulated.size(), cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_NEAR(gpu[i], cpu[i], 1e-3 * std::max(1.0f, std::abs(cpu[i]))) << "mini-batch " << i;
+      EXPECT_NEAR(emulated[i], gpu[i], 1e-4 * std::max(1.0f, std::abs(gpu[i]))) << "mini-batch " << i;
+    }
+  }
+}
+
+TEST(CudaPipeline, TwoStagesSharingAGpuFollowTheCpu) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_gpu_pipeline_follows_the_cpu({Device::cuda(0), Device::cuda(0)});
+}
+
+TEST(CudaPipeline, StagesOnTwoGpusFollowTheCpu) {
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
+  expect_gpu_pipeline_follows_the_cpu({Device::cuda(0), Device::cuda(1)});
+}
+
+}  // namespace
+}  // namespace onnxtrain
