@@ -80,7 +80,10 @@ Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
   const int64_t first = index * options_.batch, count = std::min(options_.batch, train_size_ - first);
   std::vector<int64_t> sizes = dataset_.inputs.sizes();
   sizes[0] = count;
-  Batch b{Tensor(dataset_.inputs.dtype(), sizes), Tensor(DType::Int64, {count}), epoch, index, index + 1 == batches_per_epoch_};
+  Tensor x = options_.allocate_input ? options_.allocate_input(dataset_.inputs.dtype(), sizes)
+                                     : Tensor(dataset_.inputs.dtype(), sizes);
+  ONNXTRAIN_CHECK(x.dtype() == dataset_.inputs.dtype() && x.sizes() == sizes, "allocate_input made another shape");
+  Batch b{std::move(x), Tensor(DType::Int64, {count}), epoch, index, index + 1 == batches_per_epoch_};
   const std::size_t row = dataset_.inputs.nbytes() / static_cast<std::size_t>(dataset_.size());
   const auto labels = dataset_.labels.data<int64_t>();
   auto y = b.y.data<int64_t>();

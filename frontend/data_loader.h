@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -34,6 +35,9 @@ struct LoaderOptions {
   bool drop_last = false;            // drop the last, smaller batch of an epoch
   double validation_fraction = 0.0;  // in [0, 1): the last rows, held out
   bool prefetch = true;              // prepare the next batches on a background thread
+  // Makes each batch's input tensor (zero-filled, the given dtype and sizes); empty: Tensor(dtype, sizes).
+  // Training on a GPU gives page-locked memory (cuda::pinned_tensor), so the upload is a plain DMA.
+  std::function<Tensor(DType, std::vector<int64_t>)> allocate_input;
 };
 
 struct Batch {

@@ -7,7 +7,19 @@ namespace onnxtrain {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
   for (int64_t s : sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
-  bytes_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(numel()) * dtype_size(dtype));
+  nbytes_ = static_cast<size_t>(numel()) * dtype_size(dtype);
+  bytes_ = std::shared_ptr<std::byte>(new std::byte[nbytes_](), std::default_delete<std::byte[]>());  // zeroed
+}
+
+Tensor Tensor::wrap(DType dtype, std::vector<int64_t> sizes, std::shared_ptr<std::byte> storage) {
+  ONNXTRAIN_CHECK(storage != nullptr, "wrapping no storage");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.sizes_ = std::move(sizes);
+  for (int64_t s : t.sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
+  t.nbytes_ = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  t.bytes_ = std::move(storage);
+  return t;
 }
 
 Tensor Tensor::scalar_int64(int64_t v) {
@@ -79,8 +91,9 @@ Tensor Tensor::reshaped(std::vector<int64_t> sizes) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = *this;
-  if (bytes_) t.bytes_ = std::make_shared<std::vector<std::byte>>(*bytes_);
+  if (!bytes_) return *this;
+  Tensor t(dtype_, sizes_);
+  if (nbytes_) std::memcpy(t.raw(), raw(), nbytes_);
   return t;
 }
 

@@ -1,6 +1,7 @@
 // A host tensor: dtype, static sizes and a contiguous row-major byte buffer. Initializers, folded
 // constants and (later) kernel inputs on the host use it. Copies share the buffer (cheap); `clone()`
-// makes a deep copy.
+// makes a deep copy. The buffer is the tensor's own, or memory someone else manages (`wrap`: page-locked
+// memory for uploads to a GPU, kernels/cuda/cuda_runtime.h pinned_tensor).
 //
 //   Tensor t(DType::Int64, {3});
 //   t.data<int64_t>()[0] = 7;
@@ -21,6 +22,9 @@ class Tensor {
   Tensor() = default;
   Tensor(DType dtype, std::vector<int64_t> sizes);  // zero-filled
 
+  // A tensor over `storage`, which holds at least numel · dtype size bytes and is released by its own
+  // deleter when the last copy of the tensor goes.
+  static Tensor wrap(DType dtype, std::vector<int64_t> sizes, std::shared_ptr<std::byte> storage);
   static Tensor scalar_int64(int64_t v);
   static Tensor vector_int64(const std::vector<int64_t>& values);
 
@@ -28,11 +32,11 @@ class Tensor {
   const std::vector<int64_t>& sizes() const { return sizes_; }
   int64_t rank() const { return static_cast<int64_t>(sizes_.size()); }
   int64_t numel() const;
-  std::size_t nbytes() const { return bytes_ ? bytes_->size() : 0; }
+  std::size_t nbytes() const { return nbytes_; }
   bool empty() const { return !bytes_; }
 
-  std::byte* raw() { return bytes_->data(); }
-  const std::byte* raw() const { return bytes_->data(); }
+  std::byte* raw() { return bytes_.get(); }
+  const std::byte* raw() const { return bytes_.get(); }
 
   template <typename T>
   std::span<T> data() {
@@ -58,7 +62,8 @@ class Tensor {
 
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> sizes_;
-  std::shared_ptr<std::vector<std::byte>> bytes_;
+  std::shared_ptr<std::byte> bytes_;
+  std::size_t nbytes_ = 0;
 };
 
 }  // namespace onnxtrain

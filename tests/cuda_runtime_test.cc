@@ -15,6 +15,8 @@
 #include "graph/error.h"
 
 #if ONNXTRAIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
 #include "kernels/cuda/cuda_context.h"
 #endif
 
@@ -69,6 +71,7 @@ TEST(CudaRuntime, ObjectsOnAMissingDeviceAreClearErrors) {
   if (missing == 0) {
     // No device at all: pinned memory needs a CUDA context too.
     EXPECT_THROW(PinnedHostBuffer pinned(64), Error);
+    EXPECT_THROW(pinned_tensor(DType::Float32, {4}), Error);
   }
 }
 
@@ -150,6 +153,33 @@ TEST(CudaRuntimeGpu, PinnedBuffersCopyBothWays) {
   PinnedHostBuffer moved = std::move(dst);
   EXPECT_EQ(dst.data(), nullptr);
   EXPECT_EQ(moved.bytes(), kBytes);
+}
+
+// pinned_tensor: page-locked (cudaPointerGetAttributes says host memory the device can reach), zeroed,
+// uploaded and read back, and its block reused from the pool once the tensor goes.
+TEST(CudaRuntimeGpu, PinnedTensorsComeFromAPool) {
+  REQUIRE_GPU(1);
+  DeviceStream stream(0);
+  const DeviceAllocatorStats before = pinned_allocator_stats();
+  const void* first_block = nullptr;
+  {
+    Tensor t = pinned_tensor(DType::Float32, {1000, 3});
+    first_block = t.raw();
+    cudaPointerAttributes attributes{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attributes, t.raw()), cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+    for (float v : t.data<float>()) ASSERT_EQ(v, 0.0f);
+    for (size_t i = 0; i < 3000; ++i) t.data<float>()[i] = static_cast<float>(i) * 0.5f;
+    DeviceBuffer device(stream, t.nbytes());
+    copy_to_device(device.data(), t.raw(), t.nbytes(), stream);
+    Tensor back(DType::Float32, {1000, 3});
+    copy_to_host(back.raw(), device.data(), back.nbytes(), stream);
+    stream.synchronize();
+    EXPECT_EQ(std::memcmp(back.raw(), t.raw(), t.nbytes()), 0);
+  }
+  Tensor again = pinned_tensor(DType::Float32, {3000});
+  EXPECT_EQ(again.raw(), first_block) << "the same size class comes back from the cache";
+  EXPECT_EQ(pinned_allocator_stats().cache_hits, before.cache_hits + 1);
 }
 
 // The consumer stream waits on an event recorded after the producer's upload; without the wait the

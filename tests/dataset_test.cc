@@ -3,6 +3,9 @@
 #include "frontend/dataset.h"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -421,6 +424,31 @@ TEST(DataLoader, EverySampleOncePerEpochInASeededOrder) {
   for (int64_t i = 0; i < 50; ++i) identity[i] = i;
   EXPECT_NE(epochs[0], identity);
   EXPECT_EQ(DataLoader(d, {.batch = 7, .shuffle = false}).epoch_order(3), identity);
+}
+
+// The hook makes every input tensor (on the prefetch thread): a GPU run's page-locked batches.
+TEST(DataLoader, InputsComeFromTheAllocatorGiven) {
+  const Dataset d = numbered(20);
+  std::atomic<int> made{0};
+  std::atomic<int> live{0};
+  DataLoader plain(d, {.batch = 6, .seed = 3});
+  {
+    DataLoader hooked(d, {.batch = 6, .seed = 3, .allocate_input = [&](DType dtype, std::vector<int64_t> sizes) {
+                            ++made;
+                            Tensor storage(dtype, sizes);  // memory with a deleter of our own, as pinned_tensor's
+                            ++live;
+                            return Tensor::wrap(dtype, std::move(sizes),
+                                                std::shared_ptr<std::byte>(storage.raw(), [&live, storage](std::byte*) { --live; }));
+                          }});
+    for (int step = 0; step < 4; ++step) {
+      const Batch a = plain.next(), b = hooked.next();
+      EXPECT_EQ(rows_of(a), rows_of(b)) << "the same rows, wherever their memory is";
+      ASSERT_EQ(b.x.nbytes(), a.x.nbytes());
+      EXPECT_EQ(std::memcmp(b.x.raw(), a.x.raw(), a.x.nbytes()), 0);
+    }
+    EXPECT_GE(made.load(), 4);
+  }
+  EXPECT_EQ(live.load(), 0) << "every batch's storage went back through its deleter";
 }
 
 TEST(DataLoader, SeekResumesTheSameBatchSequence) {

@@ -16,6 +16,26 @@ TEST(Shape, SymbolicArithmetic) {
   EXPECT_NE(Dim::unknown(), Dim::unknown());
 }
 
+TEST(Tensor, WrapsStorageItDoesNotOwn) {
+  static std::byte buffer[24];
+  int released = 0;
+  {
+    Tensor t = Tensor::wrap(DType::Float32, {2, 3}, std::shared_ptr<std::byte>(buffer, [&](std::byte*) { ++released; }));
+    EXPECT_EQ(t.raw(), buffer);
+    EXPECT_EQ(t.nbytes(), 24u);
+    t.data<float>()[5] = 2.5f;
+    Tensor copy = t;  // shares the storage
+    const Tensor deep = t.clone();
+    EXPECT_NE(deep.raw(), buffer) << "clone owns its memory";
+    EXPECT_EQ(deep.data<float>()[5], 2.5f);
+    t = Tensor();
+    EXPECT_EQ(released, 0) << "a copy still holds it";
+  }
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(Tensor(DType::Int64, {0}).nbytes(), 0u);
+  EXPECT_EQ(Tensor(DType::Int64, {4}).data<int64_t>()[3], 0) << "zero-filled";
+}
+
 TEST(Shape, Broadcast) {
   auto s = broadcast_shapes(Shape({Dim::symbol("N"), Dim(1), Dim(5)}), Shape::of({3, 1}));
   ASSERT_TRUE(s);

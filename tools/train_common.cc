@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/cuda/cuda_runtime.h"
 #include "tools/device_option.h"
 #include "tools/train_options.h"
 
@@ -46,6 +47,11 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
 
 Device training_device(const TrainOptions& o, int devices, int local_rank, const std::string& what) {
   return device_option(o.device, devices, local_rank, what);
+}
+
+std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device) {
+  if (device.kind != DeviceKind::Cuda) return {};
+  return [](DType dtype, std::vector<int64_t> sizes) { return cuda::pinned_tensor(dtype, std::move(sizes)); };
 }
 
 // --test-data: "" = the training source's own test split where it has one; "none" = no test pass.

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +55,9 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
 // (offset by the process's local rank under a launcher). Throws Error when --device is malformed or
 // names more CUDA devices than are visible.
 Device training_device(const TrainOptions& o, int devices, int local_rank = 0, const std::string& what = "");
+// How the data loader makes a batch's input for a trainer on `device`: page-locked memory on a CUDA
+// device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
+std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
 std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
 Normalization normalization(const TrainOptions& o);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,

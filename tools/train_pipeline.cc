@@ -207,7 +207,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
   check_matches_model_input(train, input.name, input.shape);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
-                            .validation_fraction = o.validation});
+                            .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                                  : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;

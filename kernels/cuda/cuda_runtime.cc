@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -241,6 +242,51 @@ PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
+}
+
+// --- pinned tensors ---------------------------------------------------------------------------------------
+
+namespace {
+
+// Never destroyed, as the device allocators: tensors may outlive static destruction order.
+CachingAllocator& pinned_allocator() {
+  static auto* allocator = new CachingAllocator(
+      "pinned host memory",
+      AllocatorBackend{.allocate =
+                           [](size_t bytes) -> void* {
+                             void* ptr = nullptr;
+                             const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+                             if (err == cudaErrorMemoryAllocation) {
+                               (void)cudaGetLastError();
+                               return nullptr;
+                             }
+                             ONNXTRAIN_CUDA_CHECK(err);
+                             return ptr;
+                           },
+                       .release = [](void* ptr) { ONNXTRAIN_CUDA_CHECK(cudaFreeHost(ptr)); }});
+  return *allocator;
+}
+
+}  // namespace
+
+Tensor pinned_tensor(DType dtype, std::vector<int64_t> sizes) {
+  require_device(0, "pinned host memory");
+  const size_t bytes = static_cast<size_t>(TensorDesc{dtype, sizes}.numel()) * dtype_size(dtype);
+  if (bytes == 0) return Tensor(dtype, std::move(sizes));
+  CachingAllocator& pool = pinned_allocator();
+  // Host memory has no stream: every block is in one cache (key null).
+  auto* block = static_cast<std::byte*>(pool.allocate(bytes, nullptr));
+  std::memset(block, 0, bytes);
+  return Tensor::wrap(dtype, std::move(sizes), std::shared_ptr<std::byte>(block, [&pool](std::byte* p) { pool.free(p); }));
+}
+
+DeviceAllocatorStats pinned_allocator_stats() {
+  const CachingAllocatorStats s = pinned_allocator().stats();
+  return DeviceAllocatorStats{.device_allocations = s.backend_allocations,
+                              .cache_hits = s.cache_hits,
+                              .bytes_in_use = s.bytes_in_use,
+                              .bytes_cached = s.bytes_cached,
+                              .peak_bytes_in_use = s.peak_bytes_in_use};
 }
 
 // --- copies ---------------------------------------------------------------------------------------------

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "graph/tensor.h"
 #include "kernels/kernel.h"
 
 namespace onnxtrain::cuda {
@@ -100,6 +102,12 @@ class PinnedHostBuffer {
   size_t bytes_ = 0;
 };
 
+// A host tensor in page-locked memory from a caching pool (cudaHostAlloc once per size class, reused when
+// the tensor's last copy goes), zero-filled like Tensor(dtype, sizes): uploading it is an asynchronous
+// DMA without the runtime's staging copy. For batches made on a data loader's thread (PyTorch's
+// pin_memory). A block is reused as soon as its tensor goes: drop it only after the uploads reading it
+// are complete (a session run waits for its stream before it returns). Throws Error without a device.
+Tensor pinned_tensor(DType dtype, std::vector<int64_t> sizes);
 // Stream-ordered copies. From pageable host memory a copy to the device returns once the source may be
 // reused; copy_to_host into pageable memory is complete only after stream.synchronize().
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream);
@@ -119,5 +127,7 @@ struct DeviceAllocatorStats {
 };
 DeviceAllocatorStats allocator_stats(int device);
 void empty_cache(int device);  // hands every cached free block back to CUDA
+// pinned_tensor's pool (device_allocations counts its cudaHostAlloc calls).
+DeviceAllocatorStats pinned_allocator_stats();
 
 }  // namespace onnxtrain::cuda

@@ -33,6 +33,14 @@ PinnedHostBuffer::PinnedHostBuffer(size_t) { require_device(0, "pinned host memo
 PinnedHostBuffer::~PinnedHostBuffer() = default;
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&&) noexcept = default;
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&&) noexcept = default;
+Tensor pinned_tensor(DType, std::vector<int64_t>) {
+  require_device(0, "pinned host memory");
+  return {};
+}
+DeviceAllocatorStats pinned_allocator_stats() {
+  require_device(0, "pinned_allocator_stats");
+  return {};
+}
 void copy_to_device(void*, const void*, size_t, const DeviceStream&) { not_compiled(); }
 void copy_to_host(void*, const void*, size_t, const DeviceStream&) { not_compiled(); }
 void copy_on_device(void*, const void*, size_t, const DeviceStream&) { not_compiled(); }
