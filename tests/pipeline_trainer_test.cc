@@ -527,6 +527,32 @@ TEST(WeightPolicy, SpecTrainPredictsTwoConstantGradientStepsAhead) {
   EXPECT_LT(policy.statistics().prediction_error, 1e-4);
 }
 
+// A stage on a GPU uploads its weights again only when the policy wrote them: naive writes once per
+// update (the passes in between read the same W), spectrain every predicted pass.
+TEST(WeightPolicy, CountsWritesOfTheWorkingWeights) {
+  const std::vector<float> g = {0.5f, -0.5f};
+  const std::vector<std::span<const float>> grads = {g};
+  Tensor w(DType::Float32, {2});
+  WeightPolicy naive(PipelineStrategy::naive, false, {{"w", w}}, Optimizer({}, {.base_lr = 0.1}));
+  const int64_t start = naive.working_writes();
+  naive.before_forward({.mini_batch = 0});
+  naive.before_backward({.mini_batch = 0});
+  EXPECT_EQ(naive.working_writes(), start) << "W unchanged since the working weights were made from it";
+  naive.step(grads);
+  naive.before_forward({.mini_batch = 1});
+  naive.before_backward({.mini_batch = 1});
+  EXPECT_EQ(naive.working_writes(), start + 1);
+  EXPECT_EQ(w.data<float>()[0], naive.master()[0]);
+
+  Tensor v(DType::Float32, {2});
+  WeightPolicy spectrain(PipelineStrategy::spectrain, false, {{"v", v}}, Optimizer({}, {.base_lr = 0.1}));
+  spectrain.step(grads);
+  const int64_t before = spectrain.working_writes();
+  spectrain.before_forward({.mini_batch = 2, .s = 1});
+  spectrain.before_forward({.mini_batch = 3, .s = 1});
+  EXPECT_EQ(spectrain.working_writes(), before + 2);
+}
+
 TEST(PipelineTrainer, RejectsOptionsThatDoNotFit) {
   ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
   PipelineOptions o;

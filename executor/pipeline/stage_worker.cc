@@ -101,7 +101,7 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
     if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
     const int k = n.outputs[1] == *out_id ? 1 : n.outputs[2] == *out_id ? 2 : 0;
     if (k == 0) continue;
-    RunningStat stat{output, *f.value(*state_id).data, RunningStatUpdate::of(f, n, k, config_.running_variance)};
+    RunningStat stat{output, state, *f.value(*state_id).data, RunningStatUpdate::of(f, n, k, config_.running_variance)};
     running_stats_.push_back(stat);
   }
   forward_reads_[0] = reads_input(f, config_.input);
@@ -167,9 +167,13 @@ void StageWorker::note_activations() {
   peak_activation_bytes = std::max(peak_activation_bytes, bytes);
 }
 
-// As Trainer does (RunningStatUpdate, trainer.h).
+// As Trainer does (RunningStatUpdate, trainer.h): on the host, then uploaded again on a GPU.
 void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows) {
-  for (RunningStat& r : running_stats_) r.update.apply(out.at(r.output).data<float>(), r.state.data<float>(), rows);
+  const std::shared_ptr<DeviceInitializerStore>& store = forward_session_->device_initializers();
+  for (RunningStat& r : running_stats_) {
+    r.update.apply(out.at(r.output).data<float>(), r.state.data<float>(), rows);
+    if (store) store->mark_host_changed(r.state_name);
+  }
 }
 
 std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
@@ -195,9 +199,13 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
   }
   feed_data(graph, micro, inputs);
   session.set_run_index(static_cast<uint64_t>(mini_batch_of(micro)));
-  // The policy wrote this pass's weights (stashed, predicted or current) into the graph in place: a CUDA
-  // session, which keeps initializers on the device across runs, uploads them again.
-  session.initializers_changed();
+  // When the policy wrote this pass's weights (stashed, predicted or current) into the graph in place, a
+  // CUDA session, which keeps initializers on the device across runs, uploads them again (the forward and
+  // backward sessions share one store: once for both).
+  if (weights_->working_writes() != uploaded_writes_) {
+    session.initializers_changed();
+    uploaded_writes_ = weights_->working_writes();
+  }
   if (config_.device.kind != DeviceKind::Cuda) return session.run(inputs);
   std::map<std::string, DeviceTensor> kept_on_device;
   std::map<std::string, Tensor> out = session.run(inputs, device_inputs, keep_on_device, kept_on_device);
@@ -408,6 +416,7 @@ void StageWorker::restore(const std::map<std::string, Tensor>& values,
     Tensor shared = stat;  // the stage graph's own buffer
     std::memcpy(shared.raw(), it->second.raw(), stat.nbytes());
   }
+  forward_session_->initializers_changed();  // a GPU stage uploads all of it again
 }
 
 std::vector<std::pair<std::string, Tensor>> StageWorker::running_statistics() const {

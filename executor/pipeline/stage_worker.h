@@ -126,6 +126,7 @@ class StageWorker {
  private:
   struct RunningStat {
     std::string output;
+    std::string state_name;
     Tensor state;
     RunningStatUpdate update;
   };
@@ -161,6 +162,7 @@ class StageWorker {
   std::vector<std::string> gradient_outputs_;  // per parameter
   std::vector<RunningStat> running_stats_;
   bool forward_reads_[2] = {false, false}, backward_reads_[2] = {false, false};  // {input, labels}
+  int64_t uploaded_writes_ = -1;  // WeightPolicy::working_writes() at the last pass
 
   PipelineRound round_;
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)

@@ -35,6 +35,7 @@ WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::v
 }
 
 void WeightPolicy::write_working(std::span<const float> source) {
+  ++working_writes_;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto w = parameters_[i].working.data<float>();
     const float* src = source.data() + offsets_[i];
@@ -44,6 +45,7 @@ void WeightPolicy::write_working(std::span<const float> source) {
 
 // Ŵ = W − s·d per parameter, d = lr·v from the optimizer's own state (lr of the stage's next update).
 void WeightPolicy::write_predicted(int64_t s, std::vector<float>* predicted) {
+  ++working_writes_;
   const double lr = optimizer_.current_lr();
   const float sf = static_cast<float>(s);
   for (size_t i = 0; i < parameters_.size(); ++i) {

@@ -74,6 +74,9 @@ class WeightPolicy {
   void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
 
   int64_t version() const { return optimizer_.global_step(); }
+  // How many times the working Tensors have been written (a stage on a GPU uploads them again when this
+  // changed since its last pass).
+  int64_t working_writes() const { return working_writes_; }
   const Optimizer& optimizer() const { return optimizer_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }
   std::span<const float> master() const { return master_; }
@@ -114,6 +117,7 @@ class WeightPolicy {
   bool accumulating_ = false;
   // The version W_v the working Tensors hold (from W, a stash or the history; -1: a prediction); saves copies.
   int64_t working_version_ = -1;
+  int64_t working_writes_ = 0;
   struct Stash {
     int64_t version;
     std::vector<float> weights;
