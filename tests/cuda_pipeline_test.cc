@@ -17,12 +17,11 @@
 #include "executor/inference_session.h"
 #include "executor/pipeline/pipeline_trainer.h"
 #include "executor/pipeline/stage_transport.h"
-#include "frontend/data_loader.h"
-#include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/device_query.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -111,19 +110,8 @@ TEST(CudaPipeline, StageDevicesNeedACudaPipeline) {
 
 // --- on GPUs ---
 
-using Batches = std::vector<std::pair<Tensor, Tensor>>;
-
-Batches make_batches(int64_t batch, int64_t count) {
-  Dataset data = load_dataset("synthetic:1,28,28:10:" + std::to_string(batch * count),
-                              {.normalize = Normalization::MeanStd, .seed = 5});
-  DataLoader loader(data, {.batch = batch, .shuffle = false, .prefetch = false});
-  Batches out;
-  for (int64_t i = 0; i < count; ++i) {
-    Batch b = loader.next();
-    out.emplace_back(b.x, b.y);
-  }
-  return out;
-}
+using testing_support::Batches;
+using testing_support::batches_of;
 
 std::vector<float> train_losses(const PipelineOptions& o, const Batches& batches) {
   ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
@@ -136,7 +124,7 @@ TEST(CudaPipeline, SessionReadsDeviceInputsInPlace) {
   ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
   InferenceSession session(model.graph, "", Device::cuda(0));
   const std::string input = model.graph.value(model.graph.inputs[0]).name;
-  const Tensor x = make_batches(4, 1)[0].first;
+  const Tensor x = batches_of("synthetic:1,28,28:10:8", 4, 1)[0].first;
   const std::map<std::string, Tensor> from_host = session.run({{input, x}});
 
   const cuda::DeviceStream& stream = session.device_initializers()->stream();
@@ -155,14 +143,12 @@ TEST(CudaPipeline, SessionReadsDeviceInputsInPlace) {
 
 // Every strategy on `devices` (threaded, then emulated) against the same pipeline on the CPU.
 void expect_gpu_pipeline_follows_the_cpu(const std::vector<Device>& devices) {
-  const Batches batches = make_batches(8, 6);
+  const Batches batches = batches_of("synthetic:1,28,28:10:48", 8, 6);
   for (PipelineStrategy strategy :
        {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain, PipelineStrategy::gpipe}) {
     SCOPED_TRACE(pipeline_strategy_name(strategy));
     PipelineOptions o;
-    o.trainer.loss = parse_loss_spec("cross-entropy");
-    o.trainer.optimizer.momentum = 0.9;
-    o.trainer.schedule.base_lr = 0.05;
+    o.trainer = testing_support::momentum_sgd(0.05);
     o.strategy = strategy;
     o.stages = static_cast<int>(devices.size());
     o.micro_batches = strategy == PipelineStrategy::gpipe ? 2 : 1;
