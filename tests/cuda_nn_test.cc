@@ -507,6 +507,15 @@ TEST_F(CudaNnKernels, Pooling) {
                 .outputs = {f32({2, 3, 8, 8})},
                 .domain = "ai.onnxtrain"},
                "max grad");
+  // Tied maxima (ReLU zeros are the common case): dY goes to the first maximum in window order.
+  Tensor ties = x.clone();
+  for (float& v : ties.data<float>()) v = std::max(0.0f, std::round(v));
+  expect_agree({.op = "MaxPoolGrad",
+                .attributes = window,
+                .inputs = {r({2, 3, 4, 4}), ties},
+                .outputs = {f32({2, 3, 8, 8})},
+                .domain = "ai.onnxtrain"},
+               "max grad with ties");
   expect_agree({.op = "MaxPool",
                 .attributes = {{"kernel_shape", Ints{2}}},
                 .inputs = {r({2, 3, 9})},
@@ -550,6 +559,14 @@ TEST_F(CudaNnKernels, BatchNormalization) {
                 .inputs = {x, scale, bias, mean, var},
                 .outputs = {f32({4, 3, 5, 2}), f32({3}), f32({3})}},
                "training");
+  // One value per channel: the unbiased variance is 0/0 for cuDNN; the reference's running variance
+  // keeps momentum · var, and Y is the bias.
+  expect_agree({.op = "BatchNormalization",
+                .opset = 15,
+                .attributes = {{"training_mode", int64_t{1}}, {"momentum", 0.8}},
+                .inputs = {r({1, 3, 1, 1}), scale, bias, mean, var},
+                .outputs = {f32({1, 3, 1, 1}), f32({3}), f32({3})}},
+               "training, one value per channel");
   expect_agree({.op = "BatchNormalization",
                 .opset = 9,
                 .inputs = {x, scale, bias, mean, var},

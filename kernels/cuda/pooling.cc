@@ -5,10 +5,10 @@
 // asymmetric pads, odd SAME pads, ceil_mode overhangs, dilations, AveragePool's count_include_pad over
 // a ceil_mode overhang, MaxPool's Indices output - runs the direct kernels of pooling_direct.cu
 // (cudnn_direct_pooling.h: the reference's rules, one thread per output or per input element) for 1 to 3
-// spatial dims; beyond that the problem fails at prepare naming the attribute.
-// cuDNN's backward pass needs the forward's Y: MaxPoolGrad recomputes it into the stream's workspace
-// (the reference's MaxPoolGrad takes X, not the indices); average pooling reads neither Y nor X, so
-// AveragePoolGrad passes dY and dX in their places. Global pools use the whole plane as the window:
+// spatial dims; beyond that the problem fails at prepare naming the attribute. MaxPoolGrad always runs
+// the direct kernel: on tied maxima (ReLU zeros in a window are common) the reference gives dY to the
+// first maximum in window order, and cuDNN does not document which one it picks. Average pooling's
+// backward reads neither Y nor X, so AveragePoolGrad passes dY and dX in their places. Global pools use the whole plane as the window:
 // the native (H,W) or (D,H,W) window for 2 or 3 spatial dims, else the plane as one axis.
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -31,55 +31,39 @@ using reference::kernel_fail;
 
 enum class PoolPass { Forward, MaxGrad, AverageGrad };
 
+// cuDNN forward pooling, or (`average_grad`) AveragePoolGrad.
 class CudnnPool final : public Kernel {
  public:
   // unpooled/pooled: X (dX) and Y (dY) dims.
-  CudnnPool(PoolPass pass, cudnnPoolingMode_t mode, const CudnnWindow& window, const std::vector<int>& unpooled,
-            const std::vector<int>& pooled, int64_t pooled_numel, bool empty)
-      : pass_(pass),
-        pool_(mode, window),
-        x_(unpooled),
-        y_(pooled),
-        y_bytes_(static_cast<size_t>(pooled_numel) * 4),
-        empty_(empty) {}
+  CudnnPool(bool average_grad, cudnnPoolingMode_t mode, const CudnnWindow& window, const std::vector<int>& unpooled,
+            const std::vector<int>& pooled, bool empty)
+      : average_grad_(average_grad), pool_(mode, window), x_(unpooled), y_(pooled), empty_(empty) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     DeviceGuard guard(stream);
     const float one = 1.0f, zero = 0.0f;
     if (empty_) {  // no windows: dX is all zeros, Y has no elements
-      if (pass_ != PoolPass::Forward && outputs[0].numel() > 0) {
+      if (average_grad_ && outputs[0].numel() > 0) {
         ONNXTRAIN_CUDA_CHECK(
             cudaMemsetAsync(outputs[0].data, 0, static_cast<size_t>(outputs[0].numel()) * 4, native_stream(stream)));
       }
       return;
     }
     cudnnHandle_t handle = cudnn_handle(stream);
-    switch (pass_) {
-      case PoolPass::Forward:
-        ONNXTRAIN_CUDNN_CHECK(
-            cudnnPoolingForward(handle, pool_.get(), &one, x_.get(), inputs[0].data, &zero, y_.get(), outputs[0].data));
-        break;
-      case PoolPass::MaxGrad: {
-        void* y = workspace(stream, y_bytes_);
-        ONNXTRAIN_CUDNN_CHECK(
-            cudnnPoolingForward(handle, pool_.get(), &one, x_.get(), inputs[1].data, &zero, y_.get(), y));
-        ONNXTRAIN_CUDNN_CHECK(cudnnPoolingBackward(handle, pool_.get(), &one, y_.get(), y, y_.get(), inputs[0].data,
-                                                   x_.get(), inputs[1].data, &zero, x_.get(), outputs[0].data));
-        break;
-      }
-      case PoolPass::AverageGrad:
-        ONNXTRAIN_CUDNN_CHECK(cudnnPoolingBackward(handle, pool_.get(), &one, y_.get(), inputs[0].data, y_.get(),
-                                                   inputs[0].data, x_.get(), outputs[0].data, &zero, x_.get(),
-                                                   outputs[0].data));
-        break;
+    if (!average_grad_) {
+      ONNXTRAIN_CUDNN_CHECK(
+          cudnnPoolingForward(handle, pool_.get(), &one, x_.get(), inputs[0].data, &zero, y_.get(), outputs[0].data));
+      return;
     }
+    ONNXTRAIN_CUDNN_CHECK(cudnnPoolingBackward(handle, pool_.get(), &one, y_.get(), inputs[0].data, y_.get(),
+                                               inputs[0].data, x_.get(), outputs[0].data, &zero, x_.get(),
+                                               outputs[0].data));
   }
 
  private:
-  PoolPass pass_;
+  bool average_grad_;
   PoolingDescriptor pool_;
   TensorDescriptor x_, y_;
-  size_t y_bytes_;
   bool empty_;
 };
 
@@ -123,7 +107,7 @@ std::unique_ptr<Kernel> make_window_pool(const KernelSpec& spec, PoolPass pass, 
       max ? WindowUse::MaxPool : (include_pad ? WindowUse::AveragePoolIncludePad : WindowUse::AveragePoolExcludePad);
   const bool empty = unpooled.numel() == 0 || pooled.numel() == 0;
   CudnnWindow window = cudnn_window(g.window, use);
-  if (!window.problem.empty() || indices) {
+  if (!window.problem.empty() || indices || pass == PoolPass::MaxGrad) {
     if (g.window.spatial() > static_cast<size_t>(kDirectPoolMaxDims)) kernel_fail(spec, window.problem);
     const int64_t storage_order = max && pass == PoolPass::Forward ? spec.attributes.get_int("storage_order", 0) : 0;
     return std::make_unique<DirectPoolKernel>(direct_pool(g.window, g.planes, max, include_pad, storage_order == 1),
@@ -132,8 +116,9 @@ std::unique_ptr<Kernel> make_window_pool(const KernelSpec& spec, PoolPass pass, 
   const cudnnPoolingMode_t mode = max           ? CUDNN_POOLING_MAX_DETERMINISTIC
                                   : include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                 : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  return std::make_unique<CudnnPool>(pass, mode, window, require_cudnn_dims(spec, unpooled.sizes, "X"),
-                                     require_cudnn_dims(spec, pooled.sizes, "Y"), pooled.numel(), empty);
+  return std::make_unique<CudnnPool>(pass == PoolPass::AverageGrad, mode, window,
+                                     require_cudnn_dims(spec, unpooled.sizes, "X"), require_cudnn_dims(spec, pooled.sizes, "Y"),
+                                     empty);
 }
 
 std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec) {
@@ -181,8 +166,8 @@ std::unique_ptr<Kernel> make_global_pool(const KernelSpec& spec) {
     window.dilations.push_back(1);
   }
   return std::make_unique<CudnnPool>(
-      PoolPass::Forward, Max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, window,
-      require_cudnn_dims(spec, x_view, "X"), require_cudnn_dims(spec, y_view, "Y"), spec.outputs[0].numel(), empty);
+      false, Max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, window,
+      require_cudnn_dims(spec, x_view, "X"), require_cudnn_dims(spec, y_view, "Y"), empty);
 }
 
 }  // namespace
