@@ -118,6 +118,10 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     : options_(std::move(options)) {
   const int r = options_.replicas;
   if (r < 1) throw Error("data parallel: --replicas must be at least 1, got " + std::to_string(r));
+  // The replicas' combined gradients would need the loss scaler's unscale and skip (Trainer does it for
+  // one device only).
+  if (options_.trainer.precision == Precision::fp16)
+    throw Error("data parallel: --precision fp16 is not supported (fp32 and bf16 are)");
   if (options_.world && r != 1) {
     throw Error("data parallel across processes: one replica per process (got " + std::to_string(r) +
                 " replicas in each of " + std::to_string(options_.world->size()) + " processes)");

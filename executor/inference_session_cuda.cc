@@ -49,7 +49,7 @@ DeviceValue borrow_or_copy(const cuda::DeviceStream& stream, const DeviceTensor&
     return {.buffer = {}, .dtype = input.dtype, .sizes = input.sizes, .borrowed = input.buffer.data()};
   DeviceValue value = allocate_on(stream, input.dtype, input.sizes);
   cuda::copy_between_devices(value.buffer.data(), stream.device(), input.buffer.data(), input.buffer.device(),
-                             input.buffer.bytes(), stream);
+                             byte_count(input.dtype, input.sizes), stream);
   return value;
 }
 

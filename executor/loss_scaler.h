@@ -38,7 +38,7 @@ class LossScaler {
   const LossScalerOptions& options() const { return options_; }
 
   // Multiplies every element by 1/scale (as GradScaler does, in float32) and returns whether all the
-  // results are finite.
+  // scaled values were finite (kernels/loss_scale_math.h).
   static bool unscale(std::span<float> gradient, double scale);
 
   // After a step: a non-finite one backs the scale off and resets the tracker; the growth_interval-th

@@ -71,7 +71,7 @@ TEST(CudaRuntime, ObjectsOnAMissingDeviceAreClearErrors) {
   if (missing == 0) {
     // No device at all: pinned memory needs a CUDA context too.
     EXPECT_THROW(PinnedHostBuffer pinned(64), Error);
-    EXPECT_THROW(pinned_tensor(DType::Float32, {4}), Error);
+    EXPECT_THROW(pinned_tensor(0, DType::Float32, {4}), Error);
   }
 }
 
@@ -163,7 +163,7 @@ TEST(CudaRuntimeGpu, PinnedTensorsComeFromAPool) {
   const DeviceAllocatorStats before = pinned_allocator_stats();
   const void* first_block = nullptr;
   {
-    Tensor t = pinned_tensor(DType::Float32, {1000, 3});
+    Tensor t = pinned_tensor(0, DType::Float32, {1000, 3});
     first_block = t.raw();
     cudaPointerAttributes attributes{};
     ASSERT_EQ(cudaPointerGetAttributes(&attributes, t.raw()), cudaSuccess);
@@ -177,7 +177,7 @@ TEST(CudaRuntimeGpu, PinnedTensorsComeFromAPool) {
     stream.synchronize();
     EXPECT_EQ(std::memcmp(back.raw(), t.raw(), t.nbytes()), 0);
   }
-  Tensor again = pinned_tensor(DType::Float32, {3000});
+  Tensor again = pinned_tensor(0, DType::Float32, {3000});
   EXPECT_EQ(again.raw(), first_block) << "the same size class comes back from the cache";
   EXPECT_EQ(pinned_allocator_stats().cache_hits, before.cache_hits + 1);
 }

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "executor/data_parallel.h"
 #include "executor/inference_session.h"
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
@@ -344,6 +345,17 @@ TEST(MixedPrecision, Fp16OnCudaFollowsFp16OnTheCpu) {
   }
   EXPECT_EQ(gpu.step(), cpu.step());
   EXPECT_EQ(gpu.loss_scaler()->scale(), cpu.loss_scaler()->scale()) << "grew after 3 finite steps on both";
+}
+
+TEST(MixedPrecision, DataParallelRefusesFp16) {
+  // Its replicas' combined gradients would reach the optimizer still loss-scaled.
+  ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
+  try {
+    DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2});
+    ADD_FAILURE() << "fp16 data parallelism was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MixedPrecision, PrecisionNames) {

@@ -51,7 +51,9 @@ Device training_device(const TrainOptions& o, int devices, int local_rank, const
 
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device) {
   if (device.kind != DeviceKind::Cuda) return {};
-  return [](DType dtype, std::vector<int64_t> sizes) { return cuda::pinned_tensor(dtype, std::move(sizes)); };
+  return [index = device.index](DType dtype, std::vector<int64_t> sizes) {
+    return cuda::pinned_tensor(index, dtype, std::move(sizes));
+  };
 }
 
 // --test-data: "" = the training source's own test split where it has one; "none" = no test pass.

@@ -240,10 +240,17 @@ void StageWorker::forward(int64_t micro) {
   observe(false, micro, read);
 
   // On a GPU what the backward reads stays there, and so do the activations for a stage of this process.
+  // A value both kept and sent over a host transport (stages in separate processes) comes back to the
+  // host: the transport needs it there, and the backward uploads it again.
   std::set<std::string> keep_on_device;
-  if (config_.device.kind == DeviceKind::Cuda) keep_on_device.insert(graphs_.kept.begin(), graphs_.kept.end());
-  if (config_.device_transfers)
+  if (config_.device_transfers) {
+    keep_on_device.insert(graphs_.kept.begin(), graphs_.kept.end());
     keep_on_device.insert(graphs_.send_activations.begin(), graphs_.send_activations.end());
+  } else if (config_.device.kind == DeviceKind::Cuda) {
+    const std::set<std::string> sent(graphs_.send_activations.begin(), graphs_.send_activations.end());
+    for (const std::string& name : graphs_.kept)
+      if (!sent.contains(name)) keep_on_device.insert(name);
+  }
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*forward_session_, graphs_.forward, micro, keep_on_device, device_out);
   mb.received.clear();  // the activations the backward needs are among `kept`

@@ -269,11 +269,12 @@ CachingAllocator& pinned_allocator() {
 
 }  // namespace
 
-Tensor pinned_tensor(DType dtype, std::vector<int64_t> sizes) {
-  require_device(0, "pinned host memory");
+Tensor pinned_tensor(int device, DType dtype, std::vector<int64_t> sizes) {
+  require_device(device, "pinned host memory");
   const size_t bytes = static_cast<size_t>(TensorDesc{dtype, sizes}.numel()) * dtype_size(dtype);
   if (bytes == 0) return Tensor(dtype, std::move(sizes));
   CachingAllocator& pool = pinned_allocator();
+  DeviceIndexGuard guard(device);  // the calling thread (a loader's) would otherwise use cuda:0's context
   // Host memory has no stream: every block is in one cache (key null).
   auto* block = static_cast<std::byte*>(pool.allocate(bytes, nullptr));
   std::memset(block, 0, bytes);

@@ -105,9 +105,11 @@ class PinnedHostBuffer {
 // A host tensor in page-locked memory from a caching pool (cudaHostAlloc once per size class, reused when
 // the tensor's last copy goes), zero-filled like Tensor(dtype, sizes): uploading it is an asynchronous
 // DMA without the runtime's staging copy. For batches made on a data loader's thread (PyTorch's
-// pin_memory). A block is reused as soon as its tensor goes: drop it only after the uploads reading it
-// are complete (a session run waits for its stream before it returns). Throws Error without a device.
-Tensor pinned_tensor(DType dtype, std::vector<int64_t> sizes);
+// pin_memory). `device`: the GPU the batches go to; its CUDA context makes the allocation (so a process
+// on cuda:3 starts no context on cuda:0); the memory is portable to every device. A block is reused as
+// soon as its tensor goes: drop it only after the uploads reading it are complete (a session run waits
+// for its stream before it returns). Throws Error when `device` is not visible.
+Tensor pinned_tensor(int device, DType dtype, std::vector<int64_t> sizes);
 // Stream-ordered copies. From pageable host memory a copy to the device returns once the source may be
 // reused; copy_to_host into pageable memory is complete only after stream.synchronize().
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream);

@@ -33,8 +33,8 @@ PinnedHostBuffer::PinnedHostBuffer(size_t) { require_device(0, "pinned host memo
 PinnedHostBuffer::~PinnedHostBuffer() = default;
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&&) noexcept = default;
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&&) noexcept = default;
-Tensor pinned_tensor(DType, std::vector<int64_t>) {
-  require_device(0, "pinned host memory");
+Tensor pinned_tensor(int device, DType, std::vector<int64_t>) {
+  require_device(device, "pinned host memory");
   return {};
 }
 DeviceAllocatorStats pinned_allocator_stats() {
