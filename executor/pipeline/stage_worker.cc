@@ -17,12 +17,6 @@ bool reads_input(const Graph& g, const std::string& name) {
 
 bool gpipe_round(const PipelineRound& r) { return r.schedule->strategy == PipelineStrategy::gpipe; }
 
-int64_t bytes_of(const std::map<std::string, StageValue>& m) {
-  int64_t b = 0;
-  for (const auto& [name, v] : m) b += v.nbytes();
-  return b;
-}
-
 // Output `name` of a pass: its device copy when the pass kept it there, else the host tensor.
 StageValue value_of(const std::string& name, const std::map<std::string, Tensor>& out,
                     const std::map<std::string, std::shared_ptr<const DeviceTensor>>& device_out) {
@@ -160,9 +154,14 @@ void StageWorker::observe(bool backward, int64_t micro, int64_t read) {
 
 void StageWorker::note_activations() {
   int64_t bytes = 0;
+  std::set<const DeviceTensor*> counted;  // a device value both kept and sent is one buffer
+  auto add = [&](const StageValue& v) {
+    if (!v.on_device() || counted.insert(v.device.get()).second) bytes += v.nbytes();
+  };
   for (const auto& [micro, mb] : in_flight_) {
-    bytes += bytes_of(mb.received) + bytes_of(mb.kept);
-    for (const StageValue& v : mb.outgoing) bytes += v.nbytes();
+    for (const auto& [name, v] : mb.received) add(v);
+    for (const auto& [name, v] : mb.kept) add(v);
+    for (const StageValue& v : mb.outgoing) add(v);
   }
   peak_activation_bytes = std::max(peak_activation_bytes, bytes);
 }
