@@ -20,6 +20,7 @@
 #include "executor/optimizer.h"
 #include "tests/optimizer_cases.h"
 #include "kernels/cuda/cuda_runtime.h"
+#include "kernels/loss_scale_math.h"
 #include "kernels/optimizer_math.h"
 #if ONNXTRAIN_WITH_CUDA
 #include "kernels/cuda/optimizer_update.h"

@@ -165,9 +165,11 @@ TEST(CudaRuntimeGpu, PinnedTensorsComeFromAPool) {
   {
     Tensor t = pinned_tensor(0, DType::Float32, {1000, 3});
     first_block = t.raw();
+#if ONNXTRAIN_WITH_CUDA  // the runtime API itself; the rest compiles against the stub too
     cudaPointerAttributes attributes{};
     ASSERT_EQ(cudaPointerGetAttributes(&attributes, t.raw()), cudaSuccess);
     EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+#endif
     for (float v : t.data<float>()) ASSERT_EQ(v, 0.0f);
     for (size_t i = 0; i < 3000; ++i) t.data<float>()[i] = static_cast<float>(i) * 0.5f;
     DeviceBuffer device(stream, t.nbytes());
