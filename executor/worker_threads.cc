@@ -1,5 +1,7 @@
 #include "executor/worker_threads.h"
 
+#include <utility>
+
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -58,7 +60,10 @@ void WorkerThreads::loop(int k) {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      errors_[static_cast<size_t>(k)] = error;
+      // Moved, not copied: a copy left here would be released after the unlock, possibly as the last
+      // reference, destroying the exception on this thread while the caller reads it (the refcount's
+      // atomics are in uninstrumented libstdc++, so ThreadSanitizer would report that as a race).
+      errors_[static_cast<size_t>(k)] = std::move(error);
       if (--running_ == 0) done_.notify_all();
     }
   }
