@@ -1,4 +1,4 @@
-// Pipeline stages on GPUs in one process (StageConfig::device_transfers): the values a stage keeps for its
+// Pipeline stages on GPUs in one process (StageConfig::device on CUDA): the values a stage keeps for its
 // backward pass and the activations and gradients it hands to its neighbours stay in device memory
 // (executor/pipeline/stage_transport.h), and a session reads device inputs in place or by a peer copy.
 // Without a GPU: the transports' plumbing (a device value is a shared handle; a transport refuses, as a

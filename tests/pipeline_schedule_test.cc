@@ -2,14 +2,17 @@
 // programs' structure, an event interpreter with bounded channels that proves the programs complete and
 // that every pass has its inputs, the version accounting and SpecTrain's s values for both targets
 // (checked against closed forms derived independently from the paper's grid), the unit-time timeline,
-// and the printed table.
+// and the printed table; a second interpreter with NCCL's unbuffered, grouped transfers proves that
+// launch_before's grouping completes every schedule (and that without it gpipe and 1F1B deadlock).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -502,4 +505,130 @@ stage 1  .  F0 F1 F2 F3 .  .  B0 B1 B2 B3 U  .
 stage 2  .  .  F0 F1 F2 F3 B0 B1 B2 B3 U  .  .
 bubble (every pass one time unit): stage 0 33%, stage 1 33%, stage 2 33%
 )");
+}
+
+// Executes the programs the way GroupedTransport over NCCL does (grouped_transport.h): a Send's header
+// goes ahead at once (buffered) and its payload is queued; a Recv waits for its header, then queues its
+// payload; the queue is launched as one group before every other instruction, at the end, and before the
+// Recvs launch_before marks. Payloads are unbuffered: a launched send and recv of a (from, to) link match
+// in FIFO order, and a stage whose group has not fully matched waits (stricter than NCCL, whose host only
+// waits at its next stream synchronisation). `marks`: false ignores launch_before; `grouped`: false
+// launches every transfer alone.
+struct GroupedInterpreter {
+  struct Transfer {
+    bool send;
+    int from, to;
+    Op op;
+    int64_t micro_batch;
+    bool matched = false;
+  };
+  Schedule schedule;
+  bool marks, grouped;
+  std::vector<size_t> pc;
+  std::vector<std::vector<bool>> launch;
+  std::set<std::tuple<int, int, int64_t, bool>> headers;  // (from, to, micro-batch, gradient)
+  std::vector<std::vector<std::shared_ptr<Transfer>>> queued, launched;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Transfer>>> sends, recvs;
+  std::vector<std::string> failures;
+
+  GroupedInterpreter(const Schedule& s, bool use_marks, bool use_groups)
+      : schedule(s), marks(use_marks), grouped(use_groups), pc(s.stages, 0), queued(s.stages), launched(s.stages) {
+    for (int k = 0; k < s.stages; ++k) launch.push_back(launch_before(s, k));
+  }
+
+  void post(int k) {
+    for (const auto& t : queued[k]) {
+      (t->send ? sends : recvs)[{t->from, t->to}].push_back(t);
+      auto& s = sends[{t->from, t->to}];
+      auto& r = recvs[{t->from, t->to}];
+      while (!s.empty() && !r.empty()) {
+        if (s.front()->micro_batch != r.front()->micro_batch)
+          failures.push_back("link " + std::to_string(t->from) + "->" + std::to_string(t->to) + " matches micro-batch " +
+                             std::to_string(s.front()->micro_batch) + " with " + std::to_string(r.front()->micro_batch));
+        s.front()->matched = r.front()->matched = true;
+        s.pop_front();
+        r.pop_front();
+      }
+    }
+    launched[k] = std::move(queued[k]);
+    queued[k].clear();
+  }
+  bool waiting(int k) const {
+    return std::any_of(launched[k].begin(), launched[k].end(), [](const auto& t) { return !t->matched; });
+  }
+  bool step(int k) {
+    if (waiting(k)) return false;
+    const std::vector<Instruction>& program = schedule.programs[k];
+    if (pc[k] == program.size()) {
+      if (queued[k].empty()) return false;
+      post(k);
+      return true;
+    }
+    const Instruction& in = program[pc[k]];
+    const bool send = in.op == Op::SendActivation || in.op == Op::SendGradient;
+    const bool recv = in.op == Op::RecvActivation || in.op == Op::RecvGradient;
+    const bool gradient = in.op == Op::SendGradient || in.op == Op::RecvGradient;
+    if (!queued[k].empty() && ((!send && !recv) || (recv && marks && launch[k][pc[k]]))) {
+      post(k);
+      return true;
+    }
+    if (send || recv) {
+      const int peer = (in.op == Op::SendActivation || in.op == Op::RecvGradient) ? k + 1 : k - 1;
+      const int from = send ? k : peer, to = send ? peer : k;
+      if (send) headers.insert({from, to, in.micro_batch, gradient});
+      if (recv && !headers.contains({from, to, in.micro_batch, gradient})) return false;
+      queued[k].push_back(std::make_shared<Transfer>(Transfer{send, from, to, in.op, in.micro_batch}));
+      if (!grouped) post(k);
+    }
+    ++pc[k];
+    return true;
+  }
+  bool run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int k = 0; k < schedule.stages; ++k)
+        while (step(k)) progress = true;
+    }
+    for (int k = 0; k < schedule.stages; ++k)
+      if (pc[k] != schedule.programs[k].size() || !queued[k].empty() || waiting(k)) return false;
+    return true;
+  }
+};
+
+TEST(PipelineSchedule, GroupedUnbufferedTransfersComplete) {
+  for (PipelineStrategy strategy : kAll)
+    for (int n = 1; n <= 8; ++n)
+      for (int64_t m : run_lengths(n)) {
+        const Schedule s = make_schedule(strategy, n, m);
+        SCOPED_TRACE(describe(strategy, n, m));
+        GroupedInterpreter run(s, true, true);
+        EXPECT_TRUE(run.run()) << "deadlock";
+        EXPECT_TRUE(run.failures.empty()) << run.failures.front();
+      }
+}
+
+// Where launch_before marks: gpipe's first gradient, whose header stage k+1 sends only after it has the
+// last activation; never in 1F1B's steady state, where the send and the recv cross and must share a group.
+// Without the marks gpipe deadlocks on the header; without groups 1F1B deadlocks on the crossing sends.
+TEST(PipelineSchedule, LaunchBeforeMarksTheRecvsThatDependOnTheQueuedSends) {
+  for (int n = 2; n <= 6; ++n) {
+    const Schedule gpipe = make_schedule(PipelineStrategy::gpipe, n, 3);
+    for (int k = 0; k < n; ++k) {
+      const std::vector<bool> marks = launch_before(gpipe, k);
+      for (size_t j = 0; j < marks.size(); ++j) {
+        const Instruction& in = gpipe.programs[k][j];
+        EXPECT_EQ(marks[j], k + 1 < n && in.op == Op::RecvGradient && in.micro_batch == 0)
+            << "gpipe N=" << n << " stage " << k << " instruction " << j;
+      }
+    }
+    EXPECT_FALSE(GroupedInterpreter(gpipe, false, true).run()) << "gpipe N=" << n << " without the marks";
+    for (PipelineStrategy strategy : kOneFOneB) {
+      const Schedule s = make_schedule(strategy, n, n + 2);
+      for (int k = 0; k < n; ++k) {
+        const std::vector<bool> marks = launch_before(s, k);
+        EXPECT_EQ(std::count(marks.begin(), marks.end(), true), 0) << describe(strategy, n, n + 2) << " stage " << k;
+      }
+      EXPECT_FALSE(GroupedInterpreter(s, true, false).run()) << describe(strategy, n, n + 2) << " without groups";
+    }
+  }
 }

@@ -18,6 +18,7 @@
 #include "frontend/importer.h"
 #include "graph/op_schema.h"
 #include "tests/graph_builder.h"
+#include "tests/rendezvous_links.h"
 
 namespace onnxtrain {
 namespace {
@@ -272,6 +273,59 @@ TEST(PipelineTrainer, OneStagePerProcessEqualsTheThreadedRun) {
     expect_identical(threaded, combined, "stage per process, " + v.name);
     EXPECT_TRUE(ranks[1].params.empty());
     for (float l : ranks[0].losses) EXPECT_TRUE(std::isnan(l)) << "only the last stage computes the loss";
+  }
+}
+
+// The protocol stages on GPUs in separate processes use (grouped_transport.h: headers ahead over the
+// communicator, payloads in one NCCL group per run of consecutive transfers), run over host memory with
+// NCCL's unbuffered semantics: every strategy completes and gives the plain run's losses and weights bit
+// for bit, threads and a stage per process alike, and runs of transfers are grouped (1F1B's steady state
+// sends an activation and receives a gradient together).
+TEST(PipelineTrainer, TransfersInNcclStyleGroupsEqualThePlainRun) {
+  const int n = 3;
+  const Batches batches = make_batches("1,28,28", 8, 5, 14);
+  for (const Variant& v : kVariants) {
+    PipelineOptions o = options_for(v, momentum_sgd(0.05), n);
+    o.threads = n;
+    const TrainedRun plain = train_pipeline("cnn_opset17.onnx", o, batches);
+    testing_support::RendezvousLinks links(std::chrono::seconds(20));
+    PipelineOptions grouped = o;
+    grouped.peer_links = [&](int k, Communicator&) { return links.link(k); };
+    expect_identical(plain, train_pipeline("cnn_opset17.onnx", grouped, batches), "grouped transfers, " + v.name);
+
+    EXPECT_GE(links.largest_group(), 2u) << v.name;
+
+    auto group = make_local_group(n, std::chrono::seconds(60));
+    std::vector<TrainedRun> ranks(n);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < n; ++k) {
+      threads.emplace_back([&, k] {
+        ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+        PipelineOptions mine = grouped;
+        mine.threads = 1;
+        mine.world = group[k].get();
+        PipelineTrainer p(m.graph, mine);
+        ranks[k].losses = p.train(batches);
+        ranks[k].params = p.gather_trained_initializers();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    expect_identical(plain, TrainedRun{ranks[n - 1].losses, ranks[0].params}, "grouped, stage per process, " + v.name);
+  }
+}
+
+// The same transfers posted one at a time deadlock 1F1B (why NcclLink groups them): the stand-in catches
+// it, and the stage's error names it.
+TEST(PipelineTrainer, UngroupedUnbufferedTransfersDeadlock1F1B) {
+  testing_support::RendezvousLinks links(std::chrono::milliseconds(500), /*grouped=*/false);
+  PipelineOptions o = options_for(kVariants[0], momentum_sgd(0.05), 2);
+  ASSERT_EQ(o.strategy, PipelineStrategy::naive);
+  o.peer_links = [&](int k, Communicator&) { return links.link(k); };
+  try {
+    train_pipeline("cnn_opset17.onnx", o, make_batches("1,28,28", 8, 4, 15));
+    ADD_FAILURE() << "1F1B completed over unbuffered, ungrouped transfers";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "executor/comm/group_comm.h"
 #include "executor/comm/local_comm.h"
+#include "executor/pipeline/nccl_link.h"
 #include "executor/pipeline/stage_graphs.h"
 #include "graph/error.h"
 
@@ -105,7 +106,6 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .measure_prediction = options_.measure_prediction,
                        .kernels = options_.trainer.kernels,
                        .device = on_gpus_in_process ? stage_device(k) : options_.trainer.device,
-                       .device_transfers = on_gpus_in_process,
                        .running_variance = options_.trainer.running_variance,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
@@ -114,6 +114,10 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
     workers_.push_back(std::make_unique<StageWorker>(std::move(graphs[k]), std::move(config),
                                                      Optimizer(options_.trainer.optimizer, options_.trainer.schedule)));
   }
+  // Stages in separate processes on GPUs send their device values with NCCL, bootstrapped over the
+  // pipeline's host group (a collective: every stage's process constructs its trainer).
+  if (options_.world && n > 1 && options_.trainer.device.kind == DeviceKind::Cuda && !options_.peer_links)
+    nccl_ = std::make_unique<NcclCommunicator>(*pipeline_comm(), options_.trainer.device.index);
   wall_seconds_.assign(n, 0.0);
   idle_seconds_.assign(n, 0.0);
 }
@@ -209,8 +213,8 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
   const int capacity =
       static_cast<int>(std::max<int64_t>(64, 2 * static_cast<int64_t>(values) * (n + options_.micro_batches + 2)));
   std::vector<std::unique_ptr<Communicator>> group = make_local_group(n, options_.timeout, capacity);
-  DeviceHandoff handoff;  // used by stages on GPUs only (StageConfig::device_transfers)
-  DeviceHandoff* device_values = workers_[0]->config().device_transfers ? &handoff : nullptr;
+  DeviceHandoff handoff;  // used by stages on GPUs only (they send device values)
+  DeviceHandoff* device_values = workers_[0]->config().device.kind == DeviceKind::Cuda ? &handoff : nullptr;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(n));
@@ -238,27 +242,37 @@ void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
   run_stage(pipeline_comm()->rank(), *pipeline_comm(), rounds);
 }
 
+std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communicator& comm,
+                                                                DeviceHandoff* device_values) {
+  if (options_.peer_links) return std::make_unique<GroupedTransport>(comm, options_.peer_links(k, comm));
+  if (nccl_)
+    return std::make_unique<GroupedTransport>(comm, std::make_unique<NcclLink>(*nccl_, workers_[k]->device_stream()));
+  return std::make_unique<CommTransport>(comm, device_values);
+}
+
 // Stage k's program of every round over `comm`, timed (wall and blocked seconds). A failure aborts
-// `comm`, waking the other stages with this stage's reason, and is rethrown.
+// `comm` (and NCCL's transfers), waking the other stages with this stage's reason, and is rethrown.
 void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds,
                                 DeviceHandoff* device_values) {
   omp_set_num_threads(threads_[k]);
-  CommTransport transport(comm, device_values);
+  std::unique_ptr<StageTransport> transport = make_transport(k, comm, device_values);
   StageWorker& worker = *workers_[k];
   const auto start = std::chrono::steady_clock::now();
   try {
     for (const PipelineRound& r : rounds) {
       worker.begin_round(r);
-      for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, transport);
+      for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, *transport);
+      transport->flush();
     }
   } catch (const std::exception& e) {
     comm.abort(e.what());
+    if (nccl_) nccl_->abort();
     wall_seconds_[k] += seconds_since(start);
-    idle_seconds_[k] += transport.idle_seconds;
+    idle_seconds_[k] += transport->idle_seconds;
     throw;
   }
   wall_seconds_[k] += seconds_since(start);
-  idle_seconds_[k] += transport.idle_seconds;
+  idle_seconds_[k] += transport->idle_seconds;
 }
 
 // One thread, stages taken in turn; each runs its program until a Recv finds nothing (or it is done).

@@ -49,6 +49,8 @@
 #include <utility>
 #include <vector>
 
+#include "executor/comm/nccl_comm.h"
+#include "executor/pipeline/grouped_transport.h"
 #include "executor/pipeline/schedule.h"
 #include "executor/pipeline/stage_worker.h"
 #include "executor/trainer.h"
@@ -84,6 +86,10 @@ struct PipelineOptions {
   // Threads on a CUDA device: the device of each stage; empty: stage k on cuda:(trainer.device.index + k).
   // Stages may share a device (tests on one GPU; the values they hand over are then read in place).
   std::vector<Device> stage_devices;
+  // Threads or processes: the link stage k's activations and gradients travel over, in groups, beside
+  // `comm` (grouped_transport.h). Empty: the communicator carries them (device values between the threads
+  // of one process), or, for processes on GPUs, NCCL. Tests set it to run NCCL's protocol over host memory.
+  std::function<std::unique_ptr<PeerLink>(int stage, Communicator& comm)> peer_links;
 };
 
 struct StageReport {
@@ -169,6 +175,7 @@ class PipelineTrainer {
   // `device_values`: the handoff of device values between this process's stages on GPUs; null otherwise.
   void run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds,
                  DeviceHandoff* device_values = nullptr);
+  std::unique_ptr<StageTransport> make_transport(int k, Communicator& comm, DeviceHandoff* device_values);
   // Stage k's parameters (master weights) and running statistics, as trained_initializers names them.
   std::vector<std::pair<std::string, Tensor>> stage_tensors(int k) const;
   void run_emulated(const std::vector<PipelineRound>& rounds);
@@ -179,10 +186,11 @@ class PipelineTrainer {
   std::vector<int64_t> starts_;
   std::vector<std::unique_ptr<StageWorker>> workers_;
   std::vector<int> threads_;
-  std::map<std::string, Tensor> gathered_;
+  std::map<std::string, Tensor> gathered_;  // world mode, rank 0: the last gather_trained_initializers()
   // Pipeline × data parallelism: this rank's pipeline and the copies of its stage (subgroups of world).
   std::unique_ptr<Communicator> pipeline_group_, stage_group_;
-  Communicator* pipeline_comm() const { return pipeline_group_ ? pipeline_group_.get() : options_.world; }  // world mode, rank 0: the last gather_trained_initializers()
+  Communicator* pipeline_comm() const { return pipeline_group_ ? pipeline_group_.get() : options_.world; }
+  std::unique_ptr<NcclCommunicator> nccl_;  // world mode on GPUs: the pipeline's stages, for their transfers
   std::vector<double> wall_seconds_, idle_seconds_;
   int64_t trained_ = 0, samples_ = 0;
   double wall_seconds_total_ = 0;

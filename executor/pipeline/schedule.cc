@@ -52,6 +52,13 @@ std::vector<Instruction> gpipe_program(int stage, int stages, int64_t micro_batc
   return program;
 }
 
+bool is_send(Op op) { return op == Op::SendActivation || op == Op::SendGradient; }
+bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGradient; }
+
+int peer_of(const Instruction& in, int stage) {
+  return in.op == Op::SendActivation || in.op == Op::RecvGradient ? stage + 1 : stage - 1;
+}
+
 // The SpecTrain paper's target: the updates stage k has finished at the start of the slot (a forward half,
 // then a backward half) in which stage 0 runs B_i, i.e. one pass time before B_i starts on stage 0. With
 // unit pass times the as-soon-as-possible timeline puts every backward exactly on the paper's grid
@@ -182,6 +189,50 @@ std::vector<double> Timeline::bubble_fraction() const {
   for (int64_t b : busy)
     fraction.push_back(makespan > 0 ? 1.0 - static_cast<double>(b) / static_cast<double>(makespan) : 0.0);
   return fraction;
+}
+
+std::vector<bool> launch_before(const Schedule& schedule, int stage) {
+  const std::vector<Instruction>& program = schedule.programs.at(static_cast<size_t>(stage));
+  // Where each transfer of the neighbours is in their programs, by (op, micro-batch).
+  std::map<std::pair<int, std::pair<Op, int64_t>>, size_t> position;
+  for (int peer : {stage - 1, stage + 1}) {
+    if (peer < 0 || peer >= schedule.stages) continue;
+    const std::vector<Instruction>& theirs = schedule.programs[static_cast<size_t>(peer)];
+    for (size_t j = 0; j < theirs.size(); ++j) position[{peer, {theirs[j].op, theirs[j].micro_batch}}] = j;
+  }
+  // The peer's instruction that matches `in` (a Send's Recv, a Recv's Send).
+  auto matching = [&](const Instruction& in) {
+    static const std::map<Op, Op> kMatch = {{Op::SendActivation, Op::RecvActivation},
+                                            {Op::RecvActivation, Op::SendActivation},
+                                            {Op::SendGradient, Op::RecvGradient},
+                                            {Op::RecvGradient, Op::SendGradient}};
+    const int peer = peer_of(in, stage);
+    const auto it = position.find({peer, {kMatch.at(in.op), in.micro_batch}});
+    ONNXTRAIN_CHECK(it != position.end(), "schedule: stage " + std::to_string(peer) + " has no match for stage " +
+                                              std::to_string(stage) + "'s " + op_name(in.op) + " " +
+                                              std::to_string(in.micro_batch));
+    return it->second;
+  };
+  std::vector<bool> launch(program.size(), false);
+  size_t first_queued = 0;  // the run of transfers since the last other instruction
+  for (size_t j = 0; j < program.size(); ++j) {
+    const Instruction& in = program[j];
+    if (!is_send(in.op) && !is_recv(in.op)) {
+      first_queued = j + 1;
+      continue;
+    }
+    if (!is_recv(in.op)) continue;
+    const size_t header_sent = matching(in);
+    for (size_t q = first_queued; q < j; ++q) {
+      const Instruction& queued = program[q];
+      if (is_send(queued.op) && peer_of(queued, stage) == peer_of(in, stage) && matching(queued) < header_sent) {
+        launch[j] = true;
+        first_queued = j;  // what was queued is launched; this recv starts the next group
+        break;
+      }
+    }
+  }
+  return launch;
 }
 
 Timeline simulate_timeline(const Schedule& schedule, int64_t forward_time, int64_t backward_time, int64_t update_time) {

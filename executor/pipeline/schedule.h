@@ -78,6 +78,17 @@ struct Schedule {
 Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches,
                        SpecTrainTarget target = SpecTrainTarget::sequential);
 
+// Grouped transfers (grouped_transport.h: unbuffered, like NCCL's) queue a stage's consecutive Send and
+// Recv instructions and launch them as one group; a Recv first waits for its value's header, which the
+// peer sends at its matching Send. For each instruction of `stage`'s program: whether the transfers
+// queued before it must be launched first. True at a Recv from a peer that sends that value only after it
+// has received one of the queued values (gpipe: stage k's last forward activation, then the first
+// gradient, which stage k+1 computes from it); waiting for the header with that send still queued would
+// deadlock. In 1F1B's crossing (stage k sends the activation of i+1 and receives the gradient of j while
+// stage k+1 sends that gradient before it receives the activation) the peer sends first, and the two
+// must share one group instead: posted alone, each side's send would wait for a recv queued behind it.
+std::vector<bool> launch_before(const Schedule& schedule, int stage);
+
 // When each instruction would start if every Forward took `forward_time`, every Backward `backward_time`,
 // every OptimizerStep `update_time` and Send/Recv/Flush no time, each stage running its program in order
 // as soon as its inputs exist (a Recv waits for the matching Send; unbounded channels). start[k][j]

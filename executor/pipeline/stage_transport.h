@@ -6,6 +6,7 @@
 //   DeviceHandoff handoff;                     // stages on GPUs in one process: device values too
 //   CommTransport on_gpus(comm, &handoff);
 //   Mailbox box(k, messages);                  // the single-threaded emulation: both, never waits
+//   GroupedTransport over_nccl(comm, link);    // processes on GPUs: NCCL groups (grouped_transport.h)
 //
 // Device values are shared, read-only: the sender may keep the same buffer for its own backward pass while
 // the receiver reads it (in place on the same device, by a peer copy from another one). The buffer goes
@@ -45,6 +46,10 @@ class StageTransport {
   // Threaded transports block until the message is there (true); the emulation's mailbox returns false
   // when it is not there yet.
   virtual bool try_recv(int from, const CommTag& tag, const std::string& what, StageValue& out) = 0;
+  // Called before every instruction that is not a transfer: transports that batch transfers launch them.
+  virtual void flush() {}
+
+  double idle_seconds = 0;  // blocked in send and recv (the stage's idle time)
 };
 
 // Device values between the threads of one process. The sender parks a value here, then sends a marker
@@ -60,7 +65,7 @@ class DeviceHandoff {
   std::map<MessageKey, std::shared_ptr<const DeviceTensor>> parked_;
 };
 
-// A Communicator as a transport; counts the seconds spent blocked in send and recv (the stage's idle time).
+// A Communicator as a transport.
 // Without a handoff it carries host values only; with one, device values only (the stages of one process
 // on GPUs send every activation and gradient from device memory).
 class CommTransport final : public StageTransport {
@@ -68,7 +73,6 @@ class CommTransport final : public StageTransport {
   explicit CommTransport(Communicator& comm, DeviceHandoff* handoff = nullptr) : comm_(comm), handoff_(handoff) {}
   void send(int to, const CommTag& tag, const StageValue& value, const std::string& what) override;
   bool try_recv(int from, const CommTag& tag, const std::string& what, StageValue& out) override;
-  double idle_seconds = 0;
 
  private:
   Communicator& comm_;

@@ -110,6 +110,11 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
 
 void StageWorker::begin_round(const PipelineRound& round) {
   round_ = round;
+  launch_first_.clear();
+  const std::vector<bool> launch = launch_before(*round.schedule, graphs_.index);
+  const std::vector<Instruction>& program = round.schedule->programs[static_cast<size_t>(graphs_.index)];
+  for (size_t j = 0; j < program.size(); ++j)
+    if (launch[j]) launch_first_.insert({program[j].op, program[j].micro_batch});
   base_version_ = weights_->version();
   loss_sum_ = 0;
 }
@@ -238,17 +243,11 @@ void StageWorker::forward(int64_t micro) {
   const int64_t read = weights_->before_forward(pass);
   observe(false, micro, read);
 
-  // On a GPU what the backward reads stays there, and so do the activations for a stage of this process.
-  // A value both kept and sent over a host transport (stages in separate processes) comes back to the
-  // host: the transport needs it there, and the backward uploads it again.
+  // On a GPU what the backward reads stays there, and so do the activations sent.
   std::set<std::string> keep_on_device;
-  if (config_.device_transfers) {
+  if (config_.device.kind == DeviceKind::Cuda) {
     keep_on_device.insert(graphs_.kept.begin(), graphs_.kept.end());
     keep_on_device.insert(graphs_.send_activations.begin(), graphs_.send_activations.end());
-  } else if (config_.device.kind == DeviceKind::Cuda) {
-    const std::set<std::string> sent(graphs_.send_activations.begin(), graphs_.send_activations.end());
-    for (const std::string& name : graphs_.kept)
-      if (!sent.contains(name)) keep_on_device.insert(name);
   }
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*forward_session_, graphs_.forward, micro, keep_on_device, device_out);
@@ -292,7 +291,8 @@ void StageWorker::backward(int64_t micro) {
   observe(true, micro, read);
 
   std::set<std::string> keep_on_device;
-  if (config_.device_transfers) keep_on_device.insert(graphs_.send_gradients.begin(), graphs_.send_gradients.end());
+  if (config_.device.kind == DeviceKind::Cuda)
+    keep_on_device.insert(graphs_.send_gradients.begin(), graphs_.send_gradients.end());
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
   mb.kept.clear();
@@ -324,8 +324,17 @@ void StageWorker::backward(int64_t micro) {
   if (k == 0) in_flight_.erase(micro);
 }
 
+const cuda::DeviceStream& StageWorker::device_stream() const {
+  const std::shared_ptr<DeviceInitializerStore>& store = forward_session_->device_initializers();
+  if (!store) throw Error("stage " + std::to_string(graphs_.index) + " runs on the CPU: it has no device stream");
+  return store->stream();
+}
+
 bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
   const int k = graphs_.index;
+  const bool transfer = in.op == Op::SendActivation || in.op == Op::SendGradient || in.op == Op::RecvActivation ||
+                        in.op == Op::RecvGradient;
+  if (!transfer || launch_first_.contains({in.op, in.micro_batch})) transport.flush();
   switch (in.op) {
     case Op::Forward:
       forward(in.micro_batch);

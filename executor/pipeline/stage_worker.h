@@ -59,11 +59,11 @@ struct StageConfig {
   bool vertical_sync = false;
   bool measure_prediction = true;
   std::string kernels;
-  Device device;  // where this stage's forward and backward passes run
-  // On a CUDA device the values the backward pass reads stay in device memory; with device_transfers
-  // (stages on GPUs in one process) the activations and gradients sent to the neighbours do too, and the
-  // transport must carry device values (a CommTransport with a DeviceHandoff, or a Mailbox).
-  bool device_transfers = false;
+  // Where this stage's forward and backward passes run. On a CUDA device the values the backward pass
+  // reads stay in device memory, and so do the activations and gradients sent to the neighbours: the
+  // transport must carry device values (a CommTransport with a DeviceHandoff, a Mailbox, or a
+  // GroupedTransport over NCCL).
+  Device device;
   RunningVariance running_variance = RunningVariance::unbiased;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
@@ -105,11 +105,14 @@ class StageWorker {
   const StageGraphs& graphs() const { return graphs_; }
   const StageConfig& config() const { return config_; }
   WeightPolicy& weights() { return *weights_; }
+  // A CUDA stage's stream: its passes, weight uploads and device transfers run on it in order.
+  const cuda::DeviceStream& device_stream() const;
   const WeightPolicy& weights() const { return *weights_; }
 
   void begin_round(const PipelineRound& round);
   // Runs one instruction of the round's program; false only when it is a Recv whose tensors are not all
-  // there yet (try again later; what arrived is kept).
+  // there yet (try again later; what arrived is kept). Before every instruction other than a transfer, and
+  // before a Recv that schedule.h's launch_before marks, the transport is flushed (StageTransport::flush).
   bool execute(const Instruction& instruction, StageTransport& transport);
   // After the last round: master weights into the working Tensors, unscored predictions dropped.
   void end_run();
@@ -165,6 +168,7 @@ class StageWorker {
   int64_t uploaded_writes_ = -1;  // WeightPolicy::working_writes() at the last pass
 
   PipelineRound round_;
+  std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
   std::map<std::string, Tensor> last_gradients_;  // 1F1B: the last backward's parameter gradients

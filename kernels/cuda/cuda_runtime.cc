@@ -267,6 +267,14 @@ CachingAllocator& pinned_allocator() {
   return *allocator;
 }
 
+DeviceAllocatorStats stats_of(const CachingAllocatorStats& s) {
+  return DeviceAllocatorStats{.device_allocations = s.backend_allocations,
+                              .cache_hits = s.cache_hits,
+                              .bytes_in_use = s.bytes_in_use,
+                              .bytes_cached = s.bytes_cached,
+                              .peak_bytes_in_use = s.peak_bytes_in_use};
+}
+
 }  // namespace
 
 Tensor pinned_tensor(int device, DType dtype, std::vector<int64_t> sizes) {
@@ -281,14 +289,7 @@ Tensor pinned_tensor(int device, DType dtype, std::vector<int64_t> sizes) {
   return Tensor::wrap(dtype, std::move(sizes), std::shared_ptr<std::byte>(block, [&pool](std::byte* p) { pool.free(p); }));
 }
 
-DeviceAllocatorStats pinned_allocator_stats() {
-  const CachingAllocatorStats s = pinned_allocator().stats();
-  return DeviceAllocatorStats{.device_allocations = s.backend_allocations,
-                              .cache_hits = s.cache_hits,
-                              .bytes_in_use = s.bytes_in_use,
-                              .bytes_cached = s.bytes_cached,
-                              .peak_bytes_in_use = s.peak_bytes_in_use};
-}
+DeviceAllocatorStats pinned_allocator_stats() { return stats_of(pinned_allocator().stats()); }
 
 // --- copies ---------------------------------------------------------------------------------------------
 // cudaMemcpyAsync with pinned host memory is truly asynchronous. With pageable memory the runtime stages
@@ -334,14 +335,7 @@ void copy_between_devices(void* dst, int dst_device, const void* src, int src_de
 
 // --- allocator stats ------------------------------------------------------------------------------------
 
-DeviceAllocatorStats allocator_stats(int device) {
-  const CachingAllocatorStats s = device_allocator(device).stats();
-  return DeviceAllocatorStats{.device_allocations = s.backend_allocations,
-                              .cache_hits = s.cache_hits,
-                              .bytes_in_use = s.bytes_in_use,
-                              .bytes_cached = s.bytes_cached,
-                              .peak_bytes_in_use = s.peak_bytes_in_use};
-}
+DeviceAllocatorStats allocator_stats(int device) { return stats_of(device_allocator(device).stats()); }
 
 void empty_cache(int device) { device_allocator(device).empty_cache(); }
 
