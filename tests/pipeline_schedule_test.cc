@@ -44,6 +44,16 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
+// Steps the stages round-robin, each as far as it can move, until none can.
+template <typename Step>
+void step_until_stuck(int stages, Step step) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int k = 0; k < stages; ++k)
+      while (step(k)) progress = true;
+  }
+}
+
 // Executes the programs the way stage threads over a bounded Communicator would: a send blocks while its
 // (from, to) channel holds `capacity` messages (capacity 0: a rendezvous, the send only completes into a
 // receiver already waiting for that very tag); a recv waits for its tag, matched by tag, not FIFO. Each
@@ -149,11 +159,7 @@ struct Interpreter {
 
   // Round-robin until every program ends (true) or nothing moves (false).
   bool run() {
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int k = 0; k < schedule.stages; ++k)
-        while (step(k)) progress = true;
-    }
+    step_until_stuck(schedule.stages, [this](int k) { return step(k); });
     for (int k = 0; k < schedule.stages; ++k)
       if (!done(k)) return false;
     return true;
@@ -584,11 +590,7 @@ struct GroupedInterpreter {
     return true;
   }
   bool run() {
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int k = 0; k < schedule.stages; ++k)
-        while (step(k)) progress = true;
-    }
+    step_until_stuck(schedule.stages, [this](int k) { return step(k); });
     for (int k = 0; k < schedule.stages; ++k)
       if (pc[k] != schedule.programs[k].size() || !queued[k].empty() || waiting(k)) return false;
     return true;

@@ -244,6 +244,28 @@ TEST(PipelineTrainer, ThreadedEqualsSequentialEmulation) {
   }
 }
 
+// The CNN pipeline `o` with a stage per process (the `mpirun -np N` layout), threads standing in for the
+// processes and the local communicator for MPI: each rank's losses and gather_trained_initializers().
+std::vector<TrainedRun> train_stage_per_process(const PipelineOptions& o, const Batches& batches) {
+  const int n = o.stages;
+  auto group = make_local_group(n, std::chrono::seconds(60));
+  std::vector<TrainedRun> ranks(n);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k) {
+    threads.emplace_back([&, k] {
+      ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+      PipelineOptions mine = o;
+      mine.threads = 1;
+      mine.world = group[k].get();
+      PipelineTrainer p(m.graph, mine);
+      ranks[k].losses = p.train(batches);
+      ranks[k].params = p.gather_trained_initializers();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return ranks;
+}
+
 // A stage per process (the `mpirun -np N` layout), with threads standing in for the processes and the
 // local communicator for MPI: every strategy gives the threaded single-process run's losses (on the last
 // stage) and, gathered on rank 0, its weights, bit for bit.
@@ -254,21 +276,7 @@ TEST(PipelineTrainer, OneStagePerProcessEqualsTheThreadedRun) {
     PipelineOptions o = options_for(v, momentum_sgd(0.05), n);
     o.threads = n;  // one OpenMP thread per stage in both runs
     const TrainedRun threaded = train_pipeline("cnn_opset17.onnx", o, batches);
-    auto group = make_local_group(n, std::chrono::seconds(60));
-    std::vector<TrainedRun> ranks(n);
-    std::vector<std::thread> threads;
-    for (int k = 0; k < n; ++k) {
-      threads.emplace_back([&, k] {
-        ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
-        PipelineOptions mine = o;
-        mine.threads = 1;
-        mine.world = group[k].get();
-        PipelineTrainer p(m.graph, mine);
-        ranks[k].losses = p.train(batches);
-        ranks[k].params = p.gather_trained_initializers();
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    const std::vector<TrainedRun> ranks = train_stage_per_process(o, batches);
     TrainedRun combined{ranks[n - 1].losses, ranks[0].params};
     expect_identical(threaded, combined, "stage per process, " + v.name);
     EXPECT_TRUE(ranks[1].params.empty());
@@ -294,22 +302,7 @@ TEST(PipelineTrainer, TransfersInNcclStyleGroupsEqualThePlainRun) {
     expect_identical(plain, train_pipeline("cnn_opset17.onnx", grouped, batches), "grouped transfers, " + v.name);
 
     EXPECT_GE(links.largest_group(), 2u) << v.name;
-
-    auto group = make_local_group(n, std::chrono::seconds(60));
-    std::vector<TrainedRun> ranks(n);
-    std::vector<std::thread> threads;
-    for (int k = 0; k < n; ++k) {
-      threads.emplace_back([&, k] {
-        ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
-        PipelineOptions mine = grouped;
-        mine.threads = 1;
-        mine.world = group[k].get();
-        PipelineTrainer p(m.graph, mine);
-        ranks[k].losses = p.train(batches);
-        ranks[k].params = p.gather_trained_initializers();
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    const std::vector<TrainedRun> ranks = train_stage_per_process(grouped, batches);
     expect_identical(plain, TrainedRun{ranks[n - 1].losses, ranks[0].params}, "grouped, stage per process, " + v.name);
   }
 }
