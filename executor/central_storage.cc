@@ -31,6 +31,7 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
     models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
     t.seed = options_.trainer.seed + static_cast<uint64_t>(k);  // replica k's own Dropout masks, as dp
+    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;   // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
   for (const auto& [name, t] : replicas_[0]->trained_initializers()) {

@@ -18,6 +18,10 @@
 //   cs.report().bytes_per_step();   // what crossed between the storage and the replicas per step
 //
 // Dropout: replica r's nodes are seeded with seed + r and step t draws mask t, as in DataParallelTrainer.
+//
+// GPUs (trainer.device cuda:N): replica r computes on cuda:N+r, and the storage stays in host memory, as
+// TF's CentralStorageStrategy keeps the variables on the CPU when there are several GPUs: each step
+// uploads the weights to every replica and downloads its gradients (Trainer::restore, forward_backward).
 #pragma once
 
 #include <cstdint>

@@ -101,7 +101,9 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
     auto worker = std::make_unique<Worker>();
     worker->model = copy_with_own_initializers(forward);
     // Every worker has the same Dropout seeds: mini-batch i draws mask i whoever computes it.
-    worker->trainer = std::make_unique<Trainer>(worker->model, options_.trainer);
+    TrainerOptions t = options_.trainer;
+    if (t.device.kind == DeviceKind::Cuda) t.device.index += w;  // worker threads on cuda:0..W-1
+    worker->trainer = std::make_unique<Trainer>(worker->model, t);
     worker->pulled_version.assign(static_cast<size_t>(servers), 0);
     worker->staleness_sum.assign(static_cast<size_t>(servers), 0);
     workers_.push_back(std::move(worker));

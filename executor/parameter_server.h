@@ -20,6 +20,10 @@
 // staleness on that shard (the running mean of the staleness of its own earlier pushes there). s = 0
 // (the first push, or one worker) leaves the weights untouched.
 //
+// GPUs (trainer.device cuda:N): worker w computes on cuda:N+w; the shards stay in host memory, as TF's
+// parameter servers are CPU tasks: a pull uploads the weights (Trainer::restore), a push downloads the
+// gradients (forward_backward).
+//
 //   ParameterServerTrainer ps(model.graph, {.trainer = options, .servers = 2, .workers = 4, .predict = true});
 //   std::vector<float> losses = ps.train(steps, next_batch, on_loss);
 //   std::printf("%s", format_parameter_server_report(ps.report()).c_str());

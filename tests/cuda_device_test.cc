@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "executor/central_storage.h"
 #include "executor/data_parallel.h"
 #include "executor/inference_session.h"
+#include "executor/parameter_server.h"
 #include "executor/trainer.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
@@ -94,10 +96,19 @@ TEST(CudaDevice, CommandLineNamesTheDevicesAPipelineNeeds) {
   }
 }
 
-TEST(CudaDevice, ParameterServerStaysOnTheCpu) {
-  const testing_support::CliRun r = run_cli(kTrainArgs + " --device cuda --strategy ps --replicas 2 -o /dev/null");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("runs on the CPU only"), std::string::npos) << r.output;
+// Central storage and the parameter server put replica (worker) r on cuda:N+r: one more than is visible
+// is refused before the data is made, naming the devices.
+TEST(CudaDevice, CommandLineNamesTheDevicesReplicasNeed) {
+  const int visible = cuda::device_count();
+  const std::string replicas = std::to_string(visible + 1);
+  for (const std::string strategy : {"--central-storage --strategy dp", "--strategy ps"}) {
+    const testing_support::CliRun r =
+        run_cli(kTrainArgs + " --device cuda " + strategy + " --replicas " + replicas + " -o /dev/null");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const std::string expected =
+        visible == 0 ? "no CUDA device is visible" : "needs cuda:0..cuda:" + std::to_string(visible);
+    EXPECT_NE(r.output.find(expected), std::string::npos) << strategy << ": " << r.output;
+  }
 }
 
 // With a GPU: ten steps on cuda:0 end within float32 rounding of the same steps on the CPU.
@@ -384,6 +395,53 @@ TEST(CudaDevice, DataParallelOverNcclOnTwoGpusFollowsTheCpu) {
   EXPECT_LT(relative_gap(gpu.trained_initializers(), cpu.trained_initializers(), start), 1e-2);
   // Both replicas hold the same weights: every replica applied the same all-reduced gradient.
   EXPECT_TRUE(same_bits(gpu.replica(0).trained_initializers(), gpu.replica(1).trained_initializers()));
+}
+
+// --- central storage and the parameter server (GPU only) ---
+
+// Replicas on cuda:0.. around the host storage follow the same replicas on the CPU: the storage's
+// optimizer runs on the host in both, so only the replicas' forward/backward rounding differs.
+void expect_central_storage_follows_the_cpu(int replicas) {
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  CentralStorageTrainer cpu(cpu_model.graph, {.trainer = options_for("momentum", Device::cpu()), .replicas = replicas});
+  CentralStorageTrainer gpu(gpu_model.graph,
+                            {.trainer = options_for("momentum", Device::cuda(0)), .replicas = replicas});
+  const std::map<std::string, Tensor> start = cloned(cpu.trained_initializers());
+  for (int s = 0; s < 6; ++s) {
+    auto [x, y] = batch_for(s, kCnnInput);
+    const float a = cpu.train_step(x, y), b = gpu.train_step(x, y);
+    EXPECT_NEAR(b, a, 1e-3 * std::max(1.0f, std::abs(a))) << "step " << s;
+  }
+  EXPECT_LT(relative_gap(gpu.trained_initializers(), cpu.trained_initializers(), start), 1e-2);
+}
+
+TEST(CudaDevice, CentralStorageWithAReplicaOnCudaFollowsTheCpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_central_storage_follows_the_cpu(1);
+}
+
+TEST(CudaDevice, CentralStorageWithReplicasOnTwoGpusFollowsTheCpu) {
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
+  expect_central_storage_follows_the_cpu(2);
+}
+
+// One worker (no staleness, so the run is deterministic) on cuda:0 follows one worker on the CPU.
+TEST(CudaDevice, ParameterServerWithAWorkerOnCudaFollowsTheCpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  ParameterServerTrainer cpu(cpu_model.graph, {.trainer = options_for("momentum", Device::cpu()), .servers = 2});
+  ParameterServerTrainer gpu(gpu_model.graph, {.trainer = options_for("momentum", Device::cuda(0)), .servers = 2});
+  const std::map<std::string, Tensor> start = cloned(cpu.trained_initializers());
+  int step = 0;
+  auto batches = [&step] { return batch_for(step++, kCnnInput); };
+  const std::vector<float> a = cpu.train(6, batches);
+  step = 0;
+  const std::vector<float> b = gpu.train(6, batches);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-3 * std::max(1.0f, std::abs(a[i]))) << "push " << i;
+  EXPECT_LT(relative_gap(gpu.trained_initializers(), cpu.trained_initializers(), start), 1e-2);
 }
 
 }  // namespace

@@ -48,10 +48,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "
-                  "stages and dp replica threads take consecutive GPUs from N (stage k on cuda:N+k); a process "
+                  "stages and replica or worker threads take consecutive GPUs from N (stage k on cuda:N+k); a process "
                   "started by mpirun or torchrun takes cuda:N+LOCAL_RANK. Weights and the optimizer step stay on the "
-                  "GPU; dp replicas all-reduce their gradients with NCCL. A node without a CUDA kernel is an error "
-                  "before training starts, never a silent CPU fallback");
+                  "GPU; dp replicas all-reduce their gradients with NCCL, pipeline stages in separate processes send "
+                  "activations with NCCL; central storage and parameter-server shards stay in host memory. A node "
+                  "without a CUDA kernel is an error before training starts, never a silent CPU fallback");
   cmd->add_flag("--tf32", o->tf32,
                 "cuda: let convolutions and matrix products use TF32 tensor cores (operands rounded to 10 mantissa "
                 "bits, about 1e-3 relative error, several times faster on Ampere and newer; PyTorch's allow_tf32). "

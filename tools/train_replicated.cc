@@ -40,10 +40,8 @@ int run_replicated_training(const TrainOptions& o) {
         "and parameter-server runs are not written yet");
   }
   if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
-  if (o.device != "cpu") {
-    throw Error("--device " + o.device + ": " + (ps ? "the parameter server" : "central storage") +
-                " runs on the CPU only for now (use --strategy dp for replicas on GPUs)");
-  }
+  // Replica (worker) r on cuda:N+r; checked before the data is made, so a missing GPU is reported at once.
+  const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.size() != 1) {
     throw Error(o.model + ": training needs a model with one data input; it has " +
@@ -54,31 +52,42 @@ int run_replicated_training(const TrainOptions& o) {
   check_matches_model_input(train, input.name, input.shape);
   DataLoader loader(
       train,
-      {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false, .validation_fraction = o.validation});
+      {.batch = o.batch,
+       .shuffle = true,
+       .seed = o.seed,
+       .drop_last = false,
+       .validation_fraction = o.validation,
+       .allocate_input = batch_allocator(device)});
   const int64_t per_epoch =
       o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  const std::string on_gpus =
+      device.kind == DeviceKind::Cuda
+          ? " on cuda:" + std::to_string(device.index) +
+                (o.replicas > 1 ? "..cuda:" + std::to_string(device.index + o.replicas - 1) : std::string())
+          : std::string();
 
   if (!ps) {
-    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, Device::cpu()), .replicas = o.replicas});
+    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device), .replicas = o.replicas});
     std::fprintf(stderr,
-                 "training %s with central storage: %d replicas (threads), one master copy, %lld epochs x %lld "
-                 "mini-batches of %lld\n",
-                 o.model.c_str(), o.replicas, static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+                 "training %s with central storage: %d replicas (threads%s), one master copy in host memory, %lld "
+                 "epochs x %lld mini-batches of %lld\n",
+                 o.model.c_str(), o.replicas, on_gpus.c_str(), static_cast<long long>(o.epochs),
+                 static_cast<long long>(per_epoch),
                  static_cast<long long>(o.batch));
     return run_epochs(o, trainer, loader, train, per_epoch,
                       [&] { std::printf("%s", format_central_storage_report(trainer.report()).c_str()); }, RunRole{});
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
-  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, Device::cpu()),
+  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
                                                .servers = o.servers,
                                                .workers = o.replicas,
                                                .predict = o.ps_predict});
   std::fprintf(stderr,
-               "training %s with a parameter server: %d shards, %d asynchronous workers%s, %lld epochs x %lld "
-               "mini-batches of %lld\n",
-               o.model.c_str(), o.servers, o.replicas, o.ps_predict ? " with weight prediction" : "",
+               "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s, %lld "
+               "epochs x %lld mini-batches of %lld\n",
+               o.model.c_str(), o.servers, o.replicas, on_gpus.c_str(), o.ps_predict ? " with weight prediction" : "",
                static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   RunRole role;
   role.step_fields = [&](int64_t mini_batch, nlohmann::json& line) {
