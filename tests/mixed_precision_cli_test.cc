@@ -1,6 +1,7 @@
 // `onnxtrain train --precision` as a user runs it: bf16 and fp16 runs write a float32 model (the input
 // model with trained values), fp16 checkpoints carry the loss scaler so a resumed run ends where an
-// uninterrupted one does, and the strategies that do not support mixed precision refuse it by name.
+// uninterrupted one does, data parallelism trains in bf16, and the strategies that do not support a
+// precision refuse it by name.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -80,10 +81,23 @@ TEST(MixedPrecisionCli, Fp16ResumeMatchesAnUninterruptedRun) {
   EXPECT_NE(other.output.find("precision"), std::string::npos) << other.output;
 }
 
+// Data parallelism in bf16: two replica threads write a trained float32 model.
+TEST(MixedPrecisionCli, Bf16DataParallelRun) {
+  const fs::path out = scratch("dp_bf16.onnx");
+  const auto r = run_cli(kArgs + "--precision bf16 --strategy dp --replicas 2 --limit-batches 3 -o " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Conv/Gemm/MatMul in bfloat16"), std::string::npos) << r.output;
+  const ImportedModel trained = import_model(out.string());
+  for (ValueId id : trained.graph.initializers) EXPECT_EQ(trained.graph.value(id).dtype, DType::Float32);
+}
+
 TEST(MixedPrecisionCli, UnsupportedCombinationsAreRefusedByName) {
-  const auto dp = run_cli(kArgs + "--precision bf16 --strategy dp --replicas 2 -o " + scratch("dp.onnx").string());
+  const auto dp = run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 -o " + scratch("dp.onnx").string());
   EXPECT_NE(dp.exit_code, 0);
-  EXPECT_NE(dp.output.find("--precision bf16 with --strategy dp"), std::string::npos) << dp.output;
+  EXPECT_NE(dp.output.find("--precision fp16 with --strategy dp"), std::string::npos) << dp.output;
+  const auto pipe = run_cli(kArgs + "--precision bf16 --strategy naive --stages 2 -o " + scratch("p.onnx").string());
+  EXPECT_NE(pipe.exit_code, 0);
+  EXPECT_NE(pipe.output.find("--precision bf16 with --strategy naive"), std::string::npos) << pipe.output;
   const auto ps = run_cli(kArgs + "--precision fp16 --strategy ps --replicas 2 -o " + scratch("ps.onnx").string());
   EXPECT_NE(ps.exit_code, 0);
   EXPECT_NE(ps.output.find("--precision fp16"), std::string::npos) << ps.output;

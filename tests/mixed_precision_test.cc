@@ -347,6 +347,40 @@ TEST(MixedPrecision, Fp16OnCudaFollowsFp16OnTheCpu) {
   EXPECT_EQ(gpu.loss_scaler()->scale(), cpu.loss_scaler()->scale()) << "grew after 3 finite steps on both";
 }
 
+// bf16 data parallelism: each replica runs the autocast graph on its rows and the row-weighted float32
+// gradients are summed, so two replicas follow one bf16 trainer on the whole batch up to the rounding of
+// each replica's half-precision products (a partial sum rounded to bfloat16, not the whole one), as
+// PyTorch's DDP under autocast does.
+TEST(MixedPrecision, Bf16DataParallelFollowsOneBf16Trainer) {
+  ImportedModel one_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel dp_model = import_model(kModels + "cnn_opset17.onnx");
+  Trainer one(one_model.graph, options(Precision::bf16));
+  DataParallelTrainer dp(dp_model.graph, {.trainer = options(Precision::bf16), .replicas = 2});
+  EXPECT_GT(check_training_graph(dp.replica(1), DType::BFloat16), 0) << "the replicas compute in bf16";
+  std::map<std::string, Tensor> start;
+  for (const auto& [name, t] : one.trained_initializers()) start[name] = t.clone();
+  Dataset data = load_dataset("synthetic:1,28,28:10:64", {.normalize = Normalization::MeanStd, .seed = 4});
+  DataLoader loader(data, {.batch = 16, .shuffle = false, .prefetch = false});
+  for (int step = 0; step < 3; ++step) {
+    Batch b = loader.next();
+    const float a = one.train_step(b.x, b.y), d = dp.train_step(b.x, b.y);
+    EXPECT_NEAR(d, a, 1e-2 * a) << "step " << step;
+  }
+  double gap = 0, moved = 0;
+  const std::map<std::string, Tensor> want = one.trained_initializers(), got = dp.trained_initializers();
+  for (const auto& [name, w] : want) {
+    if (w.dtype() != DType::Float32) continue;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      gap += std::pow(got.at(name).data<float>()[i] - w.data<float>()[i], 2);
+      moved += std::pow(w.data<float>()[i] - start.at(name).data<float>()[i], 2);
+    }
+  }
+  ASSERT_GT(moved, 0);
+  std::printf("bf16, 2 replicas against one trainer: weight gap %.5f of the distance trained\n", std::sqrt(gap / moved));
+  EXPECT_GT(gap, 0) << "bf16 rounding of the replicas' partial products must show";
+  EXPECT_LT(std::sqrt(gap / moved), 0.05) << "relative to how far three steps moved the weights";
+}
+
 TEST(MixedPrecision, DataParallelRefusesFp16) {
   // Its replicas' combined gradients would reach the optimizer still loss-scaled.
   ImportedModel model = import_model(kModels + "mlp_opset17.onnx");

@@ -110,9 +110,12 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 }  // namespace
 
 int run_pipeline_training(const TrainOptions& o) {
-  if (o.precision != "fp32") {
+  // bf16 needs no loss scale, so data-parallel replicas just sum their float32 gradients; fp16 would
+  // need one scale and one skip decision for the summed gradients, and pipeline stages one for all stages.
+  if (o.precision != "fp32" && !(o.strategy == "dp" && o.precision == "bf16")) {
     throw Error("--precision " + o.precision + " with --strategy " + o.strategy +
-                ": data parallelism and pipelines train in fp32 only for now; use --strategy single");
+                ": pipelines train in fp32 only for now, data parallelism in fp32 or bf16; use --strategy single "
+                "for fp16");
   }
   // Processes started together (mpirun, torchrun) share one world; run directly, there is none.
   const LaunchInfo launch = detect_launch();
@@ -240,8 +243,9 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
       };
     }
     if (rank == 0) {
-      std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s, %lld epochs x %lld mini-batches of %lld\n",
+      std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
                    o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
+                   o.precision == "bf16" ? ", Conv/Gemm/MatMul in bfloat16" : "",
                    static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
     auto print_timing = [&] {
