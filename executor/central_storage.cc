@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <thread>
+#include <functional>
 
 #include "executor/pipeline/stage_worker.h"  // slice_rows, micro_batch_rows
 #include "graph/error.h"
@@ -40,6 +40,7 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
   }
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
+  if (r > 1) replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
 }
 
 CentralStorageTrainer::~CentralStorageTrainer() = default;
@@ -82,12 +83,12 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
       errors[k] = std::current_exception();
     }
   };
-  std::vector<std::thread> workers;
-  for (int k = 1; k < r; ++k) workers.emplace_back(replica_step, k);
+  const std::function<void(int)> others = [&](int j) { replica_step(j + 1); };
+  if (r > 1) replica_threads_->start(others);
   const int saved = omp_get_max_threads();
   replica_step(0);
   omp_set_num_threads(saved);
-  for (std::thread& t : workers) t.join();
+  if (r > 1) replica_threads_->wait();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 

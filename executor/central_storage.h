@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "executor/trainer.h"
+#include "executor/worker_threads.h"
 
 namespace onnxtrain {
 
@@ -91,6 +92,9 @@ class CentralStorageTrainer {
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<int> threads_;
+  // Replicas 1..R-1 (replica 0 runs on the caller's thread), alive as long as the trainer, so that their
+  // OpenMP pools and, on GPUs, their cuBLAS and cuDNN handles persist from step to step.
+  std::unique_ptr<WorkerThreads> replica_threads_;
   std::map<std::string, Tensor> master_;  // Parameter and State initializers by name, owned here
   std::vector<std::string> state_names_;  // the State (running statistics) entries of master_
   Optimizer optimizer_;

@@ -296,7 +296,7 @@ TEST(PipelineTrainer, TransfersInNcclStyleGroupsEqualThePlainRun) {
     PipelineOptions o = options_for(v, momentum_sgd(0.05), n);
     o.threads = n;
     const TrainedRun plain = train_pipeline("cnn_opset17.onnx", o, batches);
-    testing_support::RendezvousLinks links(std::chrono::seconds(20));
+    testing_support::RendezvousLinks links;
     PipelineOptions grouped = o;
     grouped.peer_links = [&](int k, Communicator&) { return links.link(k); };
     expect_identical(plain, train_pipeline("cnn_opset17.onnx", grouped, batches), "grouped transfers, " + v.name);
@@ -307,18 +307,40 @@ TEST(PipelineTrainer, TransfersInNcclStyleGroupsEqualThePlainRun) {
   }
 }
 
-// The same transfers posted one at a time deadlock 1F1B (why NcclLink groups them): the stand-in catches
-// it, and the stage's error names it.
+// A stage that fails while its neighbours wait for grouped transfers stops them through the
+// communicator's abort, long before the timeout, and train() reports the failed stage's own error.
+TEST(PipelineTrainer, AFailingStageStopsNeighboursWaitingForGroupedTransfers) {
+  testing_support::RendezvousLinks links;
+  PipelineOptions o = options_for(kVariants[0], momentum_sgd(0.05), 3);
+  o.peer_links = [&](int k, Communicator&) { return links.link(k); };
+  o.timeout = std::chrono::seconds(60);
+  o.observer = [](const PassObservation& p) {
+    if (p.stage == 1 && p.mini_batch == 2 && !p.backward) throw Error("injected failure in stage 1");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    train_pipeline("cnn_opset17.onnx", o, make_batches("1,28,28", 8, 5, 16));
+    ADD_FAILURE() << "the injected failure was lost";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected failure in stage 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "the neighbours waited out the timeout";
+}
+
+// The same transfers posted one at a time deadlock 1F1B (why NcclLink groups them): the stand-in shows
+// it, and the stage's timeout names the transfers it waited for.
 TEST(PipelineTrainer, UngroupedUnbufferedTransfersDeadlock1F1B) {
-  testing_support::RendezvousLinks links(std::chrono::milliseconds(500), /*grouped=*/false);
+  testing_support::RendezvousLinks links(/*grouped=*/false);
   PipelineOptions o = options_for(kVariants[0], momentum_sgd(0.05), 2);
   ASSERT_EQ(o.strategy, PipelineStrategy::naive);
   o.peer_links = [&](int k, Communicator&) { return links.link(k); };
+  o.timeout = std::chrono::milliseconds(500);
   try {
     train_pipeline("cnn_opset17.onnx", o, make_batches("1,28,28", 8, 4, 15));
     ADD_FAILURE() << "1F1B completed over unbuffered, ungrouped transfers";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did not complete in 500 ms"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mini-batch"), std::string::npos) << "names what it waited for: " << e.what();
   }
 }
 

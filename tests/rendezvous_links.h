@@ -1,16 +1,13 @@
 // A host stand-in for NCCL's point-to-point semantics (executor/pipeline/grouped_transport.h), for tests of
-// the grouped transport without GPUs. Values are host Tensors. post() puts a rank's queued sends and recvs
-// up at once; a send and the recv it matches (the same pair of ranks, the same position in each side's
-// order) complete together, copying the bytes; nothing is buffered. post() returns only when every
-// operation of its group has completed: stricter than NCCL, whose host waits only at its next stream
-// synchronisation, so a program that completes here completes over NCCL. A group that cannot complete
-// within the timeout throws Error (a deadlock). With `grouped` false every operation is posted alone, as
-// NCCL calls outside a group are.
+// the grouped transport without GPUs. Values are host Tensors. Each rank's posted groups run one after
+// another, as on a stream: only the operations of its oldest unfinished group are active. An active send
+// and the active recv it matches (the same pair of ranks, the same position in each side's order)
+// complete together, copying the bytes; nothing is buffered. A group is done when all its operations
+// are. With `grouped` false every operation is posted alone as it is queued, as NCCL calls outside a group
+// are. Deadlocks show as groups that never finish (GroupedTransport's timeout reports them).
 #pragma once
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -26,7 +23,7 @@ namespace onnxtrain::testing_support {
 
 class RendezvousLinks {
  public:
-  RendezvousLinks(std::chrono::milliseconds timeout, bool grouped = true) : timeout_(timeout), grouped_(grouped) {}
+  explicit RendezvousLinks(bool grouped = true) : grouped_(grouped) {}
 
   // Rank `rank`'s link, used by that rank's thread.
   std::unique_ptr<PeerLink> link(int rank) { return std::make_unique<Link>(*this, rank); }
@@ -42,15 +39,16 @@ class RendezvousLinks {
 
  private:
   struct Transfer {
-    Tensor value;  // the sender's, or the receiver's buffer (Tensor copies share it)
+    bool send;
+    int from, to;
+    int rank;          // the poster
+    uint64_t group;    // its group's sequence number on that rank
+    Tensor value;      // the sender's, or the receiver's buffer (Tensor copies share it)
     bool done = false;
   };
-  using Queue = std::deque<std::shared_ptr<Transfer>>;
-
-  struct Queued {
-    int from, to;
-    bool send;
-    std::shared_ptr<Transfer> transfer;
+  struct Stream {
+    std::deque<std::vector<std::shared_ptr<Transfer>>> groups;  // posted, oldest first
+    uint64_t next_group = 0, active_group = 0;
   };
 
   class Link final : public PeerLink {
@@ -64,61 +62,76 @@ class RendezvousLinks {
     void post() override {
       if (!queued_.empty()) links_.post(rank_, std::exchange(queued_, {}));
     }
+    bool done() override { return links_.done(rank_); }
+    void abort() noexcept override {}
 
    private:
     void queue(int from, int to, const StageValue& value, bool send) {
       ONNXTRAIN_CHECK(!value.on_device(), "rendezvous link: host values only");
-      queued_.push_back({from, to, send, std::make_shared<Transfer>(Transfer{.value = value.host})});
+      queued_.push_back(std::make_shared<Transfer>(
+          Transfer{.send = send, .from = from, .to = to, .rank = rank_, .group = 0, .value = value.host}));
       if (!links_.grouped_) post();
     }
     RendezvousLinks& links_;
     int rank_;
-    std::vector<Queued> queued_;
+    std::vector<std::shared_ptr<Transfer>> queued_;
   };
 
-  void post(int rank, std::vector<Queued> group) {
-    std::unique_lock<std::mutex> lock(mutex_);
+  void post(int rank, std::vector<std::shared_ptr<Transfer>> group) {
+    std::lock_guard<std::mutex> lock(mutex_);
     ++groups_;
     largest_ = std::max(largest_, group.size());
-    for (const Queued& q : group) {
-      (q.send ? sends_ : recvs_)[{q.from, q.to}].push_back(q.transfer);
-      match(q.from, q.to);
+    Stream& stream = streams_[rank];
+    if (stream.groups.empty()) stream.active_group = stream.next_group;
+    for (const auto& t : group) {
+      t->group = stream.next_group;
+      (t->send ? sends_ : recvs_)[{t->from, t->to}].push_back(t);
     }
-    changed_.notify_all();
-    const bool completed = changed_.wait_for(lock, timeout_, [&] {
-      return std::all_of(group.begin(), group.end(), [](const Queued& q) { return q.transfer->done; });
-    });
-    if (!completed) {
-      std::string waiting;
-      for (const Queued& q : group)
-        if (!q.transfer->done)
-          waiting += std::string(waiting.empty() ? "" : ", ") + (q.send ? "send to " : "recv from ") +
-                     std::to_string(q.send ? q.to : q.from);
-      throw Error("rendezvous: rank " + std::to_string(rank) + "'s group of " + std::to_string(group.size()) +
-                  " transfers did not complete in " + std::to_string(timeout_.count()) +
-                  " ms (a deadlock); waiting: " + waiting);
+    ++stream.next_group;
+    stream.groups.push_back(std::move(group));
+    settle();
+  }
+
+  bool done(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return streams_[rank].groups.empty();
+  }
+
+  bool active(const Transfer& t) { return streams_[t.rank].active_group == t.group; }
+
+  // Matches active sends with active recvs and retires finished groups until nothing changes.
+  void settle() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto& [link, sends] : sends_) {
+        auto& recvs = recvs_[link];
+        while (!sends.empty() && !recvs.empty() && active(*sends.front()) && active(*recvs.front())) {
+          Transfer& s = *sends.front();
+          Transfer& r = *recvs.front();
+          ONNXTRAIN_CHECK(s.value.nbytes() == r.value.nbytes(), "rendezvous: a send and its recv differ in size");
+          std::memcpy(r.value.raw(), s.value.raw(), s.value.nbytes());
+          s.done = r.done = true;
+          sends.pop_front();
+          recvs.pop_front();
+          changed = true;
+        }
+      }
+      for (auto& [rank, stream] : streams_) {
+        while (!stream.groups.empty() &&
+               std::all_of(stream.groups.front().begin(), stream.groups.front().end(),
+                           [](const auto& t) { return t->done; })) {
+          stream.groups.pop_front();
+          ++stream.active_group;
+          changed = true;
+        }
+      }
     }
   }
 
-  void match(int from, int to) {
-    Queue& sends = sends_[{from, to}];
-    Queue& recvs = recvs_[{from, to}];
-    while (!sends.empty() && !recvs.empty()) {
-      Transfer& s = *sends.front();
-      Transfer& r = *recvs.front();
-      ONNXTRAIN_CHECK(s.value.nbytes() == r.value.nbytes(), "rendezvous: a send and its recv differ in size");
-      std::memcpy(r.value.raw(), s.value.raw(), s.value.nbytes());
-      s.done = r.done = true;
-      sends.pop_front();
-      recvs.pop_front();
-    }
-  }
-
-  const std::chrono::milliseconds timeout_;
   const bool grouped_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::pair<int, int>, Queue> sends_, recvs_;
+  std::map<int, Stream> streams_;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Transfer>>> sends_, recvs_;
   int64_t groups_ = 0;
   size_t largest_ = 0;
 };

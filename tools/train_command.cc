@@ -110,8 +110,9 @@ void add_train_command(CLI::App& app) {
                   "NCCL all-reduces every gradient in one group after the backward pass and this option does not apply")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--comm-timeout", o->comm_timeout,
-                  "runs over several processes (mpirun, torchrun): the longest any process waits for another, in "
-                  "seconds, before it stops naming the rank it waited for (default 60)")
+                  "runs over several processes (mpirun, torchrun) and pipeline stages: the longest any process or "
+                  "stage waits for another, in seconds, before it stops naming the rank and what it waited for "
+                  "(default 60)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--central-storage", o->central_storage,
                 "with --strategy dp: keep the weights and optimizer state once (a master copy) instead of per replica; "

@@ -272,6 +272,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.strategy = parse_pipeline_strategy(o.strategy);
   p.stages = o.stages;
   p.micro_batches = o.micro_batches;
+  p.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000));
   p.spectrain_target = parse_spectrain_target(o.spectrain_target);
   p.vertical_sync = o.vertical_sync;
   p.world = world;

@@ -245,6 +245,8 @@ int NcclCommunicator::device() const { return state_->device; }
 std::string NcclCommunicator::describe() const { return state_->describe(); }
 bool NcclCommunicator::aborted() const { return state_->aborted.load(); }
 
+void NcclCommunicator::check_async_error() const { live_checked(*state_, "a wait for pending transfers"); }
+
 void NcclCommunicator::all_reduce_sum(float* data, std::size_t count, void* stream) {
   ncclComm_t comm = live_checked(*state_, "all_reduce_sum");
   ONNXTRAIN_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, static_cast<cudaStream_t>(stream)),
@@ -319,6 +321,7 @@ int NcclCommunicator::size() const { not_compiled(); }
 int NcclCommunicator::device() const { not_compiled(); }
 std::string NcclCommunicator::describe() const { not_compiled(); }
 bool NcclCommunicator::aborted() const { not_compiled(); }
+void NcclCommunicator::check_async_error() const { not_compiled(); }
 void NcclCommunicator::all_reduce_sum(float*, std::size_t, void*) { not_compiled(); }
 void NcclCommunicator::broadcast(void*, std::size_t, int, void*) { not_compiled(); }
 void NcclCommunicator::send(int, const void*, std::size_t, void*) { not_compiled(); }

@@ -92,6 +92,10 @@ class NcclCommunicator {
   // every later operation throws Error saying the communicator was aborted.
   void abort() noexcept;
   bool aborted() const;
+  // Throws Error when NCCL has recorded an asynchronous failure on this communicator (a peer died during
+  // an operation), or it was aborted: for waits that poll instead of synchronising a stream, which would
+  // never return then. ncclCommGetAsyncError reads a flag; no synchronisation.
+  void check_async_error() const;
 
   // "rank 1 of 4 on cuda:1" (for error messages).
   std::string describe() const;

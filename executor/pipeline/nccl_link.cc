@@ -12,12 +12,8 @@ size_t bytes_of(const DeviceTensor& value) {
 
 }  // namespace
 
-NcclLink::~NcclLink() {
-  try {
-    stream_.synchronize();
-  } catch (const std::exception&) {
-  }
-}
+NcclLink::NcclLink(NcclCommunicator& nccl, const cuda::DeviceStream& stream)
+    : nccl_(nccl), stream_(stream), posted_(stream.device()) {}
 
 StageValue NcclLink::allocate(DType dtype, const std::vector<int64_t>& sizes) {
   auto value = std::make_shared<DeviceTensor>(DeviceTensor{.buffer = {}, .dtype = dtype, .sizes = sizes});
@@ -50,6 +46,15 @@ void NcclLink::post() {
       nccl_.recv(t.peer, t.value->buffer.data(), bytes, stream_.handle());
     }
   }
+  posted_.record(stream_);
+  pending_ = true;
+}
+
+bool NcclLink::done() {
+  if (!pending_) return true;
+  nccl_.check_async_error();  // a peer died: its transfers would never complete
+  pending_ = !posted_.ready();
+  return !pending_;
 }
 
 }  // namespace onnxtrain

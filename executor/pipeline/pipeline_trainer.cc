@@ -116,8 +116,14 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   // Stages in separate processes on GPUs send their device values with NCCL, bootstrapped over the
   // pipeline's host group (a collective: every stage's process constructs its trainer).
-  if (options_.world && n > 1 && options_.trainer.device.kind == DeviceKind::Cuda && !options_.peer_links)
-    nccl_ = std::make_unique<NcclCommunicator>(*pipeline_comm(), options_.trainer.device.index);
+  if (options_.world && n > 1 && options_.trainer.device.kind == DeviceKind::Cuda && !options_.peer_links) {
+    try {
+      nccl_ = std::make_unique<NcclCommunicator>(*pipeline_comm(), options_.trainer.device.index);
+    } catch (const Error& e) {
+      throw Error(std::string("pipeline stages in separate processes on GPUs send their activations with NCCL: ") +
+                  e.what());
+    }
+  }
   wall_seconds_.assign(n, 0.0);
   idle_seconds_.assign(n, 0.0);
 }
@@ -244,9 +250,12 @@ void PipelineTrainer::run_world(const std::vector<PipelineRound>& rounds) {
 
 std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communicator& comm,
                                                                 DeviceHandoff* device_values) {
-  if (options_.peer_links) return std::make_unique<GroupedTransport>(comm, options_.peer_links(k, comm));
-  if (nccl_)
-    return std::make_unique<GroupedTransport>(comm, std::make_unique<NcclLink>(*nccl_, workers_[k]->device_stream()));
+  if (options_.peer_links)
+    return std::make_unique<GroupedTransport>(comm, options_.peer_links(k, comm), options_.timeout);
+  if (nccl_) {
+    return std::make_unique<GroupedTransport>(comm, std::make_unique<NcclLink>(*nccl_, workers_[k]->device_stream()),
+                                              options_.timeout);
+  }
   return std::make_unique<CommTransport>(comm, device_values);
 }
 

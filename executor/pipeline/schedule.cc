@@ -225,7 +225,9 @@ std::vector<bool> launch_before(const Schedule& schedule, int stage) {
     const size_t header_sent = matching(in);
     for (size_t q = first_queued; q < j; ++q) {
       const Instruction& queued = program[q];
-      if (is_send(queued.op) && peer_of(queued, stage) == peer_of(in, stage) && matching(queued) < header_sent) {
+      // The peer may have to finish that transfer before it reaches the send (launching it early is safe
+      // then: the crossing that needs one group has the peer's send first).
+      if (peer_of(queued, stage) == peer_of(in, stage) && matching(queued) < header_sent) {
         launch[j] = true;
         first_queued = j;  // what was queued is launched; this recv starts the next group
         break;

@@ -81,10 +81,10 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
 // Grouped transfers (grouped_transport.h: unbuffered, like NCCL's) queue a stage's consecutive Send and
 // Recv instructions and launch them as one group; a Recv first waits for its value's header, which the
 // peer sends at its matching Send. For each instruction of `stage`'s program: whether the transfers
-// queued before it must be launched first. True at a Recv from a peer that sends that value only after it
-// has received one of the queued values (gpipe: stage k's last forward activation, then the first
-// gradient, which stage k+1 computes from it); waiting for the header with that send still queued would
-// deadlock. In 1F1B's crossing (stage k sends the activation of i+1 and receives the gradient of j while
+// queued before it must be launched first. True at a Recv from a peer that sends that value only after
+// its side of one of the queued transfers (gpipe: stage k's last forward activation, then the first
+// gradient, which stage k+1 computes from it); waiting for the header with that transfer still queued
+// would deadlock. In 1F1B's crossing (stage k sends the activation of i+1 and receives the gradient of j while
 // stage k+1 sends that gradient before it receives the activation) the peer sends first, and the two
 // must share one group instead: posted alone, each side's send would wait for a recv queued behind it.
 std::vector<bool> launch_before(const Schedule& schedule, int stage);

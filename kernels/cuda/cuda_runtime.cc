@@ -184,6 +184,13 @@ void DeviceEvent::make_wait(const DeviceStream& stream) const {
 
 void DeviceEvent::synchronize() const { ONNXTRAIN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
 
+bool DeviceEvent::ready() const {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+  if (status == cudaErrorNotReady) return false;
+  ONNXTRAIN_CUDA_CHECK(status);
+  return true;
+}
+
 // --- DeviceBuffer ---------------------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(const DeviceStream& stream, size_t bytes)

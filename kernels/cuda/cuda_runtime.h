@@ -56,6 +56,9 @@ class DeviceEvent {
   void record(const DeviceStream& stream);
   void make_wait(const DeviceStream& stream) const;  // `stream` waits for the recorded point
   void synchronize() const;
+  // Whether the work before the recorded point has finished (cudaEventQuery; no wait). Throws Error on an
+  // asynchronous fault.
+  bool ready() const;
 
  private:
   int device_;

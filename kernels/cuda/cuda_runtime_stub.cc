@@ -24,6 +24,7 @@ DeviceEvent::~DeviceEvent() = default;
 void DeviceEvent::record(const DeviceStream&) { not_compiled(); }
 void DeviceEvent::make_wait(const DeviceStream&) const { not_compiled(); }
 void DeviceEvent::synchronize() const { not_compiled(); }
+bool DeviceEvent::ready() const { not_compiled(); }
 DeviceBuffer::DeviceBuffer(const DeviceStream&, size_t) { not_compiled(); }
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
