@@ -261,8 +261,15 @@ void take_shard(const TrainingCheckpoint& all, int rank, int ranks, TrainingChec
                                                                it->first.rfind(name + "/", 0) == 0; ++it)
       shard.optimizer_state[it->first] = it->second;
   }
-  if (rank == 0)
-    if (auto g = all.optimizer_state.find("global_step"); g != all.optimizer_state.end()) shard.optimizer_state[g->first] = g->second;
+  if (rank != 0) return;
+  // The run's own entries, which belong to no tensor (global_step, an fp16 run's loss_scaler/...): shard 0.
+  std::set<std::string> owned;
+  for (const auto& [name, t] : all.tensors)
+    for (auto it = all.optimizer_state.lower_bound(name + "/");
+         it != all.optimizer_state.end() && it->first.rfind(name + "/", 0) == 0; ++it)
+      owned.insert(it->first);
+  for (const auto& [key, value] : all.optimizer_state)
+    if (!owned.contains(key)) shard.optimizer_state[key] = value;
 }
 
 std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoint& c, int keep_last) {

@@ -89,7 +89,8 @@ std::vector<std::string> shard_files(int64_t step, int ranks);
 // write_checkpoint; no rotation (the manifest's write_checkpoint rotates whole steps).
 std::string write_checkpoint_shard(const std::string& dir, const TrainingCheckpoint& c, int rank);
 // The tensors rank `rank` of `ranks` writes of `all`: every ranks-th name from the rank-th (names sorted).
-// The optimizer state entries "PARAM/..." go with PARAM, "global_step" with rank 0.
+// The optimizer state entries "PARAM/..." go with PARAM; the entries of no tensor ("global_step", an fp16
+// run's "loss_scaler/...") with rank 0.
 void take_shard(const TrainingCheckpoint& all, int rank, int ranks, TrainingCheckpoint& shard);
 
 // "checkpoint-00001200.otck" for step 1200.

@@ -118,10 +118,13 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     : options_(std::move(options)) {
   const int r = options_.replicas;
   if (r < 1) throw Error("data parallel: --replicas must be at least 1, got " + std::to_string(r));
-  // The replicas' combined gradients would need the loss scaler's unscale and skip (Trainer does it for
-  // one device only).
-  if (options_.trainer.precision == Precision::fp16)
-    throw Error("data parallel: --precision fp16 is not supported (fp32 and bf16 are)");
+  // fp16: every replica unscales its gradients (the host path as they come out of the backward pass, the
+  // NCCL path after the all-reduce) and applies the combined ones through its own loss scaler, which skips
+  // and backs off alike on every replica because all see the same sum. Buckets stream gradients during the
+  // backward pass, still scaled.
+  if (options_.trainer.precision == Precision::fp16 && options_.bucket_bytes > 0 &&
+      options_.trainer.device.kind != DeviceKind::Cuda)
+    throw Error("data parallel: --precision fp16 sends whole gradients after the backward pass; drop --bucket-mb");
   if (options_.world && r != 1) {
     throw Error("data parallel across processes: one replica per process (got " + std::to_string(r) +
                 " replicas in each of " + std::to_string(options_.world->size()) + " processes)");
@@ -365,7 +368,9 @@ std::vector<float> DataParallelTrainer::train(int64_t count, const BatchSource& 
   for (int64_t i = 0; i < count; ++i) {
     auto [x, y] = next();
     losses.push_back(train_step(x, y));
-    if (on_loss) on_loss(replicas_[0]->step() - 1, losses.back());
+    // The mini-batch's index: fp16 steps skipped for inf/NaN gradients used their batch too.
+    const LossScaler* scaler = replicas_[0]->loss_scaler();
+    if (on_loss) on_loss(replicas_[0]->step() + (scaler ? scaler->skipped_steps() : 0) - 1, losses.back());
   }
   return losses;
 }

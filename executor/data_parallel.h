@@ -27,6 +27,11 @@
 // pass: --bucket-mb does not apply), then every replica steps its device-resident weights. NCCL adds in
 // its own order, so GPU replicas agree with each other exactly but with one GPU replica only to float32
 // rounding. The loss is summed on the host.
+//
+// Mixed precision: bf16 needs nothing more. fp16 (dynamic loss scaling) as DDP with GradScaler: each
+// replica's loss is scaled, the combined gradient is unscaled and checked (on the host as each replica's
+// backward pass returns its gradients, on GPUs after NCCL's sum), and every replica's own scaler skips or
+// takes the step; they see the same sum, so they stay in step. Not with --bucket-mb on the CPU.
 #pragma once
 
 #include <chrono>

@@ -312,32 +312,32 @@ std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const Te
   return by_parameter;
 }
 
-void Trainer::apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients) {
+bool Trainer::apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients) {
   require_device("apply_device_gradients");
   std::map<std::string, const float*> pointers;
+  std::vector<const DeviceTensor*> scaled;
   for (const Slot& s : slots_) {
     auto it = gradients.find(s.name);
     if (it == gradients.end()) throw Error("apply_device_gradients: no gradient for '" + s.name + "'");
     pointers[s.name] = it->second.floats();
+    scaled.push_back(&it->second);
+  }
+  if (scaler_) {
+    // GradScaler on the device: as train_step's host path (the running statistics already followed the
+    // batch in forward_backward_on_device, also when the step is skipped).
+    const bool finite = device_optimizer_->unscale(scaled, scaler_->scale());
+    scaler_->update(finite);
+    if (!finite) return false;
   }
   // Enqueued on the stream after whatever produced the gradients; their buffers return to the stream's
   // cache when the caller drops them, which stream order makes safe.
   step_on_device(pointers);
+  return true;
 }
 
 float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
   float loss = 0;
-  const std::map<std::string, DeviceTensor> gradients = forward_backward_on_device(x, y, &loss);
-  if (scaler_) {
-    // GradScaler on the device: as train_step's host path, the running statistics follow the batch even
-    // when the step is skipped.
-    std::vector<const DeviceTensor*> scaled;
-    for (const auto& [name, g] : gradients) scaled.push_back(&g);
-    const bool finite = device_optimizer_->unscale(scaled, scaler_->scale());
-    scaler_->update(finite);
-    if (!finite) return loss;
-  }
-  apply_device_gradients(gradients);
+  apply_device_gradients(forward_backward_on_device(x, y, &loss));
   return loss;
 }
 
@@ -421,10 +421,11 @@ std::vector<std::string> Trainer::gradient_order() const {
   return names;
 }
 
-void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
+bool Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
   Graph& g = training_->graph;
   std::vector<ParamSlot> params;
   params.reserve(slots_.size());
+  bool finite = true;
   for (const Slot& s : slots_) {
     auto it = gradients.find(s.name);
     Tensor& w = *g.value(s.value).data;
@@ -432,10 +433,17 @@ void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
       throw Error("apply_gradients: no float32 gradient of " + std::to_string(w.numel()) + " elements for '" + s.name + "'");
     }
     params.push_back({s.name, w.data<float>(), it->second.data<float>()});
+    if (scaler_) {
+      for (float v : it->second.data<float>()) finite = finite && std::isfinite(v);
+    }
+  }
+  if (scaler_) {
+    scaler_->update(finite);
+    if (!finite) return false;
   }
   if (!device_optimizer_) {
     optimizer_.step(params);
-    return;
+    return true;
   }
   // On the device: the host gradients are uploaded and the step runs there, where the weights and the
   // optimizer state are.
@@ -452,6 +460,7 @@ void Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
     device_gradients[p.name] = uploaded.back().floats();
   }
   step_on_device(device_gradients);
+  return true;
 }
 
 void Trainer::restore(const std::map<std::string, Tensor>& initializers,

@@ -131,15 +131,20 @@ class Trainer {
   // still loss-scaled (DeviceOptimizer::unscale divides them).
   std::map<std::string, DeviceTensor> forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss);
   // One optimizer step on the device with these gradients (as forward_backward_on_device gives them).
-  void apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients);
+  // fp16: unscales them in place first and, when any is inf/NaN, skips the step (the loss scaler backs
+  // off); returns whether the step was taken.
+  bool apply_device_gradients(const std::map<std::string, DeviceTensor>& gradients);
   // The stream of a CUDA trainer's sessions and optimizer step; Error on the CPU.
   const cuda::DeviceStream& device_stream() const;
   // The trained parameters in the order the backward pass computes their gradients (the last layers'
   // first): the same for every replica of a model, so replicas can agree on all-reduce buckets.
   std::vector<std::string> gradient_order() const;
   // One optimizer step with the given gradient of every trained parameter (by name, as compute_gradients
-  // returns them). Throws Error naming a missing or wrongly sized gradient.
-  void apply_gradients(const std::map<std::string, Tensor>& gradients);
+  // returns them). Throws Error naming a missing or wrongly sized gradient. fp16: the gradients are
+  // unscaled already (compute_gradients, forward_backward), and when any is inf/NaN the step is skipped
+  // and the loss scaler backs off, as GradScaler.step does (data parallelism: every replica sees the same
+  // combined gradients, so all of them decide alike); returns whether the step was taken.
+  bool apply_gradients(const std::map<std::string, Tensor>& gradients);
 
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
   // not count; see loss_scaler()).

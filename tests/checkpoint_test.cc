@@ -442,7 +442,8 @@ TrainingCheckpoint whole_with_optimizer(int64_t step) {
   c.tensors["c"] = floats({5}, 3.0f);
   c.tensors["d"] = floats({1, 2}, 4.0f);
   c.optimizer_state = {{"global_step", filled(DType::Int64, {}, 1)}, {"a/momentum", floats({2, 3}, 5.0f)},
-                       {"a/step", filled(DType::Int64, {}, 2)}, {"d/momentum", floats({1, 2}, 6.0f)}};
+                       {"a/step", filled(DType::Int64, {}, 2)}, {"d/momentum", floats({1, 2}, 6.0f)},
+                       {"loss_scaler/scale", filled(DType::Float64, {}, 7)}};  // an entry of no tensor
   return c;
 }
 
@@ -468,7 +469,7 @@ TEST_F(CheckpointTest, ShardsWrittenByEveryRankReadBackAsTheWhole) {
   EXPECT_TRUE(part.tensors.contains("b"));
   take_shard(whole, 0, 3, part);
   EXPECT_EQ(part.tensors.size(), 2u);
-  EXPECT_EQ(part.optimizer_state.size(), 4u);  // a's two, d's one, global_step
+  EXPECT_EQ(part.optimizer_state.size(), 5u);  // a's two, d's one, global_step, loss_scaler/scale
 
   write_sharded(dir(), whole, 3);
   ASSERT_EQ(latest_checkpoint(dir()), (dir_ / "checkpoint-00000030.otck").string());

@@ -62,10 +62,15 @@ TEST(MixedPrecisionCli, Bf16RunWritesAFloat32Model) {
   EXPECT_EQ(changed, 8);  // every weight and bias of the 2 Conv and 2 Gemm layers trained
 }
 
+// On one device and with two data-parallel replicas (whose checkpoint carries replica 0's scaler).
 TEST(MixedPrecisionCli, Fp16ResumeMatchesAnUninterruptedRun) {
-  const fs::path whole = scratch("whole.onnx"), resumed = scratch("resumed.onnx"), dir = scratch("ckpt");
+  for (const std::string strategy : {"", "--strategy dp --replicas 2 "}) {
+  SCOPED_TRACE(strategy);
+  const std::string tag = strategy.empty() ? "single" : "dp";
+  const fs::path whole = scratch(tag + "_whole.onnx"), resumed = scratch(tag + "_resumed.onnx"),
+                 dir = scratch(tag + "_ckpt");
   fs::remove_all(dir);
-  const std::string fp16 = kArgs + "--precision fp16 --limit-batches 2 ";
+  const std::string fp16 = kArgs + strategy + "--precision fp16 --limit-batches 2 ";
   ASSERT_EQ(run_cli(fp16 + "--epochs 2 -o " + whole.string()).exit_code, 0);
   const auto first = run_cli(fp16 + "--epochs 1 --checkpoint-dir " + dir.string() + " --checkpoint-every 2 -o " +
                              scratch("half.onnx").string());
@@ -75,10 +80,11 @@ TEST(MixedPrecisionCli, Fp16ResumeMatchesAnUninterruptedRun) {
   EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
   EXPECT_EQ(bytes_of(whole), bytes_of(resumed));
   // Another precision cannot resume the fp16 run.
-  const auto other = run_cli(kArgs + "--precision bf16 --limit-batches 2 --epochs 3 --checkpoint-dir " + dir.string() +
-                             " --resume -o " + scratch("other.onnx").string());
+  const auto other = run_cli(kArgs + strategy + "--precision bf16 --limit-batches 2 --epochs 3 --checkpoint-dir " +
+                             dir.string() + " --resume -o " + scratch("other.onnx").string());
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("precision"), std::string::npos) << other.output;
+  }
 }
 
 // Data parallelism in bf16: two replica threads write a trained float32 model.
@@ -92,9 +98,10 @@ TEST(MixedPrecisionCli, Bf16DataParallelRun) {
 }
 
 TEST(MixedPrecisionCli, UnsupportedCombinationsAreRefusedByName) {
-  const auto dp = run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 -o " + scratch("dp.onnx").string());
+  const auto dp = run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 --bucket-mb 1 -o " +
+                          scratch("dp.onnx").string());
   EXPECT_NE(dp.exit_code, 0);
-  EXPECT_NE(dp.output.find("--precision fp16 with --strategy dp"), std::string::npos) << dp.output;
+  EXPECT_NE(dp.output.find("--bucket-mb"), std::string::npos) << dp.output;
   const auto pipe = run_cli(kArgs + "--precision bf16 --strategy naive --stages 2 -o " + scratch("p.onnx").string());
   EXPECT_NE(pipe.exit_code, 0);
   EXPECT_NE(pipe.output.find("--precision bf16 with --strategy naive"), std::string::npos) << pipe.output;

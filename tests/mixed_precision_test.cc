@@ -347,48 +347,102 @@ TEST(MixedPrecision, Fp16OnCudaFollowsFp16OnTheCpu) {
   EXPECT_EQ(gpu.loss_scaler()->scale(), cpu.loss_scaler()->scale()) << "grew after 3 finite steps on both";
 }
 
-// bf16 data parallelism: each replica runs the autocast graph on its rows and the row-weighted float32
-// gradients are summed, so two replicas follow one bf16 trainer on the whole batch up to the rounding of
-// each replica's half-precision products (a partial sum rounded to bfloat16, not the whole one), as
-// PyTorch's DDP under autocast does.
-TEST(MixedPrecision, Bf16DataParallelFollowsOneBf16Trainer) {
-  ImportedModel one_model = import_model(kModels + "cnn_opset17.onnx");
-  ImportedModel dp_model = import_model(kModels + "cnn_opset17.onnx");
-  Trainer one(one_model.graph, options(Precision::bf16));
-  DataParallelTrainer dp(dp_model.graph, {.trainer = options(Precision::bf16), .replicas = 2});
-  EXPECT_GT(check_training_graph(dp.replica(1), DType::BFloat16), 0) << "the replicas compute in bf16";
-  std::map<std::string, Tensor> start;
-  for (const auto& [name, t] : one.trained_initializers()) start[name] = t.clone();
-  Dataset data = load_dataset("synthetic:1,28,28:10:64", {.normalize = Normalization::MeanStd, .seed = 4});
-  DataLoader loader(data, {.batch = 16, .shuffle = false, .prefetch = false});
-  for (int step = 0; step < 3; ++step) {
-    Batch b = loader.next();
-    const float a = one.train_step(b.x, b.y), d = dp.train_step(b.x, b.y);
-    EXPECT_NEAR(d, a, 1e-2 * a) << "step " << step;
-  }
-  double gap = 0, moved = 0;
-  const std::map<std::string, Tensor> want = one.trained_initializers(), got = dp.trained_initializers();
-  for (const auto& [name, w] : want) {
-    if (w.dtype() != DType::Float32) continue;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      gap += std::pow(got.at(name).data<float>()[i] - w.data<float>()[i], 2);
-      moved += std::pow(w.data<float>()[i] - start.at(name).data<float>()[i], 2);
+// Data parallelism in half precision: each replica runs the autocast graph on its rows and the
+// row-weighted float32 gradients are summed (fp16: each replica's unscaled first), so two replicas follow
+// one trainer of the same precision on the whole batch up to the rounding of each replica's half
+// products (a partial sum rounded to half, not the whole one), as PyTorch's DDP under autocast does.
+TEST(MixedPrecision, HalfDataParallelFollowsOneHalfTrainer) {
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(p));
+    ImportedModel one_model = import_model(kModels + "cnn_opset17.onnx");
+    ImportedModel dp_model = import_model(kModels + "cnn_opset17.onnx");
+    Trainer one(one_model.graph, options(p));
+    DataParallelTrainer dp(dp_model.graph, {.trainer = options(p), .replicas = 2});
+    EXPECT_GT(check_training_graph(dp.replica(1), compute_dtype(p)), 0) << "the replicas compute in half";
+    std::map<std::string, Tensor> start;
+    for (const auto& [name, t] : one.trained_initializers()) start[name] = t.clone();
+    Dataset data = load_dataset("synthetic:1,28,28:10:64", {.normalize = Normalization::MeanStd, .seed = 4});
+    DataLoader loader(data, {.batch = 16, .shuffle = false, .prefetch = false});
+    for (int step = 0; step < 3; ++step) {
+      Batch b = loader.next();
+      const float a = one.train_step(b.x, b.y), d = dp.train_step(b.x, b.y);
+      EXPECT_NEAR(d, a, 1e-2 * a) << "step " << step;
     }
+    EXPECT_EQ(dp.replica(0).step(), 3);
+    double gap = 0, moved = 0;
+    const std::map<std::string, Tensor> want = one.trained_initializers(), got = dp.trained_initializers();
+    for (const auto& [name, w] : want) {
+      if (w.dtype() != DType::Float32) continue;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        gap += std::pow(got.at(name).data<float>()[i] - w.data<float>()[i], 2);
+        moved += std::pow(w.data<float>()[i] - start.at(name).data<float>()[i], 2);
+      }
+    }
+    ASSERT_GT(moved, 0);
+    std::printf("%s, 2 replicas against one trainer: weight gap %.5f of the distance trained\n",
+                precision_name(p).c_str(), std::sqrt(gap / moved));
+    EXPECT_GT(gap, 0) << "the half rounding of the replicas' partial products must show";
+    EXPECT_LT(std::sqrt(gap / moved), 0.05) << "relative to how far three steps moved the weights";
   }
-  ASSERT_GT(moved, 0);
-  std::printf("bf16, 2 replicas against one trainer: weight gap %.5f of the distance trained\n", std::sqrt(gap / moved));
-  EXPECT_GT(gap, 0) << "bf16 rounding of the replicas' partial products must show";
-  EXPECT_LT(std::sqrt(gap / moved), 0.05) << "relative to how far three steps moved the weights";
 }
 
-TEST(MixedPrecision, DataParallelRefusesFp16) {
-  // Its replicas' combined gradients would reach the optimizer still loss-scaled.
+// An fp16 data-parallel step whose combined gradient overflows is skipped by every replica, whose scalers
+// all back off: the replicas stay identical. (Steps that fit: HalfDataParallelFollowsOneHalfTrainer.)
+void expect_data_parallel_skips_an_overflowing_step(Device device) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  TrainerOptions o = options(Precision::fp16);
+  o.device = device;
+  o.loss_scaler = {.init_scale = std::ldexp(1.0, 120), .growth_interval = 2};  // overflows float16 at once
+  DataParallelTrainer dp(model.graph, {.trainer = o, .replicas = device.kind == DeviceKind::Cuda ? 1 : 2});
+  std::map<std::string, Tensor> before;
+  for (const auto& [name, t] : dp.trained_initializers()) before[name] = t.clone();
+  const Batch b = first_batch();
+  EXPECT_TRUE(std::isfinite(dp.train_step(b.x, b.y))) << "the reported loss is the unscaled one";
+  for (int r = 0; r < dp.replicas(); ++r) {
+    EXPECT_EQ(dp.replica(r).step(), 0) << "replica " << r;
+    EXPECT_EQ(dp.replica(r).loss_scaler()->scale(), std::ldexp(1.0, 119)) << "replica " << r;
+    EXPECT_EQ(dp.replica(r).loss_scaler()->skipped_steps(), 1) << "replica " << r;
+  }
+  for (const auto& [name, t] : dp.trained_initializers())
+    EXPECT_EQ(std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()), 0) << name << " changed on a skipped step";
+}
+
+TEST(MixedPrecision, Fp16DataParallelSkipsAnOverflowingStepOnEveryReplica) {
+  expect_data_parallel_skips_an_overflowing_step(Device::cpu());
+}
+
+TEST(MixedPrecision, Fp16DataParallelOverNcclSkipsAnOverflowingStep) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  expect_data_parallel_skips_an_overflowing_step(Device::cuda(0));
+}
+
+// One replica over NCCL in fp16 steps as one fp16 trainer on the same GPU: the scaled device gradients,
+// the all-reduce (the identity for one rank) and the unscale in apply_device_gradients are wired as
+// train_step's.
+TEST(MixedPrecision, Fp16DataParallelOverNcclOnOneGpuEqualsOneTrainer) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  ImportedModel one_model = import_model(kModels + "cnn_opset17.onnx");
+  ImportedModel dp_model = import_model(kModels + "cnn_opset17.onnx");
+  TrainerOptions o = options(Precision::fp16);
+  o.device = Device::cuda(0);
+  o.loss_scaler = {.init_scale = 1024, .growth_interval = 2};
+  Trainer one(one_model.graph, o);
+  DataParallelTrainer dp(dp_model.graph, {.trainer = o, .replicas = 1});
+  const Batch b = first_batch();
+  for (int step = 0; step < 4; ++step) EXPECT_EQ(dp.train_step(b.x, b.y), one.train_step(b.x, b.y)) << "step " << step;
+  EXPECT_EQ(dp.replica(0).loss_scaler()->scale(), one.loss_scaler()->scale());
+  for (const auto& [name, t] : one.trained_initializers())
+    EXPECT_EQ(std::memcmp(t.raw(), dp.trained_initializers().at(name).raw(), t.nbytes()), 0) << name;
+}
+
+TEST(MixedPrecision, Fp16DataParallelRefusesBucketsOnTheCpu) {
+  // Buckets stream the gradients during the backward pass, still loss-scaled.
   ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
   try {
-    DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2});
-    ADD_FAILURE() << "fp16 data parallelism was accepted";
+    DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
+    ADD_FAILURE() << "fp16 with buckets was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--bucket-mb"), std::string::npos) << e.what();
   }
 }
 

@@ -110,12 +110,11 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 }  // namespace
 
 int run_pipeline_training(const TrainOptions& o) {
-  // bf16 needs no loss scale, so data-parallel replicas just sum their float32 gradients; fp16 would
-  // need one scale and one skip decision for the summed gradients, and pipeline stages one for all stages.
-  if (o.precision != "fp32" && !(o.strategy == "dp" && o.precision == "bf16")) {
+  // Data-parallel replicas combine their gradients before one step (fp16: one skip decision on the sum);
+  // pipeline stages step on their own, so fp16 would need every stage to agree on a skip.
+  if (o.precision != "fp32" && o.strategy != "dp") {
     throw Error("--precision " + o.precision + " with --strategy " + o.strategy +
-                ": pipelines train in fp32 only for now, data parallelism in fp32 or bf16; use --strategy single "
-                "for fp16");
+                ": pipelines train in fp32 only for now (--strategy single and dp take bf16 and fp16)");
   }
   // Processes started together (mpirun, torchrun) share one world; run directly, there is none.
   const LaunchInfo launch = detect_launch();
@@ -234,6 +233,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
         TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config);
         all.tensors = trainer.trained_initializers();
         all.optimizer_state = trainer.replica(0).optimizer().state_tensors();
+        all.optimizer_state.merge(trainer.replica(0).loss_scaler_state());  // fp16: the scaler, for an exact resume
         std::vector<std::pair<int, TrainingCheckpoint>> parts;
         for (int r = rank; r < (world ? rank + 1 : replicas); ++r) {  // threads: this process writes them all
           parts.emplace_back(r, all);
@@ -245,7 +245,9 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     if (rank == 0) {
       std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
                    o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
-                   o.precision == "bf16" ? ", Conv/Gemm/MatMul in bfloat16" : "",
+                   o.precision == "fp32" ? ""
+                   : o.precision == "bf16" ? ", Conv/Gemm/MatMul in bfloat16"
+                                           : ", Conv/Gemm/MatMul in float16 with dynamic loss scaling",
                    static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
     auto print_timing = [&] {
