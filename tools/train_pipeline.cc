@@ -253,6 +253,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     auto print_timing = [&] {
       const DataParallelTrainer::Timing& t = trainer.timing();
       if (rank != 0 || t.steps == 0) return;
+      if (const LossScaler* scaler = trainer.replica(0).loss_scaler()) {  // the same on every replica
+        std::fprintf(stderr, "loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler->scale(),
+                     static_cast<long long>(scaler->skipped_steps()));
+      }
       const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
       if (t.on_devices) {
         std::printf("data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
