@@ -26,6 +26,9 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
     : options_(std::move(options)), optimizer_(options_.trainer.optimizer, options_.trainer.schedule) {
   const int r = options_.replicas;
   if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
+  // The storage's optimizer would need the loss scaler's skip; the replicas only compute gradients.
+  if (options_.trainer.precision == Precision::fp16)
+    throw Error("central storage: --precision fp16 is not supported (no loss scaler at the storage)");
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));

@@ -200,16 +200,28 @@ float DataParallelTrainer::device_replica_step(int local, const Tensor& x, const
   Trainer& replica = *replicas_[local];
   NcclCommunicator& nccl = *nccl_[local];
   float loss = 0;
-  std::map<std::string, DeviceTensor> grads = replica.forward_backward_on_device(x, y, &loss);
-  const cuda::DeviceStream& stream = replica.device_stream();
   int64_t bytes = 0;
+  std::map<std::string, DeviceTensor> grads;
   try {
+    grads = replica.forward_backward_on_device(x, y, &loss);
+    const cuda::DeviceStream& stream = replica.device_stream();
     if (weight != 1.0)
       for (auto& [name, g] : grads) cuda::scale_gradient(g.floats(), weight, g.numel(), stream.kernel_stream(0));
-    NcclGroup group;  // one launch for every parameter, in the same (name) order on every replica
-    for (auto& [name, g] : grads) {
-      nccl.all_reduce_sum(g.floats(), static_cast<size_t>(g.numel()), stream.handle());
-      bytes += g.numel() * static_cast<int64_t>(sizeof(float));
+    {
+      NcclGroup group;  // one launch for every parameter, in the same (name) order on every replica
+      for (auto& [name, g] : grads) {
+        nccl.all_reduce_sum(g.floats(), static_cast<size_t>(g.numel()), stream.handle());
+        bytes += g.numel() * static_cast<int64_t>(sizeof(float));
+      }
+    }
+    loss = static_cast<float>(loss * weight);
+    // The loss before the step: an fp16 step waits on the device for the all-reduce (its inf/NaN check),
+    // and a process that failed before its share is noticed here, by the host communicator's timeout or
+    // abort, rather than in that wait.
+    if (options_.world) {
+      std::vector<float> total{loss};
+      options_.world->all_reduce_sum(total, "step " + std::to_string(replica.step() + 1) + ", loss all-reduce");
+      loss = total[0];
     }
   } catch (const std::exception&) {
     for (auto& c : nccl_) c->abort();  // the other replicas' collectives would wait forever: tear them down
@@ -217,12 +229,6 @@ float DataParallelTrainer::device_replica_step(int local, const Tensor& x, const
   }
   replica.apply_device_gradients(grads);  // enqueued after the all-reduce on the same stream
   if (local == 0) timing_.allreduce_bytes_per_step = bytes;
-  loss = static_cast<float>(loss * weight);
-  if (options_.world) {
-    std::vector<float> total{loss};
-    options_.world->all_reduce_sum(total, "step " + std::to_string(replica.step()) + ", loss all-reduce");
-    loss = total[0];
-  }
   return loss;
 #endif
 }
@@ -331,6 +337,7 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
       } catch (const std::exception& e) {
         errors[k] = std::current_exception();
         comms_[k]->abort(e.what());
+        for (auto& c : nccl_) c->abort();  // a replica waiting on its stream for this one's all-reduce
       }
     };
     // Replica 0 on this thread, the others on their own long-lived threads (their OpenMP pools and, on

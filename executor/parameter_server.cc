@@ -97,6 +97,9 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
   if (servers < 1) throw Error("parameter server: --servers must be at least 1, got " + std::to_string(servers));
   if (workers < 1)
     throw Error("parameter server: --replicas (workers) must be at least 1, got " + std::to_string(workers));
+  // The shards' optimizers would need the loss scaler's skip; the workers only compute gradients.
+  if (options_.trainer.precision == Precision::fp16)
+    throw Error("parameter server: --precision fp16 is not supported (no loss scaler at the servers)");
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
     worker->model = copy_with_own_initializers(forward);

@@ -388,8 +388,8 @@ std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const T
 std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss,
                                                        const GradientCallback& on_gradient) {
   if (scaler_ && on_gradient) {
-    throw Error("--precision fp16: gradients streamed during the backward pass are still loss-scaled; "
-                "data parallelism and pipelines support fp32 only");
+    throw Error("--precision fp16: gradients streamed during the backward pass (--bucket-mb) are still "
+                "loss-scaled; data parallelism with fp16 sends whole gradients after the backward pass");
   }
   std::map<std::string, std::string> parameter_of;  // gradient output -> parameter
   for (const Slot& s : slots_) parameter_of[s.gradient] = s.name;

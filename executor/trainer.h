@@ -143,7 +143,8 @@ class Trainer {
   // returns them). Throws Error naming a missing or wrongly sized gradient. fp16: the gradients are
   // unscaled already (compute_gradients, forward_backward), and when any is inf/NaN the step is skipped
   // and the loss scaler backs off, as GradScaler.step does (data parallelism: every replica sees the same
-  // combined gradients, so all of them decide alike); returns whether the step was taken.
+  // combined gradients, so all of them decide alike); returns whether the step was taken. (train_step checks
+  // the scaled values instead, as torch does; the two differ only once the scale has fallen below 1.)
   bool apply_gradients(const std::map<std::string, Tensor>& gradients);
 
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do

@@ -11,8 +11,10 @@
 #include <random>
 #include <set>
 
+#include "executor/central_storage.h"
 #include "executor/data_parallel.h"
 #include "executor/inference_session.h"
+#include "executor/parameter_server.h"
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
@@ -397,11 +399,15 @@ void expect_data_parallel_skips_an_overflowing_step(Device device) {
   std::map<std::string, Tensor> before;
   for (const auto& [name, t] : dp.trained_initializers()) before[name] = t.clone();
   const Batch b = first_batch();
-  EXPECT_TRUE(std::isfinite(dp.train_step(b.x, b.y))) << "the reported loss is the unscaled one";
+  std::vector<int64_t> indices;
+  const std::vector<float> losses = dp.train(
+      2, [&] { return std::pair(b.x, b.y); }, [&](int64_t mini_batch, float) { indices.push_back(mini_batch); });
+  EXPECT_TRUE(std::isfinite(losses[0])) << "the reported loss is the unscaled one";
+  EXPECT_EQ(indices, (std::vector<int64_t>{0, 1})) << "skipped steps used their mini-batches too";
   for (int r = 0; r < dp.replicas(); ++r) {
     EXPECT_EQ(dp.replica(r).step(), 0) << "replica " << r;
-    EXPECT_EQ(dp.replica(r).loss_scaler()->scale(), std::ldexp(1.0, 119)) << "replica " << r;
-    EXPECT_EQ(dp.replica(r).loss_scaler()->skipped_steps(), 1) << "replica " << r;
+    EXPECT_EQ(dp.replica(r).loss_scaler()->scale(), std::ldexp(1.0, 118)) << "replica " << r;
+    EXPECT_EQ(dp.replica(r).loss_scaler()->skipped_steps(), 2) << "replica " << r;
   }
   for (const auto& [name, t] : dp.trained_initializers())
     EXPECT_EQ(std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()), 0) << name << " changed on a skipped step";
@@ -435,15 +441,33 @@ TEST(MixedPrecision, Fp16DataParallelOverNcclOnOneGpuEqualsOneTrainer) {
     EXPECT_EQ(std::memcmp(t.raw(), dp.trained_initializers().at(name).raw(), t.nbytes()), 0) << name;
 }
 
-TEST(MixedPrecision, Fp16DataParallelRefusesBucketsOnTheCpu) {
-  // Buckets stream the gradients during the backward pass, still loss-scaled.
-  ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
+// The message of the Error `make` throws ("" when it throws none).
+template <typename Make>
+std::string refusal(Make make) {
   try {
-    DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
-    ADD_FAILURE() << "fp16 with buckets was accepted";
+    make();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--bucket-mb"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(MixedPrecision, Fp16RefusalsName) {
+  ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
+  // Buckets stream the gradients during the backward pass, still loss-scaled.
+  EXPECT_NE(refusal([&] {
+              DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
+            }).find("fp16 sends whole gradients after the backward pass; drop --bucket-mb"),
+            std::string::npos);
+  // The storage's and the servers' optimizers have no loss scaler.
+  EXPECT_NE(refusal([&] {
+              CentralStorageTrainer cs(model.graph, {.trainer = options(Precision::fp16), .replicas = 2});
+            }).find("central storage: --precision fp16 is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] {
+              ParameterServerTrainer ps(model.graph, {.trainer = options(Precision::fp16), .workers = 2});
+            }).find("parameter server: --precision fp16 is not supported"),
+            std::string::npos);
 }
 
 TEST(MixedPrecision, PrecisionNames) {

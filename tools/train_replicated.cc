@@ -22,7 +22,7 @@ namespace onnxtrain::cli {
 int run_replicated_training(const TrainOptions& o) {
   if (o.precision != "fp32") {
     throw Error("--precision " + o.precision +
-                " with --central-storage or --strategy ps: these train in fp32 only for now; use --strategy single");
+                 " with --central-storage or --strategy ps: these train in fp32 only for now; use --strategy single or dp");
   }
   const bool ps = o.strategy == "ps";
   if (o.central_storage && o.strategy != "dp") {
