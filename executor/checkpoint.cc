@@ -253,23 +253,24 @@ std::string write_checkpoint_shard(const std::string& dir_arg, const TrainingChe
 void take_shard(const TrainingCheckpoint& all, int rank, int ranks, TrainingCheckpoint& shard) {
   shard.tensors.clear();
   shard.optimizer_state.clear();
-  int index = 0;
+  std::map<std::string, int> index_of;  // the tensors in name order
   for (const auto& [name, t] : all.tensors) {
-    if (index++ % ranks != rank) continue;
-    shard.tensors[name] = t;
-    for (auto it = all.optimizer_state.lower_bound(name + "/"); it != all.optimizer_state.end() &&
-                                                               it->first.rfind(name + "/", 0) == 0; ++it)
-      shard.optimizer_state[it->first] = it->second;
+    const int index = static_cast<int>(index_of.size());
+    if (index % ranks == rank) shard.tensors[name] = t;
+    index_of[name] = index;
   }
-  if (rank != 0) return;
-  // The run's own entries, which belong to no tensor (global_step, an fp16 run's loss_scaler/...): shard 0.
-  std::set<std::string> owned;
-  for (const auto& [name, t] : all.tensors)
-    for (auto it = all.optimizer_state.lower_bound(name + "/");
-         it != all.optimizer_state.end() && it->first.rfind(name + "/", 0) == 0; ++it)
-      owned.insert(it->first);
-  for (const auto& [key, value] : all.optimizer_state)
-    if (!owned.contains(key)) shard.optimizer_state[key] = value;
+  for (const auto& [key, value] : all.optimizer_state) {
+    // Its tensor: the longest name that the key extends by "/..." (names may hold '/' themselves, so "a/b/m"
+    // is a/b's, not a's). None: the run's own entries (global_step, an fp16 run's loss_scaler/...), rank 0's.
+    int owner = 0;
+    for (size_t slash = key.rfind('/'); slash != std::string::npos && slash > 0; slash = key.rfind('/', slash - 1)) {
+      if (auto it = index_of.find(key.substr(0, slash)); it != index_of.end()) {
+        owner = it->second % ranks;
+        break;
+      }
+    }
+    if (owner == rank) shard.optimizer_state[key] = value;
+  }
 }
 
 std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoint& c, int keep_last) {

@@ -482,6 +482,25 @@ TEST_F(CheckpointTest, ShardsWrittenByEveryRankReadBackAsTheWhole) {
   expect_same_tensors(back.optimizer_state, whole.optimizer_state);
 }
 
+// Tensor names may contain '/': an optimizer entry goes with the longest name it extends, once.
+TEST_F(CheckpointTest, OptimizerEntriesGoWithTheLongestTensorNameTheyExtend) {
+  TrainingCheckpoint whole = small_checkpoint(5);
+  whole.tensors = {{"a", floats({2}, 1.0f)}, {"a/b", floats({3}, 2.0f)}};  // rank 0 and rank 1 of 2
+  whole.optimizer_state = {{"a/momentum", floats({2}, 3.0f)},
+                           {"a/b/momentum", floats({3}, 4.0f)},
+                           {"global_step", filled(DType::Int64, {}, 1)}};
+  TrainingCheckpoint zero, one;
+  take_shard(whole, 0, 2, zero);
+  take_shard(whole, 1, 2, one);
+  EXPECT_EQ(zero.optimizer_state.size(), 2u);
+  EXPECT_TRUE(zero.optimizer_state.contains("a/momentum"));
+  EXPECT_TRUE(zero.optimizer_state.contains("global_step"));
+  EXPECT_EQ(one.optimizer_state.size(), 1u);
+  EXPECT_TRUE(one.optimizer_state.contains("a/b/momentum"));
+  write_sharded(dir(), whole, 2);
+  expect_same_tensors(read_checkpoint(*latest_checkpoint(dir())).optimizer_state, whole.optimizer_state);
+}
+
 TEST_F(CheckpointTest, AMissingOrDamagedShardIsRefusedAndShardsWithoutAManifestAreNeverRead) {
   write_sharded(dir(), whole_with_optimizer(10), 2);
   // Step 20: rank 1 died before rank 0 wrote the manifest; the newest complete checkpoint stays step 10.

@@ -94,4 +94,12 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   return c;
 }
 
+void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path) {
+  const int64_t skipped = trainer.loss_scaler() ? trainer.loss_scaler()->skipped_steps() : 0;
+  if (c.step != trainer.step() + skipped || c.next_epoch * per_epoch + c.next_batch != c.step) {
+    throw Error("checkpoint " + path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
+                std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
+  }
+}
+
 }  // namespace onnxtrain::cli

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/checkpoint.h"
 #include "executor/trainer.h"
 #include "frontend/dataset.h"
 
@@ -63,5 +64,9 @@ Normalization normalization(const TrainOptions& o);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
+// After `trainer` (one device, or a data-parallel replica) restored checkpoint `c` (file `path`): its
+// step, the optimizer's steps plus the fp16 steps skipped for inf/NaN gradients (they used their batch
+// too) and its data position must agree; Error otherwise.
+void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path);
 
 }  // namespace onnxtrain::cli

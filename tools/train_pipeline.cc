@@ -227,6 +227,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     if (!o.checkpoint_dir.empty()) {
       role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
         trainer.restore(c.tensors, c.optimizer_state, path);
+        check_resumed_step(c, trainer.replica(0), per_epoch, path);
       });
       // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
       role.checkpoint = [&, replicas](int64_t step) {

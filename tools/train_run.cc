@@ -114,12 +114,7 @@ int run_training(const TrainOptions& o) {
     check_checkpoint_matches(c, trainer.trained_initializers(), *path);
     trainer.restore(c.tensors, c.optimizer_state);
     step = c.step;
-    // fp16: a step skipped for inf/NaN gradients used its batch but made no optimizer step.
-    const int64_t skipped = trainer.loss_scaler() ? trainer.loss_scaler()->skipped_steps() : 0;
-    if (step != trainer.step() + skipped || c.next_epoch * per_epoch + c.next_batch != step) {
-      throw Error("checkpoint " + *path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
-                  std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
-    }
+    check_resumed_step(c, trainer, per_epoch, *path);
     std::fprintf(stderr, "resumed from %s at step %lld\n", path->c_str(), static_cast<long long>(step));
   }
   auto save_checkpoint = [&](const std::string& dir) {
