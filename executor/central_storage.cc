@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -26,9 +27,7 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
     : options_(std::move(options)), optimizer_(options_.trainer.optimizer, options_.trainer.schedule) {
   const int r = options_.replicas;
   if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
-  // The storage's optimizer would need the loss scaler's skip; the replicas only compute gradients.
-  if (options_.trainer.precision == Precision::fp16)
-    throw Error("central storage: --precision fp16 is not supported (no loss scaler at the storage)");
+  if (options_.trainer.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.trainer.loss_scaler);
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
@@ -50,8 +49,10 @@ CentralStorageTrainer::~CentralStorageTrainer() = default;
 
 void CentralStorageTrainer::refresh(int k) {
   // restore() copies every trained initializer and sets the Dropout run index (the optimizer's global
-  // step; the replicas' own optimizers never step and hold no state).
-  replicas_[k]->restore(master_, {{"global_step", Tensor::scalar_int64(optimizer_.global_step())}});
+  // step; the replicas' own optimizers never step and hold no state). fp16: the storage's loss scale.
+  std::map<std::string, Tensor> state = scaler_ ? scaler_->state_tensors() : std::map<std::string, Tensor>{};
+  state["global_step"] = Tensor::scalar_int64(optimizer_.global_step());
+  replicas_[k]->restore(master_, state);
 }
 
 float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
@@ -106,6 +107,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
   }
   std::vector<ParamSlot> params;
   params.reserve(sum.size());
+  bool finite = true;  // fp16: of the unscaled sum, as Trainer::apply_gradients checks it
   for (const auto& [name, g] : sum) {
     auto it = master_.find(name);
     if (it == master_.end() || it->second.numel() != g.numel()) {
@@ -113,8 +115,11 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
                   name + "'");
     }
     params.push_back({name, it->second.data<float>(), g.data<float>()});
+    if (scaler_)
+      for (float v : g.data<float>()) finite = finite && std::isfinite(v);
   }
-  optimizer_.step(params);
+  if (scaler_) scaler_->update(finite);
+  if (finite) optimizer_.step(params);
   // BatchNorm running statistics: replica 0's (DataParallelTrainer's broadcast_buffers).
   const std::map<std::string, Tensor> first = replicas_[0]->trained_initializers();
   for (const std::string& name : state_names_)
@@ -130,7 +135,7 @@ std::vector<float> CentralStorageTrainer::train(int64_t count, const BatchSource
   for (int64_t i = 0; i < count; ++i) {
     auto [x, y] = next();
     losses.push_back(train_step(x, y));
-    if (on_loss) on_loss(optimizer_.global_step() - 1, losses.back());
+    if (on_loss) on_loss(mini_batches_used() - 1, losses.back());
   }
   return losses;
 }

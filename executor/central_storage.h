@@ -19,6 +19,10 @@
 //
 // Dropout: replica r's nodes are seeded with seed + r and step t draws mask t, as in DataParallelTrainer.
 //
+// fp16 (trainer.precision): the storage holds the one LossScaler, which every replica takes with the
+// weights; the summed unscaled gradient is checked for inf/NaN, and such a step is skipped with the scale
+// backed off (statistics still follow replica 0), as DataParallelTrainer's replicas all decide alike.
+//
 // GPUs (trainer.device cuda:N): replica r computes on cuda:N+r, and the storage stays in host memory, as
 // TF's CentralStorageStrategy keeps the variables on the CPU when there are several GPUs: each step
 // uploads the weights to every replica and downloads its gradients (Trainer::restore, forward_backward).
@@ -82,6 +86,10 @@ class CentralStorageTrainer {
   int replicas() const { return static_cast<int>(replicas_.size()); }
   const Optimizer& optimizer() const { return optimizer_; }
   int64_t step() const { return optimizer_.global_step(); }
+  // Steps taken plus fp16 steps skipped for inf/NaN gradients.
+  int64_t mini_batches_used() const { return step() + (scaler_ ? scaler_->skipped_steps() : 0); }
+  // fp16's loss scaler; null for fp32 and bf16.
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
   CentralStorageReport report() const;
 
  private:
@@ -98,6 +106,7 @@ class CentralStorageTrainer {
   std::map<std::string, Tensor> master_;  // Parameter and State initializers by name, owned here
   std::vector<std::string> state_names_;  // the State (running statistics) entries of master_
   Optimizer optimizer_;
+  std::unique_ptr<LossScaler> scaler_;  // fp16
 };
 
 }  // namespace onnxtrain

@@ -375,9 +375,7 @@ std::vector<float> DataParallelTrainer::train(int64_t count, const BatchSource& 
   for (int64_t i = 0; i < count; ++i) {
     auto [x, y] = next();
     losses.push_back(train_step(x, y));
-    // The mini-batch's index: fp16 steps skipped for inf/NaN gradients used their batch too.
-    const LossScaler* scaler = replicas_[0]->loss_scaler();
-    if (on_loss) on_loss(replicas_[0]->step() + (scaler ? scaler->skipped_steps() : 0) - 1, losses.back());
+    if (on_loss) on_loss(replicas_[0]->mini_batches_used() - 1, losses.back());
   }
   return losses;
 }

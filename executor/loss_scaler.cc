@@ -49,4 +49,29 @@ void LossScaler::restore(double scale, int64_t growth_tracker, int64_t skipped) 
   skipped_ = skipped;
 }
 
+std::map<std::string, Tensor> LossScaler::state_tensors() const {
+  Tensor scale(DType::Float64, {}), tracker(DType::Int64, {}), skipped(DType::Int64, {});
+  scale.data<double>()[0] = scale_;
+  tracker.data<int64_t>()[0] = growth_tracker_;
+  skipped.data<int64_t>()[0] = skipped_;
+  return {{"loss_scaler/scale", scale}, {"loss_scaler/growth_tracker", tracker}, {"loss_scaler/skipped_steps", skipped}};
+}
+
+void LossScaler::restore(std::map<std::string, Tensor>& state) {
+  auto take = [&](const std::string& key, DType dtype) {
+    auto it = state.find(key);
+    if (it == state.end() || it->second.dtype() != dtype || it->second.numel() != 1) {
+      throw Error("the saved state has no " + std::string(dtype_name(dtype)) + " scalar '" + key +
+                  "' (an fp16 run's loss scaler): it was not written by an fp16 run");
+    }
+    Tensor t = it->second;
+    state.erase(it);
+    return t;
+  };
+  const double scale = take("loss_scaler/scale", DType::Float64).data<double>()[0];
+  const int64_t tracker = take("loss_scaler/growth_tracker", DType::Int64).data<int64_t>()[0];
+  const int64_t skipped = take("loss_scaler/skipped_steps", DType::Int64).data<int64_t>()[0];
+  restore(scale, tracker, skipped);
+}
+
 }  // namespace onnxtrain

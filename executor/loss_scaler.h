@@ -14,7 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
+#include <string>
+
+#include "graph/tensor.h"
 
 namespace onnxtrain {
 
@@ -46,6 +50,11 @@ class LossScaler {
   void update(bool finite);
   // Puts the scaler where a run was (a checkpoint's values).
   void restore(double scale, int64_t growth_tracker, int64_t skipped);
+  // The state as checkpoint tensors: "loss_scaler/scale" (a float64 scalar), "loss_scaler/growth_tracker"
+  // and "loss_scaler/skipped_steps" (int64 scalars).
+  std::map<std::string, Tensor> state_tensors() const;
+  // Restores from those tensors and erases them from `state`; throws Error naming a missing one.
+  void restore(std::map<std::string, Tensor>& state);
 
  private:
   LossScalerOptions options_;

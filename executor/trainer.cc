@@ -485,37 +485,13 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
     if (device_initializers_) device_initializers_->mark_host_changed(v.name);
   }
   std::map<std::string, Tensor> state = optimizer_state;
-  if (scaler_) {
-    auto take = [&](const std::string& key, DType dtype) {
-      auto it = state.find(key);
-      if (it == state.end() || it->second.dtype() != dtype || it->second.numel() != 1) {
-        throw Error("the saved state has no " + std::string(dtype_name(dtype)) + " scalar '" + key +
-                    "' (an fp16 run's loss scaler): it was not written by an fp16 run");
-      }
-      Tensor t = it->second;
-      state.erase(it);
-      return t;
-    };
-    const double scale = take("loss_scaler/scale", DType::Float64).data<double>()[0];
-    const int64_t tracker = take("loss_scaler/growth_tracker", DType::Int64).data<int64_t>()[0];
-    const int64_t skipped = take("loss_scaler/skipped_steps", DType::Int64).data<int64_t>()[0];
-    scaler_->restore(scale, tracker, skipped);
-  }
+  if (scaler_) scaler_->restore(state);
   optimizer_.load_state(state);
   if (device_optimizer_) device_optimizer_->state_loaded();
 }
 
 std::map<std::string, Tensor> Trainer::loss_scaler_state() const {
-  std::map<std::string, Tensor> state;
-  if (!scaler_) return state;
-  Tensor scale(DType::Float64, {}), tracker(DType::Int64, {}), skipped(DType::Int64, {});
-  scale.data<double>()[0] = scaler_->scale();
-  tracker.data<int64_t>()[0] = scaler_->growth_tracker();
-  skipped.data<int64_t>()[0] = scaler_->skipped_steps();
-  state["loss_scaler/scale"] = scale;
-  state["loss_scaler/growth_tracker"] = tracker;
-  state["loss_scaler/skipped_steps"] = skipped;
-  return state;
+  return scaler_ ? scaler_->state_tensors() : std::map<std::string, Tensor>{};
 }
 
 Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {

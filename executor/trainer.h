@@ -150,6 +150,8 @@ class Trainer {
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
   // not count; see loss_scaler()).
   int64_t step() const { return optimizer_.global_step(); }
+  // Mini-batches trained on so far: the optimizer steps plus the fp16 steps skipped for inf/NaN gradients.
+  int64_t mini_batches_used() const { return step() + (scaler_ ? scaler_->skipped_steps() : 0); }
   // The fp16 loss scaler; null for fp32 and bf16.
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   // The scaler's state as checkpoint tensors ("loss_scaler/scale" float64, "loss_scaler/growth_tracker" and

@@ -102,6 +102,42 @@ void Graph::sort() {
   order_ = std::move(sorted);
 }
 
+void Graph::sort_depth_first() {
+  enum : char { unseen, open, placed };
+  std::vector<char> state(nodes_.size(), unseen);
+  std::vector<NodeId> sorted;
+  sorted.reserve(order_.size());
+  // Explicit stack of (node, next input to look at): chains of thousands of nodes must not recurse.
+  std::vector<std::pair<NodeId, size_t>> stack;
+  for (NodeId root : order_) {
+    if (state[root.index] != unseen) continue;
+    stack.push_back({root, 0});
+    state[root.index] = open;
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      const std::vector<ValueId>& inputs = nodes_[n.index].inputs;
+      if (next < inputs.size()) {
+        const ValueId in = inputs[next++];
+        if (!in.valid()) continue;
+        const NodeId p = value(in).producer;
+        if (!p.valid() || removed_[p.index] || state[p.index] == placed) continue;
+        if (state[p.index] == open) {
+          const Node& node = nodes_[p.index];
+          throw Error("the graph has a cycle: this node depends, through its inputs, on its own outputs")
+              .at_node(node.name, node.op_type, node.domain, node.opset);
+        }
+        state[p.index] = open;
+        stack.push_back({p, 0});
+        continue;
+      }
+      state[n.index] = placed;
+      sorted.push_back(n);
+      stack.pop_back();
+    }
+  }
+  order_ = std::move(sorted);
+}
+
 Graph copy_with_own_initializers(const Graph& g) {
   Graph copy = g;
   for (ValueId id : copy.initializers) {

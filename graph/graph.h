@@ -116,6 +116,11 @@ class Graph {
   void replace_uses(ValueId from, ValueId to);
   // Orders the live nodes topologically; throws Error naming a node on a cycle.
   void sort();
+  // A topological order that keeps nodes where they are when their producers come before them and
+  // otherwise moves each producer to just before the first node that needs it (depth first). After a
+  // rewrite appends nodes, they land beside their consumers (sort() puts every node without a producer,
+  // such as a Cast of a weight, at the front, far from the layer that reads it). Throws Error on a cycle.
+  void sort_depth_first();
 
  private:
   std::vector<Node> nodes_;

@@ -224,7 +224,9 @@ MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision) {
     report.half_nodes.push_back(graph.node(id).name);
     rewriter.rewrite(id);
   }
-  graph.sort();
+  // The Casts of weights beside their layers: a pipeline stage then owns the layer's weights and casts
+  // them itself, instead of receiving half copies from the stage that happened to hold the Cast.
+  graph.sort_depth_first();
   return report;
 }
 

@@ -1,6 +1,7 @@
 // executor/central_storage: one master copy and one optimizer fed by R replica threads computes exactly
 // what DataParallelTrainer's R replicas compute (bit for bit, also with BatchNorm statistics and with a
-// batch that does not split evenly), and one device's run on the whole mini-batch up to summation order.
+// batch that does not split evenly, and in bf16 and fp16), and one device's run on the whole mini-batch up
+// to summation order.
 #include "executor/central_storage.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +93,42 @@ TEST(CentralStorage, EqualsDataParallelWithBatchNormAndAdam) {
   adam.schedule.base_lr = 1e-3;
   expect_bitwise_equal(run_central("resnet_opset17.onnx", 3, batches, adam),
                        run_dp("resnet_opset17.onnx", 3, batches, adam));
+}
+
+// Mixed precision: in bf16, and in fp16 with the storage's loss scaler taken by every replica (growing
+// every 2 steps here), central storage equals DataParallelTrainer bit for bit.
+TEST(CentralStorage, HalfPrecisionEqualsDataParallelBitForBit) {
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 18, 4);
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(p));
+    TrainerOptions o = momentum_sgd();
+    o.precision = p;
+    o.loss_scaler = {.init_scale = 1024, .growth_interval = 2};
+    expect_bitwise_equal(run_central("cnn_opset17.onnx", 2, batches, o), run_dp("cnn_opset17.onnx", 2, batches, o));
+  }
+}
+
+// An fp16 step whose summed gradient overflows is skipped at the storage: weights unchanged, the scale
+// backed off, and the mini-batch still counted.
+TEST(CentralStorage, Fp16SkipsAnOverflowingStep) {
+  TrainerOptions o = momentum_sgd();
+  o.precision = Precision::fp16;
+  o.loss_scaler = {.init_scale = std::ldexp(1.0, 120), .growth_interval = 2};  // overflows float16 at once
+  ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+  CentralStorageTrainer cs(m.graph, {.trainer = o, .replicas = 2});
+  const std::map<std::string, Tensor> before = owned(cs.trained_initializers());
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 8, 2);
+  size_t i = 0;
+  std::vector<int64_t> indices;
+  const std::vector<float> losses = cs.train(
+      2, [&] { return batches[i++]; }, [&](int64_t mini_batch, float) { indices.push_back(mini_batch); });
+  EXPECT_TRUE(std::isfinite(losses[0])) << "the reported loss is the unscaled one";
+  EXPECT_EQ(indices, (std::vector<int64_t>{0, 1})) << "skipped steps used their mini-batches too";
+  EXPECT_EQ(cs.step(), 0);
+  EXPECT_EQ(cs.mini_batches_used(), 2);
+  EXPECT_EQ(cs.loss_scaler()->scale(), std::ldexp(1.0, 118));
+  for (const auto& [name, t] : cs.trained_initializers())
+    EXPECT_EQ(std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()), 0) << name << " changed on a skipped step";
 }
 
 TEST(CentralStorage, EqualsOneDeviceOnTheWholeBatch) {

@@ -71,6 +71,40 @@ TEST(Graph, SortOrdersProducersFirst) {
   EXPECT_EQ(g.order()[1], second);
 }
 
+// A chain x -> r1 -> r2 -> r3 with a weight cast appended after it and read by r3: Kahn's sort() puts the
+// Cast (no producer) first; sort_depth_first() puts it right before r3 and leaves the rest in place.
+TEST(Graph, SortDepthFirstPutsAnAppendedProducerBesideItsConsumer) {
+  Graph g;
+  auto value = [&](const std::string& name) { return g.add_value({.name = name, .dtype = DType::Float32}); };
+  const ValueId x = value("x"), a = value("a"), b = value("b"), w = value("w"), wh = value("w_half"), y = value("y");
+  const NodeId r1 = g.add_node({.name = "r1", .op_type = "Relu", .inputs = {x}, .outputs = {a}});
+  const NodeId r2 = g.add_node({.name = "r2", .op_type = "Relu", .inputs = {a}, .outputs = {b}});
+  const NodeId r3 = g.add_node({.name = "r3", .op_type = "Add", .inputs = {b, wh}, .outputs = {y}});
+  const NodeId cast = g.add_node({.name = "cast", .op_type = "Cast", .inputs = {w}, .outputs = {wh}});
+  Graph kahn = g;
+  kahn.sort();
+  EXPECT_EQ(kahn.order(), (std::vector<NodeId>{r1, cast, r2, r3})) << "every node without a producer goes first";
+  g.sort_depth_first();
+  EXPECT_EQ(g.order(), (std::vector<NodeId>{r1, r2, cast, r3}));
+  g.sort_depth_first();
+  EXPECT_EQ(g.order(), (std::vector<NodeId>{r1, r2, cast, r3})) << "a sorted order stays as it is";
+}
+
+TEST(Graph, SortDepthFirstDetectsCycle) {
+  Graph g;
+  ValueId a = g.add_value({.name = "a", .dtype = DType::Float32});
+  ValueId b = g.add_value({.name = "b", .dtype = DType::Float32});
+  g.add_node({.name = "n1", .op_type = "Relu", .inputs = {b}, .outputs = {a}});
+  g.add_node({.name = "n2", .op_type = "Relu", .inputs = {a}, .outputs = {b}});
+  try {
+    g.sort_depth_first();
+    FAIL() << "a cycle was not detected";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.has_node());
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos);
+  }
+}
+
 TEST(Shape, NumpySlice) {
   // Python: list(range(10))[2:8:3] → [2, 5]; [-3:] → 3 elements from 7; [8:2:-2] → [8, 6, 4]; [::-1] → 10.
   EXPECT_EQ(numpy_slice(2, 8, 3, 10).first, 2);

@@ -1,7 +1,7 @@
 // `onnxtrain train --precision` as a user runs it: bf16 and fp16 runs write a float32 model (the input
 // model with trained values), fp16 checkpoints carry the loss scaler so a resumed run ends where an
-// uninterrupted one does, data parallelism trains in bf16, and the strategies that do not support a
-// precision refuse it by name.
+// uninterrupted one does, data parallelism, pipelines, central storage and the parameter server train in
+// half precision, and the strategies that do not support a precision refuse it by name.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -97,15 +97,43 @@ TEST(MixedPrecisionCli, Bf16DataParallelRun) {
   for (ValueId id : trained.graph.initializers) EXPECT_EQ(trained.graph.value(id).dtype, DType::Float32);
 }
 
+// The other strategies in half precision: a bf16 pipeline, fp16 central storage (its loss scale printed
+// at the end) and a bf16 parameter server each write a trained float32 model.
+TEST(MixedPrecisionCli, PipelineCentralStorageAndParameterServerRuns) {
+  struct Case {
+    std::string name, args, expect;
+  };
+  for (const Case& c : {Case{"pipeline", "--precision bf16 --strategy pipedream --stages 2", "in bfloat16"},
+                        Case{"central", "--precision fp16 --central-storage --strategy dp --replicas 2", "loss scale "},
+                        Case{"ps", "--precision bf16 --strategy ps --replicas 2", "in bfloat16"}}) {
+    const fs::path out = scratch(c.name + ".onnx");
+    const auto r = run_cli(kArgs + c.args + " --limit-batches 3 -o " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << c.name << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.name << "\n" << r.output;
+    const ImportedModel trained = import_model(out.string());
+    const ImportedModel initial = import_model(kModels + "cnn_opset17.onnx");
+    int changed = 0;
+    for (ValueId id : trained.graph.initializers) {
+      const Value& v = trained.graph.value(id);
+      EXPECT_EQ(v.dtype, DType::Float32) << c.name << ": " << v.name;
+      const Tensor& before = *initial.graph.value(*initial.graph.find_value(v.name)).data;
+      changed += std::memcmp(v.data->raw(), before.raw(), before.nbytes()) != 0;
+    }
+    EXPECT_GT(changed, 0) << c.name << ": the weights were trained";
+  }
+}
+
 TEST(MixedPrecisionCli, UnsupportedCombinationsAreRefusedByName) {
   const auto dp = run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 --bucket-mb 1 -o " +
                           scratch("dp.onnx").string());
   EXPECT_NE(dp.exit_code, 0);
   EXPECT_NE(dp.output.find("sends whole gradients after the backward pass; drop --bucket-mb"), std::string::npos)
       << dp.output;
-  const auto pipe = run_cli(kArgs + "--precision bf16 --strategy naive --stages 2 -o " + scratch("p.onnx").string());
+  const auto pipe = run_cli(kArgs + "--precision fp16 --strategy naive --stages 2 -o " + scratch("p.onnx").string());
   EXPECT_NE(pipe.exit_code, 0);
-  EXPECT_NE(pipe.output.find("--precision bf16 with --strategy naive"), std::string::npos) << pipe.output;
+  EXPECT_NE(pipe.output.find("--precision fp16 with --strategy naive: pipeline stages step on their own"),
+            std::string::npos)
+      << pipe.output;
   const auto ps = run_cli(kArgs + "--precision fp16 --strategy ps --replicas 2 -o " + scratch("ps.onnx").string());
   EXPECT_NE(ps.exit_code, 0);
   EXPECT_NE(ps.output.find("--precision fp16"), std::string::npos) << ps.output;

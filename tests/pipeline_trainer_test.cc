@@ -4,6 +4,7 @@
 #include "executor/pipeline/pipeline_trainer.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -281,6 +282,54 @@ TEST(PipelineTrainer, OneStagePerProcessEqualsTheThreadedRun) {
     expect_identical(threaded, combined, "stage per process, " + v.name);
     EXPECT_TRUE(ranks[1].params.empty());
     for (float l : ranks[0].losses) EXPECT_TRUE(std::isnan(l)) << "only the last stage computes the loss";
+  }
+}
+
+// bf16: the stages split the training graph with autocast's Cast nodes. With one micro-batch gpipe is the
+// one-device bf16 Trainer bit for bit, also where the stage boundary carries a bfloat16 value, and with
+// that boundary every strategy gives the same numbers with a stage per process as on threads.
+TEST(PipelineTrainer, Bf16StagesComputeWhatOneBf16TrainerComputes) {
+  TrainerOptions bf16 = momentum_sgd(0.05);
+  bf16.precision = Precision::bf16;
+  ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+  Trainer prepared(m.graph, bf16);
+  const TrainingGraph& training = prepared.training_graph();
+  const Graph& g = training.graph;
+  int64_t cut = 0;  // the first cut whose boundary sends a bfloat16 activation
+  for (int64_t c = 1; c < static_cast<int64_t>(training.forward_node_count); ++c) {
+    const std::vector<int64_t> starts{0, c};
+    const std::vector<StageGraphs> split = split_training_graph(training, starts);
+    for (const std::string& name : split[0].send_activations) {
+      const Value& v = g.value(*g.find_value(name));
+      if (v.dtype == DType::BFloat16 && cut == 0) cut = c;
+      // A layer's weights are cast right before the layer (graph.h sort_depth_first): only a cut between
+      // the Cast and the layer ships the half copy, not a cut that leaves the Cast stages away.
+      const Node& producer = g.node(v.producer);
+      if (producer.op_type == "Cast" && g.value(producer.inputs[0]).role == ValueRole::Parameter) {
+        const std::vector<ValueId>& first_inputs = g.node(g.order()[static_cast<size_t>(c)]).inputs;
+        EXPECT_NE(std::find(first_inputs.begin(), first_inputs.end(), *g.find_value(name)), first_inputs.end())
+            << "cut " << c << " sends the half copy of a weight, " << name << ", to a later layer";
+      }
+    }
+  }
+  ASSERT_GT(cut, 0) << "some cut must send a bfloat16 activation";
+  const Batches batches = make_batches("1,28,28", 8, 4, 15);
+  const TrainedRun single = train_single("cnn_opset17.onnx", bf16, batches);
+  for (const std::vector<int64_t>& starts : {std::vector<int64_t>{}, std::vector<int64_t>{0, cut}}) {
+    PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, bf16, 2);
+    o.stage_starts = starts;
+    o.threads = 2 * omp_get_max_threads();  // each stage's kernels split their work as the Trainer's do
+    expect_identical(train_pipeline("cnn_opset17.onnx", o, batches), single,
+                     "gpipe in bf16, cut " + (starts.empty() ? std::string("even") : std::to_string(cut)));
+  }
+  for (const Variant& v : kVariants) {
+    PipelineOptions o = options_for(v, bf16, 2);
+    o.stage_starts = {0, cut};
+    o.threads = 2;
+    const TrainedRun threaded = train_pipeline("cnn_opset17.onnx", o, batches);
+    const std::vector<TrainedRun> ranks = train_stage_per_process(o, batches);
+    expect_identical(threaded, TrainedRun{ranks[1].losses, ranks[0].params}, "bf16 stage per process, " + v.name);
+    for (float l : threaded.losses) EXPECT_TRUE(std::isfinite(l)) << v.name;
   }
 }
 

@@ -95,11 +95,22 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
 }
 
 void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path) {
-  const int64_t skipped = trainer.loss_scaler() ? trainer.loss_scaler()->skipped_steps() : 0;
-  if (c.step != trainer.step() + skipped || c.next_epoch * per_epoch + c.next_batch != c.step) {
+  if (c.step != trainer.mini_batches_used() || c.next_epoch * per_epoch + c.next_batch != c.step) {
     throw Error("checkpoint " + path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
                 std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
   }
+}
+
+std::string precision_summary(const TrainOptions& o) {
+  if (o.precision == "bf16") return ", Conv/Gemm/MatMul in bfloat16";
+  if (o.precision == "fp16") return ", Conv/Gemm/MatMul in float16 with dynamic loss scaling";
+  return "";
+}
+
+void print_loss_scale(const LossScaler* scaler) {
+  if (!scaler) return;
+  std::fprintf(stderr, "loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler->scale(),
+               static_cast<long long>(scaler->skipped_steps()));
 }
 
 }  // namespace onnxtrain::cli

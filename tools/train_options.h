@@ -60,6 +60,11 @@ Device training_device(const TrainOptions& o, int devices, int local_rank = 0, c
 // device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
 std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
+// For a strategy's start line: "" for fp32, ", Conv/Gemm/MatMul in bfloat16" (or float16 with dynamic
+// loss scaling).
+std::string precision_summary(const TrainOptions& o);
+// The end of an fp16 run: the loss scale and the steps skipped (nothing without a scaler).
+void print_loss_scale(const LossScaler* scaler);
 Normalization normalization(const TrainOptions& o);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).

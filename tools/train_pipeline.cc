@@ -79,7 +79,8 @@ std::vector<std::string> forward_node_names(const TrainingGraph& t) {
 
 // The first forward node of each stage: from the plan file, or the planner.
 std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int64_t micro_batch) {
-  Trainer prepared(graph, {.loss = parse_loss_spec(o.loss)});  // the training graph the stages run
+  // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too).
+  Trainer prepared(graph, {.loss = parse_loss_spec(o.loss), .precision = precision_from_name(o.precision)});
   const TrainingGraph& training = prepared.training_graph();
   Plan plan;
   if (!o.plan.empty()) {
@@ -112,9 +113,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 int run_pipeline_training(const TrainOptions& o) {
   // Data-parallel replicas combine their gradients before one step (fp16: one skip decision on the sum);
   // pipeline stages step on their own, so fp16 would need every stage to agree on a skip.
-  if (o.precision != "fp32" && o.strategy != "dp") {
-    throw Error("--precision " + o.precision + " with --strategy " + o.strategy +
-                ": pipelines train in fp32 only for now (--strategy single and dp take bf16 and fp16)");
+  if (o.precision == "fp16" && o.strategy != "dp") {
+    throw Error("--precision fp16 with --strategy " + o.strategy +
+                ": pipeline stages step on their own and cannot agree on skipping a step for inf/NaN gradients; "
+                "use --precision bf16 (no loss scaling), or --strategy single or dp");
   }
   // Processes started together (mpirun, torchrun) share one world; run directly, there is none.
   const LaunchInfo launch = detect_launch();
@@ -246,18 +248,13 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     if (rank == 0) {
       std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
                    o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
-                   o.precision == "fp32" ? ""
-                   : o.precision == "bf16" ? ", Conv/Gemm/MatMul in bfloat16"
-                                           : ", Conv/Gemm/MatMul in float16 with dynamic loss scaling",
+                   precision_summary(o).c_str(),
                    static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
     auto print_timing = [&] {
       const DataParallelTrainer::Timing& t = trainer.timing();
       if (rank != 0 || t.steps == 0) return;
-      if (const LossScaler* scaler = trainer.replica(0).loss_scaler()) {  // the same on every replica
-        std::fprintf(stderr, "loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler->scale(),
-                     static_cast<long long>(scaler->skipped_steps()));
-      }
+      print_loss_scale(trainer.replica(0).loss_scaler());  // the same on every replica
       const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
       if (t.on_devices) {
         std::printf("data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
@@ -292,8 +289,9 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
   if (rank == 0) {
     const std::string copies = o.replicas > 1 ? " x " + std::to_string(o.replicas) + " data-parallel replicas" : "";
-    std::fprintf(stderr, "training %s with %s over %d stages%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(), starts.c_str(),
+    std::fprintf(stderr, "training %s with %s over %d stages%s%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
+                 o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(),
+                 precision_summary(o).c_str(), starts.c_str(),
                  o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
                  static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }

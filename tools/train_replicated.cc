@@ -20,11 +20,11 @@
 namespace onnxtrain::cli {
 
 int run_replicated_training(const TrainOptions& o) {
-  if (o.precision != "fp32") {
-    throw Error("--precision " + o.precision +
-                 " with --central-storage or --strategy ps: these train in fp32 only for now; use --strategy single or dp");
-  }
   const bool ps = o.strategy == "ps";
+  if (ps && o.precision == "fp16") {
+    throw Error("--precision fp16 with --strategy ps: the asynchronous workers cannot agree on skipping a step for "
+                "inf/NaN gradients; use --precision bf16, or --central-storage --strategy dp");
+  }
   if (o.central_storage && o.strategy != "dp") {
     throw Error(
         "--central-storage goes with --strategy dp (the replicas share one master copy of the weights); got "
@@ -71,13 +71,17 @@ int run_replicated_training(const TrainOptions& o) {
   if (!ps) {
     CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device), .replicas = o.replicas});
     std::fprintf(stderr,
-                 "training %s with central storage: %d replicas (threads%s), one master copy in host memory, %lld "
+                 "training %s with central storage: %d replicas (threads%s), one master copy in host memory%s, %lld "
                  "epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.replicas, on_gpus.c_str(), static_cast<long long>(o.epochs),
+                 o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(), static_cast<long long>(o.epochs),
                  static_cast<long long>(per_epoch),
                  static_cast<long long>(o.batch));
     return run_epochs(o, trainer, loader, train, per_epoch,
-                      [&] { std::printf("%s", format_central_storage_report(trainer.report()).c_str()); }, RunRole{});
+                      [&] {
+                        print_loss_scale(trainer.loss_scaler());
+                        std::printf("%s", format_central_storage_report(trainer.report()).c_str());
+                      },
+                      RunRole{});
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
   ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
@@ -85,9 +89,10 @@ int run_replicated_training(const TrainOptions& o) {
                                                .workers = o.replicas,
                                                .predict = o.ps_predict});
   std::fprintf(stderr,
-               "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s, %lld "
+               "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s%s, %lld "
                "epochs x %lld mini-batches of %lld\n",
                o.model.c_str(), o.servers, o.replicas, on_gpus.c_str(), o.ps_predict ? " with weight prediction" : "",
+               precision_summary(o).c_str(),
                static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   RunRole role;
   role.step_fields = [&](int64_t mini_batch, nlohmann::json& line) {

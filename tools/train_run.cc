@@ -224,10 +224,7 @@ int run_training(const TrainOptions& o) {
     if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
-  if (const LossScaler* scaler = trainer.loss_scaler()) {
-    std::fprintf(stderr, "loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler->scale(),
-                 static_cast<long long>(scaler->skipped_steps()));
-  }
+  print_loss_scale(trainer.loss_scaler());
   write_trained_model(o.model, o.output, trainer.trained_initializers());
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
               o.output.c_str());

@@ -45,6 +45,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   if (options_.vertical_sync && options_.strategy != PipelineStrategy::pipedream)
     throw Error("pipeline: --vertical-sync is a pipedream option");
+  // fp16's skip for inf/NaN gradients is one decision for the whole model; stages step on their own.
+  if (options_.trainer.precision == Precision::fp16)
+    throw Error("pipeline: --precision fp16 is not supported (the stages cannot agree on skipping a step); use bf16");
   const int copies = options_.replicas;
   if (copies < 1) throw Error("pipeline: --replicas must be at least 1, got " + std::to_string(copies));
   if (copies > 1 && !options_.world)

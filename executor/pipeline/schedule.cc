@@ -52,8 +52,6 @@ std::vector<Instruction> gpipe_program(int stage, int stages, int64_t micro_batc
   return program;
 }
 
-bool is_send(Op op) { return op == Op::SendActivation || op == Op::SendGradient; }
-bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGradient; }
 
 int peer_of(const Instruction& in, int stage) {
   return in.op == Op::SendActivation || in.op == Op::RecvGradient ? stage + 1 : stage - 1;
@@ -217,7 +215,7 @@ std::vector<bool> launch_before(const Schedule& schedule, int stage) {
   size_t first_queued = 0;  // the run of transfers since the last other instruction
   for (size_t j = 0; j < program.size(); ++j) {
     const Instruction& in = program[j];
-    if (!is_send(in.op) && !is_recv(in.op)) {
+    if (!is_transfer(in.op)) {
       first_queued = j + 1;
       continue;
     }

@@ -57,6 +57,9 @@ const char* spectrain_target_name(SpecTrainTarget target);
 
 enum class Op { Forward, Backward, SendActivation, RecvActivation, SendGradient, RecvGradient, OptimizerStep, Flush };
 const char* op_name(Op op);  // "Forward", ...
+inline bool is_send(Op op) { return op == Op::SendActivation || op == Op::SendGradient; }
+inline bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGradient; }
+inline bool is_transfer(Op op) { return is_send(op) || is_recv(op); }
 
 struct Instruction {
   Op op;

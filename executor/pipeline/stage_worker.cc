@@ -110,11 +110,15 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
 
 void StageWorker::begin_round(const PipelineRound& round) {
   round_ = round;
-  launch_first_.clear();
-  const std::vector<bool> launch = launch_before(*round.schedule, graphs_.index);
-  const std::vector<Instruction>& program = round.schedule->programs[static_cast<size_t>(graphs_.index)];
-  for (size_t j = 0; j < program.size(); ++j)
-    if (launch[j]) launch_first_.insert({program[j].op, program[j].micro_batch});
+  // A train() call's rounds share its schedule (gpipe: one round per mini-batch); end_run forgets it.
+  if (marked_schedule_ != round.schedule) {
+    launch_first_.clear();
+    const std::vector<bool> launch = launch_before(*round.schedule, graphs_.index);
+    const std::vector<Instruction>& program = round.schedule->programs[static_cast<size_t>(graphs_.index)];
+    for (size_t j = 0; j < program.size(); ++j)
+      if (launch[j]) launch_first_.insert({program[j].op, program[j].micro_batch});
+    marked_schedule_ = round.schedule;
+  }
   base_version_ = weights_->version();
   loss_sum_ = 0;
 }
@@ -332,9 +336,7 @@ const cuda::DeviceStream& StageWorker::device_stream() const {
 
 bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
   const int k = graphs_.index;
-  const bool transfer = in.op == Op::SendActivation || in.op == Op::SendGradient || in.op == Op::RecvActivation ||
-                        in.op == Op::RecvGradient;
-  if (!transfer || launch_first_.contains({in.op, in.micro_batch})) transport.flush();
+  if (!is_transfer(in.op) || launch_first_.contains({in.op, in.micro_batch})) transport.flush();
   switch (in.op) {
     case Op::Forward:
       forward(in.micro_batch);
@@ -416,6 +418,7 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
 }
 
 void StageWorker::end_run() {
+  marked_schedule_ = nullptr;  // the next train() call's schedule may reuse the address
   weights_->sync_working();
   weights_->end_run();
   in_flight_.clear();

@@ -169,6 +169,7 @@ class StageWorker {
 
   PipelineRound round_;
   std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
+  const Schedule* marked_schedule_ = nullptr;        // the schedule launch_first_ was computed for
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
   std::map<std::string, Tensor> last_gradients_;  // 1F1B: the last backward's parameter gradients
