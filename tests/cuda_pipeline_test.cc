@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -175,6 +176,72 @@ TEST(CudaPipeline, TwoStagesSharingAGpuFollowTheCpu) {
 TEST(CudaPipeline, StagesOnTwoGpusFollowTheCpu) {
   if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
   expect_gpu_pipeline_follows_the_cpu({Device::cuda(0), Device::cuda(1)});
+}
+
+// Four mini-batches through a policy: forward and backward passes (spectrain one step ahead, pipedream
+// stashing by mini-batch, vertical sync reading the current version), then the update (gpipe: two
+// micro-batch gradients, weighted, and the flush). `gradient` points at 5 floats in the policy's memory.
+// After each forward: the working weights as the host Tensor holds them once `sync` ran.
+std::vector<std::vector<float>> drive_policy(WeightPolicy& policy, PipelineStrategy strategy, const float* gradient,
+                                             const std::function<void()>& sync, const Tensor& working) {
+  std::vector<std::vector<float>> seen;
+  const std::vector<const float*> grads = {gradient};
+  for (int64_t i = 0; i < 4; ++i) {
+    const WeightPolicy::Pass pass{.mini_batch = i, .s = 1, .sync_version = policy.version(), .stash_key = i};
+    policy.before_forward(pass);
+    sync();
+    seen.emplace_back(working.data<float>().begin(), working.data<float>().end());
+    policy.before_backward(pass);
+    if (strategy == PipelineStrategy::gpipe) {
+      policy.accumulate(grads, 0.75f);
+      policy.accumulate(grads, 1.25f);
+      policy.flush(0.5f);
+    } else {
+      policy.step(grads);
+    }
+  }
+  seen.push_back(policy.master());
+  return seen;
+}
+
+// A stage's weight policy with its arrays on cuda:0 (WeightMemory over the stage's store) makes the host
+// policy's every update, stash, version switch, prediction and gpipe flush bit for bit: the same passes
+// and gradients give the same working weights and the same W, for every strategy.
+TEST(CudaPipeline, WeightPolicyOnTheDeviceEqualsTheHostPolicy) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  const std::vector<float> initial = {0.5f, -1.0f, 2.0f, 0.25f, -0.125f};
+  const std::vector<float> g = {0.3f, -2.0f, 0.01f, 1.0f, -0.7f};
+  struct Case {
+    PipelineStrategy strategy;
+    bool vertical_sync;
+  };
+  for (const Case c : {Case{PipelineStrategy::naive, false}, Case{PipelineStrategy::pipedream, false},
+                       Case{PipelineStrategy::pipedream, true}, Case{PipelineStrategy::spectrain, false},
+                       Case{PipelineStrategy::gpipe, false}}) {
+    SCOPED_TRACE(std::string(pipeline_strategy_name(c.strategy)) + (c.vertical_sync ? " vertical sync" : ""));
+    auto make = [&] {
+      Tensor t(DType::Float32, {5});
+      std::copy(initial.begin(), initial.end(), t.data<float>().begin());
+      return t;
+    };
+    const Optimizer adam({.kind = OptimizerKind::adam}, {.base_lr = 0.01});
+    Tensor on_host = make(), on_device = make();
+    WeightPolicy host(c.strategy, c.vertical_sync, {{"w", on_host}}, adam);
+    auto store = std::make_shared<DeviceInitializerStore>(0);
+    WeightPolicy device(c.strategy, c.vertical_sync, {{"w", on_device}}, adam, true, WeightMemory(store));
+    ASSERT_TRUE(device.on_device());
+    cuda::DeviceBuffer g_device(store->stream(), g.size() * sizeof(float));
+    cuda::copy_to_device(g_device.data(), g.data(), g.size() * sizeof(float), store->stream());
+    const auto want = drive_policy(host, c.strategy, g.data(), [] {}, on_host);
+    const auto got = drive_policy(device, c.strategy, static_cast<const float*>(g_device.data()),
+                                  [&] { store->sync_to_host(); }, on_device);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0) << "record " << i;
+    EXPECT_NE(want.back(), initial) << "the weights were updated";
+    EXPECT_EQ(device.statistics().predictions, host.statistics().predictions);
+    EXPECT_EQ(device.optimizer().state_tensors().size(), host.optimizer().state_tensors().size());
+  }
 }
 
 }  // namespace

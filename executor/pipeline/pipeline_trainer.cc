@@ -334,7 +334,7 @@ std::vector<std::pair<std::string, Tensor>> PipelineTrainer::stage_tensors(int k
   const WeightPolicy& p = workers_[k]->weights();
   for (size_t i = 0; i < p.parameters().size(); ++i) {
     Tensor t = p.parameters()[i].working.clone();
-    std::span<const float> m = p.master(i);
+    const std::vector<float> m = p.master(i);
     std::copy(m.begin(), m.end(), t.data<float>().begin());
     out.emplace_back(p.parameters()[i].name, t);
   }
@@ -397,15 +397,12 @@ std::map<std::string, Tensor> PipelineTrainer::gather_trained_initializers() {
 }
 
 Trainer::Evaluation PipelineTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
-  // The reference trainer's graph holds the weights its evaluation reads: put W and the statistics there.
-  std::map<std::string, Tensor> targets = reference_->trained_initializers();  // shares its buffers
   if (options_.world && (options_.world->rank() != 0 || gathered_.empty()))
     throw Error("pipeline across processes: evaluate runs on rank 0 after gather_trained_initializers()");
-  for (const auto& [name, value] : options_.world ? gathered_ : trained_initializers()) {
-    auto it = targets.find(name);
-    if (it == targets.end() || it->second.nbytes() != value.nbytes()) continue;
-    std::memmove(it->second.raw(), value.raw(), value.nbytes());
-  }
+  // The reference trainer's evaluation reads W and the statistics from its graph (and on a GPU from its
+  // device copies, which restore() has uploaded again).
+  reference_->restore(options_.world ? gathered_ : trained_initializers(),
+                      {{"global_step", Tensor::scalar_int64(trained_)}});
   return reference_->evaluate(inputs, labels, batch);
 }
 

@@ -82,8 +82,6 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
     working_.push_back(*t);
     gradient_outputs_.push_back(gradient);
   }
-  weights_ = std::make_unique<WeightPolicy>(config_.strategy, config_.vertical_sync, std::move(params),
-                                            std::move(optimizer), config_.measure_prediction);
 
   // Running statistics: exactly the ones Trainer updates (BN nodes with the three training outputs), with
   // its unbiased correction (trainer.h RunningVariance).
@@ -103,9 +101,13 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   backward_reads_[0] = reads_input(b, config_.input);
   backward_reads_[1] = reads_input(b, config_.labels);
   forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels, config_.device);
-  // On a GPU both sessions share one store of device initializers (one copy of the stage's weights).
+  // On a GPU both sessions share one store of device initializers (one copy of the stage's weights), and
+  // the policy keeps its arrays and steps on that device, writing the store's copies in place.
   backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels, config_.device,
                                                          forward_session_->device_initializers());
+  weights_ = std::make_unique<WeightPolicy>(config_.strategy, config_.vertical_sync, std::move(params),
+                                            std::move(optimizer), config_.measure_prediction,
+                                            WeightMemory(forward_session_->device_initializers()));
 }
 
 void StageWorker::begin_round(const PipelineRound& round) {
@@ -151,6 +153,7 @@ void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::str
 
 void StageWorker::observe(bool backward, int64_t micro, int64_t read) {
   if (!round_.observer || !*round_.observer) return;
+  if (const auto& store = forward_session_->device_initializers()) store->sync_to_host();  // the working weights
   (*round_.observer)(PassObservation{.stage = graphs_.index,
                                      .backward = backward,
                                      .mini_batch = mini_batch_of(micro),
@@ -207,13 +210,6 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
   }
   feed_data(graph, micro, inputs);
   session.set_run_index(static_cast<uint64_t>(mini_batch_of(micro)));
-  // When the policy wrote this pass's weights (stashed, predicted or current) into the graph in place, a
-  // CUDA session, which keeps initializers on the device across runs, uploads them again (the forward and
-  // backward sessions share one store: once for both).
-  if (weights_->working_writes() != uploaded_writes_) {
-    session.initializers_changed();
-    uploaded_writes_ = weights_->working_writes();
-  }
   if (config_.device.kind != DeviceKind::Cuda) return session.run(inputs);
   std::map<std::string, DeviceTensor> kept_on_device;
   std::map<std::string, Tensor> out = session.run(inputs, device_inputs, keep_on_device, kept_on_device);
@@ -294,9 +290,12 @@ void StageWorker::backward(int64_t micro) {
   const int64_t read = weights_->before_backward(pass);
   observe(true, micro, read);
 
+  // On a GPU the gradients sent on and the parameter gradients (for the policy's device step) stay there.
   std::set<std::string> keep_on_device;
-  if (config_.device.kind == DeviceKind::Cuda)
+  if (config_.device.kind == DeviceKind::Cuda) {
     keep_on_device.insert(graphs_.send_gradients.begin(), graphs_.send_gradients.end());
+    keep_on_device.insert(gradient_outputs_.begin(), gradient_outputs_.end());
+  }
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
   mb.kept.clear();
@@ -304,9 +303,12 @@ void StageWorker::backward(int64_t micro) {
   mb.outgoing.clear();
   for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
 
-  std::vector<std::span<const float>> grads;
+  std::vector<const float*> grads;
   grads.reserve(gradient_outputs_.size());
-  for (const std::string& name : gradient_outputs_) grads.push_back(out.at(name).data<float>());
+  for (const std::string& name : gradient_outputs_) {
+    const StageValue g = value_of(name, out, device_out);
+    grads.push_back(g.on_device() ? g.device->floats() : g.host.data<float>().data());
+  }
   if (gpipe) {
     // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
     // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
@@ -318,7 +320,9 @@ void StageWorker::backward(int64_t micro) {
     }
     weights_->accumulate(grads, weight);
   } else {
-    last_gradients_ = std::move(out);  // kept alive until the OptimizerStep that follows
+    last_gradients_ = std::move(grads);  // their buffers are kept alive until the OptimizerStep that follows
+    last_outputs_ = std::move(out);
+    last_device_outputs_ = std::move(device_out);
     const BatchFeed::Batch whole = round_.feed->get(mini);
     last_weight_ = config_.reduction == LossReduction::Mean && whole.total_rows > 0
                        ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
@@ -394,23 +398,15 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
                             : 1.0f);
         round_.feed->release(round_.first);
       } else {
-        std::vector<std::span<const float>> grads;
-        for (const std::string& name : gradient_outputs_) grads.push_back(last_gradients_.at(name).data<float>());
-        std::vector<float> summed;  // pipeline × data parallelism: Σ over the stage's copies, rows-weighted
         if (config_.replica_group) {
-          for (std::span<const float> g : grads)
-            for (float v : g) summed.push_back(static_cast<float>(v * last_weight_));
-          config_.replica_group->all_reduce_sum(summed, "stage " + std::to_string(k) + ", mini-batch " +
-                                                            std::to_string(mini_batch_of(in.micro_batch)) +
-                                                            ": gradient all-reduce over the stage's replicas");
-          size_t at = 0;
-          for (std::span<const float>& g : grads) {
-            g = std::span<const float>(summed.data() + at, g.size());
-            at += g.size();
-          }
+          reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
+                               std::to_string(mini_batch_of(in.micro_batch)) +
+                               ": gradient all-reduce over the stage's replicas");
         }
-        weights_->step(grads);
+        weights_->step(last_gradients_);
         last_gradients_.clear();
+        last_outputs_.clear();
+        last_device_outputs_.clear();
       }
       return true;
   }
@@ -422,6 +418,40 @@ void StageWorker::end_run() {
   weights_->sync_working();
   weights_->end_run();
   in_flight_.clear();
+}
+
+// Pipeline × data parallelism: the last backward's parameter gradients, weighted by this pipeline's
+// share of the mini-batch's rows, summed over the stage's copies in the other pipelines (over the host
+// communicator; a stage on a GPU downloads them and uploads the sum), and last_gradients_ pointed at it.
+void StageWorker::reduce_over_replicas(const std::string& what) {
+  const bool device = weights_->on_device();
+  std::vector<float> summed;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < last_gradients_.size(); ++i) {
+    const WeightPolicy::Parameter& p = weights_->parameters()[i];
+    sizes.push_back(static_cast<size_t>(p.working.numel()));
+    std::vector<float> g(sizes.back());
+    if (device) {
+      cuda::copy_to_host(g.data(), last_gradients_[i], g.size() * sizeof(float), device_stream());
+      device_stream().synchronize();
+    } else {
+      std::copy(last_gradients_[i], last_gradients_[i] + g.size(), g.begin());
+    }
+    for (float v : g) summed.push_back(static_cast<float>(v * last_weight_));
+  }
+  config_.replica_group->all_reduce_sum(summed, what);
+  reduced_ = std::move(summed);
+  float* base = reduced_.data();
+  if (device) {
+    reduced_on_device_ = cuda::DeviceBuffer(device_stream(), reduced_.size() * sizeof(float));
+    cuda::copy_to_device(reduced_on_device_.data(), reduced_.data(), reduced_.size() * sizeof(float), device_stream());
+    base = static_cast<float*>(reduced_on_device_.data());
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < last_gradients_.size(); ++i) {
+    last_gradients_[i] = base + at;
+    at += sizes[i];
+  }
 }
 
 void StageWorker::restore(const std::map<std::string, Tensor>& values,

@@ -153,6 +153,7 @@ class StageWorker {
   void forward(int64_t micro);
   void backward(int64_t micro);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows);
+  void reduce_over_replicas(const std::string& what);
   void observe(bool backward, int64_t micro, int64_t read);
   void note_activations();
 
@@ -165,15 +166,20 @@ class StageWorker {
   std::vector<std::string> gradient_outputs_;  // per parameter
   std::vector<RunningStat> running_stats_;
   bool forward_reads_[2] = {false, false}, backward_reads_[2] = {false, false};  // {input, labels}
-  int64_t uploaded_writes_ = -1;  // WeightPolicy::working_writes() at the last pass
 
   PipelineRound round_;
   std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
   const Schedule* marked_schedule_ = nullptr;        // the schedule launch_first_ was computed for
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
-  std::map<std::string, Tensor> last_gradients_;  // 1F1B: the last backward's parameter gradients
-  double last_weight_ = 1;                          // their share of the mini-batch (replica_group)
+  // 1F1B: the last backward's parameter gradients (host or device, as the policy's memory), the outputs
+  // that own them, and with replica_group their sum (host, and its device copy).
+  std::vector<const float*> last_gradients_;
+  std::map<std::string, Tensor> last_outputs_;
+  DeviceOutputs last_device_outputs_;
+  std::vector<float> reduced_;
+  cuda::DeviceBuffer reduced_on_device_;
+  double last_weight_ = 1;  // their share of the mini-batch (replica_group)
   double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
 };
 

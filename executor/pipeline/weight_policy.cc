@@ -3,19 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 #include "graph/error.h"
 
 namespace onnxtrain {
 
 WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::vector<Parameter> parameters,
-                           Optimizer optimizer, bool measure_prediction)
+                           Optimizer optimizer, bool measure_prediction, WeightMemory memory)
     : strategy_(strategy),
       vertical_sync_(vertical_sync && strategy == PipelineStrategy::pipedream),
       measure_prediction_(measure_prediction),
       parameters_(std::move(parameters)),
-      optimizer_(std::move(optimizer)) {
+      optimizer_(std::move(optimizer)),
+      memory_(std::move(memory)) {
   size_t total = 0;
   for (const Parameter& p : parameters_) {
     if (p.working.dtype() != DType::Float32) {
@@ -26,30 +26,49 @@ WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::v
     sizes_.push_back(static_cast<size_t>(p.working.numel()));
     total += sizes_.back();
   }
-  master_.resize(total);
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    auto w = parameters_[i].working.data<float>();
-    std::copy(w.begin(), w.end(), master_.begin() + static_cast<std::ptrdiff_t>(offsets_[i]));
-  }
+  master_ = memory_.make(total);
+  for (size_t i = 0; i < parameters_.size(); ++i) memory_.upload(master_.data() + offsets_[i], parameters_[i].working.data<float>());
+  // The device optimizer's state is what checkpoints and the report read through the host Optimizer.
+  if (memory_.on_device())
+    optimizer_.set_state_sync([this](std::map<std::string, ParamState>& states) { memory_.sync_state(states); });
   working_version_ = version();
 }
 
-void WeightPolicy::write_working(std::span<const float> source) {
+std::vector<float> WeightPolicy::master() const {
+  std::vector<float> out(master_.size);
+  memory_.download(out, master_.data());
+  return out;
+}
+
+std::vector<float> WeightPolicy::master(size_t parameter) const {
+  std::vector<float> out(sizes_.at(parameter));
+  memory_.download(out, master_.data() + offsets_[parameter]);
+  return out;
+}
+
+WeightArray WeightPolicy::copy_of(const WeightArray& source) const {
+  WeightArray a = memory_.make(source.size);
+  memory_.copy(a.data(), source.data(), source.size);
+  return a;
+}
+
+void WeightPolicy::write_working(const WeightArray& source) {
   ++working_writes_;
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    auto w = parameters_[i].working.data<float>();
-    const float* src = source.data() + offsets_[i];
-    if (w.data() != src) std::memcpy(w.data(), src, sizes_[i] * sizeof(float));
+    const Parameter& p = parameters_[i];
+    memory_.copy(memory_.working(p.name, p.working), source.data() + offsets_[i], sizes_[i]);
   }
 }
 
-// Ŵ = W − s·d per parameter, d = lr·v from the optimizer's own state (lr of the stage's next update).
-void WeightPolicy::write_predicted(int64_t s, std::vector<float>* predicted) {
+// Ŵ = W − s·d per parameter, d = lr·v from the optimizer's own state (lr of the stage's next update),
+// computed on the host and written into the working weights; returns Ŵ (all parameters).
+std::vector<float> WeightPolicy::write_predicted(int64_t s) {
   ++working_writes_;
   const double lr = optimizer_.current_lr();
   const float sf = static_cast<float>(s);
+  std::vector<float> predicted = master();
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    std::span<const float> w = master(i);
+    const std::span<float> w(predicted.data() + offsets_[i], sizes_[i]);
     displacement_.resize(sizes_[i]);
     const auto state = optimizer_.states().find(parameters_[i].name);
     if (state == optimizer_.states().end()) {
@@ -57,16 +76,10 @@ void WeightPolicy::write_predicted(int64_t s, std::vector<float>* predicted) {
     } else {
       optimizer_.displacement(state->second, w, lr, displacement_);
     }
-    auto out = parameters_[i].working.data<float>();
-    for (size_t e = 0; e < w.size(); ++e) out[e] = w[e] - sf * displacement_[e];
+    for (size_t e = 0; e < w.size(); ++e) w[e] -= sf * displacement_[e];
+    memory_.upload(memory_.working(parameters_[i].name, parameters_[i].working), w);
   }
-  if (predicted) {
-    predicted->resize(master_.size());
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      auto out = parameters_[i].working.data<float>();
-      std::copy(out.begin(), out.end(), predicted->begin() + static_cast<std::ptrdiff_t>(offsets_[i]));
-    }
-  }
+  return predicted;
 }
 
 // SpecTrain's working weights for a pass with s != 0. The prediction is scored against W_i when the
@@ -74,22 +87,22 @@ void WeightPolicy::write_predicted(int64_t s, std::vector<float>* predicted) {
 void WeightPolicy::predict(const Pass& pass) {
   working_version_ = -1;
   if (!measure_prediction_ || pass.mini_batch <= version()) {
-    write_predicted(pass.s, nullptr);
+    write_predicted(pass.s);
     return;
   }
   Prediction p{.target = pass.mini_batch};
-  write_predicted(pass.s, &p.predicted);
-  p.unpredicted = master_;
+  p.unpredicted = master();
+  p.predicted = write_predicted(pass.s);
   pending_.push_back(std::move(p));
 }
 
-std::span<const float> WeightPolicy::version_weights(int64_t v) const {
+const WeightArray& WeightPolicy::version_weights(int64_t v) const {
   if (v == version()) return master_;
   for (const auto& [hv, w] : history_)
     if (hv == v) return w;
   ONNXTRAIN_CHECK(false, "vertical sync: stage lost weight version " + std::to_string(v) + " (now at " +
                              std::to_string(version()) + ")");
-  return {};
+  return master_;
 }
 
 int64_t WeightPolicy::before_forward(const Pass& pass) {
@@ -106,12 +119,10 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
         while (!history_.empty() && history_.front().first < pass.sync_version) history_.pop_front();
         read = pass.sync_version;
       }
-      std::span<const float> w = version_weights(read);
+      const WeightArray& w = version_weights(read);
       if (working_version_ != read) write_working(w);
       working_version_ = read;
-      Stash& stash = stashes_[pass.stash_key];
-      stash.version = read;
-      stash.weights.assign(w.begin(), w.end());
+      stashes_[pass.stash_key] = Stash{.version = read, .weights = copy_of(w)};
       note_stash();
       break;
     }
@@ -152,72 +163,60 @@ int64_t WeightPolicy::before_backward(const Pass& pass) {
   return read;
 }
 
-std::vector<ParamSlot> WeightPolicy::slots(std::span<const std::span<const float>> gradients) {
+void WeightPolicy::step_with(std::span<const float* const> gradients) {
   ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
-  std::vector<ParamSlot> out;
-  out.reserve(parameters_.size());
+  std::vector<DeviceParamSlot> slots;
+  slots.reserve(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    out.push_back({parameters_[i].name, std::span<float>(master_).subspan(offsets_[i], sizes_[i]), gradients[i]});
+    slots.push_back({.name = parameters_[i].name,
+                     .value = master_.data() + offsets_[i],
+                     .grad = gradients[i],
+                     .numel = static_cast<int64_t>(sizes_[i])});
   }
-  return out;
-}
-
-void WeightPolicy::step(std::span<const std::span<const float>> gradients) {
-  if (vertical_sync_) {
-    history_.emplace_back(version(), master_);  // a later stage-0 version may still name this one
-    note_stash();
-  }
-  optimizer_.step(slots(gradients));
+  memory_.step(optimizer_, slots);
   score_predictions();
 }
 
-void WeightPolicy::accumulate(std::span<const std::span<const float>> gradients, float weight) {
-  ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
-  accumulated_.resize(master_.size());
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    ONNXTRAIN_CHECK(gradients[i].size() == sizes_[i], "gradient of '" + parameters_[i].name + "' has the wrong size");
-    float* acc = accumulated_.data() + offsets_[i];
-    const float* g = gradients[i].data();
-    if (!accumulating_) {
-      if (weight == 1.0f) {
-        std::memcpy(acc, g, sizes_[i] * sizeof(float));
-      } else {
-        for (size_t e = 0; e < sizes_[i]; ++e) acc[e] = weight * g[e];
-      }
-    } else if (weight == 1.0f) {
-      for (size_t e = 0; e < sizes_[i]; ++e) acc[e] += g[e];
-    } else {
-      for (size_t e = 0; e < sizes_[i]; ++e) acc[e] += weight * g[e];
-    }
+void WeightPolicy::step(std::span<const float* const> gradients) {
+  if (vertical_sync_) {
+    history_.emplace_back(version(), copy_of(master_));  // a later stage-0 version may still name this one
+    note_stash();
   }
+  step_with(gradients);
+}
+
+void WeightPolicy::accumulate(std::span<const float* const> gradients, float weight) {
+  ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
+  if (accumulated_.size != master_.size) accumulated_ = memory_.make(master_.size);
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    memory_.accumulate(accumulated_.data() + offsets_[i], gradients[i], sizes_[i], weight, !accumulating_);
   accumulating_ = true;
 }
 
 void WeightPolicy::flush(float scale) {
   ONNXTRAIN_CHECK(accumulating_, "gpipe flush without accumulated gradients");
-  if (scale != 1.0f)
-    for (float& g : accumulated_) g *= scale;
-  std::vector<std::span<const float>> grads;
-  for (size_t i = 0; i < parameters_.size(); ++i)
-    grads.push_back(std::span<const float>(accumulated_).subspan(offsets_[i], sizes_[i]));
-  optimizer_.step(slots(grads));
+  if (scale != 1.0f) memory_.scale(accumulated_.data(), accumulated_.size, scale);
+  std::vector<const float*> grads;
+  for (size_t i = 0; i < parameters_.size(); ++i) grads.push_back(accumulated_.data() + offsets_[i]);
+  step_with(grads);
   accumulating_ = false;
-  score_predictions();
 }
 
 // SpecTrain: predictions for mini-batch i are scored against W_i when the stage reaches it.
 void WeightPolicy::score_predictions() {
   const int64_t now = version();
+  std::vector<float> w;  // W_now on the host, fetched once if some prediction is due
   std::erase_if(pending_, [&](const Prediction& p) {
     if (p.target > now) return false;
     if (p.target < now) {
       ++stats_.dropped_predictions;
       return true;
     }
+    if (w.empty()) w = master();
     double num = 0, den = 0;
-    for (size_t e = 0; e < master_.size(); ++e) {
-      const double a = static_cast<double>(p.predicted[e]) - master_[e];
-      const double b = static_cast<double>(p.unpredicted[e]) - master_[e];
+    for (size_t e = 0; e < w.size(); ++e) {
+      const double a = static_cast<double>(p.predicted[e]) - w[e];
+      const double b = static_cast<double>(p.unpredicted[e]) - w[e];
       num += a * a;
       den += b * b;
     }
@@ -234,6 +233,7 @@ void WeightPolicy::score_predictions() {
 void WeightPolicy::sync_working() {
   if (working_version_ != version()) write_working(master_);
   working_version_ = version();
+  memory_.sync_working_to_host();
 }
 
 void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
@@ -244,15 +244,16 @@ void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
     auto it = values.find(name);
     if (it == values.end() || it->second.dtype() != DType::Float32 || it->second.numel() != static_cast<int64_t>(sizes_[i]))
       throw Error("the saved state has no float32 value of " + std::to_string(sizes_[i]) + " elements for '" + name + "'");
-    const auto v = it->second.data<float>();
-    std::copy(v.begin(), v.end(), master_.begin() + static_cast<std::ptrdiff_t>(offsets_[i]));
+    memory_.upload(master_.data() + offsets_[i], it->second.data<float>());
     for (auto s = optimizer_state.lower_bound(name + "/"); s != optimizer_state.end() && s->first.rfind(name + "/", 0) == 0; ++s)
       mine.insert(*s);
   }
   if (auto g = optimizer_state.find("global_step"); g != optimizer_state.end()) mine.insert(*g);
   optimizer_.load_state(mine);
+  memory_.state_loaded();
   write_working(master_);
   working_version_ = version();
+  memory_.sync_working_to_host();
   pending_.clear();
   history_.clear();
 }
@@ -265,8 +266,8 @@ void WeightPolicy::end_run() {
 
 int64_t WeightPolicy::stash_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [key, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size() * sizeof(float));
-  for (const auto& [v, w] : history_) bytes += static_cast<int64_t>(w.size() * sizeof(float));
+  for (const auto& [key, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size * sizeof(float));
+  for (const auto& [v, w] : history_) bytes += static_cast<int64_t>(w.size * sizeof(float));
   return bytes;
 }
 

@@ -15,6 +15,11 @@
 //   w.before_backward({.mini_batch = 7, .s = 0}); ... run the backward ...
 //   w.step(gradients);                            // version() + 1
 //
+// The arrays live in a WeightMemory (weight_memory.h): host memory, or the device memory of a stage on a
+// GPU, where W, the stashes, the history and gpipe's sum stay on the device, the working weights are the
+// stage's device copies, and the optimizer steps there. SpecTrain's prediction is computed on the host
+// (a stage on a GPU downloads W and the optimizer state for each predicted pass), as is its scoring.
+//
 // Bookkeeping for the report: bytes of each kind, the version gap between the weights a pass read and
 // W_i (i = the mini-batch, the version sequential SGD evaluates it at), and SpecTrain's prediction error
 // ‖Ŵ − W_i‖ / ‖W − W_i‖ (W the weights the pass would read without prediction), measured when the stage
@@ -30,6 +35,7 @@
 
 #include "executor/optimizer.h"
 #include "executor/pipeline/schedule.h"
+#include "executor/pipeline/weight_memory.h"
 #include "graph/tensor.h"
 
 namespace onnxtrain {
@@ -48,23 +54,29 @@ class WeightPolicy {
     int64_t stash_key = 0;     // pipedream: the key its forward stashes under and its backward reads
   };
 
-  // Copies the working Tensors' values into the master arena. Throws Error for a non-float32 parameter.
+  // Copies the working Tensors' values into the master arena, in `memory`. Throws Error for a non-float32
+  // parameter.
   WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::vector<Parameter> parameters, Optimizer optimizer,
-               bool measure_prediction = true);
+               bool measure_prediction = true, WeightMemory memory = {});
+  // Not copied or moved: the optimizer's state sync (a device memory) refers to this object.
+  WeightPolicy(const WeightPolicy&) = delete;
+  WeightPolicy& operator=(const WeightPolicy&) = delete;
 
   // Fill the working weights for a pass; return the version the pass reads (spectrain: current + s, the
   // version it predicts).
   int64_t before_forward(const Pass& pass);
   int64_t before_backward(const Pass& pass);
 
-  // One optimizer step on W with these gradients (parameter order, each the parameter's size).
-  void step(std::span<const std::span<const float>> gradients);
-  // gpipe: adds weight·gradient to the accumulator (weight 1: a plain add; the first add copies).
-  void accumulate(std::span<const std::span<const float>> gradients, float weight);
+  // One optimizer step on W with these gradients (parameter order, each the parameter's size of floats in
+  // the policy's memory).
+  void step(std::span<const float* const> gradients);
+  // gpipe: adds weight·gradient to the accumulator (the first add sets it).
+  void accumulate(std::span<const float* const> gradients, float weight);
   // gpipe: multiplies the accumulated gradients by `scale` (1: nothing), steps W with them and clears them.
   void flush(float scale);
 
-  // Puts W into the working Tensors (after a run, so that evaluation and export read W).
+  // Puts W into the working weights and, on a device, their host Tensors (after a run, so that
+  // evaluation and export read W).
   void sync_working();
   // Drops SpecTrain predictions whose target version will not come (the end of a run).
   void end_run();
@@ -74,16 +86,15 @@ class WeightPolicy {
   void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
 
   int64_t version() const { return optimizer_.global_step(); }
-  // How many times the working Tensors have been written (a stage on a GPU uploads them again when this
-  // changed since its last pass).
+  // How many times the working weights have been written.
   int64_t working_writes() const { return working_writes_; }
   const Optimizer& optimizer() const { return optimizer_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }
-  std::span<const float> master() const { return master_; }
-  std::span<const float> master(size_t parameter) const {
-    return std::span<const float>(master_).subspan(offsets_[parameter], sizes_[parameter]);
-  }
-  int64_t elements() const { return static_cast<int64_t>(master_.size()); }
+  bool on_device() const { return memory_.on_device(); }
+  // W (all parameters, or one), copied to the host.
+  std::vector<float> master() const;
+  std::vector<float> master(size_t parameter) const;
+  int64_t elements() const { return static_cast<int64_t>(master_.size); }
 
   struct Statistics {
     int64_t forward_passes = 0, backward_passes = 0;
@@ -98,13 +109,14 @@ class WeightPolicy {
   int64_t optimizer_state_bytes() const;
 
  private:
-  void write_working(std::span<const float> source);
-  void write_predicted(int64_t s, std::vector<float>* predicted);
+  void write_working(const WeightArray& source);
+  std::vector<float> write_predicted(int64_t s);
   void note_stash();
-  std::vector<ParamSlot> slots(std::span<const std::span<const float>> gradients);
+  void step_with(std::span<const float* const> gradients);
+  WeightArray copy_of(const WeightArray& source) const;
   void predict(const Pass& pass);
   void score_predictions();
-  std::span<const float> version_weights(int64_t version) const;
+  const WeightArray& version_weights(int64_t version) const;
 
   PipelineStrategy strategy_;
   bool vertical_sync_;
@@ -112,21 +124,22 @@ class WeightPolicy {
   std::vector<Parameter> parameters_;
   std::vector<size_t> offsets_, sizes_;
   Optimizer optimizer_;
-  std::vector<float> master_;
-  std::vector<float> accumulated_;  // gpipe
+  WeightMemory memory_;
+  WeightArray master_;
+  WeightArray accumulated_;  // gpipe
   bool accumulating_ = false;
   // The version W_v the working Tensors hold (from W, a stash or the history; -1: a prediction); saves copies.
   int64_t working_version_ = -1;
   int64_t working_writes_ = 0;
   struct Stash {
     int64_t version;
-    std::vector<float> weights;
+    WeightArray weights;
   };
   std::map<int64_t, Stash> stashes_;                            // pipedream, by stash key
-  std::deque<std::pair<int64_t, std::vector<float>>> history_;  // vertical sync: (version, W at it)
+  std::deque<std::pair<int64_t, WeightArray>> history_;         // vertical sync: (version, W at it)
   struct Prediction {
     int64_t target;
-    std::vector<float> predicted, unpredicted;
+    std::vector<float> predicted, unpredicted;  // host copies
   };
   std::vector<Prediction> pending_;  // spectrain, waiting for their target version
   std::vector<float> displacement_;  // scratch

@@ -34,6 +34,11 @@ __global__ void scale_kernel(float* __restrict__ g, double factor, int64_t n) {
     g[i] = static_cast<float>(static_cast<double>(g[i]) * factor);
 }
 
+__global__ void scale_values_kernel(optimizer_math::ScaleValue f, float* __restrict__ v, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) f(v[i]);
+}
+
 // Every thread that sees a non-finite value stores the same 1: a benign race, no atomics needed.
 __global__ void unscale_kernel(optimizer_math::UnscaleGradient f, float* __restrict__ g, int64_t n,
                                int* __restrict__ nonfinite) {
@@ -52,6 +57,18 @@ void unscale_gradient(const optimizer_math::UnscaleGradient& f, float* g, int64_
   DeviceGuard guard(stream);
   unscale_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(f, g, n, nonfinite);
   ONNXTRAIN_CUDA_CHECK_LAUNCH("unscale_kernel");
+}
+
+void accumulate_gradient(const optimizer_math::AccumulateGradient& f, float* acc, const float* g, int64_t n,
+                         const Stream& stream) {
+  launch(f, acc, g, n, stream);  // the updates' kernel: f(acc[i], g[i]) with no state arrays
+}
+
+void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  DeviceGuard guard(stream);
+  scale_values_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(f, v, n);
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("scale_values_kernel");
 }
 
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream) {

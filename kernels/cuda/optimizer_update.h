@@ -15,6 +15,7 @@
 #include "kernels/kernel.h"
 #include "kernels/loss_scale_math.h"
 #include "kernels/optimizer_math.h"
+#include "kernels/weight_math.h"
 
 namespace onnxtrain::cuda {
 
@@ -35,6 +36,12 @@ void optimizer_update(const optimizer_math::AdagradUpdate& f, float* w, const fl
 // g[i] = float(double(g[i]) · factor) over n floats: a data-parallel replica's gradient weighted by its
 // share of the mini-batch before the all-reduce, rounded as the host path rounds it.
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream);
+
+// A pipeline stage's weight arrays (executor/pipeline/weight_memory.h), n floats each: acc[i] = f(acc[i],
+// g[i]) (gpipe's accumulation), v[i] = f(v[i]) (its flush).
+void accumulate_gradient(const optimizer_math::AccumulateGradient& f, float* acc, const float* g, int64_t n,
+                         const Stream& stream);
+void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, const Stream& stream);
 
 // fp16 loss scaling: f(g[i]) over n floats in place; a non-finite result sets *nonfinite (an int on the
 // stream's device) to 1, and nothing ever clears it: zero it before the first gradient of a step.

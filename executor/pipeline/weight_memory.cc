@@ -1,0 +1,122 @@
+#include "executor/pipeline/weight_memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/error.h"
+#include "kernels/weight_math.h"
+
+#if ONNXTRAIN_WITH_CUDA
+#include "kernels/cuda/optimizer_update.h"
+#endif
+
+namespace onnxtrain {
+namespace {
+constexpr const char* kNoCuda = "weight arrays on a device need CUDA support: this onnxtrain was built without it";
+}  // namespace
+
+WeightMemory::WeightMemory(std::shared_ptr<DeviceInitializerStore> store) : store_(std::move(store)) {
+  if (store_) device_optimizer_ = std::make_unique<DeviceOptimizer>(store_);
+}
+
+WeightMemory::~WeightMemory() = default;
+WeightMemory::WeightMemory(WeightMemory&&) noexcept = default;
+
+WeightArray WeightMemory::make(size_t n) const {
+  WeightArray a;
+  a.size = n;
+  if (!store_) {
+    a.host.resize(n);
+  } else if (n > 0) {
+    a.device = cuda::DeviceBuffer(store_->stream(), n * sizeof(float));
+  }
+  return a;
+}
+
+void WeightMemory::copy(float* dst, const float* src, size_t n) const {
+  if (dst == src || n == 0) return;
+  if (store_) {
+    cuda::copy_on_device(dst, src, n * sizeof(float), store_->stream());
+  } else {
+    std::memcpy(dst, src, n * sizeof(float));
+  }
+}
+
+void WeightMemory::accumulate(float* acc, const float* g, size_t n, float weight, bool first) const {
+  const optimizer_math::AccumulateGradient f{.weight = weight, .first = first};
+  if (!store_) {
+    for (size_t i = 0; i < n; ++i) f(acc[i], g[i]);
+    return;
+  }
+#if ONNXTRAIN_WITH_CUDA
+  cuda::accumulate_gradient(f, acc, g, static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+#else
+  throw Error(kNoCuda);  // unreachable: a store cannot be made without CUDA
+#endif
+}
+
+void WeightMemory::scale(float* v, size_t n, float s) const {
+  const optimizer_math::ScaleValue f{.scale = s};
+  if (!store_) {
+    for (size_t i = 0; i < n; ++i) f(v[i]);
+    return;
+  }
+#if ONNXTRAIN_WITH_CUDA
+  cuda::scale_values(f, v, static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+#else
+  throw Error(kNoCuda);  // unreachable: a store cannot be made without CUDA
+#endif
+}
+
+void WeightMemory::upload(float* dst, std::span<const float> src) const {
+  if (src.empty()) return;
+  if (store_) {
+    cuda::copy_to_device(dst, src.data(), src.size_bytes(), store_->stream());
+  } else {
+    std::copy(src.begin(), src.end(), dst);
+  }
+}
+
+void WeightMemory::download(std::span<float> dst, const float* src) const {
+  if (dst.empty()) return;
+  if (store_) {
+    cuda::copy_to_host(dst.data(), src, dst.size_bytes(), store_->stream());
+    store_->stream().synchronize();
+  } else {
+    std::copy(src, src + dst.size(), dst.begin());
+  }
+}
+
+float* WeightMemory::working(const std::string& name, const Tensor& host) const {
+  if (!store_) return const_cast<float*>(host.data<float>().data());  // the Tensor's shared buffer
+  store_->data(name, host);  // the entry exists (uploaded once) before it is written in place
+  return static_cast<float*>(store_->data_for_update(name));
+}
+
+void WeightMemory::sync_working_to_host() const {
+  if (store_) store_->sync_to_host();
+}
+
+void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> params) {
+  if (store_) {
+    device_optimizer_->step(optimizer, params);
+    return;
+  }
+  std::vector<ParamSlot> slots;
+  slots.reserve(params.size());
+  for (const DeviceParamSlot& p : params) {
+    const auto n = static_cast<size_t>(p.numel);
+    slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n)});
+  }
+  optimizer.step(slots);
+}
+
+void WeightMemory::sync_state(std::map<std::string, ParamState>& states) {
+  if (device_optimizer_) device_optimizer_->sync_to_host(states);
+}
+
+void WeightMemory::state_loaded() {
+  if (device_optimizer_) device_optimizer_->state_loaded();
+}
+
+}  // namespace onnxtrain
