@@ -26,29 +26,7 @@ void DeviceOptimizer::step(Optimizer& optimizer, std::span<const DeviceParamSlot
   for (const DeviceParamSlot& p : params) {
     try {
       ParamState& s = optimizer.state(p.name);
-      const size_t numel = static_cast<size_t>(p.numel), bytes = numel * sizeof(float);
-      std::vector<DeviceTensor>& dev = states_[p.name];
-      if (dev.size() != names_.size()) {
-        // The first update since construction or load_state: the device state starts as the host one,
-        // made (and checked for size) exactly as the host update would make it.
-        dev.clear();
-        for (const std::string& name : names_) {
-          const std::span<float> host = optim::state_tensor(s, name, numel, optim::initial_state_value(c, name));
-          DeviceTensor t{.buffer = bytes ? cuda::DeviceBuffer(stream, bytes) : cuda::DeviceBuffer(),
-                         .dtype = DType::Float32,
-                         .sizes = {p.numel}};
-          if (bytes) cuda::copy_to_device(t.buffer.data(), host.data(), bytes, stream);
-          dev.push_back(std::move(t));
-        }
-      }
-      std::vector<float*> arrays;
-      for (size_t k = 0; k < dev.size(); ++k) {
-        if (dev[k].numel() != p.numel) {
-          throw Error("optimizer state: '" + names_[k] + "' has " + std::to_string(dev[k].numel()) +
-                      " elements, the parameter " + std::to_string(p.numel));
-        }
-        arrays.push_back(dev[k].floats());
-      }
+      const std::vector<float*> arrays = arrays_for(optimizer, p.name, p.numel);
       const optim::UpdateRule rule = optim::update_rule(c, s.step, lr);
       // Set before the launch, not after the loop: when a later parameter throws, the ones updated so far
       // have newer device states (and counted steps) that sync_to_host must still download.
@@ -64,6 +42,51 @@ void DeviceOptimizer::step(Optimizer& optimizer, std::span<const DeviceParamSlot
     }
   }
   optimizer.count_step();
+#endif
+}
+
+#if ONNXTRAIN_WITH_CUDA
+std::vector<float*> DeviceOptimizer::arrays_for(Optimizer& optimizer, const std::string& param, int64_t numel) {
+  const OptimizerConfig& c = optimizer.config();
+  ParamState& s = optimizer.state(param);
+  const cuda::DeviceStream& stream = store_->stream();
+  const size_t n = static_cast<size_t>(numel), bytes = n * sizeof(float);
+  std::vector<DeviceTensor>& dev = states_[param];
+  if (dev.size() != names_.size()) {
+    // The first use since construction or load_state: the device state starts as the host one, made (and
+    // checked for size) exactly as the host update would make it.
+    dev.clear();
+    for (const std::string& name : names_) {
+      const std::span<float> host = optim::state_tensor(s, name, n, optim::initial_state_value(c, name));
+      DeviceTensor t{.buffer = bytes ? cuda::DeviceBuffer(stream, bytes) : cuda::DeviceBuffer(),
+                     .dtype = DType::Float32,
+                     .sizes = {numel}};
+      if (bytes) cuda::copy_to_device(t.buffer.data(), host.data(), bytes, stream);
+      dev.push_back(std::move(t));
+    }
+  }
+  std::vector<float*> arrays;
+  for (size_t k = 0; k < dev.size(); ++k) {
+    if (dev[k].numel() != numel) {
+      throw Error("optimizer state: '" + names_[k] + "' has " + std::to_string(dev[k].numel()) +
+                  " elements, the parameter " + std::to_string(numel));
+    }
+    arrays.push_back(dev[k].floats());
+  }
+  return arrays;
+}
+#endif
+
+std::vector<const float*> DeviceOptimizer::states_of(Optimizer& optimizer, const std::string& param, int64_t numel) {
+#if !ONNXTRAIN_WITH_CUDA
+  (void)optimizer;
+  (void)param;
+  (void)numel;
+  throw Error("the device optimizer needs CUDA support: this onnxtrain was built without it (-DONNXTRAIN_CUDA=ON)");
+#else
+  names_ = optimizer.state_names();
+  const std::vector<float*> arrays = arrays_for(optimizer, param, numel);
+  return {arrays.begin(), arrays.end()};
 #endif
 }
 

@@ -87,6 +87,11 @@ class DeviceOptimizer {
   // found_inf.item() does.
   bool unscale(std::span<const DeviceTensor* const> gradients, double scale);
 
+  // The device state arrays of parameter `param` (numel floats each), in Optimizer::state_names() order,
+  // made from the host state first when the device has none (as step would make them): what SpecTrain's
+  // prediction reads on the device. Throws Error for a state of another size.
+  std::vector<const float*> states_of(Optimizer& optimizer, const std::string& param, int64_t numel);
+
   // Writes every device state tensor newer than its host copy into `states` (creating the host tensors)
   // and waits for the copies; nothing when the host copies are current.
   void sync_to_host(std::map<std::string, ParamState>& states);
@@ -95,6 +100,9 @@ class DeviceOptimizer {
   void state_loaded();
 
  private:
+  // Parameter `param`'s device state arrays in names_ order, made from the host state when missing.
+  std::vector<float*> arrays_for(Optimizer& optimizer, const std::string& param, int64_t numel);
+
   std::shared_ptr<DeviceInitializerStore> store_;            // declared first: its stream outlives the buffers
   std::map<std::string, std::vector<DeviceTensor>> states_;  // per parameter, in state_names() order
   bool host_stale_ = false;                                  // a step ran since the last sync_to_host

@@ -2,8 +2,8 @@
 // backward pass and the activations and gradients it hands to its neighbours stay in device memory
 // (executor/pipeline/stage_transport.h), and a session reads device inputs in place or by a peer copy.
 // Without a GPU: the transports' plumbing (a device value is a shared handle; a transport refuses, as a
-// broken invariant, the kind of value it does not carry) and the errors a user gets. With one GPU: a session's device inputs
-// give its host inputs' outputs, and two stages sharing cuda:0 follow the CPU pipeline for every strategy,
+// broken invariant, the kind of value it does not carry) and the errors a user gets. With one GPU: a session's device
+// inputs give its host inputs' outputs, and two stages sharing cuda:0 follow the CPU pipeline for every strategy,
 // threaded and emulated; with two GPUs, stages on cuda:0 and cuda:1 (peer copies) do too.
 #include <gtest/gtest.h>
 
@@ -206,7 +206,8 @@ std::vector<std::vector<float>> drive_policy(WeightPolicy& policy, PipelineStrat
 
 // A stage's weight policy with its arrays on cuda:0 (WeightMemory over the stage's store) makes the host
 // policy's every update, stash, version switch, prediction and gpipe flush bit for bit: the same passes
-// and gradients give the same working weights and the same W, for every strategy.
+// and gradients give the same working weights and the same W, for every strategy, with AdamW (amsgrad)
+// and SGD with momentum (SpecTrain's two kinds of direction).
 TEST(CudaPipeline, WeightPolicyOnTheDeviceEqualsTheHostPolicy) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
   const std::vector<float> initial = {0.5f, -1.0f, 2.0f, 0.25f, -0.125f};
@@ -224,23 +225,27 @@ TEST(CudaPipeline, WeightPolicyOnTheDeviceEqualsTheHostPolicy) {
       std::copy(initial.begin(), initial.end(), t.data<float>().begin());
       return t;
     };
-    const Optimizer adam({.kind = OptimizerKind::adam}, {.base_lr = 0.01});
-    Tensor on_host = make(), on_device = make();
-    WeightPolicy host(c.strategy, c.vertical_sync, {{"w", on_host}}, adam);
-    auto store = std::make_shared<DeviceInitializerStore>(0);
-    WeightPolicy device(c.strategy, c.vertical_sync, {{"w", on_device}}, adam, true, WeightMemory(store));
-    ASSERT_TRUE(device.on_device());
-    cuda::DeviceBuffer g_device(store->stream(), g.size() * sizeof(float));
-    cuda::copy_to_device(g_device.data(), g.data(), g.size() * sizeof(float), store->stream());
-    const auto want = drive_policy(host, c.strategy, g.data(), [] {}, on_host);
-    const auto got = drive_policy(device, c.strategy, static_cast<const float*>(g_device.data()),
-                                  [&] { store->sync_to_host(); }, on_device);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0) << "record " << i;
-    EXPECT_NE(want.back(), initial) << "the weights were updated";
-    EXPECT_EQ(device.statistics().predictions, host.statistics().predictions);
-    EXPECT_EQ(device.optimizer().state_tensors().size(), host.optimizer().state_tensors().size());
+    for (const Optimizer& optimizer : {Optimizer({.kind = OptimizerKind::adamw, .amsgrad = true}, {.base_lr = 0.01}),
+                                       Optimizer({.momentum = 0.9}, {.base_lr = 0.01})}) {
+      SCOPED_TRACE(optimizer.config().kind == OptimizerKind::adamw ? "adamw amsgrad" : "sgd momentum");
+      Tensor on_host = make(), on_device = make();
+      WeightPolicy host(c.strategy, c.vertical_sync, {{"w", on_host}}, optimizer);
+      auto store = std::make_shared<DeviceInitializerStore>(0);
+      WeightPolicy device(c.strategy, c.vertical_sync, {{"w", on_device}}, optimizer, true, WeightMemory(store));
+      ASSERT_TRUE(device.on_device());
+      cuda::DeviceBuffer g_device(store->stream(), g.size() * sizeof(float));
+      cuda::copy_to_device(g_device.data(), g.data(), g.size() * sizeof(float), store->stream());
+      const auto want = drive_policy(
+          host, c.strategy, g.data(), [] {}, on_host);
+      const auto got = drive_policy(
+          device, c.strategy, static_cast<const float*>(g_device.data()), [&] { store->sync_to_host(); }, on_device);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0) << "record " << i;
+      EXPECT_NE(want.back(), initial) << "the weights were updated";
+      EXPECT_EQ(device.statistics().predictions, host.statistics().predictions);
+      EXPECT_EQ(device.optimizer().state_tensors().size(), host.optimizer().state_tensors().size());
+    }
   }
 }
 

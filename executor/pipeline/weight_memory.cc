@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "kernels/optimizer_math.h"
 #include "kernels/weight_math.h"
 
 #if ONNXTRAIN_WITH_CUDA
@@ -109,6 +110,57 @@ void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> p
     slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n)});
   }
   optimizer.step(slots);
+}
+
+void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n,
+                           int64_t s) {
+  const OptimizerConfig& c = optimizer.config();
+  const bool momentum = c.kind == OptimizerKind::sgd && c.momentum != 0;
+  const bool adam = c.kind == OptimizerKind::adam || c.kind == OptimizerKind::adamw;
+  // Every parameter of a stage has its state once the stage has stepped (no state sync: on a device the
+  // host state holds the step counts, the arrays are the device optimizer's).
+  const ParamState* state = optimizer.global_step() > 0 ? &optimizer.state(param) : nullptr;
+  if (!state || state->step == 0 || !(momentum || adam)) {
+    copy(out, w, n);  // no direction: Ŵ = W − s·0
+    return;
+  }
+  std::vector<const float*> states;  // in Optimizer::state_names() order
+  if (store_) {
+    states = device_optimizer_->states_of(optimizer, param, static_cast<int64_t>(n));
+  } else {
+    for (const std::string& name : optimizer.state_names()) states.push_back(state->tensor(name).data());
+  }
+  const auto lr = static_cast<float>(optimizer.current_lr());
+  const auto ahead = static_cast<float>(s);
+  if (momentum) {
+    const optimizer_math::MomentumPrediction f{.lr = lr, .s = ahead};
+    if (!store_) {
+      for (size_t i = 0; i < n; ++i) f(out[i], w[i], states[0][i]);
+      return;
+    }
+#if ONNXTRAIN_WITH_CUDA
+    cuda::predict_weights(f, out, w, states[0], static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+#endif
+    return;
+  }
+  // Adam's direction uses the factors of its last update, at lr 1 (the prediction's lr is applied after).
+  const optimizer_math::AdamFactors a =
+      optimizer_math::adam_factors(c.convention == AdamConvention::torch, c.beta1, c.beta2, state->step - 1, 1.0);
+  const optimizer_math::AdamPrediction f{
+      .scale = static_cast<float>(a.step_scale),
+      .root_divisor = static_cast<float>(a.root_divisor),
+      .eps = static_cast<float>(c.eps),
+      .wd = c.kind == OptimizerKind::adamw ? static_cast<float>(c.weight_decay) : 0.0f,
+      .lr = lr,
+      .s = ahead};
+  const float* h = states.at(c.amsgrad ? 2 : 1);
+  if (!store_) {
+    for (size_t i = 0; i < n; ++i) f(out[i], w[i], states[0][i], h[i]);
+    return;
+  }
+#if ONNXTRAIN_WITH_CUDA
+  cuda::predict_weights(f, out, w, states[0], h, static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+#endif
 }
 
 void WeightMemory::sync_state(std::map<std::string, ParamState>& states) {

@@ -60,6 +60,11 @@ class WeightMemory {
   void sync_working_to_host() const;
   // One optimizer step with weights and gradients in this memory (lr, steps: as Optimizer::step).
   void step(Optimizer& optimizer, std::span<const DeviceParamSlot> params);
+  // SpecTrain: out = Ŵ = W − s·lr·v for parameter `param` (n floats; out and w in this memory), with v
+  // its smoothed gradient from `optimizer`'s state (kernels/weight_math.h; on a device the device
+  // optimizer's state arrays, so nothing is downloaded) at the learning rate of the next update. Ŵ = W
+  // when there is no direction (no update yet, plain SGD, Adagrad).
+  void predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n, int64_t s);
   // Optimizer state on the device: the host ParamStates get it (Optimizer::set_state_sync), or are made
   // the truth again after Optimizer::load_state. Nothing for host memory.
   void sync_state(std::map<std::string, ParamState>& states);

@@ -27,7 +27,8 @@ WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::v
     total += sizes_.back();
   }
   master_ = memory_.make(total);
-  for (size_t i = 0; i < parameters_.size(); ++i) memory_.upload(master_.data() + offsets_[i], parameters_[i].working.data<float>());
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    memory_.upload(master_.data() + offsets_[i], parameters_[i].working.data<float>());
   // The device optimizer's state is what checkpoints and the report read through the host Optimizer.
   if (memory_.on_device())
     optimizer_.set_state_sync([this](std::map<std::string, ParamState>& states) { memory_.sync_state(states); });
@@ -61,39 +62,33 @@ void WeightPolicy::write_working(const WeightArray& source) {
 }
 
 // Ŵ = W − s·d per parameter, d = lr·v from the optimizer's own state (lr of the stage's next update),
-// computed on the host and written into the working weights; returns Ŵ (all parameters).
-std::vector<float> WeightPolicy::write_predicted(int64_t s) {
+// into the working weights (WeightMemory::predict, on the device for a stage on a GPU).
+void WeightPolicy::write_predicted(int64_t s) {
   ++working_writes_;
-  const double lr = optimizer_.current_lr();
-  const float sf = static_cast<float>(s);
-  std::vector<float> predicted = master();
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    const std::span<float> w(predicted.data() + offsets_[i], sizes_[i]);
-    displacement_.resize(sizes_[i]);
-    const auto state = optimizer_.states().find(parameters_[i].name);
-    if (state == optimizer_.states().end()) {
-      std::fill(displacement_.begin(), displacement_.end(), 0.0f);  // never updated: no direction yet
-    } else {
-      optimizer_.displacement(state->second, w, lr, displacement_);
-    }
-    for (size_t e = 0; e < w.size(); ++e) w[e] -= sf * displacement_[e];
-    memory_.upload(memory_.working(parameters_[i].name, parameters_[i].working), w);
+    const Parameter& p = parameters_[i];
+    memory_.predict(optimizer_, p.name, memory_.working(p.name, p.working), master_.data() + offsets_[i], sizes_[i], s);
   }
-  return predicted;
+}
+
+// The working weights (all parameters), copied to the host.
+std::vector<float> WeightPolicy::working_values() const {
+  std::vector<float> out(master_.size);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Parameter& p = parameters_[i];
+    memory_.download(std::span<float>(out).subspan(offsets_[i], sizes_[i]), memory_.working(p.name, p.working));
+  }
+  return out;
 }
 
 // SpecTrain's working weights for a pass with s != 0. The prediction is scored against W_i when the
-// stage gets there; when it already holds W_i (or is past it) there is nothing to score.
+// stage gets there (host copies of Ŵ and W are kept until then); when it already holds W_i (or is past
+// it) there is nothing to score.
 void WeightPolicy::predict(const Pass& pass) {
   working_version_ = -1;
-  if (!measure_prediction_ || pass.mini_batch <= version()) {
-    write_predicted(pass.s);
-    return;
-  }
-  Prediction p{.target = pass.mini_batch};
-  p.unpredicted = master();
-  p.predicted = write_predicted(pass.s);
-  pending_.push_back(std::move(p));
+  write_predicted(pass.s);
+  if (!measure_prediction_ || pass.mini_batch <= version()) return;
+  pending_.push_back({.target = pass.mini_batch, .predicted = working_values(), .unpredicted = master()});
 }
 
 const WeightArray& WeightPolicy::version_weights(int64_t v) const {
@@ -242,10 +237,13 @@ void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const std::string& name = parameters_[i].name;
     auto it = values.find(name);
-    if (it == values.end() || it->second.dtype() != DType::Float32 || it->second.numel() != static_cast<int64_t>(sizes_[i]))
-      throw Error("the saved state has no float32 value of " + std::to_string(sizes_[i]) + " elements for '" + name + "'");
+    if (it == values.end() || it->second.dtype() != DType::Float32 ||
+        it->second.numel() != static_cast<int64_t>(sizes_[i]))
+      throw Error("the saved state has no float32 value of " + std::to_string(sizes_[i]) + " elements for '" + name +
+                  "'");
     memory_.upload(master_.data() + offsets_[i], it->second.data<float>());
-    for (auto s = optimizer_state.lower_bound(name + "/"); s != optimizer_state.end() && s->first.rfind(name + "/", 0) == 0; ++s)
+    for (auto s = optimizer_state.lower_bound(name + "/");
+         s != optimizer_state.end() && s->first.rfind(name + "/", 0) == 0; ++s)
       mine.insert(*s);
   }
   if (auto g = optimizer_state.find("global_step"); g != optimizer_state.end()) mine.insert(*g);

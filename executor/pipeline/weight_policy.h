@@ -17,8 +17,8 @@
 //
 // The arrays live in a WeightMemory (weight_memory.h): host memory, or the device memory of a stage on a
 // GPU, where W, the stashes, the history and gpipe's sum stay on the device, the working weights are the
-// stage's device copies, and the optimizer steps there. SpecTrain's prediction is computed on the host
-// (a stage on a GPU downloads W and the optimizer state for each predicted pass), as is its scoring.
+// stage's device copies, and the optimizer steps and SpecTrain predicts there. Only the report's scoring
+// of predictions (measure_prediction) copies Ŵ and W to the host, once per predicted pass.
 //
 // Bookkeeping for the report: bytes of each kind, the version gap between the weights a pass read and
 // W_i (i = the mini-batch, the version sequential SGD evaluates it at), and SpecTrain's prediction error
@@ -110,7 +110,8 @@ class WeightPolicy {
 
  private:
   void write_working(const WeightArray& source);
-  std::vector<float> write_predicted(int64_t s);
+  void write_predicted(int64_t s);
+  std::vector<float> working_values() const;
   void note_stash();
   void step_with(std::span<const float* const> gradients);
   WeightArray copy_of(const WeightArray& source) const;
@@ -135,14 +136,13 @@ class WeightPolicy {
     int64_t version;
     WeightArray weights;
   };
-  std::map<int64_t, Stash> stashes_;                            // pipedream, by stash key
-  std::deque<std::pair<int64_t, WeightArray>> history_;         // vertical sync: (version, W at it)
+  std::map<int64_t, Stash> stashes_;                     // pipedream, by stash key
+  std::deque<std::pair<int64_t, WeightArray>> history_;  // vertical sync: (version, W at it)
   struct Prediction {
     int64_t target;
     std::vector<float> predicted, unpredicted;  // host copies
   };
   std::vector<Prediction> pending_;  // spectrain, waiting for their target version
-  std::vector<float> displacement_;  // scratch
   Statistics stats_;
 };
 

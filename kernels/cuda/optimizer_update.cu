@@ -39,6 +39,24 @@ __global__ void scale_values_kernel(optimizer_math::ScaleValue f, float* __restr
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) f(v[i]);
 }
 
+template <typename Fn, typename... States>
+__global__ void prediction_kernel(Fn fn, float* __restrict__ out, const float* __restrict__ w, int64_t n,
+                                  const States* __restrict__... states) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    fn(out[i], w[i], states[i]...);
+}
+
+template <typename Fn, typename... States>
+void launch_prediction(const Fn& fn, float* out, const float* w, int64_t n, const Stream& stream,
+                       const States*... states) {
+  if (n <= 0) return;
+  DeviceGuard guard(stream);
+  prediction_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(fn, out, w, n,
+                                                                                                  states...);
+  ONNXTRAIN_CUDA_CHECK_LAUNCH("prediction_kernel");
+}
+
 // Every thread that sees a non-finite value stores the same 1: a benign race, no atomics needed.
 __global__ void unscale_kernel(optimizer_math::UnscaleGradient f, float* __restrict__ g, int64_t n,
                                int* __restrict__ nonfinite) {
@@ -69,6 +87,16 @@ void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, cons
   DeviceGuard guard(stream);
   scale_values_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(f, v, n);
   ONNXTRAIN_CUDA_CHECK_LAUNCH("scale_values_kernel");
+}
+
+void predict_weights(const optimizer_math::MomentumPrediction& f, float* out, const float* w, const float* buf,
+                     int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, buf);
+}
+
+void predict_weights(const optimizer_math::AdamPrediction& f, float* out, const float* w, const float* m,
+                     const float* h, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, m, h);
 }
 
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream) {

@@ -43,6 +43,12 @@ void accumulate_gradient(const optimizer_math::AccumulateGradient& f, float* acc
                          const Stream& stream);
 void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, const Stream& stream);
 
+// SpecTrain: out[i] = f(w[i], states[i]...) over n floats (kernels/weight_math.h).
+void predict_weights(const optimizer_math::MomentumPrediction& f, float* out, const float* w, const float* buf,
+                     int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::AdamPrediction& f, float* out, const float* w, const float* m,
+                     const float* h, int64_t n, const Stream& stream);
+
 // fp16 loss scaling: f(g[i]) over n floats in place; a non-finite result sets *nonfinite (an int on the
 // stream's device) to 1, and nothing ever clears it: zero it before the first gradient of a step.
 void unscale_gradient(const optimizer_math::UnscaleGradient& f, float* g, int64_t n, int* nonfinite,
