@@ -168,6 +168,48 @@ void expect_gpu_pipeline_follows_the_cpu(const std::vector<Device>& devices) {
   }
 }
 
+// A GPU pipeline put where a CPU run was (PipelineTrainer::restore: weights and Adam's state into the
+// device policies) continues as the CPU run does, for PipeDream with vertical sync (stash and history on
+// the device), and its evaluation (the weights downloaded after the run) agrees with the CPU's.
+TEST(CudaPipeline, RestoredGpuStagesContinueAsTheCpuAndEvaluateAlike) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  const Batches batches = batches_of("synthetic:1,28,28:10:96", 8, 9);
+  const Batches head(batches.begin(), batches.begin() + 3), tail(batches.begin() + 3, batches.end());
+  PipelineOptions o;
+  o.trainer = testing_support::momentum_sgd(0.05);
+  o.trainer.optimizer = {.kind = OptimizerKind::adam};
+  o.trainer.schedule.base_lr = 1e-3;
+  o.strategy = PipelineStrategy::pipedream;
+  o.vertical_sync = true;
+  o.stages = 2;
+  ImportedModel cpu_model = import_model(kModels + "cnn_opset17.onnx");
+  PipelineTrainer cpu(cpu_model.graph, o);
+  cpu.train(head);
+  std::map<std::string, Tensor> values = cpu.trained_initializers(), optimizer;
+  for (int k = 0; k < o.stages; ++k)
+    for (const auto& [name, t] : cpu.stage_state(k).second) optimizer[name] = t;
+  o.trainer.device = Device::cuda(0);
+  o.stage_devices = {Device::cuda(0), Device::cuda(0)};
+  ImportedModel gpu_model = import_model(kModels + "cnn_opset17.onnx");
+  PipelineTrainer gpu(gpu_model.graph, o);
+  gpu.restore(values, optimizer, "the CPU run");
+  const std::vector<float> want = cpu.train(tail), got = gpu.train(tail);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-3 * std::max(1.0f, std::abs(want[i]))) << "mini-batch " << i;
+  const auto& [x, y] = batches[0];
+  const Trainer::Evaluation a = cpu.evaluate(x, y, 4), b = gpu.evaluate(x, y, 4);
+  EXPECT_NEAR(b.loss, a.loss, 1e-3 * std::max(1.0, std::abs(a.loss)));
+  const std::map<std::string, Tensor> trained = gpu.trained_initializers();
+  for (const auto& [name, t] : cpu.trained_initializers()) {
+    const Tensor& g = trained.at(name);
+    ASSERT_EQ(g.numel(), t.numel()) << name;
+    if (t.dtype() != DType::Float32) continue;
+    for (int64_t e = 0; e < t.numel(); ++e)
+      ASSERT_NEAR(g.data<float>()[e], t.data<float>()[e], 1e-3 + 1e-2 * std::abs(t.data<float>()[e])) << name << " " << e;
+  }
+}
+
 TEST(CudaPipeline, TwoStagesSharingAGpuFollowTheCpu) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
   expect_gpu_pipeline_follows_the_cpu({Device::cuda(0), Device::cuda(0)});

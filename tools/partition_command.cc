@@ -29,6 +29,7 @@ namespace {
 struct PartitionOptions {
   std::string model, device = "cpu", link, device_profile, strategy = "pipedream", split, output, dot;
   std::string loss = "cross-entropy", optimizer = "momentum", memory_cap, schedule, spectrain_target = "sequential";
+  std::string precision = "fp32";
   int stages = 2, devices = 0;
   std::vector<int> replicas;
   int64_t batch = 32, micro_batches = 0;
@@ -141,6 +142,7 @@ void partition_model(const PartitionOptions& o) {
   ImportedModel model = import_model(o.model);
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
+  t.precision = precision_from_name(o.precision);
   Trainer trainer(model.graph, t);  // the training graph `onnxtrain train` runs
   const TrainingGraph& training = trainer.training_graph();
 
@@ -217,6 +219,9 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--split", o->split, "evaluate this split instead of planning: the N-1 cut positions, e.g. 12,30,41");
   cmd->add_option("--optimizer", o->optimizer, "optimizer whose state is counted in memory (default momentum)");
   cmd->add_option("--loss", o->loss, "loss to attach, as for train (default cross-entropy)");
+  cmd->add_option("--precision", o->precision,
+                  "fp32 (default) | bf16: plan the training graph `train --precision bf16` runs (with autocast's "
+                  "Cast nodes, so its --plan needs a plan made with the same precision)");
   cmd->add_flag("--profile", o->profile,
                 "measure every node's forward and backward kernels on this CPU instead of the analytic times "
                 "(cached next to the model)");

@@ -84,7 +84,14 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
   const TrainingGraph& training = prepared.training_graph();
   Plan plan;
   if (!o.plan.empty()) {
-    plan = read_plan(o.plan, forward_node_names(training));
+    try {
+      plan = read_plan(o.plan, forward_node_names(training));
+    } catch (const Error& e) {
+      if (o.precision == "fp32") throw;
+      throw Error(std::string(e.what()) + " (a --precision " + o.precision +
+                  " run's graph has autocast's Cast nodes: make its plan with onnxtrain partition --precision " +
+                  o.precision + ")");
+    }
     if (static_cast<int>(plan.stages.size()) != o.stages) {
       throw Error(o.plan + ": the plan has " + std::to_string(plan.stages.size()) + " stages; --stages is " +
                   std::to_string(o.stages));

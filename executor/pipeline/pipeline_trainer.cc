@@ -113,6 +113,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
                        .labels = loss.labels,
+                       .local = !options_.world || k == pipeline_comm()->rank(),
                        .replica_group = stage_group_.get()};
     workers_.push_back(std::make_unique<StageWorker>(std::move(graphs[k]), std::move(config),
                                                      Optimizer(options_.trainer.optimizer, options_.trainer.schedule)));
@@ -186,7 +187,8 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
                             .losses = &losses,
                             .loss_offset = first,
                             .on_loss = &on_loss,
-                            .observer = &options_.observer};
+                            .observer = &options_.observer,
+                            .call = ++train_calls_};
   if (options_.strategy == PipelineStrategy::gpipe) {
     for (int64_t r = 0; r < count; ++r) {
       rounds.push_back(round);

@@ -193,6 +193,7 @@ class PipelineTrainer {
   std::unique_ptr<NcclCommunicator> nccl_;  // world mode on GPUs: the pipeline's stages, for their transfers
   std::vector<double> wall_seconds_, idle_seconds_;
   int64_t trained_ = 0, samples_ = 0;
+  int64_t train_calls_ = 0;  // PipelineRound::call
   double wall_seconds_total_ = 0;
 };
 

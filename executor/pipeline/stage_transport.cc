@@ -17,6 +17,10 @@ int64_t StageValue::nbytes() const {
   return on_device() ? static_cast<int64_t>(device->buffer.bytes()) : static_cast<int64_t>(host.nbytes());
 }
 
+int64_t StageValue::numel() const { return on_device() ? device->numel() : host.numel(); }
+
+DType StageValue::dtype() const { return on_device() ? device->dtype : host.dtype(); }
+
 MessageKey message_key(int from, int to, const CommTag& tag) {
   return std::make_tuple(from, to, tag.micro_batch, tag.kind, tag.index);
 }

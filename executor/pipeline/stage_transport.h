@@ -33,6 +33,8 @@ struct StageValue {
 
   bool on_device() const { return device != nullptr; }
   int64_t nbytes() const;
+  int64_t numel() const;
+  DType dtype() const;
 };
 
 // (from stage, to stage, micro-batch tag, kind, index): one message.

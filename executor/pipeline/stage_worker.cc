@@ -24,6 +24,14 @@ StageValue value_of(const std::string& name, const std::map<std::string, Tensor>
   return {.host = out.at(name), .device = nullptr};
 }
 
+// The float data of each value (host or device, as the stage's weight memory).
+std::vector<const float*> floats_of(const std::vector<StageValue>& values) {
+  std::vector<const float*> out;
+  out.reserve(values.size());
+  for (const StageValue& v : values) out.push_back(v.on_device() ? v.device->floats() : v.host.data<float>().data());
+  return out;
+}
+
 }  // namespace
 
 BatchFeed::Batch BatchFeed::get(int64_t mini_batch) {
@@ -103,23 +111,23 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels, config_.device);
   // On a GPU both sessions share one store of device initializers (one copy of the stage's weights), and
   // the policy keeps its arrays and steps on that device, writing the store's copies in place.
-  backward_session_ = std::make_unique<InferenceSession>(b, config_.kernels, config_.device,
-                                                         forward_session_->device_initializers());
-  weights_ = std::make_unique<WeightPolicy>(config_.strategy, config_.vertical_sync, std::move(params),
-                                            std::move(optimizer), config_.measure_prediction,
-                                            WeightMemory(forward_session_->device_initializers()));
+  backward_session_ =
+      std::make_unique<InferenceSession>(b, config_.kernels, config_.device, forward_session_->device_initializers());
+  weights_ = std::make_unique<WeightPolicy>(
+      config_.strategy, config_.vertical_sync, std::move(params), std::move(optimizer), config_.measure_prediction,
+      WeightMemory(config_.local ? forward_session_->device_initializers() : nullptr));
 }
 
 void StageWorker::begin_round(const PipelineRound& round) {
   round_ = round;
-  // A train() call's rounds share its schedule (gpipe: one round per mini-batch); end_run forgets it.
-  if (marked_schedule_ != round.schedule) {
+  // A train() call's rounds share its schedule (gpipe: one round per mini-batch).
+  if (marked_call_ != round.call) {
     launch_first_.clear();
     const std::vector<bool> launch = launch_before(*round.schedule, graphs_.index);
     const std::vector<Instruction>& program = round.schedule->programs[static_cast<size_t>(graphs_.index)];
     for (size_t j = 0; j < program.size(); ++j)
       if (launch[j]) launch_first_.insert({program[j].op, program[j].micro_batch});
-    marked_schedule_ = round.schedule;
+    marked_call_ = round.call;
   }
   base_version_ = weights_->version();
   loss_sum_ = 0;
@@ -188,8 +196,8 @@ void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out,
 }
 
 std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
-                                                   const std::set<std::string>& keep_on_device,
-                                                   DeviceOutputs& device_outputs) {
+                                                    const std::set<std::string>& keep_on_device,
+                                                    DeviceOutputs& device_outputs) {
   MicroBatch& mb = in_flight_.at(micro);
   std::map<std::string, Tensor> inputs;
   std::map<std::string, const DeviceTensor*> device_inputs;
@@ -303,11 +311,11 @@ void StageWorker::backward(int64_t micro) {
   mb.outgoing.clear();
   for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
 
-  std::vector<const float*> grads;
+  std::vector<StageValue> grads;  // parameter order; they own their buffers
   grads.reserve(gradient_outputs_.size());
-  for (const std::string& name : gradient_outputs_) {
-    const StageValue g = value_of(name, out, device_out);
-    grads.push_back(g.on_device() ? g.device->floats() : g.host.data<float>().data());
+  for (size_t i = 0; i < gradient_outputs_.size(); ++i) {
+    grads.push_back(value_of(gradient_outputs_[i], out, device_out));
+    check_gradient(i, grads.back());
   }
   if (gpipe) {
     // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
@@ -318,11 +326,9 @@ void StageWorker::backward(int64_t micro) {
       if (mb.rows * s.micro_batches != rows)
         weight = static_cast<float>(static_cast<double>(mb.rows * s.micro_batches) / static_cast<double>(rows));
     }
-    weights_->accumulate(grads, weight);
+    weights_->accumulate(floats_of(grads), weight);
   } else {
-    last_gradients_ = std::move(grads);  // their buffers are kept alive until the OptimizerStep that follows
-    last_outputs_ = std::move(out);
-    last_device_outputs_ = std::move(device_out);
+    last_gradients_ = std::move(grads);  // kept alive until the OptimizerStep that follows
     const BatchFeed::Batch whole = round_.feed->get(mini);
     last_weight_ = config_.reduction == LossReduction::Mean && whole.total_rows > 0
                        ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
@@ -398,15 +404,11 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
                             : 1.0f);
         round_.feed->release(round_.first);
       } else {
-        if (config_.replica_group) {
-          reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
-                               std::to_string(mini_batch_of(in.micro_batch)) +
-                               ": gradient all-reduce over the stage's replicas");
-        }
-        weights_->step(last_gradients_);
+        weights_->step(config_.replica_group ? reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
+                                                                    std::to_string(mini_batch_of(in.micro_batch)) +
+                                                                    ": gradient all-reduce over the stage's replicas")
+                                             : floats_of(last_gradients_));
         last_gradients_.clear();
-        last_outputs_.clear();
-        last_device_outputs_.clear();
       }
       return true;
   }
@@ -414,43 +416,49 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
 }
 
 void StageWorker::end_run() {
-  marked_schedule_ = nullptr;  // the next train() call's schedule may reuse the address
   weights_->sync_working();
   weights_->end_run();
   in_flight_.clear();
 }
 
 // Pipeline × data parallelism: the last backward's parameter gradients, weighted by this pipeline's
-// share of the mini-batch's rows, summed over the stage's copies in the other pipelines (over the host
-// communicator; a stage on a GPU downloads them and uploads the sum), and last_gradients_ pointed at it.
-void StageWorker::reduce_over_replicas(const std::string& what) {
-  const bool device = weights_->on_device();
-  std::vector<float> summed;
-  std::vector<size_t> sizes;
-  for (size_t i = 0; i < last_gradients_.size(); ++i) {
-    const WeightPolicy::Parameter& p = weights_->parameters()[i];
-    sizes.push_back(static_cast<size_t>(p.working.numel()));
-    std::vector<float> g(sizes.back());
-    if (device) {
-      cuda::copy_to_host(g.data(), last_gradients_[i], g.size() * sizeof(float), device_stream());
-      device_stream().synchronize();
-    } else {
-      std::copy(last_gradients_[i], last_gradients_[i] + g.size(), g.begin());
-    }
-    for (float v : g) summed.push_back(static_cast<float>(v * last_weight_));
-  }
-  config_.replica_group->all_reduce_sum(summed, what);
-  reduced_ = std::move(summed);
-  float* base = reduced_.data();
-  if (device) {
-    reduced_on_device_ = cuda::DeviceBuffer(device_stream(), reduced_.size() * sizeof(float));
-    cuda::copy_to_device(reduced_on_device_.data(), reduced_.data(), reduced_.size() * sizeof(float), device_stream());
-    base = static_cast<float*>(reduced_on_device_.data());
-  }
+// share of the mini-batch's rows and summed over the stage's copies in the other pipelines (over the host
+// communicator: a stage on a GPU downloads them and uploads the sum). Returns the sums, in the policy's
+// memory.
+std::vector<const float*> StageWorker::reduce_over_replicas(const std::string& what) {
+  size_t total = 0;
+  for (const StageValue& g : last_gradients_) total += static_cast<size_t>(g.numel());
+  reduced_.resize(total);
+  std::vector<const float*> out;
   size_t at = 0;
-  for (size_t i = 0; i < last_gradients_.size(); ++i) {
-    last_gradients_[i] = base + at;
-    at += sizes[i];
+  for (const StageValue& g : last_gradients_) {
+    const auto n = static_cast<size_t>(g.numel());
+    if (g.on_device()) {
+      cuda::copy_to_host(reduced_.data() + at, g.device->floats(), n * sizeof(float), device_stream());
+    } else {
+      std::copy_n(g.host.data<float>().data(), n, reduced_.data() + at);
+    }
+    out.push_back(reduced_.data() + at);
+    at += n;
+  }
+  if (weights_->on_device()) device_stream().synchronize();  // one wait for all the downloads
+  for (float& v : reduced_) v = static_cast<float>(v * last_weight_);
+  config_.replica_group->all_reduce_sum(reduced_, what);
+  if (!weights_->on_device()) return out;
+  if (reduced_on_device_.bytes() != total * sizeof(float))
+    reduced_on_device_ = cuda::DeviceBuffer(device_stream(), total * sizeof(float));
+  cuda::copy_to_device(reduced_on_device_.data(), reduced_.data(), total * sizeof(float), device_stream());
+  for (const float*& p : out) p = static_cast<const float*>(reduced_on_device_.data()) + (p - reduced_.data());
+  return out;
+}
+
+// A parameter gradient as the policy reads it: float32, with the parameter's element count.
+void StageWorker::check_gradient(size_t i, const StageValue& g) const {
+  if (g.dtype() != DType::Float32 || g.numel() != working_[i].numel()) {
+    throw Error("stage " + std::to_string(graphs_.index) + ": the gradient '" + gradient_outputs_[i] + "' of '" +
+                parameter_names_[i] + "' is " + std::string(dtype_name(g.dtype())) + " with " +
+                std::to_string(g.numel()) + " elements; the parameter has " + std::to_string(working_[i].numel()) +
+                " float32 elements");
   }
 }
 

@@ -67,6 +67,9 @@ struct StageConfig {
   RunningVariance running_variance = RunningVariance::unbiased;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
+  // Whether this process runs the stage. With a stage per process every process builds every stage (for
+  // their names and sizes); the others keep their weights in host memory, whatever `device` says.
+  bool local = true;
   // Pipeline × data parallelism: the copies of this stage in the other pipelines. Before each update the
   // gradients (each weighted by its pipeline's share of the mini-batch's rows) are summed over it.
   Communicator* replica_group = nullptr;
@@ -95,6 +98,7 @@ struct PipelineRound {
   int64_t loss_offset = 0;               // the train() call's first mini-batch
   const std::function<void(int64_t, float)>* on_loss = nullptr;
   const PassObserver* observer = nullptr;
+  int64_t call = 0;  // numbers the train() calls: the rounds of one call share their schedule
 };
 
 class StageWorker {
@@ -153,7 +157,8 @@ class StageWorker {
   void forward(int64_t micro);
   void backward(int64_t micro);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows);
-  void reduce_over_replicas(const std::string& what);
+  std::vector<const float*> reduce_over_replicas(const std::string& what);
+  void check_gradient(size_t parameter, const StageValue& gradient) const;
   void observe(bool backward, int64_t micro, int64_t read);
   void note_activations();
 
@@ -169,14 +174,12 @@ class StageWorker {
 
   PipelineRound round_;
   std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
-  const Schedule* marked_schedule_ = nullptr;        // the schedule launch_first_ was computed for
+  int64_t marked_call_ = -1;                         // the train() call launch_first_ was computed for
   int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
-  // 1F1B: the last backward's parameter gradients (host or device, as the policy's memory), the outputs
-  // that own them, and with replica_group their sum (host, and its device copy).
-  std::vector<const float*> last_gradients_;
-  std::map<std::string, Tensor> last_outputs_;
-  DeviceOutputs last_device_outputs_;
+  // 1F1B: the last backward's parameter gradients (host or device, as the policy's memory), and with
+  // replica_group their sum (host, and its device copy).
+  std::vector<StageValue> last_gradients_;
   std::vector<float> reduced_;
   cuda::DeviceBuffer reduced_on_device_;
   double last_weight_ = 1;  // their share of the mini-batch (replica_group)

@@ -78,14 +78,18 @@ void WeightMemory::upload(float* dst, std::span<const float> src) const {
   }
 }
 
-void WeightMemory::download(std::span<float> dst, const float* src) const {
+void WeightMemory::download(std::span<float> dst, const float* src, bool wait_for_it) const {
   if (dst.empty()) return;
-  if (store_) {
-    cuda::copy_to_host(dst.data(), src, dst.size_bytes(), store_->stream());
-    store_->stream().synchronize();
-  } else {
+  if (!store_) {
     std::copy(src, src + dst.size(), dst.begin());
+    return;
   }
+  cuda::copy_to_host(dst.data(), src, dst.size_bytes(), store_->stream());
+  if (wait_for_it) wait();
+}
+
+void WeightMemory::wait() const {
+  if (store_) store_->stream().synchronize();
 }
 
 float* WeightMemory::working(const std::string& name, const Tensor& host) const {

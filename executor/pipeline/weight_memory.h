@@ -48,9 +48,11 @@ class WeightMemory {
   void copy(float* dst, const float* src, size_t n) const;
   void accumulate(float* acc, const float* g, size_t n, float weight, bool first) const;  // weight_math.h
   void scale(float* v, size_t n, float s) const;
-  // Host values into this memory, and back (the second waits for the stream).
+  // Host values into this memory, and back: on a device the download waits for the stream unless `wait`
+  // is false (then call wait() before reading `dst`; several downloads, one wait).
   void upload(float* dst, std::span<const float> src) const;
-  void download(std::span<float> dst, const float* src) const;
+  void download(std::span<float> dst, const float* src, bool wait = true) const;
+  void wait() const;
   // The working weights of parameter `name`, whose host Tensor (the one the stage's graphs hold) is
   // `host`: its data for writing, in this memory (on a device, the store's copy, uploaded first if the
   // store has none yet; the host Tensor is stale until sync_working_to_host).
