@@ -61,6 +61,10 @@ int64_t ParameterServerReport::predicted_pushes() const {
   return std::count_if(pushes.begin(), pushes.end(), [](const Push& p) { return p.predicted_steps > 0; });
 }
 
+int64_t ParameterServerReport::skipped_pushes() const {
+  return std::count_if(pushes.begin(), pushes.end(), [](const Push& p) { return p.skipped; });
+}
+
 std::string format_parameter_server_report(const ParameterServerReport& r) {
   std::string s = "parameter server: " + std::to_string(r.servers) + " shards, " + std::to_string(r.workers) +
                   " workers, " + std::to_string(r.pushes.size()) + " pushes" +
@@ -86,6 +90,8 @@ std::string format_parameter_server_report(const ParameterServerReport& r) {
     s += "  predicted pulls: " + std::to_string(r.predicted_pushes()) + " of " + std::to_string(r.pushes.size()) +
          ", mean s " + fixed(r.pushes.empty() ? 0 : sum / static_cast<double>(r.pushes.size()), 3) + "\n";
   }
+  if (const int64_t skipped = r.skipped_pushes(); skipped > 0)
+    s += "  fp16: " + std::to_string(skipped) + " pushes skipped for inf/NaN gradients (each worker's own loss scaler)\n";
   s += "  per push: " + fixed(static_cast<double>(r.pull_bytes) / 1e6, 3) + " MB pulled, " +
        fixed(static_cast<double>(r.push_bytes) / 1e6, 3) + " MB pushed\n";
   return s;
@@ -97,9 +103,6 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
   if (servers < 1) throw Error("parameter server: --servers must be at least 1, got " + std::to_string(servers));
   if (workers < 1)
     throw Error("parameter server: --replicas (workers) must be at least 1, got " + std::to_string(workers));
-  // The shards' optimizers would need the loss scaler's skip; the workers only compute gradients.
-  if (options_.trainer.precision == Precision::fp16)
-    throw Error("parameter server: --precision fp16 is not supported (no loss scaler at the servers)");
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
     worker->model = copy_with_own_initializers(forward);
@@ -182,6 +185,14 @@ void ParameterServerTrainer::pull(Worker& w, bool predict) {
   }
 }
 
+// The pulled weights into w's trainer, with Dropout run index `run` (fp16: the worker keeps its own loss
+// scale, which restore() must be given).
+void ParameterServerTrainer::take_pulled(Worker& w, int64_t run) {
+  std::map<std::string, Tensor> state = w.trainer->loss_scaler_state();
+  state["global_step"] = Tensor::scalar_int64(run);
+  w.trainer->restore(w.pulled, state);
+}
+
 std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSource& next, const LossCallback& on_loss) {
   const int64_t first = next_mini_batch_, end = first + count;
   report_.pushes.resize(static_cast<size_t>(end));
@@ -211,8 +222,11 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
         }
         pull(w, options_.predict);
         // Dropout run index i: the mask sequential training draws for mini-batch i.
-        w.trainer->restore(w.pulled, {{"global_step", Tensor::scalar_int64(i)}});
+        take_pulled(w, i);
         std::map<std::string, Tensor> grads = w.trainer->forward_backward(batch.first, batch.second, &push.loss);
+        // fp16: every worker has its own scaler (a GradScaler per process); a gradient with an inf or NaN is
+        // not pushed, and that worker's scale backs off. The statistics still follow the batch.
+        push.skipped = !w.trainer->update_loss_scale(grads);
         if (options_.before_push) options_.before_push(index, i);
         const std::map<std::string, Tensor> computed = w.trainer->trained_initializers();  // its new statistics
         push.shard_staleness.assign(shards_.size(), 0);
@@ -225,7 +239,7 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
             if (auto g = grads.find(name); g != grads.end())
               slots.push_back({name, shard.values.at(name).data<float>(), g->second.data<float>()});
           }
-          shard.optimizer->step(slots);
+          if (!push.skipped) shard.optimizer->step(slots);
           for (const std::string& name : shard.state_names) {
             std::memcpy(shard.values.at(name).raw(), computed.at(name).raw(), computed.at(name).nbytes());
           }
@@ -302,7 +316,7 @@ std::map<std::string, Tensor> ParameterServerTrainer::trained_initializers() con
 Trainer::Evaluation ParameterServerTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
   Worker& w = *workers_[0];
   pull(w, false);
-  w.trainer->restore(w.pulled, {{"global_step", Tensor::scalar_int64(next_mini_batch_)}});
+  take_pulled(w, next_mini_batch_);
   return w.trainer->evaluate(inputs, labels, batch);
 }
 

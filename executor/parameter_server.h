@@ -20,6 +20,10 @@
 // staleness on that shard (the running mean of the staleness of its own earlier pushes there). s = 0
 // (the first push, or one worker) leaves the weights untouched.
 //
+// fp16 (trainer.precision): every worker keeps its own loss scaler, as each process of a torch job has its
+// own GradScaler; a gradient with an inf or NaN is not pushed (its running statistics are), and that
+// worker's scale backs off (Push::skipped). With one worker that is Trainer::train_step's skip.
+//
 // GPUs (trainer.device cuda:N): worker w computes on cuda:N+w; the shards stay in host memory, as TF's
 // parameter servers are CPU tasks: a pull uploads the weights (Trainer::restore), a push downloads the
 // gradients (forward_backward).
@@ -61,6 +65,7 @@ struct ParameterServerReport {
     int64_t staleness = 0;                 // the largest over the shards
     std::vector<int64_t> shard_staleness;  // per shard
     double predicted_steps = 0;            // s used for the prediction (largest over the shards); 0: none
+    bool skipped = false;                  // fp16: inf/NaN in the gradient, not applied (the statistics were)
   };
   int servers = 0, workers = 0;
   bool predict = false;
@@ -78,6 +83,7 @@ struct ParameterServerReport {
   std::vector<int64_t> per_worker() const;  // pushes by worker
   std::vector<double> shard_mean_staleness() const;
   int64_t predicted_pushes() const;  // pushes that used a prediction (s > 0)
+  int64_t skipped_pushes() const;    // fp16 pushes not applied for inf/NaN gradients
 };
 // The staleness report printed at the end of a run: shards, pushes per worker, mean/max staleness, the
 // histogram, and with prediction how many pulls were predicted.
@@ -130,6 +136,7 @@ class ParameterServerTrainer {
     int64_t pushes = 0;
   };
   void pull(Worker& w, bool predict);
+  void take_pulled(Worker& w, int64_t run);
   void work(int index, int64_t end);
 
   ParameterServerOptions options_;

@@ -425,7 +425,6 @@ bool Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
   Graph& g = training_->graph;
   std::vector<ParamSlot> params;
   params.reserve(slots_.size());
-  bool finite = true;
   for (const Slot& s : slots_) {
     auto it = gradients.find(s.name);
     Tensor& w = *g.value(s.value).data;
@@ -433,14 +432,8 @@ bool Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
       throw Error("apply_gradients: no float32 gradient of " + std::to_string(w.numel()) + " elements for '" + s.name + "'");
     }
     params.push_back({s.name, w.data<float>(), it->second.data<float>()});
-    if (scaler_) {
-      for (float v : it->second.data<float>()) finite = finite && std::isfinite(v);
-    }
   }
-  if (scaler_) {
-    scaler_->update(finite);
-    if (!finite) return false;
-  }
+  if (!update_loss_scale(gradients)) return false;
   if (!device_optimizer_) {
     optimizer_.step(params);
     return true;
@@ -488,6 +481,15 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
   if (scaler_) scaler_->restore(state);
   optimizer_.load_state(state);
   if (device_optimizer_) device_optimizer_->state_loaded();
+}
+
+bool Trainer::update_loss_scale(const std::map<std::string, Tensor>& gradients) {
+  if (!scaler_) return true;
+  bool finite = true;
+  for (const auto& [name, g] : gradients)
+    for (float v : g.data<float>()) finite = finite && std::isfinite(v);
+  scaler_->update(finite);
+  return finite;
 }
 
 std::map<std::string, Tensor> Trainer::loss_scaler_state() const {

@@ -146,6 +146,10 @@ class Trainer {
   // combined gradients, so all of them decide alike); returns whether the step was taken. (train_step checks
   // the scaled values instead, as torch does; the two differ only once the scale has fallen below 1.)
   bool apply_gradients(const std::map<std::string, Tensor>& gradients);
+  // fp16: whether every gradient (unscaled, as forward_backward gives them) is finite, with the loss
+  // scaler updated as GradScaler.update does after a step or a skip; without a scaler true, and nothing
+  // changes. For callers that apply the gradients elsewhere (a parameter server's shards).
+  bool update_loss_scale(const std::map<std::string, Tensor>& gradients);
 
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
   // not count; see loss_scaler()).

@@ -129,6 +129,7 @@ TEST(CentralStorage, Fp16SkipsAnOverflowingStep) {
   EXPECT_EQ(cs.loss_scaler()->scale(), std::ldexp(1.0, 118));
   for (const auto& [name, t] : cs.trained_initializers())
     EXPECT_EQ(std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()), 0) << name << " changed on a skipped step";
+  EXPECT_TRUE(std::isfinite(cs.evaluate(batches[0].first, batches[0].second, 4).loss)) << "replica 0 takes the scale";
 }
 
 TEST(CentralStorage, EqualsOneDeviceOnTheWholeBatch) {

@@ -13,7 +13,6 @@
 
 #include "executor/data_parallel.h"
 #include "executor/inference_session.h"
-#include "executor/parameter_server.h"
 #include "executor/pipeline/pipeline_trainer.h"
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
@@ -459,11 +458,7 @@ TEST(MixedPrecision, Fp16RefusalsName) {
               DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
             }).find("fp16 sends whole gradients after the backward pass; drop --bucket-mb"),
             std::string::npos);
-  // The servers' shards step on their own, and so do pipeline stages.
-  EXPECT_NE(refusal([&] {
-              ParameterServerTrainer ps(model.graph, {.trainer = options(Precision::fp16), .workers = 2});
-            }).find("parameter server: --precision fp16 is not supported"),
-            std::string::npos);
+  // Pipeline stages step on their own.
   EXPECT_NE(refusal([&] {
               PipelineTrainer pipeline(model.graph, {.trainer = options(Precision::fp16), .stages = 2});
             }).find("pipeline: --precision fp16 is not supported"),

@@ -1,7 +1,8 @@
 // executor/parameter_server: one worker is sequential training (Trainer::train_step) bit for bit, with
 // any number of shards, and prediction is then a no-op; two workers forced to interleave see stale
 // gradients (bounded as the interleaving dictates) and the report adds up; asynchronous workers still
-// learn a learnable task, with and without prediction.
+// learn a learnable task, with and without prediction; in fp16 one worker skips overflowing pushes as
+// Trainer skips steps.
 #include "executor/parameter_server.h"
 
 #include <gtest/gtest.h>
@@ -98,6 +99,34 @@ TEST(ParameterServer, OneWorkerIsSequentialTrainingBitForBit) {
       EXPECT_EQ(ps.report.max_staleness(), 0);
     }
   }
+}
+
+// fp16: one worker with its own loss scaler skips and steps exactly as Trainer::train_step does, bit for
+// bit. A start scale of 2^20 overflows float16 at first, so the run has skipped pushes and applied ones.
+TEST(ParameterServer, OneFp16WorkerSkipsAndStepsAsTrainerDoes) {
+  const Batches batches = batches_of("synthetic:1,28,28:10:256", 16, 8);
+  TrainerOptions o = momentum_sgd();
+  o.precision = Precision::fp16;
+  o.loss_scaler = {.init_scale = std::ldexp(1.0, 20), .growth_interval = 2};
+  ImportedModel m = import_model(kModels + "cnn_opset17.onnx");
+  Trainer single(m.graph, o);
+  std::vector<float> single_losses;
+  for (const auto& [x, y] : batches) single_losses.push_back(single.train_step(x, y));
+  const TrainedRun ps = run_ps("cnn_opset17.onnx", batches, {.trainer = o, .servers = 2, .workers = 1});
+  const int64_t skipped = single.loss_scaler()->skipped_steps();
+  ASSERT_GT(skipped, 0) << "the start scale must overflow";
+  ASSERT_LT(skipped, static_cast<int64_t>(batches.size())) << "and later scales fit";
+  EXPECT_EQ(ps.report.skipped_pushes(), skipped);
+  for (int64_t v : ps.report.shard_versions) EXPECT_EQ(v, single.step()) << "a skipped push updates no shard";
+  EXPECT_EQ(ps.losses, single_losses);
+  expect_bitwise_equal(ps.weights, single.trained_initializers());
+  EXPECT_NE(format_parameter_server_report(ps.report).find("pushes skipped for inf/NaN"), std::string::npos);
+  // Evaluation restores a worker with its loss scaler too.
+  ImportedModel again = import_model(kModels + "cnn_opset17.onnx");
+  ParameterServerTrainer evaluated(again.graph, {.trainer = o, .workers = 2});
+  evaluated.train(2, [&] { return batches[0]; });
+  const Trainer::Evaluation e = evaluated.evaluate(batches[1].first, batches[1].second, 8);
+  EXPECT_TRUE(std::isfinite(e.loss));
 }
 
 // Staleness 0 predicts nothing: one worker with prediction equals one without, bit for bit.

@@ -27,10 +27,6 @@ int run_replicated_training(const TrainOptions& o) {
         "--strategy " +
         o.strategy);
   }
-  if (ps && o.precision == "fp16") {
-    throw Error("--precision fp16 with --strategy ps: the asynchronous workers cannot agree on skipping a step for "
-                "inf/NaN gradients; use --precision bf16, or --central-storage --strategy dp");
-  }
   if (!ps && (o.ps_predict || o.servers != 1)) {
     throw Error("--servers and --ps-predict go with --strategy ps; got --strategy " + o.strategy);
   }
