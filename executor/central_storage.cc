@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -107,7 +106,6 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
   }
   std::vector<ParamSlot> params;
   params.reserve(sum.size());
-  bool finite = true;  // fp16: of the unscaled sum, as Trainer::apply_gradients checks it
   for (const auto& [name, g] : sum) {
     auto it = master_.find(name);
     if (it == master_.end() || it->second.numel() != g.numel()) {
@@ -115,11 +113,9 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
                   name + "'");
     }
     params.push_back({name, it->second.data<float>(), g.data<float>()});
-    if (scaler_)
-      for (float v : g.data<float>()) finite = finite && std::isfinite(v);
   }
-  if (scaler_) scaler_->update(finite);
-  if (finite) optimizer_.step(params);
+  // fp16: the unscaled sum decides, as Trainer::apply_gradients decides on its gradients.
+  if (!scaler_ || scaler_->update(sum)) optimizer_.step(params);
   // BatchNorm running statistics: replica 0's (DataParallelTrainer's broadcast_buffers).
   const std::map<std::string, Tensor> first = replicas_[0]->trained_initializers();
   for (const std::string& name : state_names_)

@@ -49,6 +49,14 @@ void LossScaler::restore(double scale, int64_t growth_tracker, int64_t skipped) 
   skipped_ = skipped;
 }
 
+bool LossScaler::update(const std::map<std::string, Tensor>& gradients) {
+  bool finite = true;
+  for (const auto& [name, g] : gradients)
+    for (float v : g.data<float>()) finite = finite && std::isfinite(v);
+  update(finite);
+  return finite;
+}
+
 std::map<std::string, Tensor> LossScaler::state_tensors() const {
   Tensor scale(DType::Float64, {}), tracker(DType::Int64, {}), skipped(DType::Int64, {});
   scale.data<double>()[0] = scale_;

@@ -48,6 +48,8 @@ class LossScaler {
   // After a step: a non-finite one backs the scale off and resets the tracker; the growth_interval-th
   // finite one in a row grows the scale and resets the tracker.
   void update(bool finite);
+  // update() for a step with these (unscaled) gradients; returns whether all of them are finite.
+  bool update(const std::map<std::string, Tensor>& gradients);
   // Puts the scaler where a run was (a checkpoint's values).
   void restore(double scale, int64_t growth_tracker, int64_t skipped);
   // The state as checkpoint tensors: "loss_scaler/scale" (a float64 scalar), "loss_scaler/growth_tracker"

@@ -484,12 +484,7 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
 }
 
 bool Trainer::update_loss_scale(const std::map<std::string, Tensor>& gradients) {
-  if (!scaler_) return true;
-  bool finite = true;
-  for (const auto& [name, g] : gradients)
-    for (float v : g.data<float>()) finite = finite && std::isfinite(v);
-  scaler_->update(finite);
-  return finite;
+  return !scaler_ || scaler_->update(gradients);
 }
 
 std::map<std::string, Tensor> Trainer::loss_scaler_state() const {

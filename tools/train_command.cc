@@ -63,8 +63,8 @@ void add_train_command(CLI::App& app) {
                   "normalisation, softmax, losses, elementwise ops and the optimizer stay float32, and so do the "
                   "weights (float32 master copies: the written model and checkpoints are float32). fp16 scales the loss "
                   "dynamically (GradScaler: 65536 at first, halved and the step skipped when a gradient is inf/NaN, "
-                  "doubled after 2000 finite steps); bf16 needs no scaling. --strategy single and dp take both; pipelines, --central-storage and ps "
-                  "train in fp32")
+                  "doubled after 2000 finite steps); bf16 needs no scaling. Every strategy takes bf16; pipelines refuse "
+                  "fp16 (their stages step on their own, so they cannot agree on a skip)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
