@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "graph/error.h"
@@ -19,6 +20,44 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The rows held out for validation: `held_out` rows drawn per class in proportion to its size (the
+// largest remainders get the rows left over, ties to the smaller label), each class's rows shuffled by a
+// stream of its own from `seed`. Sorted.
+std::vector<int64_t> stratified_holdout(const Tensor& labels, int64_t held_out, double fraction, uint64_t seed) {
+  std::map<int64_t, std::vector<int64_t>> rows_of;
+  const auto values = labels.data<int64_t>();
+  for (std::size_t i = 0; i < values.size(); ++i) rows_of[values[i]].push_back(static_cast<int64_t>(i));
+  struct Quota {
+    int64_t label, count;
+    double remainder;
+  };
+  std::vector<Quota> quotas;
+  int64_t assigned = 0;
+  for (const auto& [label, rows] : rows_of) {
+    const double exact = static_cast<double>(rows.size()) * fraction;
+    const auto count = static_cast<int64_t>(std::floor(exact));
+    quotas.push_back({label, count, exact - static_cast<double>(count)});
+    assigned += count;
+  }
+  std::vector<std::size_t> by_remainder(quotas.size());
+  for (std::size_t k = 0; k < quotas.size(); ++k) by_remainder[k] = k;
+  std::stable_sort(by_remainder.begin(), by_remainder.end(),
+                   [&](std::size_t a, std::size_t b) { return quotas[a].remainder > quotas[b].remainder; });
+  for (std::size_t k = 0; assigned < held_out && k < by_remainder.size(); ++k, ++assigned) ++quotas[by_remainder[k]].count;
+
+  std::vector<int64_t> held;
+  for (const Quota& q : quotas) {
+    std::vector<int64_t>& rows = rows_of[q.label];
+    std::mt19937_64 rng(splitmix64(seed ^ splitmix64(0x76616c6964ull ^ static_cast<uint64_t>(q.label))));
+    for (int64_t i = static_cast<int64_t>(rows.size()) - 1; i > 0; --i) {
+      std::swap(rows[i], rows[static_cast<std::size_t>(rng() % static_cast<uint64_t>(i + 1))]);
+    }
+    held.insert(held.end(), rows.begin(), rows.begin() + q.count);
+  }
+  std::sort(held.begin(), held.end());
+  return held;
+}
+
 }  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
@@ -28,10 +67,18 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   }
   const int64_t n = dataset_.size();
   const auto held_out = static_cast<int64_t>(std::floor(static_cast<double>(n) * options_.validation_fraction));
+  const std::vector<int64_t> validation_rows =
+      held_out > 0 ? stratified_holdout(dataset_.labels, held_out, options_.validation_fraction, options_.seed)
+                   : std::vector<int64_t>{};
+  train_rows_.reserve(static_cast<std::size_t>(n - held_out));
+  for (int64_t i = 0, v = 0; i < n; ++i) {
+    if (v < held_out && validation_rows[v] == i) ++v;
+    else train_rows_.push_back(i);
+  }
   train_size_ = n - held_out;
-  validation_ = slice_dataset(dataset_, train_size_, n);
-  validation_.description =
-      "validation split of " + dataset_.description + ": the last " + std::to_string(held_out) + " samples";
+  validation_ = select_rows(dataset_, validation_rows);
+  validation_.description = "validation split of " + dataset_.description + ": " + std::to_string(held_out) +
+                            " samples, stratified by class, drawn by seed " + std::to_string(options_.seed);
   batches_per_epoch_ =
       options_.drop_last ? train_size_ / options_.batch : (train_size_ + options_.batch - 1) / options_.batch;
   if (batches_per_epoch_ == 0) {
@@ -51,8 +98,7 @@ DataLoader::~DataLoader() {
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
-  std::vector<int64_t> order(static_cast<std::size_t>(train_size_));
-  for (int64_t i = 0; i < train_size_; ++i) order[i] = i;
+  std::vector<int64_t> order = train_rows_;
   if (!options_.shuffle) return order;
   std::mt19937_64 rng(splitmix64(options_.seed ^ splitmix64(static_cast<uint64_t>(epoch))));
   for (int64_t i = train_size_ - 1; i > 0; --i) {

@@ -2,8 +2,9 @@
 // next batch prepared on a background thread while the current one trains, and a position that a
 // checkpoint stores so a resumed run sees exactly the same batches.
 //
-// The validation split is the LAST `validation_fraction` of the rows as loaded (before any shuffling);
-// training batches come from the rows before it. Epoch e visits the training rows in the order of a
+// The validation split is floor(N * validation_fraction) rows drawn by `seed`, stratified: each class
+// gives its share (largest remainders first), so class-sorted files validate on every class and train on
+// every class. The training batches come from the other rows. Epoch e visits the training rows in the order of a
 // Fisher-Yates shuffle driven by std::mt19937_64 seeded from (seed, e) — onnxtrain's own loop over the
 // engine's raw output, so the order is the same on every platform and standard library. Batches run on
 // across epochs: after the last batch of epoch e comes batch 0 of epoch e+1. The loader shares the
@@ -33,7 +34,7 @@ struct LoaderOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;            // drop the last, smaller batch of an epoch
-  double validation_fraction = 0.0;  // in [0, 1): the last rows, held out
+  double validation_fraction = 0.0;  // in [0, 1): rows held out, stratified by label, drawn by `seed`
   bool prefetch = true;              // prepare the next batches on a background thread
   // Makes each batch's input tensor (zero-filled, the given dtype and sizes); empty: Tensor(dtype, sizes).
   // Training on a GPU gives page-locked memory (cuda::pinned_tensor), so the upload is a plain DMA.
@@ -87,6 +88,7 @@ class DataLoader {
   Dataset dataset_;
   LoaderOptions options_;
   int64_t train_size_ = 0, batches_per_epoch_ = 0;
+  std::vector<int64_t> train_rows_;  // ascending dataset rows not held out
   Dataset validation_;
 
   mutable std::mutex order_mutex_;  // guards the cached order of the latest epoch

@@ -277,6 +277,8 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
 
   Dataset data;
   data.inputs = inputs_as_float(d.inputs, d.images_file);
+  data.raw_dtype = dtype_name(d.inputs.dtype());
+  if (d.inputs.dtype() == DType::UInt8) data.input_scale = 1.0f / 255.0f;
   data.classes = options.classes > 0 && d.classes == 0 ? options.classes : d.classes;
   data.labels = checked_labels(d, data.inputs.sizes()[0], data.classes);
   data.description = d.source + ": " + std::to_string(data.size()) + " samples " +
@@ -322,16 +324,42 @@ void check_matches_model_input(const Dataset& dataset, const std::string& input_
   }
 }
 
-Dataset slice_dataset(const Dataset& dataset, int64_t begin, int64_t end) {
-  ONNXTRAIN_CHECK(0 <= begin && begin <= end && end <= dataset.size(), "slice out of range");
+std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset) {
+  auto full_precision = [](const std::vector<float>& values) {
+    std::string text;
+    for (float v : values) {
+      char item[32];
+      std::snprintf(item, sizeof item, "%s%.9g", text.empty() ? "" : ",", static_cast<double>(v));
+      text += item;
+    }
+    return text;
+  };
+  std::map<std::string, std::string> m;
+  const bool normalised = !dataset.mean.empty();
+  m["onnxtrain.preprocess"] = normalised ? "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" : "x = raw * scale";
+  m["onnxtrain.preprocess.scale"] = full_precision({dataset.input_scale});
+  m["onnxtrain.preprocess.raw_dtype"] = dataset.raw_dtype;
+  m["onnxtrain.preprocess.layout"] = dataset.inputs.rank() == 4 ? "NCHW" : "NC";
+  if (normalised) {
+    m["onnxtrain.preprocess.mean"] = full_precision(dataset.mean);
+    m["onnxtrain.preprocess.std"] = full_precision(dataset.std);
+  }
+  m["onnxtrain.classes"] = std::to_string(dataset.classes);
+  return m;
+}
+
+Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows) {
   Dataset part = dataset;
   std::vector<int64_t> sizes = dataset.inputs.sizes();
-  sizes[0] = end - begin;
+  sizes[0] = static_cast<int64_t>(rows.size());
   part.inputs = Tensor(dataset.inputs.dtype(), sizes);
+  part.labels = Tensor(DType::Int64, {sizes[0]});
   const std::size_t row = dataset.size() > 0 ? dataset.inputs.nbytes() / dataset.size() : 0;
-  if (row * (end - begin) > 0) std::memcpy(part.inputs.raw(), dataset.inputs.raw() + begin * row, row * (end - begin));
-  part.labels = Tensor(DType::Int64, {end - begin});
-  for (int64_t i = begin; i < end; ++i) part.labels.data<int64_t>()[i - begin] = dataset.labels.data<int64_t>()[i];
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ONNXTRAIN_CHECK(0 <= rows[i] && rows[i] < dataset.size(), "row out of range");
+    if (row > 0) std::memcpy(part.inputs.raw() + i * row, dataset.inputs.raw() + rows[i] * row, row);
+    part.labels.data<int64_t>()[i] = dataset.labels.data<int64_t>()[rows[i]];
+  }
   return part;
 }
 

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ struct Dataset {
   int64_t classes = 0;
   std::string description;       // one line: source, split, sizes, normalisation
   std::vector<float> mean, std;  // the per-channel statistics applied (empty without normalisation)
+  float input_scale = 1.0f;      // the factor the source's values were multiplied by: 1/255 for uint8 pixels
+  std::string raw_dtype = "float32";  // the source's element type before that: uint8, float32, float64
 
   int64_t size() const { return labels.sizes().empty() ? 0 : labels.sizes()[0]; }
   std::vector<int64_t> sample_shape() const;  // inputs' sizes without N
@@ -61,7 +64,16 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options = {}
 // ranks differ or a static non-batch dim of the model differs from the dataset's.
 void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input);
 
-// Rows [begin, end) as a new Dataset (copies the data).
-Dataset slice_dataset(const Dataset& dataset, int64_t begin, int64_t end);
+// The preprocessing a model trained on `dataset` expects, as metadata_props entries of the written model:
+//   onnxtrain.preprocess         "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" (or "x = raw * scale")
+//   onnxtrain.preprocess.scale   "0.00392156863" (1/255, uint8 pixels) or "1"
+//   onnxtrain.preprocess.raw_dtype  uint8 | float32 | float64
+//   onnxtrain.preprocess.mean / .std  per-channel values, comma-separated, full float precision
+//   onnxtrain.preprocess.layout  NCHW (images) or NC (feature vectors): the axis the statistics go along
+//   onnxtrain.classes            the class count of the labels
+std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset);
+
+// The given rows, in that order, as a new Dataset (copies the data).
+Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows);
 
 }  // namespace onnxtrain

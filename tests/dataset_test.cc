@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -470,22 +471,77 @@ TEST(DataLoader, SeekResumesTheSameBatchSequence) {
   EXPECT_NE(error_of([&] { synchronous.seek(0, 6); }).find("an epoch has 6 batches"), std::string::npos);
 }
 
-TEST(DataLoader, ValidationSplitIsTheLastFractionAndDisjoint) {
-  const Dataset d = numbered(100);
+// Rows of a validation split (its inputs are the row numbers of numbered()/class_sorted()).
+std::vector<int64_t> validation_rows(const DataLoader& loader) {
+  std::vector<int64_t> rows;
+  for (float v : loader.validation().inputs.data<float>()) rows.push_back(static_cast<int64_t>(v));
+  return rows;
+}
+
+// n rows, labels sorted by class: rows [k*n/classes, (k+1)*n/classes) have label k (as many user files are).
+Dataset class_sorted(int64_t n, int64_t classes) {
+  Dataset d = numbered(n);
+  for (int64_t i = 0; i < n; ++i) d.labels.data<int64_t>()[i] = i * classes / n;
+  d.classes = classes;
+  return d;
+}
+
+TEST(DataLoader, ValidationSplitIsSeededStratifiedAndDisjoint) {
+  const Dataset d = numbered(100);  // labels i % 3: 34, 33, 33 rows
   DataLoader loader(d, {.batch = 16, .seed = 1, .validation_fraction = 0.2});
   EXPECT_EQ(loader.train_size(), 80);
-  EXPECT_EQ(loader.validation().size(), 20);
-  EXPECT_FLOAT_EQ(loader.validation().inputs.data<float>()[0], 80.0f);
-  EXPECT_EQ(loader.validation().labels.data<int64_t>()[19], 99 % 3);
+  ASSERT_EQ(loader.validation().size(), 20);
+  const std::vector<int64_t> held = validation_rows(loader);
+  std::map<int64_t, int> per_class;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(loader.validation().labels.data<int64_t>()[i], held[i] % 3) << "labels travel with their rows";
+    ++per_class[held[i] % 3];
+  }
+  // 34*0.2 = 6.8, 33*0.2 = 6.6 twice: floors 6,6,6 and the 2 left over go to the largest remainders.
+  EXPECT_EQ(per_class, (std::map<int64_t, int>{{0, 7}, {1, 7}, {2, 6}}));
+  EXPECT_NE(held, std::vector<int64_t>({80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99}))
+      << "not the last rows";
+
   std::set<int64_t> seen;
   for (int i = 0; i < 5; ++i)
     for (int64_t r : rows_of(loader.next())) seen.insert(r);
   EXPECT_EQ(seen.size(), 80u);
-  EXPECT_LT(*seen.rbegin(), 80);
+  for (int64_t r : held) EXPECT_EQ(seen.count(r), 0u) << "row " << r << " is held out and was trained on";
+
+  DataLoader same(d, {.batch = 16, .seed = 1, .validation_fraction = 0.2});
+  EXPECT_EQ(validation_rows(same), held) << "the same seed holds out the same rows";
+  DataLoader other(d, {.batch = 16, .seed = 2, .validation_fraction = 0.2});
+  EXPECT_NE(validation_rows(other), held) << "another seed draws other rows";
+
   EXPECT_NE(error_of([&] { DataLoader bad(d, {.validation_fraction = 1.0}); }).find("validation fraction"),
             std::string::npos);
   EXPECT_NE(error_of([&] { DataLoader bad(numbered(3), {.batch = 4, .drop_last = true}); }).find("no training batches"),
             std::string::npos);
+}
+
+// A class-sorted file: the old split (the last 10%) validated on one class only, and never trained on it.
+TEST(DataLoader, ClassSortedRowsValidateAndTrainOnEveryClass) {
+  const Dataset d = class_sorted(1000, 10);
+  DataLoader loader(d, {.batch = 100, .seed = 4, .validation_fraction = 0.1});
+  std::map<int64_t, int> validated, trained;
+  for (int64_t label : loader.validation().labels.data<int64_t>()) ++validated[label];
+  for (int i = 0; i < loader.batches_per_epoch(); ++i) {
+    const Batch b = loader.next();  // kept: a range-for over a temporary's span would dangle
+    for (int64_t label : b.y.data<int64_t>()) ++trained[label];
+  }
+  for (int64_t k = 0; k < 10; ++k) {
+    EXPECT_EQ(validated[k], 10) << "class " << k;
+    EXPECT_EQ(trained[k], 90) << "class " << k;
+  }
+}
+
+TEST(DataLoader, NoValidationKeepsEveryRowInTheShuffle) {
+  const Dataset d = numbered(50);
+  DataLoader loader(d, {.batch = 50, .seed = 3});
+  EXPECT_EQ(loader.validation().size(), 0);
+  std::vector<int64_t> order = loader.epoch_order(0);
+  std::sort(order.begin(), order.end());
+  for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }
 
 TEST(DataLoader, DestroyingWithAFullQueueDoesNotHang) {

@@ -7,9 +7,9 @@ logits as `onnxtrain run`. For each fixture:
     (parameters, and BatchNorm running statistics where the model has them);
  3. `onnxtrain run` (input and output as .npy) and onnxruntime run the file on the same seeded batch, and
     their logits must agree: |ours - ort| <= atol + rtol * |ort| elementwise;
- 4. models with BatchNormalization: the file as exported keeps training_mode=1 (batch statistics), so an
-    evaluation copy (training_mode=0, running-statistics outputs dropped) is written and checked the same
-    way: this is where the running statistics onnxtrain wrote are used. When torch is importable, the
+ 4. models with BatchNormalization: onnxtrain writes them in inference mode (running statistics), so the
+    evaluation copy (training_mode=0, running-statistics outputs dropped) must find nothing to change; it
+    is checked the same way. When torch is importable, the
     torch module of models/make_fixtures.py with the trained weights in eval() state is a third opinion
     on that copy.
 
@@ -165,11 +165,13 @@ def check_fixture(binary, name, args, workdir, report):
     x = np.random.default_rng(args.seed).standard_normal((args.eval_batch, c, h, w)).astype(np.float32)
     ours = onnxtrain_logits(binary, trained_path, x, workdir, name)
     theirs = ort_logits(trained_path, input_name, x)
-    mode = " (as written, BN training_mode=1)" if stats else ""
+    mode = " (as written: BN in inference mode)" if stats else ""
     report.compare("onnxtrain run vs onnxruntime %s%s" % (ort.__version__, mode), ours, theirs)
 
     if stats:
         evaluation, flipped = eval_copy(trained)
+        report.check("the written model is in inference mode already (no BN node to flip)", flipped == 0,
+                     "%d flipped" % flipped)
         eval_path = os.path.join(workdir, name + "_trained_eval.onnx")
         onnx.save(evaluation, eval_path)
         onnx.checker.check_model(evaluation, full_check=True)

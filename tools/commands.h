@@ -6,6 +6,7 @@
 
 namespace onnxtrain::cli {
 
+void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_run_command(CLI::App& app);

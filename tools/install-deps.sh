@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev zlib1g-dev
   dataset-fashion-mnist libonnx-testdata
-  python3
+  python3 python3-venv
 )
 # Only for regenerating the ONNX fixtures in models/; never needed to build or test.
 fixture_packages=(python3-torch python3-torchvision python3-onnx)

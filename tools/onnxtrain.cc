@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
                "Run `onnxtrain COMMAND --help` for the options of a command."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "onnxtrain 0.1.0");
+  onnxtrain::cli::add_bench_command(app);
   onnxtrain::cli::add_inspect_command(app);
   onnxtrain::cli::add_partition_command(app);
   onnxtrain::cli::add_run_command(app);

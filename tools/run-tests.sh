@@ -10,6 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${ONNXTRAIN_JOBS:-2}"
 
 tools/install-deps.sh
+tools/setup-ort.sh  # ONNX Runtime for the test that deploys a trained model (tests/ort_inference_test.py)
 
 echo "== release: build and test"
 cmake --preset release

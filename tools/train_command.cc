@@ -15,7 +15,15 @@ void add_train_command(CLI::App& app) {
       "Deterministic: the same command and seed give the same parameters bit for bit (same machine and threads).\n"
       "SIGINT/SIGTERM write a checkpoint and stop (exit code 130); --resume continues from it.");
   cmd->add_option("model", o->model, "the .onnx file to train (one data input; the loss attaches to its first output)")->required();
-  cmd->add_option("-o,--output", o->output, "where to write the trained .onnx (atomically; checked by the ONNX checker)")->required();
+  cmd->add_option("-o,--output", o->output,
+                  "where to write the trained .onnx (atomically; checked by the ONNX checker). It is ready for "
+                  "inference: BatchNormalization uses the trained running statistics (training_mode removed), Dropout "
+                  "is off, and metadata_props record the input preprocessing (onnxtrain.preprocess.scale, .mean, "
+                  ".std, .layout) and onnxtrain.classes")->required();
+  cmd->add_flag("--keep-training-mode", o->keep_training_mode,
+                "write BatchNormalization and Dropout as the model had them (training_mode=1 from a train() export), "
+                "for further training (onnxtrain reads an inference-mode Dropout as off); ONNX Runtime would then "
+                "normalise with each batch's own statistics and apply Dropout");
   cmd->add_option("--data", o->data,
                   "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
                   "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N]");
@@ -36,15 +44,16 @@ void add_train_command(CLI::App& app) {
                   "cross-entropy (default) | mse | l1 | bce-with-logits (one-hot targets from the class labels) | "
                   "output:NAME (a scalar loss the model computes)");
   cmd->add_option("--seed", o->seed, "seed of the shuffle and of synthetic data (default 0)");
-  cmd->add_option("--validation", o->validation, "fraction of the training rows held out for validation each epoch (default 0.1)")
+  cmd->add_option("--validation", o->validation, "fraction of the training rows held out for validation each epoch (default 0.1): "
+                  "drawn by --seed, stratified by class (every class gives its share)")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--limit-batches", o->limit_batches, "stop each epoch after K batches (quick runs; default all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", o->log_every, "when stderr is not a terminal: a log line every N steps (default 100)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", o->metrics,
-                  "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,samples_per_s} and per epoch "
-                  "{epoch,val_loss,val_accuracy}");
+                  "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
+                  "per epoch {epoch,val_loss,val_accuracy}, and for dp and pipelines the run's report {report:{...}}");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "

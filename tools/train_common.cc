@@ -70,6 +70,10 @@ Normalization normalization(const TrainOptions& o) {
   return o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
 }
 
+ModelWriteOptions model_write_options(const TrainOptions& o, const Dataset& train) {
+  return {.inference_mode = !o.keep_training_mode, .metadata = preprocessing_metadata(train)};
+}
+
 // The options a resumed run must share with the run that wrote the checkpoint. The epoch count may
 // grow on resume unless the schedule depends on the total number of steps.
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
@@ -89,6 +93,8 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
                       {"running_variance", o.running_variance},
                       {"normalize", o.normalize}};
   if (o.schedule != "constant") c["total_steps"] = total_steps;
+  // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
+  if (o.validation > 0) c["validation_split"] = "stratified";
   // Only when not fp32, so checkpoints written before --precision existed still resume.
   if (o.precision != "fp32") c["precision"] = o.precision;
   return c;

@@ -40,6 +40,9 @@ struct RunRole {
   std::function<void(int64_t steps_done)> checkpoint;
   // Extra fields of a step's --metrics line (the push's staleness for ps).
   std::function<void(int64_t mini_batch, nlohmann::json& line)> step_fields;
+  // The strategy's report as JSON, written to --metrics as {"report": ...} after the last step (per stage
+  // or replica timing, bubble, memory, staleness: what `onnxtrain bench` reads).
+  std::function<nlohmann::json()> report;
   int64_t first_step = 0;  // steps already done (a resumed run)
 };
 
@@ -77,7 +80,8 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
           const double eta = elapsed / static_cast<double>(std::max<int64_t>(1, step - role.first_step)) *
                              static_cast<double>(total_steps - step);
           if (metrics.is_open()) {
-            nlohmann::json line{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"samples_per_s", samples_per_s}};
+            nlohmann::json line{{"step", step},   {"epoch", epoch},        {"loss", loss},
+                                 {"time_s", elapsed}, {"samples_per_s", samples_per_s}};
             if (role.step_fields) role.step_fields(mini_batch, line);
             metrics << line.dump() << "\n";
           }
@@ -110,6 +114,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   print_report();
+  if (metrics.is_open() && role.report) metrics << nlohmann::json{{"report", role.report()}}.dump() << "\n";
   const std::map<std::string, Tensor> model = role.sync_model ? role.sync_model() : trainer.trained_initializers();
   if (!role.leads) return 0;
   if (const std::string spec = test_spec(o); !spec.empty()) {
@@ -121,7 +126,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
     if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
-  write_trained_model(o.model, o.output, model);
+  write_trained_model(o.model, o.output, model, model_write_options(o, train));
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done), seconds, o.output.c_str());
   return 0;
 }

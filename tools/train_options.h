@@ -12,6 +12,7 @@
 #include "executor/checkpoint.h"
 #include "executor/trainer.h"
 #include "frontend/dataset.h"
+#include "frontend/model_writer.h"
 
 namespace onnxtrain::cli {
 
@@ -26,6 +27,7 @@ struct TrainOptions {
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
+  bool keep_training_mode = false;  // write BatchNormalization/Dropout as exported (training mode)
   std::string precision = "fp32";  // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
@@ -66,6 +68,9 @@ std::string precision_summary(const TrainOptions& o);
 // The end of an fp16 run: the loss scale and the steps skipped (nothing without a scaler).
 void print_loss_scale(const LossScaler* scaler);
 Normalization normalization(const TrainOptions& o);
+// How the trained model is written: inference mode unless --keep-training-mode, the preprocessing of
+// `train` in its metadata.
+ModelWriteOptions model_write_options(const TrainOptions& o, const Dataset& train);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);

@@ -20,6 +20,7 @@
 #include <csignal>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <tuple>
@@ -75,6 +76,41 @@ std::vector<std::string> forward_node_names(const TrainingGraph& t) {
   std::vector<std::string> names;
   for (size_t i = 0; i < t.forward_node_count; ++i) names.push_back(t.graph.node(t.graph.order()[i]).name);
   return names;
+}
+
+nlohmann::json data_parallel_report_json(const DataParallelTrainer::Timing& t, int replicas) {
+  return {{"kind", "data_parallel"},
+          {"replicas", replicas},
+          {"steps", t.steps},
+          {"step_seconds", t.step_seconds},
+          {"allreduce_seconds", t.allreduce_seconds},
+          {"allreduce_bytes_per_step", t.allreduce_bytes_per_step},
+          {"buckets", t.buckets}};
+}
+
+nlohmann::json pipeline_report_json(const PipelineReport& r) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageReport& s : r.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"first_node", s.first_node},
+                      {"end_node", s.end_node},
+                      {"threads", s.threads},
+                      {"wall_seconds", s.wall_seconds},
+                      {"idle_seconds", s.idle_seconds},
+                      {"bubble_fraction", s.bubble_fraction},
+                      {"weight_bytes", s.weight_bytes},
+                      {"working_bytes", s.working_bytes},
+                      {"stash_bytes", s.peak_stash_bytes},
+                      {"activation_bytes", s.peak_activation_bytes},
+                      {"optimizer_bytes", s.optimizer_bytes},
+                      {"staleness", s.mean_staleness},
+                      // NaN (no prediction scored) is not JSON: null.
+                      {"prediction_error", std::isfinite(s.prediction_error) && s.predictions > 0
+                                               ? nlohmann::json(s.prediction_error) : nlohmann::json()}});
+  }
+  return {{"kind", "pipeline"}, {"strategy", std::string(pipeline_strategy_name(r.strategy))},
+          {"stages", stages},  {"micro_batches", r.micro_batches},
+          {"wall_seconds", r.wall_seconds}};
 }
 
 // The first forward node of each stage: from the plan file, or the planner.
@@ -232,6 +268,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                                               .world = world});
     const int replicas = trainer.global_replicas();
     RunRole role{.prints_progress = rank == 0, .leads = rank == 0};
+    role.report = [&] { return data_parallel_report_json(trainer.timing(), trainer.global_replicas()); };
     const nlohmann::json config = checkpoint_config(o, total_steps);
     if (!o.checkpoint_dir.empty()) {
       role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
@@ -322,6 +359,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     };
   }
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
+  if (!world) role.report = [&] { return pipeline_report_json(trainer.report()); };
   return run_epochs(o, trainer, loader, train, per_epoch,
                     [&] { if (!world) std::printf("%s", format_pipeline_report(trainer.report()).c_str()); }, role);
 }

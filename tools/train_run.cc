@@ -178,7 +178,8 @@ int run_training(const TrainOptions& o) {
       if (!std::isfinite(loss)) throw Error("the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + ": lower --lr");
       const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(total_steps - step);
       if (metrics.is_open()) {
-        metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"samples_per_s", samples_per_s}}.dump() << "\n";
+        metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"time_s", elapsed},
+                                  {"samples_per_s", samples_per_s}}.dump() << "\n";
       }
       if (terminal) {
         std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
@@ -225,7 +226,7 @@ int run_training(const TrainOptions& o) {
   }
   if (metrics.is_open()) metrics.flush();
   print_loss_scale(trainer.loss_scaler());
-  write_trained_model(o.model, o.output, trainer.trained_initializers());
+  write_trained_model(o.model, o.output, trainer.trained_initializers(), model_write_options(o, train));
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
               o.output.c_str());
   return 0;

@@ -1,0 +1,142 @@
+// `onnxtrain bench`: the strategy list it accepts and refuses, and a short real bench whose JSON
+// document and report must hold a measured and a predicted figure for every strategy.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "graph/error.h"
+#include "tests/cli_run.h"
+#include "tools/bench_strategies.h"
+
+using namespace onnxtrain;
+using namespace onnxtrain::cli;
+using onnxtrain::testing_support::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
+  const std::vector<BenchStrategy> s = parse_bench_strategies("single,dp:2,cs:3,ps:4:2,spectrain:2,gpipe:2x4", 2);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0].train_args, (std::vector<std::string>{"--strategy", "single"}));
+  EXPECT_EQ(s[1].train_args, (std::vector<std::string>{"--strategy", "dp", "--replicas", "2"}));
+  EXPECT_EQ(s[2].train_args, (std::vector<std::string>{"--strategy", "dp", "--replicas", "3", "--central-storage"}));
+  EXPECT_EQ(s[3].train_args, (std::vector<std::string>{"--strategy", "ps", "--replicas", "4", "--servers", "2"}));
+  EXPECT_EQ(s[3].workers, 4);
+  EXPECT_EQ(s[4].train_args, (std::vector<std::string>{"--strategy", "spectrain", "--stages", "2"}));
+  EXPECT_TRUE(s[4].is_pipeline());
+  EXPECT_EQ(s[5].train_args, (std::vector<std::string>{"--strategy", "gpipe", "--stages", "2", "--micro-batches", "4"}));
+  EXPECT_EQ(s[5].micro_batches, 4);
+  EXPECT_FALSE(s[1].is_pipeline());
+}
+
+TEST(BenchStrategies, AllExpandsForTheDeviceCount) {
+  std::vector<std::string> specs;
+  for (const BenchStrategy& s : parse_bench_strategies("all", 3)) specs.push_back(s.spec);
+  EXPECT_EQ(specs, (std::vector<std::string>{"single", "dp:3", "cs:3", "ps:3:1", "naive:3", "pipedream:3", "spectrain:3",
+                                             "gpipe:3x4"}));
+}
+
+TEST(BenchStrategies, BadSpecsAreNamed) {
+  EXPECT_NE(error_of([] { parse_bench_strategies("single,ddp:2", 2); }).find("unknown strategy 'ddp:2'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_bench_strategies("dp:0", 2); }).find("'0' is not a count"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_bench_strategies("gpipe:2", 2); }).find("gpipe:NxM"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_bench_strategies("dp", 2); }).find("wrong form"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_bench_strategies("pipedream:2x2", 2); }).find("over processes only"), std::string::npos);
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("onnxtrain_bench_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// A short bench of the MLP fixture: every row measured and predicted, the JSON and the report written.
+TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
+  const std::string json = (dir_ / "bench.json").string(), report = (dir_ / "report").string();
+  const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                         "/models/mlp_opset17.onnx --strategies single,dp:2,ps:2:1,pipedream:2,gpipe:2x2 --batch 16 "
+                         "--steps 4 --warmup 1 --repeats 2 --threads 2 --json " + json + " --report " + report);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pred/meas"), std::string::npos) << r.output;
+
+  std::ifstream in(json);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_TRUE(doc["machine"].contains("cpu"));
+  EXPECT_TRUE(doc["machine"].contains("load_average_at_start"));
+  const auto& runs = doc["runs"];
+  ASSERT_EQ(runs.size(), 6u) << "the one-thread baseline, then the five strategies";
+  EXPECT_EQ(runs[0]["strategy"], "single");
+  EXPECT_EQ(runs[0]["threads"], 1);
+  EXPECT_NEAR(runs[0]["measured"]["speedup_vs_one_thread"].get<double>(), 1.0, 1e-12);
+  for (const auto& run : runs) {
+    SCOPED_TRACE(run["strategy"].get<std::string>());
+    ASSERT_TRUE(run.contains("measured")) << run.dump();
+    const auto& sps = run["measured"]["samples_per_s"];
+    EXPECT_GT(sps["min"].get<double>(), 0);
+    EXPECT_LE(sps["min"].get<double>(), sps["median"].get<double>());
+    EXPECT_LE(sps["median"].get<double>(), sps["max"].get<double>());
+    EXPECT_EQ(run["measured_repeats"].size(), 2u);
+    EXPECT_TRUE(std::isfinite(run["measured"]["final_loss"].get<double>()));
+    EXPECT_EQ(run["measured"]["loss_by_step"].size(), 5u) << "warm-up and timed steps";
+    EXPECT_GT(run["measured"]["peak_rss_bytes"].get<int64_t>(), 1'000'000);
+    ASSERT_FALSE(run["predicted"].is_null()) << run.dump();
+    EXPECT_GT(run["predicted"]["samples_per_s"].get<double>(), 0);
+    EXPECT_GT(run["ratio_predicted_to_measured"].get<double>(), 0);
+  }
+  // The pipeline rows carry their stages' report, and ran the split that was predicted.
+  const auto& pipedream = runs[4];
+  ASSERT_EQ(pipedream["strategy"], "pipedream:2");
+  ASSERT_EQ(pipedream["measured"]["report"]["stages"].size(), 2u);
+  for (const auto& stage : pipedream["measured"]["report"]["stages"]) {
+    EXPECT_GE(stage["bubble_fraction"].get<double>(), 0);
+    EXPECT_LT(stage["bubble_fraction"].get<double>(), 1);
+    EXPECT_GT(stage["weight_bytes"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(pipedream["predicted"]["stage_seconds"].size(), 2u);
+  EXPECT_EQ(runs[2]["measured"]["report"]["kind"], "data_parallel");
+  EXPECT_TRUE(runs[3]["measured"].contains("mean_staleness")) << "ps reports its pushes' staleness";
+
+  std::ifstream csv(report + "/report.csv");
+  std::stringstream buffer;
+  buffer << csv.rdbuf();
+  const std::string text = buffer.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7) << "a header and six rows:\n" << text;
+  EXPECT_TRUE(fs::exists(report + "/report.md"));
+}
+
+TEST_F(BenchCli, AFailedRunIsReportedWithItsCauseAndExitOne) {
+  // 64 stages of a model with fewer nodes: the child train refuses, bench says so and exits 1.
+  const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                         "/models/mlp_opset17.onnx --strategies pipedream:64 --batch 8 --steps 1 --warmup 0 --repeats 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("pipedream:64"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCli, UnknownStrategyIsAUsageErrorNamingIt) {
+  const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) + "/models/mlp_opset17.onnx --strategies dpp:2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown strategy 'dpp:2'"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,202 @@
+// `onnxtrain bench MODEL... --strategies LIST`: every strategy trained for real on the same data, seed and
+// weights (a child `onnxtrain train` per run, bench_run.h), K timed steps after W warm-up steps, R repeats;
+// next to each, the cost model's prediction from node times measured at start (bench_predict.h) and the
+// ratio predicted/measured. Prints a table; --json FILE and --report DIR (report.md, report.csv) keep it.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/importer.h"
+#include "graph/error.h"
+#include "tools/bench_predict.h"
+#include "tools/bench_report.h"
+#include "tools/bench_run.h"
+#include "tools/commands.h"
+
+namespace onnxtrain::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct BenchOptions {
+  std::vector<std::string> models;
+  std::string strategies = "all", json, report, device = "cpu", workdir, loss = "cross-entropy";
+  int devices = 2, threads = 0;
+  int64_t batch = 32, steps = 20, warmup = 3, repeats = 3;
+  uint64_t seed = 0;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+double load_average() {
+  double load[1] = {0};
+  return ::getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+nlohmann::json machine_description(int threads) {
+  utsname u{};
+  ::uname(&u);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"cpu", cpu_model()},
+          {"logical_cpus", std::thread::hardware_concurrency()},
+          {"threads", threads},
+          {"kernel", std::string(u.sysname) + " " + u.release},
+          {"date", date},
+          {"load_average_at_start", load_average()},
+          {"onnxtrain", "0.1.0"}};
+}
+
+// The synthetic data every run of `model` trains on: the model's sample shape and class count,
+// batch × (warmup + steps) rows, so every timed batch is full.
+std::string synthetic_spec_for(const ImportedModel& model, const std::string& path, int64_t rows) {
+  const Graph& g = model.graph;
+  if (g.inputs.size() != 1 || g.outputs.empty()) {
+    throw Error(path + ": bench needs a model with one data input (it trains on synthetic images or features)");
+  }
+  const Shape& in = g.value(g.inputs[0]).shape;
+  const Shape& out = g.value(g.outputs[0]).shape;
+  std::string dims;
+  for (int64_t d = 1; in.rank_known && d < in.rank(); ++d) {
+    if (!in.dims[d].is_static()) throw Error(path + ": input dim " + std::to_string(d) + " is not static: " + in.to_string());
+    dims += (dims.empty() ? "" : ",") + std::to_string(in.dims[d].value());
+  }
+  if (dims.empty()) throw Error(path + ": the input " + in.to_string() + " has no known sample shape");
+  if (!out.rank_known || out.rank() < 2 || !out.dims.back().is_static()) {
+    throw Error(path + ": the first output " + out.to_string() + " has no static class dimension");
+  }
+  return "synthetic:" + dims + ":" + std::to_string(out.dims.back().value()) + ":" + std::to_string(rows);
+}
+
+std::string file_tag(const std::string& text) {
+  std::string tag;
+  for (char c : text) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return tag;
+}
+
+BenchRow bench_one(const BenchOptions& o, const std::string& model_path, const BenchStrategy& strategy,
+                   BenchPredictor& predictor, const std::string& data, int threads) {
+  const std::string tag = file_tag(fs::path(model_path).stem().string() + "-" + strategy.spec +
+                                   (threads == 1 ? "-1thread" : ""));
+  BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = o.batch, .threads = threads};
+  const std::string label = strategy.spec + (threads == 1 ? " (1 thread)" : "");
+  BenchRunSpec spec{.model = model_path, .data = data, .batch = o.batch, .steps = o.steps, .warmup = o.warmup,
+                    .threads = threads, .seed = o.seed, .workdir = o.workdir};
+  try {
+    row.predicted = predictor.predict(strategy, o.batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string());
+    if (!row.predicted->plan_path.empty()) spec.extra_args = {"--plan", row.predicted->plan_path};
+  } catch (const Error& e) {
+    row.prediction_error = e.what();
+  }
+  const bool terminal = ::isatty(STDERR_FILENO);
+  for (int64_t r = 0; r < o.repeats; ++r) {
+    if (terminal) {
+      std::fprintf(stderr, "\r\033[K  %s %s: run %lld/%lld", fs::path(model_path).filename().c_str(),
+                   label.c_str(), static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
+    }
+    row.runs.push_back(run_bench_once(spec, strategy, tag + "-r" + std::to_string(r)));
+    if (!row.runs.back().ok) break;  // the same options fail the same way
+  }
+  if (terminal) std::fprintf(stderr, "\r\033[K");
+  const MeasuredRun& last = row.runs.back();
+  std::fprintf(stderr, "  %-22s %s\n", label.c_str(),
+               last.ok ? (std::to_string(static_cast<int64_t>(row.median())) + " samples/s").c_str() : "FAILED");
+  return row;
+}
+
+void run_bench(const BenchOptions& o_in) {
+  BenchOptions o = o_in;
+  if (o.device != "cpu") {
+    throw Error("bench --device " + o.device + ": only cpu is measured so far (run tools/gpu-check.sh on a GPU machine)");
+  }
+  const std::vector<BenchStrategy> strategies = parse_bench_strategies(o.strategies, o.devices);
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double load = load_average();
+  if (load > 0.5) {
+    std::fprintf(stderr, "bench: warning: the load average is %.2f: another process is using the CPUs, and the "
+                 "timings will be low and noisy; measure on an idle machine\n", load);
+  }
+  std::unique_ptr<TempWorkdir> temp;
+  if (o.workdir.empty()) {
+    temp = std::make_unique<TempWorkdir>();
+    o.workdir = temp->path;
+  }
+  fs::create_directories(o.workdir);
+
+  BenchResults results{.machine = machine_description(threads)};
+  for (const std::string& model_path : o.models) {
+    const ImportedModel model = import_model(model_path);
+    const std::string data = synthetic_spec_for(model, model_path, o.batch * (o.warmup + o.steps));
+    std::fprintf(stderr, "bench %s: %s, batch %lld, %lld timed steps after %lld warm-up, %lld repeats, %d threads\n",
+                 model_path.c_str(), data.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps),
+                 static_cast<long long>(o.warmup), static_cast<long long>(o.repeats), threads);
+    std::fprintf(stderr, "  profiling the nodes on this machine for the predictions...\n");
+    BenchPredictor predictor(model_path, o.loss);
+    // The baseline of every speed-up: one device, one thread.
+    const BenchStrategy single = parse_bench_strategies("single", 1).front();
+    results.rows.push_back(bench_one(o, model_path, single, predictor, data, 1));
+    for (const BenchStrategy& s : strategies) results.rows.push_back(bench_one(o, model_path, s, predictor, data, threads));
+  }
+  results.machine["load_average_at_end"] = load_average();
+  std::printf("%s", format_bench_table(results).c_str());
+  if (!o.json.empty()) write_text_file(o.json, bench_json(results).dump(2) + "\n");
+  if (!o.report.empty()) write_bench_report(results, o.report);
+  std::string failed;
+  for (const BenchRow& row : results.rows)
+    if (!row.ok()) failed += (failed.empty() ? "" : ", ") + row.strategy;
+  if (!failed.empty()) throw Error("bench: these runs failed (see the table): " + failed);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure training strategies against each other on one or more models: each strategy trains the model for\n"
+      "real (a child `onnxtrain train` per run: same synthetic data, seed and initial weights), K timed steps after\n"
+      "W warm-up steps, R repeats. Prints samples/s (median, min, max), the speed-up over one thread, per stage or\n"
+      "replica timing, peak memory and the loss, next to the cost model's prediction (node times measured at start)\n"
+      "and the ratio predicted/measured. Pipelines run the split that was predicted (passed as --plan).\n"
+      "Measure on an idle machine: bench warns when the load average is above 0.5.");
+  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each)")->required();
+  cmd->add_option("--strategies", o->strategies,
+                  "comma-separated: single, dp:R, cs:R (central storage), ps:W:S (W workers, S shards), naive:N, "
+                  "pipedream:N, spectrain:N, gpipe:NxM (N stages, M micro-batches), all (every one for --devices; the "
+                  "default). A one-thread single run is always added: the baseline of the speed-ups");
+  cmd->add_option("--devices", o->devices, "the stage or replica count `all` expands to (default 2)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default 32)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--steps", o->steps, "timed steps per run (default 20)")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--repeats", o->repeats, "runs per strategy; the table shows their median, min and max (default 3)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--threads", o->threads, "CPU threads every run shares out (default: all logical CPUs)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--seed", o->seed, "seed of the data and weights, the same for every run (default 0)");
+  cmd->add_option("--loss", o->loss, "the loss attached to the first output (default cross-entropy)");
+  cmd->add_option("--device", o->device, "cpu (the default); cuda is not benchmarked yet");
+  cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...]}");
+  cmd->add_option("--report", o->report, "write DIR/report.md (the tables) and DIR/report.csv");
+  cmd->add_option("--workdir", o->workdir, "keep each run's log, metrics, plan and model here (default: a temporary folder, removed)");
+  cmd->callback([o] { run_bench(*o); });
+}
+
+}  // namespace onnxtrain::cli

@@ -1,0 +1,95 @@
+#include "tools/bench_strategies.h"
+
+#include <charconv>
+
+#include "graph/error.h"
+
+namespace onnxtrain::cli {
+namespace {
+
+constexpr char kForms[] =
+    "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM or all (with --devices D)";
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string::size_type begin = 0;
+  while (true) {
+    const std::string::size_type end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) return parts;
+    begin = end + 1;
+  }
+}
+
+int count_in(const std::string& item, const std::string& text) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 1024) {
+    throw Error("--strategies: '" + item + "': '" + text + "' is not a count from 1 to 1024; expected " + kForms);
+  }
+  return value;
+}
+
+BenchStrategy parse_one(const std::string& item) {
+  const std::vector<std::string> parts = split(item, ':');
+  const std::string& kind = parts[0];
+  BenchStrategy s{.spec = item, .kind = kind};
+  auto expect_parts = [&](std::size_t n) {
+    if (parts.size() != n) throw Error("--strategies: '" + item + "' has the wrong form; expected " + kForms);
+  };
+  if (kind == "single") {
+    expect_parts(1);
+    s.train_args = {"--strategy", "single"};
+  } else if (kind == "dp" || kind == "cs") {
+    expect_parts(2);
+    s.workers = count_in(item, parts[1]);
+    s.train_args = {"--strategy", "dp", "--replicas", parts[1]};
+    if (kind == "cs") s.train_args.push_back("--central-storage");
+  } else if (kind == "ps") {
+    expect_parts(3);
+    s.workers = count_in(item, parts[1]);
+    count_in(item, parts[2]);
+    s.train_args = {"--strategy", "ps", "--replicas", parts[1], "--servers", parts[2]};
+  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain") {
+    expect_parts(2);
+    if (parts[1].find('x') != std::string::npos) {
+      throw Error("--strategies: '" + item + "': pipeline x data-parallel hybrids run over processes only "
+                  "(mpirun -np N*R onnxtrain train --stages N --replicas R); bench runs one process per strategy");
+    }
+    s.workers = count_in(item, parts[1]);
+    s.train_args = {"--strategy", kind, "--stages", parts[1]};
+  } else if (kind == "gpipe") {
+    expect_parts(2);
+    const std::vector<std::string> nm = split(parts[1], 'x');
+    if (nm.size() != 2) throw Error("--strategies: '" + item + "': expected gpipe:NxM (N stages, M micro-batches)");
+    s.workers = count_in(item, nm[0]);
+    s.micro_batches = count_in(item, nm[1]);
+    s.train_args = {"--strategy", "gpipe", "--stages", nm[0], "--micro-batches", nm[1]};
+  } else {
+    throw Error("--strategies: unknown strategy '" + item + "'; expected " + kForms);
+  }
+  return s;
+}
+
+}  // namespace
+
+bool BenchStrategy::is_pipeline() const {
+  return kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe";
+}
+
+std::vector<BenchStrategy> parse_bench_strategies(const std::string& list, int devices) {
+  std::vector<BenchStrategy> strategies;
+  for (const std::string& item : split(list, ',')) {
+    if (item == "all") {
+      const std::string d = std::to_string(devices);
+      for (const std::string& expanded : std::vector<std::string>{"single", "dp:" + d, "cs:" + d, "ps:" + d + ":1", "naive:" + d,
+                                          "pipedream:" + d, "spectrain:" + d, "gpipe:" + d + "x4"})
+        strategies.push_back(parse_one(expanded));
+    } else {
+      strategies.push_back(parse_one(item));
+    }
+  }
+  return strategies;
+}
+
+}  // namespace onnxtrain::cli
