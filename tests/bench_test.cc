@@ -8,6 +8,7 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -123,6 +124,34 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   const std::string text = buffer.str();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7) << "a header and six rows:\n" << text;
   EXPECT_TRUE(fs::exists(report + "/report.md"));
+  EXPECT_TRUE(fs::exists(report + "/bench.json"));
+
+  // The pipeline rows' timelines: every stage ran a forward and a backward of each of the 5 mini-batches
+  // (1 warm-up + 4 timed), one update after each (1F1B), and the spans nest in time.
+  std::ifstream trace_file(report + "/trace-mlp_opset17-pipedream-2.json");
+  ASSERT_TRUE(trace_file) << "no trace for pipedream:2";
+  const nlohmann::json trace = nlohmann::json::parse(trace_file);
+  std::map<std::pair<int, std::string>, int> spans;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    spans[{e["tid"].get<int>(), e["cat"].get<std::string>()}]++;
+    EXPECT_GE(e["dur"].get<double>(), 0);
+  }
+  for (int stage : {0, 1}) {
+    EXPECT_EQ((spans[{stage, "forward"}]), 5) << "stage " << stage;
+    EXPECT_EQ((spans[{stage, "backward"}]), 5) << "stage " << stage;
+    EXPECT_EQ((spans[{stage, "update"}]), 5) << "stage " << stage;
+  }
+  EXPECT_EQ((spans[{0, "send"}]), 5) << "stage 0 sends each activation";
+  EXPECT_EQ((spans[{1, "recv"}]), 5) << "stage 1 receives each activation";
+  EXPECT_TRUE(fs::exists(report + "/trace-mlp_opset17-gpipe-2x2.json"));
+}
+
+TEST_F(BenchCli, TraceIsRefusedWhereThereAreNoStages) {
+  const auto r = run_cli("train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/models/mlp_opset17.onnx --data synthetic:1,28,28:10:32 "
+                         "--batch 16 --test-data none --trace " + (dir_ / "t.json").string() + " -o " + (dir_ / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--trace records pipeline stages"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchCli, AFailedRunIsReportedWithItsCauseAndExitOne) {

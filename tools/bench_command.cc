@@ -30,11 +30,56 @@ namespace fs = std::filesystem;
 
 struct BenchOptions {
   std::vector<std::string> models;
-  std::string strategies = "all", json, report, device = "cpu", workdir, loss = "cross-entropy";
+  std::string zoo, zoo_dir, strategies = "all", json, report, device = "cpu", workdir, loss = "cross-entropy";
   int devices = 2, threads = 0;
-  int64_t batch = 32, steps = 20, warmup = 3, repeats = 3;
+  int64_t batch = 0, steps = 20, warmup = 3, repeats = 3;  // batch 0: the zoo's, else 32
   uint64_t seed = 0;
 };
+
+struct BenchModel {
+  std::string path;
+  int64_t batch = 32;
+};
+
+// The zoo's folder: --zoo-dir, else $ONNXTRAIN_ZOO_DIR, else models/zoo here or beside the source tree
+// the binary was built in (build/PRESET/tools/onnxtrain).
+fs::path zoo_folder(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("ONNXTRAIN_ZOO_DIR")) return env;
+  if (fs::exists("models/zoo/zoo.json")) return "models/zoo";
+  const fs::path beside = fs::path(self_executable()).parent_path() / "../../../models/zoo";
+  if (fs::exists(beside / "zoo.json")) return beside.lexically_normal();
+  throw Error("--zoo: cannot find models/zoo/zoo.json here or beside the build; give --zoo-dir DIR");
+}
+
+// --zoo NAME,...: each network's file and default batch from zoo.json; a missing file says how to make it.
+std::vector<BenchModel> zoo_models(const std::string& names, const std::string& dir_given) {
+  const fs::path dir = zoo_folder(dir_given);
+  std::ifstream in(dir / "zoo.json");
+  const nlohmann::json zoo = nlohmann::json::parse(in, nullptr, false);
+  if (zoo.is_discarded() || !zoo.contains("networks")) throw Error((dir / "zoo.json").string() + ": not the zoo's list");
+  std::vector<BenchModel> models;
+  std::string::size_type begin = 0;
+  while (begin <= names.size()) {
+    const std::string::size_type end = std::min(names.find(',', begin), names.size());
+    const std::string name = names.substr(begin, end - begin);
+    begin = end + 1;
+    std::string known;
+    const nlohmann::json* entry = nullptr;
+    for (const auto& n : zoo["networks"]) {
+      known += (known.empty() ? "" : ", ") + n.value("name", std::string());
+      if (n.value("name", std::string()) == name) entry = &n;
+    }
+    if (!entry) throw Error("--zoo: no network '" + name + "' in " + (dir / "zoo.json").string() + " (known: " + known + ")");
+    const fs::path file = dir / (name + ".onnx");
+    if (!fs::exists(file)) {
+      throw Error("--zoo " + name + ": " + file.string() + " is not there: generate it with " +
+                  (dir / "make_zoo.py").string() + " " + name + " (needs PyTorch: tools/install-deps.sh --fixtures)");
+    }
+    models.push_back({file.string(), entry->value("batch", int64_t{32})});
+  }
+  return models;
+}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -85,22 +130,15 @@ std::string synthetic_spec_for(const ImportedModel& model, const std::string& pa
   return "synthetic:" + dims + ":" + std::to_string(out.dims.back().value()) + ":" + std::to_string(rows);
 }
 
-std::string file_tag(const std::string& text) {
-  std::string tag;
-  for (char c : text) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-  return tag;
-}
-
-BenchRow bench_one(const BenchOptions& o, const std::string& model_path, const BenchStrategy& strategy,
+BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t batch, const BenchStrategy& strategy,
                    BenchPredictor& predictor, const std::string& data, int threads) {
-  const std::string tag = file_tag(fs::path(model_path).stem().string() + "-" + strategy.spec +
-                                   (threads == 1 ? "-1thread" : ""));
-  BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = o.batch, .threads = threads};
+  const std::string tag = bench_tag(model_path, strategy.spec, threads);
+  BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads};
   const std::string label = strategy.spec + (threads == 1 ? " (1 thread)" : "");
-  BenchRunSpec spec{.model = model_path, .data = data, .batch = o.batch, .steps = o.steps, .warmup = o.warmup,
+  BenchRunSpec spec{.model = model_path, .data = data, .batch = batch, .steps = o.steps, .warmup = o.warmup,
                     .threads = threads, .seed = o.seed, .workdir = o.workdir};
   try {
-    row.predicted = predictor.predict(strategy, o.batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string());
+    row.predicted = predictor.predict(strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string());
     if (!row.predicted->plan_path.empty()) spec.extra_args = {"--plan", row.predicted->plan_path};
   } catch (const Error& e) {
     row.prediction_error = e.what();
@@ -111,6 +149,7 @@ BenchRow bench_one(const BenchOptions& o, const std::string& model_path, const B
       std::fprintf(stderr, "\r\033[K  %s %s: run %lld/%lld", fs::path(model_path).filename().c_str(),
                    label.c_str(), static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
     }
+    spec.trace = strategy.is_pipeline() && r == 0;  // one timeline per row is enough
     row.runs.push_back(run_bench_once(spec, strategy, tag + "-r" + std::to_string(r)));
     if (!row.runs.back().ok) break;  // the same options fail the same way
   }
@@ -140,19 +179,30 @@ void run_bench(const BenchOptions& o_in) {
   }
   fs::create_directories(o.workdir);
 
+  std::vector<BenchModel> models;
+  for (const std::string& path : o.models) models.push_back({path, o.batch > 0 ? o.batch : 32});
+  if (!o.zoo.empty()) {
+    for (BenchModel m : zoo_models(o.zoo, o.zoo_dir)) {
+      if (o.batch > 0) m.batch = o.batch;
+      models.push_back(m);
+    }
+  }
+  if (models.empty()) throw Error("bench: no model: give MODEL files or --zoo NAME,...");
+
   BenchResults results{.machine = machine_description(threads)};
-  for (const std::string& model_path : o.models) {
+  for (const auto& [model_path, batch] : models) {
     const ImportedModel model = import_model(model_path);
-    const std::string data = synthetic_spec_for(model, model_path, o.batch * (o.warmup + o.steps));
+    const std::string data = synthetic_spec_for(model, model_path, batch * (o.warmup + o.steps));
     std::fprintf(stderr, "bench %s: %s, batch %lld, %lld timed steps after %lld warm-up, %lld repeats, %d threads\n",
-                 model_path.c_str(), data.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps),
+                 model_path.c_str(), data.c_str(), static_cast<long long>(batch), static_cast<long long>(o.steps),
                  static_cast<long long>(o.warmup), static_cast<long long>(o.repeats), threads);
     std::fprintf(stderr, "  profiling the nodes on this machine for the predictions...\n");
     BenchPredictor predictor(model_path, o.loss);
     // The baseline of every speed-up: one device, one thread.
     const BenchStrategy single = parse_bench_strategies("single", 1).front();
-    results.rows.push_back(bench_one(o, model_path, single, predictor, data, 1));
-    for (const BenchStrategy& s : strategies) results.rows.push_back(bench_one(o, model_path, s, predictor, data, threads));
+    results.rows.push_back(bench_one(o, model_path, batch, single, predictor, data, 1));
+    for (const BenchStrategy& s : strategies)
+      results.rows.push_back(bench_one(o, model_path, batch, s, predictor, data, threads));
   }
   results.machine["load_average_at_end"] = load_average();
   std::printf("%s", format_bench_table(results).c_str());
@@ -176,14 +226,18 @@ void add_bench_command(CLI::App& app) {
       "replica timing, peak memory and the loss, next to the cost model's prediction (node times measured at start)\n"
       "and the ratio predicted/measured. Pipelines run the split that was predicted (passed as --plan).\n"
       "Measure on an idle machine: bench warns when the load average is above 0.5.");
-  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each)")->required();
+  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each)");
+  cmd->add_option("--zoo", o->zoo,
+                  "comma-separated networks of models/zoo/zoo.json (resnet18_32, vgg11_32, mobilenet_v2_32 are the "
+                  "CPU-sized ones; resnet50 ...), read from models/zoo/NAME.onnx: models/zoo/make_zoo.py NAME makes them");
+  cmd->add_option("--zoo-dir", o->zoo_dir, "where zoo.json and the zoo's files are (default: models/zoo)");
   cmd->add_option("--strategies", o->strategies,
                   "comma-separated: single, dp:R, cs:R (central storage), ps:W:S (W workers, S shards), naive:N, "
                   "pipedream:N, spectrain:N, gpipe:NxM (N stages, M micro-batches), all (every one for --devices; the "
                   "default). A one-thread single run is always added: the baseline of the speed-ups");
   cmd->add_option("--devices", o->devices, "the stage or replica count `all` expands to (default 2)")
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default 32)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--steps", o->steps, "timed steps per run (default 20)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--repeats", o->repeats, "runs per strategy; the table shows their median, min and max (default 3)")

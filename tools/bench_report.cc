@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,25 +157,6 @@ nlohmann::json bench_json(const BenchResults& results) {
   return {{"machine", results.machine}, {"runs", runs}};
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  const fs::path out(path);
-  std::error_code ec;
-  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    if (!file || !(file << text) || !file.flush()) {
-      fs::remove(temp, ec);
-      throw Error(path + ": cannot write the file");
-    }
-  }
-  fs::rename(temp, out, ec);
-  if (ec) {
-    fs::remove(temp, ec);
-    throw Error(path + ": cannot write the file: " + ec.message());
-  }
-}
-
 void write_bench_report(const BenchResults& results, const std::string& dir) {
   std::string md = "# onnxtrain bench\n\nMachine: " + results.machine.value("cpu", std::string("?")) + ", " +
                    std::to_string(results.machine.value("threads", 0)) + " threads, " +
@@ -193,8 +175,28 @@ void write_bench_report(const BenchResults& results, const std::string& dir) {
                   f.speedup, f.predicted, f.ratio, f.waiting, f.peak_rss_mb, f.loss);
     csv += line;
   }
+  md += "\n## Timelines\n\nChrome traces (open in Perfetto or chrome://tracing), one track per stage:\n\n";
+  for (const BenchRow& row : results.rows) {
+    if (row.runs.empty() || row.runs.front().trace_path.empty() || !fs::exists(row.runs.front().trace_path)) continue;
+    const std::string name = "trace-" + bench_tag(row.model, row.strategy, row.threads) + ".json";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::copy_file(row.runs.front().trace_path, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw Error((fs::path(dir) / name).string() + ": cannot write the trace: " + ec.message());
+    md += "- [" + name + "](" + name + "): " + row.model + " " + label_of(row) + "\n";
+  }
+  md += "\nFigures: `tools/plot_bench.py " + (fs::path(dir) / "bench.json").string() + " --out " + dir +
+        "` (matplotlib) draws throughput, speed-up, memory per stage and loss for each model.\n";
   write_text_file((fs::path(dir) / "report.md").string(), md);
   write_text_file((fs::path(dir) / "report.csv").string(), csv);
+  write_text_file((fs::path(dir) / "bench.json").string(), bench_json(results).dump(2) + "\n");
+}
+
+std::string bench_tag(const std::string& model, const std::string& strategy, int threads) {
+  std::string tag;
+  for (char c : fs::path(model).stem().string() + "-" + strategy + (threads == 1 ? "-1thread" : ""))
+    tag += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '-';
+  return tag;
 }
 
 TempWorkdir::TempWorkdir() {

@@ -15,6 +15,7 @@
 
 #include "tools/bench_predict.h"
 #include "tools/bench_run.h"
+#include "tools/text_file.h"
 
 namespace onnxtrain::cli {
 
@@ -40,10 +41,12 @@ struct BenchResults {
 
 std::string format_bench_table(const BenchResults& results);
 nlohmann::json bench_json(const BenchResults& results);
-// DIR/report.md and DIR/report.csv; throws Error naming the file that cannot be written.
+// "cnn_opset17-gpipe-2x4" (-1thread for the baseline): names a row's files.
+std::string bench_tag(const std::string& model, const std::string& strategy, int threads);
+
+// DIR/report.md, DIR/report.csv, DIR/bench.json and DIR/trace-TAG.json per pipeline row (its first
+// repeat's timeline); throws Error naming the file that cannot be written.
 void write_bench_report(const BenchResults& results, const std::string& dir);
-// Writes `text` to `path` through a temporary file and a rename; throws Error naming the path.
-void write_text_file(const std::string& path, const std::string& text);
 
 // A folder under the system's temporary directory, removed with everything in it on destruction.
 struct TempWorkdir {

@@ -81,8 +81,12 @@ MeasuredRun run_bench_once(const BenchRunSpec& spec, const BenchStrategy& strate
                                    "-o", (dir / (tag + ".onnx")).string()};
   argv.insert(argv.end(), strategy.train_args.begin(), strategy.train_args.end());
   argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());
-
   MeasuredRun r;
+  if (spec.trace) {
+    r.trace_path = (dir / (tag + ".trace.json")).string();
+    argv.insert(argv.end(), {"--trace", r.trace_path});
+  }
+
   rusage usage{};
   const int status = run_child(argv, log, spec.threads, usage);
   r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux

@@ -26,6 +26,7 @@ struct BenchRunSpec {
   uint64_t seed = 0;
   std::string workdir;                   // where the run's metrics, log and model go
   std::vector<std::string> extra_args;   // more `onnxtrain train` options (--plan FILE)
+  bool trace = false;                    // pipelines: also write a Chrome trace of the run (train --trace)
 };
 
 struct MeasuredRun {
@@ -38,6 +39,7 @@ struct MeasuredRun {
   std::vector<std::pair<int64_t, float>> losses;  // (step, loss) of every step
   double mean_staleness = -1;  // ps: mean staleness of the pushes; -1 when the strategy has none
   nlohmann::json report;       // the strategy's {"report": ...} line (null for single, cs, ps)
+  std::string trace_path;      // the run's Chrome trace, when spec.trace
 };
 
 // The path of the running onnxtrain binary (/proc/self/exe).

@@ -4,6 +4,7 @@
 #
 #   tools/install-deps.sh              # build + test dependencies
 #   tools/install-deps.sh --fixtures   # also Debian's PyTorch, torchvision and ONNX for models/make_fixtures.py and models/zoo/make_zoo.py
+#   tools/install-deps.sh --plots      # also matplotlib for tools/plot_bench.py
 #   tools/install-deps.sh --yes        # never ask (also implied by CI=true or no terminal on stdin)
 #   tools/install-deps.sh --list       # print the package list and exit
 set -euo pipefail
@@ -20,6 +21,8 @@ packages=(
 )
 # Only for regenerating the ONNX fixtures in models/; never needed to build or test.
 fixture_packages=(python3-torch python3-torchvision python3-onnx)
+# Only for the figures of onnxtrain bench (tools/plot_bench.py).
+plot_packages=(python3-matplotlib)
 
 assume_yes=false
 list_only=false
@@ -27,9 +30,10 @@ list_only=false
 for arg in "$@"; do
   case "$arg" in
     --fixtures) packages+=("${fixture_packages[@]}") ;;
+    --plots) packages+=("${plot_packages[@]}") ;;
     --yes | -y) assume_yes=true ;;
     --list) list_only=true ;;
-    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -111,6 +111,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--plan", o->plan, "stage split from `onnxtrain partition -o plan.json` (default: planned at start)");
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "spectrain: sequential (predict W_i, the default) | paper (the SpecTrain paper's timeline)");
+  cmd->add_option("--trace", o->trace,
+                  "pipelines: write FILE.json, a Chrome trace (open in Perfetto or chrome://tracing) with one track per "
+                  "stage and a span per forward, backward, update, send and receive, labelled with the mini-batch and "
+                  "the weight version read; a receive's span is the time the stage waited");
   cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
   cmd->add_option("--bucket-mb", o->bucket_mb,
                   "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "

@@ -35,6 +35,7 @@ struct TrainOptions {
   int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
   bool vertical_sync = false, report = false;
+  std::string trace;  // pipelines: write a Chrome trace of every stage's instructions here
   double bucket_mb = 0;      // dp: all-reduce buckets of this many MB during the backward pass; 0: one after it
   double comm_timeout = 60;  // seconds any process waits for another (runs over several processes)
   // Replicated strategies in one process (train_replicated.cc): --central-storage (with --strategy dp)

@@ -37,6 +37,8 @@
 #include "partitioner/cost_model.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
+#include "tools/pipeline_trace.h"
+#include "tools/text_file.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
@@ -325,6 +327,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.vertical_sync = o.vertical_sync;
   p.world = world;
   p.replicas = o.replicas;
+  p.trace = !o.trace.empty();
+  if (p.trace && world) throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
   const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
   PipelineTrainer trainer(model.graph, p);
@@ -360,8 +364,17 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   }
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   if (!world) role.report = [&] { return pipeline_report_json(trainer.report()); };
-  return run_epochs(o, trainer, loader, train, per_epoch,
-                    [&] { if (!world) std::printf("%s", format_pipeline_report(trainer.report()).c_str()); }, role);
+  auto print_report = [&] {
+    if (world) return;
+    std::printf("%s", format_pipeline_report(trainer.report()).c_str());
+    if (o.trace.empty()) return;
+    nlohmann::json events = nlohmann::json::array();
+    append_trace_events(events, trainer.trace(),
+                        "measured: " + o.strategy + ", " + std::to_string(o.stages) + " stages", 1, o.micro_batches > 1);
+    write_text_file(o.trace, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
+    std::fprintf(stderr, "wrote the trace %s (open it in Perfetto or chrome://tracing)\n", o.trace.c_str());
+  };
+  return run_epochs(o, trainer, loader, train, per_epoch, print_report, role);
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ int run_training(const TrainOptions& o) {
     if (o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
     cuda::set_allow_tf32(true);  // before any kernel is prepared
   }
+  const bool pipeline = o.strategy == "naive" || o.strategy == "pipedream" || o.strategy == "spectrain" || o.strategy == "gpipe";
+  if (!o.trace.empty() && !pipeline) {
+    throw Error("--trace records pipeline stages: use it with --strategy naive|pipedream|spectrain|gpipe");
+  }
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");

@@ -20,6 +20,10 @@
 namespace onnxtrain {
 namespace {
 
+double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -130,6 +134,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   wall_seconds_.assign(n, 0.0);
   idle_seconds_.assign(n, 0.0);
+  trace_.assign(n, {});
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
@@ -264,6 +269,19 @@ std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communica
   return std::make_unique<CommTransport>(comm, device_values);
 }
 
+TraceSpan PipelineTrainer::trace_span(const Schedule& s, int k, int64_t first, const Instruction& in, double begin) const {
+  const bool gpipe = s.strategy == PipelineStrategy::gpipe;
+  TraceSpan span{.op = in.op, .mini_batch = gpipe ? first : first + std::max<int64_t>(in.micro_batch, 0),
+                 .micro_batch = gpipe ? std::max<int64_t>(in.micro_batch, 0) : 0, .start_s = begin,
+                 .end_s = seconds_between(created_, std::chrono::steady_clock::now())};
+  if (in.micro_batch >= 0 && (in.op == Op::Forward || in.op == Op::Backward)) {
+    const auto& versions = in.op == Op::Forward ? s.forward_version : s.backward_version;
+    // Updates before this round: one per earlier mini-batch (1F1B) or flush (gpipe, whose passes all read it).
+    span.version = gpipe ? first : first + versions[k][static_cast<size_t>(in.micro_batch)];
+  }
+  return span;
+}
+
 // Stage k's program of every round over `comm`, timed (wall and blocked seconds). A failure aborts
 // `comm` (and NCCL's transfers), waking the other stages with this stage's reason, and is rethrown.
 void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<PipelineRound>& rounds,
@@ -275,7 +293,11 @@ void PipelineTrainer::run_stage(int k, Communicator& comm, const std::vector<Pip
   try {
     for (const PipelineRound& r : rounds) {
       worker.begin_round(r);
-      for (const Instruction& in : r.schedule->programs[k]) worker.execute(in, *transport);
+      for (const Instruction& in : r.schedule->programs[k]) {
+        const double begin = options_.trace ? seconds_between(created_, std::chrono::steady_clock::now()) : 0;
+        worker.execute(in, *transport);
+        if (options_.trace) trace_[k].push_back(trace_span(*r.schedule, k, r.first, in, begin));
+      }
       transport->flush();
     }
   } catch (const std::exception& e) {

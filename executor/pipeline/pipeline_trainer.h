@@ -71,6 +71,7 @@ struct PipelineOptions {
   std::chrono::milliseconds timeout{60000};  // longest wait for a neighbour's tensor
   bool measure_prediction = true;            // spectrain: keep Ŵ and W until W_t exists to score the prediction
   PassObserver observer;                     // called before every pass (from the stage's thread)
+  bool trace = false;                        // threaded stages: keep a TraceSpan per instruction (trace())
   // Non-null: stages across processes (`mpirun -np N`): this process runs only stage world->rank() of
   // world->size() == stages, on all its OpenMP threads (`threads`), exchanging tensors over `world`. Every
   // process is given the same mini-batches. Losses (and on_loss) come on the last stage's process only;
@@ -112,6 +113,16 @@ struct StageReport {
   // spectrain: mean ‖Ŵ − W_t‖ / ‖W − W_t‖ over the predictions scored; NaN when none.
   double prediction_error = 0;
   int64_t predictions = 0;
+};
+
+// One instruction of a stage as it ran (PipelineOptions::trace), for a timeline: seconds since the
+// trainer was made. A Recv's span is the time the stage waited for it.
+struct TraceSpan {
+  Op op = Op::Forward;
+  int64_t mini_batch = 0;   // the mini-batch the instruction belongs to
+  int64_t micro_batch = 0;  // gpipe: its micro-batch within the mini-batch; 1F1B: 0
+  int64_t version = -1;     // Forward/Backward: the weight version the pass reads (schedule.h); else -1
+  double start_s = 0, end_s = 0;
 };
 
 struct PipelineReport {
@@ -160,6 +171,8 @@ class PipelineTrainer {
   Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
 
   PipelineReport report() const;
+  // Per stage, every instruction of the threaded runs so far (empty unless options.trace).
+  const std::vector<std::vector<TraceSpan>>& trace() const { return trace_; }
   const PipelineOptions& options() const { return options_; }
   int64_t mini_batches_trained() const { return trained_; }
   const std::vector<int64_t>& stage_starts() const { return starts_; }
@@ -179,6 +192,8 @@ class PipelineTrainer {
   // Stage k's parameters (master weights) and running statistics, as trained_initializers names them.
   std::vector<std::pair<std::string, Tensor>> stage_tensors(int k) const;
   void run_emulated(const std::vector<PipelineRound>& rounds);
+  // The span of instruction `in` of stage k in a round starting at mini-batch `first`, begun at `begin`.
+  TraceSpan trace_span(const Schedule& s, int k, int64_t first, const Instruction& in, double begin) const;
 
   PipelineOptions options_;
   Graph model_;                         // the caller's graph with its own initializer buffers
@@ -192,6 +207,8 @@ class PipelineTrainer {
   Communicator* pipeline_comm() const { return pipeline_group_ ? pipeline_group_.get() : options_.world; }
   std::unique_ptr<NcclCommunicator> nccl_;  // world mode on GPUs: the pipeline's stages, for their transfers
   std::vector<double> wall_seconds_, idle_seconds_;
+  std::vector<std::vector<TraceSpan>> trace_;  // per stage; written only by the stage's thread
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   int64_t trained_ = 0, samples_ = 0;
   int64_t train_calls_ = 0;  // PipelineRound::call
   double wall_seconds_total_ = 0;

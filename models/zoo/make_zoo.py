@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Exports torchvision networks to models/zoo/*.onnx for `onnxtrain inspect` / `bench` (the files are
-tens of MB, so they are generated, never committed; models/zoo/*.onnx is git-ignored).
+"""Exports the networks listed in models/zoo/zoo.json to models/zoo/NAME.onnx for `onnxtrain inspect`
+and `onnxtrain bench --zoo NAME` (the files are tens of MB, so they are generated, never committed;
+models/zoo/*.onnx is git-ignored).
 
 Run with Debian's PyTorch (apt-get install python3-torch python3-torchvision, or
-tools/install-deps.sh --fixtures):  models/zoo/make_zoo.py [NAME ...]
+tools/install-deps.sh --fixtures):  models/zoo/make_zoo.py [NAME ...]   (default: every network)
 Exports are TorchScript, opset 17, training mode (BatchNormalization keeps batch statistics,
-do_constant_folding off), input (batch,3,224,224) with a symbolic batch, random initial weights (seed 0).
+do_constant_folding off), input (batch, C, H, W) with a symbolic batch, random initial weights (seed 0).
+The *_32 networks take CIFAR-sized input and have 10 classes: the CPU-sized zoo.
 """
+import json
 import os
 import sys
 
@@ -14,22 +17,37 @@ import torch
 import torchvision
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NETWORKS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121"]
 
 
-def export(name):
+def networks():
+    with open(os.path.join(HERE, "zoo.json")) as f:
+        return {n["name"]: n for n in json.load(f)["networks"]}
+
+
+def build(entry):
+    make = getattr(torchvision.models, entry["torchvision"])
+    kwargs = {"weights": None, "num_classes": entry["classes"]}
+    if entry["torchvision"] == "googlenet":
+        kwargs.update(aux_logits=False, init_weights=True)  # train() would return the auxiliary outputs too
+    return make(**kwargs)
+
+
+def export(entry):
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None)
+    model = build(entry)
     model.train()
-    path = os.path.join(HERE, name + ".onnx")
-    torch.onnx.export(model, torch.randn(2, 3, 224, 224), path, opset_version=17,
+    path = os.path.join(HERE, entry["name"] + ".onnx")
+    torch.onnx.export(model, torch.randn(2, *entry["input"]), path, opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     params = sum(p.numel() for p in model.parameters())
-    print("%-14s %8.1f MB  %d parameters" % (name, os.path.getsize(path) / 1e6, params))
+    print("%-16s %8.1f MB  %d parameters" % (entry["name"], os.path.getsize(path) / 1e6, params))
 
 
 if __name__ == "__main__":
-    for net in sys.argv[1:] or NETWORKS:
-        export(net)
+    known = networks()
+    for name in sys.argv[1:] or list(known):
+        if name not in known:
+            sys.exit("%s: no network '%s' in zoo.json (known: %s)" % (sys.argv[0], name, ", ".join(known)))
+        export(known[name])

@@ -1,0 +1,13 @@
+// Writing a small text file (a JSON document, a report) so that it appears whole or not at all.
+//
+//   write_text_file("out/report.md", text);   // throws Error naming the path when it cannot
+#pragma once
+
+#include <string>
+
+namespace onnxtrain::cli {
+
+// Writes `text` to `path` through a temporary file beside it and a rename; makes missing folders.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace onnxtrain::cli
