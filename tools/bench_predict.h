@@ -1,22 +1,25 @@
 // What `onnxtrain bench` expects of each strategy before it runs it: the cost model with per-node times
 // measured on this machine at start (partitioner/node_profiler.h), at the micro-batch and thread count
-// each worker of the strategy will have, priced by the planner (partitioner/planner.h):
+// each worker of the strategy will have, with as many measurements running at once as the strategy has
+// workers (they share caches and memory bandwidth), priced by the planner (partitioner/planner.h):
 //
-//   single        B / Σ_nodes (forward + backward), the profile at B on T threads
-//   dp:R, cs:R    B / (Σ at B/R on T/R threads + ring all-reduce 2(R−1)/R · P / memory bandwidth)
-//   ps:W:S        W · B / (Σ at B on T/W threads + push and pull 2 · P / memory bandwidth): W workers at once
+//   U(P) = 5 · P / memory bandwidth: momentum SGD's update of P bytes of parameters (5 passes)
+//   single        B / (Σ_nodes (forward + backward) + U(P)), the profile at B on T threads
+//   dp:R, cs:R    B / (Σ at B/R on T/R threads + ring all-reduce 2(R−1)/R · P / memory bandwidth + U(P))
+//   ps:W:S        W · B / (Σ at B on T/W threads + push and pull 2 · P / memory bandwidth + U(P))
 //   pipelines     the planner's split at micro-batch b (B, or B/M for gpipe) on T/N threads per stage:
-//                 1F1B steady state b / bottleneck; gpipe M · b / makespan of a flush
+//                 1F1B steady state b / max_k (slot_k + U(P_k)); gpipe M · b / (makespan + max_k U(P_k))
 //
 // A pipeline's prediction comes with its plan, written to a file that the measured run is given
-// (--plan), so the measured split is the predicted one. What the model leaves out (the optimizer's
-// update, the loss, per-step overheads) shows in the predicted/measured ratio.
+// (--plan), so the measured split is the predicted one. What the model leaves out (the loss, the data,
+// per-step overheads, a replica waiting for the slower one) shows in the predicted/measured ratio.
 //
 //   BenchPredictor predictor(model_path, "cross-entropy");
 //   Prediction p = predictor.predict(strategy, 32, /*threads=*/2, "/tmp/bench/plan-cnn-pipedream2.json");
 #pragma once
 
 #include <map>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,15 +50,16 @@ class BenchPredictor {
   Prediction predict(const BenchStrategy& strategy, int64_t batch, int threads, const std::string& plan_path);
 
  private:
-  // The profile of the training graph at `batch` with node times measured on `threads` threads (cached).
-  const CostProfile& profile_at(int64_t batch, int threads);
-  double step_seconds(int64_t batch, int threads);  // Σ forward + backward over the nodes
-  int64_t parameter_bytes();
+  // The profile of the training graph at `batch`, its node times measured on `threads` threads while
+  // `workers` such measurements run at once (as the strategy's workers do; cached).
+  const CostProfile& profile_at(int64_t batch, int threads, int workers);
+  double step_seconds(int64_t batch, int threads, int workers);  // Σ forward + backward over the nodes
 
   std::string model_path_, loss_;
   ImportedModel model_;
   DeviceDescription cpu_;
-  std::map<std::pair<int64_t, int>, CostProfile> profiles_;
+  int64_t parameter_bytes_ = 0;
+  std::map<std::tuple<int64_t, int, int>, CostProfile> profiles_;
 };
 
 }  // namespace onnxtrain::cli

@@ -55,14 +55,14 @@ def plot_throughput(runs, title, path):
     ax.set_xticklabels([label(r) for r in ok], rotation=30, ha="right")
     ax.set_ylabel("samples/s")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def plot_speedup(runs, title, path):
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7, 4))
     kinds = {}
     for r in runs:
         if "measured" not in r or r["threads"] == 1:
@@ -73,10 +73,11 @@ def plot_speedup(runs, title, path):
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=kind)
     ax.axhline(1.0, color="gray", linestyle=":", linewidth=1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("devices (stages, replicas or workers)")
     ax.set_ylabel("speed-up over one thread")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -91,17 +92,17 @@ def plot_memory(runs, title, path):
             and r["measured"]["report"].get("kind") == "pipeline" for s in r["measured"]["report"]["stages"]]
     if not rows:
         return False
-    fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(rows)), 4))
+    fig, ax = plt.subplots(figsize=(max(7.5, 0.9 * len(rows) + 2), 4.5))
     bottom = [0.0] * len(rows)
     for key, name in MEMORY_PARTS:
         values = [s.get(key, 0) / 1e6 for _, s in rows]
         ax.bar(range(len(rows)), values, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(["%s\nstage %d" % (l, s["stage"]) for l, s in rows], fontsize=8)
-    ax.set_ylabel("MB")
+    ax.set_xticklabels(["%s stage %d" % (l, s["stage"]) for l, s in rows], fontsize=8, rotation=30, ha="right")
+    ax.set_ylabel("MB (the executor's accounting)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -109,7 +110,7 @@ def plot_memory(runs, title, path):
 
 
 def plot_loss(runs, title, path):
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     for r in runs:
         if "measured" in r and r["threads"] != 1:
             steps = r["measured"]["loss_by_step"]
@@ -117,7 +118,7 @@ def plot_loss(runs, title, path):
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -29,7 +29,13 @@ def build(entry):
     kwargs = {"weights": None, "num_classes": entry["classes"]}
     if entry["torchvision"] == "googlenet":
         kwargs.update(aux_logits=False, init_weights=True)  # train() would return the auxiliary outputs too
-    return make(**kwargs)
+    model = make(**kwargs)
+    if entry["torchvision"].startswith("vgg") and entry["input"][1] == 32:
+        # The CIFAR form of VGG: at 32x32 the features end 512x1x1, and torchvision's ImageNet classifier
+        # (25088 -> 4096 -> 4096, 128M parameters) would replicate that 49 times; one Linear(512, classes).
+        model.avgpool = torch.nn.Identity()
+        model.classifier = torch.nn.Linear(512, entry["classes"])
+    return model
 
 
 def export(entry):
