@@ -115,6 +115,10 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
     EXPECT_GT(stage["weight_bytes"].get<int64_t>(), 0);
   }
   EXPECT_EQ(pipedream["predicted"]["stage_seconds"].size(), 2u);
+  for (int k : {0, 1}) {
+    EXPECT_EQ(pipedream["measured"]["report"]["stages"][k]["first_node"], pipedream["predicted"]["stage_first_nodes"][k])
+        << "stage " << k << " ran the predicted split";
+  }
   EXPECT_EQ(runs[2]["measured"]["report"]["kind"], "data_parallel");
   EXPECT_TRUE(runs[3]["measured"].contains("mean_staleness")) << "ps reports its pushes' staleness";
 

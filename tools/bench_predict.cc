@@ -121,6 +121,7 @@ Prediction BenchPredictor::predict(const BenchStrategy& s, int64_t batch, int th
     for (const StagePlan& st : plan.stages) {
       p.stage_seconds.push_back(st.time_seconds);
       p.stage_memory_bytes.push_back(st.memory.total);
+      p.stage_first_nodes.push_back(st.first_node);
       char item[48];
       std::snprintf(item, sizeof item, "%s%.2f", stages.empty() ? "" : "/", 1e3 * st.time_seconds);
       stages += item;

@@ -36,6 +36,7 @@ struct Prediction {
   double bubble_fraction = 0;               // pipelines: the planner's fill-and-drain plus imbalance idling
   std::vector<double> stage_seconds;        // pipelines: each stage's slot per micro-batch
   std::vector<int64_t> stage_memory_bytes;  // pipelines: the planner's memory per stage
+  std::vector<int64_t> stage_first_nodes;   // pipelines: the split (each stage's first forward node)
   std::string plan_path;                    // pipelines: the plan the measured run uses
   std::string basis;                        // one line: what the figure is made of
 };

@@ -147,7 +147,8 @@ nlohmann::json bench_json(const BenchResults& results) {
                         {"basis", row.predicted->basis},
                         {"bubble_fraction", row.predicted->bubble_fraction},
                         {"stage_seconds", row.predicted->stage_seconds},
-                        {"stage_memory_bytes", row.predicted->stage_memory_bytes}};
+                        {"stage_memory_bytes", row.predicted->stage_memory_bytes},
+                        {"stage_first_nodes", row.predicted->stage_first_nodes}};
     } else {
       j["predicted"] = nullptr;
       j["prediction_error"] = row.prediction_error;
