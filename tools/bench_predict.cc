@@ -3,11 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <cstdio>
 #include <exception>
 #include <thread>
 #include <tuple>
 
+#include "executor/comm/local_comm.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "partitioner/cost_model.h"
@@ -59,6 +62,30 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   return profiles_.emplace(key, std::move(profile)).first->second;
 }
 
+double BenchPredictor::allreduce_seconds(int ranks) {
+  if (ranks < 2) return 0;
+  if (auto it = allreduce_.find(ranks); it != allreduce_.end()) return it->second;
+  // The local backend's all-reduce of one gradient-sized buffer over `ranks` threads, as dp runs it: one
+  // warm-up, then the median of 3.
+  const std::vector<std::unique_ptr<Communicator>> group = make_local_group(ranks, std::chrono::seconds(60));
+  const auto floats = static_cast<size_t>(parameter_bytes_ / 4);
+  std::vector<double> seconds;
+  std::vector<std::thread> running;
+  for (int r = 0; r < ranks; ++r) {
+    running.emplace_back([&, r] {
+      std::vector<float> data(floats, 1.0f);
+      for (int i = 0; i < 4; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        group[static_cast<size_t>(r)]->all_reduce_sum(data, "bench all-reduce probe");
+        if (r == 0 && i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    });
+  }
+  for (std::thread& t : running) t.join();
+  std::sort(seconds.begin(), seconds.end());
+  return allreduce_[ranks] = seconds[seconds.size() / 2];
+}
+
 double BenchPredictor::step_seconds(int64_t batch, int threads, int workers) {
   double seconds = 0;
   for (const NodeCost& n : profile_at(batch, threads, workers).nodes) seconds += n.forward_seconds + n.backward_seconds;
@@ -83,7 +110,7 @@ Prediction BenchPredictor::predict(const BenchStrategy& s, int64_t batch, int th
   } else if (s.kind == "dp" || s.kind == "cs") {
     const int64_t rows = std::max<int64_t>(1, batch / workers);
     const double compute = step_seconds(rows, per_worker, workers);
-    const double reduce = 2.0 * (workers - 1) / workers * static_cast<double>(parameter_bytes_) / memory_bandwidth;
+    const double reduce = allreduce_seconds(workers);
     p.samples_per_s = static_cast<double>(batch) / (compute + reduce + update);
     std::snprintf(basis, sizeof basis, "replica step %.2f ms (%lld rows, %d threads, %d at once) + all-reduce %.2f ms + "
                   "update %.2f ms", 1e3 * compute, static_cast<long long>(rows), per_worker, workers, 1e3 * reduce,

@@ -5,7 +5,8 @@
 //
 //   U(P) = 5 · P / memory bandwidth: momentum SGD's update of P bytes of parameters (5 passes)
 //   single        B / (Σ_nodes (forward + backward) + U(P)), the profile at B on T threads
-//   dp:R, cs:R    B / (Σ at B/R on T/R threads + ring all-reduce 2(R−1)/R · P / memory bandwidth + U(P))
+//   dp:R, cs:R    B / (Σ at B/R on T/R threads + A_R(P) + U(P)), A_R(P): the local backend's all-reduce of
+//                 P bytes over R threads, measured at start
 //   ps:W:S        W · B / (Σ at B on T/W threads + push and pull 2 · P / memory bandwidth + U(P))
 //   pipelines     the planner's split at micro-batch b (B, or B/M for gpipe) on T/N threads per stage:
 //                 1F1B steady state b / max_k (slot_k + U(P_k)); gpipe M · b / (makespan + max_k U(P_k))
@@ -55,12 +56,15 @@ class BenchPredictor {
   // `workers` such measurements run at once (as the strategy's workers do; cached).
   const CostProfile& profile_at(int64_t batch, int threads, int workers);
   double step_seconds(int64_t batch, int threads, int workers);  // Σ forward + backward over the nodes
+  // The local backend's all-reduce of the parameters' size over `ranks` threads, measured (cached).
+  double allreduce_seconds(int ranks);
 
   std::string model_path_, loss_;
   ImportedModel model_;
   DeviceDescription cpu_;
   int64_t parameter_bytes_ = 0;
   std::map<std::tuple<int64_t, int, int>, CostProfile> profiles_;
+  std::map<int, double> allreduce_;
 };
 
 }  // namespace onnxtrain::cli
