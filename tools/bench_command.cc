@@ -106,7 +106,7 @@ nlohmann::json machine_description(int threads) {
           {"kernel", std::string(u.sysname) + " " + u.release},
           {"date", date},
           {"load_average_at_start", load_average()},
-          {"onnxtrain", "0.1.0"}};
+          {"onnxtrain", kOnnxtrainVersion}};
 }
 
 // The synthetic data every run of `model` trains on: the model's sample shape and class count,

@@ -20,11 +20,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "executor/trainer.h"
 #include "frontend/importer.h"
 #include "partitioner/cost_profile.h"
 #include "partitioner/device.h"
@@ -61,6 +63,7 @@ class BenchPredictor {
 
   std::string model_path_, loss_;
   ImportedModel model_;
+  std::unique_ptr<Trainer> prepared_;  // the training graph every profile times (loss attached once)
   DeviceDescription cpu_;
   int64_t parameter_bytes_ = 0;
   std::map<std::tuple<int64_t, int, int>, CostProfile> profiles_;

@@ -72,8 +72,14 @@ double BenchRow::median() const {
   const std::vector<double> v = throughputs(*this);
   return v.empty() ? 0 : v[(v.size() - 1) / 2];  // an even count: the lower middle, a figure actually measured
 }
-double BenchRow::min() const { return throughputs(*this).empty() ? 0 : throughputs(*this).front(); }
-double BenchRow::max() const { return throughputs(*this).empty() ? 0 : throughputs(*this).back(); }
+double BenchRow::min() const {
+  const std::vector<double> v = throughputs(*this);
+  return v.empty() ? 0 : v.front();
+}
+double BenchRow::max() const {
+  const std::vector<double> v = throughputs(*this);
+  return v.empty() ? 0 : v.back();
+}
 const MeasuredRun* BenchRow::median_run() const {
   const double m = median();
   for (const MeasuredRun& r : runs)

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "executor/pipeline/schedule.h"
 #include "graph/error.h"
 
 namespace onnxtrain::cli {
@@ -74,7 +75,7 @@ BenchStrategy parse_one(const std::string& item) {
 }  // namespace
 
 bool BenchStrategy::is_pipeline() const {
-  return kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe";
+  return is_pipeline_strategy(kind);
 }
 
 std::vector<BenchStrategy> parse_bench_strategies(const std::string& list, int devices) {

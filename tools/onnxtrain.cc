@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"onnxtrain: trains ONNX models exported from PyTorch or any other framework.\n"
                "Run `onnxtrain COMMAND --help` for the options of a command."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "onnxtrain 0.1.0");
+  app.set_version_flag("--version", std::string("onnxtrain ") + onnxtrain::cli::kOnnxtrainVersion);
   onnxtrain::cli::add_bench_command(app);
   onnxtrain::cli::add_inspect_command(app);
   onnxtrain::cli::add_partition_command(app);

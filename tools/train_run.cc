@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
+#include "executor/pipeline/schedule.h"
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
@@ -78,8 +79,7 @@ int run_training(const TrainOptions& o) {
     if (o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
     cuda::set_allow_tf32(true);  // before any kernel is prepared
   }
-  const bool pipeline = o.strategy == "naive" || o.strategy == "pipedream" || o.strategy == "spectrain" || o.strategy == "gpipe";
-  if (!o.trace.empty() && !pipeline) {
+  if (!o.trace.empty() && !is_pipeline_strategy(o.strategy)) {
     throw Error("--trace records pipeline stages: use it with --strategy naive|pipedream|spectrain|gpipe");
   }
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);

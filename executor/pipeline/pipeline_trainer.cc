@@ -25,7 +25,7 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  return seconds_between(t, std::chrono::steady_clock::now());
 }
 
 // Keeps the calling thread's OpenMP thread count across the emulation, which changes it per stage.

@@ -93,6 +93,12 @@ PipelineStrategy parse_pipeline_strategy(std::string_view name) {
   throw Error("unknown pipeline strategy '" + std::string(name) + "' (expected naive, pipedream, spectrain or gpipe)");
 }
 
+bool is_pipeline_strategy(std::string_view name) {
+  for (PipelineStrategy strategy : kStrategies)
+    if (name == pipeline_strategy_name(strategy)) return true;
+  return false;
+}
+
 const char* pipeline_strategy_name(PipelineStrategy strategy) {
   switch (strategy) {
     case PipelineStrategy::naive:

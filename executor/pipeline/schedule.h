@@ -48,6 +48,7 @@ namespace onnxtrain {
 enum class PipelineStrategy { naive, pipedream, spectrain, gpipe };
 // "naive" | "pipedream" | "spectrain" | "gpipe"; throws Error listing the known names.
 PipelineStrategy parse_pipeline_strategy(std::string_view name);
+bool is_pipeline_strategy(std::string_view name);  // one of the names parse_pipeline_strategy accepts
 const char* pipeline_strategy_name(PipelineStrategy strategy);
 
 enum class SpecTrainTarget { sequential, paper };
