@@ -25,6 +25,15 @@ except ImportError as e:
     sys.exit("%s: %s (apt-get install python3-matplotlib, or tools/install-deps.sh --plots)" % (sys.argv[0], e))
 
 
+def finish(fig, ax, title, path, **legend):
+    """Titles the axes, places the legend, writes the PNG and frees the figure."""
+    ax.set_title(title)
+    ax.legend(**legend)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def label(run):
     return run["strategy"] + (" (1 thread)" if run["threads"] == 1 else "")
 
@@ -54,11 +63,7 @@ def plot_throughput(runs, title, path):
     ax.set_xticks(list(xs))
     ax.set_xticklabels([label(r) for r in ok], rotation=30, ha="right")
     ax.set_ylabel("samples/s")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, path, fontsize=8, loc="lower right")
 
 
 def plot_speedup(runs, title, path):
@@ -76,11 +81,7 @@ def plot_speedup(runs, title, path):
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("devices (stages, replicas or workers)")
     ax.set_ylabel("speed-up over one thread")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, path, fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
 MEMORY_PARTS = [("weight_bytes", "weights"), ("working_bytes", "working copy"), ("stash_bytes", "stashed versions"),
@@ -101,11 +102,7 @@ def plot_memory(runs, title, path):
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(["%s stage %d" % (l, s["stage"]) for l, s in rows], fontsize=8, rotation=30, ha="right")
     ax.set_ylabel("MB (the executor's accounting)")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, path, fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return True
 
 
@@ -117,11 +114,7 @@ def plot_loss(runs, title, path):
             ax.plot([s for s, _ in steps], [l for _, l in steps], label=label(r))
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, path, fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
 def main():
