@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "graph/error.h"
+#include "executor/pipeline/schedule.h"
 
 namespace onnxtrain {
 namespace {
@@ -226,6 +227,44 @@ bool solve(const StagePricer& pricer, const PlanOptions& o, Cost cost, Allowed a
   return true;
 }
 
+Schedule schedule_of(const PlanOptions& options) {
+  static constexpr PipelineStrategy kStrategy[] = {PipelineStrategy::pipedream, PipelineStrategy::naive,
+                                                   PipelineStrategy::spectrain, PipelineStrategy::gpipe};
+  return make_schedule(kStrategy[static_cast<int>(options.schedule)], options.stages, options.micro_batches);
+}
+
+}  // namespace
+
+std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan& plan) {
+  std::vector<StageTimes> times;
+  for (const StagePlan& s : plan.stages) {
+    StageTimes t;
+    for (int64_t i = s.first_node; i < s.end_node; ++i) {
+      t.forward_s += profile.nodes[static_cast<size_t>(i)].forward_seconds;
+      t.backward_s += profile.nodes[static_cast<size_t>(i)].backward_seconds;
+    }
+    const double r = s.replicas;
+    t.forward_s /= r;
+    t.backward_s /= r;
+    t.update_s = s.allreduce_seconds / r;
+    t.activation_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_forward) / r));
+    t.gradient_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_backward) / r));
+    t.kept_bytes_per_micro_batch = s.in_flight > 0 ? s.memory.activations / s.in_flight : 0;
+    t.resident_bytes = s.memory.total - s.memory.activations;
+    times.push_back(t);
+  }
+  return times;
+}
+
+PipelineSimulation simulate_plan(const CostProfile& profile, const Plan& plan) {
+  const std::vector<StageTimes> times = plan_stage_times(profile, plan);
+  const LinkTimes link{.bandwidth = plan.options.link.bandwidth, .latency_s = plan.options.link.latency_s};
+  const std::vector<LinkTimes> links(plan.stages.size() - 1, link);
+  return simulate_pipeline(schedule_of(plan.options), times, links);
+}
+
+namespace {
+
 Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::span<const int64_t> cuts,
                 std::span<const int> replicas, bool user_split) {
   const int64_t n = static_cast<int64_t>(profile.nodes.size());
@@ -251,16 +290,19 @@ Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::spa
     sum_time += s.time_seconds;
     plan.stages.push_back(std::move(s));
   }
+  const PipelineSimulation sim = simulate_plan(profile, plan);
   const double m = static_cast<double>(options.micro_batches);
-  plan.makespan_seconds = sum_time + (m - 1) * plan.bottleneck_seconds;
+  double busy = 0;
+  for (const StageSummary& s : sim.stages) busy += s.busy_s;
+  plan.makespan_seconds = sim.makespan;
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   plan.throughput = ratio(m, plan.makespan_seconds);
   plan.steady_throughput = ratio(1, plan.bottleneck_seconds);
   plan.single_device_throughput = ratio(1, plan.single_device_seconds);
   plan.speedup = ratio(m * plan.single_device_seconds, plan.makespan_seconds);
   plan.steady_speedup = ratio(plan.single_device_seconds, plan.bottleneck_seconds);
-  plan.bubble_fraction = (stages - 1) / (m + stages - 1);
-  plan.utilisation = ratio(m * sum_time, stages * plan.makespan_seconds);
+  plan.utilisation = ratio(busy, stages * plan.makespan_seconds);
+  plan.bubble_fraction = plan.makespan_seconds > 0 ? 1 - plan.utilisation : 0;
   plan.balance = ratio(plan.bottleneck_seconds, sum_time / stages);
   for (StagePlan& s : plan.stages) s.idle_fraction = plan.bottleneck_seconds > 0 ? 1 - s.time_seconds / plan.bottleneck_seconds : 0;
   return plan;

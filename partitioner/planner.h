@@ -36,14 +36,17 @@
 //                              spectrain 2   / N−k (the master weights + one predicted copy; 1 if N=1)
 //                              gpipe     1   / M   (all micro-batches of a mini-batch before backward)
 // Pipeline figures for M micro-batches between flushes (GPipe: per mini-batch; the asynchronous 1F1B
-// schedules flush only at the end of a run: pass the run's number of mini-batches, or a large M):
-//   makespan  = Σ_k time_k + (M−1) · bottleneck   (identical jobs through a flow line: fill, then one
-//               bottleneck slot per further micro-batch)
-//   single    = M · Σ_k compute_k                 (one device, no transfers, no replicas)
+// schedules flush only at the end of a run: pass the run's number of mini-batches, or a large M) come
+// from the event simulation of the strategy's schedule (simulate_plan, simulator/pipeline_simulation.h):
+// each stage runs its instruction list with forward = Σ forward_seconds / R_k, backward likewise, an
+// update of allreduce_k / R_k, and its messages on the link (a replicated stage is simulated as one
+// device R_k times as fast, its messages R_k times smaller).
+//   makespan  = the simulated time of M micro-batches    single = M · Σ_k compute_k (one device)
 //   speedup   = single / makespan;  steady_speedup = Σ_k compute_k / bottleneck
-//   bubble_fraction = (N−1)/(M+N−1)               (fill and drain of a balanced pipeline)
-//   idle_fraction_k = 1 − time_k / bottleneck      (steady-state idling from imbalance)
-//   utilisation     = M · Σ_k time_k / (N · makespan)   (both effects together; = 1 − bubble if balanced)
+//   utilisation     = Σ_k busy_k / (N · makespan)     (busy: the stage's passes and update)
+//   bubble_fraction = 1 − utilisation                  (fill, drain, imbalance and waiting on links;
+//                                                       (N−1)/(M+N−1) for equal stages and free links)
+//   idle_fraction_k = 1 − time_k / bottleneck          (steady-state idling from imbalance)
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,7 @@
 #include <vector>
 
 #include "partitioner/cost_profile.h"
+#include "simulator/pipeline_simulation.h"
 
 namespace onnxtrain {
 
@@ -158,5 +162,9 @@ int64_t smallest_memory_cap(const CostProfile& profile, const PlanOptions& optio
 // 0: the count options.replicas gives stage k.
 StagePlan price_stage(const CostProfile& profile, const PlanOptions& options, int k, int64_t first, int64_t end,
                       int replicas = 0);
+
+// The plan's stages as the simulator sees them (see the header comment), and its simulation.
+std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan& plan);
+PipelineSimulation simulate_plan(const CostProfile& profile, const Plan& plan);
 
 }  // namespace onnxtrain

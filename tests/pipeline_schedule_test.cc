@@ -18,6 +18,7 @@
 
 #include "executor/pipeline/schedule.h"
 #include "graph/error.h"
+#include "simulator/pipeline_simulation.h"
 
 using namespace onnxtrain;
 
@@ -27,6 +28,12 @@ constexpr PipelineStrategy kOneFOneB[] = {PipelineStrategy::naive, PipelineStrat
                                           PipelineStrategy::spectrain};
 constexpr PipelineStrategy kAll[] = {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain,
                                      PipelineStrategy::gpipe};
+
+// Every pass `forward`/`backward` time units, updates and transfers instant.
+PipelineSimulation unit_simulation(const Schedule& s, double forward, double backward) {
+  const std::vector<StageTimes> times(s.stages, StageTimes{.forward_s = forward, .backward_s = backward});
+  return simulate_pipeline(s, times, std::vector<LinkTimes>(s.stages - 1));
+}
 
 // Run counts worth covering for N stages: fewer mini-batches than the warm-up, exactly N, and long runs.
 std::vector<int64_t> run_lengths(int n) { return {1, 2, n - 1 > 0 ? n - 1 : 1, n, n + 1, 2 * n + 3, 3 * n + 5}; }
@@ -191,7 +198,8 @@ TEST(PipelineSchedule, NamesRoundTripAndUnknownNamesListTheKnownOnes) {
 TEST(PipelineSchedule, RejectsEmptyPipelines) {
   EXPECT_THROW(make_schedule(PipelineStrategy::pipedream, 0, 4), Error);
   EXPECT_THROW(make_schedule(PipelineStrategy::gpipe, 2, 0), Error);
-  EXPECT_THROW(simulate_timeline(make_schedule(PipelineStrategy::gpipe, 2, 2), -1, 1), Error);
+  const std::vector<StageTimes> negative(2, StageTimes{.forward_s = -1});
+  EXPECT_THROW(simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 2, 2), negative, std::vector<LinkTimes>(1)), Error);
 }
 
 // Stage k: N-1-k warm-up forwards, then strict F/B alternation, N-k mini-batches in flight, every pass
@@ -413,26 +421,26 @@ TEST(PipelineSchedule, UnitTimelineIsThePapersGrid) {
       for (int64_t m : run_lengths(n)) {
         const Schedule s = make_schedule(strategy, n, m);
         SCOPED_TRACE(describe(strategy, n, m));
-        const Timeline t = simulate_timeline(s);
-        EXPECT_EQ(t.makespan, 2 * (m + n - 1));
+        const PipelineSimulation t = unit_simulation(s, 1, 1);
+        EXPECT_DOUBLE_EQ(t.makespan, 2.0 * static_cast<double>(m + n - 1));
         for (int k = 0; k < n; ++k) {
-          EXPECT_EQ(t.busy[k], 2 * m);
-          EXPECT_NEAR(t.bubble_fraction()[k], static_cast<double>(n - 1) / static_cast<double>(m + n - 1), 1e-12);
+          EXPECT_DOUBLE_EQ(t.stages[k].busy_s, 2.0 * static_cast<double>(m));
+          EXPECT_NEAR(t.stages[k].bubble_fraction, static_cast<double>(n - 1) / static_cast<double>(m + n - 1), 1e-12);
           if (strategy == PipelineStrategy::gpipe) continue;
-          for (size_t j = 0; j < s.programs[k].size(); ++j) {
-            const Instruction& in = s.programs[k][j];
-            if (in.op == Op::Backward) {
-              EXPECT_EQ(t.start[k][j], 2 * in.micro_batch + 2 * n - 1 - k);
+          for (int id : t.sim.tasks_of(t.stage_resource[k])) {
+            const SimTask& in = t.sim.tasks()[static_cast<size_t>(id)];
+            if (in.kind == TaskKind::backward) {
+              EXPECT_EQ(t.sim.start(id), static_cast<double>(2 * in.micro_batch + 2 * n - 1 - k));
             }
-            if (in.op == Op::Forward && in.micro_batch >= n - k) {
-              EXPECT_EQ(t.start[k][j], 2 * in.micro_batch + k) << "F" << in.micro_batch << " on stage " << k;
+            if (in.kind == TaskKind::forward && in.micro_batch >= n - k) {
+              EXPECT_EQ(t.sim.start(id), static_cast<double>(2 * in.micro_batch + k)) << "F" << in.micro_batch << " on stage " << k;
             }
           }
         }
       }
   // Backward twice the forward: GPipe's makespan is (M+N-1)(F+B) and 1F1B's the same.
   for (PipelineStrategy strategy : kAll)
-    EXPECT_EQ(simulate_timeline(make_schedule(strategy, 3, 5), 1, 2).makespan, 7 * 3)
+    EXPECT_DOUBLE_EQ(unit_simulation(make_schedule(strategy, 3, 5), 1, 2).makespan, 7 * 3.0)
         << pipeline_strategy_name(strategy);
 }
 

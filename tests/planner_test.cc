@@ -374,7 +374,7 @@ TEST(Planner, UniformProfileBalancesExactly) {
       EXPECT_NEAR(plan.balance, 1.0, 1e-12);
       // Balanced: the pipeline figures reduce to the textbook ones.
       const double m = 8;
-      EXPECT_DOUBLE_EQ(plan.bubble_fraction, (stages - 1) / (m + stages - 1));
+      EXPECT_NEAR(plan.bubble_fraction, (stages - 1) / (m + stages - 1), 1e-12);
       EXPECT_NEAR(plan.utilisation, 1 - plan.bubble_fraction, 1e-12);
       EXPECT_NEAR(plan.speedup, stages * m / (m + stages - 1), 1e-9);
       EXPECT_NEAR(plan.steady_speedup, stages, 1e-9);

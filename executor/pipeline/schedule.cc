@@ -1,12 +1,14 @@
 #include "executor/pipeline/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <tuple>
 
 #include "graph/error.h"
+#include "simulator/pipeline_simulation.h"
 
 namespace onnxtrain {
 
@@ -57,26 +59,53 @@ int peer_of(const Instruction& in, int stage) {
   return in.op == Op::SendActivation || in.op == Op::RecvGradient ? stage + 1 : stage - 1;
 }
 
+// Every pass one time unit, transfers instant (the table's and the paper target's timeline). Per stage:
+// the start of each Forward, Backward and OptimizerStep, in program order, with its kind and micro-batch.
+struct UnitPass {
+  TaskKind kind;
+  int64_t micro_batch;
+  int64_t start;
+};
+struct UnitTimeline {
+  std::vector<std::vector<UnitPass>> passes;
+  int64_t makespan = 0;
+  std::vector<double> bubble;
+};
+
+UnitTimeline unit_timeline(const Schedule& schedule, double update_time) {
+  const std::vector<StageTimes> times(schedule.stages, StageTimes{.forward_s = 1, .backward_s = 1, .update_s = update_time});
+  const std::vector<LinkTimes> links(schedule.stages - 1);
+  const PipelineSimulation p = simulate_pipeline(schedule, times, links);
+  UnitTimeline out;
+  out.makespan = std::llround(p.makespan);
+  for (int k = 0; k < schedule.stages; ++k) {
+    out.passes.emplace_back();
+    for (int id : p.sim.tasks_of(p.stage_resource[k])) {
+      const SimTask& t = p.sim.tasks()[static_cast<size_t>(id)];
+      if (t.kind != TaskKind::recv) out.passes[k].push_back({t.kind, t.micro_batch, std::llround(p.sim.start(id))});
+    }
+    out.bubble.push_back(p.stages[k].bubble_fraction);
+  }
+  return out;
+}
+
 // The SpecTrain paper's target: the updates stage k has finished at the start of the slot (a forward half,
 // then a backward half) in which stage 0 runs B_i, i.e. one pass time before B_i starts on stage 0. With
 // unit pass times the as-soon-as-possible timeline puts every backward exactly on the paper's grid
 // (F_i on stage k at 2i+k in steady state, B_i at 2i+2N-1-k), and the versions only change at backwards.
 std::vector<std::vector<int64_t>> paper_targets(const Schedule& schedule) {
-  const Timeline timeline = simulate_timeline(schedule, 1, 1, 0);
+  const UnitTimeline timeline = unit_timeline(schedule, 0);
   std::vector<int64_t> slot_start(schedule.micro_batches, 0);
-  for (size_t j = 0; j < schedule.programs[0].size(); ++j) {
-    const Instruction& in = schedule.programs[0][j];
-    if (in.op == Op::Backward) slot_start[in.micro_batch] = timeline.start[0][j] - 1;
-  }
+  for (const UnitPass& pass : timeline.passes[0])
+    if (pass.kind == TaskKind::backward) slot_start[pass.micro_batch] = pass.start - 1;
   std::vector<std::vector<int64_t>> target(schedule.stages, std::vector<int64_t>(schedule.micro_batches, 0));
   for (int k = 0; k < schedule.stages; ++k)
-    for (size_t j = 0; j < schedule.programs[k].size(); ++j) {
-      if (schedule.programs[k][j].op != Op::OptimizerStep) continue;
+    for (const UnitPass& pass : timeline.passes[k]) {
+      if (pass.kind != TaskKind::update) continue;
       // An update is finished when its zero-length step starts; one landing exactly on a slot boundary
       // counts (the grid's half-slot offsets make such ties the rule, not the exception).
-      const int64_t done_at = timeline.start[k][j];
       for (int64_t i = 0; i < schedule.micro_batches; ++i)
-        if (done_at <= slot_start[i]) ++target[k][i];
+        if (pass.start <= slot_start[i]) ++target[k][i];
     }
   return target;
 }
@@ -188,13 +217,6 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   return schedule;
 }
 
-std::vector<double> Timeline::bubble_fraction() const {
-  std::vector<double> fraction;
-  for (int64_t b : busy)
-    fraction.push_back(makespan > 0 ? 1.0 - static_cast<double>(b) / static_cast<double>(makespan) : 0.0);
-  return fraction;
-}
-
 std::vector<bool> launch_before(const Schedule& schedule, int stage) {
   const std::vector<Instruction>& program = schedule.programs.at(static_cast<size_t>(stage));
   // Where each transfer of the neighbours is in their programs, by (op, micro-batch).
@@ -241,70 +263,20 @@ std::vector<bool> launch_before(const Schedule& schedule, int stage) {
   return launch;
 }
 
-Timeline simulate_timeline(const Schedule& schedule, int64_t forward_time, int64_t backward_time, int64_t update_time) {
-  if (forward_time < 0 || backward_time < 0 || update_time < 0)
-    throw Error("pipeline timeline: pass times must be >= 0");
-  const int stages = schedule.stages;
-  Timeline timeline;
-  timeline.busy.assign(stages, 0);
-  std::vector<size_t> pc(stages, 0);
-  std::vector<int64_t> clock(stages, 0);
-  for (int k = 0; k < stages; ++k) timeline.start.emplace_back(schedule.programs[k].size(), 0);
-  // (from, to, is_gradient, micro_batch) -> time the message was sent.
-  std::map<std::tuple<int, int, bool, int64_t>, int64_t> sent;
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int k = 0; k < stages; ++k) {
-      while (pc[k] < schedule.programs[k].size()) {
-        const Instruction& in = schedule.programs[k][pc[k]];
-        int64_t start = clock[k], duration = 0;
-        if (in.op == Op::RecvActivation || in.op == Op::RecvGradient) {
-          const bool gradient = in.op == Op::RecvGradient;
-          auto it = sent.find({gradient ? k + 1 : k - 1, k, gradient, in.micro_batch});
-          if (it == sent.end()) break;  // not sent yet: try the other stages
-          start = std::max(start, it->second);
-        } else if (in.op == Op::SendActivation || in.op == Op::SendGradient) {
-          const bool gradient = in.op == Op::SendGradient;
-          sent[{k, gradient ? k - 1 : k + 1, gradient, in.micro_batch}] = start;
-        } else if (in.op == Op::Forward) {
-          duration = forward_time;
-        } else if (in.op == Op::Backward) {
-          duration = backward_time;
-        } else if (in.op == Op::OptimizerStep) {
-          duration = update_time;
-        }
-        timeline.start[k][pc[k]] = start;
-        clock[k] = start + duration;
-        timeline.busy[k] += duration;
-        ++pc[k];
-        progress = true;
-      }
-    }
-  }
-  for (int k = 0; k < stages; ++k) {
-    ONNXTRAIN_CHECK(pc[k] == schedule.programs[k].size(), "pipeline schedule cannot complete: stage " +
-                                                              std::to_string(k) + " blocks at instruction " +
-                                                              std::to_string(pc[k]));
-    timeline.makespan = std::max(timeline.makespan, clock[k]);
-  }
-  return timeline;
-}
-
 std::string format_schedule_table(const Schedule& schedule) {
   const bool one_f_one_b = is_1f1b(schedule.strategy);
   // GPipe's update is drawn one unit wide so the flush shows; 1F1B's follow their backward at once.
-  const Timeline timeline = simulate_timeline(schedule, 1, 1, one_f_one_b ? 0 : 1);
+  const UnitTimeline timeline = unit_timeline(schedule, one_f_one_b ? 0 : 1);
   std::vector<std::vector<std::string>> grid(schedule.stages, std::vector<std::string>(timeline.makespan, "."));
   size_t width = 2;
   for (int k = 0; k < schedule.stages; ++k)
-    for (size_t j = 0; j < schedule.programs[k].size(); ++j) {
-      const Instruction& in = schedule.programs[k][j];
+    for (const UnitPass& pass : timeline.passes[k]) {
       std::string label;
-      if (in.op == Op::Forward) label = "F" + std::to_string(in.micro_batch);
-      if (in.op == Op::Backward) label = "B" + std::to_string(in.micro_batch);
-      if (in.op == Op::OptimizerStep && !one_f_one_b) label = "U";
+      if (pass.kind == TaskKind::forward) label = "F" + std::to_string(pass.micro_batch);
+      if (pass.kind == TaskKind::backward) label = "B" + std::to_string(pass.micro_batch);
+      if (pass.kind == TaskKind::update && !one_f_one_b) label = "U";
       if (label.empty()) continue;
-      grid[k][timeline.start[k][j]] = label;
+      grid[k][pass.start] = label;
       width = std::max(width, label.size());
     }
   width = std::max(width, std::to_string(std::max<int64_t>(timeline.makespan - 1, 0)).size());
@@ -359,7 +331,7 @@ std::string format_schedule_table(const Schedule& schedule) {
   }
   // The bubble of the passes alone (updates take no time), GPipe's (N-1)/(M+N-1) included.
   out << "bubble (every pass one time unit):";
-  const std::vector<double> bubble = simulate_timeline(schedule, 1, 1, 0).bubble_fraction();
+  const std::vector<double> bubble = unit_timeline(schedule, 0).bubble;
   for (int k = 0; k < schedule.stages; ++k) {
     char buffer[64];
     std::snprintf(buffer, sizeof buffer, " stage %d %.0f%%%s", k, 100.0 * bubble[k],

@@ -1,8 +1,8 @@
 // Pipeline schedules as data: a pure function of (strategy, N stages, M micro-batches) that gives every
 // stage its instruction list (Forward, Backward, explicit Send/Recv of activations and gradients,
 // OptimizerStep, Flush) plus the version accounting the weight policies need. No kernels run here; the
-// executor (pipeline_trainer) walks `programs`, and `onnxtrain partition ... --schedule STRATEGY` prints
-// `format_schedule_table`.
+// executor (pipeline_trainer) walks `programs`, the simulator (simulator/pipeline_simulation.h) plays them
+// with per-pass times, and `onnxtrain partition ... --schedule STRATEGY` prints `format_schedule_table`.
 //
 //   Schedule s = make_schedule(PipelineStrategy::spectrain, 4, batches.size());
 //   for (const Instruction& in : s.programs[stage]) { ... }                  // what stage `stage` runs
@@ -92,22 +92,6 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
 // stage k+1 sends that gradient before it receives the activation) the peer sends first, and the two
 // must share one group instead: posted alone, each side's send would wait for a recv queued behind it.
 std::vector<bool> launch_before(const Schedule& schedule, int stage);
-
-// When each instruction would start if every Forward took `forward_time`, every Backward `backward_time`,
-// every OptimizerStep `update_time` and Send/Recv/Flush no time, each stage running its program in order
-// as soon as its inputs exist (a Recv waits for the matching Send; unbounded channels). start[k][j]
-// belongs to programs[k][j]. With unit times this is the timeline the table prints and the paper target
-// reads.
-struct Timeline {
-  std::vector<std::vector<int64_t>> start;
-  int64_t makespan = 0;
-  std::vector<int64_t> busy;  // per stage: time spent in Forward/Backward/OptimizerStep
-  // Per stage: 1 - busy / makespan, the bubble the schedule itself imposes with these pass times.
-  std::vector<double> bubble_fraction() const;
-};
-// Throws Error on negative times. A schedule whose programs cannot complete is a bug (ONNXTRAIN_CHECK).
-Timeline simulate_timeline(const Schedule& schedule, int64_t forward_time = 1, int64_t backward_time = 1,
-                           int64_t update_time = 0);
 
 // The time x stage grid with unit pass times (one column per time unit, one row per stage):
 //   "F3" forward of 3, "B1" backward of 1 (in 1F1B followed at once by the stage's update), "U" gpipe's

@@ -1,0 +1,77 @@
+// The discrete-event core every simulated strategy shares: tasks on in-order resources.
+//
+// A resource is anything that does one thing at a time: a device's compute stream, one direction of a
+// link, the ring an all-reduce runs on, a parameter-server shard. It runs its tasks in the order they
+// were added (a stage walks its instruction list in order; a link carries its messages first come, first
+// served), and a task starts when its resource has finished the task before it and every task it waits
+// for (`after`) has ended: start = max(end of the resource's previous task, max end of `after`). A task
+// of zero seconds marks a point in time (a Recv: the moment the stage has its input).
+//
+// Concurrent transfers on one link are served one after another, not side by side: the last of them
+// ends when fair sharing would end it (the same bytes through the same bandwidth), the first ones earlier.
+//
+// Memory: a task may allocate bytes on a memory pool (a device) when it starts and release bytes when
+// it ends; `peak_memory` replays those events in time order (releases before allocations at equal
+// times) on top of each pool's resident bytes.
+//
+//   EventSimulation sim;
+//   int gpu = sim.add_resource("stage 0"), link = sim.add_resource("link 0->1");
+//   int f = sim.add_task({.resource = gpu, .seconds = 2e-3, .kind = TaskKind::forward, .micro_batch = 0});
+//   sim.add_task({.resource = link, .seconds = 1e-4, .after = {f}, .kind = TaskKind::send});
+//   sim.run();                      // throws Error if the tasks wait on each other in a cycle
+//   double t = sim.makespan();
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace onnxtrain {
+
+enum class TaskKind { forward, backward, update, send, recv, allreduce, push, pull };
+const char* task_kind_name(TaskKind kind);  // "forward", ...
+
+struct SimTask {
+  int resource = 0;
+  double seconds = 0;
+  std::vector<int> after;     // task ids that must end before this one starts
+  TaskKind kind = TaskKind::forward;
+  int64_t micro_batch = -1;   // for traces: the (micro-)batch, -1 for none
+  int64_t bytes = 0;          // transfers: the message size
+  int memory_pool = -1;       // the pool `allocate`/`release` apply to; -1: none
+  int64_t allocate = 0;       // bytes taken on memory_pool when the task starts
+  int64_t release = 0;        // bytes given back when it ends
+};
+
+class EventSimulation {
+ public:
+  int add_resource(std::string name);
+  int add_memory_pool(std::string name, int64_t resident_bytes);
+  int add_task(SimTask task);  // returns its id; `after` must name tasks already added
+
+  // Computes every start and end. Throws Error if some tasks can never start (a cycle of waits).
+  void run();
+
+  double start(int task) const { return start_[static_cast<size_t>(task)]; }
+  double end(int task) const { return end_[static_cast<size_t>(task)]; }
+  double makespan() const { return makespan_; }
+  // Seconds the resource spent running tasks (zero-second tasks add nothing).
+  double busy_seconds(int resource) const;
+  int64_t peak_memory(int pool) const;
+
+  const std::vector<SimTask>& tasks() const { return tasks_; }
+  const std::vector<std::string>& resource_names() const { return resources_; }
+  const std::vector<int>& tasks_of(int resource) const { return queues_[static_cast<size_t>(resource)]; }
+
+ private:
+  std::vector<std::string> resources_;
+  std::vector<std::vector<int>> queues_;  // per resource: its tasks in order
+  std::vector<std::string> pools_;
+  std::vector<int64_t> resident_;
+  std::vector<SimTask> tasks_;
+  std::vector<double> start_, end_;
+  double makespan_ = 0;
+  bool ran_ = false;
+};
+
+}  // namespace onnxtrain
