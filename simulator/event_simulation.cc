@@ -45,43 +45,23 @@ int EventSimulation::add_task(SimTask task) {
   return id;
 }
 
-// Every resource runs in order, so a task's start depends only on its resource's previous task and on
-// the tasks it waits for: sweep the resources, advancing each as far as its next task's waits allow,
-// until all are done or a sweep advances none (a cycle).
+// A task waits only on tasks added before it, and follows only those on its resource: in the order of
+// addition every task's predecessors are already placed, so one pass places them all.
 void EventSimulation::run() {
   const size_t n = tasks_.size();
   start_.assign(n, 0);
   end_.assign(n, 0);
-  std::vector<char> done(n, 0);
-  std::vector<size_t> next(resources_.size(), 0);
   std::vector<double> free_at(resources_.size(), 0);
-  size_t finished = 0;
-  while (finished < n) {
-    bool advanced = false;
-    for (size_t r = 0; r < resources_.size(); ++r) {
-      while (next[r] < queues_[r].size()) {
-        const int id = queues_[r][next[r]];
-        const SimTask& t = tasks_[static_cast<size_t>(id)];
-        double ready = free_at[r];
-        bool waiting = false;
-        for (int a : t.after) {
-          if (!done[static_cast<size_t>(a)]) { waiting = true; break; }
-          ready = std::max(ready, end_[static_cast<size_t>(a)]);
-        }
-        if (waiting) break;
-        start_[static_cast<size_t>(id)] = ready;
-        end_[static_cast<size_t>(id)] = ready + t.seconds;
-        free_at[r] = end_[static_cast<size_t>(id)];
-        done[static_cast<size_t>(id)] = 1;
-        ++next[r];
-        ++finished;
-        advanced = true;
-      }
-    }
-    if (!advanced) throw Error("simulation: " + std::to_string(n - finished) + " tasks wait on each other in a cycle");
-  }
   makespan_ = 0;
-  for (double e : end_) makespan_ = std::max(makespan_, e);
+  for (size_t id = 0; id < n; ++id) {
+    const SimTask& t = tasks_[id];
+    double ready = free_at[static_cast<size_t>(t.resource)];
+    for (int a : t.after) ready = std::max(ready, end_[static_cast<size_t>(a)]);
+    start_[id] = ready;
+    end_[id] = ready + t.seconds;
+    free_at[static_cast<size_t>(t.resource)] = end_[id];
+    makespan_ = std::max(makespan_, end_[id]);
+  }
   ran_ = true;
 }
 
@@ -89,6 +69,14 @@ double EventSimulation::busy_seconds(int resource) const {
   ONNXTRAIN_CHECK(ran_, "busy_seconds before run()");
   double busy = 0;
   for (int id : queues_[static_cast<size_t>(resource)]) busy += tasks_[static_cast<size_t>(id)].seconds;
+  return busy;
+}
+
+double EventSimulation::busy_between(int resource, double from, double to) const {
+  ONNXTRAIN_CHECK(ran_, "busy_between before run()");
+  double busy = 0;
+  for (int id : queues_[static_cast<size_t>(resource)])
+    busy += std::max(0.0, std::min(end(id), to) - std::max(start(id), from));
   return busy;
 }
 

@@ -5,7 +5,9 @@
 // were added (a stage walks its instruction list in order; a link carries its messages first come, first
 // served), and a task starts when its resource has finished the task before it and every task it waits
 // for (`after`) has ended: start = max(end of the resource's previous task, max end of `after`). A task
-// of zero seconds marks a point in time (a Recv: the moment the stage has its input).
+// of zero seconds marks a point in time (a Recv: the moment the stage has its input). A task can wait
+// only on tasks added before it, so every set of tasks completes: the builders add them in an order in
+// which each Send exists before its Recv (pipeline_simulation.cc walks the stages' programs that way).
 //
 // Concurrent transfers on one link are served one after another, not side by side: the last of them
 // ends when fair sharing would end it (the same bytes through the same bandwidth), the first ones earlier.
@@ -18,7 +20,7 @@
 //   int gpu = sim.add_resource("stage 0"), link = sim.add_resource("link 0->1");
 //   int f = sim.add_task({.resource = gpu, .seconds = 2e-3, .kind = TaskKind::forward, .micro_batch = 0});
 //   sim.add_task({.resource = link, .seconds = 1e-4, .after = {f}, .kind = TaskKind::send});
-//   sim.run();                      // throws Error if the tasks wait on each other in a cycle
+//   sim.run();
 //   double t = sim.makespan();
 #pragma once
 
@@ -49,14 +51,15 @@ class EventSimulation {
   int add_memory_pool(std::string name, int64_t resident_bytes);
   int add_task(SimTask task);  // returns its id; `after` must name tasks already added
 
-  // Computes every start and end. Throws Error if some tasks can never start (a cycle of waits).
-  void run();
+  void run();  // computes every start and end
 
   double start(int task) const { return start_[static_cast<size_t>(task)]; }
   double end(int task) const { return end_[static_cast<size_t>(task)]; }
   double makespan() const { return makespan_; }
   // Seconds the resource spent running tasks (zero-second tasks add nothing).
   double busy_seconds(int resource) const;
+  // The same within [from, to): each task counts for the part of it inside the window.
+  double busy_between(int resource, double from, double to) const;
   int64_t peak_memory(int pool) const;
 
   const std::vector<SimTask>& tasks() const { return tasks_; }

@@ -15,16 +15,18 @@ double LinkTimes::seconds(int64_t bytes) const {
   return latency_s + static_cast<double>(bytes) / bandwidth;
 }
 
-double steady_rate(const std::vector<double>& step_end, int64_t warmup) {
+double rate_between(const std::vector<double>& step_end, int64_t skip_first, int64_t skip_last) {
   const int64_t n = static_cast<int64_t>(step_end.size());
-  if (n == 0) return 0;
-  warmup = std::clamp<int64_t>(warmup, 0, n - 1);
-  const double from = warmup == 0 ? 0.0 : step_end[static_cast<size_t>(warmup - 1)];
-  const double span = step_end.back() - from;
-  return span > 0 ? static_cast<double>(n - warmup) / span : 0.0;
+  skip_first = std::max<int64_t>(skip_first, 0);
+  skip_last = std::max<int64_t>(skip_last, 0);
+  if (skip_first + skip_last >= n) return 0;
+  const int64_t last = n - 1 - skip_last;
+  const double from = skip_first == 0 ? 0.0 : step_end[static_cast<size_t>(skip_first - 1)];
+  const double span = step_end[static_cast<size_t>(last)] - from;
+  return span > 0 ? static_cast<double>(last - skip_first + 1) / span : 0.0;
 }
 
-double PipelineSimulation::steady_rate(int64_t warmup) const { return onnxtrain::steady_rate(step_end, warmup); }
+double PipelineSimulation::steady_rate(int64_t warmup) const { return rate_between(step_end, warmup, warmup); }
 
 PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const StageTimes> stages,
                                      std::span<const LinkTimes> links, int64_t mini_batches) {

@@ -55,8 +55,8 @@ struct PipelineSimulation {
   std::vector<StageSummary> stages;
   std::vector<double> step_end;             // per mini-batch: when its last update ends on any stage
   double makespan = 0;
-  // Mini-batches per second after the first `warmup` ones: (count) / (step_end[last] − step_end[warmup−1]);
-  // warmup 0: over the whole run from time 0.
+  // Mini-batches per second in steady state: over the steps left when `warmup` are left out at each end
+  // (the fill and the drain); warmup 0: over the whole run from time 0.
   double steady_rate(int64_t warmup) const;
 };
 
@@ -65,7 +65,8 @@ struct PipelineSimulation {
 PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const StageTimes> stages,
                                      std::span<const LinkTimes> links, int64_t mini_batches = 1);
 
-// Rate over whole steps after `warmup` of them (shared by the pipeline and the replica simulations).
-double steady_rate(const std::vector<double>& step_end, int64_t warmup);
+// Steps per second over the steps left when the first `skip_first` and the last `skip_last` are left out:
+// count / (end of the last kept − end of the last skipped at the start, or 0). 0 when none is left.
+double rate_between(const std::vector<double>& step_end, int64_t skip_first, int64_t skip_last);
 
 }  // namespace onnxtrain

@@ -96,31 +96,40 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
   return out;
 }
 
+// Each replica or worker reaches the host by its own link (a GPU's PCIe), one resource each.
+std::vector<int> add_links(ReplicaSimulation& out, int count) {
+  std::vector<int> links;
+  for (int r = 0; r < count; ++r) links.push_back(out.sim.add_resource("host link " + std::to_string(r)));
+  return links;
+}
+
 ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, const LinkTimes& storage, int64_t steps) {
   check(t, replicas, steps, "simulate_central_storage");
   ReplicaSimulation out;
   const Workers w = add_workers(out, t, replicas, "replica");
-  const int link = out.sim.add_resource("storage link");
+  const std::vector<int> link = add_links(out, replicas);
   const int store = out.sim.add_resource("storage");
+  const double copy = storage.seconds(t.parameter_bytes);
   int previous_update = -1;
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<int> pushes;
     for (int r = 0; r < replicas; ++r) {
-      SimTask pull{.resource = link, .seconds = storage.seconds(t.parameter_bytes), .kind = TaskKind::pull,
-                   .micro_batch = step, .bytes = t.parameter_bytes};
+      SimTask pull{.resource = link[r], .seconds = copy, .kind = TaskKind::pull, .micro_batch = step, .bytes = t.parameter_bytes};
       if (previous_update >= 0) pull.after = {previous_update};
       const int pulled = out.sim.add_task(std::move(pull));
       out.sim.add_task({.resource = w.resource[r], .seconds = t.forward_s, .after = {pulled}, .kind = TaskKind::forward,
                         .micro_batch = step, .memory_pool = w.pool[r], .allocate = t.activation_bytes});
       const int backward = out.sim.add_task({.resource = w.resource[r], .seconds = t.backward_s, .kind = TaskKind::backward,
                                              .micro_batch = step, .memory_pool = w.pool[r], .release = t.activation_bytes});
-      pushes.push_back(out.sim.add_task({.resource = link, .seconds = storage.seconds(t.parameter_bytes), .after = {backward},
-                                         .kind = TaskKind::push, .micro_batch = step, .bytes = t.parameter_bytes}));
+      pushes.push_back(out.sim.add_task({.resource = link[r], .seconds = copy, .after = {backward}, .kind = TaskKind::push,
+                                         .micro_batch = step, .bytes = t.parameter_bytes}));
     }
     previous_update = out.sim.add_task({.resource = store, .seconds = t.update_s, .after = pushes, .kind = TaskKind::update,
                                         .micro_batch = step});
   }
-  summarise(out, w, {link});
+  std::vector<int> comm = link;
+  comm.push_back(store);
+  summarise(out, w, comm);
   for (int id : out.sim.tasks_of(store)) out.step_end.push_back(out.sim.end(id));
   return out;
 }
@@ -131,40 +140,39 @@ ReplicaSimulation simulate_parameter_server(const ReplicaTimes& t, int workers, 
   if (shards < 1) throw Error("simulate_parameter_server: needs at least one shard");
   ReplicaSimulation out;
   const Workers w = add_workers(out, t, workers, "worker");
+  const std::vector<int> links = add_links(out, workers);
   std::vector<int> shard;
   for (int s = 0; s < shards; ++s) shard.push_back(out.sim.add_resource("shard " + std::to_string(s)));
   const int64_t part = t.parameter_bytes / shards;
-  std::vector<int> previous(workers, -1);  // each worker's last update on its last shard
+  std::vector<int> previous(workers, -1);  // each worker's last applied push
   std::vector<int> finish;
-  // Mini-batches are handed out in order, one to each worker in turn, and the shards serve requests in
-  // that order: a fair queue when the workers run at the same speed.
+  // Mini-batches are handed out in order, one to each worker in turn, and each shard applies the pushes
+  // in that order: a fair queue when the workers run at the same speed.
   for (int64_t step = 0; step < steps; ++step) {
     for (int wk = 0; wk < workers; ++wk) {
       const int64_t batch = step * workers + wk;
-      std::vector<int> pulls;
-      for (int s = 0; s < shards; ++s) {
-        SimTask pull{.resource = shard[s], .seconds = link.seconds(part), .kind = TaskKind::pull, .micro_batch = batch, .bytes = part};
-        if (previous[wk] >= 0) pull.after = {previous[wk]};
-        pulls.push_back(out.sim.add_task(std::move(pull)));
-      }
-      out.sim.add_task({.resource = w.resource[wk], .seconds = t.forward_s, .after = pulls, .kind = TaskKind::forward,
+      SimTask pull{.resource = links[wk], .seconds = shards * link.seconds(part), .kind = TaskKind::pull,
+                   .micro_batch = batch, .bytes = part * shards};
+      if (previous[wk] >= 0) pull.after = {previous[wk]};
+      const int pulled = out.sim.add_task(std::move(pull));
+      out.sim.add_task({.resource = w.resource[wk], .seconds = t.forward_s, .after = {pulled}, .kind = TaskKind::forward,
                         .micro_batch = batch, .memory_pool = w.pool[wk], .allocate = t.activation_bytes});
       const int backward = out.sim.add_task({.resource = w.resource[wk], .seconds = t.backward_s, .kind = TaskKind::backward,
                                              .micro_batch = batch, .memory_pool = w.pool[wk], .release = t.activation_bytes});
-      std::vector<int> applied;
-      for (int s = 0; s < shards; ++s) {
-        const int push = out.sim.add_task({.resource = shard[s], .seconds = link.seconds(part), .after = {backward},
-                                           .kind = TaskKind::push, .micro_batch = batch, .bytes = part});
-        applied.push_back(out.sim.add_task({.resource = shard[s], .seconds = t.update_s / shards, .after = {push},
-                                            .kind = TaskKind::update, .micro_batch = batch}));
-      }
-      // The worker's next pull waits for all its pushes to be applied (the executor's push returns then).
-      SimTask done{.resource = w.resource[wk], .seconds = 0, .after = applied, .kind = TaskKind::recv, .micro_batch = batch};
+      const int push = out.sim.add_task({.resource = links[wk], .seconds = shards * link.seconds(part), .after = {backward},
+                                         .kind = TaskKind::push, .micro_batch = batch, .bytes = part * shards});
+      // The worker's next pull waits for every shard to apply its push (the executor's push returns then).
+      SimTask done{.resource = w.resource[wk], .seconds = 0, .kind = TaskKind::recv, .micro_batch = batch};
+      for (int s = 0; s < shards; ++s)
+        done.after.push_back(out.sim.add_task({.resource = shard[s], .seconds = t.update_s / shards, .after = {push},
+                                               .kind = TaskKind::update, .micro_batch = batch}));
       previous[wk] = out.sim.add_task(std::move(done));
       finish.push_back(previous[wk]);
     }
   }
-  summarise(out, w, shard);
+  std::vector<int> comm = links;
+  comm.insert(comm.end(), shard.begin(), shard.end());
+  summarise(out, w, comm);
   for (int id : finish) out.step_end.push_back(out.sim.end(id));
   std::sort(out.step_end.begin(), out.step_end.end());
   return out;

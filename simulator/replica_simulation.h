@@ -5,12 +5,11 @@
 //           (one resource: 2(R−1) latencies + 2(R−1)/R · P / bandwidth, the latency-bandwidth model of a
 //           ring); every replica's update after it. With `buckets` > 1 the backward is cut into that many
 //           equal parts and each part's share of the all-reduce starts when the part ends (DDP's overlap).
-//   cs:R    every replica pulls the weights (P bytes) from the storage, computes, pushes its gradient
-//           (P bytes); the storage's link carries pulls and pushes one after another; one update on the
-//           storage after the last push.
-//   ps:W:S  W workers without a barrier: each pulls P/S bytes from every shard, computes, pushes P/S to
-//           every shard, whose update of its part (update_s / S) follows at once; a shard serves the
-//           workers' pulls, pushes and updates one after another.
+//   cs:R    every replica pulls the weights (P bytes) from the host storage over its own host link,
+//           computes, pushes its gradient (P bytes) back; one update on the storage after the last push.
+//   ps:W:S  W workers without a barrier: each pulls P bytes (P/S from every shard) over its own host link,
+//           computes, pushes P bytes back; every shard then applies its part (update_s / S), one push
+//           after another, and the worker pulls again once all its parts are applied.
 //
 //   ReplicaTimes t{.forward_s = 4e-3, .backward_s = 8e-3, .update_s = 1e-3, .parameter_bytes = 44'000'000};
 //   ReplicaSimulation dp = simulate_data_parallel(t, 8, LinkTimes{.bandwidth = 450e9, .latency_s = 2e-6}, 20);
@@ -46,7 +45,7 @@ struct ReplicaSimulation {
   std::vector<WorkerSummary> workers;
   std::vector<double> step_end;  // dp, cs: per step; ps: per mini-batch, in the order they finish
   double makespan = 0;
-  double steady_rate(int64_t warmup) const { return onnxtrain::steady_rate(step_end, warmup); }
+  double steady_rate(int64_t warmup) const { return rate_between(step_end, warmup, warmup); }
 };
 
 // The ring all-reduce of `bytes` over `ranks` on links of this kind: 0 for one rank.

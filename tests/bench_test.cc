@@ -9,15 +9,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "graph/error.h"
 #include "tests/cli_run.h"
-#include "tools/bench_strategies.h"
+#include "simulator/strategy_spec.h"
 
 using namespace onnxtrain;
-using namespace onnxtrain::cli;
+using namespace onnxtrain;
 using onnxtrain::testing_support::run_cli;
 namespace fs = std::filesystem;
 
@@ -33,7 +34,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
-  const std::vector<BenchStrategy> s = parse_bench_strategies("single,dp:2,cs:3,ps:4:2,spectrain:2,gpipe:2x4", 2);
+  const std::vector<StrategySpec> s = parse_strategy_specs("single,dp:2,cs:3,ps:4:2,spectrain:2,gpipe:2x4", 2);
   ASSERT_EQ(s.size(), 6u);
   EXPECT_EQ(s[0].train_args, (std::vector<std::string>{"--strategy", "single"}));
   EXPECT_EQ(s[1].train_args, (std::vector<std::string>{"--strategy", "dp", "--replicas", "2"}));
@@ -49,17 +50,21 @@ TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
 
 TEST(BenchStrategies, AllExpandsForTheDeviceCount) {
   std::vector<std::string> specs;
-  for (const BenchStrategy& s : parse_bench_strategies("all", 3)) specs.push_back(s.spec);
+  for (const StrategySpec& s : parse_strategy_specs("all", 3)) specs.push_back(s.spec);
   EXPECT_EQ(specs, (std::vector<std::string>{"single", "dp:3", "cs:3", "ps:3:1", "naive:3", "pipedream:3", "spectrain:3",
                                              "gpipe:3x4"}));
 }
 
 TEST(BenchStrategies, BadSpecsAreNamed) {
-  EXPECT_NE(error_of([] { parse_bench_strategies("single,ddp:2", 2); }).find("unknown strategy 'ddp:2'"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_bench_strategies("dp:0", 2); }).find("'0' is not a count"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_bench_strategies("gpipe:2", 2); }).find("gpipe:NxM"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_bench_strategies("dp", 2); }).find("wrong form"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_bench_strategies("pipedream:2x2", 2); }).find("over processes only"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_strategy_specs("single,ddp:2", 2); }).find("unknown strategy 'ddp:2'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_strategy_specs("dp:0", 2); }).find("'0' is not a count"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_strategy_specs("gpipe:2", 2); }).find("gpipe:NxM"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_strategy_specs("dp", 2); }).find("wrong form"), std::string::npos);
+  const StrategySpec hybrid = parse_strategy_specs("pipedream:2x3", 2).front();
+  EXPECT_EQ(hybrid.devices(), 6);
+  EXPECT_EQ(hybrid.train_args, (std::vector<std::string>{"--strategy", "pipedream", "--stages", "2", "--replicas", "3"}));
+  EXPECT_EQ(parse_strategy_specs("gpipe:2x4x2", 2).front().replicas, 2);
+  EXPECT_NE(error_of([] { parse_strategy_specs("gpipe:2x4x2x2", 2); }).find("wrong form"), std::string::npos);
 }
 
 class BenchCli : public ::testing::Test {
@@ -135,19 +140,23 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   std::ifstream trace_file(report + "/trace-mlp_opset17-pipedream-2.json");
   ASSERT_TRUE(trace_file) << "no trace for pipedream:2";
   const nlohmann::json trace = nlohmann::json::parse(trace_file);
-  std::map<std::pair<int, std::string>, int> spans;
+  // Beside it (process 2) the simulated run of as many steps: the same passes per stage, and the
+  // activations on the link from stage 0 to stage 1 (track 2).
+  std::map<std::tuple<int, int, std::string>, int> spans;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
-    spans[{e["tid"].get<int>(), e["cat"].get<std::string>()}]++;
+    spans[{e["pid"].get<int>(), e["tid"].get<int>(), e["cat"].get<std::string>()}]++;
     EXPECT_GE(e["dur"].get<double>(), 0);
   }
-  for (int stage : {0, 1}) {
-    EXPECT_EQ((spans[{stage, "forward"}]), 5) << "stage " << stage;
-    EXPECT_EQ((spans[{stage, "backward"}]), 5) << "stage " << stage;
-    EXPECT_EQ((spans[{stage, "update"}]), 5) << "stage " << stage;
-  }
-  EXPECT_EQ((spans[{0, "send"}]), 5) << "stage 0 sends each activation";
-  EXPECT_EQ((spans[{1, "recv"}]), 5) << "stage 1 receives each activation";
+  for (int pid : {1, 2})
+    for (int stage : {0, 1}) {
+      EXPECT_EQ((spans[{pid, stage, "forward"}]), 5) << "stage " << stage << ", process " << pid;
+      EXPECT_EQ((spans[{pid, stage, "backward"}]), 5) << "stage " << stage << ", process " << pid;
+      EXPECT_EQ((spans[{pid, stage, "update"}]), 5) << "stage " << stage << ", process " << pid;
+    }
+  EXPECT_EQ((spans[{1, 0, "send"}]), 5) << "stage 0 sends each activation";
+  EXPECT_EQ((spans[{1, 1, "recv"}]), 5) << "stage 1 receives each activation";
+  EXPECT_EQ((spans[{2, 2, "send"}]), 5) << "the simulated link carries each activation";
   EXPECT_TRUE(fs::exists(report + "/trace-mlp_opset17-gpipe-2x2.json"));
 }
 

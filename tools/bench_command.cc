@@ -20,6 +20,7 @@
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "tools/bench_predict.h"
+#include "tools/zoo.h"
 #include "tools/bench_report.h"
 #include "tools/bench_run.h"
 #include "tools/commands.h"
@@ -36,50 +37,6 @@ struct BenchOptions {
   uint64_t seed = 0;
 };
 
-struct BenchModel {
-  std::string path;
-  int64_t batch = 32;
-};
-
-// The zoo's folder: --zoo-dir, else $ONNXTRAIN_ZOO_DIR, else models/zoo here or beside the source tree
-// the binary was built in (build/PRESET/tools/onnxtrain).
-fs::path zoo_folder(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("ONNXTRAIN_ZOO_DIR")) return env;
-  if (fs::exists("models/zoo/zoo.json")) return "models/zoo";
-  const fs::path beside = fs::path(self_executable()).parent_path() / "../../../models/zoo";
-  if (fs::exists(beside / "zoo.json")) return beside.lexically_normal();
-  throw Error("--zoo: cannot find models/zoo/zoo.json here or beside the build; give --zoo-dir DIR");
-}
-
-// --zoo NAME,...: each network's file and default batch from zoo.json; a missing file says how to make it.
-std::vector<BenchModel> zoo_models(const std::string& names, const std::string& dir_given) {
-  const fs::path dir = zoo_folder(dir_given);
-  std::ifstream in(dir / "zoo.json");
-  const nlohmann::json zoo = nlohmann::json::parse(in, nullptr, false);
-  if (zoo.is_discarded() || !zoo.contains("networks")) throw Error((dir / "zoo.json").string() + ": not the zoo's list");
-  std::vector<BenchModel> models;
-  std::string::size_type begin = 0;
-  while (begin <= names.size()) {
-    const std::string::size_type end = std::min(names.find(',', begin), names.size());
-    const std::string name = names.substr(begin, end - begin);
-    begin = end + 1;
-    std::string known;
-    const nlohmann::json* entry = nullptr;
-    for (const auto& n : zoo["networks"]) {
-      known += (known.empty() ? "" : ", ") + n.value("name", std::string());
-      if (n.value("name", std::string()) == name) entry = &n;
-    }
-    if (!entry) throw Error("--zoo: no network '" + name + "' in " + (dir / "zoo.json").string() + " (known: " + known + ")");
-    const fs::path file = dir / (name + ".onnx");
-    if (!fs::exists(file)) {
-      throw Error("--zoo " + name + ": " + file.string() + " is not there: generate it with " +
-                  (dir / "make_zoo.py").string() + " " + name + " (needs PyTorch: tools/install-deps.sh --fixtures)");
-    }
-    models.push_back({file.string(), entry->value("batch", int64_t{32})});
-  }
-  return models;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -130,7 +87,7 @@ std::string synthetic_spec_for(const ImportedModel& model, const std::string& pa
   return "synthetic:" + dims + ":" + std::to_string(out.dims.back().value()) + ":" + std::to_string(rows);
 }
 
-BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t batch, const BenchStrategy& strategy,
+BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t batch, const StrategySpec& strategy,
                    BenchPredictor& predictor, const std::string& data, int threads) {
   const std::string tag = bench_tag(model_path, strategy.spec, threads);
   BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads};
@@ -138,7 +95,8 @@ BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t
   BenchRunSpec spec{.model = model_path, .data = data, .batch = batch, .steps = o.steps, .warmup = o.warmup,
                     .threads = threads, .seed = o.seed, .workdir = o.workdir};
   try {
-    row.predicted = predictor.predict(strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string());
+    row.predicted = predictor.predict(strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string(),
+                                      o.warmup, o.steps);
     if (!row.predicted->plan_path.empty()) spec.extra_args = {"--plan", row.predicted->plan_path};
   } catch (const Error& e) {
     row.prediction_error = e.what();
@@ -165,7 +123,12 @@ void run_bench(const BenchOptions& o_in) {
   if (o.device != "cpu") {
     throw Error("bench --device " + o.device + ": only cpu is measured so far (run tools/gpu-check.sh on a GPU machine)");
   }
-  const std::vector<BenchStrategy> strategies = parse_bench_strategies(o.strategies, o.devices);
+  const std::vector<StrategySpec> strategies = parse_strategy_specs(o.strategies, o.devices);
+  for (const StrategySpec& s : strategies)
+    if (s.replicas > 1)
+      throw Error("bench --strategies: '" + s.spec + "': pipeline x data-parallel hybrids run over processes only "
+                  "(mpirun -np N*R onnxtrain train --stages N --replicas R) and bench runs one process per strategy; "
+                  "onnxtrain simulate plays them");
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const double load = load_average();
   if (load > 0.5) {
@@ -179,10 +142,10 @@ void run_bench(const BenchOptions& o_in) {
   }
   fs::create_directories(o.workdir);
 
-  std::vector<BenchModel> models;
+  std::vector<ZooModel> models;
   for (const std::string& path : o.models) models.push_back({path, o.batch > 0 ? o.batch : 32});
   if (!o.zoo.empty()) {
-    for (BenchModel m : zoo_models(o.zoo, o.zoo_dir)) {
+    for (ZooModel m : zoo_models(o.zoo, o.zoo_dir)) {
       if (o.batch > 0) m.batch = o.batch;
       models.push_back(m);
     }
@@ -199,9 +162,9 @@ void run_bench(const BenchOptions& o_in) {
     std::fprintf(stderr, "  profiling the nodes on this machine for the predictions...\n");
     BenchPredictor predictor(model_path, o.loss);
     // The baseline of every speed-up: one device, one thread.
-    const BenchStrategy single = parse_bench_strategies("single", 1).front();
+    const StrategySpec single = parse_strategy_specs("single", 1).front();
     results.rows.push_back(bench_one(o, model_path, batch, single, predictor, data, 1));
-    for (const BenchStrategy& s : strategies)
+    for (const StrategySpec& s : strategies)
       results.rows.push_back(bench_one(o, model_path, batch, s, predictor, data, threads));
   }
   results.machine["load_average_at_end"] = load_average();

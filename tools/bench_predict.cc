@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <thread>
+#include <unistd.h>
 #include <tuple>
 
 #include "executor/comm/local_comm.h"
@@ -18,8 +19,17 @@
 #include "partitioner/node_profiler.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
+#include "simulator/strategy_simulation.h"
 
 namespace onnxtrain::cli {
+namespace {
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : uint64_t{1} << 40;
+}
+
+}  // namespace
 
 BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss)
     : model_path_(model_path), loss_(loss), model_(import_model(model_path)),
@@ -86,77 +96,48 @@ double BenchPredictor::allreduce_seconds(int ranks) {
   return allreduce_[ranks] = seconds[seconds.size() / 2];
 }
 
-double BenchPredictor::step_seconds(int64_t batch, int threads, int workers) {
-  double seconds = 0;
-  for (const NodeCost& n : profile_at(batch, threads, workers).nodes) seconds += n.forward_seconds + n.backward_seconds;
-  return seconds;
-}
-
-Prediction BenchPredictor::predict(const BenchStrategy& s, int64_t batch, int threads, const std::string& plan_path) {
-  Prediction p;
-  const int workers = s.workers;
-  const int per_worker = std::max(1, threads / workers);
-  const double memory_bandwidth = cpu_.memory_bandwidth > 0 ? cpu_.memory_bandwidth : 1e10;
-  // The optimizer's update of `bytes` of parameters: momentum SGD (train's default) reads the weights,
-  // the gradients and the momentum and writes the weights and the momentum, 5 passes over memory.
-  auto update_seconds = [&](double bytes) { return 5.0 * bytes / memory_bandwidth; };
-  const double update = update_seconds(static_cast<double>(parameter_bytes_));
-  char basis[320];
-  if (s.kind == "single") {
-    const double step = step_seconds(batch, threads, 1) + update;
-    p.samples_per_s = static_cast<double>(batch) / step;
-    std::snprintf(basis, sizeof basis, "profiled step %.2f ms on %d threads, update %.2f ms included", 1e3 * step,
-                  threads, 1e3 * update);
-  } else if (s.kind == "dp" || s.kind == "cs") {
-    const int64_t rows = std::max<int64_t>(1, batch / workers);
-    const double compute = step_seconds(rows, per_worker, workers);
-    const double reduce = allreduce_seconds(workers);
-    p.samples_per_s = static_cast<double>(batch) / (compute + reduce + update);
-    std::snprintf(basis, sizeof basis, "replica step %.2f ms (%lld rows, %d threads, %d at once) + all-reduce %.2f ms + "
-                  "update %.2f ms", 1e3 * compute, static_cast<long long>(rows), per_worker, workers, 1e3 * reduce,
-                  1e3 * update);
-  } else if (s.kind == "ps") {
-    const double compute = step_seconds(batch, per_worker, workers);
-    const double exchange = 2.0 * static_cast<double>(parameter_bytes_) / memory_bandwidth;
-    p.samples_per_s = workers * static_cast<double>(batch) / (compute + exchange + update);
-    std::snprintf(basis, sizeof basis, "%d workers, each a step of %.2f ms (%d threads) + push/pull %.2f ms + update "
-                  "%.2f ms", workers, 1e3 * compute, per_worker, 1e3 * exchange, 1e3 * update);
-  } else {
-    const int64_t micro = s.kind == "gpipe" ? std::max<int64_t>(1, batch / s.micro_batches) : batch;
-    const CostProfile& profile = profile_at(micro, per_worker, workers);
-    const Plan plan = plan_pipeline(profile, {.stages = workers, .schedule = parse_plan_schedule(s.kind),
-                                              .micro_batches = s.micro_batches,
-                                              .link = {cpu_.link.name, cpu_.link.bandwidth, cpu_.link.latency_s}});
-    write_plan(plan, plan_path);
-    p.plan_path = plan_path;
-    const bool flushes = s.kind == "gpipe";
-    // Each stage updates its own parameters: 1F1B after every backward (in the stage's slot), gpipe once
-    // per flush (after its makespan; the slowest stage's update ends it).
-    double slot = 0, last_update = 0;
-    for (const StagePlan& st : plan.stages) {
-      const double stage_update = update_seconds(static_cast<double>(st.parameter_bytes));
-      slot = std::max(slot, st.time_seconds + stage_update);
-      last_update = std::max(last_update, stage_update);
-    }
-    p.samples_per_s = flushes ? static_cast<double>(micro * s.micro_batches) / (plan.makespan_seconds + last_update)
-                              : static_cast<double>(micro) / slot;
-    // gpipe: fill, drain and imbalance of a flush; 1F1B in steady state: the stages' mean imbalance idling.
-    double idle = 0;
-    for (const StagePlan& st : plan.stages) idle += st.idle_fraction;
-    p.bubble_fraction = flushes ? 1.0 - plan.utilisation : idle / static_cast<double>(plan.stages.size());
-    std::string stages;
-    for (const StagePlan& st : plan.stages) {
-      p.stage_seconds.push_back(st.time_seconds);
-      p.stage_memory_bytes.push_back(st.memory.total);
-      p.stage_first_nodes.push_back(st.first_node);
-      char item[48];
-      std::snprintf(item, sizeof item, "%s%.2f", stages.empty() ? "" : "/", 1e3 * st.time_seconds);
-      stages += item;
-    }
-    std::snprintf(basis, sizeof basis, "planned split, stage slots %s ms (micro-batch %lld, %d threads each, %d at "
-                  "once) + each stage's update%s", stages.c_str(), static_cast<long long>(micro), per_worker, workers,
-                  flushes ? (", flush of " + std::to_string(s.micro_batches)).c_str() : ", 1F1B steady state");
+Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int threads, const std::string& plan_path,
+                                   int64_t warmup, int64_t steps) {
+  const int devices = s.devices();
+  const int per_worker = std::max(1, threads / devices);
+  // This machine as the simulator sees it: `devices` groups of `per_worker` threads; pipeline neighbours
+  // pass tensors through shared memory (the probe's link), dp's ring runs at the bandwidth the measured
+  // all-reduce of the parameters implies, central storage and parameter servers copy at memory bandwidth.
+  Machine local;
+  local.name = "this machine (" + std::to_string(threads) + " threads)";
+  local.devices_per_node = std::max(devices, 1);
+  local.device = cpu_;
+  local.device.memory_bytes = physical_memory_bytes();
+  local.device.memory_efficiency = 1.0;  // the measured bandwidth is the one kernels reach
+  local.intra_node = local.inter_node = cpu_.link;
+  if (!s.is_pipeline() && devices > 1) {
+    const double measured = allreduce_seconds(devices);
+    const double ring_bytes = 2.0 * (devices - 1) / devices * static_cast<double>(parameter_bytes_);
+    local.intra_node = local.inter_node = {"measured all-reduce", measured > 0 ? ring_bytes / measured : 1e12, 0};
   }
+  local.host = {"memory copy", cpu_.memory_bandwidth > 0 ? cpu_.memory_bandwidth : 1e10, 0};
+  const ProfileAt profiles = [&](int64_t micro_batch, int workers) -> const CostProfile& {
+    return profile_at(micro_batch, per_worker, workers);
+  };
+  // The run as bench times it: `steps` after `warmup`, the pipeline's drain included.
+  const StrategySimulation sim =
+      simulate_strategy(s, local, profiles, {.batch = batch, .steps = warmup + steps, .warmup = warmup, .cooldown = 0});
+  Prediction p;
+  p.samples_per_s = sim.samples_per_s;
+  p.bubble_fraction = sim.bubble_fraction;
+  p.sim = sim.sim;
+  for (const WorkerFigures& w : sim.workers) p.stage_memory_bytes.push_back(w.peak_memory);
+  if (sim.plan) {
+    write_plan(*sim.plan, plan_path);
+    p.plan_path = plan_path;
+    for (const StagePlan& st : sim.plan->stages) {
+      p.stage_seconds.push_back(st.time_seconds);
+      p.stage_first_nodes.push_back(st.first_node);
+    }
+  }
+  char basis[320];
+  std::snprintf(basis, sizeof basis, "simulated: step %.2f ms on %d x %d threads (node times profiled %d at once), "
+                "limited by %s", 1e3 * sim.step_seconds, devices, per_worker, devices, sim.limited_by.c_str());
   p.basis = basis;
   return p;
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "simulator/simulation_trace.h"
 
 namespace onnxtrain::cli {
 namespace fs = std::filesystem;
@@ -165,6 +166,9 @@ nlohmann::json bench_json(const BenchResults& results) {
 }
 
 void write_bench_report(const BenchResults& results, const std::string& dir) {
+  std::error_code made;
+  fs::create_directories(dir, made);
+  if (made) throw Error(dir + ": cannot create the report folder: " + made.message());
   std::string md = "# onnxtrain bench\n\nMachine: " + results.machine.value("cpu", std::string("?")) + ", " +
                    std::to_string(results.machine.value("threads", 0)) + " threads, " +
                    results.machine.value("date", std::string("")) + ", load average " +
@@ -182,15 +186,22 @@ void write_bench_report(const BenchResults& results, const std::string& dir) {
                   f.speedup, f.predicted, f.ratio, f.waiting, f.peak_rss_mb, f.loss);
     csv += line;
   }
-  md += "\n## Timelines\n\nChrome traces (open in Perfetto or chrome://tracing), one track per stage:\n\n";
+  md += "\n## Timelines\n\nChrome traces (open in Perfetto or chrome://tracing): the measured run (pipelines) and, "
+        "beside it, the simulated one; one track per stage, replica or link:\n\n";
   for (const BenchRow& row : results.rows) {
-    if (row.runs.empty() || row.runs.front().trace_path.empty() || !fs::exists(row.runs.front().trace_path)) continue;
+    const bool measured = !row.runs.empty() && !row.runs.front().trace_path.empty() && fs::exists(row.runs.front().trace_path);
+    const bool simulated = row.predicted && row.predicted->sim;
+    if (!measured && !simulated) continue;
+    nlohmann::json events = nlohmann::json::array();
+    if (measured) {
+      std::ifstream in(row.runs.front().trace_path);
+      const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+      if (!trace.is_discarded() && trace.contains("traceEvents")) events = trace["traceEvents"];
+    }
+    if (simulated) append_simulation_events(events, *row.predicted->sim, "simulated: " + label_of(row), 2);
     const std::string name = "trace-" + bench_tag(row.model, row.strategy, row.threads) + ".json";
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    fs::copy_file(row.runs.front().trace_path, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error((fs::path(dir) / name).string() + ": cannot write the trace: " + ec.message());
-    md += "- [" + name + "](" + name + "): " + row.model + " " + label_of(row) + "\n";
+    write_text_file((fs::path(dir) / name).string(), nlohmann::json{{"traceEvents", events}}.dump() + "\n");
+    md += "- [" + name + "](" + name + "): " + row.model + " " + label_of(row) + (measured ? "" : " (simulated only)") + "\n";
   }
   md += "\nFigures: `tools/plot_bench.py " + (fs::path(dir) / "bench.json").string() + " --out " + dir +
         "` (matplotlib) draws throughput, speed-up, memory per stage and loss for each model.\n";

@@ -70,7 +70,7 @@ std::string self_executable() {
   return p.string();
 }
 
-MeasuredRun run_bench_once(const BenchRunSpec& spec, const BenchStrategy& strategy, const std::string& tag) {
+MeasuredRun run_bench_once(const BenchRunSpec& spec, const StrategySpec& strategy, const std::string& tag) {
   const fs::path dir(spec.workdir);
   const std::string metrics = (dir / (tag + ".metrics.jsonl")).string(), log = (dir / (tag + ".log")).string();
   std::vector<std::string> argv = {self_executable(), "train", spec.model, "--data", spec.data,

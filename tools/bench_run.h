@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/bench_strategies.h"
+#include "simulator/strategy_spec.h"
 
 namespace onnxtrain::cli {
 
@@ -47,6 +47,6 @@ std::string self_executable();
 
 // Runs `onnxtrain train` for `strategy` on `spec`; `tag` names its files in spec.workdir. Never throws for
 // a failed child (ok = false, error says why); throws Error when the child cannot be started.
-MeasuredRun run_bench_once(const BenchRunSpec& spec, const BenchStrategy& strategy, const std::string& tag);
+MeasuredRun run_bench_once(const BenchRunSpec& spec, const StrategySpec& strategy, const std::string& tag);
 
 }  // namespace onnxtrain::cli

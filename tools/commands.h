@@ -12,6 +12,7 @@ void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_version_command(CLI::App& app);
 

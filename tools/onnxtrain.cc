@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   onnxtrain::cli::add_inspect_command(app);
   onnxtrain::cli::add_partition_command(app);
   onnxtrain::cli::add_run_command(app);
+  onnxtrain::cli::add_simulate_command(app);
   onnxtrain::cli::add_train_command(app);
   onnxtrain::cli::add_version_command(app);
 

@@ -1,15 +1,16 @@
-#include "tools/bench_strategies.h"
+#include "simulator/strategy_spec.h"
 
 #include <charconv>
 
 #include "executor/pipeline/schedule.h"
 #include "graph/error.h"
 
-namespace onnxtrain::cli {
+namespace onnxtrain {
 namespace {
 
 constexpr char kForms[] =
-    "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM or all (with --devices D)";
+    "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, the hybrids naive:NxR, pipedream:NxR, "
+    "spectrain:NxR, gpipe:NxMxR, or all (with --devices D)";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -31,10 +32,10 @@ int count_in(const std::string& item, const std::string& text) {
   return value;
 }
 
-BenchStrategy parse_one(const std::string& item) {
+StrategySpec parse_one(const std::string& item) {
   const std::vector<std::string> parts = split(item, ':');
   const std::string& kind = parts[0];
-  BenchStrategy s{.spec = item, .kind = kind};
+  StrategySpec s{.spec = item, .kind = kind};
   auto expect_parts = [&](std::size_t n) {
     if (parts.size() != n) throw Error("--strategies: '" + item + "' has the wrong form; expected " + kForms);
   };
@@ -49,23 +50,24 @@ BenchStrategy parse_one(const std::string& item) {
   } else if (kind == "ps") {
     expect_parts(3);
     s.workers = count_in(item, parts[1]);
-    count_in(item, parts[2]);
+    s.servers = count_in(item, parts[2]);
     s.train_args = {"--strategy", "ps", "--replicas", parts[1], "--servers", parts[2]};
-  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain") {
+  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe") {
     expect_parts(2);
-    if (parts[1].find('x') != std::string::npos) {
-      throw Error("--strategies: '" + item + "': pipeline x data-parallel hybrids run over processes only "
-                  "(mpirun -np N*R onnxtrain train --stages N --replicas R); bench runs one process per strategy");
+    const std::vector<std::string> sizes = split(parts[1], 'x');
+    const bool gpipe = kind == "gpipe";
+    if (sizes.size() != (gpipe ? 2u : 1u) && sizes.size() != (gpipe ? 3u : 2u))
+      throw Error("--strategies: '" + item + "' has the wrong form; expected " + kForms);
+    s.workers = count_in(item, sizes[0]);
+    s.train_args = {"--strategy", kind, "--stages", sizes[0]};
+    if (gpipe) {
+      s.micro_batches = count_in(item, sizes[1]);
+      s.train_args.insert(s.train_args.end(), {"--micro-batches", sizes[1]});
     }
-    s.workers = count_in(item, parts[1]);
-    s.train_args = {"--strategy", kind, "--stages", parts[1]};
-  } else if (kind == "gpipe") {
-    expect_parts(2);
-    const std::vector<std::string> nm = split(parts[1], 'x');
-    if (nm.size() != 2) throw Error("--strategies: '" + item + "': expected gpipe:NxM (N stages, M micro-batches)");
-    s.workers = count_in(item, nm[0]);
-    s.micro_batches = count_in(item, nm[1]);
-    s.train_args = {"--strategy", "gpipe", "--stages", nm[0], "--micro-batches", nm[1]};
+    if (sizes.size() == (gpipe ? 3u : 2u)) {
+      s.replicas = count_in(item, sizes.back());
+      s.train_args.insert(s.train_args.end(), {"--replicas", sizes.back()});
+    }
   } else {
     throw Error("--strategies: unknown strategy '" + item + "'; expected " + kForms);
   }
@@ -74,12 +76,12 @@ BenchStrategy parse_one(const std::string& item) {
 
 }  // namespace
 
-bool BenchStrategy::is_pipeline() const {
+bool StrategySpec::is_pipeline() const {
   return is_pipeline_strategy(kind);
 }
 
-std::vector<BenchStrategy> parse_bench_strategies(const std::string& list, int devices) {
-  std::vector<BenchStrategy> strategies;
+std::vector<StrategySpec> parse_strategy_specs(const std::string& list, int devices) {
+  std::vector<StrategySpec> strategies;
   for (const std::string& item : split(list, ',')) {
     if (item == "all") {
       const std::string d = std::to_string(devices);
@@ -93,4 +95,4 @@ std::vector<BenchStrategy> parse_bench_strategies(const std::string& list, int d
   return strategies;
 }
 
-}  // namespace onnxtrain::cli
+}  // namespace onnxtrain

@@ -1,0 +1,256 @@
+// The simulator (simulator/) against closed forms it must reproduce: GPipe's bubble (N-1)/(M+N-1) with
+// equal stages, 1F1B's steady state equal to its slowest stage, data parallelism's step = compute + the
+// ring all-reduce + the update without overlap (and less with buckets), a parameter server with one
+// worker, memory peaks, machines (presets, JSON, errors), strategies on a machine and the recommendation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/pipeline/schedule.h"
+#include "graph/error.h"
+#include "simulator/event_simulation.h"
+#include "simulator/machine.h"
+#include "simulator/pipeline_simulation.h"
+#include "simulator/recommend.h"
+#include "simulator/replica_simulation.h"
+#include "simulator/strategy_simulation.h"
+
+using namespace onnxtrain;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EventSimulation, InOrderResourcesAndWaits) {
+  EventSimulation sim;
+  const int a = sim.add_resource("a"), b = sim.add_resource("b");
+  const int pool = sim.add_memory_pool("a", 100);
+  const int t0 = sim.add_task({.resource = a, .seconds = 2, .memory_pool = pool, .allocate = 50});
+  const int t1 = sim.add_task({.resource = b, .seconds = 3, .after = {t0}});
+  const int t2 = sim.add_task({.resource = a, .seconds = 1, .memory_pool = pool, .allocate = 30, .release = 80});
+  const int t3 = sim.add_task({.resource = a, .seconds = 1, .after = {t1}});
+  sim.run();
+  EXPECT_EQ(sim.start(t1), 2);  // waits for t0
+  EXPECT_EQ(sim.start(t2), 2);  // runs on a while b works
+  EXPECT_EQ(sim.start(t3), 5);  // waits for t1, after t2 on its resource
+  EXPECT_EQ(sim.makespan(), 6);
+  EXPECT_EQ(sim.busy_seconds(a), 4);
+  EXPECT_EQ(sim.peak_memory(pool), 180);  // 100 resident + 50 + 30 until t2 ends
+}
+
+TEST(EventSimulation, ATaskWaitsOnlyOnTasksAddedBeforeIt) {
+  EventSimulation sim;
+  const int a = sim.add_resource("a");
+  EXPECT_THROW(sim.add_task({.resource = a, .seconds = 1, .after = {0}}), std::exception);
+  EXPECT_THROW(sim.add_task({.resource = 7, .seconds = 1}), std::exception);
+  EXPECT_THROW(sim.add_task({.resource = a, .seconds = -1}), std::exception);
+}
+
+std::vector<LinkTimes> free_links(int stages) { return std::vector<LinkTimes>(static_cast<size_t>(stages - 1)); }
+
+TEST(PipelineSimulation, GPipeBubbleIsTheClosedForm) {
+  for (int n : {1, 2, 4, 8})
+    for (int64_t m : {1, 4, 16}) {
+      const std::vector<StageTimes> equal(static_cast<size_t>(n), StageTimes{.forward_s = 1e-3, .backward_s = 2e-3});
+      const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::gpipe, n, m), equal, free_links(n));
+      const double expected = static_cast<double>(n - 1) / static_cast<double>(m + n - 1);
+      for (const StageSummary& s : p.stages) EXPECT_NEAR(s.bubble_fraction, expected, 1e-12) << n << " stages, M " << m;
+      EXPECT_NEAR(p.makespan, static_cast<double>(m + n - 1) * 3e-3, 1e-12);
+    }
+}
+
+TEST(PipelineSimulation, OneFOneBSteadyStateIsTheSlowestStage) {
+  for (PipelineStrategy strategy : {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain}) {
+    const std::vector<StageTimes> stages = {{.forward_s = 1, .backward_s = 2, .update_s = 0.25, .activation_bytes_out = 1000},
+                                            {.forward_s = 2, .backward_s = 3, .update_s = 0.5, .activation_bytes_out = 1000, .gradient_bytes_out = 1000},
+                                            {.forward_s = 1, .backward_s = 1, .gradient_bytes_out = 1000}};
+    // Links well below the slowest stage's time: 0.1 s latency + 1000 B at 10 kB/s = 0.2 s per message.
+    const std::vector<LinkTimes> links(2, LinkTimes{.bandwidth = 1e4, .latency_s = 0.1});
+    const PipelineSimulation p = simulate_pipeline(make_schedule(strategy, 3, 60), stages, links);
+    EXPECT_NEAR(1 / p.steady_rate(20), 2 + 3 + 0.5, 1e-9) << pipeline_strategy_name(strategy);
+    EXPECT_NEAR(p.step_end[40] - p.step_end[39], 2 + 3 + 0.5, 1e-9);
+    // The slowest stage never waits in steady state; the others do.
+    EXPECT_GT(p.stages[1].busy_s / p.makespan, p.stages[0].busy_s / p.makespan);
+    EXPECT_NEAR(p.stages[0].send_s, 60 * 0.2, 1e-9);  // its activations only
+    EXPECT_NEAR(p.stages[1].send_s, 2 * 60 * 0.2, 1e-9);
+  }
+}
+
+// With 1F1B stage 0 keeps N mini-batches in flight, so a round trip through the pipeline (every pass and
+// both messages of a link) is spread over N steps: the period is max(slowest stage, round trip / N).
+TEST(PipelineSimulation, ALinkSlowerThanTheStagesSetsThePeriod) {
+  const std::vector<StageTimes> stages(2, StageTimes{.forward_s = 1, .backward_s = 1, .activation_bytes_out = 3000, .gradient_bytes_out = 3000});
+  const std::vector<LinkTimes> slow = {LinkTimes{.bandwidth = 1000, .latency_s = 0}};  // 3 s a message, each way
+  const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), stages, slow);
+  EXPECT_NEAR(1 / p.steady_rate(10), (1 + 3 + 1 + 1 + 3 + 1) / 2.0, 1e-9);
+  const std::vector<LinkTimes> fast = {LinkTimes{.bandwidth = 1e6, .latency_s = 0}};  // 3 ms a message
+  EXPECT_NEAR(1 / simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), stages, fast).steady_rate(10),
+              (4 + 2 * 0.003) / 2, 1e-9);
+  std::vector<StageTimes> uneven = stages;
+  uneven[1].forward_s = uneven[1].backward_s = 2;  // round trip (6.006) / 2 < 4: the slow stage sets the period
+  EXPECT_NEAR(1 / simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), uneven, fast).steady_rate(10), 4, 1e-9);
+}
+
+TEST(PipelineSimulation, MemoryPeakCountsTheMicroBatchesInFlight) {
+  // GPipe keeps all M micro-batches' activations before the first backward; 1F1B stage k keeps N-k.
+  const std::vector<StageTimes> stages(3, StageTimes{.forward_s = 1, .backward_s = 1, .resident_bytes = 1000,
+                                                     .kept_bytes_per_micro_batch = 10});
+  EXPECT_EQ(simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 3, 8), stages, free_links(3)).stages[0].peak_memory, 1000 + 8 * 10);
+  const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 3, 12), stages, free_links(3));
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(p.stages[k].peak_memory, 1000 + (3 - k) * 10) << "stage " << k;
+}
+
+TEST(ReplicaSimulation, DataParallelStepIsComputePlusRingAllReduce) {
+  const ReplicaTimes t{.forward_s = 0.01, .backward_s = 0.02, .update_s = 0.001, .parameter_bytes = 100'000'000};
+  const LinkTimes link{.bandwidth = 100e9, .latency_s = 5e-6};
+  for (int r : {1, 2, 4, 8}) {
+    const double ring = r == 1 ? 0 : 2.0 * (r - 1) * 5e-6 + 2.0 * (r - 1) / r * 100e6 / 100e9;
+    EXPECT_NEAR(ring_allreduce_seconds(100'000'000, r, link), ring, 1e-15);
+    const ReplicaSimulation dp = simulate_data_parallel(t, r, link, 10);
+    EXPECT_NEAR(1 / dp.steady_rate(2), 0.03 + ring + 0.001, 1e-12) << r << " replicas";
+    // Buckets overlap all but the last bucket's share with the backward.
+    if (r > 1) {
+      const ReplicaSimulation overlapped = simulate_data_parallel(t, r, link, 10, 4);
+      EXPECT_LT(1 / overlapped.steady_rate(2), 1 / dp.steady_rate(2));
+      EXPECT_GE(1 / overlapped.steady_rate(2), 0.03 + 0.001 + ring_allreduce_seconds(25'000'000, r, link) - 1e-12);
+    }
+  }
+}
+
+TEST(ReplicaSimulation, ParameterServerWithOneWorkerIsSequential) {
+  const ReplicaTimes t{.forward_s = 0.01, .backward_s = 0.02, .update_s = 0.004, .parameter_bytes = 1'000'000};
+  const LinkTimes link{.bandwidth = 1e9, .latency_s = 0};
+  const ReplicaSimulation ps = simulate_parameter_server(t, 1, 2, link, 10);
+  // Pull 1 MB (two shards' halves) over the worker's link, compute, push 1 MB, the shards' half updates side by side.
+  EXPECT_NEAR(1 / ps.steady_rate(2), 0.001 + 0.03 + 0.001 + 0.002, 1e-12);
+  // Workers that do not wait on each other: 4 of them give more mini-batches per second.
+  EXPECT_GT(simulate_parameter_server(t, 4, 2, link, 10).steady_rate(4), 2 * ps.steady_rate(2));
+  const ReplicaSimulation cs = simulate_central_storage(t, 2, link, 10);
+  EXPECT_NEAR(1 / cs.steady_rate(2), 0.001 + 0.03 + 0.001 + 0.004, 1e-12);  // pull, compute, push (each replica its own link), update
+}
+
+TEST(Machine, PresetsLinksAndRings) {
+  const Machine m = machine_from_preset("2x8xh100-ib");
+  EXPECT_EQ(m.devices(), 16);
+  EXPECT_EQ(m.link(0, 7).bandwidth, 450e9);
+  EXPECT_EQ(m.link(7, 8).bandwidth, 50e9);
+  EXPECT_EQ(m.ring_link(8).bandwidth, 450e9);
+  EXPECT_EQ(m.ring_link(16).bandwidth, 400e9);  // 8 rings side by side, one NIC each
+  EXPECT_EQ(machine_from_preset("8xa100-nvlink3").ring_link(8).bandwidth, 300e9);
+  EXPECT_EQ(machine_from_preset("8xa100-pcie4").intra_node.bandwidth, 32e9);
+  EXPECT_EQ(machine_from_preset("8xh200").device.memory_bytes, 141'000'000'000u);
+  const std::string unknown = error_of([] { machine_from_preset("dgx-9000"); });
+  EXPECT_NE(unknown.find("8xh100"), std::string::npos) << unknown;
+}
+
+TEST(Machine, JsonDescriptionsAndTheirErrors) {
+  const Machine m = parse_machine(R"({"name": "lab", "nodes": 2, "devices_per_node": 4, "device": "a100",
+                                      "intra_node_link": "nvlink3", "inter_node_link": {"preset": "ib-hdr", "bandwidth": 20e9}})",
+                                  "lab.json");
+  EXPECT_EQ(m.devices(), 8);
+  EXPECT_EQ(m.link(3, 4).bandwidth, 20e9);
+  EXPECT_EQ(m.link(0, 3).bandwidth, 300e9);
+  EXPECT_EQ(m.host.bandwidth, 32e9);  // A100: PCIe 4
+  const std::string missing = error_of([] { parse_machine(R"({"nodes": 2, "device": "h100"})", "two.json"); });
+  EXPECT_NE(missing.find("inter_node_link"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("two.json"), std::string::npos) << missing;
+  const std::string typo = error_of([] { parse_machine(R"({"device": "h100", "node": 2})", "t.json"); });
+  EXPECT_NE(typo.find("'node'"), std::string::npos) << typo;
+  const std::string bad_count = error_of([] { parse_machine(R"({"device": "h100", "nodes": 0})", "t.json"); });
+  EXPECT_NE(bad_count.find("nodes"), std::string::npos) << bad_count;
+  const std::string bad_device = error_of([] { parse_machine(R"({"device": {"name": "x"}})", "t.json"); });
+  EXPECT_NE(bad_device.find("device"), std::string::npos) << bad_device;
+}
+
+// A made-up model: 8 equal nodes, each 1 ms forward + 2 ms backward per 32 rows (linear in the rows),
+// 10 MB of parameters and 1 MB of activations per 32 rows, 100 kB across every cut.
+CostProfile toy_profile(int64_t batch) {
+  CostProfile p;
+  p.batch = batch;
+  const double scale = static_cast<double>(batch) / 32;
+  for (int i = 0; i < 8; ++i)
+    p.nodes.push_back({.name = "n" + std::to_string(i), .forward_seconds = 1e-3 * scale, .backward_seconds = 2e-3 * scale,
+                       .parameter_bytes = 1'250'000, .activation_bytes = static_cast<int64_t>(125'000 * scale)});
+  p.cut_activation_bytes.assign(9, static_cast<int64_t>(100'000 * scale));
+  p.cut_gradient_bytes = p.cut_activation_bytes;
+  p.cut_activation_bytes.front() = p.cut_activation_bytes.back() = 0;
+  p.cut_gradient_bytes.front() = p.cut_gradient_bytes.back() = 0;
+  return p;
+}
+
+struct ToyProfiles {
+  std::map<int64_t, CostProfile> cache;
+  ProfileAt at() {
+    return [this](int64_t b, int) -> const CostProfile& { return cache.try_emplace(b, toy_profile(b)).first->second; };
+  }
+};
+
+TEST(StrategySimulation, StrategiesOnAMachine) {
+  ToyProfiles toy;
+  const Machine m = machine_from_preset("8xh100");
+  const SimulationSettings settings{.batch = 32, .steps = 40, .warmup = 8};
+  const auto run = [&](const std::string& spec) { return simulate_strategy(parse_strategy_specs(spec, 8)[0], m, toy.at(), settings); };
+  const StrategySimulation single = run("single");
+  const double update = 5 * 10e6 / (3350e9 * 0.8);
+  EXPECT_NEAR(single.step_seconds, 24e-3 + update, 1e-9);
+  EXPECT_NEAR(single.samples_per_s, 32 / (24e-3 + update), 1e-6);
+  EXPECT_NE(single.limited_by.find("compute"), std::string::npos);
+  // dp:8 at 4 rows each: compute / 8 + the ring over NVLink + the update.
+  const StrategySimulation dp = run("dp:8");
+  EXPECT_NEAR(dp.step_seconds, 3e-3 + ring_allreduce_seconds(10'000'000, 8, {450e9, m.intra_node.latency_s}) + update, 1e-9);
+  // 4 balanced stages: 1F1B's steady state is one stage's forward + backward + its update.
+  const StrategySimulation pd = run("pipedream:4");
+  ASSERT_TRUE(pd.plan.has_value());
+  EXPECT_EQ(pd.plan->stages.size(), 4u);
+  // Plus at most the messages' time: equal stages leave no slack for them in the round trip.
+  EXPECT_NEAR(pd.step_seconds, 6e-3 + update / 4, 3e-6);
+  EXPECT_GE(pd.step_seconds, 6e-3 + update / 4);
+  EXPECT_EQ(pd.workers.size(), 4u);
+  const StrategySimulation hybrid = run("pipedream:2x4");
+  EXPECT_GT(hybrid.samples_per_s, run("pipedream:2").samples_per_s * 3);
+  EXPECT_NE(error_of([&] { run("dp:16"); }).find("needs 16 devices"), std::string::npos);
+}
+
+TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendation) {
+  ToyProfiles toy;
+  Machine m = machine_from_preset("8xh100");
+  m.device.memory_bytes = 45'000'000;  // dp's 10 MB weights + 10 MB gradients + 10 MB velocity + activations fit; 4 copies would not
+  const SimulationSettings settings{.batch = 32, .steps = 24, .warmup = 4};
+  const StrategySimulation gpipe = simulate_strategy(parse_strategy_specs("gpipe:2x32", 8)[0], m, toy.at(), settings);
+  EXPECT_TRUE(gpipe.fits_memory);
+  m.device.memory_bytes = 20'000'000;
+  const StrategySimulation single = simulate_strategy(parse_strategy_specs("single", 8)[0], m, toy.at(), settings);
+  EXPECT_FALSE(single.fits_memory);
+  EXPECT_NE(single.limited_by.find("memory"), std::string::npos) << single.limited_by;
+  const Recommendation rec = recommend(m, toy.at(), settings);
+  ASSERT_FALSE(rec.ranked.empty());
+  for (size_t i = 1; i < rec.ranked.size(); ++i)
+    EXPECT_GE(rec.ranked[i - 1].simulation.samples_per_s, rec.ranked[i].simulation.samples_per_s);
+  for (const RankedStrategy& r : rec.ranked) EXPECT_TRUE(r.simulation.fits_memory) << r.simulation.strategy.spec;
+  EXPECT_TRUE(std::any_of(rec.left_out.begin(), rec.left_out.end(), [](const std::string& s) { return s.starts_with("single:"); }));
+}
+
+TEST(Recommend, CandidatesAndStalenessWarnings) {
+  std::vector<std::string> specs;
+  for (const StrategySpec& s : recommendation_candidates(8, 32)) specs.push_back(s.spec);
+  for (const char* expected : {"single", "dp:8", "cs:2", "ps:4:2", "pipedream:2x4", "spectrain:8", "gpipe:2x8x4", "gpipe:8x32"})
+    EXPECT_NE(std::find(specs.begin(), specs.end(), expected), specs.end()) << expected;
+  EXPECT_EQ(std::find(specs.begin(), specs.end(), "gpipe:8x64"), specs.end());  // M above the batch
+  for (const StrategySpec& s : recommendation_candidates(8, 32)) EXPECT_LE(s.devices(), 8) << s.spec;
+  EXPECT_NE(staleness_warning(parse_strategy_specs("spectrain:4", 4)[0]).find("diverged"), std::string::npos);
+  EXPECT_EQ(staleness_warning(parse_strategy_specs("pipedream:4", 4)[0]), "");
+  EXPECT_EQ(staleness_warning(parse_strategy_specs("gpipe:8x8", 8)[0]), "");
+}
+
+}  // namespace
