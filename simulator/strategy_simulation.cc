@@ -108,8 +108,8 @@ void finish(StrategySimulation& out, const EventSimulation& sim, const std::vect
   out.step_seconds = rate_per_step > 0 ? 1 / rate_per_step : 0;
   out.fits_memory = out.peak_memory <= static_cast<int64_t>(machine.device.memory_bytes);
   out.limited_by = out.fits_memory ? limit_of(busy, comm_name, comm_busy, micro_batch)
-                                   : "memory (" + std::to_string(out.peak_memory / 1000000) + " MB of the device's " +
-                                         std::to_string(machine.device.memory_bytes / 1000000) + " MB)";
+                                   : "memory (needs " + format_megabytes(out.peak_memory) + " of the device's " +
+                                         format_megabytes(static_cast<int64_t>(machine.device.memory_bytes)) + ")";
 }
 
 StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machine, const ProfileAt& profiles,
@@ -188,6 +188,12 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
 }
 
 }  // namespace
+
+std::string format_megabytes(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, bytes < 10'000'000 ? "%.1f MB" : "%.0f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
 
 double optimizer_update_passes(const std::string& optimizer) {
   if (optimizer == "sgd") return 3;

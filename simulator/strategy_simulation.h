@@ -79,5 +79,6 @@ StrategySimulation simulate_strategy(const StrategySpec& strategy, const Machine
 // Passes over the parameters per update: sgd 3, momentum/nesterov/adagrad 5, adam/adamw 7.
 double optimizer_update_passes(const std::string& optimizer);
 int optimizer_state_slots(const std::string& optimizer);  // sgd 0, momentum/nesterov/adagrad 1, adam/adamw 2
+std::string format_megabytes(int64_t bytes);              // "1.4 MB", "428 MB" (decimal)
 
 }  // namespace onnxtrain

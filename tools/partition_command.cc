@@ -20,6 +20,7 @@
 #include "partitioner/plan_dot.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
+#include "simulator/strategy_simulation.h"
 #include "tools/commands.h"
 #include "tools/text_format.h"
 
@@ -59,13 +60,6 @@ int64_t parse_byte_size(const std::string& text) {
   }
   if (!(value > 0)) throw Error("--memory-cap '" + text + "' must be positive");
   return static_cast<int64_t>(std::llround(value * scale));
-}
-
-int optimizer_slots(const std::string& optimizer) {
-  if (optimizer == "sgd") return 0;
-  if (optimizer == "momentum" || optimizer == "nesterov" || optimizer == "adagrad") return 1;
-  if (optimizer == "adam" || optimizer == "adamw") return 2;
-  throw Error("unknown --optimizer '" + optimizer + "' (sgd, momentum, nesterov, adam, adamw, adagrad)");
 }
 
 DeviceDescription device_of(const PartitionOptions& o) {
@@ -169,7 +163,7 @@ void partition_model(const PartitionOptions& o) {
   p.schedule = parse_plan_schedule(o.strategy);
   p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
   p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
-  p.optimizer_slots = optimizer_slots(o.optimizer);
+  p.optimizer_slots = optimizer_state_slots(o.optimizer);
   if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 

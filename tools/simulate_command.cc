@@ -65,8 +65,6 @@ class DatasheetProfiles {
   std::map<int64_t, CostProfile> cache_;
 };
 
-std::string megabytes(int64_t bytes) { return std::to_string((bytes + 500000) / 1000000) + " MB"; }
-
 nlohmann::json simulation_json(const StrategySimulation& s) {
   nlohmann::json workers = nlohmann::json::array();
   for (const WorkerFigures& w : s.workers)
@@ -113,7 +111,7 @@ void print_table(const std::string& model, const Machine& machine, int64_t batch
   for (const StrategySimulation& r : runs)
     std::printf("%-16s %12.1f %8.2f %10.3f %6.0f%% %12s  %s\n", r.strategy.spec.c_str(), r.samples_per_s,
                 base > 0 ? r.samples_per_s / base : 0.0, 1e3 * r.step_seconds, 100 * r.bubble_fraction,
-                megabytes(r.peak_memory).c_str(), r.limited_by.c_str());
+                format_megabytes(r.peak_memory).c_str(), r.limited_by.c_str());
 }
 
 nlohmann::json print_recommendation(const std::string& model, const Machine& machine, int64_t batch,
@@ -125,7 +123,7 @@ nlohmann::json print_recommendation(const std::string& model, const Machine& mac
     const RankedStrategy& r = rec.ranked[i];
     std::printf("%zu. %-16s %10.1f samples/s (%.2fx one device), %s; limited by %s\n", i + 1,
                 r.simulation.strategy.spec.c_str(), r.simulation.samples_per_s,
-                single_rate > 0 ? r.simulation.samples_per_s / single_rate : 0.0, megabytes(r.simulation.peak_memory).c_str(),
+                single_rate > 0 ? r.simulation.samples_per_s / single_rate : 0.0, format_megabytes(r.simulation.peak_memory).c_str(),
                 r.simulation.limited_by.c_str());
     if (!r.staleness_warning.empty()) std::printf("   staleness risk: %s\n", r.staleness_warning.c_str());
     nlohmann::json j = simulation_json(r.simulation);
