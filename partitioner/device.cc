@@ -196,6 +196,17 @@ DeviceDescription parse_device_profile(const std::string& json_text, const std::
   return d;
 }
 
+LinkDescription parse_link_description(const std::string& json_text, const std::string& source) {
+  ProfileReader r(source);
+  json doc;
+  try {
+    doc = json::parse(json_text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("link: not valid JSON: ") + e.what()).in_file(source);
+  }
+  return read_link(r, doc);
+}
+
 DeviceDescription read_device_profile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("device profile: cannot open the file").in_file(path);

@@ -77,6 +77,10 @@ DeviceDescription read_device_profile(const std::string& path);
 // The same from text; `source` names it in errors ("cluster.json").
 DeviceDescription parse_device_profile(const std::string& json_text, const std::string& source);
 
+// A link as device profiles write it: a preset name ("\"nvlink4\"") or an object (see above); `source`
+// names it in errors.
+LinkDescription parse_link_description(const std::string& json_text, const std::string& source);
+
 // One line for reports: "NVIDIA H100 SXM5 80GB: fp32 67.0 TFLOP/s, 80.0 GB at 3350 GB/s, link ..."
 std::string describe_device(const DeviceDescription& device);
 
