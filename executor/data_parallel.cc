@@ -259,26 +259,44 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
   } else {
     std::map<std::string, Tensor> grads = replica.forward_backward(x, y, &loss);
     loss = static_cast<float>(loss * weight);
-    // One flat buffer per replica: one all-reduce per step, summed in replica order. Across processes the
-    // loss rides along as the last element, so the reported loss needs no second collective.
-    int64_t total = options_.world ? 1 : 0;
-    for (const auto& [name, g] : grads) total += g.numel();
-    std::vector<float> flat;
-    flat.reserve(static_cast<size_t>(total));
-    for (const auto& [name, g] : grads)
-      for (float v : g.data<float>()) flat.push_back(static_cast<float>(v * weight));
-    if (options_.world) flat.push_back(loss);
-    waited_from = std::chrono::steady_clock::now();
-    comm.all_reduce_sum(flat, what);
-    size_t at = 0;
-    for (const auto& [name, g] : grads) {
-      Tensor t(DType::Float32, g.sizes());
-      std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), g.numel(), t.data<float>().begin());
-      at += static_cast<size_t>(g.numel());
-      reduced[name] = std::move(t);
+    if (!options_.world) {
+      // Replica threads of one process: every gradient is weighed and all-reduced in place, tensor by
+      // tensor in name order (the same on every replica). The sums are element-wise in replica order, as
+      // with one flat buffer, bit for bit, without the two copies of every gradient a flat buffer costs
+      // (ResNet-18, 45 MB of gradients on this 2-core machine: 16-34 ms to flatten and 14-33 ms to copy
+      // back per replica and step, against 15 ms for the all-reduce itself).
+      waited_from = std::chrono::steady_clock::now();
+      int64_t bytes = 0;
+      for (auto& [name, g] : grads) {
+        std::span<float> values = g.data<float>();
+        for (float& v : values) v = static_cast<float>(v * weight);
+        comm.all_reduce_sum(values, what);
+        bytes += static_cast<int64_t>(g.nbytes());
+        reduced[name] = g;
+      }
+      if (local == 0) timing_.allreduce_bytes_per_step = bytes;
+    } else {
+      // Across processes: one flat buffer per replica, one all-reduce per step, summed in rank order, with
+      // the loss riding along as the last element, so the reported loss needs no second collective.
+      int64_t total = 1;
+      for (const auto& [name, g] : grads) total += g.numel();
+      std::vector<float> flat;
+      flat.reserve(static_cast<size_t>(total));
+      for (const auto& [name, g] : grads)
+        for (float v : g.data<float>()) flat.push_back(static_cast<float>(v * weight));
+      flat.push_back(loss);
+      waited_from = std::chrono::steady_clock::now();
+      comm.all_reduce_sum(flat, what);
+      size_t at = 0;
+      for (const auto& [name, g] : grads) {
+        Tensor t(DType::Float32, g.sizes());
+        std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), g.numel(), t.data<float>().begin());
+        at += static_cast<size_t>(g.numel());
+        reduced[name] = std::move(t);
+      }
+      loss = flat.back();
+      if (local == 0) timing_.allreduce_bytes_per_step = static_cast<int64_t>(flat.size() * sizeof(float));
     }
-    if (options_.world) loss = flat.back();
-    if (local == 0) timing_.allreduce_bytes_per_step = static_cast<int64_t>(flat.size() * sizeof(float));
   }
   if (local == 0) {  // one writer: the other replica threads only touch their own state
     timing_.allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
