@@ -74,14 +74,9 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
       const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
       grads[k] = replicas_[k]->forward_backward(slice_rows(x, begin, end), slice_rows(y, begin, end), &losses[k]);
       losses[k] = static_cast<float>(losses[k] * weight);
-      // Weighted exactly as DataParallelTrainer weighs its flat buffer (float · double → float).
-      for (auto& [name, g] : grads[k]) {
-        Tensor w(DType::Float32, g.sizes());
-        auto src = g.data<float>();
-        auto dst = w.data<float>();
-        for (size_t e = 0; e < src.size(); ++e) dst[e] = static_cast<float>(src[e] * weight);
-        g = std::move(w);
-      }
+      // Weighted in place exactly as DataParallelTrainer weighs its gradients (float · double → float).
+      for (auto& [name, g] : grads[k])
+        for (float& v : g.data<float>()) v = static_cast<float>(v * weight);
     } catch (const std::exception&) {
       errors[k] = std::current_exception();
     }
