@@ -1,6 +1,6 @@
 // `onnxtrain bench MODEL... --strategies LIST`: every strategy trained for real on the same data, seed and
 // weights (a child `onnxtrain train` per run, bench_run.h), K timed steps after W warm-up steps, R repeats;
-// next to each, the cost model's prediction from node times measured at start (bench_predict.h) and the
+// next to each, the simulated prediction from node times measured at start (bench_predict.h) and the
 // ratio predicted/measured. Prints a table; --json FILE and --report DIR (report.md, report.csv) keep it.
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -186,8 +186,9 @@ void add_bench_command(CLI::App& app) {
       "Measure training strategies against each other on one or more models: each strategy trains the model for\n"
       "real (a child `onnxtrain train` per run: same synthetic data, seed and initial weights), K timed steps after\n"
       "W warm-up steps, R repeats. Prints samples/s (median, min, max), the speed-up over one thread, per stage or\n"
-      "replica timing, peak memory and the loss, next to the cost model's prediction (node times measured at start)\n"
-      "and the ratio predicted/measured. Pipelines run the split that was predicted (passed as --plan).\n"
+      "replica timing, peak memory and the loss, next to the prediction of the event simulation (as onnxtrain\n"
+      "simulate) with node times measured at start, and the ratio predicted/measured. Pipelines run the split that\n"
+      "was predicted (passed as --plan).\n"
       "Measure on an idle machine: bench warns when the load average is above 0.5.");
   cmd->add_option("models", o->models, "the .onnx files to measure (one data input each)");
   cmd->add_option("--zoo", o->zoo,

@@ -118,8 +118,8 @@ std::string format_bench_table(const BenchResults& results) {
                   f.waiting >= 0 ? format("%.1f%%", 100 * f.waiting).c_str() : "-", f.peak_rss_mb, f.loss);
     out += line;
   }
-  out += "\nsamples/s: median of the repeats; speed-up: against one thread on one device; predicted: the cost model "
-         "with node times measured here; waiting: the largest pipeline stage's bubble (time blocked on a neighbour / "
+  out += "\nsamples/s: median of the repeats; speed-up: against one thread on one device; predicted: the event "
+         "simulation (as onnxtrain simulate) with node times measured here; waiting: the largest pipeline stage's bubble (time blocked on a neighbour / "
          "its wall time), or the share of a data-parallel step spent in the all-reduce.\n";
   return out;
 }

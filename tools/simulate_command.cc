@@ -2,7 +2,8 @@
 // would do on a machine we may not have, from the event simulation (simulator/strategy_simulation.h) with
 // per-pass times from the cost model on the machine's datasheet device. Prints a table per model, and
 // with --recommend the five fastest configurations that fit, why each is limited, the staleness risks,
-// and the `onnxtrain train` command (with its plan) for the winner.
+// and the `onnxtrain train` command (with its plan) for the fastest one without a staleness risk.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -134,16 +135,21 @@ nlohmann::json print_recommendation(const std::string& model, const Machine& mac
   for (const std::string& why : rec.left_out)
     if (why.find("memory") != std::string::npos) std::printf("   left out: %s\n", why.c_str());
   if (rec.ranked.empty()) throw Error("simulate --recommend: no configuration fits " + machine.name);
-  const StrategySimulation& winner = rec.ranked.front().simulation;
+  // The fastest without a staleness risk (within 0.5% they are already ranked that way); the fastest of
+  // all when every one carries a risk.
+  auto safe = std::find_if(rec.ranked.begin(), rec.ranked.end(), [](const RankedStrategy& r) { return r.staleness_warning.empty(); });
+  const StrategySimulation& winner = (safe != rec.ranked.end() ? *safe : rec.ranked.front()).simulation;
   std::string plan_path;
   if (winner.plan) {
     plan_path = o.plan_out;
     write_plan(*winner.plan, plan_path);
   }
   const std::string command = train_command(model, winner.strategy, machine, batch, plan_path);
-  std::printf("winner: %s%s\n  %s\n", winner.strategy.spec.c_str(),
+  std::printf("recommended: %s (%s)%s\n  %s\n", winner.strategy.spec.c_str(),
+              safe == rec.ranked.end() ? "the fastest; every configuration carries a staleness risk"
+              : safe == rec.ranked.begin() ? "the fastest" : "the fastest without a staleness risk",
               plan_path.empty() ? "" : (", its plan written to " + plan_path).c_str(), command.c_str());
-  return {{"top", top}, {"left_out", rec.left_out}, {"command", command}, {"plan", plan_path}};
+  return {{"top", top}, {"left_out", rec.left_out}, {"recommended", winner.strategy.spec}, {"command", command}, {"plan", plan_path}};
 }
 
 void run_simulate(const SimulateOptions& o) {
@@ -208,7 +214,7 @@ void add_simulate_command(CLI::App& app) {
       "strategy's schedule (the executor's own instruction lists) with per-pass times from the cost model on the\n"
       "machine's datasheet device, every transfer on its link, ring all-reduces and parameter-server traffic.\n"
       "Prints samples/s, the speed-up over one device, the bubble, peak memory per device and what limits each run.\n"
-      "--recommend ranks every configuration that fits and prints the command for the best. Figures are simulated,\n"
+      "--recommend ranks every configuration that fits and prints the command for the fastest without a staleness risk. Figures are simulated,\n"
       "not measured: `onnxtrain bench` compares the same model with measurements on this machine.");
   cmd->add_option("models", o->models, "the .onnx files");
   cmd->add_option("--zoo", o->zoo, "comma-separated networks of models/zoo/zoo.json (resnet50, vgg16, ...)");
@@ -227,7 +233,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--loss", o->loss, "the loss attached to the first output (default cross-entropy)");
   cmd->add_option("--buckets", o->buckets, "dp: overlap the all-reduce with the backward in this many buckets (default 1: after it)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_flag("--recommend", o->recommend, "rank every strategy x stages x micro-batches x replicas that fits");
+  cmd->add_flag("--recommend", o->recommend,
+                "rank every strategy x stages x micro-batches x replicas that fits; recommend the fastest without a "
+                "staleness risk (naive and SpecTrain at 4+ stages, PipeDream at 8, ps with 4+ workers: README's "
+                "convergence study) and print its train command");
   cmd->add_option("--plan-out", o->plan_out, "with --recommend: where the winner's pipeline plan goes (default recommended-plan.json)");
   cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...], recommendation}");
   cmd->add_option("--trace", o->trace, "write DIR/trace-MODEL-STRATEGY.json per run: the simulated timeline (Chrome trace)");
