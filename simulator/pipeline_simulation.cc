@@ -55,13 +55,12 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
   const int64_t per_repeat = gpipe ? schedule.micro_batches : 0;
   const int64_t steps = gpipe ? mini_batches : schedule.micro_batches;
   std::vector<std::vector<int>> updates(n);  // per stage: its update tasks in step order
-  // Programs are walked in rounds so that every Send exists before the Recv that waits for it: repeat r
-  // of every stage, stage by stage, can wait only on transfers of the same repeat; within a repeat a Recv
-  // on stage k waits on a neighbour's Send that may come later in the sweep, so tasks are added in an
-  // order where each stage advances up to its next Recv whose transfer does not exist yet.
+  // A task can wait only on tasks added before it: each stage's program is walked up to its next Recv
+  // whose Send is not added yet, stage after stage, until every program is done (programs that complete
+  // always get there). GPipe's programs are walked once per mini-batch.
   for (int64_t r = 0; r < (gpipe ? mini_batches : 1); ++r) {
     std::vector<size_t> pc(n, 0);
-    std::vector<int> last(n, -1);  // the stage's previous task, for blocked time
+    std::vector<int> last(n, -1);  // the stage's last Forward/Backward/update/Recv: what its next Send follows
     bool progress = true;
     while (progress) {
       progress = false;

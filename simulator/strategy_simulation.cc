@@ -112,6 +112,21 @@ void finish(StrategySimulation& out, const EventSimulation& sim, const std::vect
                                          format_megabytes(static_cast<int64_t>(machine.device.memory_bytes)) + ")";
 }
 
+// finish() from the per-device summaries (WorkerSummary or StageSummary), keeping the timeline.
+template <typename Summary>
+void conclude(StrategySimulation& out, EventSimulation&& sim, const std::vector<Summary>& summaries,
+              const std::vector<int>& devices, const std::vector<double>& step_end, const Machine& machine,
+              const SimulationSettings& settings, int64_t micro_batch) {
+  std::vector<int64_t> peaks;
+  std::vector<double> blocked;
+  for (const Summary& summary : summaries) {
+    peaks.push_back(summary.peak_memory);
+    blocked.push_back(summary.blocked_s);
+  }
+  finish(out, sim, devices, peaks, blocked, step_end, machine, settings, micro_batch);
+  out.sim = std::make_shared<EventSimulation>(std::move(sim));
+}
+
 StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machine, const ProfileAt& profiles,
                                      const SimulationSettings& settings) {
   const bool ps = s.kind == "ps";
@@ -134,14 +149,7 @@ StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machi
     r = simulate_parameter_server(t, workers, s.servers, times_of(machine.host), per_worker);
   }
   StrategySimulation out{.strategy = s};
-  std::vector<int64_t> peaks;
-  std::vector<double> blocked;
-  for (const WorkerSummary& w : r.workers) {
-    peaks.push_back(w.peak_memory);
-    blocked.push_back(w.blocked_s);
-  }
-  finish(out, r.sim, r.worker_resource, peaks, blocked, r.step_end, machine, settings, micro);
-  out.sim = std::make_shared<EventSimulation>(std::move(r.sim));
+  conclude(out, std::move(r.sim), r.workers, r.worker_resource, r.step_end, machine, settings, micro);
   return out;
 }
 
@@ -176,14 +184,7 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   const Schedule schedule = make_schedule(parse_pipeline_strategy(s.kind), s.workers, gpipe ? s.micro_batches : settings.steps);
   PipelineSimulation p = simulate_pipeline(schedule, times, links, gpipe ? settings.steps : 1);
   StrategySimulation out{.strategy = s, .plan = plan};
-  std::vector<int64_t> peaks;
-  std::vector<double> blocked;
-  for (const StageSummary& st : p.stages) {
-    peaks.push_back(st.peak_memory);
-    blocked.push_back(st.blocked_s);
-  }
-  finish(out, p.sim, p.stage_resource, peaks, blocked, p.step_end, machine, settings, micro);
-  out.sim = std::make_shared<EventSimulation>(std::move(p.sim));
+  conclude(out, std::move(p.sim), p.stages, p.stage_resource, p.step_end, machine, settings, micro);
   return out;
 }
 

@@ -214,8 +214,8 @@ void add_simulate_command(CLI::App& app) {
       "strategy's schedule (the executor's own instruction lists) with per-pass times from the cost model on the\n"
       "machine's datasheet device, every transfer on its link, ring all-reduces and parameter-server traffic.\n"
       "Prints samples/s, the speed-up over one device, the bubble, peak memory per device and what limits each run.\n"
-      "--recommend ranks every configuration that fits and prints the command for the fastest without a staleness risk. Figures are simulated,\n"
-      "not measured: `onnxtrain bench` compares the same model with measurements on this machine.");
+      "--recommend ranks every configuration that fits and prints the command for the fastest without a staleness\n"
+      "risk. Figures are simulated, not measured: `onnxtrain bench` compares the same model with measurements here.");
   cmd->add_option("models", o->models, "the .onnx files");
   cmd->add_option("--zoo", o->zoo, "comma-separated networks of models/zoo/zoo.json (resnet50, vgg16, ...)");
   cmd->add_option("--zoo-dir", o->zoo_dir, "where zoo.json and the zoo's files are (default: models/zoo)");
@@ -224,7 +224,8 @@ void add_simulate_command(CLI::App& app) {
                   "(format in simulator/machine.h)")->required();
   cmd->add_option("--strategies", o->strategies,
                   "comma-separated: single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, hybrids "
-                  "pipedream:NxR, gpipe:NxMxR ..., all (every one for --devices); one-device single is always added");
+                  "pipedream:NxR, gpipe:NxMxR ..., all (every one over all the machine's devices); one-device single is "
+                  "always added");
   cmd->add_option("--batch", o->batch, "global mini-batch (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--steps", o->steps, "mini-batches simulated (default 40)")->check(CLI::Range(2, 100000));
   cmd->add_option("--warmup", o->warmup, "of them, left out of samples/s at each end: the fill and the drain (default 8)")->check(CLI::Range(0, 100000));
