@@ -53,6 +53,22 @@ std::string staleness_warning(const StrategySpec& s) {
   return "";
 }
 
+size_t recommended_index(const std::vector<std::string>& staleness_warnings) {
+  for (size_t i = 0; i < staleness_warnings.size(); ++i)
+    if (staleness_warnings[i].empty()) return i;
+  return 0;
+}
+
+std::string train_command(const std::string& model, const StrategySpec& strategy, int64_t batch,
+                          const std::string& plan_path, bool cuda, bool processes) {
+  std::string cmd = processes ? "mpirun -np " + std::to_string(strategy.devices()) + " onnxtrain train " : "onnxtrain train ";
+  cmd += model + " --batch " + std::to_string(batch);
+  for (const std::string& a : strategy.train_args) cmd += " " + a;
+  if (!plan_path.empty()) cmd += " --plan " + plan_path;
+  if (cuda) cmd += " --device cuda";
+  return cmd;
+}
+
 Recommendation recommend(const Machine& machine, const ProfileAt& profiles, const SimulationSettings& settings) {
   Recommendation out;
   for (const StrategySpec& s : recommendation_candidates(machine.devices(), settings.batch)) {

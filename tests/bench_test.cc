@@ -82,9 +82,17 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   const std::string json = (dir_ / "bench.json").string(), report = (dir_ / "report").string();
   const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
                          "/models/mlp_opset17.onnx --strategies single,dp:2,ps:2:1,pipedream:2,gpipe:2x2 --batch 16 "
-                         "--steps 4 --warmup 1 --repeats 2 --threads 2 --json " + json + " --report " + report);
+                         "--steps 4 --warmup 1 --repeats 2 --threads 2 --recommend --json " + json + " --report " + report);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pred/meas"), std::string::npos) << r.output;
+  // --recommend: the measured rows ranked, and a train command for the winner (with its plan if a pipeline).
+  const size_t recommended = r.output.find("recommended: ");
+  ASSERT_NE(recommended, std::string::npos) << r.output;
+  const std::string line = r.output.substr(recommended, r.output.find('\n', r.output.find('\n', recommended) + 1) - recommended);
+  EXPECT_NE(line.find("onnxtrain train "), std::string::npos) << line;
+  if (line.find("--plan ") != std::string::npos) {
+    EXPECT_TRUE(fs::exists(report + "/recommended-plan-mlp_opset17.json")) << line;
+  }
 
   std::ifstream in(json);
   const nlohmann::json doc = nlohmann::json::parse(in);

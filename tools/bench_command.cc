@@ -19,6 +19,7 @@
 
 #include "frontend/importer.h"
 #include "graph/error.h"
+#include "simulator/recommend.h"
 #include "tools/bench_predict.h"
 #include "tools/zoo.h"
 #include "tools/bench_report.h"
@@ -35,7 +36,43 @@ struct BenchOptions {
   int devices = 2, threads = 0;
   int64_t batch = 0, steps = 20, warmup = 3, repeats = 3;  // batch 0: the zoo's, else 32
   uint64_t seed = 0;
+  bool recommend = false;
 };
+
+// --recommend: per model, the measured rows (not the one-thread baseline) ranked by median samples/s,
+// the top 5 with their staleness risks, and the command of the fastest without one. A pipeline's plan
+// (the split it ran) is kept as recommended-plan-MODEL.json in the report folder, else here.
+void print_measured_recommendation(const BenchResults& results, const BenchOptions& o) {
+  std::vector<std::string> models;
+  for (const BenchRow& row : results.rows)
+    if (std::find(models.begin(), models.end(), row.model) == models.end()) models.push_back(row.model);
+  for (const std::string& model : models) {
+    std::vector<const BenchRow*> ranked;
+    for (const BenchRow& row : results.rows)
+      if (row.model == model && row.ok() && row.threads != 1) ranked.push_back(&row);
+    if (ranked.empty()) continue;
+    std::stable_sort(ranked.begin(), ranked.end(), [](const BenchRow* a, const BenchRow* b) { return a->median() > b->median(); });
+    std::vector<std::string> warnings;
+    for (const BenchRow* row : ranked) warnings.push_back(staleness_warning(parse_strategy_specs(row->strategy, 1).front()));
+    std::printf("\nrecommendation for %s on this machine (measured):\n", model.c_str());
+    for (size_t i = 0; i < ranked.size() && i < 5; ++i) {
+      std::printf("%zu. %-16s %8.1f samples/s (median of %zu)\n", i + 1, ranked[i]->strategy.c_str(), ranked[i]->median(),
+                  ranked[i]->runs.size());
+      if (!warnings[i].empty()) std::printf("   staleness risk: %s\n", warnings[i].c_str());
+    }
+    const size_t chosen = recommended_index(warnings);
+    const BenchRow& winner = *ranked[chosen];
+    std::string plan;
+    if (winner.predicted && !winner.predicted->plan_path.empty() && fs::exists(winner.predicted->plan_path)) {
+      const fs::path dir = o.report.empty() ? fs::path(".") : fs::path(o.report);
+      fs::create_directories(dir);
+      plan = (dir / ("recommended-plan-" + fs::path(model).stem().string() + ".json")).string();
+      fs::copy_file(winner.predicted->plan_path, plan, fs::copy_options::overwrite_existing);
+    }
+    std::printf("recommended: %s\n  %s\n", winner.strategy.c_str(),
+                train_command(model, parse_strategy_specs(winner.strategy, 1).front(), winner.batch, plan, false, false).c_str());
+  }
+}
 
 
 std::string cpu_model() {
@@ -171,6 +208,7 @@ void run_bench(const BenchOptions& o_in) {
   std::printf("%s", format_bench_table(results).c_str());
   if (!o.json.empty()) write_text_file(o.json, bench_json(results).dump(2) + "\n");
   if (!o.report.empty()) write_bench_report(results, o.report);
+  if (o.recommend) print_measured_recommendation(results, o);
   std::string failed;
   for (const BenchRow& row : results.rows)
     if (!row.ok()) failed += (failed.empty() ? "" : ", ") + row.strategy;
@@ -213,6 +251,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu (the default); cuda is not benchmarked yet");
   cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...]}");
   cmd->add_option("--report", o->report, "write DIR/report.md (the tables) and DIR/report.csv");
+  cmd->add_flag("--recommend", o->recommend,
+                "rank the measured strategies by samples/s, flag staleness risks (README's convergence study) and print "
+                "the train command of the fastest without one (a pipeline's plan kept as recommended-plan-MODEL.json)");
   cmd->add_option("--workdir", o->workdir, "keep each run's log, metrics, plan and model here (default: a temporary folder, removed)");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -88,19 +88,6 @@ std::string safe_name(std::string text) {
   return text;
 }
 
-// The command that trains the winner on such a machine: threads or GPUs of one process on one node,
-// one process per device (mpirun) for hybrids and across nodes.
-std::string train_command(const std::string& model, const StrategySpec& s, const Machine& machine, int64_t batch,
-                          const std::string& plan_path) {
-  const bool processes = s.replicas > 1 || s.devices() > machine.devices_per_node;
-  std::string cmd = processes ? "mpirun -np " + std::to_string(s.devices()) + " onnxtrain train " : "onnxtrain train ";
-  cmd += model + " --batch " + std::to_string(batch);
-  for (const std::string& a : s.train_args) cmd += " " + a;
-  if (!plan_path.empty()) cmd += " --plan " + plan_path;
-  if (machine.device.name.find("CPU") == std::string::npos) cmd += " --device cuda";
-  return cmd;
-}
-
 void print_table(const std::string& model, const Machine& machine, int64_t batch, const SimulateOptions& o,
                  const std::vector<StrategySimulation>& runs) {
   std::printf("%s on %s (simulated), batch %lld, steady state: %lld steps of %lld, %lld left out at each end\n",
@@ -137,17 +124,21 @@ nlohmann::json print_recommendation(const std::string& model, const Machine& mac
   if (rec.ranked.empty()) throw Error("simulate --recommend: no configuration fits " + machine.name);
   // The fastest without a staleness risk (within 0.5% they are already ranked that way); the fastest of
   // all when every one carries a risk.
-  auto safe = std::find_if(rec.ranked.begin(), rec.ranked.end(), [](const RankedStrategy& r) { return r.staleness_warning.empty(); });
-  const StrategySimulation& winner = (safe != rec.ranked.end() ? *safe : rec.ranked.front()).simulation;
+  std::vector<std::string> warnings;
+  for (const RankedStrategy& r : rec.ranked) warnings.push_back(r.staleness_warning);
+  const size_t chosen = recommended_index(warnings);
+  const StrategySimulation& winner = rec.ranked[chosen].simulation;
   std::string plan_path;
   if (winner.plan) {
     plan_path = o.plan_out;
     write_plan(*winner.plan, plan_path);
   }
-  const std::string command = train_command(model, winner.strategy, machine, batch, plan_path);
+  const bool cuda = machine.device.name.find("CPU") == std::string::npos;
+  const bool processes = winner.strategy.replicas > 1 || winner.strategy.devices() > machine.devices_per_node;
+  const std::string command = train_command(model, winner.strategy, batch, plan_path, cuda, processes);
   std::printf("recommended: %s (%s)%s\n  %s\n", winner.strategy.spec.c_str(),
-              safe == rec.ranked.end() ? "the fastest; every configuration carries a staleness risk"
-              : safe == rec.ranked.begin() ? "the fastest" : "the fastest without a staleness risk",
+              !rec.ranked[chosen].staleness_warning.empty() ? "the fastest; every configuration carries a staleness risk"
+              : chosen == 0 ? "the fastest" : "the fastest without a staleness risk",
               plan_path.empty() ? "" : (", its plan written to " + plan_path).c_str(), command.c_str());
   return {{"top", top}, {"left_out", rec.left_out}, {"recommended", winner.strategy.spec}, {"command", command}, {"plan", plan_path}};
 }
