@@ -174,6 +174,8 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
   }
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
+  timing_.compute_seconds.assign(static_cast<size_t>(r), 0.0);  // sized before any replica thread writes its slot
+  timing_.exchange_seconds.assign(static_cast<size_t>(r), 0.0);
 }
 
 DataParallelTrainer::~DataParallelTrainer() = default;
@@ -239,6 +241,7 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
   const std::string what = "step " + std::to_string(replica.step() + 1) + ", replica " +
                            std::to_string(first_replica() + local) + ", gradient all-reduce";
   std::map<std::string, Tensor> reduced;
+  const auto computed_from = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point waited_from;
   if (!buckets_.empty()) {
     BucketedAllReduce buckets(buckets_, parameter_numels_, comm, weight, options_.world != nullptr, what);
@@ -298,8 +301,12 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
       if (local == 0) timing_.allreduce_bytes_per_step = static_cast<int64_t>(flat.size() * sizeof(float));
     }
   }
+  const auto done = std::chrono::steady_clock::now();
+  // Each replica thread writes only its own slot.
+  timing_.compute_seconds[static_cast<size_t>(local)] += std::chrono::duration<double>(waited_from - computed_from).count();
+  timing_.exchange_seconds[static_cast<size_t>(local)] += std::chrono::duration<double>(done - waited_from).count();
   if (local == 0) {  // one writer: the other replica threads only touch their own state
-    timing_.allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+    timing_.allreduce_seconds += std::chrono::duration<double>(done - waited_from).count();
     if (!buckets_.empty()) {
       int64_t bytes = options_.world ? 4 : 0;
       for (const auto& [name, t] : reduced) bytes += static_cast<int64_t>(t.nbytes());

@@ -98,6 +98,9 @@ class DataParallelTrainer {
     int buckets = 1;
     int64_t allreduce_bytes_per_step = 0;
     bool on_devices = false;  // NCCL on the GPUs: asynchronous, so allreduce_seconds is not measured
+    // Per replica of this process: forward and backward (the busy time), and the gradient exchange after
+    // them (weighing, the all-reduce and the wait for the slowest replica: the blocked time).
+    std::vector<double> compute_seconds, exchange_seconds;
   };
   const Timing& timing() const { return timing_; }
   int global_replicas() const { return options_.world ? options_.world->size() : replicas(); }

@@ -38,6 +38,14 @@ std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, con
   size_t i = 0;
   std::vector<float> l = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
   if (losses) *losses = l;
+  // Each replica's busy (forward, backward) and exchange time lie within the steps' wall time.
+  const DataParallelTrainer::Timing& timing = dp.timing();
+  EXPECT_EQ(timing.compute_seconds.size(), static_cast<size_t>(replicas));
+  for (size_t r = 0; r < timing.compute_seconds.size(); ++r) {
+    EXPECT_GT(timing.compute_seconds[r], 0) << "replica " << r;
+    EXPECT_GE(timing.exchange_seconds[r], 0) << "replica " << r;
+    EXPECT_LE(timing.compute_seconds[r] + timing.exchange_seconds[r], timing.step_seconds + 1e-3) << "replica " << r;
+  }
   // Every replica holds the same weights and statistics, bit for bit.
   const std::map<std::string, Tensor> first = dp.trained_initializers();
   for (int r = 1; r < dp.replicas(); ++r) {

@@ -87,7 +87,9 @@ nlohmann::json data_parallel_report_json(const DataParallelTrainer::Timing& t, i
           {"step_seconds", t.step_seconds},
           {"allreduce_seconds", t.allreduce_seconds},
           {"allreduce_bytes_per_step", t.allreduce_bytes_per_step},
-          {"buckets", t.buckets}};
+          {"buckets", t.buckets},
+          {"replica_compute_seconds", t.compute_seconds},
+          {"replica_exchange_seconds", t.exchange_seconds}};
 }
 
 nlohmann::json pipeline_report_json(const PipelineReport& r) {
