@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -41,6 +42,7 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
   }
   const int total = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   for (int k = 0; k < r; ++k) threads_.push_back(std::max(1, total / r + (k < total % r ? 1 : 0)));
+  compute_seconds_.assign(static_cast<size_t>(r), 0.0);
   if (r > 1) replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
 }
 
@@ -66,7 +68,9 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
   std::vector<std::map<std::string, Tensor>> grads(static_cast<size_t>(r));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(r));
   // The master is only read while the replicas run; it is written after they are joined.
+  const auto step_start = std::chrono::steady_clock::now();
   auto replica_step = [&](int k) {
+    const auto computed_from = std::chrono::steady_clock::now();
     try {
       omp_set_num_threads(threads_[k]);
       refresh(k);
@@ -80,6 +84,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
     } catch (const std::exception&) {
       errors[k] = std::current_exception();
     }
+    compute_seconds_[static_cast<size_t>(k)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - computed_from).count();
   };
   const std::function<void(int)> others = [&](int j) { replica_step(j + 1); };
   if (r > 1) replica_threads_->start(others);
@@ -118,6 +123,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
 
   float loss = 0;
   for (float l : losses) loss += l;
+  step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
   return loss;
 }
 
@@ -139,6 +145,8 @@ Trainer::Evaluation CentralStorageTrainer::evaluate(const Tensor& inputs, const 
 CentralStorageReport CentralStorageTrainer::report() const {
   CentralStorageReport r;
   r.replicas = replicas();
+  r.step_seconds = step_seconds_;
+  r.replica_compute_seconds = compute_seconds_;
   r.steps = optimizer_.global_step();
   for (const auto& [name, t] : master_) {
     const bool state = std::find(state_names_.begin(), state_names_.end(), name) != state_names_.end();

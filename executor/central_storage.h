@@ -59,6 +59,10 @@ struct CentralStorageReport {
   int64_t gradient_bytes_in_per_step() const { return replicas * parameter_bytes + state_bytes; }
   int64_t weight_bytes_out_per_step() const { return replicas * (parameter_bytes + state_bytes); }
   int64_t bytes_per_step() const { return gradient_bytes_in_per_step() + weight_bytes_out_per_step(); }
+  // Measured over the run: whole steps, and per replica its busy time (taking the weights out, forward,
+  // backward, weighing); the rest of a replica's step is blocked (the others, the sum and the update).
+  double step_seconds = 0;
+  std::vector<double> replica_compute_seconds;
 };
 // A few lines for the end of a run: replicas, bytes in and out per step and in total.
 std::string format_central_storage_report(const CentralStorageReport& report);
@@ -107,6 +111,8 @@ class CentralStorageTrainer {
   std::vector<std::string> state_names_;  // the State (running statistics) entries of master_
   Optimizer optimizer_;
   std::unique_ptr<LossScaler> scaler_;  // fp16
+  double step_seconds_ = 0;
+  std::vector<double> compute_seconds_;  // per replica; each replica thread writes only its own slot
 };
 
 }  // namespace onnxtrain

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +56,18 @@ std::vector<double> ParameterServerReport::shard_mean_staleness() const {
     for (size_t s = 0; s < p.shard_staleness.size(); ++s) m[s] += static_cast<double>(p.shard_staleness[s]);
   for (double& v : m) v = pushes.empty() ? 0 : v / static_cast<double>(pushes.size());
   return m;
+}
+
+std::vector<double> ParameterServerReport::worker_compute_seconds() const {
+  std::vector<double> seconds(static_cast<size_t>(workers), 0.0);
+  for (const Push& p : pushes) seconds.at(static_cast<size_t>(p.worker)) += p.compute_seconds;
+  return seconds;
+}
+
+std::vector<double> ParameterServerReport::worker_exchange_seconds() const {
+  std::vector<double> seconds(static_cast<size_t>(workers), 0.0);
+  for (const Push& p : pushes) seconds.at(static_cast<size_t>(p.worker)) += p.exchange_seconds;
+  return seconds;
 }
 
 int64_t ParameterServerReport::predicted_pushes() const {
@@ -220,10 +233,13 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
           for (size_t s = 0; s < shards_.size(); ++s)
             push.predicted_steps = std::max(push.predicted_steps, w.staleness_sum[s] / static_cast<double>(w.pushes));
         }
+        const auto pull_start = std::chrono::steady_clock::now();
         pull(w, options_.predict);
         // Dropout run index i: the mask sequential training draws for mini-batch i.
         take_pulled(w, i);
+        const auto compute_start = std::chrono::steady_clock::now();
         std::map<std::string, Tensor> grads = w.trainer->forward_backward(batch.first, batch.second, &push.loss);
+        const auto push_start = std::chrono::steady_clock::now();
         // fp16: every worker has its own scaler (a GradScaler per process); a gradient with an inf or NaN is
         // not pushed, and that worker's scale backs off. The statistics still follow the batch.
         push.skipped = !w.trainer->update_loss_scale(grads);
@@ -244,6 +260,9 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
             std::memcpy(shard.values.at(name).raw(), computed.at(name).raw(), computed.at(name).nbytes());
           }
         }
+        const auto pushed = std::chrono::steady_clock::now();
+        push.compute_seconds = std::chrono::duration<double>(push_start - compute_start).count();
+        push.exchange_seconds = std::chrono::duration<double>((compute_start - pull_start) + (pushed - push_start)).count();
         for (size_t s = 0; s < shards_.size(); ++s) w.staleness_sum[s] += static_cast<double>(push.shard_staleness[s]);
         ++w.pushes;
         push.staleness = *std::max_element(push.shard_staleness.begin(), push.shard_staleness.end());

@@ -66,6 +66,8 @@ struct ParameterServerReport {
     std::vector<int64_t> shard_staleness;  // per shard
     double predicted_steps = 0;            // s used for the prediction (largest over the shards); 0: none
     bool skipped = false;                  // fp16: inf/NaN in the gradient, not applied (the statistics were)
+    double compute_seconds = 0;            // forward and backward (the worker busy)
+    double exchange_seconds = 0;           // pull and push, waiting for the shards' locks included (blocked)
   };
   int servers = 0, workers = 0;
   bool predict = false;
@@ -83,6 +85,8 @@ struct ParameterServerReport {
   std::vector<int64_t> per_worker() const;  // pushes by worker
   std::vector<double> shard_mean_staleness() const;
   int64_t predicted_pushes() const;  // pushes that used a prediction (s > 0)
+  std::vector<double> worker_compute_seconds() const;   // per worker, summed over its pushes
+  std::vector<double> worker_exchange_seconds() const;
   int64_t skipped_pushes() const;    // fp16 pushes not applied for inf/NaN gradients
 };
 // The staleness report printed at the end of a run: shards, pushes per worker, mean/max staleness, the

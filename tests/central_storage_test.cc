@@ -180,6 +180,12 @@ TEST(CentralStorage, EvaluatesTheMasterAndReportsTheTraffic) {
   EXPECT_EQ(r.gradient_bytes_in_per_step(), 2 * r.parameter_bytes);
   EXPECT_EQ(r.weight_bytes_out_per_step(), 2 * r.parameter_bytes);
   EXPECT_NE(format_central_storage_report(r).find("gradients in"), std::string::npos);
+  // Each replica's busy time lies within the steps' wall time.
+  ASSERT_EQ(r.replica_compute_seconds.size(), 2u);
+  for (double busy : r.replica_compute_seconds) {
+    EXPECT_GT(busy, 0);
+    EXPECT_LE(busy, r.step_seconds);
+  }
 }
 
 TEST(CentralStorage, RefusesTooFewRowsAndNoReplicas) {

@@ -76,7 +76,17 @@ void expect_consistent(const ParameterServerReport& r, int64_t steps) {
     EXPECT_EQ(p.mini_batch, static_cast<int64_t>(i));
     ASSERT_EQ(static_cast<int>(p.shard_staleness.size()), r.servers);
     EXPECT_EQ(p.staleness, *std::max_element(p.shard_staleness.begin(), p.shard_staleness.end()));
+    EXPECT_GT(p.compute_seconds, 0);
+    EXPECT_GE(p.exchange_seconds, 0);
   }
+  // The per-worker sums are the pushes' times, by worker.
+  const std::vector<double> busy = r.worker_compute_seconds(), blocked = r.worker_exchange_seconds();
+  ASSERT_EQ(static_cast<int>(busy.size()), r.workers);
+  double busy_sum = 0, pushes_sum = 0;
+  for (double b : busy) busy_sum += b;
+  for (const auto& p : r.pushes) pushes_sum += p.compute_seconds;
+  EXPECT_NEAR(busy_sum, pushes_sum, 1e-9);
+  EXPECT_EQ(blocked.size(), busy.size());
 }
 
 TEST(ParameterServer, OneWorkerIsSequentialTrainingBitForBit) {

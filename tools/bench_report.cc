@@ -31,7 +31,7 @@ std::string format(const char* pattern, double value) {
 }
 
 // The share of a run's time lost to waiting: the largest stage bubble of a pipeline, the all-reduce's
-// share of a data-parallel step; -1 when the strategy reports neither.
+// share of a data-parallel step, central storage's and the parameter server's below; -1 when unknown.
 double waiting_fraction(const nlohmann::json& report) {
   if (!report.is_object()) return -1;
   if (report.value("kind", "") == "pipeline") {
@@ -41,6 +41,19 @@ double waiting_fraction(const nlohmann::json& report) {
   }
   if (report.value("kind", "") == "data_parallel" && report.value("step_seconds", 0.0) > 0) {
     return report.value("allreduce_seconds", 0.0) / report.value("step_seconds", 0.0);
+  }
+  // Central storage: the replicas' mean time outside their own compute; the parameter server: the
+  // workers' share of time in pulls and pushes.
+  if (report.value("kind", "") == "central_storage" && report.value("step_seconds", 0.0) > 0) {
+    double busy = 0;
+    for (const auto& c : report["replica_compute_seconds"]) busy += c.get<double>();
+    return 1 - busy / report["replica_compute_seconds"].size() / report.value("step_seconds", 0.0);
+  }
+  if (report.value("kind", "") == "parameter_server") {
+    double busy = 0, blocked = 0;
+    for (const auto& c : report["worker_compute_seconds"]) busy += c.get<double>();
+    for (const auto& c : report["worker_exchange_seconds"]) blocked += c.get<double>();
+    return busy + blocked > 0 ? blocked / (busy + blocked) : -1;
   }
   return -1;
 }

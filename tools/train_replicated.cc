@@ -72,12 +72,19 @@ int run_replicated_training(const TrainOptions& o) {
                  o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(), static_cast<long long>(o.epochs),
                  static_cast<long long>(per_epoch),
                  static_cast<long long>(o.batch));
+    RunRole role;
+    role.report = [&] {
+      const CentralStorageReport r = trainer.report();
+      return nlohmann::json{{"kind", "central_storage"}, {"replicas", r.replicas}, {"steps", r.steps},
+                            {"step_seconds", r.step_seconds}, {"replica_compute_seconds", r.replica_compute_seconds},
+                            {"bytes_per_step", r.bytes_per_step()}};
+    };
     return run_epochs(o, trainer, loader, train, per_epoch,
                       [&] {
                         print_loss_scale(trainer.loss_scaler());
                         std::printf("%s", format_central_storage_report(trainer.report()).c_str());
                       },
-                      RunRole{});
+                      role);
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
   ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
@@ -96,6 +103,13 @@ int run_replicated_training(const TrainOptions& o) {
     line["worker"] = p.worker;
     line["staleness"] = p.staleness;
     if (o.ps_predict) line["predicted_steps"] = p.predicted_steps;
+  };
+  role.report = [&] {
+    const ParameterServerReport& r = trainer.report();
+    return nlohmann::json{{"kind", "parameter_server"}, {"workers", r.workers}, {"servers", r.servers},
+                          {"pushes", r.pushes.size()}, {"mean_staleness", r.mean_staleness()},
+                          {"worker_compute_seconds", r.worker_compute_seconds()},
+                          {"worker_exchange_seconds", r.worker_exchange_seconds()}};
   };
   return run_epochs(
       o, trainer, loader, train, per_epoch,
