@@ -130,9 +130,15 @@ nlohmann::json print_recommendation(const std::string& model, const Machine& mac
   const StrategySimulation& winner = rec.ranked[chosen].simulation;
   std::string plan_path;
   if (winner.plan) {
+    // One plan per model: with several models, --plan-out's stem gets the model's name.
     plan_path = o.plan_out;
+    if (o.models.size() + (o.zoo.empty() ? 0 : 1) > 1 || o.zoo.find(',') != std::string::npos) {
+      const fs::path out(o.plan_out);
+      plan_path = (out.parent_path() / (out.stem().string() + "-" + fs::path(model).stem().string() + out.extension().string())).string();
+    }
     write_plan(*winner.plan, plan_path);
   }
+  // Presets and device profiles describe GPUs unless their name says CPU (a profile of a CPU, as the tests use).
   const bool cuda = machine.device.name.find("CPU") == std::string::npos;
   const bool processes = winner.strategy.replicas > 1 || winner.strategy.devices() > machine.devices_per_node;
   const std::string command = train_command(model, winner.strategy, batch, plan_path, cuda, processes);
@@ -229,7 +235,9 @@ void add_simulate_command(CLI::App& app) {
                 "rank every strategy x stages x micro-batches x replicas that fits; recommend the fastest without a "
                 "staleness risk (naive and SpecTrain at 4+ stages, PipeDream at 8, ps with 4+ workers: README's "
                 "convergence study) and print its train command");
-  cmd->add_option("--plan-out", o->plan_out, "with --recommend: where the winner's pipeline plan goes (default recommended-plan.json)");
+  cmd->add_option("--plan-out", o->plan_out,
+                  "with --recommend: where the winner's pipeline plan goes (default recommended-plan.json; with several "
+                  "models, recommended-plan-MODEL.json)");
   cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...], recommendation}");
   cmd->add_option("--trace", o->trace, "write DIR/trace-MODEL-STRATEGY.json per run: the simulated timeline (Chrome trace)");
   cmd->callback([o] { run_simulate(*o); });
