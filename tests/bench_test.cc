@@ -18,7 +18,6 @@
 #include "simulator/strategy_spec.h"
 
 using namespace onnxtrain;
-using namespace onnxtrain;
 using onnxtrain::testing_support::run_cli;
 namespace fs = std::filesystem;
 
