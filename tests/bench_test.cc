@@ -133,6 +133,12 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   }
   EXPECT_EQ(runs[2]["measured"]["report"]["kind"], "data_parallel");
   EXPECT_TRUE(runs[3]["measured"].contains("mean_staleness")) << "ps reports its pushes' staleness";
+  // Each replica's or worker's busy and blocked time, measured.
+  EXPECT_EQ(runs[2]["measured"]["report"]["replica_compute_seconds"].size(), 2u);
+  EXPECT_EQ(runs[2]["measured"]["report"]["replica_exchange_seconds"].size(), 2u);
+  EXPECT_EQ(runs[3]["measured"]["report"]["kind"], "parameter_server");
+  EXPECT_EQ(runs[3]["measured"]["report"]["worker_compute_seconds"].size(), 2u);
+  EXPECT_EQ(runs[3]["measured"]["report"]["worker_exchange_seconds"].size(), 2u);
 
   std::ifstream csv(report + "/report.csv");
   std::stringstream buffer;

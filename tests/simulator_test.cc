@@ -251,6 +251,13 @@ TEST(Recommend, CandidatesAndStalenessWarnings) {
   EXPECT_NE(staleness_warning(parse_strategy_specs("spectrain:4", 4)[0]).find("diverged"), std::string::npos);
   EXPECT_EQ(staleness_warning(parse_strategy_specs("pipedream:4", 4)[0]), "");
   EXPECT_EQ(staleness_warning(parse_strategy_specs("gpipe:8x8", 8)[0]), "");
+  // The recommendation: the first (fastest) without a warning, else the fastest.
+  EXPECT_EQ(recommended_index({"stale", "", "stale"}), 1u);
+  EXPECT_EQ(recommended_index({"", "stale"}), 0u);
+  EXPECT_EQ(recommended_index({"stale", "stale"}), 0u);
+  EXPECT_EQ(train_command("m.onnx", parse_strategy_specs("pipedream:2x4", 8)[0], 64, "p.json", true, true),
+            "mpirun -np 8 onnxtrain train m.onnx --batch 64 --strategy pipedream --stages 2 --replicas 4 --plan p.json "
+            "--device cuda");
 }
 
 }  // namespace
