@@ -227,12 +227,6 @@ bool solve(const StagePricer& pricer, const PlanOptions& o, Cost cost, Allowed a
   return true;
 }
 
-Schedule schedule_of(const PlanOptions& options) {
-  static constexpr PipelineStrategy kStrategy[] = {PipelineStrategy::pipedream, PipelineStrategy::naive,
-                                                   PipelineStrategy::spectrain, PipelineStrategy::gpipe};
-  return make_schedule(kStrategy[static_cast<int>(options.schedule)], options.stages, options.micro_batches);
-}
-
 }  // namespace
 
 std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan& plan) {
@@ -260,7 +254,10 @@ PipelineSimulation simulate_plan(const CostProfile& profile, const Plan& plan) {
   const std::vector<StageTimes> times = plan_stage_times(profile, plan);
   const LinkTimes link{.bandwidth = plan.options.link.bandwidth, .latency_s = plan.options.link.latency_s};
   const std::vector<LinkTimes> links(plan.stages.size() - 1, link);
-  return simulate_pipeline(schedule_of(plan.options), times, links);
+  // PlanSchedule and PipelineStrategy spell their strategies alike ("pipedream", ...).
+  const Schedule schedule = make_schedule(parse_pipeline_strategy(schedule_name(plan.options.schedule)),
+                                          plan.options.stages, plan.options.micro_batches);
+  return simulate_pipeline(schedule, times, links);
 }
 
 namespace {

@@ -62,6 +62,7 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
   const Workers w = add_workers(out, t, replicas, "replica");
   const int ring_resource = out.sim.add_resource("all-reduce ring");
   std::vector<int> previous_update(replicas, -1);
+  std::vector<int> step_updates;  // replica 0's update of each step: where the step ends
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<std::vector<int>> parts(replicas);
     for (int r = 0; r < replicas; ++r) {
@@ -84,15 +85,10 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
     for (int r = 0; r < replicas; ++r)
       previous_update[r] = out.sim.add_task({.resource = w.resource[r], .seconds = t.update_s, .after = {reduced},
                                              .kind = TaskKind::update, .micro_batch = step});
+    step_updates.push_back(previous_update[0]);
   }
   summarise(out, w, {ring_resource});
-  for (int64_t step = 0; step < steps; ++step) {
-    double end = 0;
-    for (int id : out.sim.tasks_of(w.resource[0]))
-      if (out.sim.tasks()[static_cast<size_t>(id)].kind == TaskKind::update && out.sim.tasks()[static_cast<size_t>(id)].micro_batch == step)
-        end = out.sim.end(id);
-    out.step_end.push_back(end);
-  }
+  for (int id : step_updates) out.step_end.push_back(out.sim.end(id));
   return out;
 }
 

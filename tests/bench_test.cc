@@ -14,23 +14,16 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "tests/error_of.h"
 #include "tests/cli_run.h"
 #include "simulator/strategy_spec.h"
 
 using namespace onnxtrain;
 using onnxtrain::testing_support::run_cli;
 namespace fs = std::filesystem;
+using onnxtrain::testing_support::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
   const std::vector<StrategySpec> s = parse_strategy_specs("single,dp:2,cs:3,ps:4:2,spectrain:2,gpipe:2x4", 2);

@@ -12,6 +12,7 @@
 
 #include "executor/pipeline/schedule.h"
 #include "graph/error.h"
+#include "tests/error_of.h"
 #include "simulator/event_simulation.h"
 #include "simulator/machine.h"
 #include "simulator/pipeline_simulation.h"
@@ -21,16 +22,9 @@
 
 using namespace onnxtrain;
 
-namespace {
+using testing_support::error_of;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+namespace {
 
 TEST(EventSimulation, InOrderResourcesAndWaits) {
   EventSimulation sim;

@@ -74,7 +74,6 @@ void print_measured_recommendation(const BenchResults& results, const BenchOptio
   }
 }
 
-
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {

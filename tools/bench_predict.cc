@@ -1,14 +1,14 @@
 #include "tools/bench_predict.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <thread>
-#include <unistd.h>
 #include <tuple>
 
 #include "executor/comm/local_comm.h"

@@ -44,7 +44,8 @@ double waiting_fraction(const nlohmann::json& report) {
   }
   // Central storage: the replicas' mean time outside their own compute; the parameter server: the
   // workers' share of time in pulls and pushes.
-  if (report.value("kind", "") == "central_storage" && report.value("step_seconds", 0.0) > 0) {
+  if (report.value("kind", "") == "central_storage" && report.value("step_seconds", 0.0) > 0 &&
+      !report.value("replica_compute_seconds", nlohmann::json::array()).empty()) {
     double busy = 0;
     for (const auto& c : report["replica_compute_seconds"]) busy += c.get<double>();
     return 1 - busy / report["replica_compute_seconds"].size() / report.value("step_seconds", 0.0);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
-#include <tuple>
 
 #include "graph/error.h"
 #include "simulator/pipeline_simulation.h"
