@@ -491,6 +491,29 @@ std::map<std::string, Tensor> Trainer::loss_scaler_state() const {
   return scaler_ ? scaler_->state_tensors() : std::map<std::string, Tensor>{};
 }
 
+namespace {
+
+// Of the labels `y` that are not ignored: how many there are and how many the argmax of their class
+// scores gets right. Logits (B, C) for labels (B), or (B, T, C) with classes last for labels (B, T);
+// other layouts count labels but no hits (accuracy is then NaN).
+std::pair<int64_t, int64_t> counted_and_correct(const Tensor* logits, const Tensor& y, const LossSpec& loss) {
+  const int64_t ignore_index =
+      loss.kind == LossKind::SoftmaxCrossEntropy ? loss.ignore_index : std::numeric_limits<int64_t>::min();
+  int64_t counted = 0, correct = 0;
+  const auto labels = y.data<int64_t>();
+  const int64_t classes = logits ? logits->sizes().back() : 0;
+  const bool rows_match = logits && (logits->rank() == 2 || loss.classes_last) &&
+                          logits->numel() == static_cast<int64_t>(labels.size()) * classes;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] == ignore_index) continue;
+    ++counted;
+    if (rows_match) correct += argmax_row(logits->data<float>().subspan(i * classes, classes)) == labels[i];
+  }
+  return {counted, rows_match ? correct : -1};
+}
+
+}  // namespace
+
 Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
   Evaluation e;
   const int64_t n = labels.sizes().empty() ? 0 : labels.sizes()[0];
@@ -499,32 +522,37 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
     return e;
   }
   const int64_t classes = class_count(*eval_graph_, loss_.logits);
-  const int64_t row = inputs.numel() / n;
-  int64_t correct = 0;
+  const bool cross_entropy = options_.loss.kind == LossKind::SoftmaxCrossEntropy;
+  const bool class_scores = cross_entropy || classes > 0;  // the logits score classes: accuracy means something
+  int64_t correct = 0, counted = 0;
   double loss_sum = 0;
+  auto rows_of = [n](const Tensor& t, int64_t begin, int64_t b) {
+    std::vector<int64_t> sizes = t.sizes();
+    sizes[0] = b;
+    Tensor part(t.dtype(), sizes);
+    const std::size_t row = t.nbytes() / static_cast<std::size_t>(n);
+    std::memcpy(part.raw(), t.raw() + begin * row, b * row);
+    return part;
+  };
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);
-    std::vector<int64_t> xs = inputs.sizes();
-    xs[0] = b;
-    Tensor x(inputs.dtype(), xs), y(DType::Int64, {b});
-    const size_t row_bytes = static_cast<size_t>(row) * dtype_size(inputs.dtype());
-    std::memcpy(x.raw(), inputs.raw() + begin * row_bytes, b * row_bytes);
-    std::copy_n(labels.data<int64_t>().begin() + begin, b, y.data<int64_t>().begin());
-    std::map<std::string, Tensor> feed{{input_, x}};
+    const Tensor y = rows_of(labels, begin, b);
+    std::map<std::string, Tensor> feed{{input_, rows_of(inputs, begin, b)}};
     if (!loss_.labels.empty()) feed[loss_.labels] = loss_targets(options_.loss, y, classes);
     std::map<std::string, Tensor> out = eval_session_->run(feed);
-    // mean reductions give the batch mean; sum gives the batch sum
-    const double l = out.at(loss_.loss).data<float>()[0];
-    loss_sum += options_.loss.reduction == LossReduction::Mean ? l * b : l;
-    if (classes > 0 && !loss_.logits.empty()) {
-      auto logits = out.at(loss_.logits).data<float>();
-      auto yl = y.data<int64_t>();
-      for (int64_t i = 0; i < b; ++i) correct += argmax_row(logits.subspan(i * classes, classes)) == yl[i];
-    }
+    const Tensor* logits = class_scores && !loss_.logits.empty() ? &out.at(loss_.logits) : nullptr;
+    const auto [batch_counted, batch_correct] = counted_and_correct(logits, y, options_.loss);
+    // mean reductions give the batch mean (cross-entropy: over the labels not ignored); sum the batch sum
+    const double l = out.at(loss_.loss).data<float>()[0], weight = cross_entropy ? batch_counted : b;
+    loss_sum += options_.loss.reduction == LossReduction::Mean ? l * weight : l;
+    counted += cross_entropy ? batch_counted : b;
+    correct = batch_correct < 0 || correct < 0 ? -1 : correct + batch_correct;
   }
   e.samples = n;
-  e.loss = loss_sum / n;
-  e.accuracy = classes > 0 ? static_cast<double>(correct) / n : std::numeric_limits<double>::quiet_NaN();
+  e.labels_counted = counted;
+  e.loss = counted > 0 ? loss_sum / counted : std::numeric_limits<double>::quiet_NaN();
+  e.accuracy = class_scores && correct >= 0 && counted > 0 ? static_cast<double>(correct) / counted
+                                                           : std::numeric_limits<double>::quiet_NaN();
   return e;
 }
 

@@ -169,9 +169,13 @@ class Trainer {
   void restore(const std::map<std::string, Tensor>& initializers, const std::map<std::string, Tensor>& optimizer_state);
 
   struct Evaluation {
+    // mean per label not ignored (cross-entropy; per sample for the others): exp(loss) is the perplexity
+    // of a language model's per-position labels
     double loss = 0;
-    double accuracy = 0;  // argmax of the logits against the labels; NaN when the labels are not classes
-    int64_t samples = 0;
+    // argmax of the logits against the labels not ignored (per position for (B, T) labels); NaN when the
+    // labels are not classes
+    double accuracy = 0;
+    int64_t samples = 0, labels_counted = 0;
   };
   Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
 

@@ -1,5 +1,6 @@
 #include "frontend/data_loader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -58,6 +59,35 @@ std::vector<int64_t> stratified_holdout(const Tensor& labels, int64_t held_out, 
   return held;
 }
 
+// `held_out` rows drawn by `seed` without regard to labels (per-position labels have no one class). Sorted.
+std::vector<int64_t> random_holdout(int64_t rows, int64_t held_out, uint64_t seed) {
+  std::vector<int64_t> all(static_cast<std::size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) all[i] = i;
+  std::mt19937_64 rng(splitmix64(seed ^ 0x76616c6964ull));
+  for (int64_t i = 0; i < held_out; ++i) {  // a partial Fisher-Yates: the first held_out places
+    std::swap(all[i], all[i + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - i))]);
+  }
+  all.resize(static_cast<std::size_t>(held_out));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// The validation rows of `dataset` and how they were chosen, for its description.
+std::vector<int64_t> validation_rows(const Dataset& dataset, int64_t held_out, double fraction, uint64_t seed,
+                                     std::string& how) {
+  if (held_out == 0) return {};
+  if (dataset.hold_out_tail) {
+    how = "the stream's last windows (a held-out tail)";
+    std::vector<int64_t> tail(static_cast<std::size_t>(held_out));
+    for (int64_t i = 0; i < held_out; ++i) tail[i] = dataset.size() - held_out + i;
+    return tail;
+  }
+  how = "drawn by seed " + std::to_string(seed);
+  if (dataset.per_position_labels()) return random_holdout(dataset.size(), held_out, seed);
+  how = "stratified by class, " + how;
+  return stratified_holdout(dataset.labels, held_out, fraction, seed);
+}
+
 }  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
@@ -67,18 +97,18 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   }
   const int64_t n = dataset_.size();
   const auto held_out = static_cast<int64_t>(std::floor(static_cast<double>(n) * options_.validation_fraction));
-  const std::vector<int64_t> validation_rows =
-      held_out > 0 ? stratified_holdout(dataset_.labels, held_out, options_.validation_fraction, options_.seed)
-                   : std::vector<int64_t>{};
+  std::string how;
+  const std::vector<int64_t> held =
+      validation_rows(dataset_, held_out, options_.validation_fraction, options_.seed, how);
   train_rows_.reserve(static_cast<std::size_t>(n - held_out));
   for (int64_t i = 0, v = 0; i < n; ++i) {
-    if (v < held_out && validation_rows[v] == i) ++v;
+    if (v < held_out && held[v] == i) ++v;
     else train_rows_.push_back(i);
   }
   train_size_ = n - held_out;
-  validation_ = select_rows(dataset_, validation_rows);
+  validation_ = select_rows(dataset_, held);
   validation_.description = "validation split of " + dataset_.description + ": " + std::to_string(held_out) +
-                            " samples, stratified by class, drawn by seed " + std::to_string(options_.seed);
+                            " samples, " + how;
   batches_per_epoch_ =
       options_.drop_last ? train_size_ / options_.batch : (train_size_ + options_.batch - 1) / options_.batch;
   if (batches_per_epoch_ == 0) {
@@ -129,14 +159,15 @@ Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
   Tensor x = options_.allocate_input ? options_.allocate_input(dataset_.inputs.dtype(), sizes)
                                      : Tensor(dataset_.inputs.dtype(), sizes);
   ONNXTRAIN_CHECK(x.dtype() == dataset_.inputs.dtype() && x.sizes() == sizes, "allocate_input made another shape");
-  Batch b{std::move(x), Tensor(DType::Int64, {count}), epoch, index, index + 1 == batches_per_epoch_};
-  const std::size_t row = dataset_.inputs.nbytes() / static_cast<std::size_t>(dataset_.size());
-  const auto labels = dataset_.labels.data<int64_t>();
-  auto y = b.y.data<int64_t>();
+  std::vector<int64_t> label_sizes = dataset_.labels.sizes();
+  label_sizes[0] = count;
+  Batch b{std::move(x), Tensor(DType::Int64, label_sizes), epoch, index, index + 1 == batches_per_epoch_};
+  const auto rows = static_cast<std::size_t>(dataset_.size());
+  const std::size_t row = dataset_.inputs.nbytes() / rows, label_row = dataset_.labels.nbytes() / rows;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t source = (*order)[first + i];
     std::memcpy(b.x.raw() + i * row, dataset_.inputs.raw() + source * row, row);
-    y[i] = labels[source];
+    std::memcpy(b.y.raw() + i * label_row, dataset_.labels.raw() + source * label_row, label_row);
   }
   return b;
 }

@@ -4,7 +4,8 @@
 //
 // The validation split is floor(N * validation_fraction) rows drawn by `seed`, stratified: each class
 // gives its share (largest remainders first), so class-sorted files validate on every class and train on
-// every class. The training batches come from the other rows. Epoch e visits the training rows in the order of a
+// every class. Datasets with per-position labels (N, T) hold out rows drawn by `seed`, and token streams
+// (Dataset::hold_out_tail) their last rows: the stream's tail, never seen in training. The training batches come from the other rows. Epoch e visits the training rows in the order of a
 // Fisher-Yates shuffle driven by std::mt19937_64 seeded from (seed, e) — onnxtrain's own loop over the
 // engine's raw output, so the order is the same on every platform and standard library. Batches run on
 // across epochs: after the last batch of epoch e comes batch 0 of epoch e+1. The loader shares the
@@ -43,7 +44,7 @@ struct LoaderOptions {
 
 struct Batch {
   Tensor x;  // (B, ...) in the dataset's input dtype (float32; int64 token ids)
-  Tensor y;  // int64 (B)
+  Tensor y;  // int64 (B), or (B, T) per-position labels
   int64_t epoch = 0;
   int64_t index_in_epoch = 0;
   bool last_in_epoch = false;

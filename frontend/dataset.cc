@@ -111,13 +111,15 @@ LoadedData load_cifar10(const std::string& dir_arg, const DatasetOptions& option
 LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
   const NpzArchive archive = read_npz(path);
   const std::string suffix = is_test_split(options) ? "_test" : "_train";
-  for (const auto& [x, y] :
-       {std::pair<std::string, std::string>{"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}}) {
+  std::vector<std::pair<std::string, std::string>> pairs = {{"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
+  if (!options.input_name.empty()) pairs.insert(pairs.begin(), {options.input_name, "labels"});
+  for (const auto& [x, y] : pairs) {
     if (archive.find(x) && archive.find(y)) return {*archive.find(x), *archive.find(y), 0, "npz " + path, path, path};
   }
   std::string names;
   for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
-  throw Error("expected arrays x and y (or inputs and labels, or x" + suffix + " and y" + suffix +
+  const std::string model_pair = options.input_name.empty() ? "" : options.input_name + " and labels, or ";
+  throw Error("expected arrays " + model_pair + "x and y (or inputs and labels, or x" + suffix + " and y" + suffix +
               "), the archive holds: " + (names.empty() ? "no .npy members" : names))
       .in_file(path);
 }
@@ -148,6 +150,17 @@ LoadedData load_synthetic(const std::string& args, const DatasetOptions& options
           "",         ""};
 }
 
+LoadedData load_token_source(const std::string& path, const DatasetOptions& options, TokenFormat format) {
+  const std::vector<int64_t> stream = read_token_stream(path, format);
+  RawDataset raw = token_windows(stream, options.seq_len, options.seed, path);
+  const char* kind = format == TokenFormat::TextBytes ? "text" : "tokens";
+  LoadedData d{raw.inputs, raw.labels, format == TokenFormat::TextBytes ? 256 : 0,
+               std::string(kind) + " " + path + " (" + std::to_string(stream.size()) + " tokens, windows of " +
+                   std::to_string(options.seq_len) + ")",
+               path, path};
+  return d;
+}
+
 // The spec prefixes load_dataset knows, in one table.
 struct DataSource {
   const char* prefix;  // "fashion-mnist" matches the whole spec; the others take "PREFIX:ARGS"
@@ -162,8 +175,25 @@ const std::vector<DataSource>& data_sources() {
       {"npz", load_npz},
       {"npy", load_npy_pair},
       {"synthetic", load_synthetic},
+      {"tokens", [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::Ids); }},
+      {"text", [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::TextBytes); }},
   };
   return sources;
+}
+
+// Integer ids for a model that reads them: int64 (N, ...), values as they are.
+Tensor inputs_as_ids(const Tensor& raw, const std::string& file) {
+  if (!is_integer(raw.dtype())) {
+    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) +
+                ", but the model reads integer ids: expected an integer array")
+        .in_file(file);
+  }
+  if (raw.rank() < 2) throw Error("inputs have rank " + std::to_string(raw.rank()) + ": expected (N, T)").in_file(file);
+  if (raw.dtype() == DType::Int64) return raw;
+  const std::vector<int64_t> values = raw.to_int64();
+  Tensor x(DType::Int64, raw.sizes());
+  std::copy(values.begin(), values.end(), x.data<int64_t>().begin());
+  return x;
 }
 
 Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
@@ -178,7 +208,9 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
     auto in = raw.data<double>();
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(in[i]);
   } else {
-    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) + ": expected uint8 pixels or float32/float64")
+    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) +
+                ": expected uint8 pixels or float32/float64 (integer token ids need a model whose input is an "
+                "integer type)")
         .in_file(file);
   }
   if (x.rank() < 2) throw Error("inputs have rank " + std::to_string(x.rank()) + ": expected (N, ...)").in_file(file);
@@ -186,32 +218,42 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
   return x;
 }
 
-// int64 labels (N), checked against the count of inputs and the class count (0: max label + 1).
+// int64 labels (N), or (N, T) one per position, checked against the count of inputs and the class count
+// (0: max label + 1). kIgnoredLabel is allowed anywhere.
 Tensor checked_labels(const LoadedData& d, int64_t count, int64_t& classes) {
   if (!is_integer(d.labels.dtype())) {
     throw Error("labels are " + std::string(dtype_name(d.labels.dtype())) + ": expected integer class indices")
         .in_file(d.labels_file);
   }
   const std::vector<int64_t> values = d.labels.to_int64();
-  if (static_cast<int64_t>(values.size()) != count || d.labels.rank() > 2 ||
-      (d.labels.rank() == 2 && d.labels.sizes()[1] != 1)) {
-    throw Error("counts of images and labels differ: " + std::to_string(count) + " inputs in " + d.images_file +
-                " but labels " + Shape::of(d.labels.sizes()).to_string() + " in " + d.labels_file + " (expected " +
-                std::to_string(count) + " labels)")
+  const bool one_per_sample = d.labels.rank() == 1 || (d.labels.rank() == 2 && d.labels.sizes()[1] == 1);
+  const bool per_position = d.labels.rank() == 2 && !one_per_sample;
+  if (d.labels.rank() == 0 || d.labels.sizes()[0] != count || !(one_per_sample || per_position)) {
+    throw Error("counts of inputs and labels differ: " + std::to_string(count) + " inputs in " + d.images_file +
+                " but labels " + Shape::of(d.labels.sizes()).to_string() + " in " + d.labels_file + " (expected (" +
+                std::to_string(count) + ") or (" + std::to_string(count) + ", T))")
         .in_file(d.labels_file);
   }
+  const int64_t per_row = per_position ? d.labels.sizes()[1] : 1;
   int64_t max_label = -1;
   for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == kIgnoredLabel) continue;
     const bool out_of_range = values[i] < 0 || (classes > 0 && values[i] >= classes);
     if (out_of_range) {
-      throw Error("label " + std::to_string(values[i]) + " at index " + std::to_string(i) + ", expected " +
-                  (classes > 0 ? "< " + std::to_string(classes) : std::string(">= 0")))
+      const std::string where = per_position ? "row " + std::to_string(i / per_row) + ", position " +
+                                                   std::to_string(i % per_row)
+                                             : "index " + std::to_string(i);
+      throw Error("label " + std::to_string(values[i]) + " at " + where + ", expected " +
+                  (classes > 0 ? "< " + std::to_string(classes) : std::string(">= 0")) + " (or " +
+                  std::to_string(kIgnoredLabel) + ", ignored)")
           .in_file(d.labels_file);
     }
     max_label = std::max(max_label, values[i]);
   }
   if (classes == 0) classes = max_label + 1;
-  return Tensor::vector_int64(values);
+  Tensor labels(DType::Int64, per_position ? d.labels.sizes() : std::vector<int64_t>{count});
+  std::copy(values.begin(), values.end(), labels.data<int64_t>().begin());
+  return labels;
 }
 
 std::string format_values(const std::vector<float>& values) {
@@ -276,14 +318,17 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   LoadedData d = source->load(args, options);
 
   Dataset data;
-  data.inputs = inputs_as_float(d.inputs, d.images_file);
+  const bool ids = options.integer_inputs;
+  data.inputs = ids ? inputs_as_ids(d.inputs, d.images_file) : inputs_as_float(d.inputs, d.images_file);
   data.raw_dtype = dtype_name(d.inputs.dtype());
-  if (d.inputs.dtype() == DType::UInt8) data.input_scale = 1.0f / 255.0f;
+  if (d.inputs.dtype() == DType::UInt8 && !ids) data.input_scale = 1.0f / 255.0f;
+  data.hold_out_tail = prefix == "tokens" || prefix == "text";
   data.classes = options.classes > 0 && d.classes == 0 ? options.classes : d.classes;
   data.labels = checked_labels(d, data.inputs.sizes()[0], data.classes);
   data.description = d.source + ": " + std::to_string(data.size()) + " samples " +
                      Shape::of(data.sample_shape()).to_string() + ", " + std::to_string(data.classes) + " classes";
-  if (options.normalize == Normalization::MeanStd) {
+  if (ids) data.description += ", token ids (not normalised)";
+  if (options.normalize == Normalization::MeanStd && !ids) {
     const int64_t channels = data.inputs.rank() > 2 ? data.inputs.sizes()[1] : 1;
     std::string origin = "training split";
     if (!options.mean.empty() || !options.std.empty()) {
@@ -311,7 +356,13 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   return data;
 }
 
-void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input) {
+void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input,
+                               DType model_dtype) {
+  const bool data_ids = is_integer(dataset.inputs.dtype()), model_ids = is_integer(model_dtype);
+  if (data_ids != model_ids) {
+    throw Error("dataset inputs are " + std::string(dtype_name(dataset.inputs.dtype())) + " but the model input '" +
+                input_name + "' is " + std::string(dtype_name(model_dtype)));
+  }
   if (!model_input.rank_known) return;
   bool match = model_input.rank() == dataset.inputs.rank();
   for (int64_t d = 1; match && d < model_input.rank(); ++d) {
@@ -339,7 +390,9 @@ std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset
   m["onnxtrain.preprocess"] = normalised ? "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" : "x = raw * scale";
   m["onnxtrain.preprocess.scale"] = full_precision({dataset.input_scale});
   m["onnxtrain.preprocess.raw_dtype"] = dataset.raw_dtype;
-  m["onnxtrain.preprocess.layout"] = dataset.inputs.rank() == 4 ? "NCHW" : "NC";
+  const bool ids = is_integer(dataset.inputs.dtype());
+  if (ids) m["onnxtrain.preprocess"] = "none: x = raw integer token ids";
+  m["onnxtrain.preprocess.layout"] = ids ? "NT" : dataset.inputs.rank() == 4 ? "NCHW" : "NC";
   if (normalised) {
     m["onnxtrain.preprocess.mean"] = full_precision(dataset.mean);
     m["onnxtrain.preprocess.std"] = full_precision(dataset.std);
@@ -350,16 +403,19 @@ std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset
 
 Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows) {
   Dataset part = dataset;
-  std::vector<int64_t> sizes = dataset.inputs.sizes();
-  sizes[0] = static_cast<int64_t>(rows.size());
-  part.inputs = Tensor(dataset.inputs.dtype(), sizes);
-  part.labels = Tensor(DType::Int64, {sizes[0]});
-  const std::size_t row = dataset.size() > 0 ? dataset.inputs.nbytes() / dataset.size() : 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    ONNXTRAIN_CHECK(0 <= rows[i] && rows[i] < dataset.size(), "row out of range");
-    if (row > 0) std::memcpy(part.inputs.raw() + i * row, dataset.inputs.raw() + rows[i] * row, row);
-    part.labels.data<int64_t>()[i] = dataset.labels.data<int64_t>()[rows[i]];
-  }
+  auto with_rows = [&](const Tensor& t) {
+    std::vector<int64_t> sizes = t.sizes();
+    sizes[0] = static_cast<int64_t>(rows.size());
+    Tensor out(t.dtype(), sizes);
+    const std::size_t row = dataset.size() > 0 ? t.nbytes() / dataset.size() : 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      ONNXTRAIN_CHECK(0 <= rows[i] && rows[i] < dataset.size(), "row out of range");
+      if (row > 0) std::memcpy(out.raw() + i * row, t.raw() + rows[i] * row, row);
+    }
+    return out;
+  };
+  part.inputs = with_rows(dataset.inputs);
+  part.labels = with_rows(dataset.labels);
   return part;
 }
 

@@ -11,8 +11,15 @@
 //   npy:X.npy,Y.npy           two .npy files
 //   synthetic[:C,H,W:CLASSES:N]  seeded uniform inputs, labels = argmax of a fixed random linear map
 //                             of them (learnable); default synthetic:1,28,28:10:1024
+//   tokens:FILE               a flat token stream (.npy integers, or nanoGPT's raw uint16 .bin) cut into
+//                             windows of DatasetOptions::seq_len with next-token labels (N,T)
+//   text:FILE                 the bytes of any file as tokens 0-255, the same way (256 classes)
 //
-// Pixel bytes (uint8) become float32 in [0,1]; float inputs are kept as they are. Image inputs are
+// An npz may also name its arrays after the model's input (DatasetOptions::input_name) with `labels`.
+// Labels are class indices (N), or one per position (N,T) for language models; -100 marks a position
+// that counts for nothing (PyTorch's ignore_index). A model with an integer input (token ids) gets
+// integer data as int64, unscaled and never normalised (DatasetOptions::integer_inputs). Otherwise pixel
+// bytes (uint8) become float32 in [0,1]; float inputs are kept as they are. Image inputs are
 // (N,C,H,W): IDX images and rank-3 arrays get C=1; rank-4 arrays must already be NCHW; rank-2 arrays are
 // feature vectors. Normalisation mean-std subtracts a per-channel mean and divides by the standard
 // deviation of the training split: Fashion-MNIST 0.2860/0.3530, CIFAR-10 (0.4914,0.4822,0.4465)/
@@ -40,20 +47,28 @@ struct DatasetOptions {
   Normalization normalize = Normalization::None;
   std::vector<float> mean, std;  // per channel; override the statistics MeanStd uses
   int64_t classes = 0;           // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
-  uint64_t seed = 0;             // synthetic data only
+  uint64_t seed = 0;             // synthetic data, and the window offset of token streams
+  int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
+  bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
+  std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
 };
 
+// Labels equal to this count for nothing in cross-entropy (as in PyTorch).
+inline constexpr int64_t kIgnoredLabel = -100;
+
 struct Dataset {
-  Tensor inputs;  // float32 (N, ...)
-  Tensor labels;  // int64 (N)
+  Tensor inputs;  // float32 (N, ...), or int64 token ids (N, T)
+  Tensor labels;  // int64 (N), or (N, T): one per position
   int64_t classes = 0;
   std::string description;       // one line: source, split, sizes, normalisation
   std::vector<float> mean, std;  // the per-channel statistics applied (empty without normalisation)
   float input_scale = 1.0f;      // the factor the source's values were multiplied by: 1/255 for uint8 pixels
   std::string raw_dtype = "float32";  // the source's element type before that: uint8, float32, float64
+  bool hold_out_tail = false;  // token streams: validation takes the last rows (the stream's tail), not a draw
 
   int64_t size() const { return labels.sizes().empty() ? 0 : labels.sizes()[0]; }
   std::vector<int64_t> sample_shape() const;  // inputs' sizes without N
+  bool per_position_labels() const { return labels.rank() == 2; }  // (N, T) labels
 };
 
 // Throws Error naming the file and what was expected (missing file, wrong magic number, truncated file,
@@ -61,8 +76,10 @@ struct Dataset {
 Dataset load_dataset(const std::string& spec, const DatasetOptions& options = {});
 
 // Throws Error "dataset inputs (N,1,28,28) do not match the model input 'input' (batch,3,32,32)" when the
-// ranks differ or a static non-batch dim of the model differs from the dataset's.
-void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input);
+// ranks differ, a static non-batch dim of the model differs from the dataset's, or the model reads
+// integer ids and the data are float (or the other way round).
+void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input,
+                               DType model_dtype = DType::Float32);
 
 // The preprocessing a model trained on `dataset` expects, as metadata_props entries of the written model:
 //   onnxtrain.preprocess         "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" (or "x = raw * scale")

@@ -46,6 +46,13 @@ Tensor parse_npy_bytes(const std::string& bytes, const std::string& what);
 
 // Synthetic data: inputs uniform in [0,1) (float32 (N,C,H,W)), labels argmax(W · (x − 0.5)) for a
 // (classes × C·H·W) map W drawn from `seed`; the test split draws other inputs from the same map.
+// Token streams (frontend/token_stream.cc): the ids of `tokens:FILE` (.npy integers or raw uint16 .bin) or
+// the bytes of `text:FILE`; then int64 (N, seq_len) inputs and their next-token targets, one window per row
+// in stream order, starting at an offset drawn by `seed`.
+enum class TokenFormat { Ids, TextBytes };
+std::vector<int64_t> read_token_stream(const std::string& path, TokenFormat format);
+RawDataset token_windows(const std::vector<int64_t>& stream, int64_t seq_len, uint64_t seed, const std::string& path);
+
 RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t classes, int64_t count, uint64_t seed,
                           bool test_split);
 

@@ -20,6 +20,10 @@ using OnnxValueInfos = std::map<std::string, OnnxValueInfo>;
 
 Shape shape_from_type(const onnx::TypeProto& type);
 
+// Replaces SplitToSequence + SequenceAt chains with static chunk sizes and positions by Split + Identity
+// (frontend/sequence_rewrite.cc); returns how many sequences it rewrote.
+int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& infos);
+
 // ModelProto → Graph: values, nodes (typed ids), attributes, graph inputs/outputs; sorts the nodes and
 // refuses missing inputs, duplicate outputs and cycles. Leading symbolic dims of inputs are recorded as
 // batch symbols and bound to `batch` when given.

@@ -97,6 +97,10 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
                              std::to_string(model.ir_version()) +
                              " is newer than Debian's ONNX library knows: checked with onnxtrain's own schemas");
     }
+    if (int sequences = rewrite_split_to_sequence(model, onnx_infos)) {
+      report.notes.push_back("rewrote " + std::to_string(sequences) +
+                             " SplitToSequence/SequenceAt chains (torch.split in the dynamo exporter) as Split");
+    }
     report.graph = graph_from_proto(model, options.batch);
     report.graph.info.path = path;
     classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);

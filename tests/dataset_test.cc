@@ -152,7 +152,7 @@ TEST(IdxDataset, LabelOutOfRangeNamesLabelIndexAndClassCount) {
   write_bytes(dir.file("images"), idx_images(6, 2, 2));
   write_bytes(dir.file("labels"), idx_labels({0, 1, 2, 3, 4, 12}));
   EXPECT_EQ(error_of([&] { load_dataset("idx:" + dir.file("images") + "," + dir.file("labels"), {.classes = 10}); }),
-            dir.file("labels") + ": label 12 at index 5, expected < 10");
+            dir.file("labels") + ": label 12 at index 5, expected < 10 (or -100, ignored)");
   EXPECT_EQ(load_dataset("idx:" + dir.file("images") + "," + dir.file("labels")).classes, 13);
 }
 
@@ -161,8 +161,8 @@ TEST(IdxDataset, DifferentImageAndLabelCountsAreAnError) {
   write_bytes(dir.file("images"), idx_images(3, 2, 2));
   write_bytes(dir.file("labels"), idx_labels({1, 2}));
   const std::string message = error_of([&] { load_dataset("idx:" + dir.file("images") + "," + dir.file("labels")); });
-  EXPECT_NE(message.find("counts of images and labels differ: 3 inputs in " + dir.file("images") +
-                         " but labels (2) in " + dir.file("labels") + " (expected 3 labels)"),
+  EXPECT_NE(message.find("counts of inputs and labels differ: 3 inputs in " + dir.file("images") +
+                         " but labels (2) in " + dir.file("labels") + " (expected (3) or (3, T))"),
             std::string::npos)
       << message;
 }
@@ -301,7 +301,7 @@ TEST(NpyDataset, PairOfNpyFiles) {
   write_npy(dir.file("x.npy"), x);
   write_npy(dir.file("y.npy"), Tensor::vector_int64({1, 0, -1}));
   EXPECT_EQ(error_of([&] { load_dataset("npy:" + dir.file("x.npy") + "," + dir.file("y.npy")); }),
-            dir.file("y.npy") + ": label -1 at index 2, expected >= 0");
+            dir.file("y.npy") + ": label -1 at index 2, expected >= 0 (or -100, ignored)");
   write_npy(dir.file("y.npy"), Tensor::vector_int64({1, 0, 1}));
   const Dataset d =
       load_dataset("npy:" + dir.file("x.npy") + "," + dir.file("y.npy"), {.normalize = Normalization::MeanStd});
@@ -553,4 +553,122 @@ TEST(DataLoader, DestroyingWithAFullQueueDoesNotHang) {
 }
 
 }  // namespace
+
+// ---- Token data: language models (issue 20) ----
+
+// The bytes "abcdefghij" cut into windows of 3 with next-token labels: 9 usable transitions give 3 windows
+// at offset 0; a seed whose offset is 0 reads a,b,c → b,c,d first.
+TEST(TokenData, TextIsCutIntoWindowsWithNextTokenLabels) {
+  TempDir dir;
+  write_bytes(dir.file("t.txt"), "abcdefghij");
+  const Dataset d = load_dataset("text:" + dir.file("t.txt"), {.seq_len = 3, .integer_inputs = true});
+  EXPECT_EQ(d.inputs.dtype(), DType::Int64);
+  EXPECT_EQ(d.inputs.sizes(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(d.labels.sizes(), (std::vector<int64_t>{3, 3}));
+  EXPECT_TRUE(d.per_position_labels());
+  EXPECT_TRUE(d.hold_out_tail);
+  EXPECT_EQ(d.classes, 256);
+  const std::vector<int64_t> x = d.inputs.to_int64(), y = d.labels.to_int64();
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_GE(x[i], 'a');
+    EXPECT_EQ(y[i], x[i] + 1) << "label " << i << " is the next byte";
+  }
+  for (int64_t w = 1; w < 3; ++w) EXPECT_EQ(x[w * 3], x[(w - 1) * 3] + 3) << "windows follow each other in the stream";
+}
+
+// The window offset moves with the seed (cuts differ) and is reproducible.
+TEST(TokenData, TheSeedDrawsTheWindowOffset) {
+  TempDir dir;
+  std::string text(1001, 'x');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i % 200);
+  write_bytes(dir.file("t.txt"), text);
+  std::set<int64_t> firsts;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const Dataset a = load_dataset("text:" + dir.file("t.txt"), {.seed = seed, .seq_len = 7, .integer_inputs = true});
+    const Dataset b = load_dataset("text:" + dir.file("t.txt"), {.seed = seed, .seq_len = 7, .integer_inputs = true});
+    EXPECT_EQ(a.inputs.to_int64(), b.inputs.to_int64());
+    firsts.insert(a.inputs.to_int64()[0]);
+  }
+  EXPECT_GT(firsts.size(), 1u) << "every seed cut the stream at the same offset";
+}
+
+TEST(TokenData, NpyAndUint16BinStreams) {
+  TempDir dir;
+  Tensor ids(DType::Int32, {9});
+  for (int i = 0; i < 9; ++i) ids.data<int32_t>()[i] = 1000 + i;
+  write_npy(dir.file("ids.npy"), ids);
+  const Dataset n = load_dataset("tokens:" + dir.file("ids.npy"), {.seq_len = 4, .integer_inputs = true});
+  EXPECT_EQ(n.inputs.to_int64(), (std::vector<int64_t>{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}));
+  EXPECT_EQ(n.labels.to_int64(), (std::vector<int64_t>{1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008}));
+  EXPECT_EQ(n.classes, 1009);
+  std::string bin;
+  for (int i = 0; i < 5; ++i) bin += std::string{static_cast<char>(i), '\x01'};  // 256 + i, little-endian
+  write_bytes(dir.file("train.bin"), bin);
+  const Dataset b = load_dataset("tokens:" + dir.file("train.bin"), {.seq_len = 4, .integer_inputs = true});
+  EXPECT_EQ(b.inputs.to_int64(), (std::vector<int64_t>{256, 257, 258, 259}));
+  EXPECT_EQ(b.labels.to_int64(), (std::vector<int64_t>{257, 258, 259, 260}));
+}
+
+TEST(TokenData, ErrorsNameTheFileAndWhatWasExpected) {
+  TempDir dir;
+  write_bytes(dir.file("t.txt"), "abc");
+  EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.integer_inputs = true}); }),
+            dir.file("t.txt") + ": a token stream needs --seq-len T (the tokens per sample; the model's sequence length)");
+  EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.seq_len = 3, .integer_inputs = true}); }),
+            dir.file("t.txt") + ": the stream has 3 tokens: too few for one window of --seq-len 3 plus its next token");
+  write_bytes(dir.file("odd.bin"), "abc");
+  EXPECT_EQ(error_of([&] { load_dataset("tokens:" + dir.file("odd.bin"), {.seq_len = 1, .integer_inputs = true}); }),
+            dir.file("odd.bin") + ": a .bin token file holds little-endian uint16 ids, but its size (3 bytes) is odd");
+  EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.seq_len = 1}); }),
+            dir.file("t.txt") + ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need a "
+                                "model whose input is an integer type)");
+}
+
+// An npz named after the model's input, with per-position labels where -100 is ignored and larger labels
+// are named by row and position.
+TEST(TokenData, NpzWithModelInputNameAndPerPositionLabels) {
+  TempDir dir;
+  const std::string good = fixture("dataset_tokens.npz"), bad = fixture("dataset_tokens_bad_label.npz");
+  const Dataset d = load_dataset("npz:" + good, {.integer_inputs = true, .input_name = "input_ids"});
+  EXPECT_EQ(d.inputs.dtype(), DType::Int64);
+  EXPECT_EQ(d.inputs.sizes(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(d.labels.sizes(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(d.labels.to_int64()[1], kIgnoredLabel);
+  EXPECT_EQ(d.classes, 50);
+  EXPECT_EQ(error_of([&] { load_dataset("npz:" + bad, {.classes = 50, .integer_inputs = true, .input_name = "input_ids"}); }),
+            bad + ": label 50 at row 2, position 3, expected < 50 (or -100, ignored)");
+  const std::string message = error_of([&] { load_dataset("npz:" + good, {.input_name = "ids"}); });
+  EXPECT_NE(message.find("expected arrays ids and labels, or x and y"), std::string::npos) << message;
+}
+
+TEST(TokenData, ModelInputDtypeMustMatch) {
+  Dataset d;
+  d.inputs = Tensor(DType::Int64, {2, 8});
+  d.labels = Tensor(DType::Int64, {2, 8});
+  check_matches_model_input(d, "input_ids", Shape({Dim::symbol("batch"), Dim::symbol("seq")}), DType::Int64);
+  EXPECT_EQ(error_of([&] { check_matches_model_input(d, "input", Shape({Dim::symbol("batch"), Dim(8)})); }),
+            "dataset inputs are int64 but the model input 'input' is float32");
+}
+
+// Token streams validate on their tail; other per-position data on rows drawn by the seed.
+TEST(DataLoader, TokenStreamsHoldOutTheirTail) {
+  TempDir dir;
+  std::string text(401, 'a');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i % 251);
+  write_bytes(dir.file("t.txt"), text);
+  const Dataset d = load_dataset("text:" + dir.file("t.txt"), {.seq_len = 4, .integer_inputs = true});
+  ASSERT_EQ(d.size(), 100);
+  DataLoader loader(d, {.batch = 8, .seed = 3, .validation_fraction = 0.1, .prefetch = false});
+  const Dataset& val = loader.validation();
+  ASSERT_EQ(val.size(), 10);
+  EXPECT_EQ(val.labels.sizes(), (std::vector<int64_t>{10, 4}));
+  const std::vector<int64_t> all = d.inputs.to_int64(), held = val.inputs.to_int64();
+  EXPECT_EQ(held, std::vector<int64_t>(all.end() - 40, all.end())) << "validation is the last 10 windows";
+  EXPECT_NE(val.description.find("held-out tail"), std::string::npos) << val.description;
+  const Batch b = loader.next();
+  EXPECT_EQ(b.y.sizes(), (std::vector<int64_t>{8, 4}));
+  const std::vector<int64_t> bx = b.x.to_int64(), by = b.y.to_int64();
+  for (size_t i = 0; i < bx.size(); ++i) EXPECT_EQ(by[i], (bx[i] + 1) % 251) << "labels travel with their inputs";
+}
+
 }  // namespace onnxtrain

@@ -63,6 +63,7 @@ struct ParityCase {
   std::string loss;     // parse_loss_spec text
   std::string reduction;
   DType label_dtype = DType::Int64;
+  bool classes_last = false;  // (N, T, V) logits, as language models write them
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
@@ -87,6 +88,7 @@ TEST_P(MatchesPyTorch, LossAndLogitGradient) {
   LossSpec spec = parse_loss_spec(c.loss);
   spec.reduction = parse_loss_reduction(c.reduction);
   spec.label_dtype = c.label_dtype;
+  spec.classes_last = c.classes_last;
   AttachedLoss attached = attach_loss(g, spec);
   EXPECT_EQ(attached.loss, "loss");
   EXPECT_EQ(attached.labels, "labels");
@@ -123,6 +125,7 @@ std::vector<ParityCase> parity_cases() {
     cases.push_back({"sce_" + r, "cross-entropy", r});
     cases.push_back({"sce_ignore_" + r, "cross-entropy", r});
     cases.push_back({"sce_spatial_" + r, "cross-entropy", r});
+    cases.push_back({"sce_tokens_" + r, "cross-entropy", r, DType::Int64, true});
     cases.push_back({"mse_" + r, "mse", r});
     cases.push_back({"l1_" + r, "l1", r});
     cases.push_back({"bce_" + r, "bce-with-logits", r});

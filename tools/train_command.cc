@@ -26,7 +26,16 @@ void add_train_command(CLI::App& app) {
                 "normalise with each batch's own statistics and apply Dropout");
   cmd->add_option("--data", o->data,
                   "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
-                  "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N]");
+                  "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N], tokens:FILE (a token stream: .npy ids or nanoGPT's "
+                  "uint16 .bin), text:FILE (any file's bytes as tokens 0-255). An npz may name its arrays after the "
+                  "model's input, with `labels`. Labels are class indices (N) or one per position (N,T) for language "
+                  "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
+                  "input is an integer type reads integer data as token ids, unscaled and not normalised");
+  cmd->add_option("--seq-len", o->seq_len,
+                  "tokens:/text: data: tokens per sample (default: the model input's static sequence length). The "
+                  "stream is cut into windows with next-token labels, at an offset drawn by --seed; the validation "
+                  "split is the stream's tail")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "samples per step (default 64)")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
@@ -45,7 +54,7 @@ void add_train_command(CLI::App& app) {
                   "output:NAME (a scalar loss the model computes)");
   cmd->add_option("--seed", o->seed, "seed of the shuffle and of synthetic data (default 0)");
   cmd->add_option("--validation", o->validation, "fraction of the training rows held out for validation each epoch (default 0.1): "
-                  "drawn by --seed, stratified by class (every class gives its share)")
+                  "drawn by --seed, stratified by class (every class gives its share); for token streams the last windows")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--limit-batches", o->limit_batches, "stop each epoch after K batches (quick runs; default all)")
       ->check(CLI::NonNegativeNumber);
@@ -53,7 +62,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", o->metrics,
                   "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
-                  "per epoch {epoch,val_loss,val_accuracy}, and for dp and pipelines the run's report {report:{...}}");
+                  "per epoch {epoch,val_loss,val_accuracy} (and val_perplexity for per-position labels), and for dp and pipelines the run's report {report:{...}}");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "

@@ -26,9 +26,10 @@ std::string progress_bar(double done) {
   return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
 }
 
-TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device) {
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
+  t.loss.classes_last = train.per_position_labels();
   apply_optimizer_name(o.optimizer, t.optimizer);
   t.optimizer.weight_decay = o.weight_decay;
   if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
@@ -66,6 +67,70 @@ std::string test_spec(const TrainOptions& o) {
   return "";
 }
 
+const Value& data_input(const Graph& model, const std::string& model_file) {
+  if (model.inputs.size() != 1) {
+    std::string names;
+    for (ValueId id : model.inputs) names += (names.empty() ? "" : ", ") + model.value(id).name;
+    throw Error(model_file + ": training needs a model with one data input; it has " +
+                std::to_string(model.inputs.size()) + " (" + names + ")");
+  }
+  return model.value(model.inputs[0]);
+}
+
+Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::string& spec, const Dataset* train) {
+  const Value& input = data_input(model, o.model);
+  const int64_t static_length =
+      input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static() ? input.shape.dims[1].value() : 0;
+  DatasetOptions options{.split = train ? "test" : "train", .normalize = normalization(o), .seed = o.seed,
+                         .seq_len = o.seq_len > 0 ? o.seq_len : static_length,
+                         .integer_inputs = is_integer(input.dtype), .input_name = input.name};
+  if (train) options.mean = train->mean, options.std = train->std;
+  Dataset data = load_dataset(spec, options);
+  check_matches_model_input(data, input.name, input.shape, input.dtype);
+  check_labels_fit_model(data, model, o);
+  return data;
+}
+
+std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model, const Dataset& train) {
+  const std::string spec = test_spec(o);
+  if (spec.empty()) return std::nullopt;
+  return load_model_data(o, model, spec, &train);
+}
+
+std::string evaluation_text(const Trainer::Evaluation& e, const Dataset& data) {
+  char text[160];
+  if (data.per_position_labels()) {
+    std::snprintf(text, sizeof text, "loss %.4f, perplexity %.2f, accuracy %.2f%% (%lld samples, %lld tokens)", e.loss,
+                  std::exp(e.loss), 100 * e.accuracy, static_cast<long long>(e.samples),
+                  static_cast<long long>(e.labels_counted));
+  } else {
+    std::snprintf(text, sizeof text, "loss %.4f, accuracy %.2f%% (%lld samples)", e.loss, 100 * e.accuracy,
+                  static_cast<long long>(e.samples));
+  }
+  return text;
+}
+
+void add_evaluation_fields(nlohmann::json& line, const std::string& prefix, const Trainer::Evaluation& e,
+                           const Dataset& data) {
+  line[prefix + "_loss"] = e.loss;
+  line[prefix + "_accuracy"] = e.accuracy;
+  if (data.per_position_labels()) line[prefix + "_perplexity"] = std::exp(e.loss);
+}
+
+// Labels above the model's class count fail here, naming the data, not later inside a loss node.
+void check_labels_fit_model(const Dataset& data, const Graph& model, const TrainOptions& o) {
+  if (o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy") return;
+  if (model.outputs.empty()) return;
+  const Shape& logits = model.value(model.outputs.front()).shape;
+  if (!logits.rank_known || logits.rank() < 2) return;
+  const Dim& classes = data.per_position_labels() ? logits.dims.back() : logits.dims[1];
+  if (classes.is_static() && data.classes > classes.value()) {
+    throw Error("the labels of " + data.description + " go up to " + std::to_string(data.classes - 1) +
+                ", but the model's output '" + model.value(model.outputs.front()).name + "' " + logits.to_string() +
+                " scores " + std::to_string(classes.value()) + " classes");
+  }
+}
+
 Normalization normalization(const TrainOptions& o) {
   return o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
 }
@@ -93,6 +158,7 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
                       {"running_variance", o.running_variance},
                       {"normalize", o.normalize}};
   if (o.schedule != "constant") c["total_steps"] = total_steps;
+  if (o.seq_len > 0) c["seq_len"] = o.seq_len;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";
   // Only when not fp32, so checkpoints written before --precision existed still resume.

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "frontend/data_loader.h"
@@ -48,7 +49,7 @@ struct RunRole {
 
 template <typename MultiBatchTrainer>
 int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
-               int64_t per_epoch, const std::function<void()>& print_report, const RunRole& role) {
+               const std::optional<Dataset>& test, int64_t per_epoch, const std::function<void()>& print_report, const RunRole& role) {
   std::ofstream metrics;
   if (!o.metrics.empty() && role.prints_progress) {  // one writer per file across processes
     metrics.open(o.metrics, std::ios::trunc);
@@ -106,10 +107,11 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
     if (val.size() > 0 && role.sync_model) role.sync_model();
     if (val.size() > 0 && role.leads) {
       const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
-      std::printf("epoch %lld: validation loss %.4f, accuracy %.2f%% (%lld samples)\n", static_cast<long long>(epoch + 1),
-                  e.loss, 100 * e.accuracy, static_cast<long long>(e.samples));
+      std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
       std::fflush(stdout);
-      if (metrics.is_open()) metrics << nlohmann::json{{"epoch", epoch}, {"val_loss", e.loss}, {"val_accuracy", e.accuracy}}.dump() << "\n";
+      nlohmann::json line{{"epoch", epoch}};
+      add_evaluation_fields(line, "val", e, val);
+      if (metrics.is_open()) metrics << line.dump() << "\n";
     }
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
@@ -117,13 +119,12 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
   if (metrics.is_open() && role.report) metrics << nlohmann::json{{"report", role.report()}}.dump() << "\n";
   const std::map<std::string, Tensor> model = role.sync_model ? role.sync_model() : trainer.trained_initializers();
   if (!role.leads) return 0;
-  if (const std::string spec = test_spec(o); !spec.empty()) {
-    Dataset test = load_dataset(spec, {.split = "test", .normalize = normalization(o), .mean = train.mean,
-                                       .std = train.std, .seed = o.seed});
-    const Trainer::Evaluation e = trainer.evaluate(test.inputs, test.labels, std::max<int64_t>(o.batch, 256));
-    std::printf("final: test loss %.4f, accuracy %.2f%% (%lld samples)\n", e.loss, 100 * e.accuracy,
-                static_cast<long long>(e.samples));
-    if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
+  if (test) {
+    const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
+    std::printf("final: test %s\n", evaluation_text(e, *test).c_str());
+    nlohmann::json line;
+    add_evaluation_fields(line, "test", e, *test);
+    if (metrics.is_open()) metrics << line.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
   write_trained_model(o.model, o.output, model, model_write_options(o, train));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda | cuda:N (the first of the devices a run uses)
   std::string checkpoint_dir, test_data;  // test_data: "" = the source's test split, "none"
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
+  int64_t seq_len = 0;  // tokens:/text: data: tokens per sample (0: the model input's static length)
   int64_t checkpoint_every = 0, keep_checkpoints = 3;
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
@@ -53,8 +55,27 @@ int run_replicated_training(const TrainOptions& o);  // --central-storage --stra
 // Shared by both (train_common.cc).
 std::string format_duration(double seconds);           // "1m05s", "2h03m"
 std::string progress_bar(double done);                 // "[#######.............]"
-// `device`: where the (first) trainer runs, from training_device.
-TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device);
+// `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the
+// cross-entropy's class axis last (language models' (N, T, V) logits).
+TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);
+// The model's one data input; Error naming the file and the inputs when it has several.
+const Value& data_input(const Graph& model, const std::string& model_file);
+// The training data (`train` null) or the test data (`train` gives its normalisation) of `spec` for the
+// model's data input: integer ids when the input is an integer type, the input's name for npz archives,
+// --seq-len (or the input's static length) for token streams. Throws Error when the data do not fit the
+// input or the labels exceed the model's classes.
+Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::string& spec,
+                        const Dataset* train = nullptr);
+// The test data (test_spec), loaded before training so that a bad file fails before any step; nullopt
+// when the run has no test pass.
+std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model, const Dataset& train);
+// "loss 0.4321, accuracy 84.10% (6000 samples)"; with per-position labels also the perplexity (exp of the
+// mean loss per token) and the tokens counted.
+std::string evaluation_text(const Trainer::Evaluation& e, const Dataset& data);
+// PREFIX_loss, PREFIX_accuracy (and PREFIX_perplexity) of a --metrics line.
+void add_evaluation_fields(nlohmann::json& line, const std::string& prefix, const Trainer::Evaluation& e,
+                           const Dataset& data);
+void check_labels_fit_model(const Dataset& data, const Graph& model, const TrainOptions& o);
 // The first device of a run that places `devices` stages or replicas on consecutive devices from it
 // (offset by the process's local rank under a launcher). Throws Error when --device is malformed or
 // names more CUDA devices than are visible.

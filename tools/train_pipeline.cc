@@ -251,12 +251,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                                         pipeline ? "--stages " + std::to_string(o.stages)
                                                  : "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
-  if (model.graph.inputs.size() != 1) {
-    throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
-  }
-  const Value& input = model.graph.value(model.graph.inputs[0]);
-  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
-  check_matches_model_input(train, input.name, input.shape);
+  Dataset train = load_model_data(o, model.graph, o.data);
+  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
                             .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
@@ -266,7 +262,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
 
   if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
   if (!pipeline) {
-    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
+    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train),
                                               .replicas = world ? 1 : o.replicas,
                                               .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
                                               .world = world});
@@ -317,10 +313,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                   t.allreduce_bytes_per_step / 1e6,
                   t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
     };
-    return run_epochs(o, trainer, loader, train, per_epoch, print_timing, role);
+    return run_epochs(o, trainer, loader, train, test, per_epoch, print_timing, role);
   }
   PipelineOptions p;
-  p.trainer = trainer_options(o, total_steps, device);
+  p.trainer = trainer_options(o, total_steps, device, train);
   p.strategy = parse_pipeline_strategy(o.strategy);
   p.stages = o.stages;
   p.micro_batches = o.micro_batches;
@@ -376,7 +372,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     write_text_file(o.trace, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
     std::fprintf(stderr, "wrote the trace %s (open it in Perfetto or chrome://tracing)\n", o.trace.c_str());
   };
-  return run_epochs(o, trainer, loader, train, per_epoch, print_report, role);
+  return run_epochs(o, trainer, loader, train, test, per_epoch, print_report, role);
 }
 
 }  // namespace

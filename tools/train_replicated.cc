@@ -39,13 +39,8 @@ int run_replicated_training(const TrainOptions& o) {
   // Replica (worker) r on cuda:N+r; checked before the data is made, so a missing GPU is reported at once.
   const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
-  if (model.graph.inputs.size() != 1) {
-    throw Error(o.model + ": training needs a model with one data input; it has " +
-                std::to_string(model.graph.inputs.size()));
-  }
-  const Value& input = model.graph.value(model.graph.inputs[0]);
-  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalization(o), .seed = o.seed});
-  check_matches_model_input(train, input.name, input.shape);
+  Dataset train = load_model_data(o, model.graph, o.data);
+  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(
       train,
       {.batch = o.batch,
@@ -65,7 +60,7 @@ int run_replicated_training(const TrainOptions& o) {
           : std::string();
 
   if (!ps) {
-    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device), .replicas = o.replicas});
+    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train), .replicas = o.replicas});
     std::fprintf(stderr,
                  "training %s with central storage: %d replicas (threads%s), one master copy in host memory%s, %lld "
                  "epochs x %lld mini-batches of %lld\n",
@@ -79,7 +74,7 @@ int run_replicated_training(const TrainOptions& o) {
                             {"step_seconds", r.step_seconds}, {"replica_compute_seconds", r.replica_compute_seconds},
                             {"bytes_per_step", r.bytes_per_step()}};
     };
-    return run_epochs(o, trainer, loader, train, per_epoch,
+    return run_epochs(o, trainer, loader, train, test, per_epoch,
                       [&] {
                         print_loss_scale(trainer.loss_scaler());
                         std::printf("%s", format_central_storage_report(trainer.report()).c_str());
@@ -87,7 +82,7 @@ int run_replicated_training(const TrainOptions& o) {
                       role);
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
-  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device),
+  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train),
                                                .servers = o.servers,
                                                .workers = o.replicas,
                                                .predict = o.ps_predict});
@@ -112,7 +107,7 @@ int run_replicated_training(const TrainOptions& o) {
                           {"worker_exchange_seconds", r.worker_exchange_seconds()}};
   };
   return run_epochs(
-      o, trainer, loader, train, per_epoch,
+      o, trainer, loader, train, test, per_epoch,
       [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); }, role);
 }
 

@@ -87,20 +87,15 @@ int run_training(const TrainOptions& o) {
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   const Device device = training_device(o, 1);  // before the data is made: a missing GPU is reported at once
   ImportedModel model = import_model(o.model);
-  if (model.graph.inputs.size() != 1) {
-    throw Error(o.model + ": training needs a model with one data input; it has " + std::to_string(model.graph.inputs.size()));
-  }
-  const Value& input = model.graph.value(model.graph.inputs[0]);
-
-  const Normalization normalize = normalization(o);
-  Dataset train = load_dataset(o.data, {.split = "train", .normalize = normalize, .seed = o.seed});
-  check_matches_model_input(train, input.name, input.shape);
+  Dataset train = load_model_data(o, model.graph, o.data);
+  // The test split is loaded before training, so that a missing file fails now and not after the run.
+  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
                             .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});
   const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                                  : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
-  const TrainerOptions options = trainer_options(o, total_steps, device);
+  const TrainerOptions options = trainer_options(o, total_steps, device, train);
   Trainer trainer(model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
 
@@ -147,17 +142,9 @@ int run_training(const TrainOptions& o) {
                trainer.running_stat_nodes() ? (", " + std::to_string(trainer.running_stat_nodes()) +
                                                " BatchNorm nodes with running statistics").c_str() : "");
 
-  // The test split is loaded before training, so that a missing file fails now and not after the run.
-  std::optional<Dataset> test;
-  if (const std::string spec = test_spec(o); !spec.empty()) {
-    test = load_dataset(spec, {.split = "test", .normalize = normalize, .mean = train.mean,
-                               .std = train.std, .seed = o.seed});
-    check_matches_model_input(*test, input.name, input.shape);
-  }
   auto evaluate_test = [&](const std::string& label) {
     const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
-    std::printf("%s: test loss %.4f, accuracy %.2f%% (%lld samples)\n", label.c_str(), e.loss, 100 * e.accuracy,
-                static_cast<long long>(e.samples));
+    std::printf("%s: test %s\n", label.c_str(), evaluation_text(e, *test).c_str());
     std::fflush(stdout);
     return e;
   };
@@ -215,18 +202,19 @@ int run_training(const TrainOptions& o) {
       evaluate_test("epoch " + std::to_string(epoch + 1));
     } else if (val.size() > 0) {
       const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
-      std::printf("epoch %lld: validation loss %.4f, accuracy %.2f%% (%lld samples)\n", static_cast<long long>(epoch + 1),
-                  e.loss, 100 * e.accuracy, static_cast<long long>(e.samples));
+      std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
       std::fflush(stdout);
-      if (metrics.is_open()) {
-        metrics << nlohmann::json{{"epoch", epoch}, {"val_loss", e.loss}, {"val_accuracy", e.accuracy}}.dump() << "\n";
-      }
+      nlohmann::json line{{"epoch", epoch}};
+      add_evaluation_fields(line, "val", e, val);
+      if (metrics.is_open()) metrics << line.dump() << "\n";
     }
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (test) {
     const Trainer::Evaluation e = evaluate_test("final");
-    if (metrics.is_open()) metrics << nlohmann::json{{"test_loss", e.loss}, {"test_accuracy", e.accuracy}}.dump() << "\n";
+    nlohmann::json line;
+    add_evaluation_fields(line, "test", e, *test);
+    if (metrics.is_open()) metrics << line.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
   print_loss_scale(trainer.loss_scaler());

@@ -83,8 +83,15 @@ ValueId cross_entropy(LossNodes& nodes, Graph& graph, const LossSpec& spec, Valu
     throw Error("cross-entropy labels must be int64 or int32, not " + std::string(dtype_name(spec.label_dtype)));
   }
   Shape label_shape = x.shape;
-  label_shape.dims.erase(label_shape.dims.begin() + 1);
+  const int64_t rank = x.shape.rank();
+  const bool move_classes = spec.classes_last && rank >= 3;
+  label_shape.dims.erase(move_classes ? label_shape.dims.end() - 1 : label_shape.dims.begin() + 1);
   labels = nodes.add_labels(spec.label_dtype, label_shape);
+  if (move_classes) {  // (N, d1..dk, C) → (N, C, d1..dk)
+    std::vector<int64_t> perm{0, rank - 1};
+    for (int64_t d = 1; d + 1 < rank; ++d) perm.push_back(d);
+    logits = nodes.add("Transpose", {logits}, {{"perm", perm}});
+  }
   return nodes.add("SoftmaxCrossEntropyLoss", {logits, labels},
                    {{"reduction", loss_reduction_name(spec.reduction)}, {"ignore_index", spec.ignore_index}});
 }

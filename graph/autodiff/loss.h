@@ -12,7 +12,8 @@
 // The losses, per element, with x the logits and t the labels (PyTorch's functions of the same name):
 //  - softmax_cross_entropy (F.cross_entropy): SoftmaxCrossEntropyLoss on logits (N,C) or (N,C,d1..dk)
 //    and int64 (or int32) class labels (N) or (N,d1..dk); labels equal to ignore_index (default -100, as
-//    in PyTorch) count for nothing, and mean divides by the labels not ignored.
+//    in PyTorch) count for nothing, and mean divides by the labels not ignored. With classes_last the
+//    logits are (N,d1..dk,C), as language models write them.
 //  - mse (F.mse_loss): (x − t)²;  l1 (F.l1_loss): |x − t|; float targets shaped like the logits.
 //  - bce_with_logits (F.binary_cross_entropy_with_logits), in the stable form
 //    max(x,0) − x·t + log(1 + exp(−|x|)) = Relu(x) − x·t + Softplus(−|x|); targets in [0, 1].
@@ -37,6 +38,9 @@ struct LossSpec {
   LossReduction reduction = LossReduction::Mean;
   int64_t ignore_index = -100;       // softmax cross-entropy only: labels with this value are ignored
   DType label_dtype = DType::Int64;  // softmax cross-entropy only: int64 or int32
+  // Softmax cross-entropy only: the class axis of logits of rank 3 or more is the last, as in a language
+  // model's (N, T, V) against (N, T) labels (a Transpose moves it to axis 1); otherwise it is axis 1.
+  bool classes_last = false;
   std::string model_output;          // kind ModelOutput: the value the model computes as its loss
   std::string attach_to;             // the value the loss is computed from; empty: the first graph output
 };

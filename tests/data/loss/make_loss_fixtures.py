@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch oracle for tests/loss_test.cc: for each loss kind and reduction, small random logits and
-targets, torch's loss value and d loss / d logits, as .npy files NAME_{logits,target,loss,grad}.npy.
+targets (also a language model's (N,T,V) logits against (N,T) labels, sce_tokens_*), torch's loss value and d loss / d logits, as .npy files NAME_{logits,target,loss,grad}.npy.
 
 Reduction "none" is trained as the sum of the per-element losses (attach_loss's documented rule), so its
 gradient is that of loss.sum(); NAME_loss.npy holds the per-element losses, NAME_grad.npy that gradient.
@@ -23,6 +23,11 @@ def save(name, logits, target, fn):
     np.save(os.path.join(HERE, name + "_target.npy"), target)
     np.save(os.path.join(HERE, name + "_loss.npy"), loss.detach().numpy().astype(np.float32))
     np.save(os.path.join(HERE, name + "_grad.npy"), x.grad.numpy().astype(np.float32))
+
+
+def token_cross_entropy(logits, labels, reduction):
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction=reduction)
+    return loss.reshape(labels.shape) if reduction == "none" else loss
 
 
 def main():
@@ -54,6 +59,15 @@ def main():
         save("l1_" + reduction, y, t, lambda x, u, r=reduction: F.l1_loss(x, u, reduction=r))
         save("bce_" + reduction, z, p,
              lambda x, u, r=reduction: F.binary_cross_entropy_with_logits(x, u, reduction=r))
+
+    # A language model's (N, T, V) logits against (N, T) next-token labels, some ignored: torch flattens
+    # them, as GPT-2's loss does. A stream of its own, so the fixtures above stay as they were.
+    lm = np.random.default_rng(20261201)
+    tokens = lm.normal(0, 2, (2, 5, 7)).astype(np.float32)
+    token_labels = lm.integers(0, 7, (2, 5)).astype(np.int64)
+    token_labels[0, 1] = token_labels[1, 4] = -100
+    for reduction in ("mean", "sum", "none"):
+        save("sce_tokens_" + reduction, tokens, token_labels, lambda x, t, r=reduction: token_cross_entropy(x, t, r))
 
 
 if __name__ == "__main__":

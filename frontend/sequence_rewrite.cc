@@ -1,0 +1,127 @@
+// The dynamo exporter writes torch.split as SplitToSequence (a sequence of tensors) read back by
+// SequenceAt with constant positions; GPT-2's fused query/key/value projection is split this way.
+// onnxtrain's graph holds tensors only, so each such chain becomes one Split (one output per chunk) and
+// each SequenceAt an Identity of its chunk. Chains it cannot resolve statically (a split or position that
+// is not a constant, a sequence used by other ops, an unknown size along the axis) are left alone:
+// their ops then have no schema and the importer names them.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "frontend/import_passes.h"
+#include "frontend/tensor_proto.h"
+
+namespace onnxtrain {
+
+namespace {
+
+// The int64 values of a value that an initializer or a Constant node (attribute `value`) holds.
+std::optional<std::vector<int64_t>> constant_ints(const onnx::GraphProto& graph, const std::string& name) {
+  for (const onnx::TensorProto& t : graph.initializer())
+    if (t.name() == name) return tensor_from_proto(t).to_int64();
+  for (const onnx::NodeProto& n : graph.node()) {
+    if (n.op_type() != "Constant" || n.output_size() != 1 || n.output(0) != name) continue;
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.name() == "value" && a.has_t()) return tensor_from_proto(a.t()).to_int64();
+  }
+  return std::nullopt;
+}
+
+// Chunk sizes of SplitToSequence `node` along its axis, or nullopt when they are not static. A scalar
+// split s over a length ONNX's inference did not find (opsets newer than Debian's ONNX library knows)
+// gives `chunks_read` chunks of s: if the length differs, Split's own shape inference reports it.
+std::optional<std::vector<int64_t>> chunk_sizes(const onnx::GraphProto& graph, const onnx::NodeProto& node,
+                                                const OnnxValueInfos& infos, int64_t chunks_read, int64_t& axis) {
+  axis = 0;
+  for (const onnx::AttributeProto& a : node.attribute())
+    if (a.name() == "axis") axis = a.i();
+  if (node.input_size() < 2 || node.input(1).empty()) return std::nullopt;  // keepdims-style split by ones
+  std::optional<std::vector<int64_t>> split = constant_ints(graph, node.input(1));
+  if (!split || split->empty()) return std::nullopt;
+  if (split->size() != 1) return split;  // explicit sizes
+  const int64_t size = (*split)[0];
+  if (size <= 0) return std::nullopt;
+  auto info = infos.find(node.input(0));
+  const Shape* shape = info != infos.end() && info->second.shape.rank_known ? &info->second.shape : nullptr;
+  if (axis < 0 && !shape) return std::nullopt;
+  if (axis < 0) axis += shape->rank();
+  if (!shape || axis >= shape->rank() || !shape->dims[axis].is_static())
+    return std::vector<int64_t>(static_cast<size_t>(chunks_read), size);
+  const int64_t length = shape->dims[axis].value();
+  std::vector<int64_t> sizes(static_cast<size_t>(length / size), size);
+  if (length % size) sizes.push_back(length % size);
+  return sizes;
+}
+
+}  // namespace
+
+int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& infos) {
+  onnx::GraphProto& graph = *model.mutable_graph();
+  std::map<std::string, std::vector<int>> readers;  // value → indices of the nodes that read it
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const std::string& in : graph.node(i).input()) readers[in].push_back(i);
+  std::set<std::string> graph_outputs;
+  for (const auto& o : graph.output()) graph_outputs.insert(o.name());
+
+  int rewritten = 0;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    onnx::NodeProto& node = *graph.mutable_node(i);
+    if (node.op_type() != "SplitToSequence" || !node.domain().empty() || node.output_size() != 1) continue;
+    const std::string sequence = node.output(0);
+    if (graph_outputs.count(sequence)) continue;
+    std::vector<std::pair<int, int64_t>> positions;  // SequenceAt node, the chunk it reads (maybe negative)
+    bool resolved = true;
+    int64_t chunks_read = 0;
+    for (int r : readers[sequence]) {
+      const onnx::NodeProto& reader = graph.node(r);
+      const std::optional<std::vector<int64_t>> at =
+          reader.op_type() == "SequenceAt" ? constant_ints(graph, reader.input(1)) : std::nullopt;
+      if (!at || at->size() != 1) {
+        resolved = false;
+        break;
+      }
+      positions.emplace_back(r, (*at)[0]);
+      chunks_read = std::max(chunks_read, (*at)[0] + 1);
+    }
+    int64_t axis = 0;
+    const std::optional<std::vector<int64_t>> sizes =
+        resolved && !positions.empty() ? chunk_sizes(graph, node, infos, chunks_read, axis) : std::nullopt;
+    if (!sizes) continue;
+    const auto count = static_cast<int64_t>(sizes->size());
+    for (auto& [r, k] : positions) {
+      if (k < 0) k += count;
+      resolved = resolved && k >= 0 && k < count;
+    }
+    if (!resolved) continue;
+
+    onnx::TensorProto& split = *graph.add_initializer();
+    split.set_name(sequence + "/split_sizes");
+    split.set_data_type(onnx::TensorProto::INT64);
+    split.add_dims(static_cast<int64_t>(sizes->size()));
+    for (int64_t s : *sizes) split.add_int64_data(s);
+    const std::string input = node.input(0);
+    node.Clear();
+    node.set_name(sequence + "/Split");
+    node.set_op_type("Split");
+    node.add_input(input);
+    node.add_input(split.name());
+    for (size_t k = 0; k < sizes->size(); ++k) node.add_output(sequence + "/chunk_" + std::to_string(k));
+    onnx::AttributeProto* axis_attribute = node.add_attribute();
+    axis_attribute->set_name("axis");
+    axis_attribute->set_type(onnx::AttributeProto::INT);
+    axis_attribute->set_i(axis);
+    for (const auto& [r, k] : positions) {
+      onnx::NodeProto& reader = *graph.mutable_node(r);
+      const std::string out = reader.output(0), name = reader.name();
+      reader.Clear();
+      reader.set_name(name);
+      reader.set_op_type("Identity");
+      reader.add_input(sequence + "/chunk_" + std::to_string(k));
+      reader.add_output(out);
+    }
+    ++rewritten;
+  }
+  return rewritten;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,116 @@
+// `onnxtrain train` on token data, as a user runs it (issue 20): a language model trained on a text file
+// that Debian ships (text:) reports validation perplexity, which falls; every strategy takes (N, T)
+// labels; integer inputs from an npz named after the model's input train a classifier; data that do not
+// fit the model are refused before training, naming the file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/cli_run.h"
+
+namespace onnxtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSource = ONNXTRAIN_SOURCE_DIR;
+const std::string kBigram = kSource + "/tests/data/lm/bigram_lm.onnx";  // (N,16) ids → (N,16,256) logits
+const std::string kText = "/usr/share/common-licenses/GPL-3";            // Debian's base-files: 35 KB of English
+
+using onnxtrain::testing_support::CliRun;
+CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("onnxtrain_lm_cli_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<nlohmann::json> metrics_lines(const fs::path& file, const std::string& key) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains(key)) lines.push_back(j);
+  }
+  return lines;
+}
+
+// Uniform guessing over 256 bytes has perplexity 256; English bytes given the previous byte about 10.
+TEST(LanguageModelCli, TextTrainsABigramModelAndPerplexityFalls) {
+  ASSERT_TRUE(fs::exists(kText)) << kText << " (Debian's base-files) is missing";
+  const fs::path dir = scratch("text");
+  const CliRun r = run("train " + kBigram + " --data text:" + kText + " --epochs 3 --batch 32 --optimizer adam " +
+                       "--lr 0.01 --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "lm.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("windows of 16"), std::string::npos) << r.output;
+  const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
+  ASSERT_EQ(epochs.size(), 3u) << r.output;
+  for (const nlohmann::json& e : epochs) {
+    EXPECT_NEAR(e["val_perplexity"].get<double>(), std::exp(e["val_loss"].get<double>()), 1e-6 * e["val_perplexity"].get<double>());
+  }
+  const double first = epochs[0]["val_perplexity"], last = epochs[2]["val_perplexity"];
+  EXPECT_LT(last, first) << r.output;
+  EXPECT_LT(last, 20.0) << "a bigram model of English text should be far better than uniform (256): " << r.output;
+  EXPECT_GT(epochs[2]["val_accuracy"].get<double>(), 0.15) << r.output;
+  EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
+}
+
+// The same data through the replicated and pipelined strategies: each run trains (the last validation
+// perplexity below uniform) on per-position labels.
+TEST(LanguageModelCli, EveryStrategyTrainsOnPerPositionLabels) {
+  const fs::path dir = scratch("strategies");
+  for (const std::string strategy :
+       {"--strategy dp --replicas 2", "--strategy dp --central-storage --replicas 2", "--strategy ps --replicas 2",
+        "--strategy pipedream --stages 2", "--strategy spectrain --stages 2", "--strategy gpipe --stages 2 --micro-batches 2",
+        "--strategy naive --stages 2"}) {
+    SCOPED_TRACE(strategy);
+    const CliRun r = run("train " + kBigram + " --data text:" + kText + " --epochs 1 --batch 32 --optimizer adam " +
+                         "--lr 0.01 " + strategy + " --metrics " + (dir / "m.jsonl").string() + " -o " +
+                         (dir / "lm.onnx").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
+    ASSERT_EQ(epochs.size(), 1u) << r.output;
+    EXPECT_LT(epochs[0]["val_perplexity"].get<double>(), 40.0) << r.output;
+  }
+}
+
+// models/transformer_opset17.onnx reads int64 ids (batch, 16): an npz naming its arrays input_ids and
+// labels trains it from the command line.
+TEST(LanguageModelCli, IntegerInputsFromAnNpzNamedAfterTheModelInput) {
+  const fs::path dir = scratch("npz");
+  const CliRun r = run("train " + kSource + "/models/transformer_opset17.onnx --data npz:" + kSource +
+                       "/tests/data/dataset_transformer.npz --batch 16 --optimizer adam --lr 0.003 -o " +
+                       (dir / "t.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("96 samples (16), 10 classes, token ids (not normalised)"), std::string::npos) << r.output;
+}
+
+TEST(LanguageModelCli, DataThatDoNotFitTheModelAreRefusedBeforeTraining) {
+  const fs::path dir = scratch("errors");
+  const std::string out = " -o " + (dir / "x.onnx").string();
+  CliRun r = run("train " + kSource + "/models/cnn_opset17.onnx --data text:" + kText + " --seq-len 16" + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(kText + ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need "
+                                  "a model whose input is an integer type)"),
+            std::string::npos)
+      << r.output;
+  // text: labels go up to 255; the transformer fixture scores 10 classes.
+  r = run("train " + kSource + "/models/transformer_opset17.onnx --data text:" + kText + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("scores 10 classes"), std::string::npos) << r.output;
+  r = run("train " + kBigram + " --data text:" + kText + " --seq-len 8" + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("do not match the model input 'input_ids' (batch,16)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+}
+
+}  // namespace
+}  // namespace onnxtrain
