@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,17 @@ int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& inf
 // ModelProto → Graph: values, nodes (typed ids), attributes, graph inputs/outputs; sorts the nodes and
 // refuses missing inputs, duplicate outputs and cycles. Leading symbolic dims of inputs are recorded as
 // batch symbols and bound to `batch` when given.
-Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> batch);
+// `dims` binds other symbolic input dims by name.
+Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> batch, const SymbolBindings& dims = {});
 
 // Sets the role of each given initializer (parameter, state, buffer, constant) from the input kinds of
 // the ops that consume it, and freezes parameters whose names match `freeze_pattern`.
 void classify_initializers(Graph& graph, const std::vector<ValueId>& initializers, const std::string& freeze_pattern);
+
+// The initializers the exporter marked as buffers, not parameters (frontend/exporter_buffers.cc), and
+// what makes them never trained: Constant role (they may fold).
+std::set<std::string> exporter_buffers(const onnx::ModelProto& model);
+void keep_exporter_buffers_constant(Graph& graph, const std::set<std::string>& buffers);
 
 // Shape inference and constant folding in one topological sweep, then dead node removal. Ops without an
 // onnxtrain schema that ONNX knows get their shapes from `onnx_infos` and are listed in the report.

@@ -78,6 +78,16 @@ OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
 
 }  // namespace
 
+SymbolBindings data_input_bindings(const Graph& graph, const std::vector<int64_t>& sizes) {
+  SymbolBindings bindings;
+  if (graph.inputs.empty()) return bindings;
+  const Shape& shape = graph.value(graph.inputs[0]).shape;
+  if (!shape.rank_known || shape.rank() != static_cast<int64_t>(sizes.size())) return bindings;
+  for (size_t d = 1; d < sizes.size(); ++d)
+    if (shape.dims[d].is_symbolic() && shape.dims[d].factor() == 1) bindings[shape.dims[d].symbol_name()] = sizes[d];
+  return bindings;
+}
+
 ImportedModel import_model(const std::string& path, const ImportOptions& options) {
   ImportedModel report;
   try {
@@ -101,9 +111,10 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
       report.notes.push_back("rewrote " + std::to_string(sequences) +
                              " SplitToSequence/SequenceAt chains (torch.split in the dynamo exporter) as Split");
     }
-    report.graph = graph_from_proto(model, options.batch);
+    report.graph = graph_from_proto(model, options.batch, options.dims);
     report.graph.info.path = path;
     classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);
+    keep_exporter_buffers_constant(report.graph, exporter_buffers(model));
     std::vector<ValueId> from_constant_nodes = infer_and_fold(report.graph, onnx_infos, report);
     classify_initializers(report.graph, from_constant_nodes, options.freeze_pattern);
   } catch (Error& e) {

@@ -21,6 +21,9 @@ namespace onnxtrain {
 struct ImportOptions {
   std::optional<int64_t> batch;  // binds the symbolic leading dim of the graph inputs
   std::string freeze_pattern;    // ECMAScript regex; matching parameters become frozen
+  // Binds other symbolic dims of the graph inputs by name (a sequence length "seq" = 128): shapes that
+  // an exporter computes from them (attention masks, position ids) become static and fold.
+  SymbolBindings dims;
 };
 
 struct ImportedModel {
@@ -31,6 +34,10 @@ struct ImportedModel {
   std::vector<std::string> unsupported_ops;
   int folded_nodes = 0;            // nodes replaced by constants
 };
+
+// The bindings that make the non-batch symbolic dims of the graph's data input (its first input) the
+// sizes of data shaped `sizes` (batch first): what ImportOptions::dims takes to import for that data.
+SymbolBindings data_input_bindings(const Graph& graph, const std::vector<int64_t>& sizes);
 
 // Throws onnxtrain::Error naming the file (and the node, op, domain and opset where one is at fault).
 ImportedModel import_model(const std::string& path, const ImportOptions& options = {});

@@ -48,7 +48,7 @@ static int opset_of(const onnx::ModelProto& model, const std::string& domain) {
   return 0;
 }
 
-Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> batch) {
+Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> batch, const SymbolBindings& dims) {
   const onnx::GraphProto& gp = model.graph();
   Graph graph;
   graph.info.producer_name = model.producer_name();
@@ -67,7 +67,7 @@ Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> bat
     graph.initializers.push_back(id);
   }
 
-  SymbolBindings bindings;
+  SymbolBindings bindings = dims;
   for (const auto& input : gp.input()) {
     if (by_name.count(input.name())) continue;  // IR < 4 lists initializers as inputs too
     if (!input.type().has_tensor_type()) {

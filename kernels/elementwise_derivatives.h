@@ -27,7 +27,7 @@ namespace onnxtrain::derivatives {
 // The forward ops ActivationGrad differentiates (its `activation` attribute names one of them).
 enum class Activation {
   Relu, LeakyRelu, Elu, Selu, Sigmoid, Tanh, Gelu, Erf, Softplus, HardSigmoid, HardSwish,
-  Abs, Sqrt, Exp, Log, Reciprocal,
+  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil,
 };
 
 inline constexpr struct {
@@ -39,7 +39,8 @@ inline constexpr struct {
     {"Gelu", Activation::Gelu}, {"Erf", Activation::Erf}, {"Softplus", Activation::Softplus},
     {"HardSigmoid", Activation::HardSigmoid}, {"HardSwish", Activation::HardSwish}, {"Abs", Activation::Abs},
     {"Sqrt", Activation::Sqrt}, {"Exp", Activation::Exp}, {"Log", Activation::Log},
-    {"Reciprocal", Activation::Reciprocal},
+    {"Reciprocal", Activation::Reciprocal}, {"Sin", Activation::Sin}, {"Cos", Activation::Cos},
+    {"Ceil", Activation::Ceil},
 };
 // clang-format on
 
@@ -190,6 +191,19 @@ struct ReciprocalGrad {  // -1 / x²
   ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return -dy / (x * x); }
 };
 
+template <typename T>
+struct SinGrad {  // cos(x)
+  ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return dy * std::cos(x); }
+};
+template <typename T>
+struct CosGrad {  // -sin(x)
+  ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return -dy * std::sin(x); }
+};
+template <typename T>
+struct CeilGrad {  // 0 everywhere, as PyTorch's ceil backward (a step function)
+  ONNXTRAIN_HOST_DEVICE T operator()(T, T) const { return T(0); }
+};
+
 // Calls fn(functor) with the derivative functor of `a` for element type T (host code: a CPU loop, or
 // the launch of a kernel templated on the functor).
 template <typename T, typename Fn>
@@ -213,6 +227,9 @@ void with_activation_grad(Activation a, const ActivationParams& p, Fn&& fn) {
     case Activation::Exp: return fn(ExpGrad<T>{});
     case Activation::Log: return fn(LogGrad<T>{});
     case Activation::Reciprocal: return fn(ReciprocalGrad<T>{});
+    case Activation::Sin: return fn(SinGrad<T>{});
+    case Activation::Cos: return fn(CosGrad<T>{});
+    case Activation::Ceil: return fn(CeilGrad<T>{});
   }
   // clang-format on
 }

@@ -93,6 +93,18 @@ struct Exp {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::exp(x); }
 };
 template <typename T>
+struct Sin {
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::sin(x); }
+};
+template <typename T>
+struct Cos {
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::cos(x); }
+};
+template <typename T>
+struct Ceil {
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::ceil(x); }
+};
+template <typename T>
 struct Log {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::log(x); }
 };

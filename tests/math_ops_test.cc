@@ -227,7 +227,7 @@ TEST(Variadic, MinOfKnownStaticValues) {
 
 TEST(Unary, KeepsShapeAndChecksTypes) {
   OpGraph t;
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Softplus",
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Sin", "Cos", "Ceil", "Neg", "Abs", "Reciprocal", "Softplus",
                          "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu"}) {
     NodeId n = t.node(op, {t.input(DType::Float32, nchw(3, 8, 8))});
     t.infer(n);

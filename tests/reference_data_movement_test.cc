@@ -1,6 +1,7 @@
 // The data-movement reference kernels (Shape, Size, Gather, Reshape, Flatten, Squeeze, Unsqueeze, Identity,
-// Concat, Split, Slice, Transpose, Expand, Tile, Constant, ConstantOfShape, Range, Pad) on hand-computed
-// cases: opset forms (attributes vs inputs), negative axes/indices/steps, several dtypes, bad data.
+// Concat, Split, Slice, Transpose, Expand, Tile, Constant, ConstantOfShape, Range, Pad, GatherElements,
+// ScatterElements, GatherND, and the backward GatherElementsGrad, GatherNDGrad) on hand-computed cases:
+// opset forms (attributes vs inputs), negative axes/indices/steps, several dtypes, bad data.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -294,6 +295,184 @@ TEST(ReferenceDataMovement, PadOpsetForms) {
   out = run({"Pad", 1, {{"paddings", std::vector<int64_t>{0, 2}}}, {h}, {{DType::Float16, {3}}}});
   EXPECT_EQ(values<uint16_t>(out[0]), (std::vector<uint16_t>{0x4000, 0, 0}));
   EXPECT_THROW(run({"Pad", 11, {}, {m, vec64({1, 1})}, {{DType::Int64, {4, 2}}}}), Error);  // 2 entries for rank 2
+}
+
+// --- GatherElements, ScatterElements, GatherND and the backward ops GatherElementsGrad, GatherNDGrad ---
+
+// Runs the reference kernel of a backward op (domain ai.onnxtrain) on fresh outputs.
+std::vector<Tensor> run_training(KernelCase c) {
+  c.domain = "ai.onnxtrain";
+  const KernelSpec spec = spec_of(c);
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find("ai.onnxtrain", c.op, DeviceKind::Cpu, kernel_dtype(spec), "reference");
+  if (!entry) throw Error("no reference kernel for " + c.op);
+  return run_prepared(*entry->prepare(spec), c.inputs, c.outputs);
+}
+
+TEST(ReferenceDataMovement, ElementAndNDOpsAreRegistered) {
+  const std::vector<DType> all = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
+                                  DType::UInt8,   DType::Int16,   DType::UInt16,  DType::Int32,    DType::UInt32,
+                                  DType::Int64,   DType::UInt64,  DType::Bool};
+  for (const char* op : {"GatherElements", "ScatterElements", "GatherND"})
+    for (DType d : all)
+      EXPECT_NE(KernelRegistry::builtin().find("", op, DeviceKind::Cpu, d, "reference"), nullptr)
+          << op << " " << dtype_name(d);
+  for (const char* op : {"GatherElementsGrad", "GatherNDGrad"})
+    for (DType d : {DType::Float32, DType::Float64})
+      EXPECT_NE(KernelRegistry::builtin().find("ai.onnxtrain", op, DeviceKind::Cpu, d, "reference"), nullptr) << op;
+}
+
+TEST(ReferenceDataMovement, GatherElementsAlongEachAxis) {
+  // The ONNX examples: axis 1, then axis 0 with fewer index rows than data rows.
+  auto out = run({"GatherElements",
+                  13,
+                  {{"axis", int64_t{1}}},
+                  {f32({2, 2}, {1, 2, 3, 4}), i64({2, 2}, {0, 0, 1, 0})},
+                  {{DType::Float32, {2, 2}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 1, 4, 3}));
+  Tensor data = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  out = run({"GatherElements", 11, {}, {data, i64({2, 3}, {1, 2, 0, 2, 0, 0})}, {{DType::Float32, {2, 3}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{4, 8, 3, 7, 2, 3}));
+  // Negative int32 indices, axis -1, int16 data; indices shorter than the data along axis 0.
+  Tensor shorts = tensor<int16_t>(DType::Int16, {2, 3}, {10, 11, 12, 20, 21, 22});
+  out = run(
+      {"GatherElements", 13, {{"axis", int64_t{-1}}}, {shorts, i32({1, 4}, {-1, -3, 1, 2})}, {{DType::Int16, {1, 4}}}});
+  EXPECT_EQ(values<int16_t>(out[0]), (std::vector<int16_t>{12, 10, 11, 12}));
+}
+
+TEST(ReferenceDataMovement, GatherElementsRejectsBadIndicesAndShapes) {
+  Tensor data = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  std::string message =
+      error_of({"GatherElements", 13, {{"axis", int64_t{1}}}, {data, i64({2, 1}, {0, 3})}, {{DType::Float32, {2, 1}}}});
+  EXPECT_NE(message.find("GatherElements"), std::string::npos) << message;
+  EXPECT_NE(message.find("index 3 (position 1)"), std::string::npos) << message;
+  message = error_of({"GatherElements", 13, {}, {data, i32({1, 1}, {-3})}, {{DType::Float32, {1, 1}}}});
+  EXPECT_NE(message.find("index -3"), std::string::npos) << message;
+  // Longer than the data off the axis, and a rank mismatch, fail at prepare.
+  message = error_of({"GatherElements", 13, {}, {data, i64({1, 4}, {0, 0, 0, 0})}, {{DType::Float32, {1, 4}}}});
+  EXPECT_NE(message.find("longer than data"), std::string::npos) << message;
+  message = error_of({"GatherElements", 13, {}, {data, i64({2}, {0, 0})}, {{DType::Float32, {2}}}});
+  EXPECT_NE(message.find("must have the rank of data"), std::string::npos) << message;
+}
+
+TEST(ReferenceDataMovement, ScatterElementsWritesAndReduces) {
+  // The ONNX examples: axis 0 into zeros, axis 1 with negative int32 indices.
+  auto out = run({"ScatterElements",
+                  11,
+                  {},
+                  {f32({3, 3}, std::vector<float>(9, 0)), i64({2, 3}, {1, 0, 2, 0, 2, 1}),
+                   f32({2, 3}, {1, 1.5, 1.25, 2, 2.5, 2.25})},
+                  {{DType::Float32, {3, 3}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{2, 1.5, 0, 1, 0, 2.25, 0, 2.5, 1.25}));
+  Tensor row = f32({1, 5}, {1, 2, 3, 4, 5});
+  out = run({"ScatterElements",
+             13,
+             {{"axis", int64_t{1}}},
+             {row, i32({1, 2}, {1, -2}), f32({1, 2}, {1.5, 2.5})},
+             {{DType::Float32, {1, 5}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 1.5, 3, 2.5, 5}));
+  // Repeated indices: "none" keeps the last write, the reductions combine in index order.
+  auto scatter = [&](int opset, const char* reduction) {
+    return values<float>(run({"ScatterElements",
+                              opset,
+                              {{"axis", int64_t{1}}, {"reduction", std::string(reduction)}},
+                              {row, i64({1, 3}, {1, 1, -1}), f32({1, 3}, {3, 0.5, 7})},
+                              {{DType::Float32, {1, 5}}}})[0]);
+  };
+  EXPECT_EQ(scatter(16, "none"), (std::vector<float>{1, 0.5, 3, 4, 7}));
+  EXPECT_EQ(scatter(16, "add"), (std::vector<float>{1, 5.5, 3, 4, 12}));
+  EXPECT_EQ(scatter(16, "mul"), (std::vector<float>{1, 3, 3, 4, 35}));
+  EXPECT_EQ(scatter(18, "max"), (std::vector<float>{1, 3, 3, 4, 7}));
+  EXPECT_EQ(scatter(18, "min"), (std::vector<float>{1, 0.5, 3, 4, 5}));
+  // Integers reduce too; bool data moves with "none" only.
+  out = run({"ScatterElements",
+             16,
+             {{"reduction", std::string("add")}},
+             {i64({3}, {1, 2, 3}), i64({2}, {2, 2}), i64({2}, {10, 20})},
+             {{DType::Int64, {3}}}});
+  EXPECT_EQ(values<int64_t>(out[0]), (std::vector<int64_t>{1, 2, 33}));
+  Tensor flags = tensor<bool>(DType::Bool, {3}, {false, false, true});
+  out = run({"ScatterElements",
+             13,
+             {},
+             {flags, i64({1}, {0}), tensor<bool>(DType::Bool, {1}, {true})},
+             {{DType::Bool, {3}}}});
+  EXPECT_EQ(values<bool>(out[0]), (std::vector<bool>{true, false, true}));
+  EXPECT_NE(error_of({"ScatterElements",
+                      16,
+                      {{"reduction", std::string("add")}},
+                      {flags, i64({1}, {0}), tensor<bool>(DType::Bool, {1}, {true})},
+                      {{DType::Bool, {3}}}})
+                .find("not supported on bool"),
+            std::string::npos);
+}
+
+TEST(ReferenceDataMovement, ScatterElementsRejectsBadIndices) {
+  Tensor row = f32({1, 3}, {1, 2, 3});
+  std::string message = error_of({"ScatterElements",
+                                  13,
+                                  {{"axis", int64_t{1}}},
+                                  {row, i64({1, 2}, {0, -4}), f32({1, 2}, {5, 6})},
+                                  {{DType::Float32, {1, 3}}}});
+  EXPECT_NE(message.find("ScatterElements"), std::string::npos) << message;
+  EXPECT_NE(message.find("index -4 (position 1)"), std::string::npos) << message;
+  message =
+      error_of({"ScatterElements", 13, {}, {row, i64({1, 2}, {0, 0}), f32({1, 1}, {5})}, {{DType::Float32, {1, 3}}}});
+  EXPECT_NE(message.find("must have the sizes of indices"), std::string::npos) << message;
+}
+
+TEST(ReferenceDataMovement, GatherNDSlicesElementsAndBatches) {
+  // The ONNX examples: whole elements, rows, and batch_dims 1.
+  Tensor m = i64({2, 2}, {0, 1, 2, 3});
+  auto out = run({"GatherND", 11, {}, {m, i64({2, 2}, {0, 0, 1, 1})}, {{DType::Int64, {2}}}});
+  EXPECT_EQ(values<int64_t>(out[0]), (std::vector<int64_t>{0, 3}));
+  out = run({"GatherND", 11, {}, {m, i64({2, 1}, {1, 0})}, {{DType::Int64, {2, 2}}}});
+  EXPECT_EQ(values<int64_t>(out[0]), (std::vector<int64_t>{2, 3, 0, 1}));
+  Tensor cube = f32({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  out = run({"GatherND", 12, {{"batch_dims", int64_t{1}}}, {cube, i64({2, 1}, {1, 0})}, {{DType::Float32, {2, 2}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{2, 3, 4, 5}));
+  // Negative int32 coordinates, index rows in a (2, 1, 2) tensor.
+  out = run({"GatherND", 13, {}, {cube, i32({2, 1, 2}, {-1, 0, 0, -1})}, {{DType::Float32, {2, 1, 2}}}});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{4, 5, 2, 3}));
+}
+
+TEST(ReferenceDataMovement, GatherNDRejectsBadIndicesAndShapes) {
+  Tensor m = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  std::string message = error_of({"GatherND", 13, {}, {m, i64({2, 2}, {1, 2, 1, 3})}, {{DType::Float32, {2}}}});
+  EXPECT_NE(message.find("GatherND"), std::string::npos) << message;
+  EXPECT_NE(message.find("index 3 (index row 1, coordinate 1)"), std::string::npos) << message;
+  message = error_of({"GatherND", 13, {}, {m, i64({1, 3}, {0, 0, 0})}, {{DType::Float32, {1}}}});
+  EXPECT_NE(message.find("last axis of indices"), std::string::npos) << message;
+  message =
+      error_of({"GatherND", 13, {{"batch_dims", int64_t{1}}}, {m, i64({3, 1}, {0, 0, 0})}, {{DType::Float32, {3}}}});
+  EXPECT_NE(message.find("batch axis 0 differs"), std::string::npos) << message;
+}
+
+TEST(ReferenceDataMovement, ElementAndNDGradsAccumulateRepeatedIndices) {
+  // GatherElementsGrad along axis 1 of (2, 3): position (0, 0) and (0, 2) both name column 2.
+  auto dx =
+      run_training({.op = "GatherElementsGrad",
+                    .opset = 1,
+                    .attributes = {{"axis", int64_t{1}}},
+                    .inputs = {f32({2, 3}, {1, 2, 4, 8, 16, 32}), vec64({2, 3}), i64({2, 3}, {2, 0, -1, 1, 1, 0})},
+                    .outputs = {{DType::Float32, {2, 3}}}});
+  EXPECT_EQ(values<float>(dx[0]), (std::vector<float>{2, 0, 5, 32, 24, 0}));
+  // GatherNDGrad: rows 1, 1, 0 of a (3, 2) dX.
+  dx = run_training({.op = "GatherNDGrad",
+                     .opset = 1,
+                     .inputs = {f32({3, 2}, {1, 2, 4, 8, 16, 32}), vec64({3, 2}), i64({3, 1}, {1, -2, 0})},
+                     .outputs = {{DType::Float32, {3, 2}}}});
+  EXPECT_EQ(values<float>(dx[0]), (std::vector<float>{16, 32, 5, 10, 0, 0}));
+  // A bad index is an Error naming the op.
+  try {
+    run_training({.op = "GatherNDGrad",
+                  .opset = 1,
+                  .inputs = {f32({1, 2}, {1, 2}), vec64({3, 2}), i64({1, 1}, {3})},
+                  .outputs = {{DType::Float32, {3, 2}}}});
+    ADD_FAILURE() << "GatherNDGrad accepted index 3 of an axis of size 3";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GatherNDGrad"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

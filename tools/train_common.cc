@@ -91,6 +91,11 @@ Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::st
   return data;
 }
 
+void bind_model_to_data(ImportedModel& model, const TrainOptions& o, const Dataset& train) {
+  const SymbolBindings dims = data_input_bindings(model.graph, train.inputs.sizes());
+  if (!dims.empty()) model = import_model(o.model, {.dims = dims});
+}
+
 std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model, const Dataset& train) {
   const std::string spec = test_spec(o);
   if (spec.empty()) return std::nullopt;

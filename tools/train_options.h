@@ -13,6 +13,7 @@
 #include "executor/checkpoint.h"
 #include "executor/trainer.h"
 #include "frontend/dataset.h"
+#include "frontend/importer.h"
 #include "frontend/model_writer.h"
 
 namespace onnxtrain::cli {
@@ -66,6 +67,10 @@ const Value& data_input(const Graph& model, const std::string& model_file);
 // input or the labels exceed the model's classes.
 Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::string& spec,
                         const Dataset* train = nullptr);
+// Imports the model again with the data input's other symbolic dims (a sequence length) bound to the
+// training data's sizes, so the shapes exporters compute from them (attention masks, position ids) are
+// static; leaves it as it is when there are none.
+void bind_model_to_data(ImportedModel& model, const TrainOptions& o, const Dataset& train);
 // The test data (test_spec), loaded before training so that a bad file fails before any step; nullopt
 // when the run has no test pass.
 std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model, const Dataset& train);

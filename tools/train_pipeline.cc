@@ -252,6 +252,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                                                  : "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
   Dataset train = load_model_data(o, model.graph, o.data);
+  bind_model_to_data(model, o, train);
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
                             .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});

@@ -40,6 +40,7 @@ int run_replicated_training(const TrainOptions& o) {
   const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
   Dataset train = load_model_data(o, model.graph, o.data);
+  bind_model_to_data(model, o, train);
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(
       train,

@@ -88,6 +88,7 @@ int run_training(const TrainOptions& o) {
   const Device device = training_device(o, 1);  // before the data is made: a missing GPU is reported at once
   ImportedModel model = import_model(o.model);
   Dataset train = load_model_data(o, model.graph, o.data);
+  bind_model_to_data(model, o, train);
   // The test split is loaded before training, so that a missing file fails now and not after the run.
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
   DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,

@@ -95,6 +95,21 @@ struct ReciprocalOp {
   template <typename T>
   static T apply(T x) { return T(1) / x; }
 };
+struct SinOp {
+  static constexpr bool floats_only = true;
+  template <typename T>
+  static T apply(T x) { return std::sin(x); }
+};
+struct CosOp {
+  static constexpr bool floats_only = true;
+  template <typename T>
+  static T apply(T x) { return std::cos(x); }
+};
+struct CeilOp {
+  static constexpr bool floats_only = true;
+  template <typename T>
+  static T apply(T x) { return std::ceil(x); }
+};
 struct NegOp {
   static constexpr bool floats_only = false;
   template <typename T>
@@ -147,6 +162,10 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
   registry.add(unary("Sqrt", &infer_float_unary, elementwise_cost, &fold_unary<SqrtOp>));
   registry.add(unary("Exp", &infer_float_unary, cheap_backward_cost, &fold_unary<ExpOp>));
   registry.add(unary("Log", &infer_float_unary, cheap_backward_cost, &fold_unary<LogOp>));
+  // Rotary position embeddings (Llama) take Sin and Cos of positions times frequencies.
+  registry.add(unary("Sin", &infer_float_unary, elementwise_cost, &fold_unary<SinOp>));
+  registry.add(unary("Cos", &infer_float_unary, elementwise_cost, &fold_unary<CosOp>));
+  registry.add(unary("Ceil", &infer_float_unary, cheap_backward_cost, &fold_unary<CeilOp>));
   registry.add(unary("Neg", &infer_numeric_unary, cheap_backward_cost, &fold_unary<NegOp>));
   registry.add(unary("Abs", &infer_numeric_unary, cheap_backward_cost, &fold_unary<AbsOp>));
   registry.add(unary("Reciprocal", &infer_float_unary, elementwise_cost, &fold_unary<ReciprocalOp>));

@@ -10,6 +10,8 @@ void register_builtin_ops(OpRegistry& registry);
 // --- shape and data movement ops (they also use shape_rules.h) ---
 void register_shape_size_ops(OpRegistry& registry);
 void register_gather_ops(OpRegistry& registry);
+void register_cumsum_op(OpRegistry& registry);
+void register_trilu_op(OpRegistry& registry);
 void register_squeeze_ops(OpRegistry& registry);
 void register_concat_split_ops(OpRegistry& registry);
 void register_reshape_ops(OpRegistry& registry);
@@ -19,6 +21,9 @@ void register_expand_tile_ops(OpRegistry& registry);
 void register_cast_identity_ops(OpRegistry& registry);
 void register_constant_ops(OpRegistry& registry);
 void register_pad_ops(OpRegistry& registry);
+void register_gather_elements_op(OpRegistry& registry);
+void register_scatter_elements_op(OpRegistry& registry);
+void register_gather_nd_op(OpRegistry& registry);
 void register_compare_logic_ops(OpRegistry& registry);
 // --- math ops ---
 void register_elementwise_binary_ops(OpRegistry& registry);
@@ -42,6 +47,8 @@ void register_activation_grad_op(OpRegistry& registry);
 // --- data movement ---
 void register_slice_grad_op(OpRegistry& registry);
 void register_gather_grad_op(OpRegistry& registry);
+void register_gather_elements_grad_op(OpRegistry& registry);
+void register_gather_nd_grad_op(OpRegistry& registry);
 void register_dropout_grad_op(OpRegistry& registry);
 void register_pad_grad_op(OpRegistry& registry);
 // --- end data movement ---

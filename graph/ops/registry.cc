@@ -8,6 +8,8 @@ void register_builtin_ops(OpRegistry& registry) {
   // --- shape and data movement ops ---
   register_shape_size_ops(registry);
   register_gather_ops(registry);
+  register_cumsum_op(registry);
+  register_trilu_op(registry);
   register_squeeze_ops(registry);
   register_concat_split_ops(registry);
   register_reshape_ops(registry);
@@ -17,6 +19,9 @@ void register_builtin_ops(OpRegistry& registry) {
   register_cast_identity_ops(registry);
   register_constant_ops(registry);
   register_pad_ops(registry);
+  register_gather_elements_op(registry);
+  register_scatter_elements_op(registry);
+  register_gather_nd_op(registry);
   register_compare_logic_ops(registry);
   // --- math ops ---
   register_elementwise_binary_ops(registry);
@@ -40,6 +45,8 @@ void register_builtin_ops(OpRegistry& registry) {
   // --- data movement ---
   register_slice_grad_op(registry);
   register_gather_grad_op(registry);
+  register_gather_elements_grad_op(registry);
+  register_gather_nd_grad_op(registry);
   register_dropout_grad_op(registry);
   register_pad_grad_op(registry);
   // --- end data movement ---

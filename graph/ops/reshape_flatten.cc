@@ -1,6 +1,8 @@
 // Reshape (opset 1: `shape` attribute, 5: `shape` input, 14: allowzero) and Flatten. The target shape
 // may hold symbols (from Shape → Gather → Concat chains): 0 copies an input dim, -1 takes what is left,
 // which Dim arithmetic expresses symbolically: (N,16,7,7) → (-1,784) gives (N,784).
+#include <algorithm>
+
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/shape_rules.h"
@@ -86,14 +88,23 @@ void infer_reshape(InferContext& ctx) {
   if (in.rank_known) {
     const Dim total = dims_product(in.dims);
     if (inferred) {
-      Dim others(1);
-      for (size_t i = 0; i < out.size(); ++i)
-        if (i != *inferred) others = others * out[i];
+      // Dims the input and the target share cancel first, so (batch, seq) → (-1, seq) gives batch, which
+      // Dim arithmetic (one symbol per dim) cannot get from batch·seq / seq.
+      std::vector<Dim> remaining = in.dims;
+      Dim others(1), other_remaining(1);
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (i == *inferred) continue;
+        others = others * out[i];
+        auto same = std::find(remaining.begin(), remaining.end(), out[i]);
+        if (out[i].is_symbolic() && same != remaining.end()) remaining.erase(same);
+        else other_remaining = other_remaining * out[i];
+      }
       if (never_divisible(total, others)) {
         fail_op(ctx, "cannot " + request + ": " + total.to_string() + " elements are not a multiple of " +
                          others.to_string());
       }
       out[*inferred] = total.divide_exact(others);
+      if (out[*inferred].is_unknown()) out[*inferred] = dims_product(remaining).divide_exact(other_remaining);
     } else if (counts_differ(total, dims_product(out))) {
       fail_op(ctx, "cannot " + request + ": " + total.to_string() + " elements vs " + dims_product(out).to_string());
     }

@@ -47,6 +47,35 @@ SliceArgs read_slice_args(const InferContext& ctx) {
   return args;
 }
 
+// x[..., 0:n] with n a symbol (a sequence length from Shape(input_ids)): exporters slice a buffer of the
+// maximum length (BERT's position_ids (1, 512)) down to the input's length. The result has n elements,
+// assuming n does not exceed the dim; the kernel checks that at run time (the allocated output's sizes
+// must be what the inputs give). nullopt unless the starts are 0, the steps 1 and some end is a symbol.
+std::optional<Shape> symbolic_prefix_slice(const InferContext& ctx, const SliceArgs& args, const Shape& in) {
+  if (ctx.opset() < kInputsSince || args.ends || !args.starts || (args.axes_given && !args.axes)) return std::nullopt;
+  if (args.steps_given && (!args.steps || std::any_of(args.steps->begin(), args.steps->end(), [](int64_t v) { return v != 1; })))
+    return std::nullopt;
+  const std::optional<std::vector<Dim>> ends = ctx.input_known(2);
+  if (!ends || ends->size() != args.starts->size()) return std::nullopt;
+  Shape out = in;
+  bool symbolic = false;
+  for (size_t j = 0; j < ends->size(); ++j) {
+    const int64_t axis = args.axes ? (*args.axes)[j] : static_cast<int64_t>(j);
+    const std::optional<int64_t> k = normalize_axis(axis, in.rank());
+    if (!k || (*args.starts)[j] != 0) return std::nullopt;
+    const Dim& end = (*ends)[j];
+    Dim& d = out.dims[*k];
+    if (end.is_symbolic()) {
+      d = end, symbolic = true;
+    } else if (end.is_static() && d.is_static()) {
+      d = numpy_slice(0, end.value(), 1, d.value()).count;
+    } else if (!(end.is_static() && covers_whole_dim(0, end.value(), 1))) {
+      d = Dim::unknown();
+    }
+  }
+  return symbolic ? std::optional<Shape>(out) : std::nullopt;
+}
+
 void infer_slice(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
   DType dtype = ctx.input_dtype(0);
@@ -56,6 +85,10 @@ void infer_slice(InferContext& ctx) {
     return;
   }
   const int64_t rank = in.rank();
+  if (std::optional<Shape> prefix = symbolic_prefix_slice(ctx, args, in)) {
+    ctx.set_output(0, dtype, *prefix);
+    return;
+  }
   if ((args.axes_given && !args.axes) || !args.starts || !args.ends || (args.steps_given && !args.steps)) {
     Shape out = in;  // the sliced axes lose their size; all of them when the axes are unknown
     for (int64_t k = 0; k < rank; ++k)

@@ -107,7 +107,12 @@ void register_cuda_copy_concat_kernels(KernelRegistry& registry);       // data_
 void register_cuda_transpose_expand_kernels(KernelRegistry& registry);  // transpose_expand_tile.cu
 void register_cuda_slice_kernels(KernelRegistry& registry);             // slice.cu
 void register_cuda_gather_kernels(KernelRegistry& registry);            // gather.cu
+void register_cuda_cumsum_kernels(KernelRegistry& registry);            // cumsum.cu
+void register_cuda_trilu_kernels(KernelRegistry& registry);             // trilu.cu
 void register_cuda_pad_kernels(KernelRegistry& registry);               // pad.cu
+void register_cuda_gather_elements_kernels(KernelRegistry& registry);   // gather_elements.cu
+void register_cuda_scatter_elements_kernels(KernelRegistry& registry);  // scatter_elements.cu
+void register_cuda_gather_nd_kernels(KernelRegistry& registry);         // gather_nd.cu
 
 // A CUDA entry ("cuda" implementation) in the default domain or in ai.onnxtrain.
 inline KernelEntry movement_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory,

@@ -199,7 +199,12 @@ void register_cuda_data_movement_kernels(KernelRegistry& registry) {
   cuda::register_cuda_transpose_expand_kernels(registry);
   cuda::register_cuda_slice_kernels(registry);
   cuda::register_cuda_gather_kernels(registry);
+  cuda::register_cuda_cumsum_kernels(registry);
+  cuda::register_cuda_trilu_kernels(registry);
   cuda::register_cuda_pad_kernels(registry);
+  cuda::register_cuda_gather_elements_kernels(registry);
+  cuda::register_cuda_scatter_elements_kernels(registry);
+  cuda::register_cuda_gather_nd_kernels(registry);
 }
 
 }  // namespace onnxtrain

@@ -5,4 +5,9 @@ target_sources(onnxtrain_kernels_cuda PRIVATE
   transpose_expand_tile.cu
   slice.cu
   gather.cu
+  gather_elements.cu
+  scatter_elements.cu
+  gather_nd.cu
+  cumsum.cu
+  trilu.cu
   pad.cu)

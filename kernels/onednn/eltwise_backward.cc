@@ -41,6 +41,9 @@ std::optional<EltwiseParams> eltwise_params(Activation a, const derivatives::Act
     case Activation::Reciprocal: return EltwiseParams{A::eltwise_pow, 1.0f, -1.0f};
     case Activation::Selu:
     case Activation::Erf:
+    case Activation::Sin:
+    case Activation::Cos:
+    case Activation::Ceil:
     case Activation::HardSigmoid: return std::nullopt;
   }
   // clang-format on

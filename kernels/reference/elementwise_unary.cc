@@ -200,6 +200,9 @@ void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Exp", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Exp)));
   registry.add(reference_entry("Log", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Log)));
   registry.add(reference_entry("Reciprocal", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Reciprocal)));
+  registry.add(reference_entry("Sin", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Sin)));
+  registry.add(reference_entry("Cos", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Cos)));
+  registry.add(reference_entry("Ceil", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Ceil)));
   registry.add(reference_entry("Softplus", kFloatDTypes, &make_softplus));
   registry.add(reference_entry("LeakyRelu", kFloatDTypes, &make_leaky_relu));
   registry.add(reference_entry("Elu", kFloatDTypes, &make_elu));

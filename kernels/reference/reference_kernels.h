@@ -31,6 +31,8 @@ void register_reference_loss_kernels(KernelRegistry& registry);
 // --- data movement (helper C section) ---
 void register_reference_shape_size_kernels(KernelRegistry& registry);
 void register_reference_gather_kernels(KernelRegistry& registry);
+void register_reference_cumsum_kernels(KernelRegistry& registry);
+void register_reference_trilu_kernels(KernelRegistry& registry);
 void register_reference_reshape_kernels(KernelRegistry& registry);
 void register_reference_concat_split_kernels(KernelRegistry& registry);
 void register_reference_slice_kernels(KernelRegistry& registry);
@@ -38,6 +40,9 @@ void register_reference_transpose_kernels(KernelRegistry& registry);
 void register_reference_expand_tile_kernels(KernelRegistry& registry);
 void register_reference_constant_kernels(KernelRegistry& registry);
 void register_reference_pad_kernels(KernelRegistry& registry);
+void register_reference_gather_elements_kernels(KernelRegistry& registry);
+void register_reference_scatter_elements_kernels(KernelRegistry& registry);
+void register_reference_gather_nd_kernels(KernelRegistry& registry);
 // --- backward ops (domain ai.onnxtrain) ---
 // --- backward: elementwise ---
 void register_reference_activation_grad_kernels(KernelRegistry& registry);
@@ -45,6 +50,8 @@ void register_reference_activation_grad_kernels(KernelRegistry& registry);
 // --- backward: data movement ---
 void register_reference_slice_grad_kernels(KernelRegistry& registry);
 void register_reference_gather_grad_kernels(KernelRegistry& registry);
+void register_reference_gather_elements_grad_kernels(KernelRegistry& registry);
+void register_reference_gather_nd_grad_kernels(KernelRegistry& registry);
 void register_reference_dropout_grad_kernels(KernelRegistry& registry);
 void register_reference_pad_grad_kernels(KernelRegistry& registry);
 // --- end data movement ---

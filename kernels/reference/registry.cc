@@ -27,6 +27,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   // --- data movement ---
   register_reference_shape_size_kernels(registry);
   register_reference_gather_kernels(registry);
+  register_reference_cumsum_kernels(registry);
+  register_reference_trilu_kernels(registry);
   register_reference_reshape_kernels(registry);
   register_reference_concat_split_kernels(registry);
   register_reference_slice_kernels(registry);
@@ -34,6 +36,9 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_expand_tile_kernels(registry);
   register_reference_constant_kernels(registry);
   register_reference_pad_kernels(registry);
+  register_reference_gather_elements_kernels(registry);
+  register_reference_scatter_elements_kernels(registry);
+  register_reference_gather_nd_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---
   // --- backward: elementwise ---
   register_reference_activation_grad_kernels(registry);
@@ -41,6 +46,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   // --- backward: data movement ---
   register_reference_slice_grad_kernels(registry);
   register_reference_gather_grad_kernels(registry);
+  register_reference_gather_elements_grad_kernels(registry);
+  register_reference_gather_nd_grad_kernels(registry);
   register_reference_dropout_grad_kernels(registry);
   register_reference_pad_grad_kernels(registry);
   // --- end data movement ---

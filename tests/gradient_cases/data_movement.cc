@@ -1,5 +1,5 @@
 // Harness cases of the data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-// Slice, Gather, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad, DropoutGrad).
+// Slice, Gather, CumSum, Trilu, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad, DropoutGrad).
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
@@ -100,6 +100,18 @@ std::vector<GradientCase> data_movement_gradient_cases() {
   cases.push_back({.label = "Gather int32 indices",
                    .op_type = "Gather",
                    .inputs = {normal({3, 2}), values({1, 1, 0}, {3}, DType::Int32)}});
+  // CumSum: the running sum of dy in the other direction (exclusive and reverse, int32 and negative axes).
+  cases.push_back({.label = "CumSum axis 1", .op_type = "CumSum", .inputs = {normal({2, 5, 3}), values({1}, {})}});
+  cases.push_back({.label = "CumSum exclusive reverse axis -1",
+                   .op_type = "CumSum",
+                   .attributes = {{"exclusive", int64_t{1}}, {"reverse", int64_t{1}}},
+                   .inputs = {normal({3, 4}), values({-1}, {}, DType::Int32)}});
+  // Trilu: the same triangle of dy (k shifts the diagonal; a batch of matrices).
+  cases.push_back({.label = "Trilu upper", .op_type = "Trilu", .inputs = {normal({4, 5})}});
+  cases.push_back({.label = "Trilu lower k -1 batched",
+                   .op_type = "Trilu",
+                   .attributes = {{"upper", int64_t{0}}},
+                   .inputs = {normal({2, 3, 4}), values({-1}, {})}});
   // Expand: dy summed over the broadcast axes.
   cases.push_back(
       {.label = "Expand new leading and ones", .op_type = "Expand", .inputs = {normal({3, 1}), int64s({2, 3, 4})}});
@@ -156,6 +168,50 @@ std::vector<GradientCase> data_movement_gradient_cases() {
                    .attributes = {{"ratio", 0.4}},
                    .inputs = {normal({2, 3})},
                    .opset = 10});
+  // GatherElements, ScatterElements, GatherND (and through them GatherElementsGrad, GatherNDGrad).
+  // GatherElements: GatherElementsGrad scatter-adds dy (repeated and negative indices; indices shorter
+  // than the data off the axis).
+  cases.push_back({.label = "GatherElements axis 1 repeated negative",
+                   .op_type = "GatherElements",
+                   .attributes = {{"axis", int64_t{1}}},
+                   .inputs = {normal({3, 4}), values({0, -1, 3, 3, 1, 1, 1, 0, 2, -4, -4, 2, 2, 3, 0}, {3, 5})}});
+  cases.push_back({.label = "GatherElements axis 0 shorter indices int32",
+                   .op_type = "GatherElements",
+                   .inputs = {normal({4, 3, 2}), values({3, -1, 0, 0, 2, 2, -4, 1}, {2, 2, 2}, DType::Int32)}});
+  cases.push_back({.label = "GatherElements opset 11 axis -1",
+                   .op_type = "GatherElements",
+                   .attributes = {{"axis", int64_t{-1}}},
+                   .inputs = {normal({2, 3}), values({2, 0, 0, 1}, {2, 2})},
+                   .opset = 11});
+  // ScatterElements "none": d data = dy with the written positions zeroed, d updates = GatherElements(dy)
+  // (unique indices: repeated ones are undefined in ONNX); "add": d data = dy (repeated indices fine).
+  cases.push_back({.label = "ScatterElements none axis 1",
+                   .op_type = "ScatterElements",
+                   .attributes = {{"axis", int64_t{1}}},
+                   .inputs = {normal({3, 5}), values({4, 0, -1, 2, 1, 3}, {3, 2}), normal({3, 2})}});
+  cases.push_back({.label = "ScatterElements none axis -1 int32 opset 13",
+                   .op_type = "ScatterElements",
+                   .attributes = {{"axis", int64_t{-1}}},
+                   .inputs = {normal({2, 3, 4}), values({-1, 0, 1, 2, 3, -4, 0, 2}, {2, 2, 2}, DType::Int32),
+                              normal({2, 2, 2})},
+                   .opset = 13});
+  cases.push_back({.label = "ScatterElements add repeated",
+                   .op_type = "ScatterElements",
+                   .attributes = {{"reduction", std::string("add")}},
+                   .inputs = {normal({4, 3}), values({1, 0, 3, 1, -1, 3, 1, 2, 0}, {3, 3}), normal({3, 3})}});
+  // GatherND: GatherNDGrad adds each dy slice into the slice its index row names (repeated rows, negative
+  // coordinates, whole elements with k = rank, batch_dims).
+  cases.push_back({.label = "GatherND rows repeated negative",
+                   .op_type = "GatherND",
+                   .inputs = {normal({4, 3}), values({2, 0, 2, -1}, {2, 2, 1})}});
+  cases.push_back({.label = "GatherND elements int32",
+                   .op_type = "GatherND",
+                   .inputs = {normal({3, 4}), values({0, 1, 2, -1, 0, 1}, {3, 2}, DType::Int32)}});
+  cases.push_back({.label = "GatherND batch_dims 1 opset 12",
+                   .op_type = "GatherND",
+                   .attributes = {{"batch_dims", int64_t{1}}},
+                   .inputs = {normal({2, 3, 4}), values({2, 2, 0, 1}, {2, 2, 1})},
+                   .opset = 12});
   return cases;
 }
 

@@ -17,7 +17,7 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "Pow", &pow_gradient);
   r.add("", "Neg", &neg_gradient);
   for (const char* op : {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Gelu", "Erf", "Softplus",
-                         "HardSigmoid", "HardSwish", "Abs", "Sqrt", "Exp", "Log", "Reciprocal"}) {
+                         "HardSigmoid", "HardSwish", "Abs", "Sqrt", "Exp", "Log", "Reciprocal", "Sin", "Cos", "Ceil"}) {
     r.add("", op, &activation_gradient);
   }
   r.add("", "Clip", &clip_gradient);
@@ -42,9 +42,14 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "Split", &split_gradient);
   r.add("", "Slice", &slice_gradient);
   r.add("", "Gather", &gather_gradient);
+  r.add("", "CumSum", &cumsum_gradient);
+  r.add("", "Trilu", &trilu_gradient);
   r.add("", "Expand", &expand_gradient);
   r.add("", "Tile", &tile_gradient);
   r.add("", "Pad", &pad_gradient);
+  r.add("", "GatherElements", &gather_elements_gradient);
+  r.add("", "ScatterElements", &scatter_elements_gradient);
+  r.add("", "GatherND", &gather_nd_gradient);
   r.add("", "Dropout", &dropout_gradient);
   // --- end data movement ---
 

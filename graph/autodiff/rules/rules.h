@@ -30,9 +30,14 @@ void concat_gradient(GradientContext& ctx);
 void split_gradient(GradientContext& ctx);
 void slice_gradient(GradientContext& ctx);
 void gather_gradient(GradientContext& ctx);
+void cumsum_gradient(GradientContext& ctx);
+void trilu_gradient(GradientContext& ctx);
 void expand_gradient(GradientContext& ctx);
 void tile_gradient(GradientContext& ctx);
 void pad_gradient(GradientContext& ctx);
+void gather_elements_gradient(GradientContext& ctx);
+void scatter_elements_gradient(GradientContext& ctx);
+void gather_nd_gradient(GradientContext& ctx);
 void dropout_gradient(GradientContext& ctx);
 // --- end data movement ---
 
