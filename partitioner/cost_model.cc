@@ -101,6 +101,45 @@ std::vector<size_t> owning_forward_node(const TrainingGraph& training) {
   return owner;
 }
 
+namespace {
+
+// Whether a MatMul reads `value`, directly or through Dropout, Cast or Identity.
+bool feeds_matmul(const Graph& g, ValueId value, int depth = 0) {
+  for (NodeId user : g.consumers(value)) {
+    const Node& node = g.node(user);
+    if (node.op_type == "MatMul") return true;
+    const bool passes = node.op_type == "Dropout" || node.op_type == "Cast" || node.op_type == "Identity";
+    if (passes && depth < 3 && !node.outputs.empty() && feeds_matmul(g, node.outputs[0], depth + 1)) return true;
+  }
+  return false;
+}
+
+// The values that depend on a graph input (the data), in the graph's topological order.
+std::vector<bool> values_from_graph_inputs(const Graph& g) {
+  std::vector<bool> from_data(g.value_count(), false);
+  for (ValueId v : g.inputs) from_data[v.index] = true;
+  for (NodeId id : g.order()) {
+    const Node& node = g.node(id);
+    const bool reads_data =
+        std::any_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return in.valid() && from_data[in.index]; });
+    for (ValueId out : node.outputs)
+      if (out.valid()) from_data[out.index] = reads_data;
+  }
+  return from_data;
+}
+
+// Attention: a Softmax whose output a MatMul reads (the scores times the values).
+bool has_attention(const Graph& g) {
+  for (NodeId id : g.order()) {
+    const Node& node = g.node(id);
+    if (node.op_type == "Softmax" && node.domain.empty() && !node.outputs.empty() && feeds_matmul(g, node.outputs[0]))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, const DeviceDescription& device,
                                CostModelReport* report) {
   if (batch <= 0) throw Error("the micro-batch size must be positive, got " + std::to_string(batch));
@@ -149,6 +188,7 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
   std::vector<size_t> kept_at(g.value_count(), kNone);      // first forward node whose backward reads it
   std::vector<size_t> last_reader(g.value_count(), kNone);  // last forward node using it, either pass
   const std::vector<bool> has_gradient = values_with_gradient(training);
+  const std::vector<bool> from_data = values_from_graph_inputs(g);
 
   for (size_t i = 0; i < order.size(); ++i) {
     const NodeId id = order[i];
@@ -198,7 +238,7 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
   }
 
   // Kept activations, and the cuts each forward-pass value crosses (a difference array over cuts).
-  std::vector<int64_t> activation_diff(n + 1, 0), gradient_diff(n + 1, 0);
+  std::vector<int64_t> activation_diff(n + 1, 0), gradient_diff(n + 1, 0), tensors_diff(n + 1, 0);
   for (size_t v = 0; v < g.value_count(); ++v) {
     const ValueId id{static_cast<uint32_t>(v)};
     if (kept_at[v] != kNone) profile.nodes[kept_at[v]].activation_bytes += bytes_of(id);
@@ -210,16 +250,23 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
     if (has_gradient[v]) {
       gradient_diff[p + 1] += b;
       gradient_diff[last_reader[v] + 1] -= b;
+      // A tensor made from parameters only (a tied embedding's transpose) crosses cuts wherever the order
+      // puts its producer; it says nothing about where the blocks are.
+      if (from_data[v]) ++tensors_diff[p + 1], --tensors_diff[last_reader[v] + 1];
     }
   }
   profile.cut_activation_bytes.assign(n + 1, 0);
   profile.cut_gradient_bytes.assign(n + 1, 0);
-  int64_t activation = 0, gradient = 0;
+  profile.cut_gradient_tensors.assign(n + 1, 0);
+  profile.has_attention = has_attention(g);
+  int64_t activation = 0, gradient = 0, tensors = 0;
   for (size_t i = 1; i < n; ++i) {
     activation += activation_diff[i];
     gradient += gradient_diff[i];
+    tensors += tensors_diff[i];
     profile.cut_activation_bytes[i] = activation;
     profile.cut_gradient_bytes[i] = gradient;
+    profile.cut_gradient_tensors[i] = static_cast<int>(tensors);
   }
   if (report) report->unknown_sizes.assign(unknown.begin(), unknown.end());
   return profile;

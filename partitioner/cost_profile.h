@@ -30,6 +30,10 @@ struct CostProfile {
   std::vector<NodeCost> nodes;
   std::vector<int64_t> cut_activation_bytes;  // forward: bytes crossing cut i per micro-batch
   std::vector<int64_t> cut_gradient_bytes;    // backward: gradients of the float tensors crossing cut i
+  // How many tensors that carry a gradient cross cut i: 1 between a transformer's blocks (the residual
+  // stream; masks and rotary tables carry none), 2 or more inside one. Empty in hand-made profiles.
+  std::vector<int> cut_gradient_tensors;
+  bool has_attention = false;  // a Softmax feeds a MatMul: the model is made of attention blocks
 };
 
 }  // namespace onnxtrain

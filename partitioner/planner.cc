@@ -394,13 +394,21 @@ bool solve_plan(const StagePricer& pricer, const PlanOptions& o, Allowed allowed
 
 }  // namespace
 
+// How much slower a bottleneck may get for cutting between a transformer's blocks: fewer bytes sent,
+// and no stage holding half an attention; beyond this the balanced split wins.
+constexpr double kBlockCutSlack = 1.10;
+
 Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
   validate(profile, options);
   const StagePricer pricer(profile, options);
   Solution<double> best;
-  const bool found = solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) {
+  auto fits = [&](int k, int64_t i, int64_t j) {
     return options.memory_cap == 0 || pricer.memory_total(k, i, j) <= options.memory_cap;
-  }, best);
+  };
+  const std::vector<int>& crossing = profile.cut_gradient_tensors;
+  const auto n = static_cast<int64_t>(profile.nodes.size());
+  auto block_cut = [&](int64_t c) { return c == 0 || c == n || crossing.at(static_cast<size_t>(c)) == 1; };
+  const bool found = solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) { return fits(k, i, j); }, best);
   if (!found) {
     const int64_t need = smallest_memory_cap(profile, options);
     throw Error("no split of " + describe_model(profile) + " into " + std::to_string(options.stages) +
@@ -408,7 +416,16 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
                 " per device (schedule " + std::string(schedule_name(options.schedule)) +
                 "); the smallest cap that works is " + format_bytes(need));
   }
-  return build_plan(profile, options, best.cuts, best.replicas, false);
+  Plan plan = build_plan(profile, options, best.cuts, best.replicas, false);
+  Solution<double> between_blocks;
+  if (options.cut_between_blocks && profile.has_attention && crossing.size() == profile.nodes.size() + 1 &&
+      solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) {
+        return block_cut(i) && block_cut(j) && fits(k, i, j);
+      }, between_blocks)) {
+    Plan blocks = build_plan(profile, options, between_blocks.cuts, between_blocks.replicas, false);
+    if (blocks.bottleneck_seconds <= kBlockCutSlack * plan.bottleneck_seconds) return blocks;
+  }
+  return plan;
 }
 
 Plan evaluate_split(const CostProfile& profile, std::span<const int64_t> cuts, const PlanOptions& options) {

@@ -87,6 +87,10 @@ struct PlanOptions {
   PlanLink allreduce_link;    // among the replicas of a stage; bandwidth 0: the same as `link`
   int optimizer_slots = 0;    // parameter-sized optimizer buffers: SGD 0, momentum 1, Adam/AdamW 2
   int64_t memory_cap = 0;     // bytes per device; 0: no cap
+  // For a model of attention blocks (CostProfile::has_attention): cut only where one gradient-carrying
+  // tensor crosses (cut_gradient_tensors), between blocks or sublayers, never through an attention,
+  // unless no such split fits the memory cap or its bottleneck is over 10% slower than the best split.
+  bool cut_between_blocks = true;
   bool operator==(const PlanOptions&) const = default;
 };
 

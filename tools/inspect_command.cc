@@ -7,6 +7,7 @@
 #include "frontend/importer.h"
 #include "graph/model_summary.h"
 #include "tools/commands.h"
+#include "tools/model_import.h"
 #include "tools/text_format.h"
 
 namespace onnxtrain::cli {
@@ -17,6 +18,7 @@ struct InspectOptions {
   std::string model;
   bool json = false;
   int64_t batch = 0;  // 0: keep the batch symbolic, cost one sample
+  int64_t seq_len = 0;  // 0: keep a symbolic sequence dimension
   std::string freeze;
   bool all_nodes = false;
 };
@@ -126,13 +128,22 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "print one JSON document instead of tables");
   cmd->add_option("--batch", options->batch, "bind the symbolic batch dimension to B (folds more, costs per batch of B)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", options->seq_len,
+                  "bind the data input's symbolic sequence dimension to T (an exporter's dynamic sequence axis): "
+                  "shapes and FLOPs for sequences of T tokens")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--freeze", options->freeze, "parameters whose names match this regex are frozen (not trained)");
   cmd->add_flag("--all", options->all_nodes, "list every node (default: the first 60)");
   cmd->callback([options] {
     ImportOptions import_options;
     if (options->batch > 0) import_options.batch = options->batch;
     import_options.freeze_pattern = options->freeze;
-    ImportedModel model = import_model(options->model, import_options);
+    ImportedModel model = import_for_costs(options->model, options->seq_len, import_options);
+    if (const std::vector<std::string> unbound = unbound_sequence_dims(model.graph); !unbound.empty()) {
+      model.notes.push_back("the data input's dimension '" + unbound.front() +
+                            "' is symbolic: nodes whose sizes depend on it count no FLOPs; give --seq-len T for "
+                            "true FLOPs");
+    }
     ModelSummary summary = summarize_model(model.graph, options->batch > 0 ? options->batch : 1);
     if (options->json) {
       std::cout << to_json(model, summary).dump(2) << "\n";

@@ -22,6 +22,7 @@
 #include "partitioner/planner.h"
 #include "simulator/strategy_simulation.h"
 #include "tools/commands.h"
+#include "tools/model_import.h"
 #include "tools/text_format.h"
 
 namespace onnxtrain::cli {
@@ -33,7 +34,7 @@ struct PartitionOptions {
   std::string precision = "fp32";
   int stages = 2, devices = 0;
   std::vector<int> replicas;
-  int64_t batch = 32, micro_batches = 0;
+  int64_t batch = 32, micro_batches = 0, seq_len = 0;
   bool profile = false, json = false;
 };
 
@@ -133,9 +134,14 @@ void print_schedule(const PartitionOptions& o) {
 void partition_model(const PartitionOptions& o) {
   if (!o.schedule.empty()) return print_schedule(o);
   if (o.model.empty()) throw Error("partition needs a MODEL (or --schedule STRATEGY)");
-  ImportedModel model = import_model(o.model);
+  ImportedModel model = import_for_costs(o.model, o.seq_len);
+  if (const std::vector<std::string> unbound = unbound_sequence_dims(model.graph); !unbound.empty()) {
+    throw Error(o.model + ": the data input's dimension '" + unbound.front() +
+                "' is symbolic, so the stages' costs are unknown: give --seq-len T");
+  }
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
+  t.loss.classes_last = is_language_model(model.graph);  // what train does with per-token labels
   t.precision = precision_from_name(o.precision);
   Trainer trainer(model.graph, t);  // the training graph `onnxtrain train` runs
   const TrainingGraph& training = trainer.training_graph();
@@ -197,6 +203,9 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("model", o->model, "the .onnx file (not needed with --schedule)");
   cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", o->seq_len,
+                  "sequence length the costs are for, when the data input has a symbolic sequence dimension")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--strategy", o->strategy,

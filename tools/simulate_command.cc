@@ -21,6 +21,7 @@
 #include "simulator/simulation_trace.h"
 #include "simulator/strategy_simulation.h"
 #include "tools/commands.h"
+#include "tools/model_import.h"
 #include "tools/text_file.h"
 #include "tools/zoo.h"
 
@@ -33,7 +34,7 @@ struct SimulateOptions {
   std::vector<std::string> models;
   std::string zoo, zoo_dir, machine, strategies, json, trace, plan_out = "recommended-plan.json";
   std::string loss = "cross-entropy", optimizer = "momentum", precision = "fp32";
-  int64_t batch = 0, steps = 40, warmup = 8;
+  int64_t batch = 0, steps = 40, warmup = 8, seq_len = 0;
   int buckets = 1;
   bool recommend = false;
 };
@@ -42,9 +43,14 @@ struct SimulateOptions {
 class DatasheetProfiles {
  public:
   DatasheetProfiles(const std::string& path, const SimulateOptions& o, const DeviceDescription& device)
-      : path_(path), device_(device), model_(import_model(path)) {
+      : path_(path), device_(device), model_(import_for_costs(path, o.seq_len)) {
+    if (const std::vector<std::string> unbound = unbound_sequence_dims(model_.graph); !unbound.empty()) {
+      throw Error(path + ": the data input's dimension '" + unbound.front() +
+                  "' is symbolic, so the costs are unknown: give --seq-len T");
+    }
     TrainerOptions t;
     t.loss = parse_loss_spec(o.loss);
+    t.loss.classes_last = is_language_model(model_.graph);
     t.precision = precision_from_name(o.precision);
     trainer_ = std::make_unique<Trainer>(model_.graph, t);  // the training graph `onnxtrain train` runs
   }
@@ -224,6 +230,9 @@ void add_simulate_command(CLI::App& app) {
                   "pipedream:NxR, gpipe:NxMxR ..., all (every one over all the machine's devices); one-device single is "
                   "always added");
   cmd->add_option("--batch", o->batch, "global mini-batch (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq-len", o->seq_len,
+                  "sequence length, when the data input has a symbolic sequence dimension (a transformer export)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o->steps, "mini-batches simulated (default 40)")->check(CLI::Range(2, 100000));
   cmd->add_option("--warmup", o->warmup, "of them, left out of samples/s at each end: the fill and the drain (default 8)")->check(CLI::Range(0, 100000));
   cmd->add_option("--optimizer", o->optimizer, "sgd, momentum (default), nesterov, adam, adamw, adagrad: its state and update time");
