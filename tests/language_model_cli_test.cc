@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/npy.h"
 #include "tests/cli_run.h"
 
 namespace onnxtrain {
@@ -91,6 +92,39 @@ TEST(LanguageModelCli, IntegerInputsFromAnNpzNamedAfterTheModelInput) {
                        (dir / "t.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("96 samples (16), 10 classes, token ids (not normalised)"), std::string::npos) << r.output;
+}
+
+// A Hugging Face GPT-2 export with a dynamic sequence axis trains on text windows of --seq-len 32 (the
+// sequence dim bound to the data), and `run` takes the written model at another length (48).
+TEST(LanguageModelCli, AGpt2ExportTrainsOnTextAndRunsAtAnyLength) {
+  const fs::path dir = scratch("gpt2");
+  const std::string gpt2 = kSource + "/models/transformers/gpt2_torchscript.onnx";
+  CliRun r = run("train " + gpt2 + " --data text:" + kText + " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw " +
+                 "--lr 0.003 -o " + (dir / "gpt2.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
+  Tensor ids(DType::Int64, {2, 48});
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = 32 + i % 90;
+  write_npy((dir / "ids.npy").string(), ids);
+  r = run("run " + (dir / "gpt2.onnx").string() + " --input " + (dir / "ids.npy").string() + " -o " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_npy((dir / "logits.npy").string()).sizes(), (std::vector<int64_t>{2, 48, 256}));
+}
+
+// inspect counts the FLOPs of a dynamic sequence axis once it is bound: the TorchScript export with
+// --seq-len 16 costs what the dynamo export (sequence fixed at 16) costs.
+TEST(LanguageModelCli, InspectBindsTheSequenceLength) {
+  const std::string dir = kSource + "/models/transformers/";
+  const CliRun unbound = run("inspect " + dir + "gpt2_torchscript.onnx");
+  EXPECT_NE(unbound.output.find("give --seq-len T for true FLOPs"), std::string::npos) << unbound.output;
+  const CliRun bound = run("inspect " + dir + "gpt2_torchscript.onnx --seq-len 16");
+  const CliRun dynamo = run("inspect " + dir + "gpt2_dynamo.onnx");
+  auto forward_flops = [](const std::string& out) {
+    const size_t at = out.find("FLOPs per sample    forward ");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at + 28, out.find(',', at) - at - 28);
+  };
+  EXPECT_EQ(forward_flops(bound.output), "2.85M") << bound.output;
+  EXPECT_EQ(forward_flops(dynamo.output), "2.85M") << dynamo.output;
 }
 
 TEST(LanguageModelCli, DataThatDoNotFitTheModelAreRefusedBeforeTraining) {
