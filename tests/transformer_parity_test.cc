@@ -50,20 +50,43 @@ std::pair<std::string, Tensor> data_input(const Graph& g, const NpzArchive& ref)
   return {name, *x};
 }
 
+// One export with its PyTorch reference: the model imported with its sequence axis bound to the
+// reference input's length (16), the initializer → PyTorch parameter map, the input and the labels.
+struct Export {
+  NpzArchive ref;
+  nlohmann::json names;
+  ImportedModel model;
+  Tensor x, labels;
+};
+
+Export load_export(const std::string& file) {
+  Export e{.ref = read_npz(kDir + file.substr(0, file.find('_')) + "_reference.npz"), .names = initializer_map().at(file)};
+  e.model = import_model(kDir + file);
+  e.x = data_input(e.model.graph, e.ref).second;
+  e.model = import_model(kDir + file, {.dims = data_input_bindings(e.model.graph, e.x.sizes())});
+  e.labels = *e.ref.find("labels");
+  return e;
+}
+
+// The largest gradient element of the model in PyTorch's float64 run (the floors' scale).
+double largest_gradient(const Export& e) {
+  double largest = 0;
+  for (const auto& [initializer, param] : e.names.items())
+    largest = std::max(largest, max_abs(*e.ref.find("grad64/" + param.get<std::string>())));
+  return largest;
+}
+
 class HuggingFaceExport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HuggingFaceExport, FirstStepGradientsMatchPyTorch) {
-  const std::string file = GetParam(), model_name = file.substr(0, file.find('_'));
-  const NpzArchive ref = read_npz(kDir + model_name + "_reference.npz");
-  const nlohmann::json names = initializer_map().at(file);
-  ImportedModel model = import_model(kDir + file);
-  const Tensor x = data_input(model.graph, ref).second;
-  model = import_model(kDir + file, {.dims = data_input_bindings(model.graph, x.sizes())});  // seq = 16
-  const Tensor& labels = *ref.find("labels");
-
+  const std::string file = GetParam();
+  Export e = load_export(file);
+  const NpzArchive& ref = e.ref;
+  const nlohmann::json& names = e.names;
+  const Tensor &x = e.x, &labels = e.labels;
   TrainerOptions options;
   options.loss.classes_last = labels.rank() == 2;  // language models: (N, T, V) logits
-  Trainer trainer(model.graph, options);
+  Trainer trainer(e.model.graph, options);
   float loss = 0;
   const std::map<std::string, Tensor> grads = trainer.compute_gradients(x, labels, &loss);
 
@@ -71,8 +94,7 @@ TEST_P(HuggingFaceExport, FirstStepGradientsMatchPyTorch) {
   EXPECT_LE(std::abs(loss - loss64), 10 * std::abs(loss32 - loss64) + 1e-6 * std::abs(loss64))
       << "loss " << loss << ", PyTorch float64 " << loss64;
 
-  double largest = 0;
-  for (const auto& [initializer, param] : names.items()) largest = std::max(largest, max_abs(*ref.find("grad64/" + param.get<std::string>())));
+  const double largest = largest_gradient(e);
   EXPECT_EQ(grads.size(), names.size()) << "the trained parameters are exactly PyTorch's";
   double worst = 0;
   std::string worst_name;
@@ -100,13 +122,11 @@ TEST_P(HuggingFaceExport, FirstStepGradientsMatchPyTorch) {
 // float64 terms (0 < |g64| <= 1e-12·G: attention key biases) steps·lr·1e-9·G/eps, because Adam turns
 // their float32 round-off into lr-sized moves.
 TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
-  const std::string file = GetParam(), model_name = file.substr(0, file.find('_'));
-  const NpzArchive ref = read_npz(kDir + model_name + "_reference.npz");
-  const nlohmann::json names = initializer_map().at(file);
-  ImportedModel model = import_model(kDir + file);
-  const Tensor x = data_input(model.graph, ref).second;
-  model = import_model(kDir + file, {.dims = data_input_bindings(model.graph, x.sizes())});
-  const Tensor& labels = *ref.find("labels");
+  const std::string file = GetParam();
+  Export e = load_export(file);
+  const NpzArchive& ref = e.ref;
+  const nlohmann::json& names = e.names;
+  const Tensor &x = e.x, &labels = e.labels;
   constexpr int kSteps = 10;
   constexpr double kLr = 1e-3, kEps = 1e-8;
 
@@ -115,7 +135,7 @@ TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
   apply_optimizer_name("adamw", options.optimizer);
   options.optimizer.weight_decay = 0.01;
   options.schedule.base_lr = kLr;
-  Trainer trainer(model.graph, options);
+  Trainer trainer(e.model.graph, options);
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) losses.push_back(trainer.train_step(x, labels));
   float last = 0;
@@ -129,9 +149,7 @@ TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
     EXPECT_LE(std::abs(losses[t] - l64[t]), bound) << "loss after " << t << " steps: " << losses[t] << " vs " << l64[t];
     worst_loss = std::max(worst_loss, std::abs(losses[t] - l64[t]) / bound);
   }
-  double largest_gradient = 0;
-  for (const auto& [initializer, param] : names.items())
-    largest_gradient = std::max(largest_gradient, max_abs(*ref.find("grad64/" + param.get<std::string>())));
+  const double largest = largest_gradient(e);
   const std::map<std::string, Tensor> weights = trainer.trained_initializers();
   double worst = 0;
   std::string worst_name;
@@ -141,10 +159,10 @@ TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
     const Tensor& w32 = *ref.find("adamw_after32/" + param);
     const std::vector<double> g64 = ref.find("grad64/" + param)->to_double();
     const bool zero_gradient = std::any_of(g64.begin(), g64.end(), [&](double g) {
-      return g != 0 && std::abs(g) <= 1e-12 * largest_gradient;
+      return g != 0 && std::abs(g) <= 1e-12 * largest;
     });
     double bound = 10 * max_abs_difference(w32, w64) + 1e-6 * max_abs(w64) + 1e-4 * kSteps * kLr;
-    if (zero_gradient) bound += kSteps * kLr * 1e-9 * largest_gradient / kEps;
+    if (zero_gradient) bound += kSteps * kLr * 1e-9 * largest / kEps;
     const double error = max_abs_difference(weights.at(initializer), w64);
     EXPECT_LE(error, bound) << initializer << " after " << kSteps << " steps: max |w - w64| " << error;
     if (error / bound > worst) worst = error / bound, worst_name = initializer;

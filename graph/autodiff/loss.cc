@@ -41,6 +41,13 @@ class LossNodes {
     return out;
   }
 
+  // A Constant node holding int64 `values` (a shape for Reshape).
+  ValueId constant_ints(const std::vector<int64_t>& values) {
+    Tensor t(DType::Int64, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<int64_t>().begin());
+    return add("Constant", {}, {{"value", t}});
+  }
+
   ValueId add_labels(DType dtype, Shape shape) {
     ValueId labels = graph_.add_value(
         {.name = fresh_name("labels"), .dtype = dtype, .shape = std::move(shape), .role = ValueRole::Input});
@@ -83,17 +90,22 @@ ValueId cross_entropy(LossNodes& nodes, Graph& graph, const LossSpec& spec, Valu
     throw Error("cross-entropy labels must be int64 or int32, not " + std::string(dtype_name(spec.label_dtype)));
   }
   Shape label_shape = x.shape;
-  const int64_t rank = x.shape.rank();
-  const bool move_classes = spec.classes_last && rank >= 3;
-  label_shape.dims.erase(move_classes ? label_shape.dims.end() - 1 : label_shape.dims.begin() + 1);
+  const bool classes_last = spec.classes_last && x.shape.rank() >= 3;
+  const Dim classes = x.shape.dims.back();
+  const std::string described = "'" + x.name + "' is " + shape_of(x);  // `x` dangles once values are added
+  label_shape.dims.erase(classes_last ? label_shape.dims.end() - 1 : label_shape.dims.begin() + 1);
   labels = nodes.add_labels(spec.label_dtype, label_shape);
-  if (move_classes) {  // (N, d1..dk, C) → (N, C, d1..dk)
-    std::vector<int64_t> perm{0, rank - 1};
-    for (int64_t d = 1; d + 1 < rank; ++d) perm.push_back(d);
-    logits = nodes.add("Transpose", {logits}, {{"perm", perm}});
-  }
-  return nodes.add("SoftmaxCrossEntropyLoss", {logits, labels},
-                   {{"reduction", loss_reduction_name(spec.reduction)}, {"ignore_index", spec.ignore_index}});
+  const Attributes attributes{{"reduction", loss_reduction_name(spec.reduction)}, {"ignore_index", spec.ignore_index}};
+  if (!classes_last) return nodes.add("SoftmaxCrossEntropyLoss", {logits, labels}, attributes);
+  // (N, d1..dk, C) logits as (N·d1···dk, C) rows and the labels as one vector: reshapes are views, where
+  // moving the classes to axis 1 would transpose the largest tensor of a language model (its logits
+  // over the whole vocabulary) both ways every step. The mean over the labels not ignored is the same.
+  if (!classes.is_static()) throw Error("cross-entropy over the last axis needs a static class count; " + described);
+  const ValueId rows = nodes.add("Reshape", {logits, nodes.constant_ints({-1, classes.value()})});
+  const ValueId flat_labels = nodes.add("Reshape", {labels, nodes.constant_ints({-1})});
+  const ValueId loss = nodes.add("SoftmaxCrossEntropyLoss", {rows, flat_labels}, attributes);
+  if (spec.reduction != LossReduction::None) return loss;
+  return nodes.add("Reshape", {loss, nodes.add("Shape", {labels})});  // per position, shaped like the labels
 }
 
 // The unreduced losses of mse, l1 and bce-with-logits, with float targets shaped like the logits.
