@@ -11,13 +11,26 @@ seed, learning rate, batch and number of steps, and writes:
   OUT/convergence_MODEL.svg    smoothed training loss against step, one line per strategy and N
   OUT/runs/                    every run's stdout, stderr and --metrics file
 
+Language model (--models gpt, not in the default): the 2-layer GPT-2 (models/transformers/gpt2_torchscript.onnx)
+on the bytes of /usr/share/common-licenses/GPL-3 in windows of 64 tokens (the last 10% held out), batch 16, AdamW
+lr 0.003 cosine, --gpt-epochs epochs, with single and every pipeline strategy over --gpt-stages stages:
+
+  OUT/convergence.md                  a GPT table (validation perplexity after epoch 1, 5 and the last, the
+                                      final training loss, staleness, SpecTrain's prediction error)
+  OUT/convergence_gpt_perplexity.png  validation perplexity against epoch, one line per strategy (drawn by
+                                      tools/plot_convergence.py under /usr/bin/python3 with matplotlib, from
+                                      OUT/convergence_gpt_curves.json)
+
 Throughput part: on each model, single (the default OpenMP threads, and OMP_NUM_THREADS=1) against
 2 stages (pipedream and gpipe), samples/s, the ratio to single and the bubble per stage from the report.
 
-Python 3 standard library only; the plot is hand-written SVG. Rerun from the repository root:
+Python 3 standard library only; the loss plots are hand-written SVG (the GPT-2 figure: tools/plot_convergence.py,
+run as a separate /usr/bin/python3 process with matplotlib; --plot-python). Rerun from the repository root:
 
   python3 tools/convergence_study.py                       # the whole study: 9 minutes on 2 busy cores
   python3 tools/convergence_study.py --models cnn --cnn-steps 400 --out /tmp/quick
+  python3 tools/convergence_study.py --models gpt --out build/study-gpt    # GPT-2, 10 epochs: ~3 minutes
+  python3 tools/convergence_study.py --models gpt --gpt-epochs 1 --gpt-limit-batches 5 --out /tmp/gpt-smoke
 
 Each onnxtrain run is sequential (never two at once): the figures are measurements, so run it on an idle
 machine (--max-load waits for the 1-minute load average to drop first); the load is recorded at start and end.
@@ -37,6 +50,8 @@ import time
 import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLOT_CONVERGENCE = os.path.join(REPO, "tools", "plot_convergence.py")
+GPT_TEXT = "/usr/share/common-licenses/GPL-3"
 STRATEGIES = ["single", "gpipe", "naive", "pipedream", "spectrain"]
 COLOURS = {"single": "#000000", "gpipe": "#1f77b4", "naive": "#d62728", "pipedream": "#2ca02c",
            "spectrain": "#9467bd"}
@@ -142,10 +157,16 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
     runs = os.path.join(args.out, "runs")
     os.makedirs(runs, exist_ok=True)
     metrics = os.path.join(runs, tag + ".jsonl")
+    if model.get("epochs"):
+        # epochs with a validation pass after each (the language model); steps: --limit-batches per epoch, 0 all
+        schedule = ["--epochs", str(model["epochs"])] + (["--limit-batches", str(steps)] if steps else []) + \
+                   ["--validation", str(model["validation"])]
+    else:
+        schedule = ["--epochs", "1", "--limit-batches", str(steps), "--validation", "0"]
     cmd = [args.onnxtrain, "train", model["path"], "--seed", str(args.seed), "--batch", str(model["batch"]),
-           "--lr", str(model["lr"]), "--optimizer", model["optimizer"], "--schedule", model["schedule"],
-           "--epochs", "1", "--limit-batches", str(steps), "--validation", "0", "--log-every", "1000000",
-           "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
+           "--lr", str(model["lr"]), "--optimizer", model["optimizer"], "--schedule", model["schedule"]] + \
+          schedule + ["--log-every", "1000000",
+                      "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
     if strategy != "single":
         cmd += ["--strategy", strategy, "--stages", str(stages)]
         if strategy == "gpipe":
@@ -162,7 +183,7 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
         f.write(proc.stderr)
     r = {"strategy": strategy, "stages": stages, "tag": tag, "wall_s": wall, "cpu_s": cpu, "rc": proc.returncode,
          "cmd": " ".join(cmd), "losses": [], "stage_rows": [], "accuracy": float("nan"),
-         "test_loss": float("nan"), "samples_per_s": float("nan")}
+         "test_loss": float("nan"), "samples_per_s": float("nan"), "val": []}
     if proc.returncode != 0:
         tail = [line for line in proc.stderr.splitlines() if not line.startswith("step ")]
         r["error"] = "\n".join(tail[-6:])
@@ -187,6 +208,12 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
                 if "step" in d and "loss" in d:
                     r["losses"].append(float("nan") if d["loss"] is None else float(d["loss"]))
                     last_rate = d.get("samples_per_s", last_rate)
+                elif "val_loss" in d:
+                    # per-epoch validation; "epoch" counts from 0 there, as in the step lines
+                    r["val"].append({"epoch": int(d["epoch"]) + 1,
+                                     "loss": float("nan") if d["val_loss"] is None else float(d["val_loss"]),
+                                     "perplexity": float("nan") if d.get("val_perplexity") is None
+                                     else float(d["val_perplexity"])})
         if strategy == "single":
             r["samples_per_s"] = last_rate  # the same cumulative mean the pipeline header prints
     return r
@@ -290,6 +317,20 @@ def write_svg(path, title, results, steps, width):
 
 # --------------------------------------------------------------------------------------------------
 
+def stage_summary(r):
+    """(mean staleness "F / B" over the stages, SpecTrain's mean prediction error or "") of a run."""
+    stale = "0 / 0"
+    pred = ""
+    if r["stage_rows"]:
+        n = len(r["stage_rows"])
+        stale = (f'{sum(s["stale_f"] for s in r["stage_rows"]) / n:.2f} / '
+                 f'{sum(s["stale_b"] for s in r["stage_rows"]) / n:.2f}')
+        errors = [s["pred_error"] for s in r["stage_rows"] if not math.isnan(s["pred_error"])]
+        if errors:
+            pred = f"{sum(errors) / len(errors):.3f}"
+    return stale, pred
+
+
 def convergence_table(name, model, results, steps, width, single_threads):
     single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
     points = [max(1, round(steps * p)) for p in (0.25, 0.5, 1.0)]
@@ -304,15 +345,7 @@ def convergence_table(name, model, results, steps, width, single_threads):
              " | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
              "|---|---|---|---|" + "---|" * len(points) + "---|---|---|---|---|"]
     for r in results:
-        stale = "0 / 0"
-        pred = ""
-        if r["stage_rows"]:
-            n = len(r["stage_rows"])
-            stale = (f'{sum(s["stale_f"] for s in r["stage_rows"]) / n:.2f} / '
-                     f'{sum(s["stale_b"] for s in r["stage_rows"]) / n:.2f}')
-            errors = [s["pred_error"] for s in r["stage_rows"] if not math.isnan(s["pred_error"])]
-            if errors:
-                pred = f"{sum(errors) / len(errors):.3f}"
+        stale, pred = stage_summary(r)
         bad = [i + 1 for i, x in enumerate(r["losses"]) if math.isnan(x) or math.isinf(x)]
         diverged = f"step {bad[0]}" if bad else "-"
         losses = [fmt(window_mean(r["losses"], p, width), ".4f") if len(r["losses"]) >= p else "n/a" for p in points]
@@ -325,6 +358,74 @@ def convergence_table(name, model, results, steps, width, single_threads):
     for r in errors:
         lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
     return lines
+
+
+def strategy_label(r):
+    return "single" if r["strategy"] == "single" else (
+        f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] == "gpipe" else ""))
+
+
+def lm_table(name, model, results, single_threads):
+    """The language model's table: validation perplexity after epochs 1, 5 and the last, the final training
+    loss (mean over the last tenth of the steps), staleness and SpecTrain's prediction error."""
+    epochs = model["epochs"]
+    points = sorted({p for p in (1, 5, epochs) if p <= epochs})
+    steps = max((len(r["losses"]) for r in results), default=0)
+    width = max(1, steps // 10)
+    single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
+    lines = [f"### {name}: {model['describe']}; {epochs} epoch{'s' if epochs != 1 else ''}, {steps} steps",
+             "",
+             f"Validation perplexity: exp of the mean cross-entropy per token over the held-out windows after that "
+             f"epoch (inf or n/a: diverged, or the run stopped before it). Final loss: mean training loss over the "
+             f"last {width} steps ({steps - width + 1}..{steps}; n/a: the loss became NaN, diverged at: the first "
+             "such step). Staleness: mean version gap (forward / backward) over the stages, against W_i "
+             "(spectrain: against its predicted version). "
+             "Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ averaged over the stages that predict.",
+             "",
+             "| strategy | N | " + " | ".join(f"val. ppl epoch {p}" for p in points) +
+             " | final loss | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
+             "|---|---|" + "---|" * len(points) + "---|---|---|---|---|---|"]
+    for r in results:
+        stale, pred = stage_summary(r)
+        by_epoch = {v["epoch"]: v["perplexity"] for v in r["val"]}
+        ppl = [fmt(by_epoch.get(p), ".2f") for p in points]
+        bad = [i + 1 for i, x in enumerate(r["losses"]) if math.isnan(x) or math.isinf(x)]
+        diverged = f"step {bad[0]}" if bad else "-"
+        final = fmt(window_mean(r["losses"], len(r["losses"]), width), ".4f") if r["losses"] else "n/a"
+        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
+        if r["rc"] != 0:
+            strategy += f" **failed (exit {r['rc']})**"
+        lines.append(f"| {strategy} | {r['stages']} | " + " | ".join(ppl) +
+                     f" | {final} | {diverged} | {stale} | {pred} | {fmt(r['samples_per_s'], '.0f')} | {r['wall_s']:.1f} |")
+    for r in results:
+        if r["rc"] != 0:
+            lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
+    return lines
+
+
+def plot_lm(args, key, model, results):
+    """Writes OUT/convergence_KEY_curves.json and draws OUT/convergence_KEY_perplexity.png from it with
+    tools/plot_convergence.py under --plot-python (matplotlib). Returns the report's lines."""
+    curves = {"title": f"{key}: validation perplexity, {model['describe_short']}",
+              "curves": [{"label": strategy_label(r), "strategy": r["strategy"], "stages": r["stages"],
+                          "colour": COLOURS[r["strategy"]], "underlay": r["strategy"] == "single",
+                          "epochs": [v["epoch"] for v in r["val"]],
+                          "val_perplexity": [None if math.isnan(v["perplexity"]) or math.isinf(v["perplexity"])
+                                             else v["perplexity"] for v in r["val"]]}
+                         for r in results if r["val"]]}
+    data = os.path.join(args.out, f"convergence_{key}_curves.json")
+    png = os.path.join(args.out, f"convergence_{key}_perplexity.png")
+    with open(data, "w") as f:
+        json.dump(curves, f, indent=1)
+    try:
+        proc = subprocess.run([args.plot_python, PLOT_CONVERGENCE, data, png], capture_output=True, text=True)
+    except OSError as e:
+        proc = subprocess.CompletedProcess([], 127, "", str(e))
+    if proc.returncode != 0 or not os.path.exists(png):
+        note = (proc.stderr or proc.stdout).strip()
+        print(f"  perplexity figure not drawn ({args.plot_python} {PLOT_CONVERGENCE}): {note}", flush=True)
+        return ["", f"Validation perplexity curves: `{data}` (figure not drawn: {note})"]
+    return ["", f"Validation perplexity against epoch: `{png}` (curves: `{data}`)"]
 
 
 def throughput_table(name, groups):
@@ -362,6 +463,27 @@ def throughput_table(name, groups):
     return lines
 
 
+def lm_study(args, key, model, strategies, t_start):
+    """The language model: single and every pipeline strategy over model["stages"] stages, epochs with
+    validation. Returns the report's lines (table and figure)."""
+    results = []
+    runs = [("single", 1)] if "single" in strategies else []
+    runs += [(s, model["stages"]) for s in strategies if s != "single"]
+    for strategy, n in runs:
+        wait_for_load(args.max_load, args.max_wait)
+        tag = f"{key}_{strategy}_n{n}"
+        limit = f", at most {model['steps']} steps an epoch" if model["steps"] else ""
+        print(f"[{time.time() - t_start:6.0f} s] {tag} ({model['epochs']} epoch(s){limit}), "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        env = {"OMP_NUM_THREADS": str(args.single_threads)} if strategy == "single" and args.single_threads else None
+        r = run_onnxtrain(args, model, strategy, n, model["steps"], model["test"], tag, env)
+        r["micro_batches"] = args.micro_batches
+        if r["rc"] != 0:
+            print(f"  FAILED (exit {r['rc']}):\n{r.get('error', '')}", flush=True)
+        results.append(r)
+    return [""] + lm_table(key, model, results, args.single_threads) + plot_lm(args, key, model, results)
+
+
 def wait_for_load(limit, max_wait):
     if limit <= 0:
         return
@@ -373,10 +495,11 @@ def wait_for_load(limit, max_wait):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--onnxtrain", default=os.path.join(REPO, "build", "tools", "onnxtrain"))
+    p.add_argument("--onnxtrain", default=None,
+                   help="the binary (default: build/tools/onnxtrain, else build/release/tools/onnxtrain)")
     p.add_argument("--out", default=os.path.join(REPO, "build", "study"))
     p.add_argument("--cache", default="/tmp/onnxtrain-study", help="where the 3x32x32 Fashion-MNIST .npz is written once")
-    p.add_argument("--models", default="cnn,resnet")
+    p.add_argument("--models", default="cnn,resnet", help="comma-separated: cnn, resnet, gpt (the language model)")
     p.add_argument("--stages", default="4,8", help="pipeline stage counts of the convergence study")
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--micro-batches", type=int, default=4, help="gpipe's M")
@@ -391,6 +514,14 @@ def main():
     p.add_argument("--resnet-lr", default="0.05,0.01", help="comma-separated: a convergence table per learning rate")
     p.add_argument("--resnet-test-rows", type=int, default=2000,
                    help="ResNet test pass on the first K test images (0: all 10000)")
+    p.add_argument("--gpt-epochs", type=int, default=10, help="GPT-2 epochs (495 training windows of batch 16: 31 steps each, 10 is 310 steps)")
+    p.add_argument("--gpt-stages", type=int, default=4, help="GPT-2 pipeline stages")
+    p.add_argument("--gpt-limit-batches", type=int, default=0,
+                   help="GPT-2: stop each epoch after K steps (onnxtrain's --limit-batches; quick tests; 0: all)")
+    p.add_argument("--gpt-lr", type=float, default=0.003)
+    p.add_argument("--gpt-text", default=GPT_TEXT, help="GPT-2 training text (its bytes are the tokens)")
+    p.add_argument("--plot-python", default="/usr/bin/python3",
+                   help="the Python with matplotlib that draws the GPT-2 perplexity figure (tools/plot_convergence.py)")
     p.add_argument("--throughput", choices=["on", "off", "only"], default="on")
     p.add_argument("--throughput-cnn-steps", type=int, default=600)
     p.add_argument("--throughput-resnet-steps", type=int, default=60)
@@ -399,6 +530,11 @@ def main():
                    help="before each run wait (up to --max-wait s) until the 1-minute load average is below this")
     p.add_argument("--max-wait", type=float, default=120)
     args = p.parse_args()
+    if args.onnxtrain is None:
+        args.onnxtrain = os.path.join(REPO, "build", "tools", "onnxtrain")
+        release = os.path.join(REPO, "build", "release", "tools", "onnxtrain")
+        if not os.access(args.onnxtrain, os.X_OK) and os.access(release, os.X_OK):
+            args.onnxtrain = release
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     if not os.access(args.onnxtrain, os.X_OK):
@@ -430,6 +566,19 @@ def main():
                 "describe": f"small ResNet (resnet_opset17.onnx) on Fashion-MNIST padded to 3x32x32, batch 32, "
                             f"momentum 0.9 lr {lr:g} constant, seed {args.seed}; test on {test_what}"}
 
+    if "gpt" in wanted:
+        limit = f", at most {args.gpt_limit_batches} steps an epoch" if args.gpt_limit_batches else ""
+        models["gpt"] = {
+            "kind": "lm", "path": os.path.join(REPO, "models", "transformers", "gpt2_torchscript.onnx"),
+            "batch": 16, "lr": args.gpt_lr, "optimizer": "adamw", "schedule": "cosine",
+            "epochs": args.gpt_epochs, "validation": 0.1, "stages": args.gpt_stages,
+            "data": ["--data", "text:" + args.gpt_text, "--seq-len", "64"], "test": ["--test-data", "none"],
+            "steps": args.gpt_limit_batches, "tp_steps": 0,
+            "describe": f"2-layer GPT-2 (transformers/gpt2_torchscript.onnx, hidden 64, vocab 256) on the bytes of "
+                        f"{args.gpt_text} in windows of 64 (the last 10% held out for validation), batch 16, "
+                        f"adamw lr {args.gpt_lr:g} cosine, seed {args.seed}{limit}",
+            "describe_short": f"GPT-2 on {os.path.basename(args.gpt_text)}, batch 16, adamw lr {args.gpt_lr:g} cosine"}
+
     report = ["# onnxtrain pipeline strategies: convergence and throughput", "",
               f"Command: `{' '.join([os.path.basename(sys.executable)] + sys.argv)}`  ",
               f"Machine: {os.cpu_count()} CPUs; 1/5/15-minute load average at start "
@@ -438,6 +587,10 @@ def main():
     stage_counts = [int(s) for s in args.stages.split(",") if s]
     strategies = args.strategies.split(",")
     for key, model in models.items():
+        if model.get("kind") == "lm":
+            if args.throughput != "only":
+                body += lm_study(args, key, model, strategies, t_start)
+            continue
         if args.throughput != "only":
             results = []
             runs = [("single", 1)] if "single" in strategies else []
