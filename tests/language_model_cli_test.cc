@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -109,6 +110,35 @@ TEST(LanguageModelCli, AGpt2ExportTrainsOnTextAndRunsAtAnyLength) {
   r = run("run " + (dir / "gpt2.onnx").string() + " --input " + (dir / "ids.npy").string() + " -o " + dir.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_npy((dir / "logits.npy").string()).sizes(), (std::vector<int64_t>{2, 48, 256}));
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The GPT-2 export under checkpoints and bf16: a run stopped after 2 epochs and resumed to 3 writes the
+// bytes of an uninterrupted 3-epoch run; bf16 autocast and a bf16 GPipe over 2 stages train it too.
+TEST(LanguageModelCli, Gpt2ResumesExactlyAndTrainsInBfloat16) {
+  const fs::path dir = scratch("gpt2_more");
+  const std::string train = "train " + kSource + "/models/transformers/gpt2_torchscript.onnx --data text:" + kText +
+                            " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw --lr 0.003 ";
+  CliRun r = run(train + "--epochs 3 -o " + (dir / "whole.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoints = " --checkpoint-dir " + (dir / "ck").string() + " --checkpoint-every 4";
+  r = run(train + "--epochs 2" + checkpoints + " -o " + (dir / "part.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(train + "--epochs 3" + checkpoints + " --resume -o " + (dir / "resumed.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(read_bytes(dir / "resumed.onnx"), read_bytes(dir / "whole.onnx")) << "the resumed model differs";
+  for (const std::string how : {"--precision bf16", "--precision bf16 --strategy gpipe --stages 2 --micro-batches 2"}) {
+    r = run(train + how + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "bf16.onnx").string());
+    ASSERT_EQ(r.exit_code, 0) << how << "\n" << r.output;
+    const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
+    ASSERT_EQ(epochs.size(), 1u) << how;
+    EXPECT_LT(epochs[0]["val_perplexity"].get<double>(), 256.0) << how << ": no better than uniform";
+  }
 }
 
 // inspect counts the FLOPs of a dynamic sequence axis once it is bound: the TorchScript export with
