@@ -36,22 +36,31 @@ int main(int argc, char** argv) {
   const int top = argc > 4 ? std::stoi(argv[4]) : 15;
   ImportedModel model = import_model(argv[1]);
 
+  const Value& input = model.graph.value(model.graph.inputs.at(0));
+  const Shape& logits = model.graph.value(model.graph.outputs.at(0)).shape;
+  // A language model (token ids in, (N, T, V) logits out) takes one label per position.
+  const bool token_ids = is_integer(input.dtype), per_position = token_ids && logits.rank_known && logits.rank() == 3;
   TrainerOptions options;
   options.loss = parse_loss_spec("cross-entropy");
+  options.loss.classes_last = per_position;
   apply_optimizer_name("momentum", options.optimizer);
   options.optimizer.momentum = 0.9;
   options.schedule = {.base_lr = 0.01};
   Trainer trainer(model.graph, options);
 
-  // One batch: normal inputs, labels in [0, 10).
-  const Value& input = model.graph.value(model.graph.inputs.at(0));
+  // One batch: normal inputs (token ids in [0, 10)), labels in [0, 10), one per position for a language model.
   std::vector<int64_t> sizes = {batch};
   for (size_t d = 1; d < input.shape.dims.size(); ++d) sizes.push_back(input.shape.dims[d].value());
   std::mt19937 rng(1);
   std::normal_distribution<float> gauss;
-  Tensor x(DType::Float32, sizes), y(DType::Int64, {batch});
-  for (float& v : x.data<float>()) v = gauss(rng);
-  for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+  Tensor x(token_ids ? DType::Int64 : DType::Float32, sizes);
+  Tensor y(DType::Int64, per_position ? std::vector<int64_t>{batch, sizes.at(1)} : std::vector<int64_t>{batch});
+  if (token_ids) {
+    for (int64_t& v : x.data<int64_t>()) v = static_cast<int64_t>(rng() % 10);
+  } else {
+    for (float& v : x.data<float>()) v = gauss(rng);
+  }
+  for (int64_t& v : y.data<int64_t>()) v = static_cast<int64_t>(rng() % 10);
 
   // The whole step, as `onnxtrain train` runs it.
   for (int i = 0; i < 3; ++i) trainer.train_step(x, y);

@@ -30,6 +30,23 @@ void matmul_gradient(GradientContext& ctx) {
     if (ctx.needs_grad(1)) ctx.add_input_grad(1, ctx.emit("Gemm", {a, dy}, {{"transA", int64_t{1}}}));
     return;
   }
+  if (ra >= 3 && rb == 2 && sa.dims.back().is_static() && sb.dims[1].is_static()) {
+    // A linear layer over a batch of sequences, (..., M, K) · (K, N): both gradients as plain matrix
+    // products over the flattened rows. The batched form would transpose B, and build Aᵀ·dY per batch
+    // entry ((..., K, N): for a language model's output layer, one vocabulary-sized matrix per sequence)
+    // only to sum it away.
+    const int64_t k = sa.dims.back().value(), n = sb.dims[1].value();
+    const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n})});
+    if (ctx.needs_grad(0)) {
+      const ValueId da_rows = ctx.emit("Gemm", {dy_rows, b}, {{"transB", int64_t{1}}});
+      ctx.add_input_grad(0, ctx.emit("Reshape", {da_rows, ctx.emit("Shape", {a})}));
+    }
+    if (ctx.needs_grad(1)) {
+      const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
+      ctx.add_input_grad(1, ctx.emit("Gemm", {a_rows, dy_rows}, {{"transA", int64_t{1}}}));
+    }
+    return;
+  }
   // dY with the unit dims of 1-D operands restored: (..., M, N).
   const int64_t rank = ctx.shape(dy).rank() + (ra == 1) + (rb == 1);
   std::vector<int64_t> unit_axes;
