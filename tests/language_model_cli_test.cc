@@ -157,6 +157,13 @@ TEST(LanguageModelCli, InspectBindsTheSequenceLength) {
   EXPECT_EQ(forward_flops(dynamo.output), "2.85M") << dynamo.output;
 }
 
+// bench has no token data yet: it says so and where to go instead, before any run.
+TEST(LanguageModelCli, BenchRefusesTokenModelsByName) {
+  const CliRun r = run("bench " + kBigram + " --strategies single --steps 1 --warmup 0 --repeats 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("this model reads integer token ids"), std::string::npos) << r.output;
+}
+
 TEST(LanguageModelCli, DataThatDoNotFitTheModelAreRefusedBeforeTraining) {
   const fs::path dir = scratch("errors");
   const std::string out = " -o " + (dir / "x.onnx").string();

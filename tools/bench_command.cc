@@ -109,6 +109,11 @@ std::string synthetic_spec_for(const ImportedModel& model, const std::string& pa
   if (g.inputs.size() != 1 || g.outputs.empty()) {
     throw Error(path + ": bench needs a model with one data input (it trains on synthetic images or features)");
   }
+  if (is_integer(g.value(g.inputs[0]).dtype)) {
+    throw Error(path + ": bench trains on synthetic images or features, and this model reads integer token ids; "
+                "time a language model with `onnxtrain train --data text:FILE --metrics FILE` or "
+                "benchmarks/compare_pytorch_transformers.py");
+  }
   const Shape& in = g.value(g.inputs[0]).shape;
   const Shape& out = g.value(g.outputs[0]).shape;
   std::string dims;
