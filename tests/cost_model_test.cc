@@ -21,6 +21,7 @@
 #include "partitioner/cpu_probe.h"
 #include "partitioner/node_profiler.h"
 #include "tests/graph_builder.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 
@@ -28,14 +29,7 @@ namespace {
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_support::error_of;
 
 ValueId add_node(Graph& g, const std::string& name, const std::string& op, std::vector<ValueId> inputs,
                  Attributes attributes = {}) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "tests/error_of.h"
 
 namespace onnxtrain {
 namespace {
@@ -49,14 +50,7 @@ std::vector<std::string> run_ranks(int size, const std::function<void(int)>& fn)
   return errors;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_support::error_of;
 
 TEST(LocalComm, PingPongCopiesTheTensor) {
   auto group = make_local_group(2, kLongTimeout);

@@ -15,6 +15,7 @@
 #include "frontend/npy.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/op_schema.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 
@@ -23,14 +24,7 @@ namespace {
 const std::string kSource = ONNXTRAIN_SOURCE_DIR;
 const std::string kFixtures = kSource + "/tests/data/loss/";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_support::error_of;
 
 // A graph whose only output is its input "logits", shaped (batch, sizes[1:]) with a symbolic batch.
 Graph logits_graph(const std::vector<int64_t>& sizes, DType dtype = DType::Float32) {

@@ -15,6 +15,7 @@
 #include "partitioner/plan_dot.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 
@@ -105,14 +106,7 @@ void expect_tiles(const Plan& p, int64_t n) {
   EXPECT_EQ(next, n);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_support::error_of;
 
 // A profile with every node alike and nothing crossing the cuts.
 CostProfile uniform_profile(int64_t n) {

@@ -22,6 +22,7 @@
 #include "frontend/npy.h"
 #include "graph/op_schema.h"
 #include "tests/graph_builder.h"
+#include "tests/error_of.h"
 
 namespace onnxtrain {
 namespace {
@@ -296,14 +297,7 @@ Tensor example_input() {
   return x;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_support::error_of;
 
 // a = x*w (stage 0), b = relu(a) (1), c = sigmoid(b) (2), d = c + a, loss = sum(d) (3): `a` skips two
 // stages, so stage 1 and 2 relay it forward, and its gradient from the Add comes back through stages 2

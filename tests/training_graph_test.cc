@@ -13,6 +13,7 @@
 #include "frontend/npy.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/op_schema.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 
@@ -41,14 +42,7 @@ ValueId add_parameter(Graph& g, const std::string& name, std::vector<int64_t> si
 
 ValueId sum_all(Graph& g, ValueId x) { return add_node(g, "ReduceSum", {x}, {{"keepdims", int64_t{0}}}); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_support::error_of;
 
 TEST(TrainingGraph, SumsEveryUseOfAValue) {
   // loss = sum(w*w + w): dloss/dw = 2w + 1, from three contributions.
