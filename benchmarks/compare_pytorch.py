@@ -95,17 +95,27 @@ def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, devic
            "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
            "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
     cmd += ["--tf32"] if tf32 else []
+    return timed_train_run(cmd, metrics, threads, batch, warmup, steps)
+
+
+def timed_train_run(cmd, metrics, threads, batch, warmup, steps):
+    """Runs the `onnxtrain train` command `cmd` (writing --metrics to `metrics`) with `threads` OpenMP threads;
+    returns samples/s over the `steps` steps after `warmup` steps. The metrics' samples_per_s is cumulative
+    from the first step, so step k ended at k * batch / samples_per_s_k."""
+    if os.path.exists(metrics):
+        os.remove(metrics)
     run = subprocess.run(cmd, env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if run.returncode != 0:
-        sys.exit("onnxtrain failed (%d): %s\n%s" % (run.returncode, " ".join(cmd), run.stderr))
+        sys.exit("onnxtrain failed (%d): OMP_NUM_THREADS=%d %s\n%s" % (run.returncode, threads, " ".join(cmd), run.stderr))
     ends = {}  # step -> seconds from the start of step 1 to the end of that step
     with open(metrics) as f:
         for line in f:
             record = json.loads(line)
             if "step" in record:
                 ends[record["step"]] = record["step"] * batch / record["samples_per_s"]
+    total = warmup + steps
     if len(ends) != total:
-        sys.exit("onnxtrain ran %d steps, expected %d" % (len(ends), total))
+        sys.exit("onnxtrain ran %d steps, expected %d: %s" % (len(ends), total, " ".join(cmd)))
     return steps * batch / (ends[total] - ends[warmup])
 
 

@@ -55,6 +55,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from onnxtrain_binary import find_onnxtrain  # noqa: E402
+sys.path.insert(0, HERE)
+from compare_pytorch import thread_env, timed_train_run, wait_for_idle  # noqa: E402
 MODELS = os.path.join(ROOT, "models")
 DEFAULT_PYTHON = "/work/venv/torchnew/bin/python"
 DEFAULT_EXPORT_DIR = os.path.join(ROOT, "build", "compare_pytorch_transformers")
@@ -75,37 +77,9 @@ def sizes(name, quick):
     return (QUICK if quick else FULL)[name]
 
 
-def thread_env(threads):
-    env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(threads)
-    env["MKL_NUM_THREADS"] = str(threads)
-    return env
-
-
 def loadavg():
     with open("/proc/loadavg") as f:
         return f.read().strip()
-
-
-def busy_fraction(interval=0.5):
-    """Fraction of all CPUs' time spent busy over `interval` seconds (Linux /proc/stat)."""
-    def sample():
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
-    total0, idle0 = sample()
-    time.sleep(interval)
-    total1, idle1 = sample()
-    return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
-
-
-def wait_for_idle(limit_s):
-    """Waits (up to limit_s) until other processes leave the CPUs nearly idle; True when they did."""
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        if busy_fraction() < 0.1:
-            return True
-    return False
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -289,27 +263,12 @@ class TorchWorker:
 # ----------------------------------------------------------------------------------------------------
 def onnxtrain_repeat(binary, model, data, batch, threads, warmup, steps, workdir):
     """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process."""
-    total = warmup + steps
     metrics = os.path.join(workdir, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
     cmd = [binary, "train", model, "--data", "npz:" + data, "--batch", str(batch), "--optimizer", "adamw",
-           "--lr", str(LR), "--weight-decay", str(WEIGHT_DECAY), "--limit-batches", str(total), "--epochs", "1",
+           "--lr", str(LR), "--weight-decay", str(WEIGHT_DECAY), "--limit-batches", str(warmup + steps), "--epochs", "1",
            "--validation", "0", "--test-data", "none", "--log-every", "1000000", "--metrics", metrics,
            "-o", os.path.join(workdir, "trained.onnx")]
-    run = subprocess.run(cmd, env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:
-        sys.exit("onnxtrain failed (%d): OMP_NUM_THREADS=%d %s\n%s" %
-                 (run.returncode, threads, " ".join(cmd), run.stderr))
-    ends = {}  # step -> seconds from the start of step 1 to the end of that step
-    with open(metrics) as f:
-        for line in f:
-            record = json.loads(line)
-            if "step" in record:
-                ends[record["step"]] = record["step"] * batch / record["samples_per_s"]
-    if len(ends) != total:
-        sys.exit("onnxtrain ran %d steps, expected %d: %s" % (len(ends), total, " ".join(cmd)))
-    return steps * batch / (ends[total] - ends[warmup])
+    return timed_train_run(cmd, metrics, threads, batch, warmup, steps)
 
 
 # ----------------------------------------------------------------------------------------------------
