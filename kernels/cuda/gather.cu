@@ -5,31 +5,13 @@
 // (32 per ballot) and adds the dY rows that name its row in index order, so results are reproducible and
 // equal the reference's (same addition order). The scan costs dX rows x indices / 32 ballots, fine for
 // the models here; a sort-by-index segmented reduction would be the next step for huge embedding tables.
-#include "kernels/cuda/data_movement_common.cuh"
+#include "kernels/cuda/indexed_copy.cuh"
 
 namespace onnxtrain::cuda {
 
 namespace {
 
 using reference::kernel_fail;
-
-constexpr int kIndexOutOfRange = 1;
-
-std::string gather_status_text(int) { return "an index out of range in the indices input"; }
-
-template <typename W>
-__global__ void gather_kernel(const W* data, W* out, GatherGeometry g, const void* indices, bool indices_int64,
-                              int64_t n, int* flag) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    const int64_t source = gather_source(i, g, indices, indices_int64);
-    if (source < 0) {
-      out[i] = W{0};
-      raise_flag(flag, kIndexOutOfRange);
-    } else {
-      out[i] = data[source];
-    }
-  }
-}
 
 constexpr int kWarp = 32;
 static_assert(kBlock % kWarp == 0, "gather_grad_kernel needs whole warps per block");
@@ -63,12 +45,6 @@ __global__ void gather_grad_kernel(const T* dy, T* dx, GatherGeometry g, const v
       }
     }
   }
-}
-
-// Indices are data, read by every output element on the device: host memory would be a device fault.
-void require_device_indices(const KernelSpec& spec, const TensorView& indices) {
-  if (indices.numel() > 0 && on_host(indices))
-    kernel_fail(spec, "the indices are in host memory; the CUDA kernel reads them on the device");
 }
 
 // (outer, n, inner) around `axis` of `sizes`, with `count` indices.
@@ -109,7 +85,7 @@ class GatherKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, gather_status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     const int64_t n = outputs[0].numel();
     if (n == 0) return;
     DeviceGuard guard(stream);
@@ -117,9 +93,9 @@ class GatherKernel : public Kernel {
     const bool int64_indices = inputs[1].dtype == DType::Int64;
     dispatch_element_size(dtype_size(inputs[0].dtype), [&](auto word) {
       using W = decltype(word);
-      gather_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
+      gather_copy_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
           inputs[0].as<const W>(), outputs[0].as<W>(), geometry_, inputs[1].data, int64_indices, n, flag_.device_ptr());
-      ONNXTRAIN_CUDA_CHECK_LAUNCH(gather_kernel<W>);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH((gather_copy_kernel<W, decltype(geometry_)>));
     });
   }
 
@@ -145,7 +121,7 @@ class GatherGradKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, gather_status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     // With no dX rows there is nothing to write (and, unlike the reference, the indices go unchecked).
     const int64_t rows = geometry_.outer * geometry_.n;
     if (rows == 0) return;

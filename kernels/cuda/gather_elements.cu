@@ -5,8 +5,7 @@
 // without float atomics: one thread per dX element sums, in increasing order, the dY elements along the
 // axis whose index names it, so results equal the reference's bit for bit. That scans indices-along-axis
 // positions per dX element (the axis is a sequence or class axis in the models here, short enough).
-#include "kernels/cuda/data_movement_common.cuh"
-#include "kernels/cuda/element_index.h"
+#include "kernels/cuda/indexed_copy.cuh"
 #include "kernels/reference/elements_index.h"
 
 namespace onnxtrain::cuda {
@@ -14,24 +13,6 @@ namespace onnxtrain::cuda {
 namespace {
 
 using reference::kernel_fail;
-
-constexpr int kIndexOutOfRange = 1;
-
-std::string status_text(int) { return "an index out of range in the indices input"; }
-
-template <typename W>
-__global__ void gather_elements_kernel(const W* data, W* out, ElementsGeometry g, const void* indices,
-                                       bool indices_int64, int64_t n, int* flag) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    const int64_t source = gather_elements_source(i, g, indices, indices_int64);
-    if (source < 0) {
-      out[i] = W{0};
-      raise_flag(flag, kIndexOutOfRange);
-    } else {
-      out[i] = data[source];
-    }
-  }
-}
 
 struct AddOp {
   template <typename T>
@@ -50,12 +31,6 @@ __global__ void gather_elements_grad_kernel(const T* dy, T* dx, ElementsGeometry
   }
 }
 
-// Indices are data, read by every thread on the device: host memory would be a device fault.
-void require_device_indices(const KernelSpec& spec, const TensorView& indices) {
-  if (indices.numel() > 0 && on_host(indices))
-    kernel_fail(spec, "the indices are in host memory; the CUDA kernel reads them on the device");
-}
-
 class GatherElementsKernel : public Kernel {
  public:
   explicit GatherElementsKernel(const KernelSpec& spec) : spec_(spec) {
@@ -70,7 +45,7 @@ class GatherElementsKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     const int64_t n = outputs[0].numel();
     if (n == 0) return;
     DeviceGuard guard(stream);
@@ -78,9 +53,9 @@ class GatherElementsKernel : public Kernel {
     const bool int64_indices = inputs[1].dtype == DType::Int64;
     dispatch_element_size(dtype_size(inputs[0].dtype), [&](auto word) {
       using W = decltype(word);
-      gather_elements_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
+      gather_copy_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
           inputs[0].as<const W>(), outputs[0].as<W>(), geometry_, inputs[1].data, int64_indices, n, flag_.device_ptr());
-      ONNXTRAIN_CUDA_CHECK_LAUNCH(gather_elements_kernel<W>);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH((gather_copy_kernel<W, decltype(geometry_)>));
     });
   }
 
@@ -105,7 +80,7 @@ class GatherElementsGradKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     // With no dX elements there is nothing to write (and, unlike the reference, the indices go unchecked).
     const int64_t n = outputs[0].numel();
     if (n == 0) return;

@@ -5,8 +5,7 @@
 // scatter-add without float atomics, as GatherGrad (gather.cu): one warp per dX slice scans its batch's
 // index rows 32 per ballot and adds the dY slices of the rows that name it in increasing order, so
 // results equal the reference's bit for bit.
-#include "kernels/cuda/data_movement_common.cuh"
-#include "kernels/cuda/element_index.h"
+#include "kernels/cuda/indexed_copy.cuh"
 #include "kernels/reference/gather_nd_index.h"
 
 namespace onnxtrain::cuda {
@@ -14,24 +13,6 @@ namespace onnxtrain::cuda {
 namespace {
 
 using reference::kernel_fail;
-
-constexpr int kIndexOutOfRange = 1;
-
-std::string status_text(int) { return "an index out of range in the indices input"; }
-
-template <typename W>
-__global__ void gather_nd_kernel(const W* data, W* out, GatherNDGeometry g, const void* indices, bool indices_int64,
-                                 int64_t n, int* flag) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    const int64_t source = gather_nd_source(i, g, indices, indices_int64);
-    if (source < 0) {
-      out[i] = W{0};
-      raise_flag(flag, kIndexOutOfRange);
-    } else {
-      out[i] = data[source];
-    }
-  }
-}
 
 constexpr int kWarp = 32;
 static_assert(kBlock % kWarp == 0, "gather_nd_grad_kernel needs whole warps per block");
@@ -63,12 +44,6 @@ __global__ void gather_nd_grad_kernel(const T* dy, T* dx, GatherNDGeometry g, co
   }
 }
 
-// Indices are data, read on the device: host memory would be a device fault.
-void require_device_indices(const KernelSpec& spec, const TensorView& indices) {
-  if (indices.numel() > 0 && on_host(indices))
-    kernel_fail(spec, "the indices are in host memory; the CUDA kernel reads them on the device");
-}
-
 GatherNDGeometry geometry(const KernelSpec& spec, const reference::GatherNDLayout& l) {
   require_rank_at_most(spec, static_cast<size_t>(l.k), "the last axis of indices");
   GatherNDGeometry g;
@@ -94,7 +69,7 @@ class GatherNDKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     const int64_t n = outputs[0].numel();
     if (n == 0) return;
     DeviceGuard guard(stream);
@@ -102,9 +77,9 @@ class GatherNDKernel : public Kernel {
     const bool int64_indices = inputs[1].dtype == DType::Int64;
     dispatch_element_size(dtype_size(inputs[0].dtype), [&](auto word) {
       using W = decltype(word);
-      gather_nd_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
+      gather_copy_kernel<W><<<grid_for(n), kBlock, 0, native_stream(stream)>>>(
           inputs[0].as<const W>(), outputs[0].as<W>(), geometry_, inputs[1].data, int64_indices, n, flag_.device_ptr());
-      ONNXTRAIN_CUDA_CHECK_LAUNCH(gather_nd_kernel<W>);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH((gather_copy_kernel<W, decltype(geometry_)>));
     });
   }
 
@@ -130,7 +105,7 @@ class GatherNDGradKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     // With no dX slices there is nothing to write (and, unlike the reference, the indices go unchecked).
     if (slices_ == 0 || outputs[0].numel() == 0) return;
     DeviceGuard guard(stream);

@@ -6,8 +6,7 @@
 // positions per element in the indices' range. "none" moves any fixed-size dtype as words; the
 // reductions take the arithmetic dtypes. An index outside [-n, n) raises the kernel's error flag (the
 // element keeps what the other positions gave it) and the next run() throws Error naming the fault.
-#include "kernels/cuda/data_movement_common.cuh"
-#include "kernels/cuda/element_index.h"
+#include "kernels/cuda/indexed_copy.cuh"
 #include "kernels/reference/elements_index.h"
 
 namespace onnxtrain::cuda {
@@ -16,10 +15,6 @@ namespace {
 
 using reference::kernel_fail;
 using reference::ScatterReduction;
-
-constexpr int kIndexOutOfRange = 1;
-
-std::string status_text(int) { return "an index out of range in the indices input"; }
 
 // The update itself ("none"), or the reduction of the element and the update.
 struct Combine {
@@ -73,7 +68,7 @@ class ScatterElementsKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, status_text);
+    flag_.throw_if_raised(spec_, index_status_text);
     const int64_t n = outputs[0].numel();
     if (n == 0) return;
     DeviceGuard guard(stream);
