@@ -259,6 +259,23 @@ Shape shape_from_shape_input(const InferContext& ctx, size_t input) {
   return Shape::unknown_rank();
 }
 
+std::optional<std::vector<Dim>> infer_index_grad_dx(InferContext& ctx, const std::string& forward_data) {
+  require_floating(ctx, 0);
+  require_integer(ctx, 1);
+  if (ctx.input_dtype(2) != DType::Int64 && ctx.input_dtype(2) != DType::Int32) {
+    fail_op(ctx, "indices must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(2))));
+  }
+  const DType dtype = ctx.input_dtype(0);
+  std::optional<std::vector<Dim>> x = ctx.input_known(1);
+  if (!x) {
+    ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
+    return std::nullopt;
+  }
+  if (x->empty()) fail_op(ctx, "x_shape must have rank >= 1 (" + forward_data + " is not a scalar)");
+  ctx.set_output(0, dtype, Shape(*x));
+  return x;
+}
+
 const Shape& infer_norm_grad_dx(InferContext& ctx, bool scale_like_x) {
   require_floating(ctx, 0);
   require_same_dtype(ctx, 1, 0);

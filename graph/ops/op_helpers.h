@@ -104,6 +104,11 @@ bool batch_norm_training(const Node& node);
 // NegativeLogLikelihoodLossGrad): its known values; else rank = its static length with unknown dims;
 // else unknown rank.
 Shape shape_from_shape_input(const InferContext& ctx, size_t input);
+// What the index grads (dY, x_shape, indices) -> dX of GatherGrad, GatherElementsGrad and GatherNDGrad
+// check in common: dY floating, x_shape integer, indices int32/int64. Sets dX (output 0) to x_shape's
+// shape and returns its known values, at least one (`forward_data` says whose data is never a scalar:
+// "Gather's data"); nullopt when they are not known.
+std::optional<std::vector<Dim>> infer_index_grad_dx(InferContext& ctx, const std::string& forward_data);
 // What the normalisation grads (dY, X, Scale, ...) -> dX, dScale, dBias of BatchNormalizationGrad,
 // InstanceNormalizationGrad and LayerNormalizationGrad check in common: dY floating, X (input 1) of its
 // dtype, and Scale (input 2) too when `scale_like_x`. Sets dX (output 0) to X; returns X's shape.

@@ -12,16 +12,9 @@ namespace {
 using namespace op_helpers;
 
 void infer_gather_elements_grad(InferContext& ctx) {
-  require_floating(ctx, 0);
-  require_integer(ctx, 1);
-  if (ctx.input_dtype(2) != DType::Int64 && ctx.input_dtype(2) != DType::Int32) {
-    fail_op(ctx, "indices must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(2))));
-  }
-  const DType dtype = ctx.input_dtype(0);
-  auto x = ctx.input_known(1);
-  if (!x) return ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
+  const std::optional<std::vector<Dim>> x = infer_index_grad_dx(ctx, "GatherElements' data");
+  if (!x) return;
   const auto rank = static_cast<int64_t>(x->size());
-  if (rank == 0) fail_op(ctx, "x_shape must have rank >= 1 (GatherElements' data is not a scalar)");
   checked_axis(ctx, ctx.node().attr_int("axis", 0), rank);
   const Shape& dy = ctx.input_shape(0);
   const Shape& indices = ctx.input_shape(2);
@@ -29,7 +22,6 @@ void infer_gather_elements_grad(InferContext& ctx) {
     fail_op(ctx, "dY " + dy.to_string() + " and indices " + indices.to_string() + " must have the rank of x_shape " +
                      dims_to_string(*x));
   }
-  ctx.set_output(0, dtype, Shape(*x));
 }
 
 }  // namespace

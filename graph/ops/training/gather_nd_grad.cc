@@ -16,18 +16,11 @@ namespace {
 using namespace op_helpers;
 
 void infer_gather_nd_grad(InferContext& ctx) {
-  require_floating(ctx, 0);
-  require_integer(ctx, 1);
-  if (ctx.input_dtype(2) != DType::Int64 && ctx.input_dtype(2) != DType::Int32) {
-    fail_op(ctx, "indices must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(2))));
-  }
-  const DType dtype = ctx.input_dtype(0);
-  auto x = ctx.input_known(1);
-  if (!x) return ctx.set_output(0, dtype, shape_from_shape_input(ctx, 1));
+  const std::optional<std::vector<Dim>> x = infer_index_grad_dx(ctx, "GatherND's data");
+  if (!x) return;
   const auto rank = static_cast<int64_t>(x->size());
   const int64_t batch_dims = ctx.node().attr_int("batch_dims", 0);
   const Shape& indices = ctx.input_shape(2);
-  if (rank == 0) fail_op(ctx, "x_shape must have rank >= 1 (GatherND's data is not a scalar)");
   if (batch_dims < 0 || batch_dims >= rank || (indices.rank_known && batch_dims >= indices.rank())) {
     fail_op(ctx, "batch_dims " + std::to_string(batch_dims) + " must be less than the ranks of x_shape " +
                      dims_to_string(*x) + " and indices " + indices.to_string());
@@ -40,7 +33,6 @@ void infer_gather_nd_grad(InferContext& ctx) {
                        " and indices " + indices.to_string());
     }
   }
-  ctx.set_output(0, dtype, Shape(*x));
 }
 
 }  // namespace
