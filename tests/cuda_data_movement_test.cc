@@ -586,10 +586,11 @@ std::vector<Tensor> run_on_gpu(const Case& c, Kernel& kernel, cuda::DeviceStream
   return results;
 }
 
-TEST(CudaDataMovementKernels, MatchTheReferenceBitForBit) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+// Every case's CUDA kernel writes the reference kernel's bytes, on a second run too (it reuses what
+// prepare made) and, with `host_input_run`, on a third run that keeps the shape-like inputs in host memory.
+void expect_cases_match_the_reference(const std::vector<Case>& cases, bool host_input_run) {
   cuda::DeviceStream stream(0);
-  for (const Case& c : gpu_cases()) {
+  for (const Case& c : cases) {
     const KernelSpec spec = spec_of(c);
     const DType dtype = kernel_dtype(spec);
     const std::string what = c.op + " opset " + std::to_string(c.opset) + " " + std::string(dtype_name(dtype));
@@ -599,8 +600,7 @@ TEST(CudaDataMovementKernels, MatchTheReferenceBitForBit) {
     ASSERT_NE(ref_entry, nullptr) << what;
     const std::vector<Tensor> want = testing_support::run_prepared(*ref_entry->prepare(spec), c.inputs, c.outputs);
     std::unique_ptr<Kernel> kernel = cuda_entry->prepare(spec);
-    // A second run reuses what prepare made; the third keeps the shape-like inputs in host memory.
-    for (int repeat = 0; repeat < 3; ++repeat) {
+    for (int repeat = 0; repeat < (host_input_run ? 3 : 2); ++repeat) {
       const std::vector<Tensor> got = run_on_gpu(c, *kernel, stream, repeat == 2);
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -610,6 +610,11 @@ TEST(CudaDataMovementKernels, MatchTheReferenceBitForBit) {
       }
     }
   }
+}
+
+TEST(CudaDataMovementKernels, MatchTheReferenceBitForBit) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  expect_cases_match_the_reference(gpu_cases(), /*host_input_run=*/true);
 }
 
 // An out-of-range index cannot throw from device code: the next run of the same kernel reports it.
@@ -878,27 +883,7 @@ std::vector<Case> element_gpu_cases() {
 // The element and ND ops read their indices on the device, so every input goes there (no host-input run).
 TEST(CudaDataMovementKernels, ElementAndNDOpsMatchTheReferenceBitForBit) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
-  cuda::DeviceStream stream(0);
-  for (const Case& c : element_gpu_cases()) {
-    const KernelSpec spec = spec_of(c);
-    const DType dtype = kernel_dtype(spec);
-    const std::string what = c.op + " opset " + std::to_string(c.opset) + " " + std::string(dtype_name(dtype));
-    const KernelEntry* cuda_entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cuda, dtype, "cuda");
-    const KernelEntry* ref_entry = KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, dtype, "reference");
-    ASSERT_NE(cuda_entry, nullptr) << what;
-    ASSERT_NE(ref_entry, nullptr) << what;
-    const std::vector<Tensor> want = testing_support::run_prepared(*ref_entry->prepare(spec), c.inputs, c.outputs);
-    std::unique_ptr<Kernel> kernel = cuda_entry->prepare(spec);
-    for (int repeat = 0; repeat < 2; ++repeat) {
-      const std::vector<Tensor> got = run_on_gpu(c, *kernel, stream);
-      ASSERT_EQ(got.size(), want.size()) << what;
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].nbytes(), want[i].nbytes()) << what;
-        EXPECT_TRUE(got[i].nbytes() == 0 || std::memcmp(got[i].raw(), want[i].raw(), got[i].nbytes()) == 0)
-            << what << " output " << i << " run " << repeat;
-      }
-    }
-  }
+  expect_cases_match_the_reference(element_gpu_cases(), /*host_input_run=*/false);
 }
 
 // An out-of-range index cannot throw from device code: the next run of the same kernel reports it.
