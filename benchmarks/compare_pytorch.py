@@ -199,12 +199,12 @@ def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False):
         print(json.dumps({"samples_per_s": command["steps"] * batch / seconds}), flush=True)
 
 
-class TorchWorker:
-    def __init__(self, python, name, batch, threads, profile_steps, device, tf32):
-        self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads", str(threads),
-             "--profile-steps", str(profile_steps), "--device", device] + (["--tf32"] if tf32 else []),
-            env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+class WorkerProcess:
+    """A helper process on `threads` threads that answers each JSON command line on its stdin with one JSON
+    line (its first line: what it loaded, in `info`)."""
+    def __init__(self, argv, threads):
+        self.proc = subprocess.Popen(argv, env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
         self.info = self._read()
 
     def _read(self):
@@ -223,6 +223,13 @@ class TorchWorker:
         self.proc.wait()
 
 
+class TorchWorker(WorkerProcess):
+    def __init__(self, python, name, batch, threads, profile_steps, device, tf32):
+        super().__init__([python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads",
+                          str(threads), "--profile-steps", str(profile_steps), "--device", device] +
+                         (["--tf32"] if tf32 else []), threads)
+
+
 # ----------------------------------------------------------------------------------------------------
 def parse_models(text):
     out = []
@@ -232,6 +239,15 @@ def parse_models(text):
             sys.exit("unknown model %s (one of %s)" % (name, ", ".join(DEFAULT_STEPS)))
         out.append((name, int(batch)))
     return out
+
+
+def print_markdown_table(lines):
+    """Prints rows of strings (the first one the header) as a Markdown table with aligned columns."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    for i, line in enumerate(lines):
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(line, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
 def fmt_rates(values):
@@ -313,11 +329,7 @@ def main():
     lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
                          "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])))
                         for r in rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for i, line in enumerate(lines):
-        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(line, widths)) + " |")
-        if i == 0:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print_markdown_table(lines)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "rows": rows}, f, indent=1)

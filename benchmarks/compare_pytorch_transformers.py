@@ -56,7 +56,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from onnxtrain_binary import find_onnxtrain  # noqa: E402
 sys.path.insert(0, HERE)
-from compare_pytorch import thread_env, timed_train_run, wait_for_idle  # noqa: E402
+from compare_pytorch import WorkerProcess, print_markdown_table, timed_train_run, wait_for_idle  # noqa: E402
 MODELS = os.path.join(ROOT, "models")
 DEFAULT_PYTHON = "/work/venv/torchnew/bin/python"
 DEFAULT_EXPORT_DIR = os.path.join(ROOT, "build", "compare_pytorch_transformers")
@@ -234,28 +234,11 @@ def torch_worker(name, quick, batch, threads, export_dir, data):
         print(json.dumps({"samples_per_s": command["steps"] * batch / seconds}), flush=True)
 
 
-class TorchWorker:
+class TorchWorker(WorkerProcess):
     def __init__(self, python, name, quick, batch, threads, export_dir, data):
-        self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__), "--torch-worker", name, "--batch", str(batch), "--threads",
-             str(threads), "--export-dir", export_dir, "--data", data] + (["--quick"] if quick else []),
-            env=thread_env(threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = self._read()
-
-    def _read(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            sys.exit("the torch worker (%s) died" % " ".join(self.proc.args))
-        return json.loads(line)
-
-    def ask(self, **command):
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait()
+        super().__init__([python, os.path.abspath(__file__), "--torch-worker", name, "--batch", str(batch), "--threads",
+                          str(threads), "--export-dir", export_dir, "--data", data] + (["--quick"] if quick else []),
+                         threads)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -373,11 +356,7 @@ def main():
                          "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])),
                          "%.2f" % r["load_at_start"])
                         for r in rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for i, line in enumerate(lines):
-        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(line, widths)) + " |")
-        if i == 0:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print_markdown_table(lines)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "quick": args.quick,
