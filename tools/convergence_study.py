@@ -331,23 +331,32 @@ def stage_summary(r):
     return stale, pred
 
 
+# What the staleness and prediction-error columns of the convergence tables mean.
+STAGE_COLUMNS_NOTE = ("Staleness: mean version gap (forward / backward) over the stages, against W_i (spectrain: "
+                      "against its predicted version). Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ "
+                      "averaged over the stages that predict.")
+
+
+def diverged_at(result):
+    """"step K" for the first step whose loss is NaN or infinite, "-" when none is."""
+    bad = [i + 1 for i, x in enumerate(result["losses"]) if math.isnan(x) or math.isinf(x)]
+    return f"step {bad[0]}" if bad else "-"
+
+
 def convergence_table(name, model, results, steps, width, single_threads):
     single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
     points = [max(1, round(steps * p)) for p in (0.25, 0.5, 1.0)]
     lines = [f"### {name}: {model['describe']}, {steps} steps",
              "",
              f"Loss at step s: mean training loss over steps s-{width - 1}..s (n/a: the loss became NaN; diverged at: "
-             "the first such step). Staleness: mean version gap (forward / backward) over the stages, against W_i "
-             "(spectrain: against its predicted version). "
-             "Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ averaged over the stages that predict.",
+             "the first such step). " + STAGE_COLUMNS_NOTE,
              "",
              "| strategy | N | test acc. % | test loss | " + " | ".join(f"loss @{p}" for p in points) +
              " | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
              "|---|---|---|---|" + "---|" * len(points) + "---|---|---|---|---|"]
     for r in results:
         stale, pred = stage_summary(r)
-        bad = [i + 1 for i, x in enumerate(r["losses"]) if math.isnan(x) or math.isinf(x)]
-        diverged = f"step {bad[0]}" if bad else "-"
+        diverged = diverged_at(r)
         losses = [fmt(window_mean(r["losses"], p, width), ".4f") if len(r["losses"]) >= p else "n/a" for p in points]
         strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
         if r["rc"] != 0:
@@ -378,9 +387,7 @@ def lm_table(name, model, results, single_threads):
              f"Validation perplexity: exp of the mean cross-entropy per token over the held-out windows after that "
              f"epoch (inf or n/a: diverged, or the run stopped before it). Final loss: mean training loss over the "
              f"last {width} steps ({steps - width + 1}..{steps}; n/a: the loss became NaN, diverged at: the first "
-             "such step). Staleness: mean version gap (forward / backward) over the stages, against W_i "
-             "(spectrain: against its predicted version). "
-             "Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ averaged over the stages that predict.",
+             "such step). " + STAGE_COLUMNS_NOTE,
              "",
              "| strategy | N | " + " | ".join(f"val. ppl epoch {p}" for p in points) +
              " | final loss | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
@@ -389,8 +396,7 @@ def lm_table(name, model, results, single_threads):
         stale, pred = stage_summary(r)
         by_epoch = {v["epoch"]: v["perplexity"] for v in r["val"]}
         ppl = [fmt(by_epoch.get(p), ".2f") for p in points]
-        bad = [i + 1 for i, x in enumerate(r["losses"]) if math.isnan(x) or math.isinf(x)]
-        diverged = f"step {bad[0]}" if bad else "-"
+        diverged = diverged_at(r)
         final = fmt(window_mean(r["losses"], len(r["losses"]), width), ".4f") if r["losses"] else "n/a"
         strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
         if r["rc"] != 0:
