@@ -418,7 +418,8 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
   }
   Plan plan = build_plan(profile, options, best.cuts, best.replicas, false);
   Solution<double> between_blocks;
-  if (options.cut_between_blocks && profile.has_attention && crossing.size() == profile.nodes.size() + 1 &&
+  const bool blocks_wanted = options.cut_between_blocks && profile.has_attention && crossing.size() == profile.nodes.size() + 1;
+  if (blocks_wanted && !std::all_of(best.cuts.begin(), best.cuts.end(), block_cut) &&
       solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) {
         return block_cut(i) && block_cut(j) && fits(k, i, j);
       }, between_blocks)) {
