@@ -32,7 +32,6 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
-    t.seed = options_.trainer.seed + static_cast<uint64_t>(k);  // replica k's own Dropout masks, as dp
     if (t.device.kind == DeviceKind::Cuda) t.device.index += k;   // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
@@ -76,6 +75,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
       refresh(k);
       const auto [begin, end] = micro_batch_rows(rows, r, k);
       const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
+      replicas_[k]->set_first_row(begin);  // its rows' Dropout masks of the whole batch, as dp
       grads[k] = replicas_[k]->forward_backward(slice_rows(x, begin, end), slice_rows(y, begin, end), &losses[k]);
       losses[k] = static_cast<float>(losses[k] * weight);
       // Weighted in place exactly as DataParallelTrainer weighs its gradients (float · double → float).

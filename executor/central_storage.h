@@ -17,7 +17,7 @@
 //   write_trained_model(path, out, cs.trained_initializers());
 //   cs.report().bytes_per_step();   // what crossed between the storage and the replicas per step
 //
-// Dropout: replica r's nodes are seeded with seed + r and step t draws mask t, as in DataParallelTrainer.
+// Dropout: replica r draws its rows' masks of the whole mini-batch, as in DataParallelTrainer.
 //
 // fp16 (trainer.precision): the storage holds the one LossScaler, which every replica takes with the
 // weights; the summed unscaled gradient is checked for inf/NaN, and such a step is skipped with the scale

@@ -133,8 +133,8 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
-    t.seed = options_.trainer.seed + static_cast<uint64_t>(first_replica() + k);  // replica k's own Dropout masks
-    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;                   // replica threads on cuda:0..R-1
+    // Dropout: every replica has the model's seeds and draws its rows' masks of the whole batch (set_first_row).
+    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;  // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
   const std::map<std::string, Tensor> params = replicas_[0]->trained_initializers();
@@ -186,6 +186,7 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Ten
   const bool mean = options_.trainer.loss.reduction == LossReduction::Mean;
   const auto [begin, end] = micro_batch_rows(rows, r, k);
   const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
+  replicas_[local]->set_first_row(begin);  // the slice's Dropout masks are the whole batch's
   if (!nccl_.empty()) return device_replica_step(local, slice_rows(x, begin, end), slice_rows(y, begin, end), weight);
   float loss = 0;
   const std::map<std::string, Tensor> reduced =

@@ -11,8 +11,9 @@
 // Weights start identical (each replica copies the model's initializers) and stay identical: every
 // replica applies the same reduced gradient with the same optimizer. BatchNorm running statistics
 // follow replica 0's shard and are copied to the others after every step, as DDP's broadcast_buffers
-// does. Dropout: replica r's masks differ from replica 0's (its nodes' seeds are mixed with r). The
-// all-reduce adds in replica order, so a run is deterministic whatever the thread timing.
+// does. Dropout: a replica draws its rows' masks of the whole mini-batch (the same seeds everywhere, run
+// index = the step, counters offset by the slice's first row: kernels/kernel.h), so R replicas compute the
+// one-device step. The all-reduce adds in replica order, so a run is deterministic whatever the thread timing.
 //
 // Across processes (`mpirun -np R onnxtrain train --strategy dp`): give `world`, the communicator of the R
 // processes; this process then holds the single replica world->rank(). Every process is handed the same

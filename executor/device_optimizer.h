@@ -48,24 +48,7 @@ template <typename Launch>
 void dispatch_update(const optim::UpdateRule& rule, std::span<float* const> states, Launch&& launch) {
   std::visit(
       [&](const auto& f) {
-        using F = std::decay_t<decltype(f)>;
-        auto need = [&](size_t n) {
-          if (states.size() < n)
-            throw Error("device optimizer: the update needs " + std::to_string(n) + " state arrays, got " +
-                        std::to_string(states.size()));
-        };
-        if constexpr (std::is_same_v<F, optimizer_math::SgdUpdate>) {
-          launch(f);
-        } else if constexpr (std::is_same_v<F, optimizer_math::AdamUpdate>) {
-          need(2);
-          if (states.size() >= 3)
-            launch(f, states[0], states[1], states[2]);
-          else
-            launch(f, states[0], states[1]);
-        } else {
-          need(1);
-          launch(f, states[0]);
-        }
+        optim::call_with_state_arrays<std::decay_t<decltype(f)>>(states, [&](auto*... arrays) { launch(f, arrays...); });
       },
       rule);
 }

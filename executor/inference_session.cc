@@ -275,6 +275,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   if (dynamic) scratch = bound_;
 
   Stream stream(DeviceKind::Cpu, run_index_++);
+  stream.set_rows(first_row_, rows_);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);

@@ -85,6 +85,12 @@ class InferenceSession {
   // training run sets the index its interrupted predecessor had reached.
   uint64_t run_index() const { return run_index_; }
   void set_run_index(uint64_t index) { run_index_ = index; }
+  // The rows of the mini-batch the next runs compute (a micro-batch, a replica's slice; rows 0: all of
+  // it), so that a row draws the same Dropout mask whatever split computes it (Stream::set_rows).
+  void set_rows(uint64_t first_row, int64_t rows) {
+    first_row_ = first_row;
+    rows_ = rows;
+  }
 
   // The nodes without a kernel for their dtype on the session's device, as "Op (dtype)"; empty when the
   // graph runs.
@@ -126,6 +132,8 @@ class InferenceSession {
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
   uint64_t run_index_ = 0;  // the index of the next run
+  uint64_t first_row_ = 0;
+  int64_t rows_ = 0;
 };
 
 }  // namespace onnxtrain

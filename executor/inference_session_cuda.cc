@@ -130,6 +130,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
   if (dynamic) scratch = bound_;
 
   Stream kernel_stream = stream.kernel_stream(run_index_++);
+  kernel_stream.set_rows(first_row_, rows_);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);

@@ -129,28 +129,6 @@ void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState&
   }
 }
 
-void Optimizer::smoothed_gradient(const ParamState& state, std::span<const float> w, std::span<float> v) const {
-  ONNXTRAIN_CHECK(v.size() == w.size(), "smoothed_gradient: v and w differ in size");
-  std::fill(v.begin(), v.end(), 0.0f);
-  if (state.step == 0) return;
-  switch (config_.kind) {
-    case OptimizerKind::sgd:
-      return optim::sgd_direction(config_, state, w, v);
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      return optim::adam_direction(config_, state, w, v);
-    case OptimizerKind::adagrad:
-      return;
-  }
-}
-
-void Optimizer::displacement(const ParamState& state, std::span<const float> w, double lr, std::span<float> d) const {
-  smoothed_gradient(state, w, d);
-  const float scale = static_cast<float>(lr);
-#pragma omp simd
-  for (size_t i = 0; i < d.size(); ++i) d[i] *= scale;
-}
-
 std::vector<std::string> Optimizer::state_names() const {
   switch (config_.kind) {
     case OptimizerKind::sgd:

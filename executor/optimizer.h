@@ -24,17 +24,7 @@
 // memory; `set_state_sync` lets states() and state_tensors() download them first, so a checkpoint
 // always sees the current state.
 //
-// Displacement (SpecTrain's weight prediction): `smoothed_gradient(state, w, v)` writes the direction v
-// of the next update predicted from the state alone (the next gradient is unknown), so that
-//   W_next ≈ W − lr·v           (`displacement` writes lr·v; predict s steps ahead as W − s·lr·v)
-//   sgd, momentum > 0   v = momentum_buffer (+ nothing else: in steady state the Nesterov and dampened
-//                       updates equal the buffer too; weight decay is already inside the buffer)
-//   sgd, momentum = 0   v = 0 (no smoothed gradient is kept: no prediction)
-//   adam / adamw        v = m̂ / (√v̂ + eps) with torch's bias correction at the state's step t:
-//                       m̂ = exp_avg/(1 − β1^t), √v̂ = √(exp_avg_sq or max_exp_avg_sq)/√(1 − β2^t);
-//                       adamw adds wd·w (its decoupled decay). Exact for a constant gradient.
-//   adagrad             v = 0 (no smoothed gradient)
-//   a parameter never updated: v = 0.
+// SpecTrain's weight prediction runs these update rules ahead on scratch copies: executor/weight_prediction.h.
 //
 // ONNX ai.onnx.preview.training mapping (inputs R = lr, T = the parameter's update count = state.step):
 //   Momentum(alpha, beta, mode, norm_coefficient) = sgd{momentum = alpha, dampening = 1 − beta,
@@ -57,10 +47,12 @@
 #include <map>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "executor/lr_schedule.h"
+#include "graph/error.h"
 #include "graph/tensor.h"
 #include "kernels/optimizer_math.h"
 
@@ -132,11 +124,6 @@ class Optimizer {
   // increments state.step). Throws Error when sizes of w, g and the state tensors disagree.
   void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr) const;
 
-  // SpecTrain's direction v (see the header comment): W_next ≈ W − lr·v. `v` has w's element count.
-  void smoothed_gradient(const ParamState& state, std::span<const float> w, std::span<float> v) const;
-  // d = lr·v, so W_next ≈ W − d.
-  void displacement(const ParamState& state, std::span<const float> w, double lr, std::span<float> d) const;
-
   // The state tensors each parameter gets, in order ("momentum_buffer"; "exp_avg", "exp_avg_sq"
   // [, "max_exp_avg_sq"]; "sum"; none for plain sgd).
   std::vector<std::string> state_names() const;
@@ -192,6 +179,29 @@ UpdateRule update_rule(const OptimizerConfig& c, int64_t count_before, double lr
 UpdateRule sgd_rule(const OptimizerConfig& c, int64_t count_before, double lr);
 UpdateRule adam_rule(const OptimizerConfig& c, int64_t count_before, double lr);
 UpdateRule adagrad_rule(const OptimizerConfig& c, int64_t count_before, double lr);
+// Calls call(states[0], …) with the state arrays an update rule of type Rule reads, in state_names()
+// order: none for plain SGD, the momentum buffer, Adam's two moments (three when `states` has
+// max_exp_avg_sq), Adagrad's sum. Throws Error when `states` has too few.
+template <typename Rule, typename T, typename Call>
+void call_with_state_arrays(std::span<T* const> states, Call&& call) {
+  auto need = [&](size_t n) {
+    if (states.size() < n)
+      throw Error("optimizer: the update needs " + std::to_string(n) + " state arrays, got " +
+                  std::to_string(states.size()));
+  };
+  if constexpr (std::is_same_v<Rule, optimizer_math::SgdUpdate>) {
+    call();
+  } else if constexpr (std::is_same_v<Rule, optimizer_math::AdamUpdate>) {
+    need(2);
+    if (states.size() >= 3)
+      call(states[0], states[1], states[2]);
+    else
+      call(states[0], states[1]);
+  } else {
+    need(1);
+    call(states[0]);
+  }
+}
 // The value every element of state tensor `name` starts at (Adagrad's sum: initial_accumulator_value).
 float initial_state_value(const OptimizerConfig& c, const std::string& name);
 // The state tensor `name` of s, created with `numel` elements set to `initial` when missing; throws Error
@@ -200,8 +210,6 @@ std::span<float> state_tensor(ParamState& s, const std::string& name, size_t num
 void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
 void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
 void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
-void sgd_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float> w, std::span<float> v);
-void adam_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float> w, std::span<float> v);
 }  // namespace optim
 
 }  // namespace onnxtrain

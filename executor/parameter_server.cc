@@ -130,6 +130,7 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
   for (int s = 0; s < servers; ++s) {
     auto shard = std::make_unique<Shard>();
     shard->optimizer = std::make_unique<Optimizer>(options_.trainer.optimizer, options_.trainer.schedule);
+    if (options_.predict) shard->prediction.enable_prediction(*shard->optimizer);
     shards_.push_back(std::move(shard));
   }
   report_.servers = servers;
@@ -172,28 +173,21 @@ ParameterServerTrainer::~ParameterServerTrainer() = default;
 // Copies every shard's values into w.pulled (each under its shard's lock, noting the version), replacing
 // the parameters by SpecTrain's prediction when asked and the worker has measured staleness there.
 void ParameterServerTrainer::pull(Worker& w, bool predict) {
-  std::vector<float> displacement;
   for (size_t s = 0; s < shards_.size(); ++s) {
     Shard& shard = *shards_[s];
-    const double steps = predict && w.pushes > 0 ? w.staleness_sum[s] / static_cast<double>(w.pushes) : 0.0;
+    const int64_t steps = predict && w.pushes > 0 ? std::llround(w.staleness_sum[s] / static_cast<double>(w.pushes)) : 0;
     std::lock_guard<std::mutex> lock(shard.mutex);
     w.pulled_version[s] = shard.version();
-    const double lr = shard.optimizer->current_lr();
     for (const std::string& name : shard.names) {
       const Tensor& value = shard.values.at(name);
       Tensor& out = w.pulled.at(name);
-      const auto state = shard.optimizer->states().find(name);
-      // s = 0, a statistic, or a parameter never updated (no direction yet): the weights as they are.
-      if (steps == 0 || state == shard.optimizer->states().end()) {
+      // A statistic is pulled as it is; a parameter is predicted (Ŵ = W when s = 0 or before its first update).
+      if (std::find(shard.state_names.begin(), shard.state_names.end(), name) != shard.state_names.end()) {
         std::memcpy(out.raw(), value.raw(), value.nbytes());
         continue;
       }
-      auto v = value.data<float>();
-      displacement.resize(v.size());
-      shard.optimizer->displacement(state->second, v, lr, displacement);
-      const float sf = static_cast<float>(steps);
-      auto o = out.data<float>();
-      for (size_t e = 0; e < v.size(); ++e) o[e] = v[e] - sf * displacement[e];
+      shard.prediction.predict(*shard.optimizer, name, out.data<float>().data(), value.data<float>().data(),
+                               static_cast<size_t>(value.numel()), steps);
     }
   }
 }
@@ -248,14 +242,17 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
         push.shard_staleness.assign(shards_.size(), 0);
         for (size_t s = 0; s < shards_.size(); ++s) {
           Shard& shard = *shards_[s];
-          std::vector<ParamSlot> slots;
+          std::vector<DeviceParamSlot> slots;  // host memory
           std::lock_guard<std::mutex> lock(shard.mutex);
           push.shard_staleness[s] = shard.version() - w.pulled_version[s];
           for (const std::string& name : shard.names) {
             if (auto g = grads.find(name); g != grads.end())
-              slots.push_back({name, shard.values.at(name).data<float>(), g->second.data<float>()});
+              slots.push_back({.name = name,
+                               .value = shard.values.at(name).data<float>().data(),
+                               .grad = g->second.data<float>().data(),
+                               .numel = g->second.numel()});
           }
-          if (!push.skipped) shard.optimizer->step(slots);
+          if (!push.skipped) shard.prediction.step(*shard.optimizer, slots);
           for (const std::string& name : shard.state_names) {
             std::memcpy(shard.values.at(name).raw(), computed.at(name).raw(), computed.at(name).nbytes());
           }

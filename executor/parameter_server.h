@@ -14,11 +14,10 @@
 // with more the result depends on the thread timing (the report shows how stale the gradients were).
 //
 // ps_predict (SpecTrain's weight prediction applied to stale pulls): before computing, the worker
-// replaces each pulled parameter W by Ŵ = W − s·lr·v, where v is the shard optimizer's smoothed update
-// direction (Optimizer::smoothed_gradient, as WeightPolicy's spectrain: momentum buffer, Adam's m̂/√v̂;
-// 0 for plain SGD and Adagrad), lr the shard's current learning rate and s the worker's measured
-// staleness on that shard (the running mean of the staleness of its own earlier pushes there). s = 0
-// (the first push, or one worker) leaves the weights untouched.
+// replaces each pulled parameter W by Ŵ(s), the shard optimizer's own update rule run s updates ahead
+// (executor/weight_prediction.h, the predictor the pipeline's spectrain stages use), where s is the
+// worker's measured staleness on that shard (the running mean of the staleness of its own earlier pushes
+// there) rounded to the nearest integer. s = 0 (the first push, or one worker) leaves the weights untouched.
 //
 // fp16 (trainer.precision): every worker keeps its own loss scaler, as each process of a torch job has its
 // own GradScaler; a gradient with an inf or NaN is not pushed (its running statistics are), and that
@@ -42,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/pipeline/weight_memory.h"
 #include "executor/trainer.h"
 
 namespace onnxtrain {
@@ -129,6 +129,7 @@ class ParameterServerTrainer {
     std::map<std::string, Tensor> values;  // owned copies
     std::vector<std::string> state_names;  // the statistics among them
     std::unique_ptr<Optimizer> optimizer;  // global_step = version
+    WeightMemory prediction;               // host memory: the predictor's kept averages (ps_predict)
     int64_t version() const { return optimizer->global_step(); }
   };
   struct Worker {

@@ -249,6 +249,7 @@ std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
     inputs[loss_scale_input_] = scale;
   }
   session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
+  session_->set_rows(static_cast<uint64_t>(first_row_), x.rank() > 0 ? x.sizes()[0] : 0);
   return inputs;
 }
 

@@ -151,6 +151,10 @@ class Trainer {
   // changes. For callers that apply the gradients elsewhere (a parameter server's shards).
   bool update_loss_scale(const std::map<std::string, Tensor>& gradients);
 
+  // The batches this trainer is given are rows [first_row, …) of the mini-batch (a data-parallel replica's
+  // slice): its Dropout nodes draw those rows' masks of the whole mini-batch (Stream::set_rows). 0 default.
+  void set_first_row(int64_t first_row) { first_row_ = first_row; }
+
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
   // not count; see loss_scaler()).
   int64_t step() const { return optimizer_.global_step(); }
@@ -238,6 +242,7 @@ class Trainer {
   // fp16: the scaler and the training graph's scalar input that multiplies the loss before the backward pass.
   std::unique_ptr<LossScaler> scaler_;
   std::string loss_scale_input_;
+  int64_t first_row_ = 0;
 };
 
 }  // namespace onnxtrain

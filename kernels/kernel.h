@@ -78,10 +78,12 @@ struct KernelSpec {
 // (`native_handle`, null = the legacy default stream) and the device index; CUDA kernels enqueue their
 // work on it and return without synchronising (kernels/cuda/cuda_context.h reads it).
 //
-// `run_index` numbers the runs of a session (a training step, a pipeline micro-batch). Random kernels
-// (Dropout) are stateless: element i's draw is Philox4x32-10 keyed by random_stream_seed(seed attribute,
-// run_index) at counter i/2 (kernels/philox.h), so run r's masks do not depend on earlier runs, on the
-// tensor's size or on the backend; a resumed run, or a micro-batch on another thread, draws the same mask.
+// `run_index` numbers the runs of a session (a training step: the mini-batch). Random kernels (Dropout)
+// are stateless: element i of a tensor of `count` elements draws Philox4x32-10 keyed by
+// random_stream_seed(seed attribute, run_index) at element counter draw_offset(count) + i (kernels/philox.h),
+// so run r's masks do not depend on earlier runs or on the backend; a resumed run, or a micro-batch on
+// another thread, draws the same mask. `set_rows` places the run's rows in the mini-batch (a micro-batch,
+// a replica's slice): a row gets the draws it gets in the whole mini-batch, whatever the split.
 class Stream {
  public:
   explicit Stream(DeviceKind device = DeviceKind::Cpu, uint64_t run_index = 0, void* native_handle = nullptr,
@@ -92,9 +94,22 @@ class Stream {
   void* native_handle() const { return native_handle_; }  // cudaStream_t for a CUDA stream
   int device_index() const { return device_index_; }       // cuda:N
 
+  // This run computes rows [first_row, first_row + rows) of the mini-batch (rows 0: the whole of it).
+  void set_rows(uint64_t first_row, int64_t rows) {
+    first_row_ = first_row;
+    rows_ = rows;
+  }
+  // The counter of element 0 of a tensor of `count` elements: first_row·count/rows, where the tensor is laid
+  // out row-major over the batch ((N, …), and (N·T, …) alike: count a multiple of rows); else 0.
+  uint64_t draw_offset(int64_t count) const {
+    return rows_ > 0 && count % rows_ == 0 ? first_row_ * static_cast<uint64_t>(count / rows_) : 0;
+  }
+
  private:
   DeviceKind device_;
   uint64_t run_index_;
+  uint64_t first_row_ = 0;
+  int64_t rows_ = 0;
   void* native_handle_;
   int device_index_;
 };

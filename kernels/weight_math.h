@@ -4,7 +4,7 @@
 //
 //   AccumulateGradient f{.weight = w, .first = true};   for (i) f(acc[i], g[i]);   // acc = w·g
 //   ScaleValue s{.scale = 1.0f / m};                     for (i) s(acc[i]);         // gpipe's flush
-//   AdamPrediction p{...};                               for (i) p(out[i], w[i], m[i], h[i]);   // SpecTrain
+//   PredictAhead<SgdMomentumUpdate> p{...};              for (i) p(out[i], w[i], buf[i], buf[i]);   // SpecTrain
 #pragma once
 
 #include <cmath>
@@ -28,25 +28,39 @@ struct ScaleValue {
   ONNXTRAIN_HOST_DEVICE void operator()(float& v) const { v *= scale; }
 };
 
-// SpecTrain's prediction of one weight, Ŵ = W − s·d with d = lr·v and v the optimizer's smoothed gradient
-// (Optimizer::smoothed_gradient), in the float operations of its host loops: SGD with momentum's v is the
-// momentum buffer; Adam's is its last step's direction m·scale / (√h / root_divisor + eps), plus wd·W for
-// AdamW (h: max_exp_avg_sq with amsgrad). Optimizers without a direction predict Ŵ = W.
-struct MomentumPrediction {
-  float lr, s;
-  ONNXTRAIN_HOST_DEVICE void operator()(float& out, const float& w, const float& buf) const {
-    const float d = buf * lr;
-    out = w - s * d;
+// SpecTrain's prediction of one weight s updates ahead (executor/weight_prediction.h): the optimizer's own
+// update rule, applied `steps` times to scratch copies of the weight and its state with the gradient
+// estimate ĝ = estimate·estimate_scale, rule k holding the scalars of the k-th coming update (its scheduled
+// lr, its bias corrections). For a constant gradient this is the weight the optimizer will reach.
+inline constexpr int kMaxPredictedSteps = 32;
+
+template <typename Rule>
+struct PredictAhead {
+  Rule rules[kMaxPredictedSteps];
+  int steps = 0;
+  float estimate_scale = 0;
+
+  // `states`: the rule's state arrays' elements (none for plain SGD), read, never written.
+  template <typename... States>
+  ONNXTRAIN_HOST_DEVICE void operator()(float& out, const float& w, const float& estimate,
+                                        const States&... states) const {
+    float x = w;
+    apply(x, estimate * estimate_scale, states...);
+    out = x;
+  }
+
+ private:
+  template <typename... Scratch>
+  ONNXTRAIN_HOST_DEVICE void apply(float& x, float g, Scratch... scratch) const {
+    for (int k = 0; k < steps; ++k) rules[k](x, g, scratch...);
   }
 };
 
-struct AdamPrediction {
-  float scale, root_divisor, eps, wd, lr, s;
-  ONNXTRAIN_HOST_DEVICE void operator()(float& out, const float& w, const float& m, const float& h) const {
-    const float v = scale * m / (std::sqrt(h) / root_divisor + eps) + wd * w;
-    const float d = v * lr;
-    out = w - s * d;
-  }
+// The predictor's own smoothed gradient, for optimizers whose state does not hold one:
+// avg = avg·β + (1 − β)·g (avg starts at 0; the bias correction is in PredictAhead::estimate_scale).
+struct SmoothGradient {
+  float beta, one_minus_beta;
+  ONNXTRAIN_HOST_DEVICE void operator()(float& avg, const float& g) const { avg = avg * beta + one_minus_beta * g; }
 };
 
 }  // namespace onnxtrain::optimizer_math

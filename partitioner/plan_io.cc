@@ -137,6 +137,8 @@ std::string plan_to_json(const Plan& p) {
         {"link", link_json(o.link)},
         {"allreduce_link", link_json(o.allreduce_link)},
         {"optimizer_slots", o.optimizer_slots},
+        {"prediction_average", o.prediction_average},
+        {"prediction_metrics", o.prediction_metrics},
         {"memory_cap", o.memory_cap}}},
       {"stages", stages},
       {"predicted",
@@ -197,6 +199,9 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
   opt.link = r.link(o, "link", ow);
   opt.allreduce_link = r.link(o, "allreduce_link", ow);
   opt.optimizer_slots = r.small(o, "optimizer_slots", ow);
+  // Absent from plans written before they existed: the defaults.
+  if (o.contains("prediction_average")) opt.prediction_average = r.boolean(o, "prediction_average", ow);
+  if (o.contains("prediction_metrics")) opt.prediction_metrics = r.boolean(o, "prediction_metrics", ow);
   opt.memory_cap = r.integer(o, "memory_cap", ow);
 
   const json& stages = r.array(doc, "stages", "");

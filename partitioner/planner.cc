@@ -13,7 +13,7 @@ namespace onnxtrain {
 namespace {
 
 constexpr PlanSchedule kSchedules[] = {PlanSchedule::kPipeDream, PlanSchedule::kNaive, PlanSchedule::kSpecTrain,
-                                       PlanSchedule::kGPipe};
+                                       PlanSchedule::kGPipe, PlanSchedule::kOneFOneB};
 
 std::string describe_model(const CostProfile& p) { return p.model.empty() ? "the model" : "model '" + p.model + "'"; }
 
@@ -48,18 +48,28 @@ class StagePricer {
     return options_.replicas.size() == 1 ? options_.replicas[0] : options_.replicas[static_cast<size_t>(k)];
   }
 
+  bool flushes() const {
+    return options_.schedule == PlanSchedule::kGPipe || options_.schedule == PlanSchedule::kOneFOneB;
+  }
+  // Copies of the weights stage k keeps (the header comment's versions_k).
   int weight_versions(int k) const {
     const int n = options_.stages;
+    if (n == 1) return 1;
     switch (options_.schedule) {
-      case PlanSchedule::kPipeDream: return n - k;
-      case PlanSchedule::kSpecTrain: return n > 1 ? 2 : 1;
+      case PlanSchedule::kPipeDream: return 2 + (n - k);
+      case PlanSchedule::kSpecTrain: return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
       case PlanSchedule::kNaive:
-      case PlanSchedule::kGPipe: return 1;
+      case PlanSchedule::kGPipe:
+      case PlanSchedule::kOneFOneB: return 2;
     }
     return 1;
   }
   int64_t in_flight(int k) const {
-    return options_.schedule == PlanSchedule::kGPipe ? options_.micro_batches : options_.stages - k;
+    switch (options_.schedule) {
+      case PlanSchedule::kGPipe: return options_.micro_batches;
+      case PlanSchedule::kOneFOneB: return std::min<int64_t>(options_.stages - k, options_.micro_batches);
+      default: return options_.stages - k;
+    }
   }
 
   double transfer(int64_t bytes, const PlanLink& link) const {
@@ -69,7 +79,7 @@ class StagePricer {
   double time(int k, int64_t first, int64_t end, int r) const {
     const double compute = static_cast<double>(seconds_[end] - seconds_[first]);
     const double sends = send_forward(k, end) + send_backward(k, first);
-    const int64_t updates_every = options_.schedule == PlanSchedule::kGPipe ? options_.micro_batches : 1;
+    const int64_t updates_every = flushes() ? options_.micro_batches : 1;
     return (compute + sends) / r + allreduce(first, end, r) / (static_cast<double>(r) * updates_every);
   }
   double send_forward(int k, int64_t end) const {
@@ -89,8 +99,9 @@ class StagePricer {
     const int64_t p = params_[end] - params_[first];
     m.weights = p;
     m.stashed_weights = p * (weight_versions(k) - 1);
-    m.gradients = p;
-    m.optimizer_state = p * options_.optimizer_slots;
+    m.gradients = p * (flushes() && options_.stages > 1 ? 2 : 1);
+    const bool average = options_.schedule == PlanSchedule::kSpecTrain && options_.prediction_average && options_.stages > 1;
+    m.optimizer_state = p * (options_.optimizer_slots + (average ? 1 : 0));
     m.state = state_[end] - state_[first];
     const int64_t received = k > 0 ? profile_.cut_activation_bytes[first] : 0;
     m.activations = (activations_[end] - activations_[first] + received) * in_flight(k);
@@ -313,6 +324,7 @@ std::string_view schedule_name(PlanSchedule schedule) {
     case PlanSchedule::kNaive: return "naive";
     case PlanSchedule::kSpecTrain: return "spectrain";
     case PlanSchedule::kGPipe: return "gpipe";
+    case PlanSchedule::kOneFOneB: return "1f1b";
   }
   return "?";
 }

@@ -29,12 +29,18 @@
 //   bottleneck  = max_k time_k, minimised by the DP; ties are broken by the least Σ_k time_k (fewest
 //     bytes cut), then by the earliest cuts and the fewest devices.
 // Memory per device of stage k (bytes, exact integers), P/S/A = its parameter/state/activation bytes:
-//   weights P · versions_k (stashed = P · (versions_k − 1)) + gradients P + optimizer P · optimizer_slots
+//   weights P · versions_k (stashed = P · (versions_k − 1)) + gradients P · (1, 2 with a flush's sum)
+//   + optimizer P · (optimizer_slots + SpecTrain's kept gradient average when prediction_average)
 //   + state S + (A + cut_activation_bytes[first]) · in_flight_k      (the received input is kept too)
-//   versions_k / in_flight_k:  pipedream N−k / N−k (weight stashing, 1F1B)
-//                              naive     1   / N−k (1F1B without stashing)
-//                              spectrain 2   / N−k (the master weights + one predicted copy; 1 if N=1)
-//                              gpipe     1   / M   (all micro-batches of a mini-batch before backward)
+// every copy the executor's WeightPolicy keeps: the master W and the working copy the stage's graphs read
+// (2 copies), plus
+//   versions_k / in_flight_k:  pipedream 2 + N−k / N−k   (a stash per mini-batch in flight, 1F1B)
+//                              naive     2     / N−k     (1F1B without stashing)
+//                              spectrain 2 + 2(N−k−1) / N−k (with prediction_metrics: the report's host
+//                                        copies of Ŵ and W per prediction waiting for its target)
+//                              gpipe     2     / M       (all micro-batches of a mini-batch before backward)
+//                              1f1b      2     / min(N−k, M) (1F1B order: gpipe's numbers, less memory)
+//   One stage (N = 1) is one device's training: one copy, no working copy.
 // Pipeline figures for M micro-batches between flushes (GPipe: per mini-batch; the asynchronous 1F1B
 // schedules flush only at the end of a run: pass the run's number of mini-batches, or a large M) come
 // from the event simulation of the strategy's schedule (simulate_plan, simulator/pipeline_simulation.h):
@@ -60,9 +66,9 @@
 
 namespace onnxtrain {
 
-enum class PlanSchedule { kPipeDream, kNaive, kSpecTrain, kGPipe };
+enum class PlanSchedule { kPipeDream, kNaive, kSpecTrain, kGPipe, kOneFOneB };
 
-// "pipedream", "naive", "spectrain", "gpipe": the --strategy spellings.
+// "pipedream", "naive", "spectrain", "gpipe", "1f1b": the --strategy spellings.
 std::string_view schedule_name(PlanSchedule schedule);
 PlanSchedule parse_plan_schedule(std::string_view name);  // throws Error listing the known names
 
@@ -86,6 +92,10 @@ struct PlanOptions {
   PlanLink link;              // between consecutive stages
   PlanLink allreduce_link;    // among the replicas of a stage; bandwidth 0: the same as `link`
   int optimizer_slots = 0;    // parameter-sized optimizer buffers: SGD 0, momentum 1, Adam/AdamW 2
+  // spectrain: the predictor keeps its own gradient average (plain SGD, Adagrad, L2 weight decay:
+  // executor/weight_prediction.h), and the report scores predictions (--prediction-metrics on).
+  bool prediction_average = false;
+  bool prediction_metrics = true;
   int64_t memory_cap = 0;     // bytes per device; 0: no cap
   // For a model of attention blocks (CostProfile::has_attention): cut only where one gradient-carrying
   // tensor crosses (cut_gradient_tensors), between blocks or sublayers, never through an attention,

@@ -36,7 +36,7 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
                 std::to_string(n - 1) + " links, and at least one mini-batch");
   for (const StageTimes& t : stages)
     if (t.forward_s < 0 || t.backward_s < 0 || t.update_s < 0) throw Error("simulate_pipeline: negative pass time");
-  const bool gpipe = schedule.strategy == PipelineStrategy::gpipe;
+  const bool gpipe = strategy_traits(schedule.strategy).flushes;  // gpipe, 1f1b: the programs repeat per mini-batch
   PipelineSimulation out;
   EventSimulation& sim = out.sim;
   std::vector<int> pool(n);

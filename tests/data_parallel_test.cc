@@ -102,6 +102,41 @@ TEST(DataParallel, ReplicasEqualOneDeviceOnTheWholeBatch) {
   }
 }
 
+// With Dropout on (the transformer's 7 nodes), each replica draws its slice's rows of the whole batch's
+// masks (run index = the step, counters offset by the slice's first row): R replicas take the one-device
+// steps, up to the summation order. Another seed moves the loss by far more, so wrong masks would show.
+TEST(DataParallel, ReplicasDrawTheWholeBatchsDropoutMasks) {
+  const auto batches = testing_support::token_batches(12, 4, 21);
+  TrainerOptions options = momentum_sgd();
+  options.seed = 3;
+  ImportedModel m = import_model(kModels + "transformer_opset17.onnx");
+  std::vector<float> single_losses;
+  Trainer single(m.graph, options);
+  for (const auto& [x, y] : batches) single_losses.push_back(single.train_step(x, y));
+  for (int replicas : {2, 3}) {
+    ImportedModel fresh = import_model(kModels + "transformer_opset17.onnx");  // `single` trained m's weights
+    DataParallelTrainer dp(fresh.graph, {.trainer = options, .replicas = replicas});
+    size_t i = 0;
+    const std::vector<float> losses = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_NEAR(losses[s], single_losses[s], 1e-5 * std::abs(single_losses[s])) << replicas << " replicas, step " << s;
+    const std::map<std::string, Tensor> trained = dp.trained_initializers();
+    for (const auto& [name, t] : single.trained_initializers()) {
+      std::span<const float> a = t.data<float>(), b = trained.at(name).data<float>();
+      double scale = 0, diff = 0;
+      for (size_t k = 0; k < a.size(); ++k) {
+        scale = std::max(scale, static_cast<double>(std::abs(a[k])));
+        diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
+      }
+      EXPECT_LE(diff, 1e-5 * scale) << replicas << " replicas: " << name;
+    }
+  }
+  options.seed = 4;
+  ImportedModel again = import_model(kModels + "transformer_opset17.onnx");
+  Trainer other(again.graph, options);
+  EXPECT_GT(std::abs(other.train_step(batches[0].first, batches[0].second) - single_losses[0]), 1e-4);
+}
+
 TEST(DataParallel, RunsAreDeterministicAndBatchNormStatisticsStayIdentical) {
   const auto batches = batches_of("synthetic:3,32,32:10:96", 8, 3);
   std::vector<float> a_losses, b_losses;

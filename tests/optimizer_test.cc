@@ -2,7 +2,7 @@
 // - torch.optim parity: trajectories made by tests/data/optimizer/make_optimizer_fixtures.py (PyTorch 1.13),
 // - ONNX ai.onnx.preview.training Momentum / Adam / Adagrad node tests of libonnx-testdata, run through
 //   the same update code,
-// - SpecTrain's displacement, checkpointable state, and the errors a user can cause.
+// - checkpointable state, and the errors a user can cause (SpecTrain's prediction: weight_prediction_test.cc).
 #include "executor/optimizer.h"
 
 #include <gtest/gtest.h>
@@ -277,58 +277,6 @@ TEST(OnnxTrainingOp, AdamConventionBiasCorrectionAfterFirstUpdate) {
   }
   opt.update(x, g, state, r);
   expect_close(x, expected, 1e-6, 0, "X_new");
-}
-
-// ---- SpecTrain's displacement -------------------------------------------------------------------
-
-// Updates with a constant gradient; checks that W − lr·v predicted before each update lands on the update.
-double prediction_error(const OptimizerConfig& config, int updates) {
-  Optimizer opt(config, constant_lr(0.01));
-  std::vector<float> w = {1.0f, -2.0f, 0.5f}, g = {0.3f, -0.1f, 2.0f}, v(3);
-  double error = 0;
-  for (int t = 0; t < updates; ++t) {
-    opt.smoothed_gradient(opt.state("w"), w, v);
-    std::vector<float> predicted(3);
-    for (int i = 0; i < 3; ++i) predicted[i] = w[i] - 0.01f * v[i];
-    std::vector<float> before = w;
-    opt.step({{"w", w, g}});
-    if (t > 0) {
-      double num = 0, den = 0;
-      for (int i = 0; i < 3; ++i) num += std::abs(predicted[i] - w[i]), den += std::abs(before[i] - w[i]);
-      error = num / den;  // relative to the update's size
-    }
-  }
-  return error;
-}
-
-TEST(OptimizerDisplacement, PredictsTheNextUpdate) {
-  // Adam's bias-corrected direction is exact for a constant gradient (up to float rounding).
-  EXPECT_LT(prediction_error({.kind = OptimizerKind::adam}, 5), 1e-5);
-  EXPECT_LT(prediction_error({.kind = OptimizerKind::adamw, .weight_decay = 0.1}, 5), 1e-4);
-  // Momentum buffers converge to the steady state g/(1 − μ): the error decays as μ^t.
-  const OptimizerConfig momentum{.kind = OptimizerKind::sgd, .momentum = 0.5};
-  EXPECT_GT(prediction_error(momentum, 2), 0.1);
-  EXPECT_LT(prediction_error(momentum, 30), 1e-5);
-  EXPECT_LT(prediction_error({.kind = OptimizerKind::sgd, .momentum = 0.5, .nesterov = true}, 30), 1e-5);
-}
-
-TEST(OptimizerDisplacement, IsZeroWithoutSmoothedGradient) {
-  for (OptimizerConfig config :
-       {OptimizerConfig{.kind = OptimizerKind::sgd}, OptimizerConfig{.kind = OptimizerKind::adagrad},
-        OptimizerConfig{.kind = OptimizerKind::adam}}) {
-    Optimizer opt(config);
-    std::vector<float> w = {1.0f, 2.0f}, g = {0.5f, -0.5f}, d = {7.0f, 7.0f};
-    opt.displacement(opt.state("w"), w, 0.1, d);  // never updated: no direction yet
-    EXPECT_EQ(d, (std::vector<float>{0.0f, 0.0f}));
-    opt.step({{"w", w, g}});
-    opt.displacement(opt.state("w"), w, 0.1, d);
-    if (config.kind == OptimizerKind::adam) {
-      EXPECT_NEAR(d[0], 0.1f, 1e-6);  // lr · m̂/(√v̂ + eps) = lr · sign(g) after one update
-      EXPECT_NEAR(d[1], -0.1f, 1e-6);
-    } else {
-      EXPECT_EQ(d, (std::vector<float>{0.0f, 0.0f}));
-    }
-  }
 }
 
 // ---- state for checkpoints ----------------------------------------------------------------------

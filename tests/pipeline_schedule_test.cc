@@ -27,7 +27,8 @@ namespace {
 constexpr PipelineStrategy kOneFOneB[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,
                                           PipelineStrategy::spectrain};
 constexpr PipelineStrategy kAll[] = {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain,
-                                     PipelineStrategy::gpipe};
+                                     PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b};
+bool flushes(PipelineStrategy s) { return strategy_traits(s).flushes; }
 
 // Every pass `forward`/`backward` time units, updates and transfers instant.
 PipelineSimulation unit_simulation(const Schedule& s, double forward, double backward) {
@@ -184,11 +185,11 @@ TEST(PipelineSchedule, NamesRoundTripAndUnknownNamesListTheKnownOnes) {
   for (SpecTrainTarget t : {SpecTrainTarget::sequential, SpecTrainTarget::paper})
     EXPECT_EQ(parse_spectrain_target(spectrain_target_name(t)), t);
   try {
-    parse_pipeline_strategy("1f1b");
+    parse_pipeline_strategy("interleaved");
     FAIL() << "expected Error";
   } catch (const Error& e) {
     const std::string what = e.what();
-    for (const char* name : {"'1f1b'", "naive", "pipedream", "spectrain", "gpipe"})
+    for (const char* name : {"'interleaved'", "naive", "pipedream", "spectrain", "gpipe", "1f1b"})
       EXPECT_NE(what.find(name), std::string::npos) << what;
   }
   EXPECT_THROW(parse_spectrain_target("future"), Error);
@@ -296,7 +297,7 @@ TEST(PipelineSchedule, CompletesWithOneMessageChannels) {
         for (int k = 0; k < n; ++k) {
           EXPECT_EQ(static_cast<int64_t>(run.forwarded[k].size()), m);
           EXPECT_EQ(static_cast<int64_t>(run.backwarded[k].size()), m);
-          EXPECT_EQ(run.updates[k], strategy == PipelineStrategy::gpipe ? 1 : m);
+          EXPECT_EQ(run.updates[k], flushes(strategy) ? 1 : m);
         }
         for (const auto& [link, channel] : run.channels) EXPECT_TRUE(channel.empty()) << "left-over message";
       }
@@ -344,7 +345,7 @@ TEST(PipelineSchedule, VersionsAreWhatTheProgramsSee) {
           for (int64_t i = 0; i < m; ++i) {
             EXPECT_EQ(s.forward_version[k][i], run.seen_forward_version[k].at(i));
             EXPECT_EQ(s.backward_version[k][i], run.seen_backward_version[k].at(i));
-            if (strategy == PipelineStrategy::gpipe) {
+            if (flushes(strategy)) {
               EXPECT_EQ(s.forward_version[k][i], 0);
               EXPECT_EQ(s.backward_version[k][i], 0);
             } else {
@@ -470,6 +471,40 @@ TEST(PipelineSchedule, GPipeProgramAndOneUpdatePerMiniBatch) {
           EXPECT_EQ(s.s_forward[k][i], 0);
           EXPECT_EQ(s.s_backward[k][i], 0);
         }
+      }
+    }
+}
+
+// 1f1b (PipeDream-Flush): naive's 1F1B order over the M micro-batches of one mini-batch without its
+// per-backward updates, then Flush and one OptimizerStep. The backwards stay in micro-batch order (the
+// gradients sum as gpipe's do) and stage k never holds more than min(N-k, M) micro-batches' activations
+// (gpipe: M).
+TEST(PipelineSchedule, OneFOneBFlushIsGpipesWorkInOneFOneBOrder) {
+  for (int n = 1; n <= 8; ++n)
+    for (int64_t m : run_lengths(n)) {
+      const Schedule s = make_schedule(PipelineStrategy::flush_1f1b, n, m);
+      const Schedule naive = make_schedule(PipelineStrategy::naive, n, m);
+      const Schedule gpipe = make_schedule(PipelineStrategy::gpipe, n, m);
+      SCOPED_TRACE(describe(s.strategy, n, m));
+      for (int k = 0; k < n; ++k) {
+        std::vector<Instruction> expected;
+        for (const Instruction& in : naive.programs[k])
+          if (in.op != Op::OptimizerStep) expected.push_back(in);
+        expected.push_back({Op::Flush, -1});
+        expected.push_back({Op::OptimizerStep, -1});
+        EXPECT_EQ(s.programs[k], expected) << "stage " << k;
+        auto in_flight_peak = [](const std::vector<Instruction>& program) {
+          int64_t now = 0, peak = 0;
+          std::vector<int64_t> backwards;
+          for (const Instruction& in : program) {
+            if (in.op == Op::Forward) peak = std::max(peak, ++now);
+            if (in.op == Op::Backward) --now, backwards.push_back(in.micro_batch);
+          }
+          EXPECT_TRUE(std::is_sorted(backwards.begin(), backwards.end()));
+          return peak;
+        };
+        EXPECT_EQ(in_flight_peak(s.programs[k]), std::min<int64_t>(n - k, m));
+        EXPECT_EQ(in_flight_peak(gpipe.programs[k]), m);
       }
     }
 }

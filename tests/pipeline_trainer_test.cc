@@ -20,6 +20,7 @@
 #include "graph/op_schema.h"
 #include "tests/graph_builder.h"
 #include "tests/rendezvous_links.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
 using Batches = std::vector<std::pair<Tensor, Tensor>>;
+using testing_support::token_batches;
 
 Batches make_batches(const std::string& shape, int64_t batch, int64_t count, uint64_t seed) {
   Dataset data = load_dataset("synthetic:" + shape + ":10:" + std::to_string(batch * count),
@@ -41,18 +43,6 @@ Batches make_batches(const std::string& shape, int64_t batch, int64_t count, uin
 }
 
 // Token ids (B, 16) in [0, 100) and class labels for the transformer.
-Batches token_batches(int64_t batch, int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Batches out;
-  for (int64_t i = 0; i < count; ++i) {
-    Tensor x(DType::Int64, {batch, 16}), y(DType::Int64, {batch});
-    for (int64_t& v : x.data<int64_t>()) v = static_cast<int64_t>(rng() % 100);
-    for (int64_t& v : y.data<int64_t>()) v = static_cast<int64_t>(rng() % 10);
-    out.emplace_back(x, y);
-  }
-  return out;
-}
-
 TrainerOptions momentum_sgd(double lr) {
   TrainerOptions o;
   o.loss = parse_loss_spec("cross-entropy");
@@ -167,9 +157,10 @@ TEST(PipelineTrainer, OneStageEqualsTrainerBitForBit) {
   }
 }
 
-// Every stage runs mini-batch i's passes with run index i, so the transformer's 7 Dropout nodes draw the
-// single run's masks: one stage is bit-identical, and gpipe with one micro-batch over 2 or 3 stages takes
-// the single run's steps (up to the stages' own thread counts; a wrong mask would move the loss by far more).
+// Every stage runs mini-batch i's passes with run index i and each micro-batch's rows at their place in the
+// mini-batch, so the transformer's 7 Dropout nodes draw the single run's masks: one stage is bit-identical,
+// and gpipe and 1f1b with any number of micro-batches take the single run's steps (up to the summation order
+// and the stages' own thread counts; a wrong mask would move the loss by far more).
 TEST(PipelineTrainer, DropoutMasksAreTheSingleRunsMasks) {
   const Batches batches = token_batches(8, 4, 21);
   TrainerOptions trainer = momentum_sgd(0.05);
@@ -181,6 +172,16 @@ TEST(PipelineTrainer, DropoutMasksAreTheSingleRunsMasks) {
     PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, trainer, stages);
     expect_close(train_pipeline("transformer_opset17.onnx", o, batches), single, 1e-5,
                  "transformer gpipe N=" + std::to_string(stages));
+  }
+  // Micro-batches draw their rows' masks of the whole mini-batch (run index = the mini-batch, counters
+  // offset by the micro-batch's first row), so any M takes the single run's steps.
+  for (PipelineStrategy strategy : {PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b}) {
+    for (int64_t m : {2, 4}) {
+      PipelineOptions o = options_for({"flush", strategy}, trainer, 2);
+      o.micro_batches = m;
+      expect_close(train_pipeline("transformer_opset17.onnx", o, batches), single, 1e-5,
+                   std::string("transformer ") + pipeline_strategy_name(strategy) + " N=2 M=" + std::to_string(m));
+    }
   }
   trainer.seed = 4;  // the check has teeth: other masks, other losses
   const TrainedRun other = train_single("transformer_opset17.onnx", trainer, batches);
@@ -209,6 +210,36 @@ TEST(PipelineTrainer, GpipeEqualsTrainerOnTheWholeMiniBatch) {
   o.micro_batches = 4;
   expect_close(train_pipeline("mlp_opset17.onnx", o, odd), train_single("mlp_opset17.onnx", momentum_sgd(0.05), odd),
                1e-5, "mlp uneven micro-batches");
+}
+
+// 1f1b (PipeDream-Flush) runs gpipe's micro-batches in 1F1B order: the backwards keep micro-batch order, so
+// the gradient sums, the updates and the weights are gpipe's bit for bit, while stage k holds at most
+// min(N-k, M) micro-batches' activations instead of M (the report's peak, measured by the stage).
+TEST(PipelineTrainer, OneFOneBEqualsGpipeBitForBitWithLessActivationMemory) {
+  const Batches batches = make_batches("1,28,28", 16, 3, 7);
+  for (int stages : {2, 3}) {
+    for (int64_t m : {1, 4}) {
+      PipelineOptions o = options_for({"gpipe", PipelineStrategy::gpipe}, momentum_sgd(0.05), stages);
+      o.micro_batches = m;
+      PipelineReport gpipe_report, report;
+      const TrainedRun gpipe = train_pipeline("cnn_opset17.onnx", o, batches, &gpipe_report);
+      o.strategy = PipelineStrategy::flush_1f1b;
+      const std::string what = "N=" + std::to_string(stages) + " M=" + std::to_string(m);
+      expect_identical(train_pipeline("cnn_opset17.onnx", o, batches, &report), gpipe, "1f1b " + what);
+      for (int k = 0; k < stages; ++k) {
+        const int64_t held = std::min<int64_t>(stages - k, m);
+        const StageReport& a = report.stages[static_cast<size_t>(k)];
+        const StageReport& g = gpipe_report.stages[static_cast<size_t>(k)];
+        if (held < m) {
+          EXPECT_LT(a.peak_activation_bytes, g.peak_activation_bytes) << what << " stage " << k;
+        } else {
+          EXPECT_EQ(a.peak_activation_bytes, g.peak_activation_bytes) << what << " stage " << k;
+        }
+        EXPECT_EQ(a.gradient_sum_bytes, g.gradient_sum_bytes);
+        EXPECT_EQ(a.updates, 3);
+      }
+    }
+  }
 }
 
 // Thread timing cannot change a number: each stage's results depend only on its program order and what it
@@ -513,9 +544,21 @@ TEST(PipelineTrainer, ReportsStalenessPerStage) {
     EXPECT_EQ(first.forward_passes, 8);
     EXPECT_EQ(first.backward_passes, 8);
     if (v.strategy == PipelineStrategy::spectrain) {
-      EXPECT_EQ(first.mean_staleness, 0) << "sequential target: every pass aims at W_i";
-      EXPECT_GT(first.predictions, 0);
-      EXPECT_TRUE(std::isfinite(first.prediction_error));
+      // Scored against the version each pass aimed at: the momentum prediction lands nearer to it than the
+      // weights the pass would read without prediction (ratio 1), and the report counts the scoring copies.
+      EXPECT_EQ(first.predictions, 7) << "mini-batches 1..7 predict on stage 0 (mini-batch 0 has s = 0)";
+      EXPECT_GT(first.prediction_error, 0);
+      EXPECT_LT(first.prediction_error, 1);
+      EXPECT_EQ(first.prediction_bytes, 2 * 2 * first.weight_bytes) << "Ŵ and W of 2 pending predictions";
+      EXPECT_EQ(last.prediction_bytes, 0) << "the last stage predicts nothing";
+      // Without the metrics: the same numbers, no scoring and no copies.
+      PipelineOptions quiet = options_for(v, momentum_sgd(0.05), 3);
+      quiet.measure_prediction = false;
+      PipelineReport quiet_report;
+      const TrainedRun scored = train_pipeline("cnn_opset17.onnx", options_for(v, momentum_sgd(0.05), 3), batches);
+      expect_identical(train_pipeline("cnn_opset17.onnx", quiet, batches, &quiet_report), scored, "metrics off");
+      EXPECT_EQ(quiet_report.stages[0].predictions, 0);
+      EXPECT_EQ(quiet_report.stages[0].prediction_bytes, 0);
     } else {
       // Stage 0 forward of i reads W_{i−2} once two updates exist: gaps 0,1,2,2,2,2,2,2.
       EXPECT_DOUBLE_EQ(first.mean_staleness_forward, 13.0 / 8.0) << v.name;

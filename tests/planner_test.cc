@@ -57,7 +57,8 @@ PlanOptions random_options(std::mt19937_64& rng, int stages) {
   std::uniform_int_distribution<int> small(0, 3);
   PlanOptions o;
   o.stages = stages;
-  o.schedule = static_cast<PlanSchedule>(small(rng));
+  o.schedule = static_cast<PlanSchedule>(std::uniform_int_distribution<int>(0, 4)(rng));
+  o.prediction_metrics = small(rng) != 0;
   o.micro_batches = 1 + small(rng) * 3;
   o.link = {"random", std::uniform_real_distribution<double>(1e8, 1e11)(rng),
             std::uniform_real_distribution<double>(0, 1e-4)(rng)};
@@ -279,19 +280,24 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     const double bwd = k > 0 ? transfer(profile.cut_gradient_bytes[static_cast<size_t>(first)]) : 0.0;
     const PlanLink& ar = o.allreduce_link.bandwidth > 0 ? o.allreduce_link : o.link;
     const double allreduce = r > 1 ? 2.0 * (r - 1) * ar.latency_s + 2.0 * (r - 1) / r * p / ar.bandwidth : 0.0;
-    const double per_update = o.schedule == PlanSchedule::kGPipe ? static_cast<double>(o.micro_batches) : 1.0;
+    const bool flushes = o.schedule == PlanSchedule::kGPipe || o.schedule == PlanSchedule::kOneFOneB;
+    const double per_update = flushes ? static_cast<double>(o.micro_batches) : 1.0;
     const double time = (compute + fwd + bwd) / r + allreduce / (r * per_update);
     EXPECT_NEAR(s.compute_seconds, compute, 1e-12 * compute + 1e-300);
     EXPECT_NEAR(s.time_seconds, time, 1e-12 * time);
     EXPECT_DOUBLE_EQ(s.allreduce_seconds, allreduce);
 
-    int versions = 1;
+    // The executor's copies: master + working (one device: just one), pipedream's stashes, spectrain's
+    // scoring copies; a flush's gradient sum.
+    int versions = stages == 1 ? 1 : 2;
     int64_t in_flight = stages - k;
-    if (o.schedule == PlanSchedule::kPipeDream) versions = stages - k;
-    if (o.schedule == PlanSchedule::kSpecTrain) versions = 2;
+    if (stages > 1 && o.schedule == PlanSchedule::kPipeDream) versions += stages - k;
+    if (stages > 1 && o.schedule == PlanSchedule::kSpecTrain && o.prediction_metrics) versions += 2 * (stages - k - 1);
     if (o.schedule == PlanSchedule::kGPipe) in_flight = o.micro_batches;
+    if (o.schedule == PlanSchedule::kOneFOneB) in_flight = std::min<int64_t>(stages - k, o.micro_batches);
+    const int64_t gradients = p * (flushes && stages > 1 ? 2 : 1);
     const int64_t received = k > 0 ? profile.cut_activation_bytes[static_cast<size_t>(first)] : 0;
-    const int64_t total = p * versions + p + p * o.optimizer_slots + state + (act + received) * in_flight;
+    const int64_t total = p * versions + gradients + p * o.optimizer_slots + state + (act + received) * in_flight;
     EXPECT_EQ(s.memory.total, total);
     EXPECT_EQ(s.memory.stashed_weights, p * (versions - 1));
     EXPECT_EQ(s.memory.activations, (act + received) * in_flight);
@@ -385,22 +391,35 @@ TEST(Planner, ScheduleStashDepth) {
                           {.stages = 4, .schedule = s, .micro_batches = 6, .link = {"l", 1e9, 0}, .optimizer_slots = 2});
   };
   const Plan dream = plan_for(PlanSchedule::kPipeDream), naive = plan_for(PlanSchedule::kNaive),
-             gpipe = plan_for(PlanSchedule::kGPipe), spec = plan_for(PlanSchedule::kSpecTrain);
+             gpipe = plan_for(PlanSchedule::kGPipe), spec = plan_for(PlanSchedule::kSpecTrain),
+             one_f_one_b = plan_for(PlanSchedule::kOneFOneB);
   for (int k = 0; k < 4; ++k) {
-    const StagePlan& d = dream.stages[static_cast<size_t>(k)];
-    EXPECT_EQ(d.weight_versions, 4 - k);
+    const auto at = [k](const Plan& p) { return p.stages[static_cast<size_t>(k)]; };
+    const StagePlan& d = at(dream);
+    EXPECT_EQ(d.weight_versions, 2 + 4 - k);  // master, working copy, a stash per mini-batch in flight
     EXPECT_EQ(d.memory.weights, 2000);
-    EXPECT_EQ(d.memory.stashed_weights, 2000 * (3 - k));
+    EXPECT_EQ(d.memory.stashed_weights, 2000 * (1 + 4 - k));
     EXPECT_EQ(d.memory.optimizer_state, 4000);
     EXPECT_EQ(d.memory.activations, 1000 * (4 - k));
-    EXPECT_EQ(naive.stages[static_cast<size_t>(k)].memory.stashed_weights, 0);
-    EXPECT_EQ(naive.stages[static_cast<size_t>(k)].memory.activations, 1000 * (4 - k));
-    EXPECT_EQ(spec.stages[static_cast<size_t>(k)].memory.stashed_weights, 2000);
-    EXPECT_EQ(gpipe.stages[static_cast<size_t>(k)].memory.stashed_weights, 0);
-    EXPECT_EQ(gpipe.stages[static_cast<size_t>(k)].memory.activations, 1000 * 6);
+    EXPECT_EQ(at(naive).memory.stashed_weights, 2000);  // the working copy
+    EXPECT_EQ(at(naive).memory.activations, 1000 * (4 - k));
+    EXPECT_EQ(at(spec).memory.stashed_weights, 2000 * (1 + 2 * (3 - k)));  // + the report's scoring copies
+    EXPECT_EQ(at(gpipe).memory.stashed_weights, 2000);
+    EXPECT_EQ(at(gpipe).memory.gradients, 2 * 2000);  // the flush's gradient sum
+    EXPECT_EQ(at(gpipe).memory.activations, 1000 * 6);
+    EXPECT_EQ(at(one_f_one_b).memory.gradients, 2 * 2000);
+    EXPECT_EQ(at(one_f_one_b).memory.activations, 1000 * std::min(4 - k, 6));
   }
+  auto spectrain_with = [&](bool average, bool metrics) {
+    return evaluate_split(p, std::vector<int64_t>{2, 4, 6},
+                          {.stages = 4, .schedule = PlanSchedule::kSpecTrain, .micro_batches = 6, .link = {"l", 1e9, 0},
+                           .optimizer_slots = 0, .prediction_average = average, .prediction_metrics = metrics});
+  };
+  EXPECT_EQ(spectrain_with(true, false).stages[0].memory.optimizer_state, 2000);  // the kept gradient average
+  EXPECT_EQ(spectrain_with(false, false).stages[0].memory.stashed_weights, 2000);  // no scoring copies
   EXPECT_EQ(parse_plan_schedule("gpipe"), PlanSchedule::kGPipe);
-  EXPECT_NE(error_of([] { parse_plan_schedule("1f1b"); }).find("known: pipedream, naive, spectrain, gpipe"),
+  EXPECT_EQ(parse_plan_schedule("1f1b"), PlanSchedule::kOneFOneB);
+  EXPECT_NE(error_of([] { parse_plan_schedule("2bw"); }).find("known: pipedream, naive, spectrain, gpipe, 1f1b"),
             std::string::npos);
 }
 

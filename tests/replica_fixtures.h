@@ -1,7 +1,9 @@
 // Shared by the tests of the replicated trainers (data parallel, central storage, parameter server):
-// the optimizer they train with and deterministic shuffled mini-batches of a dataset.
+// the optimizer they train with, deterministic shuffled mini-batches of a dataset, and token batches.
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,20 @@ inline Batches batches_of(const std::string& spec, int64_t batch, int count) {
   for (int i = 0; i < count; ++i) {
     Batch b = loader.next();
     out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+// `count` mini-batches of `batch` rows of 16 random token ids (< 100) with class labels (< 10), for
+// models/transformer_opset17.onnx (7 Dropout nodes).
+inline Batches token_batches(int64_t batch, int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batches out;
+  for (int64_t i = 0; i < count; ++i) {
+    Tensor x(DType::Int64, {batch, 16}), y(DType::Int64, {batch});
+    for (int64_t& v : x.data<int64_t>()) v = static_cast<int64_t>(rng() % 100);
+    for (int64_t& v : y.data<int64_t>()) v = static_cast<int64_t>(rng() % 10);
+    out.emplace_back(x, y);
   }
   return out;
 }

@@ -512,6 +512,9 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cnn-steps", type=int, default=1875, help="CNN steps (1875: one epoch of batch 32)")
     p.add_argument("--cnn-lr", default="0.04,0.01", help="comma-separated: a convergence table per learning rate")
+    p.add_argument("--cnn-optimizers", default="nesterov",
+                   help="comma-separated (nesterov, momentum, adamw, ...): a table per optimizer and learning rate, "
+                        "everything else equal")
     p.add_argument("--resnet-steps", type=int, default=250)
     p.add_argument("--single-threads", type=int, default=1,
                    help="OMP_NUM_THREADS of the convergence part's single runs (0: leave it; losses do not depend "
@@ -553,12 +556,15 @@ def main():
     if "cnn" in wanted:
         # One convergence table per learning rate (the first also gets the throughput part): the quick start's
         # 0.04 is too large for the stale 1F1B strategies, a smaller one shows how they compare when they converge.
-        for i, lr in enumerate(float(x) for x in args.cnn_lr.split(",")):
-            models["cnn" if i == 0 else f"cnn_lr{lr:g}"] = {
+        # --cnn-optimizers nesterov,momentum: the same runs with only the optimizer changed (an ablation).
+        cnn_runs = [(lr, opt) for opt in args.cnn_optimizers.split(",") for lr in (float(x) for x in args.cnn_lr.split(","))]
+        for i, (lr, opt) in enumerate(cnn_runs):
+            name = "cnn" if i == 0 else f"cnn_lr{lr:g}" + ("" if opt == "nesterov" else f"_{opt}")
+            models[name] = {
                 "path": os.path.join(REPO, "models", "cnn_opset17.onnx"), "batch": 32, "lr": lr,
-                "optimizer": "nesterov", "schedule": "cosine", "data": ["--data", "fashion-mnist"], "test": [],
+                "optimizer": opt, "schedule": "cosine", "data": ["--data", "fashion-mnist"], "test": [],
                 "steps": args.cnn_steps, "tp_steps": args.throughput_cnn_steps if i == 0 else 0,
-                "describe": f"Fashion-MNIST CNN (cnn_opset17.onnx), batch 32, nesterov (momentum 0.9) lr {lr:g} "
+                "describe": f"Fashion-MNIST CNN (cnn_opset17.onnx), batch 32, {opt} (momentum 0.9) lr {lr:g} "
                             f"cosine, seed {args.seed}; test on the 10000 test images"}
     if "resnet" in wanted:
         train_npz, test_npz = fashion_npz(args.cache, args.resnet_test_rows)

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/pipeline/schedule.h"
+#include "executor/weight_prediction.h"
 #include "executor/trainer.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
@@ -126,7 +127,7 @@ void print_plan(const Plan& p, const CostProfile& profile) {
 // mini-batches (enough to reach the steady state), gpipe one mini-batch of M micro-batches.
 void print_schedule(const PartitionOptions& o) {
   const PipelineStrategy strategy = parse_pipeline_strategy(o.schedule);
-  const int64_t m = strategy == PipelineStrategy::gpipe ? (o.micro_batches > 0 ? o.micro_batches : 4) : 2 * int64_t{o.stages};
+  const int64_t m = strategy_traits(strategy).flushes ? (o.micro_batches > 0 ? o.micro_batches : 4) : 2 * int64_t{o.stages};
   const Schedule schedule = make_schedule(strategy, o.stages, m, parse_spectrain_target(o.spectrain_target));
   std::printf("%s", format_schedule_table(schedule).c_str());
 }
@@ -170,6 +171,9 @@ void partition_model(const PartitionOptions& o) {
   p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
   p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
   p.optimizer_slots = optimizer_state_slots(o.optimizer);
+  OptimizerConfig optimizer;
+  apply_optimizer_name(o.optimizer, optimizer);
+  p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
   if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 
@@ -209,7 +213,7 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--strategy", o->strategy,
-                  "pipedream (default) | naive | spectrain | gpipe: sets the weight versions and activations each stage keeps");
+                  "pipedream (default) | naive | spectrain | gpipe | 1f1b: sets the weight copies and activations each stage keeps");
   cmd->add_option("--device", o->device,
                   "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
   cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
@@ -229,7 +233,7 @@ void add_partition_command(CLI::App& app) {
                 "measure every node's forward and backward kernels on this CPU instead of the analytic times "
                 "(cached next to the model)");
   cmd->add_option("--schedule", o->schedule,
-                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe) for "
+                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe | 1f1b) for "
                   "--stages and stop");
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "with --schedule spectrain: sequential (W_i, the default) | paper (the SpecTrain paper's timeline)");

@@ -35,6 +35,7 @@ struct TrainOptions {
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
   std::string strategy = "single", plan, spectrain_target = "sequential";
+  std::string prediction_metrics = "on";  // spectrain: score each prediction in the report (host copies)
   int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
   bool vertical_sync = false, report = false;

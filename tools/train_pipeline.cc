@@ -323,12 +323,13 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.micro_batches = o.micro_batches;
   p.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000));
   p.spectrain_target = parse_spectrain_target(o.spectrain_target);
+  p.measure_prediction = o.prediction_metrics == "on";
   p.vertical_sync = o.vertical_sync;
   p.world = world;
   p.replicas = o.replicas;
   p.trace = !o.trace.empty();
   if (p.trace && world) throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
-  const int64_t micro_batch = p.strategy == PipelineStrategy::gpipe ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
+  const int64_t micro_batch = strategy_traits(p.strategy).flushes ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
   PipelineTrainer trainer(model.graph, p);
 

@@ -80,7 +80,7 @@ int run_training(const TrainOptions& o) {
     cuda::set_allow_tf32(true);  // before any kernel is prepared
   }
   if (!o.trace.empty() && !is_pipeline_strategy(o.strategy)) {
-    throw Error("--trace records pipeline stages: use it with --strategy naive|pipedream|spectrain|gpipe");
+    throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);

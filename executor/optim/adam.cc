@@ -13,13 +13,7 @@
 
 namespace onnxtrain::optim {
 
-using optimizer_math::AdamFactors;
-
 namespace {
-
-AdamFactors adam_factors(const OptimizerConfig& c, int64_t count_before, double lr) {
-  return optimizer_math::adam_factors(c.convention == AdamConvention::torch, c.beta1, c.beta2, count_before, lr);
-}
 
 template <bool kAmsgrad>
 void adam_loop(const optimizer_math::AdamUpdate& f, size_t n, float* __restrict w, const float* __restrict g,
@@ -52,18 +46,6 @@ void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const f
     adam_loop<false>(f, n, w.data(), g.data(), m, h, nullptr);
   }
   ++s.step;
-}
-
-void adam_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float> w, std::span<float> v) {
-  const size_t n = v.size();
-  std::span<const float> m = s.tensor("exp_avg");
-  std::span<const float> h = s.tensor(c.amsgrad ? "max_exp_avg_sq" : "exp_avg_sq");
-  const AdamFactors f = adam_factors(c, s.step - 1, 1.0);  // the factors of the last update, lr = 1
-  const float scale = static_cast<float>(f.step_scale), root_divisor = static_cast<float>(f.root_divisor);
-  const float eps = static_cast<float>(c.eps);
-  const float wd = c.kind == OptimizerKind::adamw ? static_cast<float>(c.weight_decay) : 0.0f;
-#pragma omp simd
-  for (size_t i = 0; i < n; ++i) v[i] = scale * m[i] / (std::sqrt(h[i]) / root_divisor + eps) + wd * w[i];
 }
 
 }  // namespace onnxtrain::optim

@@ -41,10 +41,4 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   ++s.step;
 }
 
-void sgd_direction(const OptimizerConfig& c, const ParamState& s, std::span<const float>, std::span<float> v) {
-  if (c.momentum == 0) return;
-  std::span<const float> buf = s.tensor("momentum_buffer");
-  std::copy(buf.begin(), buf.end(), v.begin());
-}
-
 }  // namespace onnxtrain::optim

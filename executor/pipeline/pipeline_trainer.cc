@@ -42,8 +42,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (n < 1) throw Error("pipeline: --stages must be at least 1, got " + std::to_string(n));
   if (options_.micro_batches < 1)
     throw Error("pipeline: --micro-batches must be at least 1, got " + std::to_string(options_.micro_batches));
-  if (options_.strategy != PipelineStrategy::gpipe && options_.micro_batches != 1) {
-    throw Error(std::string("pipeline: --micro-batches applies to gpipe; ") +
+  const bool flushes = strategy_traits(options_.strategy).flushes;
+  if (!flushes && options_.micro_batches != 1) {
+    throw Error(std::string("pipeline: --micro-batches applies to gpipe and 1f1b; ") +
                 pipeline_strategy_name(options_.strategy) + " sends every mini-batch through whole (got " +
                 std::to_string(options_.micro_batches) + ")");
   }
@@ -56,8 +57,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (copies < 1) throw Error("pipeline: --replicas must be at least 1, got " + std::to_string(copies));
   if (copies > 1 && !options_.world)
     throw Error("pipeline × data parallelism (--replicas " + std::to_string(copies) + ") runs across processes only");
-  if (copies > 1 && options_.strategy == PipelineStrategy::gpipe)
-    throw Error("pipeline × data parallelism: gpipe is not supported yet (naive, pipedream, spectrain are)");
+  if (copies > 1 && flushes)
+    throw Error(std::string("pipeline × data parallelism: ") + pipeline_strategy_name(options_.strategy) +
+                " is not supported yet (naive, pipedream, spectrain are)");
   if (options_.world && options_.world->size() != n * copies) {
     throw Error("pipeline across processes: " + std::to_string(n) + " stages × " + std::to_string(copies) +
                 " replicas need " + std::to_string(n * copies) + " processes, one stage each; this run has " +
@@ -143,8 +145,8 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
   BatchFeed::Batch b;
   if (batch.first.rank() < 1) throw Error("pipeline: a mini-batch's input has no batch dimension");
   b.rows = batch.first.sizes()[0];
-  if (options_.strategy == PipelineStrategy::gpipe && b.rows < options_.micro_batches) {
-    throw Error("gpipe: a mini-batch of " + std::to_string(b.rows) + " rows cannot be split into " +
+  if (strategy_traits(options_.strategy).flushes && b.rows < options_.micro_batches) {
+    throw Error(std::string(pipeline_strategy_name(options_.strategy)) + ": a mini-batch of " + std::to_string(b.rows) + " rows cannot be split into " +
                 std::to_string(options_.micro_batches) + " micro-batches");
   }
   const AttachedLoss& loss = reference_->loss();
@@ -164,6 +166,7 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
     b.x = slice_rows(b.x, begin, end);
     if (!b.labels.empty()) b.labels = slice_rows(b.labels, begin, end);
     b.rows = end - begin;
+    b.first_row = begin;
   }
   return b;
 }
@@ -182,7 +185,8 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   const int64_t first = trained_;
   BatchFeed feed([&] { return prepare_batch(next()); }, first, options_.world ? 1 : n);
 
-  Schedule schedule = options_.strategy == PipelineStrategy::gpipe
+  const bool flushes = strategy_traits(options_.strategy).flushes;
+  Schedule schedule = flushes
                           ? make_schedule(options_.strategy, n, options_.micro_batches)
                           : make_schedule(options_.strategy, n, count, options_.spectrain_target);
   std::vector<PipelineRound> rounds;
@@ -194,7 +198,7 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
                             .on_loss = &on_loss,
                             .observer = &options_.observer,
                             .call = ++train_calls_};
-  if (options_.strategy == PipelineStrategy::gpipe) {
+  if (flushes) {
     for (int64_t r = 0; r < count; ++r) {
       rounds.push_back(round);
       rounds.back().first = first + r;
@@ -270,14 +274,14 @@ std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communica
 }
 
 TraceSpan PipelineTrainer::trace_span(const Schedule& s, int k, int64_t first, const Instruction& in, double begin) const {
-  const bool gpipe = s.strategy == PipelineStrategy::gpipe;
-  TraceSpan span{.op = in.op, .mini_batch = gpipe ? first : first + std::max<int64_t>(in.micro_batch, 0),
-                 .micro_batch = gpipe ? std::max<int64_t>(in.micro_batch, 0) : 0, .start_s = begin,
+  const bool flushes = strategy_traits(s.strategy).flushes;
+  TraceSpan span{.op = in.op, .mini_batch = flushes ? first : first + std::max<int64_t>(in.micro_batch, 0),
+                 .micro_batch = flushes ? std::max<int64_t>(in.micro_batch, 0) : 0, .start_s = begin,
                  .end_s = seconds_between(created_, std::chrono::steady_clock::now())};
   if (in.micro_batch >= 0 && (in.op == Op::Forward || in.op == Op::Backward)) {
     const auto& versions = in.op == Op::Forward ? s.forward_version : s.backward_version;
-    // Updates before this round: one per earlier mini-batch (1F1B) or flush (gpipe, whose passes all read it).
-    span.version = gpipe ? first : first + versions[k][static_cast<size_t>(in.micro_batch)];
+    // Updates before this round: one per earlier mini-batch (1F1B) or flush (gpipe, 1f1b: every pass reads it).
+    span.version = flushes ? first : first + versions[k][static_cast<size_t>(in.micro_batch)];
   }
   return span;
 }
@@ -463,6 +467,8 @@ PipelineReport PipelineTrainer::report() const {
     s.peak_stash_bytes = st.peak_stash_bytes;
     s.peak_activation_bytes = w.peak_activation_bytes;
     s.optimizer_bytes = p.optimizer_state_bytes();
+    s.gradient_sum_bytes = p.gradient_sum_bytes();
+    s.prediction_bytes = p.prediction_average_bytes() + st.peak_scoring_bytes;
     auto mean = [](double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : 0.0; };
     s.mean_staleness_forward = mean(st.forward_gap, st.forward_passes);
     s.mean_staleness_backward = mean(st.backward_gap, st.backward_passes);
@@ -479,11 +485,12 @@ std::string format_pipeline_report(const PipelineReport& r) {
   std::ostringstream o;
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
   o << pipeline_strategy_name(r.strategy) << ", " << r.stage_count << " stage" << (r.stage_count == 1 ? "" : "s");
-  if (r.strategy == PipelineStrategy::gpipe) o << ", " << r.micro_batches << " micro-batches";
+  if (strategy_traits(r.strategy).flushes) o << ", " << r.micro_batches << " micro-batches";
   o << (r.threaded ? "" : " (sequential emulation)") << ": " << r.mini_batches << " mini-batches, " << r.samples
     << " samples in " << std::fixed << std::setprecision(2) << r.wall_seconds << " s, " << std::setprecision(1)
     << r.samples_per_second << " samples/s\n";
-  o << "stage  nodes      threads  samples/s  bubble  staleness(F/B)  weights MiB  stash MiB  activ MiB  optim MiB";
+  o << "stage  nodes      threads  samples/s  bubble  staleness(F/B)  weights MiB  stash MiB  activ MiB  optim MiB"
+       "  other MiB";
   if (r.strategy == PipelineStrategy::spectrain) o << "  pred.error";
   o << "\n";
   for (const StageReport& s : r.stages) {
@@ -495,7 +502,7 @@ std::string format_pipeline_report(const PipelineReport& r) {
       << std::setprecision(2) << s.mean_staleness_forward << " / " << std::setw(5) << s.mean_staleness_backward << "  "
       << std::setw(11) << std::setprecision(3) << mib(s.weight_bytes + s.working_bytes) << "  " << std::setw(9)
       << mib(s.peak_stash_bytes) << "  " << std::setw(9) << mib(s.peak_activation_bytes) << "  " << std::setw(9)
-      << mib(s.optimizer_bytes);
+      << mib(s.optimizer_bytes) << "  " << std::setw(9) << mib(s.gradient_sum_bytes + s.prediction_bytes);
     if (r.strategy == PipelineStrategy::spectrain) {
       o << "  " << std::setw(10) << std::setprecision(4) << s.prediction_error;
     }

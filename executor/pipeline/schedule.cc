@@ -13,11 +13,22 @@ namespace onnxtrain {
 
 namespace {
 
-constexpr PipelineStrategy kStrategies[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,
-                                            PipelineStrategy::spectrain, PipelineStrategy::gpipe};
+constexpr StrategyTraits kStrategies[] = {
+    {PipelineStrategy::naive, "naive", false, false, WeightHandling::current,
+     "1F1B, each backward updates at once; every pass reads the weights as they are (stale gradients)"},
+    {PipelineStrategy::pipedream, "pipedream", false, false, WeightHandling::stash,
+     "1F1B, each backward updates at once; the backward reads the weights its forward stashed"},
+    {PipelineStrategy::spectrain, "spectrain", false, false, WeightHandling::predict,
+     "1F1B, each backward updates at once; every pass reads the weights predicted for its version"},
+    {PipelineStrategy::gpipe, "gpipe", true, true, WeightHandling::current,
+     "M micro-batches, all forwards then all backwards, one update per mini-batch"},
+    {PipelineStrategy::flush_1f1b, "1f1b", true, false, WeightHandling::current,
+     "M micro-batches in 1F1B order (PipeDream-Flush), one update per mini-batch: gpipe's numbers, less memory"},
+};
 constexpr SpecTrainTarget kTargets[] = {SpecTrainTarget::sequential, SpecTrainTarget::paper};
 
-bool is_1f1b(PipelineStrategy strategy) { return strategy != PipelineStrategy::gpipe; }
+// naive, pipedream, spectrain: the run's mini-batches are the micro-batches, each backward updates.
+bool updates_each_backward(PipelineStrategy strategy) { return !strategy_traits(strategy).flushes; }
 
 void emit_forward(std::vector<Instruction>& program, int stage, int stages, int64_t mb) {
   if (stage > 0) program.push_back({Op::RecvActivation, mb});
@@ -31,23 +42,29 @@ void emit_backward(std::vector<Instruction>& program, int stage, int stages, int
   if (stage > 0) program.push_back({Op::SendGradient, mb});
 }
 
-std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t mini_batches) {
+// 1F1B order; `step_each`: an OptimizerStep after every backward (else the caller flushes at the end).
+std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t count, bool step_each) {
   std::vector<Instruction> program;
   int64_t next_forward = 0, next_backward = 0;
-  const int64_t warm_up = std::min<int64_t>(stages - 1 - stage, mini_batches);
+  const int64_t warm_up = std::min<int64_t>(stages - 1 - stage, count);
   while (next_forward < warm_up) emit_forward(program, stage, stages, next_forward++);
-  while (next_backward < mini_batches) {
-    if (next_forward < mini_batches) emit_forward(program, stage, stages, next_forward++);
+  while (next_backward < count) {
+    if (next_forward < count) emit_forward(program, stage, stages, next_forward++);
     emit_backward(program, stage, stages, next_backward);
-    program.push_back({Op::OptimizerStep, next_backward++});
+    if (step_each) program.push_back({Op::OptimizerStep, next_backward});
+    ++next_backward;
   }
   return program;
 }
 
-std::vector<Instruction> gpipe_program(int stage, int stages, int64_t micro_batches) {
+std::vector<Instruction> flush_program(int stage, int stages, int64_t micro_batches, bool fill_drain) {
   std::vector<Instruction> program;
-  for (int64_t mb = 0; mb < micro_batches; ++mb) emit_forward(program, stage, stages, mb);
-  for (int64_t mb = 0; mb < micro_batches; ++mb) emit_backward(program, stage, stages, mb);
+  if (fill_drain) {
+    for (int64_t mb = 0; mb < micro_batches; ++mb) emit_forward(program, stage, stages, mb);
+    for (int64_t mb = 0; mb < micro_batches; ++mb) emit_backward(program, stage, stages, mb);
+  } else {
+    program = one_f_one_b_program(stage, stages, micro_batches, false);
+  }
   program.push_back({Op::Flush, -1});
   program.push_back({Op::OptimizerStep, -1});
   return program;
@@ -115,31 +132,33 @@ std::string pad(const std::string& text, size_t width) {
 
 }  // namespace
 
+const StrategyTraits& strategy_traits(PipelineStrategy strategy) {
+  for (const StrategyTraits& t : kStrategies)
+    if (t.strategy == strategy) return t;
+  throw Error("pipeline strategy " + std::to_string(static_cast<int>(strategy)) + " has no traits");
+}
+
+std::span<const StrategyTraits> all_strategy_traits() { return kStrategies; }
+
+std::string pipeline_strategy_names() {
+  std::string names;
+  for (const StrategyTraits& t : kStrategies) names += std::string(names.empty() ? "" : " | ") + t.name;
+  return names;
+}
+
 PipelineStrategy parse_pipeline_strategy(std::string_view name) {
-  for (PipelineStrategy strategy : kStrategies)
-    if (name == pipeline_strategy_name(strategy)) return strategy;
-  throw Error("unknown pipeline strategy '" + std::string(name) + "' (expected naive, pipedream, spectrain or gpipe)");
+  for (const StrategyTraits& t : kStrategies)
+    if (name == t.name) return t.strategy;
+  throw Error("unknown pipeline strategy '" + std::string(name) + "' (expected " + pipeline_strategy_names() + ")");
 }
 
 bool is_pipeline_strategy(std::string_view name) {
-  for (PipelineStrategy strategy : kStrategies)
-    if (name == pipeline_strategy_name(strategy)) return true;
+  for (const StrategyTraits& t : kStrategies)
+    if (name == t.name) return true;
   return false;
 }
 
-const char* pipeline_strategy_name(PipelineStrategy strategy) {
-  switch (strategy) {
-    case PipelineStrategy::naive:
-      return "naive";
-    case PipelineStrategy::pipedream:
-      return "pipedream";
-    case PipelineStrategy::spectrain:
-      return "spectrain";
-    case PipelineStrategy::gpipe:
-      return "gpipe";
-  }
-  return "?";
-}
+const char* pipeline_strategy_name(PipelineStrategy strategy) { return strategy_traits(strategy).name; }
 
 SpecTrainTarget parse_spectrain_target(std::string_view name) {
   for (SpecTrainTarget target : kTargets)
@@ -177,12 +196,13 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   if (stages < 1) throw Error("pipeline schedule: the number of stages must be >= 1, got " + std::to_string(stages));
   if (micro_batches < 1)
     throw Error(std::string("pipeline schedule: the number of ") +
-                (is_1f1b(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
+                (updates_each_backward(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
                 std::to_string(micro_batches));
   Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches};
   for (int k = 0; k < stages; ++k)
-    schedule.programs.push_back(is_1f1b(strategy) ? one_f_one_b_program(k, stages, micro_batches)
-                                                  : gpipe_program(k, stages, micro_batches));
+    schedule.programs.push_back(updates_each_backward(strategy)
+                                    ? one_f_one_b_program(k, stages, micro_batches, true)
+                                    : flush_program(k, stages, micro_batches, strategy_traits(strategy).fill_drain));
 
   // Versions: the optimizer steps a stage has taken before each pass, counted along its own program.
   const std::vector<int64_t> zeros(micro_batches, 0);
@@ -196,9 +216,9 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
       if (in.op == Op::Backward) schedule.backward_version[k][in.micro_batch] = steps;
     }
   }
-  // GPipe: one version per mini-batch, which every micro-batch uses: the target is the version held.
+  // Flushes: one version per mini-batch, which every micro-batch uses: the target is the version held.
   schedule.target_version.assign(stages, zeros);
-  if (is_1f1b(strategy)) {
+  if (updates_each_backward(strategy)) {
     if (target == SpecTrainTarget::paper) {
       schedule.target_version = paper_targets(schedule);
     } else {
@@ -263,7 +283,7 @@ std::vector<bool> launch_before(const Schedule& schedule, int stage) {
 }
 
 std::string format_schedule_table(const Schedule& schedule) {
-  const bool one_f_one_b = is_1f1b(schedule.strategy);
+  const bool one_f_one_b = updates_each_backward(schedule.strategy);
   // GPipe's update is drawn one unit wide so the flush shows; 1F1B's follow their backward at once.
   const UnitTimeline timeline = unit_timeline(schedule, one_f_one_b ? 0 : 1);
   std::vector<std::vector<std::string>> grid(schedule.stages, std::vector<std::string>(timeline.makespan, "."));
@@ -285,7 +305,9 @@ std::string format_schedule_table(const Schedule& schedule) {
   out << pipeline_strategy_name(schedule.strategy) << " schedule: " << schedule.stages << " stage"
       << (schedule.stages == 1 ? "" : "s") << ", " << schedule.micro_batches << " " << unit
       << (schedule.micro_batches == 1 ? "" : "es")
-      << (one_f_one_b ? " in the run (1F1B)\n" : " per mini-batch (all forwards, all backwards, one update)\n");
+      << (one_f_one_b                               ? " in the run (1F1B)\n"
+          : strategy_traits(schedule.strategy).fill_drain ? " per mini-batch (all forwards, all backwards, one update)\n"
+                                                          : " per mini-batch (1F1B order, one update)\n");
   out << "Fi forward of " << unit << " i, Bi its backward"
       << (one_f_one_b ? " then the stage's optimizer step" : ", U the optimizer step (flush)")
       << ", . idle; one column per pass time\n";

@@ -23,6 +23,10 @@
 // GPipe: micro_batches = M micro-batches of ONE mini-batch; the executor repeats the programs for every
 // mini-batch. All M forwards (0..M-1), then all M backwards (0..M-1, so gradients accumulate in
 // micro-batch order), then Flush (gradients complete: scale by 1/M) and one OptimizerStep.
+// 1f1b (PipeDream-Flush, the synchronous 1F1B of Megatron-LM and DeepSpeed): GPipe's micro-batches, flush
+// and update, in 1F1B order: stage k warms up with min(N-1-k, M) forwards, alternates, drains. The
+// backwards still come in micro-batch order, so the gradients, and the weights, equal GPipe's bit for bit,
+// while stage k holds at most min(N-k, M) micro-batches' activations instead of M.
 //
 // Version accounting (1F1B; GPipe: all zero, one version per flush). For stage k and mini-batch i:
 //   forward_version[k][i], backward_version[k][i]: optimizer steps stage k has taken before F_i / B_i,
@@ -39,14 +43,35 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace onnxtrain {
 
-enum class PipelineStrategy { naive, pipedream, spectrain, gpipe };
-// "naive" | "pipedream" | "spectrain" | "gpipe"; throws Error listing the known names.
+enum class PipelineStrategy { naive, pipedream, spectrain, gpipe, flush_1f1b };
+
+// What a pass of a strategy reads: W as it is, the forward's stashed copy (backward), or a prediction.
+enum class WeightHandling { current, stash, predict };
+
+// One row per strategy, read by the schedule, the weight policy, the executor and the CLI: a new strategy is
+// a row here (and its weight handling, when that is new).
+struct StrategyTraits {
+  PipelineStrategy strategy;
+  const char* name;  // --strategy
+  // Micro-batches of one mini-batch per round; their gradients accumulate and the stage makes one update per
+  // mini-batch (synchronous). Otherwise every mini-batch travels whole and each backward updates at once.
+  bool flushes;
+  bool fill_drain;  // flushes: all forwards, then all backwards (GPipe); else 1F1B order
+  WeightHandling weights;
+  const char* summary;  // one line for --help and the docs
+};
+const StrategyTraits& strategy_traits(PipelineStrategy strategy);
+std::span<const StrategyTraits> all_strategy_traits();
+// The --strategy names, "naive | pipedream | …", for messages and --help.
+std::string pipeline_strategy_names();
+// A --strategy name; throws Error listing the known names.
 PipelineStrategy parse_pipeline_strategy(std::string_view name);
 bool is_pipeline_strategy(std::string_view name);  // one of the names parse_pipeline_strategy accepts
 const char* pipeline_strategy_name(PipelineStrategy strategy);
@@ -64,7 +89,7 @@ inline bool is_transfer(Op op) { return is_send(op) || is_recv(op); }
 
 struct Instruction {
   Op op;
-  int64_t micro_batch = -1;  // 0-based mini-batch (1F1B) or micro-batch (gpipe); -1 for gpipe's Flush/OptimizerStep
+  int64_t micro_batch = -1;  // 0-based mini-batch (1F1B) or micro-batch (flushes); -1 for a Flush and its OptimizerStep
   bool operator==(const Instruction&) const = default;
 };
 
@@ -72,7 +97,7 @@ struct Schedule {
   PipelineStrategy strategy = PipelineStrategy::naive;
   SpecTrainTarget target = SpecTrainTarget::sequential;
   int stages = 1;
-  int64_t micro_batches = 1;                       // 1F1B: mini-batches in the run; gpipe: per mini-batch
+  int64_t micro_batches = 1;                       // 1F1B: mini-batches in the run; flushes: per mini-batch
   std::vector<std::vector<Instruction>> programs;  // per stage, in execution order
   // [stage][micro_batch], see the header comment.
   std::vector<std::vector<int64_t>> forward_version, backward_version, target_version, s_forward, s_backward;

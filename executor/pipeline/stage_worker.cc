@@ -15,7 +15,8 @@ bool reads_input(const Graph& g, const std::string& name) {
   return std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId id) { return g.value(id).name == name; });
 }
 
-bool gpipe_round(const PipelineRound& r) { return r.schedule->strategy == PipelineStrategy::gpipe; }
+// A round of micro-batches of one mini-batch that ends in a flush (gpipe, 1f1b).
+bool flush_round(const PipelineRound& r) { return strategy_traits(r.schedule->strategy).flushes; }
 
 // Output `name` of a pass: its device copy when the pass kept it there, else the host tensor.
 StageValue value_of(const std::string& name, const std::map<std::string, Tensor>& out,
@@ -134,16 +135,16 @@ void StageWorker::begin_round(const PipelineRound& round) {
 }
 
 int64_t StageWorker::mini_batch_of(int64_t micro) const {
-  return gpipe_round(round_) ? round_.first : round_.first + micro;
+  return flush_round(round_) ? round_.first : round_.first + micro;
 }
 
 int64_t StageWorker::tag_of(int64_t micro) const {
-  return gpipe_round(round_) ? round_.first * round_.schedule->micro_batches + micro : round_.first + micro;
+  return flush_round(round_) ? round_.first * round_.schedule->micro_batches + micro : round_.first + micro;
 }
 
 std::string StageWorker::what(int64_t micro, const char* kind, const std::string& name) const {
   std::string s = "stage " + std::to_string(graphs_.index) + ", mini-batch " + std::to_string(mini_batch_of(micro));
-  if (gpipe_round(round_)) s += " micro-batch " + std::to_string(micro);
+  if (flush_round(round_)) s += " micro-batch " + std::to_string(micro);
   return s + ", " + kind + " '" + name + "'";
 }
 
@@ -153,10 +154,22 @@ void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::str
                          &graph == &graphs_.forward ? forward_reads_[1] : backward_reads_[1]};
   if (!reads[0] && !reads[1]) return;
   BatchFeed::Batch batch = round_.feed->get(mini_batch_of(micro));
-  int64_t begin = 0, end = batch.rows;
-  if (gpipe_round(round_)) std::tie(begin, end) = micro_batch_rows(batch.rows, round_.schedule->micro_batches, micro);
+  const auto [begin, end] = local_rows(batch, micro);
   if (reads[0]) inputs[config_.input] = slice_rows(batch.x, begin, end);
   if (reads[1]) inputs[config_.labels] = slice_rows(batch.labels, begin, end);
+}
+
+// The micro-batch's rows of this pipeline's batch (all of them but in a flush round).
+std::pair<int64_t, int64_t> StageWorker::local_rows(const BatchFeed::Batch& batch, int64_t micro) const {
+  if (!flush_round(round_)) return {0, batch.rows};
+  return micro_batch_rows(batch.rows, round_.schedule->micro_batches, micro);
+}
+
+// The micro-batch's rows of the whole mini-batch (with pipeline copies, this copy's share starts at first_row).
+std::pair<int64_t, int64_t> StageWorker::rows_of(int64_t micro) {
+  const BatchFeed::Batch batch = round_.feed->get(mini_batch_of(micro));
+  const auto [begin, end] = local_rows(batch, micro);
+  return {batch.first_row + begin, batch.first_row + end};
 }
 
 void StageWorker::observe(bool backward, int64_t micro, int64_t read) {
@@ -217,7 +230,10 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
     }
   }
   feed_data(graph, micro, inputs);
+  // Dropout: the mini-batch's run index and this micro-batch's rows of it (the single run's masks).
   session.set_run_index(static_cast<uint64_t>(mini_batch_of(micro)));
+  const auto [begin, end] = rows_of(micro);
+  session.set_rows(static_cast<uint64_t>(begin), end - begin);
   if (config_.device.kind != DeviceKind::Cuda) return session.run(inputs);
   std::map<std::string, DeviceTensor> kept_on_device;
   std::map<std::string, Tensor> out = session.run(inputs, device_inputs, keep_on_device, kept_on_device);
@@ -228,7 +244,7 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
 void StageWorker::forward(int64_t micro) {
   const Schedule& s = *round_.schedule;
   const int k = graphs_.index;
-  const bool gpipe = gpipe_round(round_);
+  const bool gpipe = flush_round(round_);
   const int64_t mini = mini_batch_of(micro);
   MicroBatch& mb = in_flight_[micro];
 
@@ -281,7 +297,7 @@ void StageWorker::forward(int64_t micro) {
 void StageWorker::backward(int64_t micro) {
   const Schedule& s = *round_.schedule;
   const int k = graphs_.index;
-  const bool gpipe = gpipe_round(round_);
+  const bool gpipe = flush_round(round_);
   const int64_t mini = mini_batch_of(micro);
   MicroBatch& mb = in_flight_.at(micro);
   if (!gpipe) {
@@ -397,7 +413,7 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       }
       return true;
     case Op::OptimizerStep:
-      if (gpipe_round(round_)) {
+      if (flush_round(round_)) {
         const bool mean = config_.reduction == LossReduction::Mean;
         weights_->flush(mean && round_.schedule->micro_batches > 1
                             ? 1.0f / static_cast<float>(round_.schedule->micro_batches)

@@ -39,6 +39,7 @@ class BatchFeed {
     Tensor x, labels;  // labels already in the form the loss reads (labels_for)
     int64_t rows = 0;
     int64_t total_rows = 0;  // the whole mini-batch's (rows is this pipeline's share with data parallelism)
+    int64_t first_row = 0;   // where this pipeline's share starts in the mini-batch
   };
   BatchFeed(std::function<Batch()> fetch, int64_t first, int consumers)
       : fetch_(std::move(fetch)), next_(first), consumers_(consumers) {}
@@ -148,6 +149,8 @@ class StageWorker {
   int64_t tag_of(int64_t micro) const;
   std::string what(int64_t micro, const char* kind, const std::string& name) const;
   void feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs);
+  std::pair<int64_t, int64_t> local_rows(const BatchFeed::Batch& batch, int64_t micro) const;
+  std::pair<int64_t, int64_t> rows_of(int64_t micro);
   // Runs `session` (of `graph`) on micro-batch `micro`: its inputs are the micro-batch's kept and received
   // values (host or device) and the data. The outputs named in `keep_on_device` come back in
   // `device_outputs`, the others as host tensors.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "executor/weight_prediction.h"
 #include "kernels/optimizer_math.h"
 #include "kernels/weight_math.h"
 
@@ -103,6 +104,8 @@ void WeightMemory::sync_working_to_host() const {
 }
 
 void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> params) {
+  if (keep_averages_)
+    for (const DeviceParamSlot& p : params) observe_gradient(p.name, p.grad, static_cast<size_t>(p.numel));
   if (store_) {
     device_optimizer_->step(optimizer, params);
     return;
@@ -116,54 +119,73 @@ void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> p
   optimizer.step(slots);
 }
 
+void WeightMemory::enable_prediction(const Optimizer& optimizer) {
+  keep_averages_ = gradient_estimate(optimizer.config()) == GradientEstimate::kept_average;
+  average_beta_ = static_cast<float>(kept_average_beta(optimizer.config()));
+}
+
+void WeightMemory::observe_gradient(const std::string& param, const float* g, size_t n) {
+  KeptAverage& kept = averages_[param];
+  if (kept.average.size != n) {
+    kept = {.average = make(n), .observed = 0};
+    upload(kept.average.data(), std::vector<float>(n, 0.0f));
+  }
+  const optimizer_math::SmoothGradient f{.beta = average_beta_, .one_minus_beta = 1.0f - average_beta_};
+  ++kept.observed;
+  float* avg = kept.average.data();
+  if (!store_) {
+    for (size_t i = 0; i < n; ++i) f(avg[i], g[i]);
+    return;
+  }
+#if ONNXTRAIN_WITH_CUDA
+  cuda::smooth_gradient(f, avg, g, static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+#else
+  throw Error(kNoCuda);  // unreachable: a store cannot be made without CUDA
+#endif
+}
+
+int64_t WeightMemory::prediction_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, kept] : averages_) bytes += static_cast<int64_t>(kept.average.size * sizeof(float));
+  return bytes;
+}
+
+void WeightMemory::reset_prediction() { averages_.clear(); }
+
 void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n,
                            int64_t s) {
-  const OptimizerConfig& c = optimizer.config();
-  const bool momentum = c.kind == OptimizerKind::sgd && c.momentum != 0;
-  const bool adam = c.kind == OptimizerKind::adam || c.kind == OptimizerKind::adamw;
   // Every parameter of a stage has its state once the stage has stepped (no state sync: on a device the
   // host state holds the step counts, the arrays are the device optimizer's).
-  const ParamState* state = optimizer.global_step() > 0 ? &optimizer.state(param) : nullptr;
-  if (!state || state->step == 0 || !(momentum || adam)) {
-    copy(out, w, n);  // no direction: Ŵ = W − s·0
+  const int64_t updates = optimizer.global_step() > 0 ? optimizer.state(param).step : 0;
+  const KeptAverage* kept = nullptr;
+  if (gradient_estimate(optimizer.config()) == GradientEstimate::kept_average) {
+    auto it = averages_.find(param);
+    kept = it == averages_.end() ? nullptr : &it->second;
+    ONNXTRAIN_CHECK(kept || updates == 0 || keep_averages_, "weight prediction was not enabled for '" + param + "'");
+  }
+  const int64_t estimated_from = kept ? kept->observed : updates;
+  if (s == 0 || updates == 0 || estimated_from == 0) {
+    copy(out, w, n);  // no estimate yet: Ŵ = W
     return;
   }
   std::vector<const float*> states;  // in Optimizer::state_names() order
   if (store_) {
     states = device_optimizer_->states_of(optimizer, param, static_cast<int64_t>(n));
   } else {
-    for (const std::string& name : optimizer.state_names()) states.push_back(state->tensor(name).data());
+    for (const std::string& name : optimizer.state_names()) states.push_back(optimizer.state(param).tensor(name).data());
   }
-  const auto lr = static_cast<float>(optimizer.current_lr());
-  const auto ahead = static_cast<float>(s);
-  if (momentum) {
-    const optimizer_math::MomentumPrediction f{.lr = lr, .s = ahead};
-    if (!store_) {
-      for (size_t i = 0; i < n; ++i) f(out[i], w[i], states[0][i]);
-      return;
-    }
-#if ONNXTRAIN_WITH_CUDA
-    cuda::predict_weights(f, out, w, states[0], static_cast<int64_t>(n), store_->stream().kernel_stream(0));
-#endif
-    return;
-  }
-  // Adam's direction uses the factors of its last update, at lr 1 (the prediction's lr is applied after).
-  const optimizer_math::AdamFactors a =
-      optimizer_math::adam_factors(c.convention == AdamConvention::torch, c.beta1, c.beta2, state->step - 1, 1.0);
-  const optimizer_math::AdamPrediction f{
-      .scale = static_cast<float>(a.step_scale),
-      .root_divisor = static_cast<float>(a.root_divisor),
-      .eps = static_cast<float>(c.eps),
-      .wd = c.kind == OptimizerKind::adamw ? static_cast<float>(c.weight_decay) : 0.0f,
-      .lr = lr,
-      .s = ahead};
-  const float* h = states.at(c.amsgrad ? 2 : 1);
+  const float* estimate = kept ? kept->average.data() : states.at(0);
+  const PredictionRule rule = prediction_rule(optimizer, updates, estimated_from, s);
   if (!store_) {
-    for (size_t i = 0; i < n; ++i) f(out[i], w[i], states[0][i], h[i]);
+    predict_on_host(rule, states, estimate, w, out, n);
     return;
   }
 #if ONNXTRAIN_WITH_CUDA
-  cuda::predict_weights(f, out, w, states[0], h, static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+  dispatch_prediction(rule, states, [&](const auto& f, const auto*... arrays) {
+    cuda::predict_weights(f, out, w, estimate, arrays..., static_cast<int64_t>(n), store_->stream().kernel_stream(0));
+  });
+#else
+  throw Error(kNoCuda);  // unreachable: a store cannot be made without CUDA
 #endif
 }
 

@@ -62,19 +62,35 @@ class WeightMemory {
   void sync_working_to_host() const;
   // One optimizer step with weights and gradients in this memory (lr, steps: as Optimizer::step).
   void step(Optimizer& optimizer, std::span<const DeviceParamSlot> params);
-  // SpecTrain: out = Ŵ = W − s·lr·v for parameter `param` (n floats; out and w in this memory), with v
-  // its smoothed gradient from `optimizer`'s state (kernels/weight_math.h; on a device the device
-  // optimizer's state arrays, so nothing is downloaded) at the learning rate of the next update. Ŵ = W
-  // when there is no direction (no update yet, plain SGD, Adagrad).
+  // SpecTrain (executor/weight_prediction.h): from now on, step() shows every gradient to the predictor
+  // first, which keeps its own average of them when `optimizer`'s state holds no gradient estimate.
+  void enable_prediction(const Optimizer& optimizer);
+  // out = Ŵ(s) for parameter `param` (n floats; out and w in this memory): s applications of the
+  // optimizer's update rule to scratch copies of w and its state (on a device the device optimizer's
+  // arrays, so nothing is downloaded). Ŵ = W before the first update (no estimate yet) and for s = 0.
   void predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n, int64_t s);
+  // Bytes of the predictor's kept averages (one float per weight; none for the state-derived estimates).
+  int64_t prediction_bytes() const;
+  // Forgets the kept averages (after a restore: their gradients are not in the checkpoint).
+  void reset_prediction();
   // Optimizer state on the device: the host ParamStates get it (Optimizer::set_state_sync), or are made
   // the truth again after Optimizer::load_state. Nothing for host memory.
   void sync_state(std::map<std::string, ParamState>& states);
   void state_loaded();
 
  private:
+  void observe_gradient(const std::string& param, const float* g, size_t n);
+
   std::shared_ptr<DeviceInitializerStore> store_;
   std::unique_ptr<DeviceOptimizer> device_optimizer_;
+  // SpecTrain's kept averages (GradientEstimate::kept_average), by parameter.
+  bool keep_averages_ = false;
+  float average_beta_ = 0;
+  struct KeptAverage {
+    WeightArray average;
+    int64_t observed = 0;
+  };
+  std::map<std::string, KeptAverage> averages_;
 };
 
 }  // namespace onnxtrain

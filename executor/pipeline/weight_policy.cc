@@ -11,7 +11,8 @@ namespace onnxtrain {
 WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::vector<Parameter> parameters,
                            Optimizer optimizer, bool measure_prediction, WeightMemory memory)
     : strategy_(strategy),
-      vertical_sync_(vertical_sync && strategy == PipelineStrategy::pipedream),
+      weights_(strategy_traits(strategy).weights),
+      vertical_sync_(vertical_sync && weights_ == WeightHandling::stash),
       measure_prediction_(measure_prediction),
       parameters_(std::move(parameters)),
       optimizer_(std::move(optimizer)),
@@ -32,6 +33,7 @@ WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::v
   // The device optimizer's state is what checkpoints and the report read through the host Optimizer.
   if (memory_.on_device())
     optimizer_.set_state_sync([this](std::map<std::string, ParamState>& states) { memory_.sync_state(states); });
+  if (weights_ == WeightHandling::predict) memory_.enable_prediction(optimizer_);
   working_version_ = version();
 }
 
@@ -61,8 +63,8 @@ void WeightPolicy::write_working(const WeightArray& source) {
   }
 }
 
-// Ŵ = W − s·d per parameter, d = lr·v from the optimizer's own state (lr of the stage's next update),
-// into the working weights (WeightMemory::predict, on the device for a stage on a GPU).
+// Ŵ(s) per parameter, the optimizer's own rule run s updates ahead (executor/weight_prediction.h), into
+// the working weights (WeightMemory::predict, on the device for a stage on a GPU).
 void WeightPolicy::write_predicted(int64_t s) {
   ++working_writes_;
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -83,14 +85,15 @@ std::vector<float> WeightPolicy::working_values() const {
   return out;
 }
 
-// SpecTrain's working weights for a pass with s != 0. The prediction is scored against W_i when the
-// stage gets there (host copies of Ŵ and W are kept until then); when it already holds W_i (or is past
-// it) there is nothing to score.
+// SpecTrain's working weights for a pass with s != 0. The prediction is scored against the version it
+// aimed at, W_(v+s), when the stage gets there (host copies of Ŵ and W are kept until then).
 void WeightPolicy::predict(const Pass& pass) {
   working_version_ = -1;
   write_predicted(pass.s);
-  if (!measure_prediction_ || pass.mini_batch <= version()) return;
-  pending_.push_back({.target = pass.mini_batch, .predicted = working_values(), .unpredicted = master()});
+  if (!measure_prediction_ || pass.s <= 0) return;
+  pending_.push_back({.target = version() + pass.s, .predicted = working_values(), .unpredicted = master()});
+  const auto scoring = static_cast<int64_t>(pending_.size() * 2 * master_.size * sizeof(float));
+  stats_.peak_scoring_bytes = std::max(stats_.peak_scoring_bytes, scoring);
 }
 
 const WeightArray& WeightPolicy::version_weights(int64_t v) const {
@@ -104,13 +107,12 @@ const WeightArray& WeightPolicy::version_weights(int64_t v) const {
 
 int64_t WeightPolicy::before_forward(const Pass& pass) {
   int64_t read = version();
-  switch (strategy_) {
-    case PipelineStrategy::naive:
-    case PipelineStrategy::gpipe:
+  switch (weights_) {
+    case WeightHandling::current:
       if (working_version_ != version()) write_working(master_);
       working_version_ = version();
       break;
-    case PipelineStrategy::pipedream: {
+    case WeightHandling::stash: {
       if (vertical_sync_) {
         // Later forwards ask for versions >= this one (stage 0's versions only grow): older ones go.
         while (!history_.empty() && history_.front().first < pass.sync_version) history_.pop_front();
@@ -123,7 +125,7 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
       note_stash();
       break;
     }
-    case PipelineStrategy::spectrain:
+    case WeightHandling::predict:
       read = version() + pass.s;
       if (pass.s == 0) {
         if (working_version_ != version()) write_working(master_);
@@ -140,7 +142,7 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
 
 int64_t WeightPolicy::before_backward(const Pass& pass) {
   int64_t read = version();
-  if (strategy_ == PipelineStrategy::pipedream) {
+  if (weights_ == WeightHandling::stash) {
     auto it = stashes_.find(pass.stash_key);
     ONNXTRAIN_CHECK(it != stashes_.end(),
                     "pipedream: no stashed weights for the backward of mini-batch " + std::to_string(pass.mini_batch));
@@ -148,7 +150,7 @@ int64_t WeightPolicy::before_backward(const Pass& pass) {
     if (working_version_ != read) write_working(it->second.weights);  // the stash is W at that version
     working_version_ = read;
     stashes_.erase(it);
-  } else if (strategy_ == PipelineStrategy::spectrain && pass.s != 0) {
+  } else if (weights_ == WeightHandling::predict && pass.s != 0) {
     read = version() + pass.s;
     predict(pass);
   } else {
@@ -199,7 +201,7 @@ void WeightPolicy::flush(float scale) {
   accumulating_ = false;
 }
 
-// SpecTrain: predictions for mini-batch i are scored against W_i when the stage reaches it.
+// SpecTrain: predictions are scored against the version they aimed at when the stage reaches it.
 void WeightPolicy::score_predictions() {
   const int64_t now = version();
   std::vector<float> w;  // W_now on the host, fetched once if some prediction is due
@@ -251,6 +253,7 @@ void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
   if (auto g = optimizer_state.find("global_step"); g != optimizer_state.end()) mine.insert(*g);
   optimizer_.load_state(mine);
   memory_.state_loaded();
+  memory_.reset_prediction();
   write_working(master_);
   working_version_ = version();
   memory_.sync_working_to_host();

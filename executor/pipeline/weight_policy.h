@@ -6,9 +6,10 @@
 //   pipedream  the forward reads W and stashes a copy keyed by mini-batch; the backward reads that stash
 //              (bit-identical to the forward's weights). vertical_sync: both read the stage's own weights
 //              at the version stage 0 used for the mini-batch (a history of versions is kept)
-//   spectrain  Ŵ = W − s·d, d = Optimizer::displacement at the current learning rate, s from the schedule;
-//              W itself never changes except by the optimizer
+//   spectrain  Ŵ(s): the optimizer's own update rule run s updates ahead on scratch copies
+//              (executor/weight_prediction.h), s from the schedule; W itself changes only by the optimizer
 //   gpipe      W; micro-batch gradients accumulate (weighted), `flush` scales them, one step per mini-batch
+//   1f1b       as gpipe (the order of the passes differs, not the weights they read)
 //
 //   WeightPolicy w(PipelineStrategy::spectrain, false, {{"fc.weight", tensor}}, optimizer);
 //   w.before_forward({.mini_batch = 7, .s = 2});  ... run the forward ...
@@ -22,8 +23,8 @@
 //
 // Bookkeeping for the report: bytes of each kind, the version gap between the weights a pass read and
 // W_i (i = the mini-batch, the version sequential SGD evaluates it at), and SpecTrain's prediction error
-// ‖Ŵ − W_i‖ / ‖W − W_i‖ (W the weights the pass would read without prediction), measured when the stage
-// reaches version i (a copy of Ŵ and W is kept until then).
+// ‖Ŵ − W_t‖ / ‖W − W_t‖ (t = v + s, the version the pass aimed at; W the weights it would read without
+// prediction), measured when the stage reaches version t (a copy of Ŵ and W is kept until then).
 #pragma once
 
 #include <cstdint>
@@ -99,14 +100,18 @@ class WeightPolicy {
   struct Statistics {
     int64_t forward_passes = 0, backward_passes = 0;
     double forward_gap = 0, backward_gap = 0;  // sums of |i − version read|
-    int64_t predictions = 0;                   // spectrain passes with s > 0 scored against W_i
-    double prediction_error = 0;               // sum of ‖Ŵ − W_i‖ / ‖W − W_i‖ over them (W ≠ W_i)
-    int64_t dropped_predictions = 0;           // W_i never reached (end of a run), passed, or equal to W
+    int64_t predictions = 0;                   // spectrain passes with s > 0 scored against their target W_t
+    double prediction_error = 0;               // sum of ‖Ŵ − W_t‖ / ‖W − W_t‖ over them (W ≠ W_t)
+    int64_t dropped_predictions = 0;           // W_t never reached (end of a run), passed, or equal to W
     int64_t peak_stash_bytes = 0;              // pipedream stashes + vertical-sync history
+    int64_t peak_scoring_bytes = 0;            // spectrain: host copies of Ŵ and W waiting to be scored
   };
   const Statistics& statistics() const { return stats_; }
   int64_t stash_bytes() const;
   int64_t optimizer_state_bytes() const;
+  // gpipe, 1f1b: the gradient sum; spectrain: the predictor's kept gradient average.
+  int64_t gradient_sum_bytes() const { return static_cast<int64_t>(accumulated_.size * sizeof(float)); }
+  int64_t prediction_average_bytes() const { return memory_.prediction_bytes(); }
 
  private:
   void write_working(const WeightArray& source);
@@ -120,6 +125,7 @@ class WeightPolicy {
   const WeightArray& version_weights(int64_t version) const;
 
   PipelineStrategy strategy_;
+  WeightHandling weights_;  // strategy_traits(strategy_).weights
   bool vertical_sync_;
   bool measure_prediction_;
   std::vector<Parameter> parameters_;

@@ -205,10 +205,11 @@ class DropoutKernel final : public Kernel {
     }
     const auto threshold = static_cast<uint64_t>(std::ceil(ratio * 0x1.0p53));
     const uint64_t stream_seed = random_stream_seed(seed_, stream.run_index());
+    const uint64_t offset = stream.draw_offset(count);
     const double scale = 1.0 / (1.0 - ratio);
     // Each thread draws and scales its own range: draw i depends on i alone.
     parallel_for(count, kCheapGrain, [&](int64_t begin, int64_t end) {
-      draw_keep(stream_seed, static_cast<uint64_t>(begin), keep + begin, end - begin, threshold);
+      draw_keep(stream_seed, offset + static_cast<uint64_t>(begin), keep + begin, end - begin, threshold);
       scale_kept_segment(x + begin, keep + begin, scale, y + begin, end - begin);
     });
     if (mask_out && mask_dtype_ != DType::Bool) fill_mask(outputs[1], keep, count);

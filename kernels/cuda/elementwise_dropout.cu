@@ -32,24 +32,29 @@ struct DropoutScalars {
   }
 };
 
-// Y and the mask (M: uint8_t for bool, or T before opset 10; null when not requested). One thread per
-// pair of elements 2p, 2p + 1 (grid-stride): the pair's draws are one Philox block. may_train is false
-// when the op cannot be in training mode (then Y = X, mask all true).
+// Y and the mask (M: uint8_t for bool, or T before opset 10; null when not requested). Element i draws at
+// counter offset + i (Stream::draw_offset). One thread per pair of counters 2q, 2q + 1 (grid-stride over
+// the pairs that hold elements 0..n-1): the pair's draws are one Philox block. may_train is false when the
+// op cannot be in training mode (then Y = X, mask all true).
 template <typename T, typename M>
-__global__ void dropout_kernel(const T* x, T* y, M* mask, bool may_train, uint64_t stream_seed, int64_t n,
-                               DropoutScalars s) {
+__global__ void dropout_kernel(const T* x, T* y, M* mask, bool may_train, uint64_t stream_seed, uint64_t offset,
+                               int64_t n, DropoutScalars s) {
   const bool training = may_train && s.training != nullptr && *s.training != 0;
   const double ratio = s.read_ratio();
   const bool invalid = training && !(ratio >= 0 && ratio < 1);
   const bool draw = training && !(ratio <= 0);  // ratio 0 keeps everything: no draws needed
   const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
-  const int64_t pairs = (n + 1) / 2;
+  const uint64_t first_pair = offset / 2;
+  const auto pairs = static_cast<int64_t>((offset + static_cast<uint64_t>(n) + 1) / 2 - first_pair);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += step) {
+    const uint64_t q = first_pair + static_cast<uint64_t>(p);
     DropoutDrawPair d{0, 0};
-    if (draw) d = dropout_draw_pair(stream_seed, static_cast<uint64_t>(p));
+    if (draw) d = dropout_draw_pair(stream_seed, q);
     for (int half = 0; half < 2; ++half) {
-      const int64_t i = 2 * p + half;
+      const uint64_t counter = 2 * q + static_cast<uint64_t>(half);
+      if (counter < offset) continue;  // an odd offset: the first pair's even counter precedes element 0
+      const auto i = static_cast<int64_t>(counter - offset);
       if (i >= n) break;
       const bool keep = !draw || dropout_keeps(half == 0 ? d.even : d.odd, ratio);
       if (invalid) {
@@ -64,19 +69,19 @@ __global__ void dropout_kernel(const T* x, T* y, M* mask, bool may_train, uint64
 
 template <typename T>
 void launch_dropout(cudaStream_t stream, const TensorView& x, const TensorView& y, const TensorView* mask,
-                    bool may_train, uint64_t stream_seed, const DropoutScalars& s) {
+                    bool may_train, uint64_t stream_seed, uint64_t offset, const DropoutScalars& s) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  const unsigned int grid = grid_for((n + 1) / 2, kElementwiseBlock);
+  const unsigned int grid = grid_for(n / 2 + 1, kElementwiseBlock);
   if (mask == nullptr) {
     dropout_kernel<T, uint8_t>
-        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, may_train, stream_seed, n, s);
+        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, may_train, stream_seed, offset, n, s);
   } else if (mask->dtype == DType::Bool) {
     dropout_kernel<T, uint8_t><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<uint8_t>(),
-                                                                       may_train, stream_seed, n, s);
+                                                                       may_train, stream_seed, offset, n, s);
   } else {
     dropout_kernel<T, T><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<T>(), may_train,
-                                                                 stream_seed, n, s);
+                                                                 stream_seed, offset, n, s);
   }
   ONNXTRAIN_CUDA_CHECK_LAUNCH("dropout_kernel");
 }
@@ -122,7 +127,8 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
     const uint64_t stream_seed = random_stream_seed(seed, stream.run_index());
     const TensorView* mask = mask_requested && outputs.size() > 1 && outputs[1].data != nullptr ? &outputs[1] : nullptr;
     dispatch_cuda<false>(dtype, [&](auto zero) {
-      launch_dropout<decltype(zero)>(native, inputs[0], outputs[0], mask, may_train, stream_seed, s);
+      launch_dropout<decltype(zero)>(native, inputs[0], outputs[0], mask, may_train, stream_seed,
+                                     stream.draw_offset(inputs[0].numel()), s);
     });
   });
 }

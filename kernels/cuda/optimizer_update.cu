@@ -89,14 +89,40 @@ void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, cons
   ONNXTRAIN_CUDA_CHECK_LAUNCH("scale_values_kernel");
 }
 
-void predict_weights(const optimizer_math::MomentumPrediction& f, float* out, const float* w, const float* buf,
-                     int64_t n, const Stream& stream) {
-  launch_prediction(f, out, w, n, stream, buf);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdUpdate>& f, float* out, const float* w,
+                     const float* estimate, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate);
 }
 
-void predict_weights(const optimizer_math::AdamPrediction& f, float* out, const float* w, const float* m,
-                     const float* h, int64_t n, const Stream& stream) {
-  launch_prediction(f, out, w, n, stream, m, h);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdMomentumUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* buf, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate, buf);
+}
+
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdNesterovUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* buf, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate, buf);
+}
+
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* m, const float* h, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate, m, h);
+}
+
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* m, const float* h, const float* hmax, int64_t n,
+                     const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate, m, h, hmax);
+}
+
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* sum, int64_t n, const Stream& stream) {
+  launch_prediction(f, out, w, n, stream, estimate, sum);
+}
+
+void smooth_gradient(const optimizer_math::SmoothGradient& f, float* avg, const float* g, int64_t n,
+                     const Stream& stream) {
+  launch(f, avg, g, n, stream);
 }
 
 void scale_gradient(float* g, double factor, int64_t n, const Stream& stream) {

@@ -43,11 +43,23 @@ void accumulate_gradient(const optimizer_math::AccumulateGradient& f, float* acc
                          const Stream& stream);
 void scale_values(const optimizer_math::ScaleValue& f, float* v, int64_t n, const Stream& stream);
 
-// SpecTrain: out[i] = f(w[i], states[i]...) over n floats (kernels/weight_math.h).
-void predict_weights(const optimizer_math::MomentumPrediction& f, float* out, const float* w, const float* buf,
-                     int64_t n, const Stream& stream);
-void predict_weights(const optimizer_math::AdamPrediction& f, float* out, const float* w, const float* m,
-                     const float* h, int64_t n, const Stream& stream);
+// SpecTrain (executor/weight_prediction.h): out[i] = f(w[i], estimate[i], states[i]...) over n floats, the
+// states being the ones the rule's update reads; avg[i] = f(avg[i], g[i]), the predictor's kept average.
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdUpdate>& f, float* out, const float* w,
+                     const float* estimate, int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdMomentumUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* buf, int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::SgdNesterovUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* buf, int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* m, const float* h, int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* m, const float* h, const float* hmax, int64_t n,
+                     const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out,
+                     const float* w, const float* estimate, const float* sum, int64_t n, const Stream& stream);
+void smooth_gradient(const optimizer_math::SmoothGradient& f, float* avg, const float* g, int64_t n,
+                     const Stream& stream);
 
 // fp16 loss scaling: f(g[i]) over n floats in place; a non-finite result sets *nonfinite (an int on the
 // stream's device) to 1, and nothing ever clears it: zero it before the first gradient of a step.

@@ -1,5 +1,6 @@
 // Dropout. Inference (training_mode false or absent, every opset before 12, or ratio 0): Y = X and a mask
-// of all true. Training: element i is kept where u_i >= ratio, u_i = dropout_draw(stream seed, i)·2^-53,
+// of all true. Training: element i is kept where u_i >= ratio, u_i = dropout_draw(stream seed, o + i)·2^-53
+// (o: the stream's draw_offset, where this run's rows start in the mini-batch),
 // the Philox4x32-10 draw of kernels/philox.h for the stream seed random_stream_seed(`seed` attribute (0
 // without one), the stream's run index), and Y = X·mask/(1-ratio): each run of a session draws a fresh
 // mask, the same one for the same run index whatever ran before (kernels/kernel.h), and the same one on
@@ -26,7 +27,7 @@ struct DropoutConfig {
 double scalar_as_double(const TensorView& v) { return to_doubles(v).at(0); }
 
 template <typename T>
-void dropout(const DropoutConfig& c, uint64_t stream_seed, std::span<const TensorView> inputs,
+void dropout(const DropoutConfig& c, uint64_t stream_seed, uint64_t offset, std::span<const TensorView> inputs,
              std::span<const TensorView> outputs) {
   const T* x = inputs[0].as<const T>();
   T* y = outputs[0].as<T>();
@@ -42,7 +43,7 @@ void dropout(const DropoutConfig& c, uint64_t stream_seed, std::span<const Tenso
   }
   std::vector<uint8_t> keep(static_cast<size_t>(count), 1);
   if (training && ratio > 0) {
-    for (size_t i = 0; i < keep.size(); ++i) keep[i] = dropout_keeps(dropout_draw(stream_seed, i), ratio);
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = dropout_keeps(dropout_draw(stream_seed, offset + i), ratio);
   }
   const double scale = training ? 1.0 / (1.0 - ratio) : 1.0;
   for (int64_t i = 0; i < count; ++i) y[i] = keep[i] ? static_cast<T>(static_cast<double>(x[i]) * scale) : T(0);
@@ -84,7 +85,7 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec) {
     using T = decltype(zero);
     return make_closure_kernel(
         [c, seed](Stream& stream, std::span<const TensorView> in, std::span<const TensorView> out) {
-          dropout<T>(c, random_stream_seed(seed, stream.run_index()), in, out);
+          dropout<T>(c, random_stream_seed(seed, stream.run_index()), stream.draw_offset(in[0].numel()), in, out);
         });
   });
 }
