@@ -13,7 +13,7 @@ namespace onnxtrain {
 namespace {
 
 constexpr PlanSchedule kSchedules[] = {PlanSchedule::kPipeDream, PlanSchedule::kNaive, PlanSchedule::kSpecTrain,
-                                       PlanSchedule::kGPipe, PlanSchedule::kOneFOneB};
+                                       PlanSchedule::kGPipe, PlanSchedule::kOneFOneB, PlanSchedule::kTwoBW};
 
 std::string describe_model(const CostProfile& p) { return p.model.empty() ? "the model" : "model '" + p.model + "'"; }
 
@@ -48,8 +48,10 @@ class StagePricer {
     return options_.replicas.size() == 1 ? options_.replicas[0] : options_.replicas[static_cast<size_t>(k)];
   }
 
+  // One update from M micro-batches' summed gradients (a flush, or 2bw's accumulation).
   bool flushes() const {
-    return options_.schedule == PlanSchedule::kGPipe || options_.schedule == PlanSchedule::kOneFOneB;
+    return options_.schedule == PlanSchedule::kGPipe || options_.schedule == PlanSchedule::kOneFOneB ||
+           options_.schedule == PlanSchedule::kTwoBW;
   }
   // Copies of the weights stage k keeps (the header comment's versions_k).
   int weight_versions(int k) const {
@@ -57,6 +59,10 @@ class StagePricer {
     if (n == 1) return 1;
     switch (options_.schedule) {
       case PlanSchedule::kPipeDream: return 2 + (n - k);
+      case PlanSchedule::kTwoBW: {
+        const int64_t in_flight = n - k, m = options_.micro_batches;
+        return 2 + static_cast<int>(std::min<int64_t>(in_flight, (in_flight + m - 1) / m + 1));
+      }
       case PlanSchedule::kSpecTrain: return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
       case PlanSchedule::kNaive:
       case PlanSchedule::kGPipe:
@@ -266,8 +272,9 @@ PipelineSimulation simulate_plan(const CostProfile& profile, const Plan& plan) {
   const LinkTimes link{.bandwidth = plan.options.link.bandwidth, .latency_s = plan.options.link.latency_s};
   const std::vector<LinkTimes> links(plan.stages.size() - 1, link);
   // PlanSchedule and PipelineStrategy spell their strategies alike ("pipedream", ...).
-  const Schedule schedule = make_schedule(parse_pipeline_strategy(schedule_name(plan.options.schedule)),
-                                          plan.options.stages, plan.options.micro_batches);
+  const PipelineStrategy strategy = parse_pipeline_strategy(schedule_name(plan.options.schedule));
+  const Schedule schedule = make_schedule(strategy, plan.options.stages, plan.options.micro_batches,
+                                          SpecTrainTarget::sequential, plan.options.micro_batches);
   return simulate_pipeline(schedule, times, links);
 }
 
@@ -325,6 +332,7 @@ std::string_view schedule_name(PlanSchedule schedule) {
     case PlanSchedule::kSpecTrain: return "spectrain";
     case PlanSchedule::kGPipe: return "gpipe";
     case PlanSchedule::kOneFOneB: return "1f1b";
+    case PlanSchedule::kTwoBW: return "2bw";
   }
   return "?";
 }

@@ -40,6 +40,8 @@
 //                                        copies of Ŵ and W per prediction waiting for its target)
 //                              gpipe     2     / M       (all micro-batches of a mini-batch before backward)
 //                              1f1b      2     / min(N−k, M) (1F1B order: gpipe's numbers, less memory)
+//                              2bw       2 + min(N−k, ⌈(N−k)/M⌉+1) / N−k  (the versions its micro-batches
+//                                        in flight read: two when M ≥ N−k), plus a gradient sum
 //   One stage (N = 1) is one device's training: one copy, no working copy.
 // Pipeline figures for M micro-batches between flushes (GPipe: per mini-batch; the asynchronous 1F1B
 // schedules flush only at the end of a run: pass the run's number of mini-batches, or a large M) come
@@ -66,9 +68,9 @@
 
 namespace onnxtrain {
 
-enum class PlanSchedule { kPipeDream, kNaive, kSpecTrain, kGPipe, kOneFOneB };
+enum class PlanSchedule { kPipeDream, kNaive, kSpecTrain, kGPipe, kOneFOneB, kTwoBW };
 
-// "pipedream", "naive", "spectrain", "gpipe", "1f1b": the --strategy spellings.
+// "pipedream", "naive", "spectrain", "gpipe", "1f1b", "2bw": the --strategy spellings.
 std::string_view schedule_name(PlanSchedule schedule);
 PlanSchedule parse_plan_schedule(std::string_view name);  // throws Error listing the known names
 

@@ -53,7 +53,7 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
   // The transfer task of each (op, receiving stage, micro-batch), for the matching Recv.
   std::map<std::tuple<Op, int, int64_t>, int> transfer;
   const int64_t per_repeat = gpipe ? schedule.micro_batches : 0;
-  const int64_t steps = gpipe ? mini_batches : schedule.micro_batches;
+  const int64_t steps = gpipe ? mini_batches : schedule.micro_batches / schedule.micro_per_update;
   std::vector<std::vector<int>> updates(n);  // per stage: its update tasks in step order
   // A task can wait only on tasks added before it: each stage's program is walked up to its next Recv
   // whose Send is not added yet, stage after stage, until every program is done (programs that complete

@@ -27,7 +27,7 @@ namespace {
 constexpr PipelineStrategy kOneFOneB[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,
                                           PipelineStrategy::spectrain};
 constexpr PipelineStrategy kAll[] = {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain,
-                                     PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b};
+                                     PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b, PipelineStrategy::two_bw};
 bool flushes(PipelineStrategy s) { return strategy_traits(s).flushes; }
 
 // Every pass `forward`/`backward` time units, updates and transfers instant.
@@ -507,6 +507,37 @@ TEST(PipelineSchedule, OneFOneBFlushIsGpipesWorkInOneFOneBOrder) {
         EXPECT_EQ(in_flight_peak(gpipe.programs[k]), m);
       }
     }
+}
+
+// 2bw: naive's 1F1B order over every micro-batch of the run, an update after every M-th backward. The
+// micro-batches of mini-batch i (i·M … i·M+M−1) are computed at W_i or W_(i−1) once M >= N−k: the update
+// that makes W_(i+1) applies gradients at most one version stale, and two versions are read at a time.
+TEST(PipelineSchedule, TwoBwUpdatesEveryMMicroBatchesOneVersionStale) {
+  for (int n = 1; n <= 6; ++n)
+    for (int64_t m : {1, 2, 4, 8}) {
+      const int64_t minis = 5;
+      const Schedule s = make_schedule(PipelineStrategy::two_bw, n, minis * m, SpecTrainTarget::sequential, m);
+      const Schedule naive = make_schedule(PipelineStrategy::naive, n, minis * m);
+      SCOPED_TRACE(describe(s.strategy, n, m));
+      ASSERT_EQ(s.micro_per_update, m);
+      Interpreter run(s, 1);
+      ASSERT_TRUE(run.run());
+      for (int k = 0; k < n; ++k) {
+        EXPECT_EQ(run.updates[k], minis);
+        std::vector<Instruction> expected;
+        for (const Instruction& in : naive.programs[k])
+          if (in.op != Op::OptimizerStep || (in.micro_batch + 1) % m == 0) expected.push_back(in);
+        EXPECT_EQ(s.programs[k], expected) << "stage " << k;
+        if (m < n - k) continue;
+        for (int64_t j = 0; j < minis * m; ++j) {
+          const int64_t i = j / m;
+          EXPECT_LE(s.backward_version[k][j] - s.forward_version[k][j], 1) << "stage " << k << " micro-batch " << j;
+          EXPECT_GE(s.forward_version[k][j], i - 1) << "stage " << k << " micro-batch " << j;
+          EXPECT_LE(s.forward_version[k][j], i) << "stage " << k << " micro-batch " << j;
+        }
+      }
+    }
+  EXPECT_THROW(make_schedule(PipelineStrategy::two_bw, 2, 6, SpecTrainTarget::sequential, 4), Error);
 }
 
 TEST(PipelineSchedule, OneStageIsPlainTraining) {

@@ -524,6 +524,83 @@ TEST(PipelineTrainer, PipeDreamBackwardReadsTheForwardsWeights) {
   EXPECT_TRUE(any_difference(pipedream, naive));
 }
 
+// 2bw (PipeDream-2BW): with M = 1 it is pipedream bit for bit (the sum of one gradient is that gradient);
+// with M micro-batches per mini-batch in one 1F1B stream the threaded run equals its sequential emulation,
+// a stage stashes at most two weight versions once M >= N-k (pipedream: N-k), and every update applies
+// gradients computed at most one version before it (the micro-batches of mini-batch i read W_i or W_(i-1)).
+TEST(PipelineTrainer, TwoBwKeepsTwoVersionsAndUpdatesOneVersionStale) {
+  const Batches batches = make_batches("1,28,28", 16, 5, 29);
+  for (int stages : {2, 3}) {
+    PipelineOptions o = options_for({"pipedream", PipelineStrategy::pipedream}, momentum_sgd(0.05), stages);
+    PipelineReport pipedream_report;
+    const TrainedRun pipedream = train_pipeline("cnn_opset17.onnx", o, batches, &pipedream_report);
+    o.strategy = PipelineStrategy::two_bw;
+    expect_identical(train_pipeline("cnn_opset17.onnx", o, batches), pipedream, "2bw M=1 N=" + std::to_string(stages));
+
+    o.micro_batches = 4;
+    PassLog log;
+    o.observer = log.observer();
+    PipelineReport report, emulated_report;
+    const TrainedRun threaded = train_pipeline("cnn_opset17.onnx", o, batches, &report);
+    o.observer = nullptr;
+    o.threaded = false;
+    expect_identical(train_pipeline("cnn_opset17.onnx", o, batches, &emulated_report), threaded,
+                     "2bw M=4 threaded against emulated, N=" + std::to_string(stages));
+    EXPECT_TRUE(any_difference(threaded, pipedream)) << "M = 4 trains otherwise than pipedream";
+    for (float l : threaded.losses) EXPECT_TRUE(std::isfinite(l));
+    EXPECT_EQ(threaded.losses.size(), 5u);
+    for (int k = 0; k < stages; ++k) {
+      const StageReport& r = report.stages[static_cast<size_t>(k)];
+      EXPECT_EQ(r.updates, 5);
+      EXPECT_EQ(r.forward_passes, 20);
+      EXPECT_LE(r.peak_stash_bytes, 2 * r.weight_bytes) << "stage " << k;
+      EXPECT_GT(r.gradient_sum_bytes, 0);
+      if (k == 0) {
+        EXPECT_EQ(pipedream_report.stages[0].peak_stash_bytes, stages * r.weight_bytes);
+      }
+      for (int64_t i = 0; i < 5; ++i) {
+        const int64_t read = log.passes.at({k, i, true}).first;  // the last micro-batch's backward of i
+        EXPECT_GE(read, i - 1) << "stage " << k << ", mini-batch " << i;
+        EXPECT_LE(read, i) << "stage " << k << ", mini-batch " << i;
+      }
+    }
+  }
+}
+
+// PipeDream's vertical sync: every stage computes mini-batch i, forward and backward, at the version stage 0
+// read for it (W_{i−(N−1)} in steady state), and the backward reads the forward's weights bit for bit.
+// Without it a later stage's forward reads its own, newer version.
+TEST(PipelineTrainer, VerticalSyncReadsStageZerosVersionOnEveryStage) {
+  const int n = 3;
+  const Batches batches = make_batches("1,28,28", 8, 7, 23);
+  for (bool vertical : {true, false}) {
+    PassLog log;
+    PipelineOptions o = options_for(vertical ? kVariants[2] : kVariants[1], momentum_sgd(0.05), n);
+    o.observer = log.observer();
+    train_pipeline("cnn_opset17.onnx", o, batches);
+    int newer = 0;
+    for (int64_t i = 0; i < 7; ++i) {
+      const int64_t stage0 = log.passes.at({0, i, false}).first;
+      EXPECT_EQ(stage0, std::max<int64_t>(0, i - (n - 1))) << "mini-batch " << i;
+      for (int k = 0; k < n; ++k) {
+        const auto& forward = log.passes.at({k, i, false});
+        const auto& backward = log.passes.at({k, i, true});
+        EXPECT_EQ(backward.first, forward.first) << "stage " << k << ", mini-batch " << i;
+        EXPECT_TRUE(same_weights(forward.second, backward.second)) << "stage " << k << ", mini-batch " << i;
+        if (vertical) {
+          EXPECT_EQ(forward.first, stage0) << "stage " << k << ", mini-batch " << i;
+        }
+        newer += forward.first > stage0;
+      }
+    }
+    if (vertical) {
+      EXPECT_EQ(newer, 0);
+    } else {
+      EXPECT_GT(newer, 0) << "without vertical sync the later stages read newer versions";
+    }
+  }
+}
+
 // Version accounting in the report: PipeDream reads W_{i−(N−k−1)} in both passes; SpecTrain (sequential
 // target) aims every pass at W_i; naive's backward reads W_i.
 TEST(PipelineTrainer, ReportsStalenessPerStage) {

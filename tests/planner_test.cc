@@ -57,7 +57,7 @@ PlanOptions random_options(std::mt19937_64& rng, int stages) {
   std::uniform_int_distribution<int> small(0, 3);
   PlanOptions o;
   o.stages = stages;
-  o.schedule = static_cast<PlanSchedule>(std::uniform_int_distribution<int>(0, 4)(rng));
+  o.schedule = static_cast<PlanSchedule>(std::uniform_int_distribution<int>(0, 5)(rng));
   o.prediction_metrics = small(rng) != 0;
   o.micro_batches = 1 + small(rng) * 3;
   o.link = {"random", std::uniform_real_distribution<double>(1e8, 1e11)(rng),
@@ -280,7 +280,8 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     const double bwd = k > 0 ? transfer(profile.cut_gradient_bytes[static_cast<size_t>(first)]) : 0.0;
     const PlanLink& ar = o.allreduce_link.bandwidth > 0 ? o.allreduce_link : o.link;
     const double allreduce = r > 1 ? 2.0 * (r - 1) * ar.latency_s + 2.0 * (r - 1) / r * p / ar.bandwidth : 0.0;
-    const bool flushes = o.schedule == PlanSchedule::kGPipe || o.schedule == PlanSchedule::kOneFOneB;
+    const bool flushes = o.schedule == PlanSchedule::kGPipe || o.schedule == PlanSchedule::kOneFOneB ||
+                         o.schedule == PlanSchedule::kTwoBW;
     const double per_update = flushes ? static_cast<double>(o.micro_batches) : 1.0;
     const double time = (compute + fwd + bwd) / r + allreduce / (r * per_update);
     EXPECT_NEAR(s.compute_seconds, compute, 1e-12 * compute + 1e-300);
@@ -293,6 +294,10 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     int64_t in_flight = stages - k;
     if (stages > 1 && o.schedule == PlanSchedule::kPipeDream) versions += stages - k;
     if (stages > 1 && o.schedule == PlanSchedule::kSpecTrain && o.prediction_metrics) versions += 2 * (stages - k - 1);
+    if (stages > 1 && o.schedule == PlanSchedule::kTwoBW) {  // the distinct versions of N−k micro-batches
+      const int64_t m = o.micro_batches, held = stages - k;
+      versions += static_cast<int>(std::min<int64_t>(held, (held + m - 1) / m + 1));
+    }
     if (o.schedule == PlanSchedule::kGPipe) in_flight = o.micro_batches;
     if (o.schedule == PlanSchedule::kOneFOneB) in_flight = std::min<int64_t>(stages - k, o.micro_batches);
     const int64_t gradients = p * (flushes && stages > 1 ? 2 : 1);
@@ -419,8 +424,14 @@ TEST(Planner, ScheduleStashDepth) {
   EXPECT_EQ(spectrain_with(false, false).stages[0].memory.stashed_weights, 2000);  // no scoring copies
   EXPECT_EQ(parse_plan_schedule("gpipe"), PlanSchedule::kGPipe);
   EXPECT_EQ(parse_plan_schedule("1f1b"), PlanSchedule::kOneFOneB);
-  EXPECT_NE(error_of([] { parse_plan_schedule("2bw"); }).find("known: pipedream, naive, spectrain, gpipe, 1f1b"),
+  EXPECT_EQ(parse_plan_schedule("2bw"), PlanSchedule::kTwoBW);
+  EXPECT_NE(error_of([] { parse_plan_schedule("zb-h1"); }).find("known: pipedream, naive, spectrain, gpipe, 1f1b, 2bw"),
             std::string::npos);
+  const Plan two_bw = plan_for(PlanSchedule::kTwoBW);  // M = 6 >= N−k: two stashed versions at most
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(two_bw.stages[static_cast<size_t>(k)].memory.stashed_weights, 2000 * (1 + std::min(4 - k, 2)));
+    EXPECT_EQ(two_bw.stages[static_cast<size_t>(k)].memory.activations, 1000 * (4 - k));
+  }
 }
 
 TEST(Planner, ReplicasAddTheRingAllReduce) {

@@ -52,8 +52,9 @@ import zipfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT_CONVERGENCE = os.path.join(REPO, "tools", "plot_convergence.py")
 GPT_TEXT = "/usr/share/common-licenses/GPL-3"
-STRATEGIES = ["single", "gpipe", "naive", "pipedream", "spectrain"]
-COLOURS = {"single": "#000000", "gpipe": "#1f77b4", "naive": "#d62728", "pipedream": "#2ca02c",
+STRATEGIES = ["single", "gpipe", "1f1b", "naive", "pipedream", "spectrain"]
+FLUSHING = ("gpipe", "1f1b")  # take --micro-batches: M micro-batches, one update per mini-batch
+COLOURS = {"single": "#000000", "gpipe": "#1f77b4", "1f1b": "#17becf", "naive": "#d62728", "pipedream": "#2ca02c",
            "spectrain": "#9467bd"}
 DASHES = {1: "", 2: "", 4: "", 8: "6,3"}  # N=8 dashed so it reads apart from N=4 in the same colour
 
@@ -169,7 +170,7 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
                       "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
     if strategy != "single":
         cmd += ["--strategy", strategy, "--stages", str(stages)]
-        if strategy == "gpipe":
+        if strategy in FLUSHING:
             cmd += ["--micro-batches", str(args.micro_batches)]
     env = dict(os.environ, **(env_extra or {}))
     start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -358,7 +359,7 @@ def convergence_table(name, model, results, steps, width, single_threads):
         stale, pred = stage_summary(r)
         diverged = diverged_at(r)
         losses = [fmt(window_mean(r["losses"], p, width), ".4f") if len(r["losses"]) >= p else "n/a" for p in points]
-        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
+        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
         if r["rc"] != 0:
             strategy += f" **failed (exit {r['rc']})**"
         lines.append(f"| {strategy} | {r['stages']} | {fmt(r['accuracy'], '.2f')} | {fmt(r['test_loss'], '.4f')} | " +
@@ -371,7 +372,7 @@ def convergence_table(name, model, results, steps, width, single_threads):
 
 def strategy_label(r):
     return "single" if r["strategy"] == "single" else (
-        f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] == "gpipe" else ""))
+        f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] in FLUSHING else ""))
 
 
 def lm_table(name, model, results, single_threads):
@@ -398,7 +399,7 @@ def lm_table(name, model, results, single_threads):
         ppl = [fmt(by_epoch.get(p), ".2f") for p in points]
         diverged = diverged_at(r)
         final = fmt(window_mean(r["losses"], len(r["losses"]), width), ".4f") if r["losses"] else "n/a"
-        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] == "gpipe" else "")
+        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
         if r["rc"] != 0:
             strategy += f" **failed (exit {r['rc']})**"
         lines.append(f"| {strategy} | {r['stages']} | " + " | ".join(ppl) +

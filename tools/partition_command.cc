@@ -127,8 +127,11 @@ void print_plan(const Plan& p, const CostProfile& profile) {
 // mini-batches (enough to reach the steady state), gpipe one mini-batch of M micro-batches.
 void print_schedule(const PartitionOptions& o) {
   const PipelineStrategy strategy = parse_pipeline_strategy(o.schedule);
-  const int64_t m = strategy_traits(strategy).flushes ? (o.micro_batches > 0 ? o.micro_batches : 4) : 2 * int64_t{o.stages};
-  const Schedule schedule = make_schedule(strategy, o.stages, m, parse_spectrain_target(o.spectrain_target));
+  const StrategyTraits& traits = strategy_traits(strategy);
+  const int64_t per_update = traits.accumulates ? (o.micro_batches > 0 ? o.micro_batches : 2) : 1;  // 2bw's M
+  const int64_t m = traits.flushes ? (o.micro_batches > 0 ? o.micro_batches : 4) : 2 * int64_t{o.stages} * per_update;
+  const Schedule schedule =
+      make_schedule(strategy, o.stages, m, parse_spectrain_target(o.spectrain_target), per_update);
   std::printf("%s", format_schedule_table(schedule).c_str());
 }
 
@@ -213,7 +216,7 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--strategy", o->strategy,
-                  "pipedream (default) | naive | spectrain | gpipe | 1f1b: sets the weight copies and activations each stage keeps");
+                  "pipedream (default) | naive | spectrain | gpipe | 1f1b | 2bw: sets the weight copies and activations each stage keeps");
   cmd->add_option("--device", o->device,
                   "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
   cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
@@ -233,7 +236,7 @@ void add_partition_command(CLI::App& app) {
                 "measure every node's forward and backward kernels on this CPU instead of the analytic times "
                 "(cached next to the model)");
   cmd->add_option("--schedule", o->schedule,
-                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe | 1f1b) for "
+                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe | 1f1b | 2bw) for "
                   "--stages and stop");
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "with --schedule spectrain: sequential (W_i, the default) | paper (the SpecTrain paper's timeline)");

@@ -106,7 +106,7 @@ void add_train_command(CLI::App& app) {
                 "for another model or other options)");
   cmd->add_option("--strategy", o->strategy,
                   "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-                  "pipedream | spectrain | gpipe | 1f1b (pipeline training over --stages threads; DESIGN.md section 3) | ps (asynchronous "
+                  "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; DESIGN.md section 3) | ps (asynchronous "
                   "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
                   "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
   cmd->add_option("--replicas", o->replicas,
@@ -115,7 +115,7 @@ void add_train_command(CLI::App& app) {
                   "rows of every mini-batch (mpirun -np stages*replicas) (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batches", o->micro_batches, "gpipe, 1f1b: micro-batches per mini-batch (default 1)")
+  cmd->add_option("--micro-batches", o->micro_batches, "gpipe, 1f1b, 2bw: micro-batches per mini-batch (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--plan", o->plan, "stage split from `onnxtrain partition -o plan.json` (default: planned at start)");
   cmd->add_option("--prediction-metrics", o->prediction_metrics,

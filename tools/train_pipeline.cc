@@ -329,7 +329,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.replicas = o.replicas;
   p.trace = !o.trace.empty();
   if (p.trace && world) throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
-  const int64_t micro_batch = strategy_traits(p.strategy).flushes ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
+  const bool micro_batched = strategy_traits(p.strategy).flushes || strategy_traits(p.strategy).accumulates;
+  const int64_t micro_batch = micro_batched ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
   PipelineTrainer trainer(model.graph, p);
 

@@ -43,8 +43,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (options_.micro_batches < 1)
     throw Error("pipeline: --micro-batches must be at least 1, got " + std::to_string(options_.micro_batches));
   const bool flushes = strategy_traits(options_.strategy).flushes;
-  if (!flushes && options_.micro_batches != 1) {
-    throw Error(std::string("pipeline: --micro-batches applies to gpipe and 1f1b; ") +
+  const bool micro_batched = flushes || strategy_traits(options_.strategy).accumulates;
+  if (!micro_batched && options_.micro_batches != 1) {
+    throw Error(std::string("pipeline: --micro-batches applies to gpipe, 1f1b and 2bw; ") +
                 pipeline_strategy_name(options_.strategy) + " sends every mini-batch through whole (got " +
                 std::to_string(options_.micro_batches) + ")");
   }
@@ -57,7 +58,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (copies < 1) throw Error("pipeline: --replicas must be at least 1, got " + std::to_string(copies));
   if (copies > 1 && !options_.world)
     throw Error("pipeline × data parallelism (--replicas " + std::to_string(copies) + ") runs across processes only");
-  if (copies > 1 && flushes)
+  if (copies > 1 && micro_batched)
     throw Error(std::string("pipeline × data parallelism: ") + pipeline_strategy_name(options_.strategy) +
                 " is not supported yet (naive, pipedream, spectrain are)");
   if (options_.world && options_.world->size() != n * copies) {
@@ -145,7 +146,7 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
   BatchFeed::Batch b;
   if (batch.first.rank() < 1) throw Error("pipeline: a mini-batch's input has no batch dimension");
   b.rows = batch.first.sizes()[0];
-  if (strategy_traits(options_.strategy).flushes && b.rows < options_.micro_batches) {
+  if (b.rows < options_.micro_batches) {
     throw Error(std::string(pipeline_strategy_name(options_.strategy)) + ": a mini-batch of " + std::to_string(b.rows) + " rows cannot be split into " +
                 std::to_string(options_.micro_batches) + " micro-batches");
   }
@@ -186,9 +187,11 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   BatchFeed feed([&] { return prepare_batch(next()); }, first, options_.world ? 1 : n);
 
   const bool flushes = strategy_traits(options_.strategy).flushes;
-  Schedule schedule = flushes
-                          ? make_schedule(options_.strategy, n, options_.micro_batches)
-                          : make_schedule(options_.strategy, n, count, options_.spectrain_target);
+  // 2bw: every mini-batch's M micro-batches in one 1F1B program (M = 1 for naive, pipedream, spectrain).
+  const int64_t per_update = strategy_traits(options_.strategy).accumulates ? options_.micro_batches : 1;
+  Schedule schedule = flushes ? make_schedule(options_.strategy, n, options_.micro_batches)
+                              : make_schedule(options_.strategy, n, count * per_update, options_.spectrain_target,
+                                              per_update);
   std::vector<PipelineRound> rounds;
   const PipelineRound round{.schedule = &schedule,
                             .first = first,
@@ -275,8 +278,9 @@ std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communica
 
 TraceSpan PipelineTrainer::trace_span(const Schedule& s, int k, int64_t first, const Instruction& in, double begin) const {
   const bool flushes = strategy_traits(s.strategy).flushes;
-  TraceSpan span{.op = in.op, .mini_batch = flushes ? first : first + std::max<int64_t>(in.micro_batch, 0),
-                 .micro_batch = flushes ? std::max<int64_t>(in.micro_batch, 0) : 0, .start_s = begin,
+  const int64_t micro = std::max<int64_t>(in.micro_batch, 0), m = s.micro_per_update;  // m: 2bw's M, else 1
+  TraceSpan span{.op = in.op, .mini_batch = flushes ? first : first + micro / m,
+                 .micro_batch = flushes ? micro : micro % m, .start_s = begin,
                  .end_s = seconds_between(created_, std::chrono::steady_clock::now())};
   if (in.micro_batch >= 0 && (in.op == Op::Forward || in.op == Op::Backward)) {
     const auto& versions = in.op == Op::Forward ? s.forward_version : s.backward_version;
@@ -485,7 +489,8 @@ std::string format_pipeline_report(const PipelineReport& r) {
   std::ostringstream o;
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
   o << pipeline_strategy_name(r.strategy) << ", " << r.stage_count << " stage" << (r.stage_count == 1 ? "" : "s");
-  if (strategy_traits(r.strategy).flushes) o << ", " << r.micro_batches << " micro-batches";
+  if (strategy_traits(r.strategy).flushes || strategy_traits(r.strategy).accumulates)
+    o << ", " << r.micro_batches << " micro-batches";
   o << (r.threaded ? "" : " (sequential emulation)") << ": " << r.mini_batches << " mini-batches, " << r.samples
     << " samples in " << std::fixed << std::setprecision(2) << r.wall_seconds << " s, " << std::setprecision(1)
     << r.samples_per_second << " samples/s\n";

@@ -14,16 +14,19 @@ namespace onnxtrain {
 namespace {
 
 constexpr StrategyTraits kStrategies[] = {
-    {PipelineStrategy::naive, "naive", false, false, WeightHandling::current,
+    {PipelineStrategy::naive, "naive", false, false, false, WeightHandling::current,
      "1F1B, each backward updates at once; every pass reads the weights as they are (stale gradients)"},
-    {PipelineStrategy::pipedream, "pipedream", false, false, WeightHandling::stash,
+    {PipelineStrategy::pipedream, "pipedream", false, false, false, WeightHandling::stash,
      "1F1B, each backward updates at once; the backward reads the weights its forward stashed"},
-    {PipelineStrategy::spectrain, "spectrain", false, false, WeightHandling::predict,
+    {PipelineStrategy::spectrain, "spectrain", false, false, false, WeightHandling::predict,
      "1F1B, each backward updates at once; every pass reads the weights predicted for its version"},
-    {PipelineStrategy::gpipe, "gpipe", true, true, WeightHandling::current,
+    {PipelineStrategy::gpipe, "gpipe", true, true, false, WeightHandling::current,
      "M micro-batches, all forwards then all backwards, one update per mini-batch"},
-    {PipelineStrategy::flush_1f1b, "1f1b", true, false, WeightHandling::current,
+    {PipelineStrategy::flush_1f1b, "1f1b", true, false, false, WeightHandling::current,
      "M micro-batches in 1F1B order (PipeDream-Flush), one update per mini-batch: gpipe's numbers, less memory"},
+    {PipelineStrategy::two_bw, "2bw", false, false, true, WeightHandling::stash,
+     "M micro-batches per mini-batch in one 1F1B stream (PipeDream-2BW): summed gradients, updates one "
+     "version stale, two weight versions"},
 };
 constexpr SpecTrainTarget kTargets[] = {SpecTrainTarget::sequential, SpecTrainTarget::paper};
 
@@ -42,8 +45,8 @@ void emit_backward(std::vector<Instruction>& program, int stage, int stages, int
   if (stage > 0) program.push_back({Op::SendGradient, mb});
 }
 
-// 1F1B order; `step_each`: an OptimizerStep after every backward (else the caller flushes at the end).
-std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t count, bool step_each) {
+// 1F1B order; an OptimizerStep after every `step_every`-th backward (0: none, the caller flushes at the end).
+std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t count, int64_t step_every) {
   std::vector<Instruction> program;
   int64_t next_forward = 0, next_backward = 0;
   const int64_t warm_up = std::min<int64_t>(stages - 1 - stage, count);
@@ -51,7 +54,7 @@ std::vector<Instruction> one_f_one_b_program(int stage, int stages, int64_t coun
   while (next_backward < count) {
     if (next_forward < count) emit_forward(program, stage, stages, next_forward++);
     emit_backward(program, stage, stages, next_backward);
-    if (step_each) program.push_back({Op::OptimizerStep, next_backward});
+    if (step_every > 0 && (next_backward + 1) % step_every == 0) program.push_back({Op::OptimizerStep, next_backward});
     ++next_backward;
   }
   return program;
@@ -63,7 +66,7 @@ std::vector<Instruction> flush_program(int stage, int stages, int64_t micro_batc
     for (int64_t mb = 0; mb < micro_batches; ++mb) emit_forward(program, stage, stages, mb);
     for (int64_t mb = 0; mb < micro_batches; ++mb) emit_backward(program, stage, stages, mb);
   } else {
-    program = one_f_one_b_program(stage, stages, micro_batches, false);
+    program = one_f_one_b_program(stage, stages, micro_batches, 0);
   }
   program.push_back({Op::Flush, -1});
   program.push_back({Op::OptimizerStep, -1});
@@ -192,17 +195,24 @@ const char* op_name(Op op) {
   return "?";
 }
 
-Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches, SpecTrainTarget target) {
+Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches, SpecTrainTarget target,
+                       int64_t micro_per_update) {
+  const StrategyTraits& traits = strategy_traits(strategy);
   if (stages < 1) throw Error("pipeline schedule: the number of stages must be >= 1, got " + std::to_string(stages));
   if (micro_batches < 1)
     throw Error(std::string("pipeline schedule: the number of ") +
                 (updates_each_backward(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
                 std::to_string(micro_batches));
-  Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches};
+  if (!traits.accumulates) micro_per_update = 1;
+  if (micro_per_update < 1 || micro_batches % micro_per_update != 0)
+    throw Error("pipeline schedule: " + std::to_string(micro_batches) + " micro-batches are not whole updates of " +
+                std::to_string(micro_per_update));
+  Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches,
+                    .micro_per_update = micro_per_update};
   for (int k = 0; k < stages; ++k)
     schedule.programs.push_back(updates_each_backward(strategy)
-                                    ? one_f_one_b_program(k, stages, micro_batches, true)
-                                    : flush_program(k, stages, micro_batches, strategy_traits(strategy).fill_drain));
+                                    ? one_f_one_b_program(k, stages, micro_batches, micro_per_update)
+                                    : flush_program(k, stages, micro_batches, traits.fill_drain));
 
   // Versions: the optimizer steps a stage has taken before each pass, counted along its own program.
   const std::vector<int64_t> zeros(micro_batches, 0);
@@ -219,11 +229,12 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   // Flushes: one version per mini-batch, which every micro-batch uses: the target is the version held.
   schedule.target_version.assign(stages, zeros);
   if (updates_each_backward(strategy)) {
-    if (target == SpecTrainTarget::paper) {
+    if (target == SpecTrainTarget::paper && traits.weights == WeightHandling::predict) {
       schedule.target_version = paper_targets(schedule);
     } else {
+      // W_i for mini-batch i (2bw: micro-batch i belongs to mini-batch i / M).
       for (int k = 0; k < stages; ++k)
-        for (int64_t i = 0; i < micro_batches; ++i) schedule.target_version[k][i] = i;  // W_i
+        for (int64_t i = 0; i < micro_batches; ++i) schedule.target_version[k][i] = i / micro_per_update;
     }
   }
   schedule.s_forward.assign(stages, zeros);

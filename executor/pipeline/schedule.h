@@ -23,6 +23,11 @@
 // GPipe: micro_batches = M micro-batches of ONE mini-batch; the executor repeats the programs for every
 // mini-batch. All M forwards (0..M-1), then all M backwards (0..M-1, so gradients accumulate in
 // micro-batch order), then Flush (gradients complete: scale by 1/M) and one OptimizerStep.
+// 2bw (PipeDream-2BW): the run's mini-batches cut into M micro-batches each, all in one 1F1B program
+// (micro_batches = mini-batches × M, Schedule::micro_per_update = M); after the backward of every M-th
+// micro-batch the stage makes one update from their summed gradients. A micro-batch's backward reads the
+// weights its forward read (stashed by version: with M >= N-k a stage holds at most two versions, W_t and
+// W_(t-1)), so every update applies gradients at most one version stale.
 // 1f1b (PipeDream-Flush, the synchronous 1F1B of Megatron-LM and DeepSpeed): GPipe's micro-batches, flush
 // and update, in 1F1B order: stage k warms up with min(N-1-k, M) forwards, alternates, drains. The
 // backwards still come in micro-batch order, so the gradients, and the weights, equal GPipe's bit for bit,
@@ -50,7 +55,7 @@
 
 namespace onnxtrain {
 
-enum class PipelineStrategy { naive, pipedream, spectrain, gpipe, flush_1f1b };
+enum class PipelineStrategy { naive, pipedream, spectrain, gpipe, flush_1f1b, two_bw };
 
 // What a pass of a strategy reads: W as it is, the forward's stashed copy (backward), or a prediction.
 enum class WeightHandling { current, stash, predict };
@@ -64,6 +69,9 @@ struct StrategyTraits {
   // mini-batch (synchronous). Otherwise every mini-batch travels whole and each backward updates at once.
   bool flushes;
   bool fill_drain;  // flushes: all forwards, then all backwards (GPipe); else 1F1B order
+  // Without a flush: M micro-batches per mini-batch flow through the 1F1B pipeline without a break, and
+  // the stage sums their gradients into one update per mini-batch (PipeDream-2BW).
+  bool accumulates;
   WeightHandling weights;
   const char* summary;  // one line for --help and the docs
 };
@@ -97,15 +105,18 @@ struct Schedule {
   PipelineStrategy strategy = PipelineStrategy::naive;
   SpecTrainTarget target = SpecTrainTarget::sequential;
   int stages = 1;
-  int64_t micro_batches = 1;                       // 1F1B: mini-batches in the run; flushes: per mini-batch
+  int64_t micro_batches = 1;                       // 1F1B: mini-batches in the run; flushes: per mini-batch;
+                                                   // 2bw: micro-batches in the run
+  int64_t micro_per_update = 1;                    // 2bw: M, the micro-batches of one update; 1 otherwise
   std::vector<std::vector<Instruction>> programs;  // per stage, in execution order
   // [stage][micro_batch], see the header comment.
   std::vector<std::vector<int64_t>> forward_version, backward_version, target_version, s_forward, s_backward;
 };
 
-// Throws Error when stages < 1 or micro_batches < 1.
+// Throws Error when stages < 1 or micro_batches < 1, or (2bw) micro_batches is not a multiple of
+// micro_per_update.
 Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batches,
-                       SpecTrainTarget target = SpecTrainTarget::sequential);
+                       SpecTrainTarget target = SpecTrainTarget::sequential, int64_t micro_per_update = 1);
 
 // Grouped transfers (grouped_transport.h: unbuffered, like NCCL's) queue a stage's consecutive Send and
 // Recv instructions and launch them as one group; a Recv first waits for its value's header, which the

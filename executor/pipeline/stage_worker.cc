@@ -135,16 +135,26 @@ void StageWorker::begin_round(const PipelineRound& round) {
 }
 
 int64_t StageWorker::mini_batch_of(int64_t micro) const {
-  return flush_round(round_) ? round_.first : round_.first + micro;
+  return flush_round(round_) ? round_.first : round_.first + micro / round_.schedule->micro_per_update;
 }
 
 int64_t StageWorker::tag_of(int64_t micro) const {
-  return flush_round(round_) ? round_.first * round_.schedule->micro_batches + micro : round_.first + micro;
+  return round_.first * micros_per_mini() + micro;
+}
+
+// Micro-batches per mini-batch (gpipe, 1f1b: the schedule's M; 2bw: its M; the other 1F1B strategies: 1)
+// and a micro-batch's place among its mini-batch's.
+int64_t StageWorker::micros_per_mini() const {
+  return flush_round(round_) ? round_.schedule->micro_batches : round_.schedule->micro_per_update;
+}
+
+int64_t StageWorker::micro_in_mini(int64_t micro) const {
+  return flush_round(round_) ? micro : micro % round_.schedule->micro_per_update;
 }
 
 std::string StageWorker::what(int64_t micro, const char* kind, const std::string& name) const {
   std::string s = "stage " + std::to_string(graphs_.index) + ", mini-batch " + std::to_string(mini_batch_of(micro));
-  if (flush_round(round_)) s += " micro-batch " + std::to_string(micro);
+  if (micros_per_mini() > 1 || flush_round(round_)) s += " micro-batch " + std::to_string(micro_in_mini(micro));
   return s + ", " + kind + " '" + name + "'";
 }
 
@@ -159,10 +169,9 @@ void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::str
   if (reads[1]) inputs[config_.labels] = slice_rows(batch.labels, begin, end);
 }
 
-// The micro-batch's rows of this pipeline's batch (all of them but in a flush round).
+// The micro-batch's rows of this pipeline's batch (all of them for the 1F1B strategies but 2bw).
 std::pair<int64_t, int64_t> StageWorker::local_rows(const BatchFeed::Batch& batch, int64_t micro) const {
-  if (!flush_round(round_)) return {0, batch.rows};
-  return micro_batch_rows(batch.rows, round_.schedule->micro_batches, micro);
+  return micro_batch_rows(batch.rows, micros_per_mini(), micro_in_mini(micro));
 }
 
 // The micro-batch's rows of the whole mini-batch (with pipeline copies, this copy's share starts at first_row).
@@ -249,11 +258,9 @@ void StageWorker::forward(int64_t micro) {
   MicroBatch& mb = in_flight_[micro];
 
   BatchFeed::Batch batch = round_.feed->get(mini);
-  mb.rows = batch.rows;
-  if (gpipe) {
-    auto [begin, end] = micro_batch_rows(batch.rows, s.micro_batches, micro);
-    mb.rows = end - begin;
-  } else {
+  const auto [begin, end] = local_rows(batch, micro);
+  mb.rows = end - begin;
+  if (!gpipe) {
     ONNXTRAIN_CHECK(weights_->version() == base_version_ + s.forward_version[k][micro],
                     "stage " + std::to_string(k) + " is at version " + std::to_string(weights_->version()) +
                         " for the forward of mini-batch " + std::to_string(mini) + "; the schedule says " +
@@ -281,12 +288,15 @@ void StageWorker::forward(int64_t micro) {
   for (const std::string& name : graphs_.kept) mb.kept[name] = value_of(name, out, device_out);
   if (!graphs_.loss.empty()) {
     const float loss = out.at(graphs_.loss).data<float>()[0];
-    if (gpipe) {
+    if (gpipe || micros_per_mini() > 1) {  // the mini-batch's loss from its micro-batches' (reported at the flush)
       const bool mean = config_.reduction == LossReduction::Mean;
       loss_sum_ += mean ? static_cast<double>(mb.rows) / static_cast<double>(batch.rows) * loss : loss;
+      if (!gpipe && micro_in_mini(micro) + 1 == micros_per_mini()) {
+        report_loss(mini, static_cast<float>(loss_sum_));
+        loss_sum_ = 0;
+      }
     } else {
-      (*round_.losses)[static_cast<size_t>(mini - round_.loss_offset)] = loss;
-      if (round_.on_loss && *round_.on_loss) (*round_.on_loss)(mini, loss);
+      report_loss(mini, loss);
     }
   }
   update_running_stats(out, mb.rows);
@@ -333,14 +343,14 @@ void StageWorker::backward(int64_t micro) {
     grads.push_back(value_of(gradient_outputs_[i], out, device_out));
     check_gradient(i, grads.back());
   }
-  if (gpipe) {
+  if (gpipe || strategy_traits(s.strategy).accumulates) {
     // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
     // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
     float weight = 1.0f;
+    const int64_t m = micros_per_mini();
     if (config_.reduction == LossReduction::Mean) {
       const int64_t rows = round_.feed->get(mini).rows;
-      if (mb.rows * s.micro_batches != rows)
-        weight = static_cast<float>(static_cast<double>(mb.rows * s.micro_batches) / static_cast<double>(rows));
+      if (mb.rows * m != rows) weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
     }
     weights_->accumulate(floats_of(grads), weight);
   } else {
@@ -406,19 +416,14 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       return true;
     }
     case Op::Flush:
-      if (!graphs_.loss.empty()) {
-        const float loss = static_cast<float>(loss_sum_);
-        (*round_.losses)[static_cast<size_t>(round_.first - round_.loss_offset)] = loss;
-        if (round_.on_loss && *round_.on_loss) (*round_.on_loss)(round_.first, loss);
-      }
+      if (!graphs_.loss.empty()) report_loss(round_.first, static_cast<float>(loss_sum_));
       return true;
     case Op::OptimizerStep:
-      if (flush_round(round_)) {
+      if (flush_round(round_) || strategy_traits(round_.schedule->strategy).accumulates) {
         const bool mean = config_.reduction == LossReduction::Mean;
-        weights_->flush(mean && round_.schedule->micro_batches > 1
-                            ? 1.0f / static_cast<float>(round_.schedule->micro_batches)
-                            : 1.0f);
-        round_.feed->release(round_.first);
+        const int64_t m = micros_per_mini();
+        weights_->flush(mean && m > 1 ? 1.0f / static_cast<float>(m) : 1.0f);
+        round_.feed->release(flush_round(round_) ? round_.first : mini_batch_of(in.micro_batch));
       } else {
         weights_->step(config_.replica_group ? reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
                                                                     std::to_string(mini_batch_of(in.micro_batch)) +
@@ -429,6 +434,11 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       return true;
   }
   return true;
+}
+
+void StageWorker::report_loss(int64_t mini, float loss) {
+  (*round_.losses)[static_cast<size_t>(mini - round_.loss_offset)] = loss;
+  if (round_.on_loss && *round_.on_loss) (*round_.on_loss)(mini, loss);
 }
 
 void StageWorker::end_run() {

@@ -150,6 +150,9 @@ class StageWorker {
   std::string what(int64_t micro, const char* kind, const std::string& name) const;
   void feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs);
   std::pair<int64_t, int64_t> local_rows(const BatchFeed::Batch& batch, int64_t micro) const;
+  int64_t micros_per_mini() const;
+  int64_t micro_in_mini(int64_t micro) const;
+  void report_loss(int64_t mini, float loss);
   std::pair<int64_t, int64_t> rows_of(int64_t micro);
   // Runs `session` (of `graph`) on micro-batch `micro`: its inputs are the micro-batch's kept and received
   // values (host or device) and the data. The outputs named in `keep_on_device` come back in

@@ -121,7 +121,9 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
       const WeightArray& w = version_weights(read);
       if (working_version_ != read) write_working(w);
       working_version_ = read;
-      stashes_[pass.stash_key] = Stash{.version = read, .weights = copy_of(w)};
+      Stash& stash = stashes_[read];
+      if (stash.readers++ == 0) stash.weights = copy_of(w);
+      stash_version_[pass.stash_key] = read;
       note_stash();
       break;
     }
@@ -143,13 +145,15 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
 int64_t WeightPolicy::before_backward(const Pass& pass) {
   int64_t read = version();
   if (weights_ == WeightHandling::stash) {
-    auto it = stashes_.find(pass.stash_key);
-    ONNXTRAIN_CHECK(it != stashes_.end(),
+    auto it = stash_version_.find(pass.stash_key);
+    ONNXTRAIN_CHECK(it != stash_version_.end(),
                     "pipedream: no stashed weights for the backward of mini-batch " + std::to_string(pass.mini_batch));
-    read = it->second.version;
-    if (working_version_ != read) write_working(it->second.weights);  // the stash is W at that version
+    read = it->second;
+    Stash& stash = stashes_.at(read);
+    if (working_version_ != read) write_working(stash.weights);  // the stash is W at that version
     working_version_ = read;
-    stashes_.erase(it);
+    if (--stash.readers == 0) stashes_.erase(read);
+    stash_version_.erase(it);
   } else if (weights_ == WeightHandling::predict && pass.s != 0) {
     read = version() + pass.s;
     predict(pass);
@@ -269,7 +273,7 @@ void WeightPolicy::end_run() {
 
 int64_t WeightPolicy::stash_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [key, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size * sizeof(float));
+  for (const auto& [version, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size * sizeof(float));
   for (const auto& [v, w] : history_) bytes += static_cast<int64_t>(w.size * sizeof(float));
   return bytes;
 }

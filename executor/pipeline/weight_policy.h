@@ -138,11 +138,14 @@ class WeightPolicy {
   // The version W_v the working Tensors hold (from W, a stash or the history; -1: a prediction); saves copies.
   int64_t working_version_ = -1;
   int64_t working_writes_ = 0;
+  // Stashes are shared by version: the passes in flight that read the same version hold one copy (2bw's
+  // micro-batches of one mini-batch; pipedream's first mini-batches, all at version 0).
   struct Stash {
-    int64_t version;
     WeightArray weights;
+    int64_t readers = 0;
   };
-  std::map<int64_t, Stash> stashes_;                     // pipedream, by stash key
+  std::map<int64_t, Stash> stashes_;                     // pipedream, 2bw: by version
+  std::map<int64_t, int64_t> stash_version_;             // stash key -> the version its forward read
   std::deque<std::pair<int64_t, WeightArray>> history_;  // vertical sync: (version, W at it)
   struct Prediction {
     int64_t target;
