@@ -248,8 +248,9 @@ TEST(TrainCli, DataParallelAndGPipeRunsTrainWhatOneDeviceTrains) {
 // Sharded checkpoints of pipeline and data-parallel runs: a pipeline run stopped after one epoch and
 // resumed for a second writes the two-epoch run's exact bytes (checkpoints are taken with the pipeline
 // drained every --checkpoint-every mini-batches, the same in both runs); and a checkpoint of one layout
-// resumes under others — 2 stages → one device and 3 stages, 2 replicas → 2 stages — training the same
-// model as the uninterrupted run up to summation order.
+// resumes under others: 2 pipedream stages → one device and 3 stages, 2 replicas → 2 stages, and a gpipe
+// checkpoint → one device, 1f1b over 3 stages and 2 replicas, which train the uninterrupted gpipe model up
+// to summation order (the synchronous strategies compute the same steps; pipedream's are stale).
 TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   const fs::path dir = scratch("sharded");
   const std::string base = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
@@ -271,7 +272,7 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   r = run(base + " --epochs 2 --resume" + ckpt("half-copy") + " -o " + (dir / "single.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  // One device continues where the pipeline stopped (no staleness, so not the same model): it ends nearer
+  // One device continues where the pipedream pipeline stopped (no staleness, so not the same model): it ends nearer
   // the two-epoch pipeline model than the one-epoch model it started from.
   EXPECT_LT(parameter_distance(dir / "whole.onnx", dir / "single.onnx"),
             parameter_distance(dir / "whole.onnx", dir / "half.onnx"));
@@ -284,6 +285,25 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   r = run(pipeline + " --epochs 2 --resume" + ckpt("dp") + " -o " + (dir / "dp-to-pipeline.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(step 16, 2 shards)"), std::string::npos) << r.output;
+
+  // Synchronous layouts compute the same steps, so a gpipe checkpoint resumed on one device, as 1f1b over
+  // 3 stages or as 2 data-parallel replicas ends at the uninterrupted gpipe model, up to summation order.
+  const std::string gpipe = base + " --strategy gpipe --stages 2 --micro-batches 2";
+  r = run(gpipe + " --epochs 2 -o " + (dir / "gpipe-whole.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(gpipe + " --epochs 1" + ckpt("gpipe") + " -o " + (dir / "gpipe-half.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double moved = parameter_distance(dir / "gpipe-whole.onnx", dir / "gpipe-half.onnx");
+  int layout = 0;
+  for (const std::string& other : {std::string(""), std::string(" --strategy 1f1b --stages 3 --micro-batches 2"),
+                                   std::string(" --strategy dp --replicas 2")}) {
+    const std::string name = "gpipe-" + std::to_string(layout++);
+    fs::copy(dir / "gpipe", dir / name, fs::copy_options::recursive);
+    r = run(base + other + " --epochs 2 --resume" + ckpt(name) + " -o " + (dir / (name + ".onnx")).string());
+    ASSERT_EQ(r.exit_code, 0) << other << "\n" << r.output;
+    EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+    EXPECT_LT(parameter_distance(dir / "gpipe-whole.onnx", dir / (name + ".onnx")), 1e-3 * moved) << other;
+  }
 }
 
 // Starts `onnxtrain ARGS` as rank `rank` of `size` the way torchrun does (RANK, WORLD_SIZE, LOCAL_RANK,

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct Case {
   std::string name;
   OptimizerConfig config;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> optimizers() {
   return {

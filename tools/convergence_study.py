@@ -3,11 +3,14 @@
 
 Trains the Fashion-MNIST CNN and the small ResNet (on Fashion-MNIST padded to 3x32x32) with every
 strategy -- single, gpipe (M micro-batches), naive, pipedream, spectrain -- over N stages, with the same
-seed, learning rate, batch and number of steps, and writes:
+seed, learning rate, batch and number of steps (--seeds 1,2,3: every convergence run once per seed, the tables
+then give mean ± sd over the seeds and how many seeds diverged), and writes:
 
   OUT/convergence.md           a table per model (final test accuracy, loss averaged over a window ending at
                                25%/50%/100% of the steps, mean staleness forward/backward over the stages,
-                               SpecTrain's prediction error, samples/s) and the 2-stage throughput table
+                               SpecTrain's prediction error, samples/s), the 2-stage throughput table and
+                               last "Divergence by learning rate": per model, strategy against every
+                               (optimizer, lr) of --cnn-optimizers/--cnn-lr (--resnet-optimizers/--resnet-lr)
   OUT/convergence_MODEL.svg    smoothed training loss against step, one line per strategy and N
   OUT/runs/                    every run's stdout, stderr and --metrics file
 
@@ -29,6 +32,7 @@ run as a separate /usr/bin/python3 process with matplotlib; --plot-python). Reru
 
   python3 tools/convergence_study.py                       # the whole study: 9 minutes on 2 busy cores
   python3 tools/convergence_study.py --models cnn --cnn-steps 400 --out /tmp/quick
+  python3 tools/convergence_study.py --models cnn --cnn-lr 0.08,0.04,0.01 --seeds 1,2,3 --throughput off
   python3 tools/convergence_study.py --models gpt --out build/study-gpt    # GPT-2, 10 epochs: ~3 minutes
   python3 tools/convergence_study.py --models gpt --gpt-epochs 1 --gpt-limit-batches 5 --out /tmp/gpt-smoke
 
@@ -43,6 +47,7 @@ import math
 import os
 import re
 import resource
+import statistics
 import struct
 import subprocess
 import sys
@@ -142,8 +147,10 @@ def fashion_npz(cache, test_rows):
 HEADER_RE = re.compile(r"^(\w+), (\d+) stages(?:, (\d+) micro-batches)?: (\d+) mini-batches, (\d+) samples in "
                        r"([\d.]+) s, ([\d.]+) samples/s")
 STAGE_RE = re.compile(r"^\s+(\d+)\s+\[(\d+),(\d+)\)\s+(\d+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+) /\s+([\d.]+)"
-                      r"(?:\s+[\d.]+){4}(?:\s+(\S+))?\s*$")
+                      r"(?:\s+[\d.]+){5}(?:\s+(\S+))?\s*$")  # weights, stash, activ, optim, other MiB
 FINAL_RE = re.compile(r"^final: test loss (\S+), accuracy ([\d.]+)%")
+# single stops at the first non-finite loss (the pipelines log it as null and go on): a divergence, not only an error
+STOPPED_RE = re.compile(r"the loss became (\S+) at step (\d+)")
 
 
 def parse_float(text):
@@ -153,8 +160,10 @@ def parse_float(text):
         return float("nan")
 
 
-def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=None):
-    """One onnxtrain train run; returns a dict of what it reported (or the error)."""
+def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=None, seed=None):
+    """One onnxtrain train run (seed: the first of --seeds when None); returns a dict of what it reported
+    (or the error)."""
+    seed = args.seeds[0] if seed is None else seed
     runs = os.path.join(args.out, "runs")
     os.makedirs(runs, exist_ok=True)
     metrics = os.path.join(runs, tag + ".jsonl")
@@ -164,7 +173,7 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
                    ["--validation", str(model["validation"])]
     else:
         schedule = ["--epochs", "1", "--limit-batches", str(steps), "--validation", "0"]
-    cmd = [args.onnxtrain, "train", model["path"], "--seed", str(args.seed), "--batch", str(model["batch"]),
+    cmd = [args.onnxtrain, "train", model["path"], "--seed", str(seed), "--batch", str(model["batch"]),
            "--lr", str(model["lr"]), "--optimizer", model["optimizer"], "--schedule", model["schedule"]] + \
           schedule + ["--log-every", "1000000",
                       "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
@@ -182,12 +191,15 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
         f.write(proc.stdout)
     with open(os.path.join(runs, tag + ".err"), "w") as f:
         f.write(proc.stderr)
-    r = {"strategy": strategy, "stages": stages, "tag": tag, "wall_s": wall, "cpu_s": cpu, "rc": proc.returncode,
-         "cmd": " ".join(cmd), "losses": [], "stage_rows": [], "accuracy": float("nan"),
+    r = {"strategy": strategy, "stages": stages, "tag": tag, "seed": seed, "wall_s": wall, "cpu_s": cpu,
+         "rc": proc.returncode, "cmd": " ".join(cmd), "losses": [], "stage_rows": [], "accuracy": float("nan"),
          "test_loss": float("nan"), "samples_per_s": float("nan"), "val": []}
     if proc.returncode != 0:
         tail = [line for line in proc.stderr.splitlines() if not line.startswith("step ")]
         r["error"] = "\n".join(tail[-6:])
+        m = STOPPED_RE.search(proc.stderr)
+        if m:
+            r["diverged_step"] = int(m.group(2))
     for line in proc.stdout.splitlines():
         m = HEADER_RE.match(line)
         if m:
@@ -230,6 +242,10 @@ def window_mean(losses, end, width):
 
 def fmt(x, spec):
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def seeds_text(seeds):
+    return f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(map(str, seeds))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,19 +333,42 @@ def write_svg(path, title, results, steps, width):
 
 
 # --------------------------------------------------------------------------------------------------
+# Tables. A "group" is one strategy and N run once per seed (--seeds): its numbers are shown as mean ± sd over
+# the seeds, and with one seed exactly as that run's numbers.
 
-def stage_summary(r):
-    """(mean staleness "F / B" over the stages, SpecTrain's mean prediction error or "") of a run."""
+def mean_sd(values, spec):
+    """Per-seed values -> "mean ± sd" (sample sd); one seed: fmt() of its value. NaN, inf and None (a diverged or
+    failed seed, a point it did not reach) are left out, and "(k/n)" then says how many seeds were counted."""
+    if len(values) == 1:
+        return fmt(values[0], spec)
+    ok = [v for v in values if v is not None and math.isfinite(v)]
+    if not ok:
+        return "n/a"
+    text = format(statistics.mean(ok), spec) + (" ± " + format(statistics.stdev(ok), spec) if len(ok) > 1 else "")
+    return text + (f" ({len(ok)}/{len(values)})" if len(ok) < len(values) else "")
+
+
+def column(group, key, spec):
+    return mean_sd([r[key] for r in group], spec)
+
+
+def pred_error(r):
+    """SpecTrain's prediction error averaged over the stages that predict; NaN when none does."""
+    errors = [s["pred_error"] for s in r["stage_rows"] if not math.isnan(s["pred_error"])]
+    return sum(errors) / len(errors) if errors else float("nan")
+
+
+def stage_summary(group):
+    """(mean staleness "F / B" over the stages, SpecTrain's mean prediction error or "") of a group. The staleness
+    is the first seed's (the schedule fixes it, the seed does not); the prediction error is mean ± sd."""
+    first = next((r for r in group if r["stage_rows"]), group[0])
     stale = "0 / 0"
-    pred = ""
-    if r["stage_rows"]:
-        n = len(r["stage_rows"])
-        stale = (f'{sum(s["stale_f"] for s in r["stage_rows"]) / n:.2f} / '
-                 f'{sum(s["stale_b"] for s in r["stage_rows"]) / n:.2f}')
-        errors = [s["pred_error"] for s in r["stage_rows"] if not math.isnan(s["pred_error"])]
-        if errors:
-            pred = f"{sum(errors) / len(errors):.3f}"
-    return stale, pred
+    if first["stage_rows"]:
+        n = len(first["stage_rows"])
+        stale = (f'{sum(s["stale_f"] for s in first["stage_rows"]) / n:.2f} / '
+                 f'{sum(s["stale_b"] for s in first["stage_rows"]) / n:.2f}')
+    errors = [pred_error(r) for r in group]
+    return stale, "" if all(math.isnan(e) for e in errors) else mean_sd(errors, ".3f")
 
 
 # What the staleness and prediction-error columns of the convergence tables mean.
@@ -337,37 +376,69 @@ STAGE_COLUMNS_NOTE = ("Staleness: mean version gap (forward / backward) over the
                       "against its predicted version). Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ "
                       "averaged over the stages that predict.")
 
+# Added to the tables' notes when there are several seeds.
+SEEDS_NOTE = ("Several seeds: mean ± sd (sample standard deviation) of the seeds' values, (k/n): only k of the n "
+              "seeds had a finite value (the others diverged or failed); staleness from the first seed; "
+              "diverged k/n: the loss became NaN or infinite in k of the n seeds (at those steps).")
 
-def diverged_at(result):
-    """"step K" for the first step whose loss is NaN or infinite, "-" when none is."""
-    bad = [i + 1 for i, x in enumerate(result["losses"]) if math.isnan(x) or math.isinf(x)]
-    return f"step {bad[0]}" if bad else "-"
+
+def first_bad_step(result):
+    """The first step whose loss is NaN or infinite (counted from 1), or where onnxtrain stopped on one; None
+    when none is."""
+    bad = (i + 1 for i, x in enumerate(result["losses"]) if math.isnan(x) or math.isinf(x))
+    return next(bad, result.get("diverged_step"))
 
 
-def convergence_table(name, model, results, steps, width, single_threads):
+def diverged_at(group):
+    """One seed: "step K" for its first NaN or infinite loss, "-" when none is. Several: "diverged k/n (steps
+    a, b)" over the seeds that diverged, "-" when none did."""
+    bad = [s for s in (first_bad_step(r) for r in group) if s]
+    if len(group) == 1:
+        return f"step {bad[0]}" if bad else "-"
+    if not bad:
+        return "-"
+    return f"diverged {len(bad)}/{len(group)} (step{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))})"
+
+
+def strategy_cell(group):
+    """The strategy column: M for the flushing ones, and how many seeds failed (exit status not 0)."""
+    r = group[0]
+    text = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
+    failed = [x for x in group if x["rc"] != 0]
+    if failed:
+        count = f" {len(failed)}/{len(group)}" if len(group) > 1 else ""
+        text += f" **failed{count} (exit {failed[0]['rc']})**"
+    return text
+
+
+def failures(groups):
+    """The command and error of every failed run, under the table."""
+    lines = []
+    for r in (r for g in groups for r in g if r["rc"] != 0):
+        lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
+    return lines
+
+
+def convergence_table(name, model, groups, steps, width, single_threads):
     single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
+    seeds_note = " " + SEEDS_NOTE if groups and len(groups[0]) > 1 else ""
     points = [max(1, round(steps * p)) for p in (0.25, 0.5, 1.0)]
     lines = [f"### {name}: {model['describe']}, {steps} steps",
              "",
              f"Loss at step s: mean training loss over steps s-{width - 1}..s (n/a: the loss became NaN; diverged at: "
-             "the first such step). " + STAGE_COLUMNS_NOTE,
+             "the first such step). " + STAGE_COLUMNS_NOTE + seeds_note,
              "",
              "| strategy | N | test acc. % | test loss | " + " | ".join(f"loss @{p}" for p in points) +
              " | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
              "|---|---|---|---|" + "---|" * len(points) + "---|---|---|---|---|"]
-    for r in results:
-        stale, pred = stage_summary(r)
-        diverged = diverged_at(r)
-        losses = [fmt(window_mean(r["losses"], p, width), ".4f") if len(r["losses"]) >= p else "n/a" for p in points]
-        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
-        if r["rc"] != 0:
-            strategy += f" **failed (exit {r['rc']})**"
-        lines.append(f"| {strategy} | {r['stages']} | {fmt(r['accuracy'], '.2f')} | {fmt(r['test_loss'], '.4f')} | " +
-                     " | ".join(losses) + f" | {diverged} | {stale} | {pred} | {fmt(r['samples_per_s'], '.0f')} | {r['wall_s']:.1f} |")
-    errors = [r for r in results if r["rc"] != 0]
-    for r in errors:
-        lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
-    return lines
+    for g in groups:
+        stale, pred = stage_summary(g)
+        losses = [mean_sd([window_mean(r["losses"], p, width) if len(r["losses"]) >= p else float("nan") for r in g],
+                          ".4f") for p in points]
+        lines.append(f"| {strategy_cell(g)} | {g[0]['stages']} | {column(g, 'accuracy', '.2f')} | "
+                     f"{column(g, 'test_loss', '.4f')} | " + " | ".join(losses) + f" | {diverged_at(g)} | {stale} | "
+                     f"{pred} | {column(g, 'samples_per_s', '.0f')} | {column(g, 'wall_s', '.1f')} |")
+    return lines + failures(groups)
 
 
 def strategy_label(r):
@@ -375,38 +446,68 @@ def strategy_label(r):
         f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] in FLUSHING else ""))
 
 
-def lm_table(name, model, results, single_threads):
+def lm_table(name, model, groups, single_threads):
     """The language model's table: validation perplexity after epochs 1, 5 and the last, the final training
     loss (mean over the last tenth of the steps), staleness and SpecTrain's prediction error."""
     epochs = model["epochs"]
     points = sorted({p for p in (1, 5, epochs) if p <= epochs})
-    steps = max((len(r["losses"]) for r in results), default=0)
+    steps = max((len(r["losses"]) for g in groups for r in g), default=0)
     width = max(1, steps // 10)
     single_note = f" (single: OMP_NUM_THREADS={single_threads})" if single_threads else ""
+    seeds_note = " " + SEEDS_NOTE if groups and len(groups[0]) > 1 else ""
     lines = [f"### {name}: {model['describe']}; {epochs} epoch{'s' if epochs != 1 else ''}, {steps} steps",
              "",
              f"Validation perplexity: exp of the mean cross-entropy per token over the held-out windows after that "
              f"epoch (inf or n/a: diverged, or the run stopped before it). Final loss: mean training loss over the "
              f"last {width} steps ({steps - width + 1}..{steps}; n/a: the loss became NaN, diverged at: the first "
-             "such step). " + STAGE_COLUMNS_NOTE,
+             "such step). " + STAGE_COLUMNS_NOTE + seeds_note,
              "",
              "| strategy | N | " + " | ".join(f"val. ppl epoch {p}" for p in points) +
              " | final loss | diverged at | staleness F / B | pred. error | samples/s" + single_note + " | wall s |",
              "|---|---|" + "---|" * len(points) + "---|---|---|---|---|---|"]
-    for r in results:
-        stale, pred = stage_summary(r)
-        by_epoch = {v["epoch"]: v["perplexity"] for v in r["val"]}
-        ppl = [fmt(by_epoch.get(p), ".2f") for p in points]
-        diverged = diverged_at(r)
-        final = fmt(window_mean(r["losses"], len(r["losses"]), width), ".4f") if r["losses"] else "n/a"
-        strategy = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
-        if r["rc"] != 0:
-            strategy += f" **failed (exit {r['rc']})**"
-        lines.append(f"| {strategy} | {r['stages']} | " + " | ".join(ppl) +
-                     f" | {final} | {diverged} | {stale} | {pred} | {fmt(r['samples_per_s'], '.0f')} | {r['wall_s']:.1f} |")
-    for r in results:
-        if r["rc"] != 0:
-            lines += ["", f"{r['tag']} failed: `{r['cmd']}`", "```", r.get("error", ""), "```"]
+    for g in groups:
+        stale, pred = stage_summary(g)
+        by_epoch = [{v["epoch"]: v["perplexity"] for v in r["val"]} for r in g]
+        ppl = [mean_sd([e.get(p) for e in by_epoch], ".2f") for p in points]
+        final = mean_sd([window_mean(r["losses"], len(r["losses"]), width) if r["losses"] else float("nan")
+                         for r in g], ".4f")
+        lines.append(f"| {strategy_cell(g)} | {g[0]['stages']} | " + " | ".join(ppl) + f" | {final} | "
+                     f"{diverged_at(g)} | {stale} | {pred} | {column(g, 'samples_per_s', '.0f')} | "
+                     f"{column(g, 'wall_s', '.1f')} |")
+    return lines + failures(groups)
+
+
+def summary_cell(group):
+    """The final test accuracy's mean over the seeds, or how many seeds diverged (or failed)."""
+    diverged = sum(1 for r in group if first_bad_step(r))
+    if diverged:
+        return f"diverged {diverged}/{len(group)}"
+    failed = sum(1 for r in group if r["rc"] != 0)
+    if failed:
+        return f"failed {failed}/{len(group)}"
+    accuracies = [r["accuracy"] for r in group if math.isfinite(r["accuracy"])]
+    return format(statistics.mean(accuracies), ".2f") if accuracies else "n/a"
+
+
+def divergence_summary(summary, seeds):
+    """summary: model family -> [(config, table name, groups)] in the order run. Per family, a table of strategy
+    and N against every (optimizer, lr): where each strategy stops converging as the learning rate grows."""
+    if not summary:
+        return []
+    lines = ["", "## Divergence by learning rate", "",
+             f"Final test accuracy % ({'mean over ' if len(seeds) > 1 else ''}{seeds_text(seeds)}) of each strategy "
+             "at each optimizer and learning rate, everything else as in that column's table above; diverged k/n: "
+             "the training loss became NaN or infinite in k of the n seeds; failed k/n: k runs exited with an error."]
+    for family, configs in summary.items():
+        rows = {}  # strategy label -> {column: cell}, in the order the runs were made
+        for config, table, groups in configs:
+            for g in groups:
+                rows.setdefault(strategy_label(g[0]), {})[table] = summary_cell(g)
+        lines += ["", f"### {family}", "",
+                  "| strategy | " + " | ".join(f"{config} (`{table}`)" for config, table, _ in configs) + " |",
+                  "|---|" + "---|" * len(configs)]
+        lines += [f"| {label} | " + " | ".join(cells.get(table, "-") for _, table, _ in configs) + " |"
+                  for label, cells in rows.items()]
     return lines
 
 
@@ -470,25 +571,66 @@ def throughput_table(name, groups):
     return lines
 
 
-def lm_study(args, key, model, strategies, t_start):
-    """The language model: single and every pipeline strategy over model["stages"] stages, epochs with
-    validation. Returns the report's lines (table and figure)."""
-    results = []
-    runs = [("single", 1)] if "single" in strategies else []
-    runs += [(s, model["stages"]) for s in strategies if s != "single"]
-    for strategy, n in runs:
+def seed_runs(args, key, model, strategy, n, t_start, what):
+    """A group: the runs of one strategy over n stages, one per seed of --seeds, tagged KEY_STRATEGY_nN (with
+    _sSEED when there are several seeds); what: the run's length, for the progress line."""
+    env = {"OMP_NUM_THREADS": str(args.single_threads)} if strategy == "single" and args.single_threads else None
+    group = []
+    for seed in args.seeds:
         wait_for_load(args.max_load, args.max_wait)
-        tag = f"{key}_{strategy}_n{n}"
-        limit = f", at most {model['steps']} steps an epoch" if model["steps"] else ""
-        print(f"[{time.time() - t_start:6.0f} s] {tag} ({model['epochs']} epoch(s){limit}), "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
-        env = {"OMP_NUM_THREADS": str(args.single_threads)} if strategy == "single" and args.single_threads else None
-        r = run_onnxtrain(args, model, strategy, n, model["steps"], model["test"], tag, env)
+        tag = f"{key}_{strategy}_n{n}" + (f"_s{seed}" if len(args.seeds) > 1 else "")
+        print(f"[{time.time() - t_start:6.0f} s] {tag} ({what}), load {os.getloadavg()[0]:.2f}", flush=True)
+        r = run_onnxtrain(args, model, strategy, n, model["steps"], model["test"], tag, env, seed)
         r["micro_batches"] = args.micro_batches
         if r["rc"] != 0:
             print(f"  FAILED (exit {r['rc']}):\n{r.get('error', '')}", flush=True)
-        results.append(r)
-    return [""] + lm_table(key, model, results, args.single_threads) + plot_lm(args, key, model, results)
+        group.append(r)
+    return group
+
+
+def figure_seed_note(args):
+    """The figures draw each strategy's first seed only (several seeds' lines would hide each other)."""
+    return f" (seed {args.seeds[0]} only)" if len(args.seeds) > 1 else ""
+
+
+def convergence_study(args, key, model, strategies, stage_counts, t_start):
+    """An image model: single and every strategy over each of stage_counts stages, a group of runs (one per
+    seed) each. Returns (the report's lines: table and figure, the groups)."""
+    runs = [("single", 1)] if "single" in strategies else []
+    runs += [(s, n) for n in stage_counts for s in strategies if s != "single"]
+    groups = [seed_runs(args, key, model, s, n, t_start, f"{model['steps']} steps") for s, n in runs]
+    width = max(1, model["steps"] // 10)
+    lines = [""] + convergence_table(key, model, groups, model["steps"], width, args.single_threads)
+    svg = os.path.join(args.out, f"convergence_{key}.svg")
+    write_svg(svg, f"{key}: training loss, {model['steps']} steps", [g[0] for g in groups], model["steps"],
+              max(1, model["steps"] // 40))
+    return lines + ["", f"Loss curves{figure_seed_note(args)}: `{svg}`"], groups
+
+
+def lm_study(args, key, model, strategies, t_start):
+    """The language model: single and every pipeline strategy over model["stages"] stages, epochs with
+    validation, a group of runs (one per seed) each. Returns the report's lines (table and figure)."""
+    runs = [("single", 1)] if "single" in strategies else []
+    runs += [(s, model["stages"]) for s in strategies if s != "single"]
+    limit = f", at most {model['steps']} steps an epoch" if model["steps"] else ""
+    groups = [seed_runs(args, key, model, s, n, t_start, f"{model['epochs']} epoch(s){limit}") for s, n in runs]
+    figure = plot_lm(args, key, model, [g[0] for g in groups])
+    figure[-1] += figure_seed_note(args)
+    return [""] + lm_table(key, model, groups, args.single_threads) + figure
+
+
+def sweep(prefix, optimizers, lrs, default_optimizer):
+    """(table name, lr, optimizer) for every optimizer and learning rate (comma-separated), optimizer outermost:
+    PREFIX for the first, then PREFIX_lrLR, with _OPTIMIZER unless it is default_optimizer (names unique since
+    the pairs are made unique)."""
+    pairs = dict.fromkeys((float(lr), opt) for opt in optimizers.split(",") if opt for lr in lrs.split(",") if lr)
+    return [(prefix if i == 0 else f"{prefix}_lr{lr:g}" + ("" if opt == default_optimizer else f"_{opt}"), lr, opt)
+            for i, (lr, opt) in enumerate(pairs)]
+
+
+def optimizer_text(opt):
+    """The optimizer in a table's description: momentum and nesterov with their momentum (onnxtrain's default)."""
+    return {"momentum": "momentum 0.9", "nesterov": "nesterov (momentum 0.9)"}.get(opt, opt)
 
 
 def wait_for_load(limit, max_wait):
@@ -511,6 +653,9 @@ def main():
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--micro-batches", type=int, default=4, help="gpipe's M")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated: every convergence run once per seed, the tables give mean ± sd over them "
+                        "and how many diverged (default: --seed alone; the throughput runs use the first)")
     p.add_argument("--cnn-steps", type=int, default=1875, help="CNN steps (1875: one epoch of batch 32)")
     p.add_argument("--cnn-lr", default="0.04,0.01", help="comma-separated: a convergence table per learning rate")
     p.add_argument("--cnn-optimizers", default="nesterov",
@@ -522,6 +667,8 @@ def main():
                         "on it, and 2 OpenMP threads on a busy 2-core machine can be ~10-40x slower, which would "
                         "blow the time budget; the throughput part measures both)")
     p.add_argument("--resnet-lr", default="0.05,0.01", help="comma-separated: a convergence table per learning rate")
+    p.add_argument("--resnet-optimizers", default="momentum",
+                   help="comma-separated: a table per optimizer and learning rate, as --cnn-optimizers")
     p.add_argument("--resnet-test-rows", type=int, default=2000,
                    help="ResNet test pass on the first K test images (0: all 10000)")
     p.add_argument("--gpt-epochs", type=int, default=10, help="GPT-2 epochs (495 training windows of batch 16: 31 steps each, 10 is 310 steps)")
@@ -545,6 +692,7 @@ def main():
         release = os.path.join(REPO, "build", "release", "tools", "onnxtrain")
         if not os.access(args.onnxtrain, os.X_OK) and os.access(release, os.X_OK):
             args.onnxtrain = release
+    args.seeds = list(dict.fromkeys(int(x) for x in args.seeds.split(",") if x)) if args.seeds else [args.seed]
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     if not os.access(args.onnxtrain, os.X_OK):
@@ -558,26 +706,26 @@ def main():
         # One convergence table per learning rate (the first also gets the throughput part): the quick start's
         # 0.04 is too large for the stale 1F1B strategies, a smaller one shows how they compare when they converge.
         # --cnn-optimizers nesterov,momentum: the same runs with only the optimizer changed (an ablation).
-        cnn_runs = [(lr, opt) for opt in args.cnn_optimizers.split(",") for lr in (float(x) for x in args.cnn_lr.split(","))]
-        for i, (lr, opt) in enumerate(cnn_runs):
-            name = "cnn" if i == 0 else f"cnn_lr{lr:g}" + ("" if opt == "nesterov" else f"_{opt}")
+        for i, (name, lr, opt) in enumerate(sweep("cnn", args.cnn_optimizers, args.cnn_lr, "nesterov")):
             models[name] = {
                 "path": os.path.join(REPO, "models", "cnn_opset17.onnx"), "batch": 32, "lr": lr,
                 "optimizer": opt, "schedule": "cosine", "data": ["--data", "fashion-mnist"], "test": [],
                 "steps": args.cnn_steps, "tp_steps": args.throughput_cnn_steps if i == 0 else 0,
-                "describe": f"Fashion-MNIST CNN (cnn_opset17.onnx), batch 32, {opt} (momentum 0.9) lr {lr:g} "
-                            f"cosine, seed {args.seed}; test on the 10000 test images"}
+                "family": "cnn", "config": f"{opt} lr {lr:g}",
+                "describe": f"Fashion-MNIST CNN (cnn_opset17.onnx), batch 32, {optimizer_text(opt)} lr {lr:g} "
+                            f"cosine, {seeds_text(args.seeds)}; test on the 10000 test images"}
     if "resnet" in wanted:
         train_npz, test_npz = fashion_npz(args.cache, args.resnet_test_rows)
         test_what = f"the first {args.resnet_test_rows} test images" if args.resnet_test_rows else "the 10000 test images"
-        for i, lr in enumerate(float(x) for x in args.resnet_lr.split(",")):
-            models["resnet" if i == 0 else f"resnet_lr{lr:g}"] = {
+        for i, (name, lr, opt) in enumerate(sweep("resnet", args.resnet_optimizers, args.resnet_lr, "momentum")):
+            models[name] = {
                 "path": os.path.join(REPO, "models", "resnet_opset17.onnx"), "batch": 32, "lr": lr,
-                "optimizer": "momentum", "schedule": "constant",
+                "optimizer": opt, "schedule": "constant",
                 "data": ["--data", "npz:" + train_npz], "test": ["--test-data", "npz:" + test_npz],
                 "steps": args.resnet_steps, "tp_steps": args.throughput_resnet_steps if i == 0 else 0,
+                "family": "resnet", "config": f"{opt} lr {lr:g}",
                 "describe": f"small ResNet (resnet_opset17.onnx) on Fashion-MNIST padded to 3x32x32, batch 32, "
-                            f"momentum 0.9 lr {lr:g} constant, seed {args.seed}; test on {test_what}"}
+                            f"{optimizer_text(opt)} lr {lr:g} constant, {seeds_text(args.seeds)}; test on {test_what}"}
 
     if "gpt" in wanted:
         limit = f", at most {args.gpt_limit_batches} steps an epoch" if args.gpt_limit_batches else ""
@@ -589,7 +737,7 @@ def main():
             "steps": args.gpt_limit_batches, "tp_steps": 0,
             "describe": f"2-layer GPT-2 (transformers/gpt2_torchscript.onnx, hidden 64, vocab 256) on the bytes of "
                         f"{args.gpt_text} in windows of 64 (the last 10% held out for validation), batch 16, "
-                        f"adamw lr {args.gpt_lr:g} cosine, seed {args.seed}{limit}",
+                        f"adamw lr {args.gpt_lr:g} cosine, {seeds_text(args.seeds)}{limit}",
             "describe_short": f"GPT-2 on {os.path.basename(args.gpt_text)}, batch 16, adamw lr {args.gpt_lr:g} cosine"}
 
     report = ["# onnxtrain pipeline strategies: convergence and throughput", "",
@@ -598,6 +746,7 @@ def main():
               f"{load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}"]
     body = []
     stage_counts = [int(s) for s in args.stages.split(",") if s]
+    summary = {}  # model family -> [(optimizer and lr, table name, groups)]: the divergence summary
     strategies = args.strategies.split(",")
     for key, model in models.items():
         if model.get("kind") == "lm":
@@ -605,26 +754,9 @@ def main():
                 body += lm_study(args, key, model, strategies, t_start)
             continue
         if args.throughput != "only":
-            results = []
-            runs = [("single", 1)] if "single" in strategies else []
-            runs += [(s, n) for n in stage_counts for s in strategies if s != "single"]
-            for strategy, n in runs:
-                wait_for_load(args.max_load, args.max_wait)
-                tag = f"{key}_{strategy}_n{n}"
-                print(f"[{time.time() - t_start:6.0f} s] {tag} ({model['steps']} steps), load {os.getloadavg()[0]:.2f}",
-                      flush=True)
-                env = {"OMP_NUM_THREADS": str(args.single_threads)} if strategy == "single" and args.single_threads else None
-                r = run_onnxtrain(args, model, strategy, n, model["steps"], model["test"], tag, env)
-                r["micro_batches"] = args.micro_batches
-                if r["rc"] != 0:
-                    print(f"  FAILED (exit {r['rc']}):\n{r.get('error', '')}", flush=True)
-                results.append(r)
-            width = max(1, model["steps"] // 10)
-            body += [""] + convergence_table(key, model, results, model["steps"], width, args.single_threads)
-            svg = os.path.join(args.out, f"convergence_{key}.svg")
-            write_svg(svg, f"{key}: training loss, {model['steps']} steps", results, model["steps"],
-                      max(1, model["steps"] // 40))
-            body += ["", f"Loss curves: `{svg}`"]
+            lines, groups = convergence_study(args, key, model, strategies, stage_counts, t_start)
+            body += lines
+            summary.setdefault(model["family"], []).append((model["config"], key, groups))
         if args.throughput != "off" and model["tp_steps"]:
             tp = []
             for label, strategy, n, env, threads_label in (
@@ -652,6 +784,7 @@ def main():
             body += throughput_table(key, tp)
             body += ["", f"`onnxtrain partition {os.path.relpath(model['path'], REPO)} {' '.join(plan_cmd[3:])}` "
                      "(the cost model's prediction for the same split):", "```", (plan.stdout + plan.stderr).strip(), "```"]
+    body += divergence_summary(summary, args.seeds)
     load_end = os.getloadavg()
     report[-1] += (f", at end {load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f}; "
                    f"study took {time.time() - t_start:.0f} s")

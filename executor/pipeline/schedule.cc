@@ -310,20 +310,24 @@ std::string format_schedule_table(const Schedule& schedule) {
       width = std::max(width, label.size());
     }
   width = std::max(width, std::to_string(std::max<int64_t>(timeline.makespan - 1, 0)).size());
-  const std::string unit = one_f_one_b ? "mini-batch" : "micro-batch";
+  const bool accumulates = schedule.micro_per_update > 1;  // 2bw: M micro-batches per update
+  const std::string unit = one_f_one_b && !accumulates ? "mini-batch" : "micro-batch";
 
   std::ostringstream out;
   out << pipeline_strategy_name(schedule.strategy) << " schedule: " << schedule.stages << " stage"
       << (schedule.stages == 1 ? "" : "s") << ", " << schedule.micro_batches << " " << unit
       << (schedule.micro_batches == 1 ? "" : "es")
-      << (one_f_one_b                               ? " in the run (1F1B)\n"
-          : strategy_traits(schedule.strategy).fill_drain ? " per mini-batch (all forwards, all backwards, one update)\n"
-                                                          : " per mini-batch (1F1B order, one update)\n");
+      << (accumulates ? " in the run (1F1B), an update per " + std::to_string(schedule.micro_per_update) + "\n"
+          : one_f_one_b                             ? std::string(" in the run (1F1B)\n")
+          : strategy_traits(schedule.strategy).fill_drain ? std::string(" per mini-batch (all forwards, all backwards, one update)\n")
+                                                          : std::string(" per mini-batch (1F1B order, one update)\n"));
   out << "Fi forward of " << unit << " i, Bi its backward"
-      << (one_f_one_b ? " then the stage's optimizer step" : ", U the optimizer step (flush)")
+      << (accumulates   ? " (after each " + std::to_string(schedule.micro_per_update) + " of them, the stage's optimizer step)"
+          : one_f_one_b ? std::string(" then the stage's optimizer step")
+                        : std::string(", U the optimizer step (flush)"))
       << ", . idle; one column per pass time\n";
   const size_t label_width = std::max(("stage " + std::to_string(schedule.stages - 1)).size(),
-                                      std::string(one_f_one_b ? "mini-batch" : "").size());
+                                      std::string(one_f_one_b ? unit : "").size());
   auto row = [&](const std::string& name, const std::vector<std::string>& cells, size_t cell_width) {
     std::string line = pad(name, label_width + 2);
     for (size_t c = 0; c < cells.size(); ++c) line += pad(cells[c], c + 1 < cells.size() ? cell_width + 1 : 0);
@@ -351,7 +355,7 @@ std::string format_schedule_table(const Schedule& schedule) {
         }
       }
       out << title << "\n";
-      row("mini-batch", mbs, cell_width);
+      row(unit, mbs, cell_width);
       for (int k = 0; k < schedule.stages; ++k) row("stage " + std::to_string(k), cells[k], cell_width);
     };
     table("weights used, forward/backward (updates the stage made before the pass; sequential SGD uses i):",
