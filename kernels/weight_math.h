@@ -57,10 +57,14 @@ struct PredictAhead {
 };
 
 // The predictor's own smoothed gradient, for optimizers whose state does not hold one:
-// avg = avg·β + (1 − β)·g (avg starts at 0; the bias correction is in PredictAhead::estimate_scale).
+// avg = avg·β + (1 − β)·g from avg = 0 (the first gradient sets it: the same bits, without zeroing the
+// array first); the bias correction is in PredictAhead::estimate_scale.
 struct SmoothGradient {
   float beta, one_minus_beta;
-  ONNXTRAIN_HOST_DEVICE void operator()(float& avg, const float& g) const { avg = avg * beta + one_minus_beta * g; }
+  bool first;
+  ONNXTRAIN_HOST_DEVICE void operator()(float& avg, const float& g) const {
+    avg = first ? one_minus_beta * g : avg * beta + one_minus_beta * g;
+  }
 };
 
 }  // namespace onnxtrain::optimizer_math

@@ -57,10 +57,10 @@ import zipfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT_CONVERGENCE = os.path.join(REPO, "tools", "plot_convergence.py")
 GPT_TEXT = "/usr/share/common-licenses/GPL-3"
-STRATEGIES = ["single", "gpipe", "1f1b", "naive", "pipedream", "spectrain"]
-FLUSHING = ("gpipe", "1f1b")  # take --micro-batches: M micro-batches, one update per mini-batch
+STRATEGIES = ["single", "gpipe", "1f1b", "naive", "pipedream", "spectrain", "2bw"]
+MICRO_BATCHED = ("gpipe", "1f1b", "2bw")  # take --micro-batches: M micro-batches, one update per mini-batch
 COLOURS = {"single": "#000000", "gpipe": "#1f77b4", "1f1b": "#17becf", "naive": "#d62728", "pipedream": "#2ca02c",
-           "spectrain": "#9467bd"}
+           "spectrain": "#9467bd", "2bw": "#8c564b"}
 DASHES = {1: "", 2: "", 4: "", 8: "6,3"}  # N=8 dashed so it reads apart from N=4 in the same colour
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
@@ -179,7 +179,7 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
                       "--metrics", metrics, "-o", os.path.join(runs, tag + ".onnx")] + model["data"] + extra
     if strategy != "single":
         cmd += ["--strategy", strategy, "--stages", str(stages)]
-        if strategy in FLUSHING:
+        if strategy in MICRO_BATCHED:
             cmd += ["--micro-batches", str(args.micro_batches)]
     env = dict(os.environ, **(env_extra or {}))
     start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -373,7 +373,7 @@ def stage_summary(group):
 
 # What the staleness and prediction-error columns of the convergence tables mean.
 STAGE_COLUMNS_NOTE = ("Staleness: mean version gap (forward / backward) over the stages, against W_i (spectrain: "
-                      "against its predicted version). Pred. error: SpecTrain's ‖Ŵ − W_i‖ / ‖W_naive − W_i‖ "
+                      "against its predicted version). Pred. error: SpecTrain's ‖Ŵ − W_t‖ / ‖W − W_t‖ (t: the version the pass aimed at, W: the weights it would read without prediction) "
                       "averaged over the stages that predict.")
 
 # Added to the tables' notes when there are several seeds.
@@ -403,7 +403,7 @@ def diverged_at(group):
 def strategy_cell(group):
     """The strategy column: M for the flushing ones, and how many seeds failed (exit status not 0)."""
     r = group[0]
-    text = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in FLUSHING else "")
+    text = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in MICRO_BATCHED else "")
     failed = [x for x in group if x["rc"] != 0]
     if failed:
         count = f" {len(failed)}/{len(group)}" if len(group) > 1 else ""
@@ -443,7 +443,7 @@ def convergence_table(name, model, groups, steps, width, single_threads):
 
 def strategy_label(r):
     return "single" if r["strategy"] == "single" else (
-        f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] in FLUSHING else ""))
+        f'{r["strategy"]} N={r["stages"]}' + (f' M={r["micro_batches"]}' if r["strategy"] in MICRO_BATCHED else ""))
 
 
 def lm_table(name, model, groups, single_threads):

@@ -253,21 +253,21 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
 void StageWorker::forward(int64_t micro) {
   const Schedule& s = *round_.schedule;
   const int k = graphs_.index;
-  const bool gpipe = flush_round(round_);
+  const bool flush = flush_round(round_);  // gpipe, 1f1b
   const int64_t mini = mini_batch_of(micro);
   MicroBatch& mb = in_flight_[micro];
 
   BatchFeed::Batch batch = round_.feed->get(mini);
   const auto [begin, end] = local_rows(batch, micro);
   mb.rows = end - begin;
-  if (!gpipe) {
+  if (!flush) {
     ONNXTRAIN_CHECK(weights_->version() == base_version_ + s.forward_version[k][micro],
                     "stage " + std::to_string(k) + " is at version " + std::to_string(weights_->version()) +
                         " for the forward of mini-batch " + std::to_string(mini) + "; the schedule says " +
                         std::to_string(base_version_ + s.forward_version[k][micro]));
   }
   WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
-  if (!gpipe) {
+  if (!flush) {
     pass.s = s.s_forward[k][micro];
     pass.sync_version = base_version_ + s.forward_version[0][micro];
   }
@@ -288,10 +288,10 @@ void StageWorker::forward(int64_t micro) {
   for (const std::string& name : graphs_.kept) mb.kept[name] = value_of(name, out, device_out);
   if (!graphs_.loss.empty()) {
     const float loss = out.at(graphs_.loss).data<float>()[0];
-    if (gpipe || micros_per_mini() > 1) {  // the mini-batch's loss from its micro-batches' (reported at the flush)
+    if (flush || micros_per_mini() > 1) {  // the mini-batch's loss from its micro-batches' (reported at the flush)
       const bool mean = config_.reduction == LossReduction::Mean;
       loss_sum_ += mean ? static_cast<double>(mb.rows) / static_cast<double>(batch.rows) * loss : loss;
-      if (!gpipe && micro_in_mini(micro) + 1 == micros_per_mini()) {
+      if (!flush && micro_in_mini(micro) + 1 == micros_per_mini()) {
         report_loss(mini, static_cast<float>(loss_sum_));
         loss_sum_ = 0;
       }
@@ -307,17 +307,17 @@ void StageWorker::forward(int64_t micro) {
 void StageWorker::backward(int64_t micro) {
   const Schedule& s = *round_.schedule;
   const int k = graphs_.index;
-  const bool gpipe = flush_round(round_);
+  const bool flush = flush_round(round_);  // gpipe, 1f1b
   const int64_t mini = mini_batch_of(micro);
   MicroBatch& mb = in_flight_.at(micro);
-  if (!gpipe) {
+  if (!flush) {
     ONNXTRAIN_CHECK(weights_->version() == base_version_ + s.backward_version[k][micro],
                     "stage " + std::to_string(k) + " is at version " + std::to_string(weights_->version()) +
                         " for the backward of mini-batch " + std::to_string(mini) + "; the schedule says " +
                         std::to_string(base_version_ + s.backward_version[k][micro]));
   }
   WeightPolicy::Pass pass{.mini_batch = mini, .stash_key = micro};
-  if (!gpipe) {
+  if (!flush) {
     pass.s = s.s_backward[k][micro];
     pass.sync_version = base_version_ + s.forward_version[0][micro];
   }
@@ -343,7 +343,7 @@ void StageWorker::backward(int64_t micro) {
     grads.push_back(value_of(gradient_outputs_[i], out, device_out));
     check_gradient(i, grads.back());
   }
-  if (gpipe || strategy_traits(s.strategy).accumulates) {
+  if (flush || strategy_traits(s.strategy).accumulates) {
     // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
     // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
     float weight = 1.0f;

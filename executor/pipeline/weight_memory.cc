@@ -126,11 +126,9 @@ void WeightMemory::enable_prediction(const Optimizer& optimizer) {
 
 void WeightMemory::observe_gradient(const std::string& param, const float* g, size_t n) {
   KeptAverage& kept = averages_[param];
-  if (kept.average.size != n) {
-    kept = {.average = make(n), .observed = 0};
-    upload(kept.average.data(), std::vector<float>(n, 0.0f));
-  }
-  const optimizer_math::SmoothGradient f{.beta = average_beta_, .one_minus_beta = 1.0f - average_beta_};
+  if (kept.average.size != n) kept = {.average = make(n), .observed = 0};
+  const optimizer_math::SmoothGradient f{
+      .beta = average_beta_, .one_minus_beta = 1.0f - average_beta_, .first = kept.observed == 0};
   ++kept.observed;
   float* avg = kept.average.data();
   if (!store_) {
