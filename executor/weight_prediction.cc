@@ -22,18 +22,6 @@ GradientEstimate gradient_estimate(const OptimizerConfig& c) {
   return GradientEstimate::kept_average;
 }
 
-const char* gradient_estimate_name(GradientEstimate e) {
-  switch (e) {
-    case GradientEstimate::momentum_buffer:
-      return "momentum buffer";
-    case GradientEstimate::first_moment:
-      return "Adam's first moment";
-    case GradientEstimate::kept_average:
-      return "kept gradient average";
-  }
-  return "?";
-}
-
 double kept_average_beta(const OptimizerConfig& c) {
   switch (c.kind) {
     case OptimizerKind::sgd:

@@ -35,7 +35,6 @@ namespace onnxtrain {
 
 enum class GradientEstimate { momentum_buffer, first_moment, kept_average };
 GradientEstimate gradient_estimate(const OptimizerConfig& c);
-const char* gradient_estimate_name(GradientEstimate e);
 // β of the kept average (kept_average only).
 double kept_average_beta(const OptimizerConfig& c);
 

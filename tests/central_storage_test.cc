@@ -144,13 +144,8 @@ TEST(CentralStorage, EqualsOneDeviceOnTheWholeBatch) {
     for (size_t i = 0; i < cs.losses.size(); ++i)
       EXPECT_NEAR(cs.losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
     for (const auto& [name, t] : single.trained_initializers()) {
-      auto a = t.data<float>(), b = cs.weights.at(name).data<float>();
-      double scale = 0, diff = 0;
-      for (size_t k = 0; k < a.size(); ++k) {
-        scale = std::max(scale, static_cast<double>(std::abs(a[k])));
-        diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
-      }
-      EXPECT_LE(diff, 1e-5 * scale) << name;
+      const testing_support::Deviation d = testing_support::deviation(t.data<float>(), cs.weights.at(name).data<float>());
+      EXPECT_LE(d.worst, 1e-5 * d.scale) << name;
     }
   }
 }

@@ -89,13 +89,8 @@ TEST(DataParallel, ReplicasEqualOneDeviceOnTheWholeBatch) {
         const auto dp = run_dp(model, replicas, batches, &losses);
         for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
         for (const auto& [name, t] : single) {
-          auto a = t.data<float>(), b = dp.at(name).data<float>();
-          double scale = 0, diff = 0;
-          for (size_t k = 0; k < a.size(); ++k) {
-            scale = std::max(scale, static_cast<double>(std::abs(a[k])));
-            diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
-          }
-          EXPECT_LE(diff, 1e-5 * scale) << name;
+          const testing_support::Deviation d = testing_support::deviation(t.data<float>(), dp.at(name).data<float>());
+          EXPECT_LE(d.worst, 1e-5 * d.scale) << name;
         }
       }
     }
@@ -122,13 +117,8 @@ TEST(DataParallel, ReplicasDrawTheWholeBatchsDropoutMasks) {
       EXPECT_NEAR(losses[s], single_losses[s], 1e-5 * std::abs(single_losses[s])) << replicas << " replicas, step " << s;
     const std::map<std::string, Tensor> trained = dp.trained_initializers();
     for (const auto& [name, t] : single.trained_initializers()) {
-      std::span<const float> a = t.data<float>(), b = trained.at(name).data<float>();
-      double scale = 0, diff = 0;
-      for (size_t k = 0; k < a.size(); ++k) {
-        scale = std::max(scale, static_cast<double>(std::abs(a[k])));
-        diff = std::max(diff, static_cast<double>(std::abs(a[k] - b[k])));
-      }
-      EXPECT_LE(diff, 1e-5 * scale) << replicas << " replicas: " << name;
+      const testing_support::Deviation d = testing_support::deviation(t.data<float>(), trained.at(name).data<float>());
+      EXPECT_LE(d.worst, 1e-5 * d.scale) << replicas << " replicas: " << name;
     }
   }
   options.seed = 4;

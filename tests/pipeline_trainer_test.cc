@@ -27,7 +27,8 @@ namespace {
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-using Batches = std::vector<std::pair<Tensor, Tensor>>;
+using testing_support::Batches;
+using testing_support::momentum_sgd;
 using testing_support::token_batches;
 
 Batches make_batches(const std::string& shape, int64_t batch, int64_t count, uint64_t seed) {
@@ -40,15 +41,6 @@ Batches make_batches(const std::string& shape, int64_t batch, int64_t count, uin
     out.emplace_back(b.x, b.y);
   }
   return out;
-}
-
-// Token ids (B, 16) in [0, 100) and class labels for the transformer.
-TrainerOptions momentum_sgd(double lr) {
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.optimizer.momentum = 0.9;
-  o.schedule.base_lr = lr;
-  return o;
 }
 
 struct TrainedRun {
@@ -460,13 +452,9 @@ void expect_copies_equal_one_pipeline(const std::string& model, const Batches& b
     for (const auto& [name, t] : whole.params) {
       EXPECT_TRUE(same_bits(models[0].at(name), models[n].at(name)))
           << model << " " << v.name << ": " << name << " differs between the pipelines";
-      std::span<const float> a = t.data<float>(), b = std::as_const(models[0].at(name)).data<float>();
-      double scale = 0, diff = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        scale = std::max(scale, static_cast<double>(std::abs(a[i])));
-        diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
-      }
-      EXPECT_LE(diff, 1e-5 * scale) << model << " " << v.name << ": " << name;
+      const testing_support::Deviation d =
+          testing_support::deviation(t.data<float>(), std::as_const(models[0].at(name)).data<float>());
+      EXPECT_LE(d.worst, 1e-5 * d.scale) << model << " " << v.name << ": " << name;
     }
   }
 }

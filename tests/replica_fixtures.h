@@ -1,9 +1,13 @@
 // Shared by the tests of the replicated trainers (data parallel, central storage, parameter server):
-// the optimizer they train with, deterministic shuffled mini-batches of a dataset, and token batches.
+// the optimizer they train with, deterministic shuffled mini-batches of a dataset, token batches, and how
+// far one run's weights are from another's.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +52,19 @@ inline Batches token_batches(int64_t batch, int64_t count, uint32_t seed) {
     out.emplace_back(x, y);
   }
   return out;
+}
+
+// The largest |a_i − b_i| and the largest |a_i|: b agrees with a to rtol when worst <= rtol · scale.
+struct Deviation {
+  double worst = 0, scale = 0;
+};
+inline Deviation deviation(std::span<const float> a, std::span<const float> b) {
+  Deviation d;
+  for (size_t k = 0; k < a.size(); ++k) {
+    d.scale = std::max(d.scale, static_cast<double>(std::abs(a[k])));
+    d.worst = std::max(d.worst, static_cast<double>(std::abs(a[k] - b[k])));
+  }
+  return d;
 }
 
 }  // namespace onnxtrain::testing_support

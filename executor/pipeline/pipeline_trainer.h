@@ -111,10 +111,6 @@ struct StageReport {
   // The rest the policy keeps: gpipe's and 1f1b's gradient sum; spectrain's kept gradient average and the
   // peak of its report's scoring copies (none with measure_prediction off).
   int64_t gradient_sum_bytes = 0, prediction_bytes = 0;
-  int64_t total_bytes() const {
-    return weight_bytes + working_bytes + peak_stash_bytes + peak_activation_bytes + optimizer_bytes +
-           gradient_sum_bytes + prediction_bytes;
-  }
   // Mean |i − version read| over the passes (spectrain: the predicted version).
   double mean_staleness_forward = 0, mean_staleness_backward = 0, mean_staleness = 0;
   // spectrain: mean ‖Ŵ − W_t‖ / ‖W − W_t‖ over the predictions scored; NaN when none.

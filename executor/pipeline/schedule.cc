@@ -13,25 +13,27 @@ namespace onnxtrain {
 
 namespace {
 
+// What each row means: schedule.h. The order of the CLI's listings (pipeline_strategy_names).
 constexpr StrategyTraits kStrategies[] = {
-    {PipelineStrategy::naive, "naive", false, false, false, WeightHandling::current,
-     "1F1B, each backward updates at once; every pass reads the weights as they are (stale gradients)"},
-    {PipelineStrategy::pipedream, "pipedream", false, false, false, WeightHandling::stash,
-     "1F1B, each backward updates at once; the backward reads the weights its forward stashed"},
-    {PipelineStrategy::spectrain, "spectrain", false, false, false, WeightHandling::predict,
-     "1F1B, each backward updates at once; every pass reads the weights predicted for its version"},
-    {PipelineStrategy::gpipe, "gpipe", true, true, false, WeightHandling::current,
-     "M micro-batches, all forwards then all backwards, one update per mini-batch"},
-    {PipelineStrategy::flush_1f1b, "1f1b", true, false, false, WeightHandling::current,
-     "M micro-batches in 1F1B order (PipeDream-Flush), one update per mini-batch: gpipe's numbers, less memory"},
-    {PipelineStrategy::two_bw, "2bw", false, false, true, WeightHandling::stash,
-     "M micro-batches per mini-batch in one 1F1B stream (PipeDream-2BW): summed gradients, updates one "
-     "version stale, two weight versions"},
+    // 1F1B, each backward updates at once; every pass reads the weights as they are (stale gradients)
+    {PipelineStrategy::naive, "naive", false, false, false, WeightHandling::current},
+    // 1F1B, each backward updates at once; the backward reads the weights its forward stashed
+    {PipelineStrategy::pipedream, "pipedream", false, false, false, WeightHandling::stash},
+    // 1F1B, each backward updates at once; every pass reads the weights predicted for its version
+    {PipelineStrategy::spectrain, "spectrain", false, false, false, WeightHandling::predict},
+    // M micro-batches, all forwards then all backwards, one update per mini-batch
+    {PipelineStrategy::gpipe, "gpipe", true, true, false, WeightHandling::current},
+    // M micro-batches in 1F1B order (PipeDream-Flush), one update per mini-batch: gpipe's numbers, less memory
+    {PipelineStrategy::flush_1f1b, "1f1b", true, false, false, WeightHandling::current},
+    // M micro-batches per mini-batch in one 1F1B stream (PipeDream-2BW): summed gradients, updates one
+    // version stale, two weight versions
+    {PipelineStrategy::two_bw, "2bw", false, false, true, WeightHandling::stash},
 };
 constexpr SpecTrainTarget kTargets[] = {SpecTrainTarget::sequential, SpecTrainTarget::paper};
 
-// naive, pipedream, spectrain: the run's mini-batches are the micro-batches, each backward updates.
-bool updates_each_backward(PipelineStrategy strategy) { return !strategy_traits(strategy).flushes; }
+// naive, pipedream, spectrain, 2bw: one 1F1B program over the whole run, updates without a flush (gpipe
+// and 1f1b repeat a flushing program per mini-batch).
+bool streams_the_run(PipelineStrategy strategy) { return !strategy_traits(strategy).flushes; }
 
 void emit_forward(std::vector<Instruction>& program, int stage, int stages, int64_t mb) {
   if (stage > 0) program.push_back({Op::RecvActivation, mb});
@@ -141,8 +143,6 @@ const StrategyTraits& strategy_traits(PipelineStrategy strategy) {
   throw Error("pipeline strategy " + std::to_string(static_cast<int>(strategy)) + " has no traits");
 }
 
-std::span<const StrategyTraits> all_strategy_traits() { return kStrategies; }
-
 std::string pipeline_strategy_names() {
   std::string names;
   for (const StrategyTraits& t : kStrategies) names += std::string(names.empty() ? "" : " | ") + t.name;
@@ -201,7 +201,7 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   if (stages < 1) throw Error("pipeline schedule: the number of stages must be >= 1, got " + std::to_string(stages));
   if (micro_batches < 1)
     throw Error(std::string("pipeline schedule: the number of ") +
-                (updates_each_backward(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
+                (streams_the_run(strategy) ? "mini-batches" : "micro-batches") + " must be >= 1, got " +
                 std::to_string(micro_batches));
   if (!traits.accumulates) micro_per_update = 1;
   if (micro_per_update < 1 || micro_batches % micro_per_update != 0)
@@ -210,7 +210,7 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches,
                     .micro_per_update = micro_per_update};
   for (int k = 0; k < stages; ++k)
-    schedule.programs.push_back(updates_each_backward(strategy)
+    schedule.programs.push_back(streams_the_run(strategy)
                                     ? one_f_one_b_program(k, stages, micro_batches, micro_per_update)
                                     : flush_program(k, stages, micro_batches, traits.fill_drain));
 
@@ -228,7 +228,7 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   }
   // Flushes: one version per mini-batch, which every micro-batch uses: the target is the version held.
   schedule.target_version.assign(stages, zeros);
-  if (updates_each_backward(strategy)) {
+  if (streams_the_run(strategy)) {
     if (target == SpecTrainTarget::paper && traits.weights == WeightHandling::predict) {
       schedule.target_version = paper_targets(schedule);
     } else {
@@ -294,7 +294,7 @@ std::vector<bool> launch_before(const Schedule& schedule, int stage) {
 }
 
 std::string format_schedule_table(const Schedule& schedule) {
-  const bool one_f_one_b = updates_each_backward(schedule.strategy);
+  const bool one_f_one_b = streams_the_run(schedule.strategy);
   // GPipe's update is drawn one unit wide so the flush shows; 1F1B's follow their backward at once.
   const UnitTimeline timeline = unit_timeline(schedule, one_f_one_b ? 0 : 1);
   std::vector<std::vector<std::string>> grid(schedule.stages, std::vector<std::string>(timeline.makespan, "."));

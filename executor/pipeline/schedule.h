@@ -48,7 +48,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,10 +72,8 @@ struct StrategyTraits {
   // the stage sums their gradients into one update per mini-batch (PipeDream-2BW).
   bool accumulates;
   WeightHandling weights;
-  const char* summary;  // one line for --help and the docs
 };
 const StrategyTraits& strategy_traits(PipelineStrategy strategy);
-std::span<const StrategyTraits> all_strategy_traits();
 // The --strategy names, "naive | pipedream | …", for messages and --help.
 std::string pipeline_strategy_names();
 // A --strategy name; throws Error listing the known names.

@@ -10,8 +10,7 @@ namespace onnxtrain {
 
 WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::vector<Parameter> parameters,
                            Optimizer optimizer, bool measure_prediction, WeightMemory memory)
-    : strategy_(strategy),
-      weights_(strategy_traits(strategy).weights),
+    : weights_(strategy_traits(strategy).weights),
       vertical_sync_(vertical_sync && weights_ == WeightHandling::stash),
       measure_prediction_(measure_prediction),
       parameters_(std::move(parameters)),

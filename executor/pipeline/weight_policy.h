@@ -124,8 +124,7 @@ class WeightPolicy {
   void score_predictions();
   const WeightArray& version_weights(int64_t version) const;
 
-  PipelineStrategy strategy_;
-  WeightHandling weights_;  // strategy_traits(strategy_).weights
+  WeightHandling weights_;  // strategy_traits(strategy).weights
   bool vertical_sync_;
   bool measure_prediction_;
   std::vector<Parameter> parameters_;
