@@ -36,7 +36,7 @@ ctest --preset asan -j "$jobs"
 stage "tsan: the threaded tests (pipeline stages, replicas, central storage, parameter server, local and tcp comm, the caching allocator) under ThreadSanitizer"
 cmake --preset tsan
 cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_conformance_test tcp_comm_test \
-  pipeline_trainer_test grouped_transport_test data_parallel_test worker_threads_test central_storage_test parameter_server_test \
+  pipeline_trainer_test pipeline_strategies_test grouped_transport_test data_parallel_test worker_threads_test central_storage_test parameter_server_test \
   caching_allocator_test
 ctest --preset tsan -j "$jobs" -L threads
 
