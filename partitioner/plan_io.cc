@@ -24,7 +24,7 @@ ojson link_json(const PlanLink& l) { return {{"name", l.name}, {"bandwidth", l.b
 ojson memory_json(const StageMemory& m) {
   return {{"weights", m.weights},     {"stashed_weights", m.stashed_weights}, {"gradients", m.gradients},
           {"optimizer_state", m.optimizer_state}, {"state", m.state},     {"activations", m.activations},
-          {"total", m.total}};
+          {"in_transit", m.in_transit}, {"total", m.total}};
 }
 
 ojson stage_json(const StagePlan& s) {
@@ -248,10 +248,15 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
     s.bytes_sent_backward = r.integer(j, "bytes_sent_backward", w);
     const json& m = r.at(j, "memory", w);
     const std::string mw = w + "memory: ";
-    s.memory = {r.integer(m, "weights", mw),     r.integer(m, "stashed_weights", mw),
-                r.integer(m, "gradients", mw),   r.integer(m, "optimizer_state", mw),
-                r.integer(m, "state", mw),       r.integer(m, "activations", mw),
-                r.integer(m, "total", mw)};
+    s.memory = {.weights = r.integer(m, "weights", mw),
+                .stashed_weights = r.integer(m, "stashed_weights", mw),
+                .gradients = r.integer(m, "gradients", mw),
+                .optimizer_state = r.integer(m, "optimizer_state", mw),
+                .state = r.integer(m, "state", mw),
+                .activations = r.integer(m, "activations", mw),
+                // plans written before 2026-12-02 folded it into activations
+                .in_transit = m.contains("in_transit") ? r.integer(m, "in_transit", mw) : 0,
+                .total = r.integer(m, "total", mw)};
     s.fits_memory_cap = r.boolean(j, "fits_memory_cap", w);
     p.stages.push_back(std::move(s));
   }

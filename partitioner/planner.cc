@@ -110,8 +110,14 @@ class StagePricer {
     m.optimizer_state = p * (options_.optimizer_slots + (average ? 1 : 0));
     m.state = state_[end] - state_[first];
     const int64_t received = k > 0 ? profile_.cut_activation_bytes[first] : 0;
-    m.activations = (activations_[end] - activations_[first] + received) * in_flight(k);
-    m.total = m.weights + m.stashed_weights + m.gradients + m.optimizer_state + m.state + m.activations;
+    const int64_t sent = k + 1 < options_.stages ? profile_.cut_activation_bytes[end] : 0;
+    const int64_t kept = activations_[end] - activations_[first];
+    m.activations = kept * in_flight(k);
+    // At the receive of micro-batch i, i's received tensors with the kept values of the others in flight;
+    // after its forward, all in flight kept and i's outgoing tensors. The larger is the peak.
+    m.in_transit = std::max<int64_t>({sent, received - kept, 0});
+    m.total = m.weights + m.stashed_weights + m.gradients + m.optimizer_state + m.state + m.activations +
+              m.in_transit;
     return m;
   }
   int64_t memory_total(int k, int64_t first, int64_t end) const { return memory(k, first, end).total; }

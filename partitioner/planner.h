@@ -113,6 +113,11 @@ struct StageMemory {
   int64_t optimizer_state = 0;
   int64_t state = 0;            // non-trainable initializers (BN running statistics)
   int64_t activations = 0;      // everything kept for the backward, all micro-batches in flight
+  // Above `activations` at the stage's peak, one micro-batch's cut tensors on their way: what it sends
+  // (held until the send), or what it receives less one micro-batch's kept values (the received tensors
+  // are held until its forward runs). What the backward needs of the received tensors is already in
+  // `activations`: the cost model keeps a value at the stage whose backward reads it.
+  int64_t in_transit = 0;
   int64_t total = 0;
   bool operator==(const StageMemory&) const = default;
 };

@@ -302,10 +302,13 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     if (o.schedule == PlanSchedule::kOneFOneB) in_flight = std::min<int64_t>(stages - k, o.micro_batches);
     const int64_t gradients = p * (flushes && stages > 1 ? 2 : 1);
     const int64_t received = k > 0 ? profile.cut_activation_bytes[static_cast<size_t>(first)] : 0;
-    const int64_t total = p * versions + gradients + p * o.optimizer_slots + state + (act + received) * in_flight;
+    const int64_t sent = k + 1 < stages ? profile.cut_activation_bytes[static_cast<size_t>(end)] : 0;
+    const int64_t transit = std::max<int64_t>({sent, received - act, 0});
+    const int64_t total = p * versions + gradients + p * o.optimizer_slots + state + act * in_flight + transit;
     EXPECT_EQ(s.memory.total, total);
     EXPECT_EQ(s.memory.stashed_weights, p * (versions - 1));
-    EXPECT_EQ(s.memory.activations, (act + received) * in_flight);
+    EXPECT_EQ(s.memory.activations, act * in_flight);
+    EXPECT_EQ(s.memory.in_transit, transit);
     EXPECT_EQ(s.parameter_bytes, p);
   }
 }
@@ -353,9 +356,10 @@ TEST(Planner, SkipConnectionIsChargedAtEveryBoundaryItCrosses) {
   EXPECT_DOUBLE_EQ(plan.stages[0].send_forward_seconds, hop);
   EXPECT_DOUBLE_EQ(plan.stages[1].time_seconds, 2 * 3e-3 + 2 * hop);  // both of its boundaries
   EXPECT_DOUBLE_EQ(plan.stages[2].time_seconds, 2 * 3e-3 + hop);
-  // The middle stage receives the skip tensor and keeps it for the backward (3 micro-batches in flight
-  // minus its index: 2).
-  EXPECT_EQ(plan.stages[1].memory.activations, (2 * 500 + local + skip) * 2);
+  // The middle stage keeps its nodes' activations for 2 micro-batches in flight (3 stages minus its
+  // index) and holds one micro-batch's skip tensor on its way out.
+  EXPECT_EQ(plan.stages[1].memory.activations, 2 * 500 * 2);
+  EXPECT_EQ(plan.stages[1].memory.in_transit, local + skip);
 
   // Only cuts 1..3 carry a heavy skip; with two stages the DP cuts where it is not.
   CostProfile q = uniform_profile(6);

@@ -32,7 +32,7 @@ namespace {
 struct PartitionOptions {
   std::string model, device = "cpu", link, device_profile, strategy = "pipedream", split, output, dot;
   std::string loss = "cross-entropy", optimizer = "momentum", memory_cap, schedule, spectrain_target = "sequential";
-  std::string precision = "fp32";
+  std::string precision = "fp32", prediction_metrics = "on";
   int stages = 2, devices = 0;
   std::vector<int> replicas;
   int64_t batch = 32, micro_batches = 0, seq_len = 0;
@@ -177,6 +177,7 @@ void partition_model(const PartitionOptions& o) {
   OptimizerConfig optimizer;
   apply_optimizer_name(o.optimizer, optimizer);
   p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
+  p.prediction_metrics = o.prediction_metrics == "on";
   if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 
@@ -228,6 +229,9 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--memory-cap", o->memory_cap, "bytes per device, e.g. 80G or 512MiB; the plan must fit");
   cmd->add_option("--split", o->split, "evaluate this split instead of planning: the N-1 cut positions, e.g. 12,30,41");
   cmd->add_option("--optimizer", o->optimizer, "optimizer whose state is counted in memory (default momentum)");
+  cmd->add_option("--prediction-metrics", o->prediction_metrics,
+                  "spectrain: on (default, as train) counts the host copies that score each prediction | off")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--loss", o->loss, "loss to attach, as for train (default cross-entropy)");
   cmd->add_option("--precision", o->precision,
                   "fp32 (default) | bf16: plan the training graph `train --precision bf16` runs (with autocast's "

@@ -107,6 +107,9 @@ nlohmann::json pipeline_report_json(const PipelineReport& r) {
                       {"stash_bytes", s.peak_stash_bytes},
                       {"activation_bytes", s.peak_activation_bytes},
                       {"optimizer_bytes", s.optimizer_bytes},
+                      {"gradient_bytes", s.gradient_bytes},
+                      {"gradient_sum_bytes", s.gradient_sum_bytes},
+                      {"prediction_bytes", s.prediction_bytes},
                       {"staleness", s.mean_staleness},
                       // NaN (no prediction scored) is not JSON: null.
                       {"prediction_error", std::isfinite(s.prediction_error) && s.predictions > 0

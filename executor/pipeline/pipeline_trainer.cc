@@ -471,6 +471,7 @@ PipelineReport PipelineTrainer::report() const {
     s.peak_stash_bytes = st.peak_stash_bytes;
     s.peak_activation_bytes = w.peak_activation_bytes;
     s.optimizer_bytes = p.optimizer_state_bytes();
+    s.gradient_bytes = w.peak_gradient_bytes;
     s.gradient_sum_bytes = p.gradient_sum_bytes();
     s.prediction_bytes = p.prediction_average_bytes() + st.peak_scoring_bytes;
     auto mean = [](double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : 0.0; };
@@ -507,7 +508,7 @@ std::string format_pipeline_report(const PipelineReport& r) {
       << std::setprecision(2) << s.mean_staleness_forward << " / " << std::setw(5) << s.mean_staleness_backward << "  "
       << std::setw(11) << std::setprecision(3) << mib(s.weight_bytes + s.working_bytes) << "  " << std::setw(9)
       << mib(s.peak_stash_bytes) << "  " << std::setw(9) << mib(s.peak_activation_bytes) << "  " << std::setw(9)
-      << mib(s.optimizer_bytes) << "  " << std::setw(9) << mib(s.gradient_sum_bytes + s.prediction_bytes);
+      << mib(s.optimizer_bytes) << "  " << std::setw(9) << mib(s.gradient_bytes + s.gradient_sum_bytes + s.prediction_bytes);
     if (r.strategy == PipelineStrategy::spectrain) {
       o << "  " << std::setw(10) << std::setprecision(4) << s.prediction_error;
     }

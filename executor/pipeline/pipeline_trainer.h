@@ -108,9 +108,10 @@ struct StageReport {
   // stashes and vertical-sync history); peak of in-flight activations (kept forward values, received and
   // outgoing tensors); optimizer state.
   int64_t weight_bytes = 0, working_bytes = 0, peak_stash_bytes = 0, peak_activation_bytes = 0, optimizer_bytes = 0;
-  // The rest the policy keeps: gpipe's and 1f1b's gradient sum; spectrain's kept gradient average and the
-  // peak of its report's scoring copies (none with measure_prediction off).
-  int64_t gradient_sum_bytes = 0, prediction_bytes = 0;
+  // The rest ("other" in the report): one backward's parameter gradients; the gradient sum of the
+  // strategies that accumulate (gpipe, 1f1b, 2bw); spectrain's kept gradient average and the peak of its
+  // report's scoring copies (none with measure_prediction off).
+  int64_t gradient_bytes = 0, gradient_sum_bytes = 0, prediction_bytes = 0;
   // Mean |i − version read| over the passes (spectrain: the predicted version).
   double mean_staleness_forward = 0, mean_staleness_backward = 0, mean_staleness = 0;
   // spectrain: mean ‖Ŵ − W_t‖ / ‖W − W_t‖ over the predictions scored; NaN when none.

@@ -343,6 +343,9 @@ void StageWorker::backward(int64_t micro) {
     grads.push_back(value_of(gradient_outputs_[i], out, device_out));
     check_gradient(i, grads.back());
   }
+  int64_t gradient_bytes = 0;
+  for (const StageValue& g : grads) gradient_bytes += g.nbytes();
+  peak_gradient_bytes = std::max(peak_gradient_bytes, gradient_bytes);
   if (flush || strategy_traits(s.strategy).accumulates) {
     // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
     // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.

@@ -130,6 +130,7 @@ class StageWorker {
 
   int64_t samples = 0;
   int64_t peak_activation_bytes = 0;
+  int64_t peak_gradient_bytes = 0;  // one backward's parameter gradients
 
  private:
   struct RunningStat {
