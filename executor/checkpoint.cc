@@ -182,6 +182,7 @@ void write_checkpoint_file(const fs::path& final_path, const TrainingCheckpoint&
   std::vector<TableEntry> table;
   for (const auto& [name, t] : c.tensors) table.push_back({&name, "param", &t});
   for (const auto& [name, t] : c.optimizer_state) table.push_back({&name, "optimizer", &t});
+  for (const auto& [name, t] : c.predictor_state) table.push_back({&name, "predictor", &t});
   nlohmann::json entries = nlohmann::json::array();
   uint64_t offset = 0;
   for (const TableEntry& e : table) {
@@ -391,8 +392,12 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
     const std::string where = "tensor " + std::to_string(i) + ": ";
     const auto name = field(e, "name", is_string, "a string", where).get<std::string>();
     const auto section = field(e, "section", is_string, "a string", where).get<std::string>();
-    const std::string what = (section == "param" ? "parameter tensor '" : "optimizer state tensor '") + name + "'";
-    if (section != "param" && section != "optimizer") bad(what + ": section \"" + section + "\" is unknown");
+    const std::string what = (section == "param"       ? "parameter tensor '"
+                              : section == "predictor" ? "predictor state tensor '"
+                                                       : "optimizer state tensor '") +
+                             name + "'";
+    if (section != "param" && section != "optimizer" && section != "predictor")
+      bad(what + ": section \"" + section + "\" is unknown");
     const auto dtype_text = field(e, "dtype", is_string, "a string", where).get<std::string>();
     const std::optional<DType> dtype = dtype_from_name(dtype_text);
     if (!dtype || !storable(*dtype)) bad(what + ": dtype \"" + dtype_text + "\" cannot be stored");
@@ -415,7 +420,9 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
       bad(what + ": its bytes are not where the table says (offset " + std::to_string(offset) + ")");
     expected_offset += bytes;
 
-    std::map<std::string, Tensor>& into = section == "param" ? c.tensors : c.optimizer_state;
+    std::map<std::string, Tensor>& into = section == "param"       ? c.tensors
+                                          : section == "predictor" ? c.predictor_state
+                                                                   : c.optimizer_state;
     if (into.count(name)) bad(what + " appears twice");
     Tensor t(*dtype, sizes);
     if (bytes > 0 && !read_all(f.fd, t.raw(), bytes, path))
@@ -438,11 +445,12 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
       TrainingCheckpoint part = read_checkpoint(shard_path);
       if (part.step != c.step || !part.shards.empty())
         fail(shard_path, "shard of step " + std::to_string(part.step) + " listed by the manifest of step " + std::to_string(c.step));
-      for (auto* sections : {&part.tensors, &part.optimizer_state}) {
-        auto& into = sections == &part.tensors ? c.tensors : c.optimizer_state;
-        for (auto& [name, t] : *sections)
-          if (!into.emplace(name, std::move(t)).second) fail(shard_path, "tensor '" + name + "' is in two shards");
-      }
+      const std::pair<std::map<std::string, Tensor>*, std::map<std::string, Tensor>*> sections[] = {
+          {&part.tensors, &c.tensors}, {&part.optimizer_state, &c.optimizer_state},
+          {&part.predictor_state, &c.predictor_state}};
+      for (auto [from, into] : sections)
+        for (auto& [name, t] : *from)
+          if (!into->emplace(name, std::move(t)).second) fail(shard_path, "tensor '" + name + "' is in two shards");
       c.shards.push_back(s.get<std::string>());
     }
   }

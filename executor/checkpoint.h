@@ -28,7 +28,7 @@
 //   uint32     format version (1)
 //   uint64     header length H
 //   H bytes    header, UTF-8 JSON: {"format", "step", "next_epoch", "next_batch", "seed", "config",
-//              "data_bytes", "tensors": [{"name", "section": "param"|"optimizer", "dtype": "float32"
+//              "data_bytes", "tensors": [{"name", "section": "param"|"optimizer"|"predictor", "dtype": "float32"
 //              (dtype_name), "sizes": [...], "offset" (from the data start), "bytes", "crc32"}]}
 //   uint32     CRC-32 (zlib's) of the H header bytes
 //   data_bytes the tensors' raw row-major little-endian bytes, back to back in table order
@@ -78,6 +78,10 @@ struct TrainingCheckpoint {
   std::map<std::string, Tensor> tensors;
   // Optimizer::state_tensors(): "global_step", "PARAM/step" (int64 scalars), "PARAM/NAME" (float32).
   std::map<std::string, Tensor> optimizer_state;
+  // Section "predictor": SpecTrain's kept gradient averages (WeightMemory::prediction_state: "PARAM/average"
+  // float32, "PARAM/observed" int64), for optimizers whose state holds no gradient estimate. Only a
+  // pipeline that predicts reads them; other layouts resume without them.
+  std::map<std::string, Tensor> predictor_state;
   // A manifest's shard files, relative to its directory (empty for a one-file checkpoint). read_checkpoint
   // of a manifest leaves the list here and the shards' union in tensors and optimizer_state.
   std::vector<std::string> shards;

@@ -144,6 +144,10 @@ TEST_F(CheckpointTest, RoundTripKeepsEveryFieldAndByte) {
   ASSERT_TRUE(c.optimizer_state.count("global_step"));
   // A name in both sections stays apart.
   c.optimizer_state["conv1.weight"] = Tensor::scalar_int64(5);
+  // SpecTrain's kept averages, in their own section (and a name the optimizer section has too).
+  c.predictor_state = {{"conv1.bias/average", floats({8}, 0.25f)},
+                       {"conv1.bias/observed", Tensor::scalar_int64(7)},
+                       {"conv1.weight", Tensor::scalar_int64(6)}};
 
   const std::string path = write_checkpoint(dir(), c);
   EXPECT_EQ(fs::path(path).filename(), "checkpoint-00001200.otck");
@@ -156,6 +160,7 @@ TEST_F(CheckpointTest, RoundTripKeepsEveryFieldAndByte) {
   EXPECT_EQ(r.config.at("lr").get<double>(), 0.1);  // bit-exact double
   expect_same_tensors(c.tensors, r.tensors);
   expect_same_tensors(c.optimizer_state, r.optimizer_state);
+  expect_same_tensors(c.predictor_state, r.predictor_state);
   EXPECT_EQ(r.tensors.at("bn.num_batches").data<int64_t>()[0], -42);
   EXPECT_EQ(r.tensors.at("scalar").rank(), 0);
   EXPECT_EQ(r.tensors.at("empty").numel(), 0);

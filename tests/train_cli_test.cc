@@ -16,6 +16,7 @@
 #include <iterator>
 #include <thread>
 
+#include "executor/checkpoint.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
 #include "tests/cli_run.h"
@@ -304,6 +305,33 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
     EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
     EXPECT_LT(parameter_distance(dir / "gpipe-whole.onnx", dir / (name + ".onnx")), 1e-3 * moved) << other;
   }
+}
+
+// SpecTrain with an optimizer whose state holds no gradient estimate (sgd) predicts from an average it
+// keeps itself: the checkpoint carries it (section "predictor"), so a resumed run predicts what the
+// uninterrupted one did and ends at the same model, bit for bit. Without it the resumed run restarted
+// the average (and, before 2026-12-02, crashed on its first prediction).
+TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
+  const fs::path dir = scratch("spectrain-resume");
+  const std::string base = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
+                           "--validation 0 --test-data none --lr 0.05 --seed 3 --checkpoint-every 4 "
+                           "--strategy spectrain --stages 2 --optimizer sgd";
+  auto ckpt = [&](const std::string& name) { return " --checkpoint-dir " + (dir / name).string(); };
+  CliRun r = run(base + " --epochs 2" + ckpt("whole") + " -o " + (dir / "whole.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(base + " --epochs 1" + ckpt("half") + " -o " + (dir / "half.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const TrainingCheckpoint saved = read_checkpoint((dir / "half" / "checkpoint-00000016.otck").string());
+  EXPECT_FALSE(saved.predictor_state.empty()) << "the checkpoint has no kept gradient averages";
+  r = run(base + " --epochs 2 --resume" + ckpt("half") + " -o " + (dir / "resumed.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_bytes(dir / "resumed.onnx") == read_bytes(dir / "whole.onnx")) << "the resumed spectrain run ended elsewhere";
+  // One device resumes from it too (the predictor's section is not an optimizer state).
+  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 --validation 0 "
+          "--test-data none --lr 0.05 --seed 3 --checkpoint-every 4 --optimizer sgd --epochs 2 --resume" +
+          ckpt("half") + " -o " + (dir / "single.onnx").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // Starts `onnxtrain ARGS` as rank `rank` of `size` the way torchrun does (RANK, WORLD_SIZE, LOCAL_RANK,

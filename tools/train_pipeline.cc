@@ -354,7 +354,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     // mini-batches, so that many also sets how often the pipeline fills and drains.
     const nlohmann::json config = checkpoint_config(o, total_steps);
     role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
-      trainer.restore(c.tensors, c.optimizer_state, path);
+      trainer.restore(c.tensors, c.optimizer_state, path, c.predictor_state);
     });
     role.checkpoint = [&, config](int64_t step) {  // a shard per stage, from pipeline 0
       std::vector<std::pair<int, TrainingCheckpoint>> parts;
@@ -362,6 +362,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
         if (world && rank != k) continue;
         parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config));
         std::tie(parts.back().second.tensors, parts.back().second.optimizer_state) = trainer.stage_state(k);
+        parts.back().second.predictor_state = trainer.stage_predictor_state(k);
       }
       write_sharded(o, world, rank, checkpoint_header(o, step, per_epoch, config), parts, o.stages);
     };

@@ -375,9 +375,10 @@ std::vector<std::pair<std::string, Tensor>> PipelineTrainer::stage_tensors(int k
 }
 
 void PipelineTrainer::restore(const std::map<std::string, Tensor>& values,
-                              const std::map<std::string, Tensor>& optimizer_state, const std::string& path) {
+                              const std::map<std::string, Tensor>& optimizer_state, const std::string& path,
+                              const std::map<std::string, Tensor>& predictor_state) {
   try {
-    for (auto& w : workers_) w->restore(values, optimizer_state);
+    for (auto& w : workers_) w->restore(values, optimizer_state, predictor_state);
   } catch (Error& e) {
     e.in_file(path);
     throw;
@@ -391,6 +392,10 @@ std::pair<std::map<std::string, Tensor>, std::map<std::string, Tensor>> Pipeline
   for (auto& [name, t] : workers_[k]->weights().optimizer().state_tensors())
     if (k == 0 || name != "global_step") optimizer[name] = t;
   return {values, optimizer};
+}
+
+std::map<std::string, Tensor> PipelineTrainer::stage_predictor_state(int k) const {
+  return workers_[static_cast<size_t>(k)]->weights().prediction_state();
 }
 
 std::map<std::string, Tensor> PipelineTrainer::trained_initializers() const {

@@ -162,13 +162,17 @@ class PipelineTrainer {
   // process: trained_initializers(). evaluate() on rank 0 then uses the gathered model.
   std::map<std::string, Tensor> gather_trained_initializers();
   // Between train() calls: every stage continues from a saved state (a checkpoint of any layout: the
-  // parameters, running statistics and optimizer state by name), and the mini-batch count from its
-  // optimizer step. Throws Error (file `path`) naming what the state lacks.
+  // parameters, running statistics and optimizer state by name; SpecTrain's kept gradient averages when
+  // the checkpoint has them), and the mini-batch count from its optimizer step. Throws Error (file `path`)
+  // naming what the state lacks.
   void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state,
-               const std::string& path);
+               const std::string& path, const std::map<std::string, Tensor>& predictor_state = {});
   // Stage k's part of a checkpoint: its parameters and running statistics, and its optimizer state
   // ("global_step" from stage 0 only, so that the stages' parts never overlap).
   std::pair<std::map<std::string, Tensor>, std::map<std::string, Tensor>> stage_state(int k) const;
+  // Stage k's SpecTrain kept gradient averages (TrainingCheckpoint::predictor_state; empty unless the
+  // stage predicts with an optimizer whose state holds no gradient estimate).
+  std::map<std::string, Tensor> stage_predictor_state(int k) const;
   // The stage this process runs (world mode), or -1 when it runs them all.
   int local_stage() const { return options_.world ? pipeline_comm()->rank() : -1; }
   // Evaluation with the master weights (Trainer::evaluate on the whole model).

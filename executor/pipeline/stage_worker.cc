@@ -492,8 +492,9 @@ void StageWorker::check_gradient(size_t i, const StageValue& g) const {
 }
 
 void StageWorker::restore(const std::map<std::string, Tensor>& values,
-                          const std::map<std::string, Tensor>& optimizer_state) {
-  weights_->restore(values, optimizer_state);
+                          const std::map<std::string, Tensor>& optimizer_state,
+                          const std::map<std::string, Tensor>& predictor_state) {
+  weights_->restore(values, optimizer_state, predictor_state);
   for (auto& [name, stat] : running_statistics()) {
     auto it = values.find(name);
     if (it == values.end() || it->second.nbytes() != stat.nbytes())

@@ -126,7 +126,8 @@ class StageWorker {
   std::vector<std::pair<std::string, Tensor>> running_statistics() const;
   // Between runs: this stage's weights, optimizer state and running statistics from a saved state that
   // holds them (by name; WeightPolicy::restore).
-  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
+  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state,
+               const std::map<std::string, Tensor>& predictor_state);
 
   int64_t samples = 0;
   int64_t peak_activation_bytes = 0;

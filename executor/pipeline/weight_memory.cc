@@ -148,7 +148,33 @@ int64_t WeightMemory::prediction_bytes() const {
   return bytes;
 }
 
-void WeightMemory::reset_prediction() { averages_.clear(); }
+std::map<std::string, Tensor> WeightMemory::prediction_state() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, kept] : averages_) {
+    Tensor average(DType::Float32, {static_cast<int64_t>(kept.average.size)});
+    download(average.data<float>(), kept.average.data());
+    out[name + "/average"] = std::move(average);
+    out[name + "/observed"] = Tensor::scalar_int64(kept.observed);
+  }
+  return out;
+}
+
+void WeightMemory::load_prediction_state(const std::map<std::string, Tensor>& saved,
+                                         const std::vector<std::pair<std::string, size_t>>& parameters) {
+  averages_.clear();
+  for (const auto& [name, n] : parameters) {
+    auto average = saved.find(name + "/average");
+    auto observed = saved.find(name + "/observed");
+    if (average == saved.end() || observed == saved.end()) continue;
+    if (average->second.dtype() != DType::Float32 || average->second.numel() != static_cast<int64_t>(n) ||
+        observed->second.numel() != 1 || !is_integer(observed->second.dtype()))
+      throw Error("predictor state of '" + name + "': expected a float32 average of " + std::to_string(n) +
+                  " elements and an integer count");
+    KeptAverage kept{.average = make(n), .observed = observed->second.to_int64()[0]};
+    upload(kept.average.data(), average->second.data<float>());
+    averages_[name] = std::move(kept);
+  }
+}
 
 void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n,
                            int64_t s) {
@@ -156,12 +182,14 @@ void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float
   // host state holds the step counts, the arrays are the device optimizer's).
   const int64_t updates = optimizer.global_step() > 0 ? optimizer.state(param).step : 0;
   const KeptAverage* kept = nullptr;
-  if (gradient_estimate(optimizer.config()) == GradientEstimate::kept_average) {
+  const bool estimate_kept = gradient_estimate(optimizer.config()) == GradientEstimate::kept_average;
+  if (estimate_kept) {
     auto it = averages_.find(param);
     kept = it == averages_.end() ? nullptr : &it->second;
     ONNXTRAIN_CHECK(kept || updates == 0 || keep_averages_, "weight prediction was not enabled for '" + param + "'");
   }
-  const int64_t estimated_from = kept ? kept->observed : updates;
+  // A kept average that is missing (a checkpoint written without it) has seen nothing yet.
+  const int64_t estimated_from = kept ? kept->observed : estimate_kept ? 0 : updates;
   if (s == 0 || updates == 0 || estimated_from == 0) {
     copy(out, w, n);  // no estimate yet: Ŵ = W
     return;

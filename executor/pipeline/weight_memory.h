@@ -71,8 +71,12 @@ class WeightMemory {
   void predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n, int64_t s);
   // Bytes of the predictor's kept averages (one float per weight; none for the state-derived estimates).
   int64_t prediction_bytes() const;
-  // Forgets the kept averages (after a restore: their gradients are not in the checkpoint).
-  void reset_prediction();
+  // The kept averages for a checkpoint ("PARAM/average" float32, "PARAM/observed" int64 scalar), and
+  // back: load_prediction_state replaces them by the entries of `saved` for the parameters given (name,
+  // size); a parameter with none starts its average again.
+  std::map<std::string, Tensor> prediction_state() const;
+  void load_prediction_state(const std::map<std::string, Tensor>& saved,
+                             const std::vector<std::pair<std::string, size_t>>& parameters);
   // Optimizer state on the device: the host ParamStates get it (Optimizer::set_state_sync), or are made
   // the truth again after Optimizer::load_state. Nothing for host memory.
   void sync_state(std::map<std::string, ParamState>& states);

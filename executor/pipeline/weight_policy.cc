@@ -239,7 +239,8 @@ void WeightPolicy::sync_working() {
 }
 
 void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
-                           const std::map<std::string, Tensor>& optimizer_state) {
+                           const std::map<std::string, Tensor>& optimizer_state,
+                           const std::map<std::string, Tensor>& predictor_state) {
   std::map<std::string, Tensor> mine;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const std::string& name = parameters_[i].name;
@@ -256,7 +257,9 @@ void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
   if (auto g = optimizer_state.find("global_step"); g != optimizer_state.end()) mine.insert(*g);
   optimizer_.load_state(mine);
   memory_.state_loaded();
-  memory_.reset_prediction();
+  std::vector<std::pair<std::string, size_t>> sized;
+  for (size_t i = 0; i < parameters_.size(); ++i) sized.emplace_back(parameters_[i].name, sizes_[i]);
+  memory_.load_prediction_state(predictor_state, sized);
   write_working(master_);
   working_version_ = version();
   memory_.sync_working_to_host();

@@ -83,8 +83,11 @@ class WeightPolicy {
   void end_run();
   // Between runs (a drained pipeline): W and the working weights from `values` (by parameter name; every
   // parameter must be there with its size) and the optimizer state from `optimizer_state` (its
-  // "global_step" and this stage's "PARAM/..." entries; others ignored). Throws Error naming what is missing.
-  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state);
+  // "global_step" and this stage's "PARAM/..." entries; others ignored), SpecTrain's kept averages from
+  // `predictor_state` (prediction_state's entries; a parameter with none starts its average again).
+  // Throws Error naming what is missing.
+  void restore(const std::map<std::string, Tensor>& values, const std::map<std::string, Tensor>& optimizer_state,
+               const std::map<std::string, Tensor>& predictor_state = {});
 
   int64_t version() const { return optimizer_.global_step(); }
   // How many times the working weights have been written.
@@ -112,6 +115,8 @@ class WeightPolicy {
   // gpipe, 1f1b: the gradient sum; spectrain: the predictor's kept gradient average.
   int64_t gradient_sum_bytes() const { return static_cast<int64_t>(accumulated_.size * sizeof(float)); }
   int64_t prediction_average_bytes() const { return memory_.prediction_bytes(); }
+  // SpecTrain's kept averages, for a checkpoint (WeightMemory::prediction_state).
+  std::map<std::string, Tensor> prediction_state() const { return memory_.prediction_state(); }
 
  private:
   void write_working(const WeightArray& source);
