@@ -172,7 +172,7 @@ ParameterServerTrainer::~ParameterServerTrainer() = default;
 
 // Copies every shard's values into w.pulled (each under its shard's lock, noting the version), replacing
 // the parameters by SpecTrain's prediction when asked and the worker has measured staleness there.
-void ParameterServerTrainer::pull(Worker& w, bool predict) {
+void ParameterServerTrainer::pull(Worker& w, bool predict, int64_t mini_batch, int worker) {
   for (size_t s = 0; s < shards_.size(); ++s) {
     Shard& shard = *shards_[s];
     const int64_t steps = predict && w.pushes > 0 ? std::llround(w.staleness_sum[s] / static_cast<double>(w.pushes)) : 0;
@@ -188,6 +188,9 @@ void ParameterServerTrainer::pull(Worker& w, bool predict) {
       }
       shard.prediction.predict(*shard.optimizer, name, out.data<float>().data(), value.data<float>().data(),
                                static_cast<size_t>(value.numel()), steps);
+      if (options_.after_pull)
+        options_.after_pull({.worker = worker, .mini_batch = mini_batch, .steps = steps, .name = name,
+                             .stored = value, .pulled = out, .state = shard.optimizer->state(name)});
     }
   }
 }
@@ -228,7 +231,7 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
             push.predicted_steps = std::max(push.predicted_steps, w.staleness_sum[s] / static_cast<double>(w.pushes));
         }
         const auto pull_start = std::chrono::steady_clock::now();
-        pull(w, options_.predict);
+        pull(w, options_.predict, i, index);
         // Dropout run index i: the mask sequential training draws for mini-batch i.
         take_pulled(w, i);
         const auto compute_start = std::chrono::steady_clock::now();
@@ -331,7 +334,7 @@ std::map<std::string, Tensor> ParameterServerTrainer::trained_initializers() con
 
 Trainer::Evaluation ParameterServerTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
   Worker& w = *workers_[0];
-  pull(w, false);
+  pull(w, false, -1, -1);
   take_pulled(w, next_mini_batch_);
   return w.trainer->evaluate(inputs, labels, batch);
 }

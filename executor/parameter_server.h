@@ -46,6 +46,17 @@
 
 namespace onnxtrain {
 
+// What a worker pulled of one parameter (ParameterServerOptions::after_pull).
+struct PulledParameter {
+  int worker = 0;
+  int64_t mini_batch = 0;
+  int64_t steps = 0;  // s of the prediction (0: none)
+  const std::string& name;
+  const Tensor& stored;          // W on the shard
+  const Tensor& pulled;          // what the worker computes with: Ŵ(s), or W
+  const ParamState& state;       // the shard optimizer's state of it (step 0 and no tensors before its first update)
+};
+
 struct ParameterServerOptions {
   TrainerOptions trainer;
   int servers = 1;  // S shards
@@ -55,6 +66,8 @@ struct ParameterServerOptions {
   // For tests: called on a worker's thread after it computed mini-batch i's gradient and before it pushes
   // it (to force an interleaving). May block; must not throw.
   std::function<void(int worker, int64_t mini_batch)> before_push;
+  // For tests: called for every parameter a worker pulls, under its shard's lock. Must not throw.
+  std::function<void(const PulledParameter&)> after_pull;
 };
 
 struct ParameterServerReport {
@@ -140,7 +153,8 @@ class ParameterServerTrainer {
     std::vector<double> staleness_sum;     // per shard, over its pushes
     int64_t pushes = 0;
   };
-  void pull(Worker& w, bool predict);
+  // mini_batch, worker: for after_pull (-1: the final pull of the model).
+  void pull(Worker& w, bool predict, int64_t mini_batch, int worker);
   void take_pulled(Worker& w, int64_t run);
   void work(int index, int64_t end);
 
