@@ -129,6 +129,10 @@ void add_train_command(CLI::App& app) {
                   "stage and a span per forward, backward, update, send and receive, labelled with the mini-batch and "
                   "the weight version read; a receive's span is the time the stage waited");
   cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
+  cmd->add_flag("--deferred-bn", o->deferred_bn,
+                "gpipe, 1f1b, 2bw: BatchNorm running statistics updated once per mini-batch from all its "
+                "micro-batches, as on one device (torchgpipe's DeferredBatchNorm); each micro-batch is still "
+                "normalised with its own statistics");
   cmd->add_option("--bucket-mb", o->bucket_mb,
                   "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "
                   "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "

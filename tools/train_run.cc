@@ -82,6 +82,10 @@ int run_training(const TrainOptions& o) {
   if (!o.trace.empty() && !is_pipeline_strategy(o.strategy)) {
     throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
+  // Pipeline options the other strategies would ignore in silence (the pipeline checks which strategy).
+  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"}})
+    if (given && !is_pipeline_strategy(o.strategy))
+      throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");

@@ -51,6 +51,11 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   }
   if (options_.vertical_sync && options_.strategy != PipelineStrategy::pipedream)
     throw Error("pipeline: --vertical-sync is a pipedream option");
+  if (options_.deferred_batch_norm && !micro_batched)
+    throw Error(std::string("pipeline: --deferred-bn applies to gpipe, 1f1b and 2bw (their micro-batches); ") +
+                pipeline_strategy_name(options_.strategy) + " runs every mini-batch whole");
+  if (options_.deferred_batch_norm && options_.replicas > 1)
+    throw Error("pipeline: --deferred-bn with --replicas is not built (the copies would have to sum their statistics)");
   // fp16's skip for inf/NaN gradients is one decision for the whole model; stages step on their own.
   if (options_.trainer.precision == Precision::fp16)
     throw Error("pipeline: --precision fp16 is not supported (the stages cannot agree on skipping a step); use bf16");
@@ -117,6 +122,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .kernels = options_.trainer.kernels,
                        .device = on_gpus_in_process ? stage_device(k) : options_.trainer.device,
                        .running_variance = options_.trainer.running_variance,
+                       .deferred_batch_norm = options_.deferred_batch_norm,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
                        .labels = loss.labels,

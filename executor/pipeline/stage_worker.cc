@@ -104,6 +104,16 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
     if (k == 0) continue;
     RunningStat stat{output, state, *f.value(*state_id).data, RunningStatUpdate::of(f, n, k, config_.running_variance)};
     running_stats_.push_back(stat);
+    if (config_.deferred_batch_norm && k == 2) {  // the variance: pair it with its node's mean
+      const std::string& mean_output = f.value(n.outputs[1]).name;
+      auto mean = std::find_if(running_stats_.begin(), running_stats_.end(),
+                               [&](const RunningStat& r) { return r.output == mean_output; });
+      if (mean == running_stats_.end())
+        throw Error("--deferred-bn: BatchNormalization node '" + n.name + "' updates its running variance but not its mean");
+      deferred_nodes_.push_back({.mean = static_cast<size_t>(mean - running_stats_.begin()),
+                                 .variance = running_stats_.size() - 1,
+                                 .momentum = n.attr_float("momentum", 0.9)});
+    }
   }
   forward_reads_[0] = reads_input(f, config_.input);
   forward_reads_[1] = reads_input(f, config_.labels);
@@ -209,11 +219,32 @@ void StageWorker::note_activations() {
 }
 
 // As Trainer does (RunningStatUpdate, trainer.h): on the host, then uploaded again on a GPU.
-void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows) {
-  const std::shared_ptr<DeviceInitializerStore>& store = forward_session_->device_initializers();
-  for (RunningStat& r : running_stats_) {
-    r.update.apply(out.at(r.output).data<float>(), r.state.data<float>(), rows);
-    if (store) store->mark_host_changed(r.state_name);
+void StageWorker::apply_running_stat(RunningStat& r, std::span<const float> computed, int64_t rows) {
+  r.update.apply(computed, r.state.data<float>(), rows);
+  if (const std::shared_ptr<DeviceInitializerStore>& store = forward_session_->device_initializers())
+    store->mark_host_changed(r.state_name);
+}
+
+void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows, int64_t micro) {
+  if (!config_.deferred_batch_norm) {
+    for (RunningStat& r : running_stats_) apply_running_stat(r, out.at(r.output).data<float>(), rows);
+    return;
+  }
+  const bool last = micro_in_mini(micro) + 1 == micros_per_mini();
+  for (DeferredNode& d : deferred_nodes_) {
+    RunningStat& mean = running_stats_[d.mean];
+    RunningStat& variance = running_stats_[d.variance];
+    const double momentum = d.momentum;
+    if (momentum >= 1.0) continue;  // the statistics never move
+    d.stats.add(out.at(mean.output).data<float>(), out.at(variance.output).data<float>(), mean.state.data<float>(),
+                variance.state.data<float>(), momentum, rows);
+    if (!last) continue;
+    const int64_t whole = d.stats.rows();
+    Tensor mean_out(DType::Float32, mean.state.sizes()), variance_out(DType::Float32, variance.state.sizes());
+    d.stats.take(mean_out.data<float>(), variance_out.data<float>(), mean.state.data<float>(),
+                 variance.state.data<float>(), momentum);
+    apply_running_stat(mean, mean_out.data<float>(), whole);
+    apply_running_stat(variance, variance_out.data<float>(), whole);
   }
 }
 
@@ -299,7 +330,7 @@ void StageWorker::forward(int64_t micro) {
       report_loss(mini, loss);
     }
   }
-  update_running_stats(out, mb.rows);
+  update_running_stats(out, mb.rows, micro);
   samples += mb.rows;
   note_activations();
 }

@@ -23,6 +23,7 @@
 
 #include "executor/comm/comm.h"
 #include "executor/inference_session.h"
+#include "executor/pipeline/deferred_batch_norm.h"
 #include "executor/pipeline/schedule.h"
 #include "executor/pipeline/stage_graphs.h"
 #include "executor/pipeline/stage_transport.h"
@@ -66,6 +67,9 @@ struct StageConfig {
   // GroupedTransport over NCCL).
   Device device;
   RunningVariance running_variance = RunningVariance::unbiased;
+  // gpipe, 1f1b, 2bw: BatchNorm running statistics updated once per mini-batch from all its micro-batches
+  // (deferred_batch_norm.h), not once per micro-batch.
+  bool deferred_batch_norm = false;
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
   // Whether this process runs the stage. With a stage per process every process builds every stage (for
@@ -140,6 +144,12 @@ class StageWorker {
     Tensor state;
     RunningStatUpdate update;
   };
+  // A BatchNorm node's running mean and variance (indices into running_stats_), for deferred statistics.
+  struct DeferredNode {
+    size_t mean = 0, variance = 0;
+    double momentum = 0.9;  // the node's (RunningStatUpdate has it only for the unbiased variance)
+    DeferredBatchStats stats;
+  };
   struct MicroBatch {
     std::map<std::string, StageValue> received;  // activations from the previous stage / gradients from the next
     std::map<std::string, StageValue> kept;      // forward values the backward reads
@@ -164,7 +174,8 @@ class StageWorker {
                                          const std::set<std::string>& keep_on_device, DeviceOutputs& device_outputs);
   void forward(int64_t micro);
   void backward(int64_t micro);
-  void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows);
+  void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows, int64_t micro);
+  void apply_running_stat(RunningStat& r, std::span<const float> computed, int64_t rows);
   std::vector<const float*> reduce_over_replicas(const std::string& what);
   void check_gradient(size_t parameter, const StageValue& gradient) const;
   void observe(bool backward, int64_t micro, int64_t read);
@@ -178,6 +189,7 @@ class StageWorker {
   std::vector<Tensor> working_;
   std::vector<std::string> gradient_outputs_;  // per parameter
   std::vector<RunningStat> running_stats_;
+  std::vector<DeferredNode> deferred_nodes_;  // with config_.deferred_batch_norm
   bool forward_reads_[2] = {false, false}, backward_reads_[2] = {false, false};  // {input, labels}
 
   PipelineRound round_;
