@@ -155,7 +155,7 @@ StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machi
 
 StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machine& machine, const ProfileAt& profiles,
                                               const SimulationSettings& settings) {
-  const bool gpipe = s.kind == "gpipe";
+  const bool gpipe = strategy_traits(parse_pipeline_strategy(s.kind)).flushes;  // gpipe, 1f1b
   // A hybrid is R copies of the pipeline, each on B/R rows (gpipe: in M micro-batches), whose stage k
   // replicas all-reduce their gradients before every update.
   const int64_t rows = (settings.batch + s.replicas - 1) / s.replicas;

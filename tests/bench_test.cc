@@ -38,6 +38,11 @@ TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
   EXPECT_EQ(s[5].train_args, (std::vector<std::string>{"--strategy", "gpipe", "--stages", "2", "--micro-batches", "4"}));
   EXPECT_EQ(s[5].micro_batches, 4);
   EXPECT_FALSE(s[1].is_pipeline());
+  const StrategySpec flush = parse_strategy_specs("1f1b:3x6x2", 6).front();
+  EXPECT_EQ(flush.train_args, (std::vector<std::string>{"--strategy", "1f1b", "--stages", "3", "--micro-batches", "6",
+                                                        "--replicas", "2"}));
+  EXPECT_EQ(flush.devices(), 6);
+  EXPECT_NE(error_of([] { parse_strategy_specs("2bw:2x4", 2); }).find("not measured or simulated"), std::string::npos);
 }
 
 TEST(BenchStrategies, AllExpandsForTheDeviceCount) {

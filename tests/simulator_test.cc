@@ -211,6 +211,10 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
   EXPECT_NEAR(pd.step_seconds, 6e-3 + update / 4, 3e-6);
   EXPECT_GE(pd.step_seconds, 6e-3 + update / 4);
   EXPECT_EQ(pd.workers.size(), 4u);
+  // 1f1b runs gpipe's flush in 1F1B order: the same step, less activation memory on the early stages.
+  const StrategySimulation gpipe = run("gpipe:4x8"), flush = run("1f1b:4x8");
+  EXPECT_NEAR(flush.step_seconds, gpipe.step_seconds, 0.01 * gpipe.step_seconds);
+  EXPECT_LT(flush.peak_memory, gpipe.peak_memory);
   const StrategySimulation hybrid = run("pipedream:2x4");
   EXPECT_GT(hybrid.samples_per_s, run("pipedream:2").samples_per_s * 3);
   EXPECT_NE(error_of([&] { run("dp:16"); }).find("needs 16 devices"), std::string::npos);
