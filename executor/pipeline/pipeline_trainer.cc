@@ -63,9 +63,6 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (copies < 1) throw Error("pipeline: --replicas must be at least 1, got " + std::to_string(copies));
   if (copies > 1 && !options_.world)
     throw Error("pipeline × data parallelism (--replicas " + std::to_string(copies) + ") runs across processes only");
-  if (copies > 1 && micro_batched)
-    throw Error(std::string("pipeline × data parallelism: ") + pipeline_strategy_name(options_.strategy) +
-                " is not supported yet (naive, pipedream, spectrain are)");
   if (options_.world && options_.world->size() != n * copies) {
     throw Error("pipeline across processes: " + std::to_string(n) + " stages × " + std::to_string(copies) +
                 " replicas need " + std::to_string(n * copies) + " processes, one stage each; this run has " +

@@ -456,8 +456,23 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
       if (flush_round(round_) || strategy_traits(round_.schedule->strategy).accumulates) {
         const bool mean = config_.reduction == LossReduction::Mean;
         const int64_t m = micros_per_mini();
+        const int64_t mini = flush_round(round_) ? round_.first : mini_batch_of(in.micro_batch);
+        if (config_.replica_group) {
+          // This pipeline's mean gradient over its rows, weighted by its share of the mini-batch's rows
+          // (mean losses), summed over the stage's copies: the whole mini-batch's.
+          const BatchFeed::Batch whole = round_.feed->get(mini);
+          const double share = mean && whole.total_rows > 0
+                                   ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
+                                   : 1.0;
+          weights_->reduce_accumulated([&](std::span<float> sum) {
+            for (float& v : sum) v = static_cast<float>(v * share);
+            config_.replica_group->all_reduce_sum(sum, "stage " + std::to_string(k) + ", mini-batch " +
+                                                           std::to_string(mini) +
+                                                           ": gradient all-reduce over the stage's replicas");
+          });
+        }
         weights_->flush(mean && m > 1 ? 1.0f / static_cast<float>(m) : 1.0f);
-        round_.feed->release(flush_round(round_) ? round_.first : mini_batch_of(in.micro_batch));
+        round_.feed->release(mini);
       } else {
         weights_->step(config_.replica_group ? reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
                                                                     std::to_string(mini_batch_of(in.micro_batch)) +

@@ -204,6 +204,18 @@ void WeightPolicy::flush(float scale) {
   accumulating_ = false;
 }
 
+void WeightPolicy::reduce_accumulated(const std::function<void(std::span<float>)>& reduce) {
+  ONNXTRAIN_CHECK(accumulating_, "reduce_accumulated without accumulated gradients");
+  if (!memory_.on_device()) {
+    reduce(accumulated_.host);
+    return;
+  }
+  std::vector<float> host(accumulated_.size);
+  memory_.download(host, accumulated_.data());
+  reduce(host);
+  memory_.upload(accumulated_.data(), host);
+}
+
 // SpecTrain: predictions are scored against the version they aimed at when the stage reaches it.
 void WeightPolicy::score_predictions() {
   const int64_t now = version();

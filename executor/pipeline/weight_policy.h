@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -75,6 +76,9 @@ class WeightPolicy {
   void accumulate(std::span<const float* const> gradients, float weight);
   // gpipe: multiplies the accumulated gradients by `scale` (1: nothing), steps W with them and clears them.
   void flush(float scale);
+  // Pipeline × data parallelism: `reduce` gets the accumulated gradients on the host (downloaded from a
+  // device and uploaded again after) to sum them over the stage's copies, before flush.
+  void reduce_accumulated(const std::function<void(std::span<float>)>& reduce);
 
   // Puts W into the working weights and, on a device, their host Tensors (after a run, so that
   // evaluation and export read W).
