@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -314,6 +315,50 @@ TEST(PipelineTrainer, SpecTrainPredictsTheNextWeightsForAConstantGradient) {
   const StageReport s0 = p.report().stages[0];
   EXPECT_EQ(s0.predictions, 7);                      // mini-batches 1..7 (mini-batch 0 has s = 0)
   EXPECT_LT(s0.prediction_error, 1.0 / 7.0 + 1e-3);  // mini-batch 1 scores 1, the others ~0
+}
+
+// 2bw --predict (SpecTrain on PipeDream-2BW): with a constant gradient Adam moves every weight by
+// lr·sign(g) per update (bias-corrected m̂/√v̂ = sign g), so W_t = W_0 − t·lr·sign(g). Each forward of
+// mini-batch i on stage 0 reads Ŵ aimed at W_i, the version its mini-batch's update applies to; plain 2bw
+// reads W_(i−1) for some micro-batches (one update stale). Mini-batches 0 and 1 may run before the first
+// update gives Adam a state to predict from.
+TEST(PipelineTrainer, TwoBWWithPredictionReadsTheVersionItsUpdateAppliesTo) {
+  Tensor x(DType::Float32, {2, 4});
+  const float xs[] = {1.0f, -2.0f, 0.5f, 3.0f, 0.5f, 1.0f, -1.5f, 2.0f};
+  std::copy(std::begin(xs), std::end(xs), x.data<float>().begin());
+  const Batches batches(8, {x, Tensor(DType::Int64, {2})});
+  const float w0[] = {0.5f, -1.0f, 2.0f, 0.25f}, sign[] = {-1.0f, 1.0f, 1.0f, -1.0f};  // -sign(Σ rows of x)
+  const double lr = 0.01;
+  for (bool predict : {true, false}) {
+    PipelineOptions o;
+    o.trainer.loss = parse_loss_spec("output:total");
+    o.trainer.optimizer.kind = OptimizerKind::adam;
+    o.trainer.schedule.base_lr = lr;
+    o.strategy = PipelineStrategy::two_bw;
+    o.micro_batches = 2;
+    o.predict = predict;
+    o.stages = 2;
+    o.stage_starts = {0, 1};
+    std::mutex mutex;
+    double worst = 0;
+    int64_t checked = 0;
+    o.observer = [&](const PassObservation& p) {
+      if (p.stage != 0 || p.backward || p.mini_batch < 2) return;
+      const auto w = (*p.weights)[0].data<float>();
+      std::lock_guard<std::mutex> lock(mutex);
+      for (size_t e = 0; e < 4; ++e)
+        worst = std::max(worst, std::abs(w[e] - (w0[e] + sign[e] * lr * static_cast<double>(p.mini_batch))));
+      ++checked;
+    };
+    PipelineTrainer p(constant_gradient_graph(), o);
+    p.train(batches);
+    EXPECT_EQ(checked, 12) << "6 mini-batches x 2 micro-batches";
+    if (predict) {
+      EXPECT_LT(worst, 1e-5) << "a forward read other weights than W_i";
+    } else {
+      EXPECT_GT(worst, 0.5 * lr) << "plain 2bw should read W_(i-1) in some forwards";
+    }
+  }
 }
 
 // The same at the policy level, two updates ahead: Ŵ = W − 2·d lands on W after two constant-gradient Adam

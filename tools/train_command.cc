@@ -129,6 +129,10 @@ void add_train_command(CLI::App& app) {
                   "stage and a span per forward, backward, update, send and receive, labelled with the mini-batch and "
                   "the weight version read; a receive's span is the time the stage waited");
   cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
+  cmd->add_flag("--predict", o->predict,
+                "2bw: each forward reads SpecTrain's prediction of the weights its mini-batch's update will be "
+                "applied to (the optimizer's own rule run s updates ahead) and stashes it for the backward, so the "
+                "update is no longer one version stale (PipeDream-2BW with SpecTrain on top)");
   cmd->add_flag("--deferred-bn", o->deferred_bn,
                 "gpipe, 1f1b, 2bw: BatchNorm running statistics updated once per mini-batch from all its "
                 "micro-batches, as on one device (torchgpipe's DeferredBatchNorm); each micro-batch is still "

@@ -38,7 +38,7 @@ struct TrainOptions {
   std::string prediction_metrics = "on";  // spectrain: score each prediction in the report (host copies)
   int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
-  bool vertical_sync = false, deferred_bn = false, report = false;
+  bool vertical_sync = false, deferred_bn = false, predict = false, report = false;
   std::string trace;  // pipelines: write a Chrome trace of every stage's instructions here
   double bucket_mb = 0;      // dp: all-reduce buckets of this many MB during the backward pass; 0: one after it
   double comm_timeout = 60;  // seconds any process waits for another (runs over several processes)

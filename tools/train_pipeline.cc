@@ -329,6 +329,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.measure_prediction = o.prediction_metrics == "on";
   p.vertical_sync = o.vertical_sync;
   p.deferred_batch_norm = o.deferred_bn;
+  p.predict = o.predict;
   p.world = world;
   p.replicas = o.replicas;
   p.trace = !o.trace.empty();

@@ -83,7 +83,8 @@ int run_training(const TrainOptions& o) {
     throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
   // Pipeline options the other strategies would ignore in silence (the pipeline checks which strategy).
-  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"}})
+  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"},
+                                  std::pair{o.predict, "--predict"}})
     if (given && !is_pipeline_strategy(o.strategy))
       throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);

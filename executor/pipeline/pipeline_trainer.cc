@@ -54,6 +54,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
   if (options_.deferred_batch_norm && !micro_batched)
     throw Error(std::string("pipeline: --deferred-bn applies to gpipe, 1f1b and 2bw (their micro-batches); ") +
                 pipeline_strategy_name(options_.strategy) + " runs every mini-batch whole");
+  if (options_.predict && options_.strategy != PipelineStrategy::two_bw)
+    throw Error(std::string("pipeline: --predict puts SpecTrain's prediction on 2bw (spectrain always predicts); got ") +
+                pipeline_strategy_name(options_.strategy));
   if (options_.deferred_batch_norm && options_.replicas > 1)
     throw Error("pipeline: --deferred-bn with --replicas is not built (the copies would have to sum their statistics)");
   // fp16's skip for inf/NaN gradients is one decision for the whole model; stages step on their own.
@@ -120,6 +123,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .device = on_gpus_in_process ? stage_device(k) : options_.trainer.device,
                        .running_variance = options_.trainer.running_variance,
                        .deferred_batch_norm = options_.deferred_batch_norm,
+                       .predict_stashed = options_.predict,
                        .reduction = options_.trainer.loss.reduction,
                        .input = reference_->input_name(),
                        .labels = loss.labels,

@@ -67,6 +67,7 @@ struct PipelineOptions {
   SpecTrainTarget spectrain_target = SpecTrainTarget::sequential;
   bool vertical_sync = false;                // pipedream only
   bool deferred_batch_norm = false;          // gpipe, 1f1b, 2bw: BN running statistics once per mini-batch
+  bool predict = false;                      // 2bw: forwards read SpecTrain's Ŵ of their update's version
   bool threaded = true;                      // false: sequential emulation of the same schedule (tests, debugging)
   int threads = 0;                           // OpenMP threads shared by the stages; 0: omp_get_max_threads()
   std::chrono::milliseconds timeout{60000};  // longest wait for a neighbour's tensor

@@ -127,6 +127,7 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   weights_ = std::make_unique<WeightPolicy>(
       config_.strategy, config_.vertical_sync, std::move(params), std::move(optimizer), config_.measure_prediction,
       WeightMemory(config_.local ? forward_session_->device_initializers() : nullptr));
+  if (config_.predict_stashed) weights_->predict_stashed();
 }
 
 void StageWorker::begin_round(const PipelineRound& round) {

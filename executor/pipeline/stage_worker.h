@@ -70,6 +70,7 @@ struct StageConfig {
   // gpipe, 1f1b, 2bw: BatchNorm running statistics updated once per mini-batch from all its micro-batches
   // (deferred_batch_norm.h), not once per micro-batch.
   bool deferred_batch_norm = false;
+  bool predict_stashed = false;  // 2bw: forwards read (and stash) SpecTrain's prediction
   LossReduction reduction = LossReduction::Mean;
   std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
   // Whether this process runs the stage. With a stage per process every process builds every stage (for

@@ -54,6 +54,15 @@ WeightArray WeightPolicy::copy_of(const WeightArray& source) const {
   return a;
 }
 
+WeightArray WeightPolicy::copy_of_working() const {
+  WeightArray copy = memory_.make(master_.size);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Parameter& p = parameters_[i];
+    memory_.copy(copy.data() + offsets_[i], memory_.working(p.name, p.working), sizes_[i]);
+  }
+  return copy;
+}
+
 void WeightPolicy::write_working(const WeightArray& source) {
   ++working_writes_;
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -117,12 +126,26 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
         while (!history_.empty() && history_.front().first < pass.sync_version) history_.pop_front();
         read = pass.sync_version;
       }
-      const WeightArray& w = version_weights(read);
-      if (working_version_ != read) write_working(w);
-      working_version_ = read;
-      Stash& stash = stashes_[read];
-      if (stash.readers++ == 0) stash.weights = copy_of(w);
-      stash_version_[pass.stash_key] = read;
+      const int64_t s = predict_stashed_ ? std::max<int64_t>(pass.s, 0) : 0;
+      const StashId id{read, s};
+      Stash& stash = stashes_[id];
+      if (s > 0) {
+        if (stash.readers == 0) {
+          write_predicted(s);
+          stash.weights = copy_of_working();
+        } else {
+          write_working(stash.weights);  // the same Ŵ(s) from the same W
+        }
+        working_version_ = -1;
+        read += s;
+      } else {
+        const WeightArray& w = version_weights(read);
+        if (working_version_ != read) write_working(w);
+        working_version_ = read;
+        if (stash.readers == 0) stash.weights = copy_of(w);
+      }
+      ++stash.readers;
+      stash_of_[pass.stash_key] = id;
       note_stash();
       break;
     }
@@ -144,15 +167,18 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
 int64_t WeightPolicy::before_backward(const Pass& pass) {
   int64_t read = version();
   if (weights_ == WeightHandling::stash) {
-    auto it = stash_version_.find(pass.stash_key);
-    ONNXTRAIN_CHECK(it != stash_version_.end(),
+    auto it = stash_of_.find(pass.stash_key);
+    ONNXTRAIN_CHECK(it != stash_of_.end(),
                     "pipedream: no stashed weights for the backward of mini-batch " + std::to_string(pass.mini_batch));
-    read = it->second;
-    Stash& stash = stashes_.at(read);
-    if (working_version_ != read) write_working(stash.weights);  // the stash is W at that version
-    working_version_ = read;
-    if (--stash.readers == 0) stashes_.erase(read);
-    stash_version_.erase(it);
+    const StashId id = it->second;
+    read = id.first + id.second;
+    Stash& stash = stashes_.at(id);
+    // The stash is W at that version, or Ŵ(s) from it.
+    const int64_t holds = id.second == 0 ? read : -1;
+    if (working_version_ != holds || holds < 0) write_working(stash.weights);
+    working_version_ = holds;
+    if (--stash.readers == 0) stashes_.erase(id);
+    stash_of_.erase(it);
   } else if (weights_ == WeightHandling::predict && pass.s != 0) {
     read = version() + pass.s;
     predict(pass);
@@ -214,6 +240,13 @@ void WeightPolicy::reduce_accumulated(const std::function<void(std::span<float>)
   memory_.download(host, accumulated_.data());
   reduce(host);
   memory_.upload(accumulated_.data(), host);
+}
+
+void WeightPolicy::predict_stashed() {
+  ONNXTRAIN_CHECK(weights_ == WeightHandling::stash && !vertical_sync_,
+                  "weight policy: predicted stashes need a stashing strategy without vertical sync");
+  predict_stashed_ = true;
+  memory_.enable_prediction(optimizer_);
 }
 
 // SpecTrain: predictions are scored against the version they aimed at when the stage reaches it.

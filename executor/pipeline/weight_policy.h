@@ -10,6 +10,9 @@
 //              (executor/weight_prediction.h), s from the schedule; W itself changes only by the optimizer
 //   gpipe      W; micro-batch gradients accumulate (weighted), `flush` scales them, one step per mini-batch
 //   1f1b       as gpipe (the order of the passes differs, not the weights they read)
+//   2bw        as pipedream, stashes shared by version, gradients accumulated over M micro-batches;
+//              predict_stashed(): the forward reads Ŵ(s) (s: to the version its mini-batch's update
+//              applies to) and stashes it, so the backward reads the prediction too
 //
 //   WeightPolicy w(PipelineStrategy::spectrain, false, {{"fc.weight", tensor}}, optimizer);
 //   w.before_forward({.mini_batch = 7, .s = 2});  ... run the forward ...
@@ -63,6 +66,10 @@ class WeightPolicy {
   // Not copied or moved: the optimizer's state sync (a device memory) refers to this object.
   WeightPolicy(const WeightPolicy&) = delete;
   WeightPolicy& operator=(const WeightPolicy&) = delete;
+
+  // Stashing strategies (2bw): the forward reads and stashes SpecTrain's Ŵ(s) instead of W (s from the
+  // schedule; W when s is 0).
+  void predict_stashed();
 
   // Fill the working weights for a pass; return the version the pass reads (spectrain: current + s, the
   // version it predicts).
@@ -129,6 +136,7 @@ class WeightPolicy {
   void note_stash();
   void step_with(std::span<const float* const> gradients);
   WeightArray copy_of(const WeightArray& source) const;
+  WeightArray copy_of_working() const;  // the working weights, as one arena
   void predict(const Pass& pass);
   void score_predictions();
   const WeightArray& version_weights(int64_t version) const;
@@ -147,13 +155,16 @@ class WeightPolicy {
   int64_t working_version_ = -1;
   int64_t working_writes_ = 0;
   // Stashes are shared by version: the passes in flight that read the same version hold one copy (2bw's
-  // micro-batches of one mini-batch; pipedream's first mini-batches, all at version 0).
+  // micro-batches of one mini-batch; pipedream's first mini-batches, all at version 0). Keyed by (the
+  // version W was at, s): with predict_stashed, Ŵ(s) from W_v.
   struct Stash {
     WeightArray weights;
     int64_t readers = 0;
   };
-  std::map<int64_t, Stash> stashes_;                     // pipedream, 2bw: by version
-  std::map<int64_t, int64_t> stash_version_;             // stash key -> the version its forward read
+  using StashId = std::pair<int64_t, int64_t>;
+  std::map<StashId, Stash> stashes_;           // pipedream, 2bw
+  std::map<int64_t, StashId> stash_of_;        // stash key -> the stash its forward read
+  bool predict_stashed_ = false;
   std::deque<std::pair<int64_t, WeightArray>> history_;  // vertical sync: (version, W at it)
   struct Prediction {
     int64_t target;
