@@ -155,11 +155,13 @@ StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machi
 
 StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machine& machine, const ProfileAt& profiles,
                                               const SimulationSettings& settings) {
-  const bool gpipe = strategy_traits(parse_pipeline_strategy(s.kind)).flushes;  // gpipe, 1f1b
-  // A hybrid is R copies of the pipeline, each on B/R rows (gpipe: in M micro-batches), whose stage k
-  // replicas all-reduce their gradients before every update.
+  const PipelineStrategy strategy = parse_pipeline_strategy(s.kind);
+  const bool gpipe = strategy_traits(strategy).flushes;  // gpipe, 1f1b: the programs repeat per mini-batch
+  const int64_t per_update = strategy_traits(strategy).accumulates ? s.micro_batches : 1;  // 2bw's M
+  // A hybrid is R copies of the pipeline, each on B/R rows (gpipe, 1f1b, 2bw: in M micro-batches), whose
+  // stage k replicas all-reduce their gradients before every update.
   const int64_t rows = (settings.batch + s.replicas - 1) / s.replicas;
-  const int64_t micro = gpipe ? (rows + s.micro_batches - 1) / s.micro_batches : rows;
+  const int64_t micro = gpipe || per_update > 1 ? (rows + s.micro_batches - 1) / s.micro_batches : rows;
   const CostProfile& profile = profiles(micro, s.devices());
   if (static_cast<int64_t>(profile.nodes.size()) < s.workers)
     throw Error("simulate " + s.spec + ": the model has " + std::to_string(profile.nodes.size()) + " nodes, fewer than " +
@@ -167,7 +169,7 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   PlanOptions o;
   o.stages = s.workers;
   o.schedule = parse_plan_schedule(s.kind);
-  o.micro_batches = gpipe ? s.micro_batches : settings.steps;
+  o.micro_batches = gpipe || per_update > 1 ? s.micro_batches : settings.steps;
   const LinkDescription& between = machine.link(0, s.replicas);
   o.link = {between.name, between.bandwidth, between.latency_s};
   o.optimizer_slots = settings.optimizer_slots;
@@ -181,7 +183,9 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   }
   std::vector<LinkTimes> links;
   for (int k = 0; k + 1 < s.workers; ++k) links.push_back(times_of(machine.link(k, k + 1)));
-  const Schedule schedule = make_schedule(parse_pipeline_strategy(s.kind), s.workers, gpipe ? s.micro_batches : settings.steps);
+  const Schedule schedule =
+      gpipe ? make_schedule(strategy, s.workers, s.micro_batches)
+            : make_schedule(strategy, s.workers, settings.steps * per_update, SpecTrainTarget::sequential, per_update);
   PipelineSimulation p = simulate_pipeline(schedule, times, links, gpipe ? settings.steps : 1);
   StrategySimulation out{.strategy = s, .plan = plan};
   conclude(out, std::move(p.sim), p.stages, p.stage_resource, p.step_end, machine, settings, micro);

@@ -9,8 +9,8 @@ namespace onnxtrain {
 namespace {
 
 constexpr char kForms[] =
-    "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, the hybrids naive:NxR, "
-    "pipedream:NxR, spectrain:NxR, gpipe:NxMxR, 1f1b:NxMxR, or all (with --devices D)";
+    "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, 2bw:NxM, the hybrids "
+    "naive:NxR, pipedream:NxR, spectrain:NxR, gpipe:NxMxR, 1f1b:NxMxR, 2bw:NxMxR, or all (with --devices D)";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -52,13 +52,11 @@ StrategySpec parse_one(const std::string& item) {
     s.workers = count_in(item, parts[1]);
     s.servers = count_in(item, parts[2]);
     s.train_args = {"--strategy", "ps", "--replicas", parts[1], "--servers", parts[2]};
-  } else if (kind == "2bw") {
-    throw Error("--strategies: '" + item + "': 2bw is not measured or simulated by bench/simulate yet (train runs it: "
-                "--strategy 2bw --stages N --micro-batches M); expected " + kForms);
-  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe" || kind == "1f1b") {
+  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe" || kind == "1f1b" ||
+             kind == "2bw") {
     expect_parts(2);
     const std::vector<std::string> sizes = split(parts[1], 'x');
-    const bool gpipe = kind == "gpipe" || kind == "1f1b";  // a flush of M micro-batches per mini-batch
+    const bool gpipe = kind == "gpipe" || kind == "1f1b" || kind == "2bw";  // M micro-batches per update
     if (sizes.size() != (gpipe ? 2u : 1u) && sizes.size() != (gpipe ? 3u : 2u))
       throw Error("--strategies: '" + item + "' has the wrong form; expected " + kForms);
     s.workers = count_in(item, sizes[0]);

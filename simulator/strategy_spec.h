@@ -8,6 +8,7 @@
 //   naive:N  pipedream:N  spectrain:N                       --strategy NAME --stages N
 //   gpipe:NxM       N stages, M micro-batches               --strategy gpipe --stages N --micro-batches M
 //   1f1b:NxM        the same flush in 1F1B order            --strategy 1f1b --stages N --micro-batches M
+//   2bw:NxM         PipeDream-2BW, an update every M        --strategy 2bw --stages N --micro-batches M
 //   naive:NxR  pipedream:NxR  spectrain:NxR  gpipe:NxMxR    hybrids: every stage on R replicas (N·R devices;
 //                   over processes: mpirun -np N*R onnxtrain train --stages N --replicas R)
 //   all             every one of them for --devices D (gpipe with M = 4, ps with one shard)

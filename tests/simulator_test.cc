@@ -215,6 +215,10 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
   const StrategySimulation gpipe = run("gpipe:4x8"), flush = run("1f1b:4x8");
   EXPECT_NEAR(flush.step_seconds, gpipe.step_seconds, 0.01 * gpipe.step_seconds);
   EXPECT_LT(flush.peak_memory, gpipe.peak_memory);
+  // 2bw streams the micro-batches with no flush: no fill and drain per mini-batch, so faster than both.
+  const StrategySimulation two_bw = run("2bw:4x8");
+  EXPECT_LT(two_bw.step_seconds, 0.9 * flush.step_seconds);
+  EXPECT_LT(two_bw.bubble_fraction, flush.bubble_fraction);
   const StrategySimulation hybrid = run("pipedream:2x4");
   EXPECT_GT(hybrid.samples_per_s, run("pipedream:2").samples_per_s * 3);
   EXPECT_NE(error_of([&] { run("dp:16"); }).find("needs 16 devices"), std::string::npos);

@@ -239,7 +239,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--zoo-dir", o->zoo_dir, "where zoo.json and the zoo's files are (default: models/zoo)");
   cmd->add_option("--strategies", o->strategies,
                   "comma-separated: single, dp:R, cs:R (central storage), ps:W:S (W workers, S shards), naive:N, "
-                  "pipedream:N, spectrain:N, gpipe:NxM and 1f1b:NxM (N stages, M micro-batches), all (every one for --devices; the "
+                  "pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM and 2bw:NxM (N stages, M micro-batches), all (every one for --devices; the "
                   "default). A one-thread single run is always added: the baseline of the speed-ups");
   cmd->add_option("--devices", o->devices, "the stage or replica count `all` expands to (default 2)")
       ->check(CLI::Range(1, 64));

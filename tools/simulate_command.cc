@@ -226,7 +226,7 @@ void add_simulate_command(CLI::App& app) {
                   "a preset (" + known_machine_presets() + ") or a JSON file describing nodes, devices and links "
                   "(format in simulator/machine.h)")->required();
   cmd->add_option("--strategies", o->strategies,
-                  "comma-separated: single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, hybrids "
+                  "comma-separated: single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, 2bw:NxM, hybrids "
                   "pipedream:NxR, gpipe:NxMxR ..., all (every one over all the machine's devices); one-device single is "
                   "always added");
   cmd->add_option("--batch", o->batch, "global mini-batch (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
