@@ -124,4 +124,25 @@ inline void expect_cases_match_the_reference(const std::vector<Case>& cases, boo
   }
 }
 
+// Every op of `ops` has a reference kernel and, in a CUDA build, a CUDA kernel for the same dtypes (none
+// without CUDA).
+inline void expect_cuda_kernels_cover(const std::vector<std::pair<std::string, std::string>>& ops) {
+  for (const auto& [domain, op] : ops) {
+    const KernelEntry* cuda_kernel = nullptr;
+    const KernelEntry* reference_kernel = nullptr;
+    for (const KernelEntry* e : KernelRegistry::builtin().all()) {
+      if (e->domain != domain || e->op_type != op) continue;
+      if (e->device == DeviceKind::Cuda && e->implementation == "cuda") cuda_kernel = e;
+      if (e->device == DeviceKind::Cpu && e->implementation == "reference") reference_kernel = e;
+    }
+    ASSERT_NE(reference_kernel, nullptr) << op;
+    if (!ONNXTRAIN_WITH_CUDA) {
+      EXPECT_EQ(cuda_kernel, nullptr) << op << " has a CUDA kernel in a build without CUDA";
+      continue;
+    }
+    ASSERT_NE(cuda_kernel, nullptr) << op;
+    EXPECT_EQ(cuda_kernel->dtypes, reference_kernel->dtypes) << op;
+  }
+}
+
 }  // namespace onnxtrain::cuda_data_movement_cases

@@ -388,22 +388,7 @@ TEST(CudaDataMovementRegistry, CoversTheReferenceDTypes) {
                                                                 {"ai.onnxtrain", "SliceGrad"},
                                                                 {"ai.onnxtrain", "GatherGrad"},
                                                                 {"ai.onnxtrain", "PadGrad"}};
-  for (const auto& [domain, op] : ops) {
-    const KernelEntry* cuda_kernel = nullptr;
-    const KernelEntry* reference_kernel = nullptr;
-    for (const KernelEntry* e : KernelRegistry::builtin().all()) {
-      if (e->domain != domain || e->op_type != op) continue;
-      if (e->device == DeviceKind::Cuda && e->implementation == "cuda") cuda_kernel = e;
-      if (e->device == DeviceKind::Cpu && e->implementation == "reference") reference_kernel = e;
-    }
-    ASSERT_NE(reference_kernel, nullptr) << op;
-    if (!ONNXTRAIN_WITH_CUDA) {
-      EXPECT_EQ(cuda_kernel, nullptr) << op << " has a CUDA kernel in a build without CUDA";
-      continue;
-    }
-    ASSERT_NE(cuda_kernel, nullptr) << op;
-    EXPECT_EQ(cuda_kernel->dtypes, reference_kernel->dtypes) << op;
-  }
+  expect_cuda_kernels_cover(ops);
 }
 
 // --- GPU: every CUDA kernel against the reference kernel ---

@@ -152,27 +152,11 @@ TEST(CudaDataMovementIndex, GatherNDSourceMatchesTheReference) {
 }
 
 TEST(CudaDataMovementRegistry, CoversTheElementAndNDOps) {
-  for (const auto& [domain, op] :
-       std::vector<std::pair<std::string, std::string>>{{"", "GatherElements"},
-                                                        {"", "ScatterElements"},
-                                                        {"", "GatherND"},
-                                                        {"ai.onnxtrain", "GatherElementsGrad"},
-                                                        {"ai.onnxtrain", "GatherNDGrad"}}) {
-    const KernelEntry* cuda_kernel = nullptr;
-    const KernelEntry* reference_kernel = nullptr;
-    for (const KernelEntry* e : KernelRegistry::builtin().all()) {
-      if (e->domain != domain || e->op_type != op) continue;
-      if (e->device == DeviceKind::Cuda && e->implementation == "cuda") cuda_kernel = e;
-      if (e->device == DeviceKind::Cpu && e->implementation == "reference") reference_kernel = e;
-    }
-    ASSERT_NE(reference_kernel, nullptr) << op;
-    if (!ONNXTRAIN_WITH_CUDA) {
-      EXPECT_EQ(cuda_kernel, nullptr) << op << " has a CUDA kernel in a build without CUDA";
-      continue;
-    }
-    ASSERT_NE(cuda_kernel, nullptr) << op;
-    EXPECT_EQ(cuda_kernel->dtypes, reference_kernel->dtypes) << op;
-  }
+  expect_cuda_kernels_cover({{"", "GatherElements"},
+                             {"", "ScatterElements"},
+                             {"", "GatherND"},
+                             {"ai.onnxtrain", "GatherElementsGrad"},
+                             {"ai.onnxtrain", "GatherNDGrad"}});
 }
 
 std::vector<Case> element_gpu_cases() {
