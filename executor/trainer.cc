@@ -13,80 +13,6 @@ namespace {
 
 bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
 
-std::string unique_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.find_value(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
-// Makes the running statistics of every BatchNormalization (opset >= 14) in training mode graph outputs,
-// and turns those in inference mode whose mean/var are State initializers
-// into training mode with running_mean/running_var outputs (graph outputs), as model.train() does.
-// Before opset 14 training mode means the four extra outputs (saved mean/var included); those exports
-// are left as they are: such nodes keep their running statistics unchanged.
-void batch_norm_to_training_mode(Graph& g) {
-  for (NodeId id : std::vector<NodeId>(g.order())) {
-    Node& n = g.node(id);
-    if (!is_batch_norm(n) || n.opset < 14) continue;
-    if (n.attr_int("training_mode", 0) != 0) {  // exported in training mode: its running stats become outputs
-      for (size_t k = 1; k < n.outputs.size() && k < 3; ++k) {
-        if (n.outputs[k].valid() && std::find(g.outputs.begin(), g.outputs.end(), n.outputs[k]) == g.outputs.end())
-          g.outputs.push_back(n.outputs[k]);
-      }
-      continue;
-    }
-    if (n.outputs.size() > 1) continue;
-    if (n.inputs.size() < 5 || g.value(n.inputs[3]).role != ValueRole::State || g.value(n.inputs[4]).role != ValueRole::State)
-      continue;
-    n.attributes["training_mode"] = int64_t{1};
-    for (int k : {3, 4}) {
-      const Value& stat = g.value(g.node(id).inputs[k]);
-      Value out{.name = unique_name(g, stat.name + "_updated"), .dtype = stat.dtype, .shape = stat.shape};
-      out.producer = id;
-      ValueId v = g.add_value(std::move(out));
-      g.node(id).outputs.push_back(v);
-      g.outputs.push_back(v);
-    }
-  }
-}
-
-// Dropout nodes: each gets its own seed from the run's seed and its position (nodes without a seed
-// attribute would otherwise all draw the same masks), or, with dropout off, becomes the identity
-// (training_mode omitted means false).
-void seed_or_disable_dropout(Graph& g, uint64_t seed, bool dropout) {
-  uint64_t position = 0;
-  for (NodeId id : g.order()) {
-    Node& n = g.node(id);
-    if (n.op_type != "Dropout" || !n.domain.empty()) continue;
-    if (!dropout) {
-      if (n.inputs.size() > 2) n.inputs.resize(2);
-      continue;
-    }
-    const auto model_seed = static_cast<uint64_t>(n.attr_int("seed", 0));
-    n.attributes["seed"] = static_cast<int64_t>(random_stream_seed(seed ^ model_seed, position++));
-  }
-}
-
-// fp16 loss scaling: a float32 scalar graph input `loss_scale` (named into `input`) and the value
-// loss·loss_scale, which the training graph minimises, so every gradient comes out multiplied by the scale
-// (the backward pass in float16 keeps small gradients representable). An input, not a constant, so the
-// scale can change between steps and constant folding never bakes it in. Returns the product's name.
-std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
-  input = unique_name(g, "loss_scale");
-  ValueId scale = g.add_value({.name = input, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Input});
-  g.inputs.push_back(scale);
-  const std::string name = unique_name(g, g.value(loss).name + "_scaled");
-  ValueId scaled = g.add_value({.name = name});
-  auto it = g.info.opsets.find("");
-  NodeId node = g.add_node({.name = name,
-                            .op_type = "Mul",
-                            .opset = std::max(it == g.info.opsets.end() ? 17 : it->second, 13),
-                            .inputs = {loss, scale},
-                            .outputs = {scaled}});
-  infer_node(g, node, *OpRegistry::builtin().find("", "Mul"));
-  return name;
-}
-
 int64_t argmax_row(std::span<const float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
 }
@@ -164,49 +90,26 @@ RunningVariance running_variance_from_name(const std::string& name) {
   throw Error("unknown running variance '" + name + "': expected unbiased (PyTorch's) or population (ONNX's)");
 }
 
-Graph make_inference_graph(const Graph& graph) {
-  Graph g = graph;
-  std::vector<ValueId> dropped;
-  for (NodeId id : g.order()) {
-    Node& n = g.node(id);
-    if (is_batch_norm(n) && n.opset >= 14 && n.attr_int("training_mode", 0) != 0) {
-      n.attributes["training_mode"] = int64_t{0};
-      dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
-      n.outputs.resize(1);
-    } else if (is_batch_norm(n) && n.opset < 14 && n.outputs.size() > 1) {
-      dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
-      n.outputs.resize(1);
-    } else if (n.op_type == "Dropout" && n.domain.empty() && n.inputs.size() > 2) {
-      n.inputs.resize(2);  // training_mode omitted: false, y = x
-    }
-  }
-  for (ValueId v : dropped) {
-    g.value(v).producer = NodeId{};
-    std::erase(g.outputs, v);
-  }
-  return g;
-}
 
 Trainer::Trainer(const Graph& forward, TrainerOptions options)
-    : options_(std::move(options)), forward_(forward), optimizer_(options_.optimizer, options_.schedule) {
+    : options_(std::move(options)), optimizer_(options_.optimizer, options_.schedule) {
   options_.optimizer.validate();
   options_.schedule.validate();
-  if (forward_.inputs.size() != 1) {
-    throw Error("training needs a model with one data input; this one has " + std::to_string(forward_.inputs.size()));
-  }
-  input_ = forward_.value(forward_.inputs[0]).name;
-  batch_norm_to_training_mode(forward_);
-  seed_or_disable_dropout(forward_, options_.seed, options_.dropout);
-  loss_ = attach_loss(forward_, options_.loss);
-  apply_mixed_precision(forward_, options_.precision);
-  // Evaluation computes in the same precision; it never scales its loss.
-  eval_graph_ = std::make_unique<Graph>(make_inference_graph(forward_));
-  std::string minimised = loss_.loss;
-  if (options_.precision == Precision::fp16) {
-    scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
-    minimised = attach_loss_scale(forward_, loss_.loss_value, loss_scale_input_);
-  }
-  training_ = std::make_unique<TrainingGraph>(build_training_graph(forward_, {.loss = minimised}));
+  const uint64_t seed = options_.seed;
+  TrainingRecipe recipe = make_training_recipe(
+      forward, {.loss = options_.loss,
+                .precision = options_.precision,
+                .scale_loss = options_.precision == Precision::fp16,
+                .dropout = options_.dropout,
+                .dropout_seed = [seed](uint64_t node_seed, uint64_t position) {
+                  return random_stream_seed(seed ^ node_seed, position);
+                }});
+  input_ = std::move(recipe.input);
+  loss_ = std::move(recipe.loss);
+  loss_scale_input_ = std::move(recipe.loss_scale_input);
+  eval_graph_ = std::make_unique<Graph>(std::move(recipe.evaluation));
+  if (options_.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+  training_ = std::make_unique<TrainingGraph>(std::move(recipe.training));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
   // their initializer Tensors on the host, and so their names).
@@ -258,7 +161,7 @@ std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y
   return session_->run(feed(x, y), on_output);
 }
 
-// The parameter Tensors are shared with forward_ and the evaluation graph: the running statistics are
+// The parameter Tensors are shared by the training and evaluation graphs: the running statistics are
 // written into them in place. On a CUDA device the statistics are computed on the host too (a few
 // floats per channel) and their device copies are uploaded again at the next run of either session.
 void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {

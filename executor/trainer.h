@@ -46,6 +46,7 @@
 #include "executor/optimizer.h"
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
+#include "graph/autodiff/training_recipe.h"
 #include "graph/mixed_precision.h"
 
 namespace onnxtrain {
@@ -98,10 +99,6 @@ struct TrainerOptions {
   LossScalerOptions loss_scaler;  // fp16 only
 };
 
-// A copy of `graph` (sharing its initializer Tensors) for evaluation: BatchNormalization in inference
-// mode (training_mode 0, its running-statistics outputs dropped, also from the graph outputs) and Dropout
-// as identity (its training_mode input omitted, which means false).
-Graph make_inference_graph(const Graph& graph);
 
 class Trainer {
  public:
@@ -207,7 +204,6 @@ class Trainer {
  private:
 
   TrainerOptions options_;
-  Graph forward_;  // the model with its loss attached, BatchNormalization in training mode
   AttachedLoss loss_;
   std::unique_ptr<TrainingGraph> training_;  // stable address: the session keeps a reference
   std::unique_ptr<InferenceSession> session_;

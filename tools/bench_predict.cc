@@ -33,15 +33,15 @@ uint64_t physical_memory_bytes() {
 
 BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss)
     : model_path_(model_path), loss_(loss), model_(import_model(model_path)),
-      prepared_(std::make_unique<Trainer>(model_.graph, TrainerOptions{.loss = parse_loss_spec(loss_)})),
+      training_(make_training_recipe(model_.graph, {.loss = parse_loss_spec(loss_)}).training),
       cpu_(measure_local_cpu()) {
-  for (const NodeCost& n : build_cost_profile(prepared_->training_graph(), 1, cpu_).nodes) parameter_bytes_ += n.parameter_bytes;
+  for (const NodeCost& n : build_cost_profile(training_, 1, cpu_).nodes) parameter_bytes_ += n.parameter_bytes;
 }
 
 const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int workers) {
   const auto key = std::tuple(batch, threads, workers);
   if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
-  const TrainingGraph& training = prepared_->training_graph();
+  const TrainingGraph& training = training_;
   CostProfile profile = build_cost_profile(training, batch, cpu_);
   profile.model = model_path_;
   // `workers` profiles at once, each on its own thread with the OpenMP threads one worker of the strategy

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "executor/trainer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "frontend/importer.h"
 #include "partitioner/cost_profile.h"
 #include "partitioner/device.h"
@@ -62,7 +62,7 @@ class BenchPredictor {
 
   std::string model_path_, loss_;
   ImportedModel model_;
-  std::unique_ptr<Trainer> prepared_;  // the training graph every profile times (loss attached once)
+  TrainingGraph training_;  // the graph every profile times (the loss attached once)
   DeviceDescription cpu_;
   int64_t parameter_bytes_ = 0;
   std::map<std::tuple<int64_t, int, int>, CostProfile> profiles_;

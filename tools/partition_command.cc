@@ -1,7 +1,7 @@
 // `onnxtrain partition MODEL --stages N [...]`: the cost-based plan of a pipeline over N devices — which
 // nodes each stage runs, what it costs, what crosses each cut — as a table, plan.json and Graphviz.
 //
-// The training graph is the one `onnxtrain train` runs (the Trainer builds it: loss attached, BatchNorm
+// The training graph is the one `onnxtrain train` runs (make_training_recipe builds it: loss attached, BatchNorm
 // in training mode), so a plan's node names are the executor's.
 #include <cmath>
 #include <cstdio>
@@ -11,7 +11,7 @@
 
 #include "executor/pipeline/schedule.h"
 #include "executor/weight_prediction.h"
-#include "executor/trainer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "partitioner/cost_model.h"
@@ -143,12 +143,12 @@ void partition_model(const PartitionOptions& o) {
     throw Error(o.model + ": the data input's dimension '" + unbound.front() +
                 "' is symbolic, so the stages' costs are unknown: give --seq-len T");
   }
-  TrainerOptions t;
+  TrainingRecipeOptions t;
   t.loss = parse_loss_spec(o.loss);
   t.loss.classes_last = is_language_model(model.graph);  // what train does with per-token labels
   t.precision = precision_from_name(o.precision);
-  Trainer trainer(model.graph, t);  // the training graph `onnxtrain train` runs
-  const TrainingGraph& training = trainer.training_graph();
+  const TrainingRecipe recipe = make_training_recipe(model.graph, t);  // the graph `onnxtrain train` runs
+  const TrainingGraph& training = recipe.training;
 
   const DeviceDescription device = device_of(o);
   CostModelReport report;

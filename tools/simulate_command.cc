@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "executor/trainer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "graph/mixed_precision.h"
@@ -48,16 +48,16 @@ class DatasheetProfiles {
       throw Error(path + ": the data input's dimension '" + unbound.front() +
                   "' is symbolic, so the costs are unknown: give --seq-len T");
     }
-    TrainerOptions t;
+    TrainingRecipeOptions t;
     t.loss = parse_loss_spec(o.loss);
     t.loss.classes_last = is_language_model(model_.graph);
     t.precision = precision_from_name(o.precision);
-    trainer_ = std::make_unique<Trainer>(model_.graph, t);  // the training graph `onnxtrain train` runs
+    training_ = make_training_recipe(model_.graph, t).training;  // the graph `onnxtrain train` runs
   }
   const CostProfile& at(int64_t micro_batch) {
     auto it = cache_.find(micro_batch);
     if (it == cache_.end()) {
-      CostProfile p = build_cost_profile(trainer_->training_graph(), micro_batch, device_);
+      CostProfile p = build_cost_profile(training_, micro_batch, device_);
       p.model = path_;
       it = cache_.emplace(micro_batch, std::move(p)).first;
     }
@@ -68,7 +68,7 @@ class DatasheetProfiles {
   std::string path_;
   DeviceDescription device_;
   ImportedModel model_;
-  std::unique_ptr<Trainer> trainer_;
+  TrainingGraph training_;
   std::map<int64_t, CostProfile> cache_;
 };
 

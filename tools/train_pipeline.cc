@@ -123,8 +123,9 @@ nlohmann::json pipeline_report_json(const PipelineReport& r) {
 // The first forward node of each stage: from the plan file, or the planner.
 std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int64_t micro_batch) {
   // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too).
-  Trainer prepared(graph, {.loss = parse_loss_spec(o.loss), .precision = precision_from_name(o.precision)});
-  const TrainingGraph& training = prepared.training_graph();
+  const TrainingRecipe recipe =
+      make_training_recipe(graph, {.loss = parse_loss_spec(o.loss), .precision = precision_from_name(o.precision)});
+  const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {
     try {

@@ -1,0 +1,50 @@
+// The recipe that turns a model into the training graph `onnxtrain train` runs, on the graph alone (no
+// session, no kernels): BatchNormalization in training mode with its running statistics as outputs (as
+// model.train() does), Dropout seeded per node or made the identity, the loss attached, autocast's Casts
+// (bf16, fp16), fp16's loss scale, and autodiff. Trainer runs it; `partition`, `simulate`, `bench` and the
+// pipeline's planner read the graph it makes without building a Trainer.
+//
+//   TrainingRecipe r = make_training_recipe(model.graph, {.loss = parse_loss_spec("cross-entropy")});
+//   r.training.graph            forward + loss + backward, gradients "<param>_grad" as outputs
+//   r.evaluation                the model with its loss in inference mode (evaluation, export)
+//   r.input, r.loss.labels      what to feed
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "graph/autodiff/loss.h"
+#include "graph/autodiff/training_graph.h"
+#include "graph/graph.h"
+#include "graph/mixed_precision.h"
+
+namespace onnxtrain {
+
+struct TrainingRecipeOptions {
+  LossSpec loss;
+  Precision precision = Precision::fp32;
+  bool scale_loss = false;  // fp16: the training graph minimises loss · a scalar input (GradScaler)
+  bool dropout = true;      // false: every Dropout is the identity in training too
+  // Dropout node seeds: seed(the node's own seed attribute, its position among the Dropout nodes). Empty:
+  // the nodes keep the seeds they have (enough for a graph that is only priced, never run).
+  std::function<uint64_t(uint64_t node_seed, uint64_t position)> dropout_seed;
+};
+
+struct TrainingRecipe {
+  std::string input;             // the model's one data input
+  AttachedLoss loss;
+  Graph evaluation;              // make_inference_graph of the model with its loss (no loss scale)
+  std::string loss_scale_input;  // scale_loss: the scalar input the loss is multiplied by
+  TrainingGraph training;
+};
+
+// Throws Error for a model with other than one data input, or what the loss and autodiff refuse.
+TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOptions& options);
+
+// A copy of `graph` (sharing its initializer Tensors) for evaluation: BatchNormalization in inference
+// mode (training_mode 0, its running-statistics outputs dropped, also from the graph outputs) and Dropout
+// as identity (its training_mode input omitted, which means false).
+Graph make_inference_graph(const Graph& graph);
+
+}  // namespace onnxtrain
