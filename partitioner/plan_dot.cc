@@ -52,7 +52,7 @@ std::string plan_to_dot(const Plan& plan, std::span<const PlanEdge> edges) {
                     "  edge [fontsize=9, color=\"#777777\"];\n";
   out += "  label=" + quoted((plan.model.empty() ? std::string("plan") : plan.model) + ": " +
                              std::to_string(plan.stages.size()) + " stages, " +
-                             std::string(schedule_name(plan.options.schedule))) + ";\n";
+                             std::string(pipeline_strategy_name(plan.options.schedule))) + ";\n";
   for (const StagePlan& s : plan.stages) {
     char time[64];
     std::snprintf(time, sizeof time, "%.3g ms", s.time_seconds * 1e3);

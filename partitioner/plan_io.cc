@@ -130,7 +130,7 @@ std::string plan_to_json(const Plan& p) {
       {"user_split", p.user_split},
       {"options",
        {{"stages", o.stages},
-        {"schedule", schedule_name(o.schedule)},
+        {"schedule", pipeline_strategy_name(o.schedule)},
         {"micro_batches", o.micro_batches},
         {"replicas", o.replicas},
         {"devices", o.devices},
@@ -189,7 +189,7 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
   PlanOptions& opt = p.options;
   opt.stages = r.small(o, "stages", ow);
   try {
-    opt.schedule = parse_plan_schedule(r.string(o, "schedule", ow));
+    opt.schedule = parse_pipeline_strategy(r.string(o, "schedule", ow));
   } catch (const Error& e) {
     r.fail(ow + e.message());
   }

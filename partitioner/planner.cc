@@ -12,9 +12,6 @@
 namespace onnxtrain {
 namespace {
 
-constexpr PlanSchedule kSchedules[] = {PlanSchedule::kPipeDream, PlanSchedule::kNaive, PlanSchedule::kSpecTrain,
-                                       PlanSchedule::kGPipe, PlanSchedule::kOneFOneB, PlanSchedule::kTwoBW};
-
 std::string describe_model(const CostProfile& p) { return p.model.empty() ? "the model" : "model '" + p.model + "'"; }
 
 // Prefix sums so that a stage's figures cost O(1) in the DP. The DP, evaluate_split and price_stage all
@@ -48,34 +45,32 @@ class StagePricer {
     return options_.replicas.size() == 1 ? options_.replicas[0] : options_.replicas[static_cast<size_t>(k)];
   }
 
+  const StrategyTraits& traits() const { return strategy_traits(options_.schedule); }
   // One update from M micro-batches' summed gradients (a flush, or 2bw's accumulation).
-  bool flushes() const {
-    return options_.schedule == PlanSchedule::kGPipe || options_.schedule == PlanSchedule::kOneFOneB ||
-           options_.schedule == PlanSchedule::kTwoBW;
-  }
-  // Copies of the weights stage k keeps (the header comment's versions_k).
+  bool flushes() const { return traits().flushes || traits().accumulates; }
+  // Copies of the weights stage k keeps (the header comment's versions_k): master and working, plus
+  // one stash per mini-batch in flight (pipedream) or per distinct version in flight (2bw), or the
+  // prediction's scoring copies (spectrain with prediction_metrics).
   int weight_versions(int k) const {
     const int n = options_.stages;
     if (n == 1) return 1;
-    switch (options_.schedule) {
-      case PlanSchedule::kPipeDream: return 2 + (n - k);
-      case PlanSchedule::kTwoBW: {
-        const int64_t in_flight = n - k, m = options_.micro_batches;
+    const int64_t in_flight = n - k;
+    switch (traits().weights) {
+      case WeightHandling::current: return 2;
+      case WeightHandling::predict: return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
+      case WeightHandling::stash: {
+        if (!traits().accumulates) return 2 + static_cast<int>(in_flight);
+        const int64_t m = options_.micro_batches;
         return 2 + static_cast<int>(std::min<int64_t>(in_flight, (in_flight + m - 1) / m + 1));
       }
-      case PlanSchedule::kSpecTrain: return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
-      case PlanSchedule::kNaive:
-      case PlanSchedule::kGPipe:
-      case PlanSchedule::kOneFOneB: return 2;
     }
     return 1;
   }
+  // Micro-batches whose activations stage k holds at its peak.
   int64_t in_flight(int k) const {
-    switch (options_.schedule) {
-      case PlanSchedule::kGPipe: return options_.micro_batches;
-      case PlanSchedule::kOneFOneB: return std::min<int64_t>(options_.stages - k, options_.micro_batches);
-      default: return options_.stages - k;
-    }
+    if (traits().fill_drain) return options_.micro_batches;
+    if (traits().flushes) return std::min<int64_t>(options_.stages - k, options_.micro_batches);
+    return options_.stages - k;
   }
 
   double transfer(int64_t bytes, const PlanLink& link) const {
@@ -106,7 +101,7 @@ class StagePricer {
     m.weights = p;
     m.stashed_weights = p * (weight_versions(k) - 1);
     m.gradients = p * (flushes() && options_.stages > 1 ? 2 : 1);
-    const bool average = options_.schedule == PlanSchedule::kSpecTrain && options_.prediction_average && options_.stages > 1;
+    const bool average = traits().weights == WeightHandling::predict && options_.prediction_average && options_.stages > 1;
     m.optimizer_state = p * (options_.optimizer_slots + (average ? 1 : 0));
     m.state = state_[end] - state_[first];
     const int64_t received = k > 0 ? profile_.cut_activation_bytes[first] : 0;
@@ -277,9 +272,7 @@ PipelineSimulation simulate_plan(const CostProfile& profile, const Plan& plan) {
   const std::vector<StageTimes> times = plan_stage_times(profile, plan);
   const LinkTimes link{.bandwidth = plan.options.link.bandwidth, .latency_s = plan.options.link.latency_s};
   const std::vector<LinkTimes> links(plan.stages.size() - 1, link);
-  // PlanSchedule and PipelineStrategy spell their strategies alike ("pipedream", ...).
-  const PipelineStrategy strategy = parse_pipeline_strategy(schedule_name(plan.options.schedule));
-  const Schedule schedule = make_schedule(strategy, plan.options.stages, plan.options.micro_batches,
+  const Schedule schedule = make_schedule(plan.options.schedule, plan.options.stages, plan.options.micro_batches,
                                           SpecTrainTarget::sequential, plan.options.micro_batches);
   return simulate_pipeline(schedule, times, links);
 }
@@ -330,27 +323,6 @@ Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::spa
 }
 
 }  // namespace
-
-std::string_view schedule_name(PlanSchedule schedule) {
-  switch (schedule) {
-    case PlanSchedule::kPipeDream: return "pipedream";
-    case PlanSchedule::kNaive: return "naive";
-    case PlanSchedule::kSpecTrain: return "spectrain";
-    case PlanSchedule::kGPipe: return "gpipe";
-    case PlanSchedule::kOneFOneB: return "1f1b";
-    case PlanSchedule::kTwoBW: return "2bw";
-  }
-  return "?";
-}
-
-PlanSchedule parse_plan_schedule(std::string_view name) {
-  std::string known;
-  for (PlanSchedule s : kSchedules) {
-    if (schedule_name(s) == name) return s;
-    known += (known.empty() ? "" : ", ") + std::string(schedule_name(s));
-  }
-  throw Error("unknown pipeline schedule '" + std::string(name) + "' (known: " + known + ")");
-}
 
 StagePlan price_stage(const CostProfile& profile, const PlanOptions& options, int k, int64_t first, int64_t end,
                       int replicas) {
@@ -439,7 +411,7 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
     const int64_t need = smallest_memory_cap(profile, options);
     throw Error("no split of " + describe_model(profile) + " into " + std::to_string(options.stages) +
                 " stages fits the memory cap of " + format_bytes(options.memory_cap) +
-                " per device (schedule " + std::string(schedule_name(options.schedule)) +
+                " per device (schedule " + std::string(pipeline_strategy_name(options.schedule)) +
                 "); the smallest cap that works is " + format_bytes(need));
   }
   Plan plan = build_plan(profile, options, best.cuts, best.replicas, false);

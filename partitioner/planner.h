@@ -3,7 +3,7 @@
 // as possible, within a per-device memory cap. `plan_pipeline` finds the split by dynamic programming;
 // `evaluate_split` prices a split the user gives (`--split 3,7,12`). Both return the same Plan.
 //
-//   PlanOptions o{.stages = 4, .schedule = PlanSchedule::kPipeDream, .micro_batches = 8,
+//   PlanOptions o{.stages = 4, .schedule = PipelineStrategy::pipedream, .micro_batches = 8,
 //                 .link = {"nvlink4", 450e9, 2e-6}, .optimizer_slots = 1, .memory_cap = 80'000'000'000};
 //   Plan p = plan_pipeline(profile, o);          // throws Error if nothing fits, naming the smallest cap
 //   Plan u = evaluate_split(profile, parse_split("3,7,12"), o);
@@ -31,9 +31,11 @@
 // Memory per device of stage k (bytes, exact integers), P/S/A = its parameter/state/activation bytes:
 //   weights P · versions_k (stashed = P · (versions_k − 1)) + gradients P · (1, 2 with a flush's sum)
 //   + optimizer P · (optimizer_slots + SpecTrain's kept gradient average when prediction_average)
-//   + state S + (A + cut_activation_bytes[first]) · in_flight_k      (the received input is kept too)
+//   + state S + A · in_flight_k (A holds the received values the backward reads: the cost model keeps a
+//   value at the stage whose backward reads it) + in transit max(cut_activation_bytes[end], received − A)
 // every copy the executor's WeightPolicy keeps: the master W and the working copy the stage's graphs read
-// (2 copies), plus
+// (2 copies), plus, from the strategy's row of the table (executor/pipeline/schedule.h: its weight
+// handling, flush, fill-drain and accumulation),
 //   versions_k / in_flight_k:  pipedream 2 + N−k / N−k   (a stash per mini-batch in flight, 1F1B)
 //                              naive     2     / N−k     (1F1B without stashing)
 //                              spectrain 2 + 2(N−k−1) / N−k (with prediction_metrics: the report's host
@@ -63,16 +65,11 @@
 #include <string_view>
 #include <vector>
 
+#include "executor/pipeline/schedule.h"
 #include "partitioner/cost_profile.h"
 #include "simulator/pipeline_simulation.h"
 
 namespace onnxtrain {
-
-enum class PlanSchedule { kPipeDream, kNaive, kSpecTrain, kGPipe, kOneFOneB, kTwoBW };
-
-// "pipedream", "naive", "spectrain", "gpipe", "1f1b", "2bw": the --strategy spellings.
-std::string_view schedule_name(PlanSchedule schedule);
-PlanSchedule parse_plan_schedule(std::string_view name);  // throws Error listing the known names
 
 // A link between devices; the numbers of a LinkPreset (bytes/s per direction, seconds per message).
 struct PlanLink {
@@ -89,7 +86,8 @@ struct PlanOptions {
   // > 0: PipeDream's full recurrence — the DP also chooses each stage's replica count, using at most
   // this many devices in all (at least `stages`); `replicas` must then be empty. Costs O(N·n²·D²).
   int devices = 0;
-  PlanSchedule schedule = PlanSchedule::kPipeDream;
+  // Its row of the strategy table (executor/pipeline/schedule.h) sets the copies and activations counted.
+  PipelineStrategy schedule = PipelineStrategy::pipedream;
   int64_t micro_batches = 1;  // M, see the header comment; >= 1
   PlanLink link;              // between consecutive stages
   PlanLink allreduce_link;    // among the replicas of a stage; bandwidth 0: the same as `link`

@@ -168,7 +168,7 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
                 std::to_string(s.workers) + " stages");
   PlanOptions o;
   o.stages = s.workers;
-  o.schedule = parse_plan_schedule(s.kind);
+  o.schedule = strategy;
   o.micro_batches = gpipe || per_update > 1 ? s.micro_batches : settings.steps;
   const LinkDescription& between = machine.link(0, s.replicas);
   o.link = {between.name, between.bandwidth, between.latency_s};

@@ -57,7 +57,7 @@ PlanOptions random_options(std::mt19937_64& rng, int stages) {
   std::uniform_int_distribution<int> small(0, 3);
   PlanOptions o;
   o.stages = stages;
-  o.schedule = static_cast<PlanSchedule>(std::uniform_int_distribution<int>(0, 5)(rng));
+  o.schedule = static_cast<PipelineStrategy>(std::uniform_int_distribution<int>(0, 5)(rng));
   o.prediction_metrics = small(rng) != 0;
   o.micro_batches = 1 + small(rng) * 3;
   o.link = {"random", std::uniform_real_distribution<double>(1e8, 1e11)(rng),
@@ -280,8 +280,8 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     const double bwd = k > 0 ? transfer(profile.cut_gradient_bytes[static_cast<size_t>(first)]) : 0.0;
     const PlanLink& ar = o.allreduce_link.bandwidth > 0 ? o.allreduce_link : o.link;
     const double allreduce = r > 1 ? 2.0 * (r - 1) * ar.latency_s + 2.0 * (r - 1) / r * p / ar.bandwidth : 0.0;
-    const bool flushes = o.schedule == PlanSchedule::kGPipe || o.schedule == PlanSchedule::kOneFOneB ||
-                         o.schedule == PlanSchedule::kTwoBW;
+    const bool flushes = o.schedule == PipelineStrategy::gpipe || o.schedule == PipelineStrategy::flush_1f1b ||
+                         o.schedule == PipelineStrategy::two_bw;
     const double per_update = flushes ? static_cast<double>(o.micro_batches) : 1.0;
     const double time = (compute + fwd + bwd) / r + allreduce / (r * per_update);
     EXPECT_NEAR(s.compute_seconds, compute, 1e-12 * compute + 1e-300);
@@ -292,14 +292,14 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     // scoring copies; a flush's gradient sum.
     int versions = stages == 1 ? 1 : 2;
     int64_t in_flight = stages - k;
-    if (stages > 1 && o.schedule == PlanSchedule::kPipeDream) versions += stages - k;
-    if (stages > 1 && o.schedule == PlanSchedule::kSpecTrain && o.prediction_metrics) versions += 2 * (stages - k - 1);
-    if (stages > 1 && o.schedule == PlanSchedule::kTwoBW) {  // the distinct versions of N−k micro-batches
+    if (stages > 1 && o.schedule == PipelineStrategy::pipedream) versions += stages - k;
+    if (stages > 1 && o.schedule == PipelineStrategy::spectrain && o.prediction_metrics) versions += 2 * (stages - k - 1);
+    if (stages > 1 && o.schedule == PipelineStrategy::two_bw) {  // the distinct versions of N−k micro-batches
       const int64_t m = o.micro_batches, held = stages - k;
       versions += static_cast<int>(std::min<int64_t>(held, (held + m - 1) / m + 1));
     }
-    if (o.schedule == PlanSchedule::kGPipe) in_flight = o.micro_batches;
-    if (o.schedule == PlanSchedule::kOneFOneB) in_flight = std::min<int64_t>(stages - k, o.micro_batches);
+    if (o.schedule == PipelineStrategy::gpipe) in_flight = o.micro_batches;
+    if (o.schedule == PipelineStrategy::flush_1f1b) in_flight = std::min<int64_t>(stages - k, o.micro_batches);
     const int64_t gradients = p * (flushes && stages > 1 ? 2 : 1);
     const int64_t received = k > 0 ? profile.cut_activation_bytes[static_cast<size_t>(first)] : 0;
     const int64_t sent = k + 1 < stages ? profile.cut_activation_bytes[static_cast<size_t>(end)] : 0;
@@ -395,13 +395,13 @@ TEST(Planner, UniformProfileBalancesExactly) {
 
 TEST(Planner, ScheduleStashDepth) {
   const CostProfile p = uniform_profile(8);
-  auto plan_for = [&](PlanSchedule s) {
+  auto plan_for = [&](PipelineStrategy s) {
     return evaluate_split(p, std::vector<int64_t>{2, 4, 6},
                           {.stages = 4, .schedule = s, .micro_batches = 6, .link = {"l", 1e9, 0}, .optimizer_slots = 2});
   };
-  const Plan dream = plan_for(PlanSchedule::kPipeDream), naive = plan_for(PlanSchedule::kNaive),
-             gpipe = plan_for(PlanSchedule::kGPipe), spec = plan_for(PlanSchedule::kSpecTrain),
-             one_f_one_b = plan_for(PlanSchedule::kOneFOneB);
+  const Plan dream = plan_for(PipelineStrategy::pipedream), naive = plan_for(PipelineStrategy::naive),
+             gpipe = plan_for(PipelineStrategy::gpipe), spec = plan_for(PipelineStrategy::spectrain),
+             one_f_one_b = plan_for(PipelineStrategy::flush_1f1b);
   for (int k = 0; k < 4; ++k) {
     const auto at = [k](const Plan& p) { return p.stages[static_cast<size_t>(k)]; };
     const StagePlan& d = at(dream);
@@ -421,17 +421,17 @@ TEST(Planner, ScheduleStashDepth) {
   }
   auto spectrain_with = [&](bool average, bool metrics) {
     return evaluate_split(p, std::vector<int64_t>{2, 4, 6},
-                          {.stages = 4, .schedule = PlanSchedule::kSpecTrain, .micro_batches = 6, .link = {"l", 1e9, 0},
+                          {.stages = 4, .schedule = PipelineStrategy::spectrain, .micro_batches = 6, .link = {"l", 1e9, 0},
                            .optimizer_slots = 0, .prediction_average = average, .prediction_metrics = metrics});
   };
   EXPECT_EQ(spectrain_with(true, false).stages[0].memory.optimizer_state, 2000);  // the kept gradient average
   EXPECT_EQ(spectrain_with(false, false).stages[0].memory.stashed_weights, 2000);  // no scoring copies
-  EXPECT_EQ(parse_plan_schedule("gpipe"), PlanSchedule::kGPipe);
-  EXPECT_EQ(parse_plan_schedule("1f1b"), PlanSchedule::kOneFOneB);
-  EXPECT_EQ(parse_plan_schedule("2bw"), PlanSchedule::kTwoBW);
-  EXPECT_NE(error_of([] { parse_plan_schedule("zb-h1"); }).find("known: pipedream, naive, spectrain, gpipe, 1f1b, 2bw"),
+  EXPECT_EQ(parse_pipeline_strategy("gpipe"), PipelineStrategy::gpipe);
+  EXPECT_EQ(parse_pipeline_strategy("1f1b"), PipelineStrategy::flush_1f1b);
+  EXPECT_EQ(parse_pipeline_strategy("2bw"), PipelineStrategy::two_bw);
+  EXPECT_NE(error_of([] { parse_pipeline_strategy("zb-h1"); }).find("expected naive | pipedream | spectrain | gpipe | 1f1b | 2bw"),
             std::string::npos);
-  const Plan two_bw = plan_for(PlanSchedule::kTwoBW);  // M = 6 >= N−k: two stashed versions at most
+  const Plan two_bw = plan_for(PipelineStrategy::two_bw);  // M = 6 >= N−k: two stashed versions at most
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(two_bw.stages[static_cast<size_t>(k)].memory.stashed_weights, 2000 * (1 + std::min(4 - k, 2)));
     EXPECT_EQ(two_bw.stages[static_cast<size_t>(k)].memory.activations, 1000 * (4 - k));

@@ -170,7 +170,7 @@ void partition_model(const PartitionOptions& o) {
   p.stages = o.stages;
   p.replicas = o.replicas;
   p.devices = o.devices;
-  p.schedule = parse_plan_schedule(o.strategy);
+  p.schedule = parse_pipeline_strategy(o.strategy);
   p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
   p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
   p.optimizer_slots = optimizer_state_slots(o.optimizer);
