@@ -17,7 +17,7 @@ TEST(OpCoverage, EverySchemaHasAReferenceKernelAndBack) {
   }
   for (const auto& [domain, op] : schemas) EXPECT_TRUE(kernels.count({domain, op})) << op << " has a schema but no reference kernel";
   for (const auto& [domain, op] : kernels) EXPECT_TRUE(schemas.count({domain, op})) << op << " has a kernel but no schema";
-  EXPECT_GE(schemas.size(), 87u);  // the vision and transformer op set of DESIGN.md section 2 and more
+  EXPECT_GE(schemas.size(), 87u);  // the vision and transformer op set (docs/design.md 3.2) and more
 }
 
 TEST(OpCoverage, FloatMathHasFloat32AndFloat64) {

@@ -106,7 +106,7 @@ void add_train_command(CLI::App& app) {
                 "for another model or other options)");
   cmd->add_option("--strategy", o->strategy,
                   "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-                  "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; DESIGN.md section 3) | ps (asynchronous "
+                  "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | ps (asynchronous "
                   "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
                   "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
   cmd->add_option("--replicas", o->replicas,
@@ -157,9 +157,9 @@ void add_train_command(CLI::App& app) {
                   "shard has its own optimizer and applies each pushed gradient as it arrives")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--ps-predict", o->ps_predict,
-                "ps: a worker trains on predicted weights W - s*lr*v (SpecTrain), v the shard optimizer's smoothed "
-                "update direction, s the worker's measured staleness (mean over its own pushes); prints the staleness "
-                "report either way");
+                "ps: a worker trains on SpecTrain's predicted weights: the shard optimizer's own update rule run s "
+                "steps ahead (s: the worker's measured staleness, the mean over its own pushes, rounded); prints the "
+                "staleness report either way");
   cmd->callback([o] {
     if (const int code = run_training(*o); code != 0) throw CLI::RuntimeError(code);
   });

@@ -1,7 +1,8 @@
 // The communicator a pipeline stage (or data-parallel replica) talks to its peers through: tagged
 // point-to-point tensors, a deterministic float all-reduce, broadcast and barrier. One Communicator per
-// rank, used by one thread. `local` (threads in one process, local_comm.h) implements it now; MPI and
-// NCCL backends implement the same interface later.
+// rank, used by one thread. Implementations: `local` (threads in one process, local_comm.h), MPI
+// (mpi_comm.h), TCP with a torchrun-style rendezvous (tcp_comm.h), NCCL (nccl_comm.h) and subgroups of
+// any of them (group_comm.h).
 //
 //   // stage k sends its activation for micro-batch i to stage k+1, which receives it by tag:
 //   comm.send(k + 1, CommTag{.micro_batch = i, .kind = CommTag::activation, .index = 0}, out,

@@ -1,4 +1,4 @@
-// Training over N pipeline stages (DESIGN.md section 3): the model's training graph cut into stages
+// Training over N pipeline stages (docs/design.md 5.5): the model's training graph cut into stages
 // (stage_graphs.h), one worker thread per stage running its Schedule program (schedule.h), tensors
 // exchanged through the local Communicator (comm/local_comm.h), weights handled by the strategy's
 // WeightPolicy (weight_policy.h). The engine behind `onnxtrain train --strategy naive|pipedream|spectrain|gpipe`.
@@ -25,7 +25,8 @@
 //    it steps the master weights W only (weight_policy.h says what each pass reads).
 //  - Each stage runs its passes of mini-batch i with run index i (Dropout masks equal the single run's) and
 //    updates its own BatchNorm running statistics after each forward, with Trainer's update (unbiased by
-//    default). gpipe: every micro-batch updates them with its own statistics (no deferred BN yet).
+//    default). gpipe, 1f1b, 2bw: every micro-batch updates them with its own statistics, or, with
+//    deferred_batch_norm, the mini-batch's last micro-batch once with all of theirs (deferred_batch_norm.h).
 //  - gpipe: mini-batch rows split into M micro-batches (the first rows % M get one row more); mean losses:
 //    gradients weighted rows_j·M/B, summed in micro-batch order, scaled by 1/M, one update per mini-batch;
 //    the loss reported is Σ rows_j/B · loss_j (sum losses: plain sums). A model-output loss counts as a mean.
@@ -83,7 +84,7 @@ struct PipelineOptions {
   // runs stage k of pipeline replica r. Every mini-batch is split by rows over the R pipelines (the first
   // B % R get one row more); after each backward the R copies of a stage all-reduce their gradients,
   // each weighted by its rows, so every copy applies the whole mini-batch's gradient and the copies stay
-  // identical. 1F1B strategies only (naive, pipedream, spectrain). Losses come from pipeline 0's last
+  // identical (gpipe, 1f1b, 2bw: the summed micro-batch gradients, once per update). Losses come from pipeline 0's last
   // stage (its rows' loss); the model is gathered on rank 0 from pipeline 0.
   int replicas = 1;
   // Threads on a CUDA device: the device of each stage; empty: stage k on cuda:(trainer.device.index + k).

@@ -320,7 +320,7 @@ void WeightPolicy::end_run() {
 
 int64_t WeightPolicy::stash_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [version, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size * sizeof(float));
+  for (const auto& [id, stash] : stashes_) bytes += static_cast<int64_t>(stash.weights.size * sizeof(float));
   for (const auto& [v, w] : history_) bytes += static_cast<int64_t>(w.size * sizeof(float));
   return bytes;
 }

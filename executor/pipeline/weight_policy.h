@@ -1,5 +1,5 @@
 // The weights of one pipeline stage and the rule that decides which version each pass reads
-// (DESIGN.md section 3). The master weights W live in one flat float arena that only the stage's
+// (docs/design.md 5.5, docs/pipeline-schedules.md). The master weights W live in one flat float arena that only the stage's
 // Optimizer writes; the stage's graphs read their own parameter Tensors (the working weights), which
 // `before_forward` / `before_backward` fill for the pass:
 //   naive      W as it is now (both passes; the backward sees updates made since the forward)

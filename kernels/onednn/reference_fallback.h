@@ -2,7 +2,7 @@
 // (an unusual spatial rank, a zero-size tensor, a broadcast oneDNN lacks): their factory returns the
 // reference kernel for the same spec instead. The registry picks "onednn" whenever it is registered for
 // the dtype, so refusing at prepare would fail the user's model; this is the same device (CPU), so it is
-// not the silent cross-device fallback that DESIGN.md forbids, only a slower implementation.
+// not the silent cross-device fallback that docs/design.md (3.3) forbids, only a slower implementation.
 //
 //   if (!supported) return onednn::reference_kernel(spec);
 #pragma once
