@@ -1,6 +1,8 @@
 // Synthetic classification data that a model can learn: uniform inputs, labels from a fixed random linear
 // map. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
 // std::*_distribution, so the data are the same on every platform.
+#include <unistd.h>
+
 #include <random>
 
 #include "frontend/dataset_readers.h"
@@ -12,15 +14,37 @@ namespace {
 
 float unit_float(std::mt19937_64& rng) { return static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
 
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : UINT64_MAX;
+}
+
+// The inputs' bytes (count × features floats, plus the class map), refused before anything is allocated
+// when they overflow or exceed this machine's memory.
+void check_synthetic_size(int64_t features, int64_t classes, int64_t count) {
+  uint64_t inputs = 0, map = 0;
+  const bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(features), &inputs) ||
+                        __builtin_mul_overflow(inputs, uint64_t{sizeof(float)}, &inputs) ||
+                        __builtin_mul_overflow(static_cast<uint64_t>(classes), static_cast<uint64_t>(features), &map);
+  const uint64_t memory = physical_memory_bytes();
+  if (overflow || inputs > memory || map > memory / sizeof(float)) {
+    throw Error("synthetic data: " + std::to_string(count) + " samples of " + std::to_string(features) + " values" +
+                " and " + std::to_string(classes) + " classes need more memory than this machine has (" +
+                std::to_string(memory >> 20) + " MiB)");
+  }
+}
+
 }  // namespace
 
 RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t classes, int64_t count, uint64_t seed,
                           bool test_split) {
   int64_t features = 1;
-  for (int64_t s : sample_shape) features *= s;
-  if (features <= 0 || classes < 2 || count < 1) {
+  bool overflow = false;
+  for (int64_t s : sample_shape) overflow |= s <= 0 || __builtin_mul_overflow(features, s, &features);
+  if (overflow || classes < 2 || count < 1) {
     throw Error("synthetic data needs positive sizes, at least 2 classes and 1 sample");
   }
+  check_synthetic_size(features, classes, count);
   std::mt19937_64 map_rng(seed);
   std::vector<float> weights(static_cast<std::size_t>(classes * features));
   for (float& w : weights) w = 2.0f * unit_float(map_rng) - 1.0f;

@@ -52,6 +52,8 @@ TEST(Cli, BadUsageExitsTwo) {
   EXPECT_EQ(run("").exit_code, 2);
   EXPECT_EQ(run("inspect").exit_code, 2);
   EXPECT_EQ(run("inspect --batch 0 " + kModels + "cnn_opset17.onnx").exit_code, 2);
+  // 2^62 overflowed the shapes' element counts: negative FLOPs (issue 22).
+  EXPECT_EQ(run("inspect --batch 4611686018427387904 " + kModels + "cnn_opset17.onnx").exit_code, 2);
   EXPECT_EQ(run("frobnicate").exit_code, 2);
 }
 
@@ -133,6 +135,16 @@ TEST(Cli, TrainUserErrorsExitOne) {
   r = run("train " + kModels + "cnn_opset17.onnx --data synthetic --optimizer rmsprop -o /tmp/x.onnx");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("unknown optimizer 'rmsprop'"), std::string::npos) << r.output;
+  // Issue 22: sizes from the command line are checked before anything is allocated (was std::bad_alloc,
+  // exit 3), and options that would do nothing are refused before training (was: no checkpoint, exit 0).
+  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:99999999999 -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("need more memory than this machine has"), std::string::npos) << r.output;
+  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:4611686018427387904,4,4:10:8 -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --checkpoint-every 2 -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--checkpoint-every 2 needs --checkpoint-dir"), std::string::npos) << r.output;
 }
 
 }  // namespace

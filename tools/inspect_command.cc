@@ -126,8 +126,9 @@ void add_inspect_command(CLI::App& app) {
                                                 "what onnxtrain cannot train yet");
   cmd->add_option("model", options->model, "the .onnx file")->required();
   cmd->add_flag("--json", options->json, "print one JSON document instead of tables");
-  cmd->add_option("--batch", options->batch, "bind the symbolic batch dimension to B (folds more, costs per batch of B)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", options->batch,
+                  "bind the symbolic batch dimension to B, 1 to 2^31 (folds more, costs per batch of B)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   cmd->add_option("--seq-len", options->seq_len,
                   "bind the data input's symbolic sequence dimension to T (an exporter's dynamic sequence axis): "
                   "shapes and FLOPs for sequences of T tokens")

@@ -87,6 +87,9 @@ int run_training(const TrainOptions& o) {
                                   std::pair{o.predict, "--predict"}})
     if (given && !is_pipeline_strategy(o.strategy))
       throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
+    throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
+                " needs --checkpoint-dir DIR: where to write the checkpoints");
   if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
