@@ -383,6 +383,10 @@ TEST(Gemm, TransposesBiasAndCost) {
   NodeId bias = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({784, 10})),
                                 t.input(DType::Float32, Shape::of({20}))});
   EXPECT_TRUE(contains(t.error(bias), "(20)"));
+  // A flag that is neither 0 nor 1 is a malformed model, not "transposed" (issue 22).
+  NodeId odd = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({10, 784}))},
+                      1, {{"transB", int64_t{7}}});
+  EXPECT_EQ(t.error(odd), "Gemm: transB must be 0 or 1, got 7");
 }
 
 TEST(Gemm, BiasRequiredBeforeOpset11) {

@@ -23,6 +23,10 @@ void infer_gemm(InferContext& ctx) {
   require_floating(ctx, 0);
   require_same_dtype(ctx, 1, 0);
   const Node& node = ctx.node();
+  for (const char* flag : {"transA", "transB"}) {
+    const int64_t value = node.attr_int(flag, 0);
+    if (value != 0 && value != 1) fail_op(ctx, std::string(flag) + " must be 0 or 1, got " + std::to_string(value));
+  }
   const bool trans_a = node.attr_int("transA", 0) != 0;
   const bool trans_b = node.attr_int("transB", 0) != 0;
   auto [m, k_a] = matrix_dims(ctx, 0, trans_a);
