@@ -1,5 +1,6 @@
 #include "frontend/model_file.h"
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,30 +36,43 @@ onnx::ModelProto read_model_file(const std::string& path) {
   return model;
 }
 
+// An external-data "offset" or "length": a non-negative integer that fits int64, else Error.
+static int64_t external_count(const std::string& text, const std::string& key, const std::string& what) {
+  int64_t value = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0)
+    throw Error(what + " with " + key + " '" + text + "', which is not a non-negative integer of at most 2^63-1");
+  return value;
+}
+
 static void load_one_external(onnx::TensorProto& tensor, const fs::path& folder) {
+  const std::string what = "initializer '" + tensor.name() + "' is stored in external data";
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& entry : tensor.external_data()) {
     if (entry.key() == "location") location = entry.value();
-    else if (entry.key() == "offset") offset = std::stoll(entry.value());
-    else if (entry.key() == "length") length = std::stoll(entry.value());
+    else if (entry.key() == "offset") offset = external_count(entry.value(), "offset", what);
+    else if (entry.key() == "length") length = external_count(entry.value(), "length", what);
   }
-  const std::string what = "initializer '" + tensor.name() + "' is stored in external data";
   if (location.empty()) throw Error(what + " but names no location");
   fs::path relative(location);
   if (relative.is_absolute() || relative.lexically_normal().string().starts_with("..")) {
     throw Error(what + " at '" + location + "', outside the model's folder; onnxtrain reads only files next to the model");
   }
   fs::path file = folder / relative;
+  std::error_code ec;
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+    throw Error(what + " in '" + file.string() + "', which is not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(what + " in '" + file.string() + "', which cannot be opened (missing external data file?)");
   in.seekg(0, std::ios::end);
   const int64_t size = in.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || offset + length > size) {
-    throw Error(what + " at bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) + ") of '" +
-                file.string() + "', which has only " + std::to_string(size) + " bytes (truncated?)");
+  if (offset > size || (length >= 0 && length > size - offset)) {
+    throw Error(what + " at " + std::to_string(length < 0 ? 0 : length) + " bytes from offset " +
+                std::to_string(offset) + " of '" + file.string() + "', which has only " + std::to_string(size) +
+                " bytes (truncated?)");
   }
+  if (length < 0) length = size - offset;
   std::string data(static_cast<size_t>(length), '\0');
   in.seekg(offset);
   in.read(data.data(), length);

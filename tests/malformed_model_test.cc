@@ -231,6 +231,35 @@ TEST_F(MalformedModel, MissingExternalData) {
   expect_error((dir_ / "external.onnx").string(), "truncated");
 }
 
+// Issue 22: a location that is a directory ('.': was std::bad_alloc, exit 3) and offsets or lengths that are
+// not non-negative integers (was `onnxtrain: stoll`, exit 3) are errors naming the initializer.
+TEST_F(MalformedModel, BadExternalDataFieldsAreNamed) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::string expected;
+  };
+  write("w.bin", std::string(16, '\0'));
+  int i = 0;
+  for (const Case& c : {Case{{{"location", "."}}, "not a regular file"},
+                        Case{{{"location", "w.bin"}, {"offset", "abc"}}, "offset 'abc'"},
+                        Case{{{"location", "w.bin"}, {"length", "99999999999999999999999"}}, "length '9999"},
+                        Case{{{"location", "w.bin"}, {"offset", "-4"}}, "offset '-4'"},
+                        Case{{{"location", "w.bin"}, {"offset", "9223372036854775807"}, {"length", "16"}}, "truncated"}}) {
+    auto m = relu_model(13);
+    auto* w = m.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(4);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : c.entries) {
+      auto* entry = w->add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    expect_error(write("bad_external_" + std::to_string(i++) + ".onnx", m), c.expected);
+  }
+}
+
 TEST_F(MalformedModel, ExternalDataOutsideModelFolder) {
   auto m = relu_model(13);
   auto* w = m.mutable_graph()->add_initializer();
