@@ -1,5 +1,7 @@
 #include "frontend/importer.h"
 
+#include <set>
+
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
@@ -33,6 +35,21 @@ void check_opsets(const onnx::ModelProto& model) {
 // Debian's ONNX 1.12 checks and infers models of the opsets and IR versions it knows.
 bool onnx_library_knows(const onnx::ModelProto& model) {
   return default_opset(model) <= kOnnxLibraryMaxOpset && model.ir_version() <= onnx::Version::IR_VERSION;
+}
+
+// Our own structural check, before ONNX's checker and version converter see the model: every graph
+// output is a graph input, an initializer or a node's output (ONNX 1.12's converter dereferences a missing
+// producer: a 47-byte model with an output nothing makes crashed the importer at opsets 7-12).
+void check_graph_outputs_defined(const onnx::ModelProto& model) {
+  const onnx::GraphProto& g = model.graph();
+  std::set<std::string> defined;
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node())
+    for (const std::string& out : n.output()) defined.insert(out);
+  for (const auto& v : g.output())
+    if (!defined.contains(v.name()))
+      throw Error("graph output '" + v.name() + "' is made by no node and is neither a graph input nor an initializer");
 }
 
 void run_onnx_checker(const onnx::ModelProto& model) {
@@ -97,6 +114,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
       report.notes.push_back("inlined " + std::to_string(calls) + " calls of model-local functions");
     }
     check_opsets(model);
+    check_graph_outputs_defined(model);
     OnnxValueInfos onnx_infos;
     if (onnx_library_knows(model)) {
       run_onnx_checker(model);

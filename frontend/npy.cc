@@ -1,5 +1,6 @@
 #include "frontend/npy.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -73,14 +74,22 @@ Tensor read_npy(const std::string& path) {
     std::vector<int64_t> sizes;
     const std::string dims = m[1];
     const std::regex number("\\d+");
-    for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it)
-      sizes.push_back(std::stoll(it->str()));
-    Tensor t(dtype, sizes);
-    const size_t data_start = header_start + header_len;
-    if (bytes.size() - data_start < t.nbytes()) {
-      throw Error("truncated: the header says " + Shape::of(sizes).to_string() + " " + std::string(dtype_name(dtype)) +
-                  " (" + std::to_string(t.nbytes()) + " bytes) but the file holds " + std::to_string(bytes.size() - data_start));
+    // The data's size from the header, checked for overflow and against the file before any allocation.
+    uint64_t nbytes = dtype_size(dtype);
+    for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+      int64_t size = 0;
+      const std::string digits = it->str();
+      const auto [last, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
+      if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes))
+        throw Error("the .npy header's shape (" + dims + ") holds more bytes than a file can");
+      sizes.push_back(size);
     }
+    const size_t data_start = header_start + header_len;
+    if (bytes.size() - data_start < nbytes) {
+      throw Error("truncated: the header says " + Shape::of(sizes).to_string() + " " + std::string(dtype_name(dtype)) +
+                  " (" + std::to_string(nbytes) + " bytes) but the file holds " + std::to_string(bytes.size() - data_start));
+    }
+    Tensor t(dtype, sizes);
     if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
     return t;
   } catch (Error& e) {

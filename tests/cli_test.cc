@@ -74,6 +74,11 @@ TEST(Cli, RunWritesOutputsAndBenchmarks) {
   r = run("run " + kModels + "cnn_opset17.onnx --input " + kModels + "mlp_opset17.onnx");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("not a .npy file"), std::string::npos) << r.output;
+  // -o naming a file, not a folder: one line naming it, exit 1 (was exit 3).
+  r = run("run " + kModels + "cnn_opset17.onnx --input input=" + kModels + "expected/fashion_batch3_input.npy -o " +
+          kModels + "cnn_opset17.onnx");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cnn_opset17.onnx"), std::string::npos) << r.output;
 }
 
 TEST(Cli, HelpExitsZero) {
@@ -145,6 +150,11 @@ TEST(Cli, TrainUserErrorsExitOne) {
   r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --checkpoint-every 2 -o /tmp/x.onnx");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--checkpoint-every 2 needs --checkpoint-dir"), std::string::npos) << r.output;
+  // A directory option that names a file: one line, exit 1 (was a filesystem_error, exit 3).
+  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --dump-gradients " + kModels +
+          "cnn_opset17.onnx -o /tmp/x.onnx");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("not a directory"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
@@ -53,6 +54,28 @@ TEST(Npy, RefusesBadFiles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cnn_opset17.onnx"), std::string::npos);
   }
+  // Issue 22: a header whose shape × itemsize overflows (was a segfault) or exceeds the file is refused
+  // before anything is allocated.
+  const std::string dir = ::testing::TempDir();
+  auto npy_with_shape = [&](const std::string& name, const std::string& shape) {
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    header += std::string(63 - header.size() % 64, ' ') + "\n";
+    const std::string path = dir + "/" + name;
+    std::ofstream out(path, std::ios::binary);
+    out << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(header.size() & 0xff)
+        << static_cast<char>(header.size() >> 8) << header << std::string(16, '\0');
+    return path;
+  };
+  for (const std::string shape : {"(4611686018427387904, 1, 28, 28)", "(2305843009213693952,)",
+                                  "(99999999999999999999999,)", "(1000000000, 1000000000)"}) {
+    try {
+      read_npy(npy_with_shape("huge.npy", shape));
+      ADD_FAILURE() << shape << " was read";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("huge.npy"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(read_npy(npy_with_shape("four.npy", "(4,)")).numel(), 4);
 }
 
 class MatchesOnnxRuntime : public ::testing::TestWithParam<std::string> {};

@@ -216,6 +216,16 @@ TEST_F(MalformedModel, TruncatedInitializer) {
   expect_error(write("short_init.onnx", m), "'w'");
 }
 
+// Issue 22: a graph output that nothing makes crashed ONNX's version converter (opsets 7-12) before any
+// check of ours ran; now our structural check names it first, at every opset.
+TEST_F(MalformedModel, GraphOutputMadeByNothing) {
+  for (int opset : {7, 9, 12, 13, 17}) {
+    auto m = relu_model(opset);
+    m.mutable_graph()->clear_node();
+    expect_error(write("no_producer_" + std::to_string(opset) + ".onnx", m), "graph output 'y' is made by no node");
+  }
+}
+
 TEST_F(MalformedModel, MissingExternalData) {
   auto m = relu_model(13);
   auto* w = m.mutable_graph()->add_initializer();

@@ -1,5 +1,7 @@
 // onnxtrain: train ONNX models. One binary, subcommands; exit code 0 on success, 1 on a user error
-// (the message names the file and node), 2 on bad usage.
+// (the message names the file and node; also a path that cannot be used), 2 on bad usage, 3 an internal
+// error (a bug).
+#include <filesystem>
 #include <iostream>
 
 #include "graph/error.h"
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   } catch (const onnxtrain::Error& e) {
     std::cerr << "onnxtrain: error: " << e.describe() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path given that cannot be used
+    std::cerr << "onnxtrain: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "onnxtrain: " << e.what() << "\n";

@@ -87,6 +87,9 @@ int run_training(const TrainOptions& o) {
                                   std::pair{o.predict, "--predict"}})
     if (given && !is_pipeline_strategy(o.strategy))
       throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
+  if (!o.dump_gradients.empty() && std::filesystem::exists(o.dump_gradients) &&
+      !std::filesystem::is_directory(o.dump_gradients))
+    throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
