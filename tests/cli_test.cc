@@ -88,6 +88,26 @@ TEST(Cli, HelpExitsZero) {
   EXPECT_EQ(run("version").exit_code, 0);
 }
 
+// Issue 22: a diverged run (lr 1e6) wrote a model of NaN or overflowing weights with exit 0 under every
+// strategy. Now every strategy stops at the non-finite loss, or refuses after the evaluation that overflows,
+// exit 1, and writes nothing.
+TEST(Cli, ADivergedRunWritesNoModelUnderAnyStrategy) {
+  const std::string out = (std::filesystem::temp_directory_path() / ("onnxtrain_nan_" + std::to_string(::getpid()) + ".onnx")).string();
+  for (const std::string strategy : {"single", "dp --replicas 2", "dp --replicas 2 --central-storage", "ps --replicas 2",
+                                     "naive --stages 2", "pipedream --stages 2", "spectrain --stages 2",
+                                     "gpipe --stages 2 --micro-batches 2", "1f1b --stages 2 --micro-batches 2",
+                                     "2bw --stages 2 --micro-batches 2"}) {
+    std::filesystem::remove(out);
+    const CliRun r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:256 --lr 1e6 --strategy " +
+                         strategy + " -o " + out);
+    EXPECT_EQ(r.exit_code, 1) << strategy << "\n" << r.output;
+    EXPECT_TRUE(r.output.find("the loss became") != std::string::npos ||
+                r.output.find("loss is NaN") != std::string::npos || r.output.find("loss is infinite") != std::string::npos)
+        << strategy << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << strategy << ": a diverged model was written";
+  }
+}
+
 }  // namespace
 
 namespace {

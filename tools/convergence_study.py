@@ -151,6 +151,8 @@ STAGE_RE = re.compile(r"^\s+(\d+)\s+\[(\d+),(\d+)\)\s+(\d+)\s+([\d.]+)\s+([\d.]+
 FINAL_RE = re.compile(r"^final: test loss (\S+), accuracy ([\d.]+)%")
 # single stops at the first non-finite loss (the pipelines log it as null and go on): a divergence, not only an error
 STOPPED_RE = re.compile(r"the loss became (\S+) at step (\d+)")
+# The divergence guard's other stop: the weights overflow the outputs with every loss still finite.
+DIVERGED_EVAL_RE = re.compile(r"the (validation|test) loss is (NaN|infinite)")
 
 
 def parse_float(text):
@@ -200,6 +202,8 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
         m = STOPPED_RE.search(proc.stderr)
         if m:
             r["diverged_step"] = int(m.group(2))
+        elif DIVERGED_EVAL_RE.search(proc.stderr):
+            r["diverged_step"] = steps  # noticed at the evaluation after the last step
     for line in proc.stdout.splitlines():
         m = HEADER_RE.match(line)
         if m:
@@ -404,7 +408,7 @@ def strategy_cell(group):
     """The strategy column: M for the flushing ones, and how many seeds failed (exit status not 0)."""
     r = group[0]
     text = r["strategy"] + (f" (M={r['micro_batches']})" if r["strategy"] in MICRO_BATCHED else "")
-    failed = [x for x in group if x["rc"] != 0]
+    failed = [x for x in group if x["rc"] != 0 and "diverged_step" not in x]  # the divergence guard's exit 1
     if failed:
         count = f" {len(failed)}/{len(group)}" if len(group) > 1 else ""
         text += f" **failed{count} (exit {failed[0]['rc']})**"

@@ -10,6 +10,32 @@
 
 namespace onnxtrain::cli {
 
+void check_finite_loss(float loss, int64_t step) {
+  if (std::isfinite(loss)) return;
+  throw Error("the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+              std::to_string(step) + ": stopped, nothing written (lower --lr, or check the data for NaN/inf values; " +
+              "checkpoints already written are kept)");
+}
+
+void check_finite_evaluation(double loss, const std::string& split) {
+  if (std::isfinite(loss)) return;
+  throw Error("the " + split + " loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
+              ": the trained weights diverged (their outputs overflow), so the model is not written (lower --lr, or "
+              "check the data for NaN/inf values; checkpoints already written are kept)");
+}
+
+void check_finite_model(const std::map<std::string, Tensor>& model) {
+  for (const auto& [name, t] : model) {
+    if (!is_floating(t.dtype())) continue;
+    const std::vector<double> values = t.to_double();
+    const auto bad = std::count_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
+    if (bad > 0)
+      throw Error("the trained model is not written: '" + name + "' holds " + std::to_string(bad) + " of " +
+                  std::to_string(values.size()) +
+                  " values that are NaN or infinite (the training diverged: lower --lr, or check the data)");
+  }
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const long s = std::lround(seconds);

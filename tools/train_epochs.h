@@ -75,6 +75,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
           const int64_t step = mini_batch + 1;
           done = step;
           g_last_step = step;
+          check_finite_loss(loss, step);  // thrown on the loss's thread: the strategy stops every worker
           if (!role.prints_progress) return;
           const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
           const double samples_per_s = static_cast<double>((step - role.first_step) * o.batch) / std::max(elapsed, 1e-9);
@@ -109,6 +110,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
       const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
       std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
       std::fflush(stdout);
+      check_finite_evaluation(e.loss, "validation");
       nlohmann::json line{{"epoch", epoch}};
       add_evaluation_fields(line, "val", e, val);
       if (metrics.is_open()) metrics << line.dump() << "\n";
@@ -122,11 +124,13 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
   if (test) {
     const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
     std::printf("final: test %s\n", evaluation_text(e, *test).c_str());
+    check_finite_evaluation(e.loss, "test");
     nlohmann::json line;
     add_evaluation_fields(line, "test", e, *test);
     if (metrics.is_open()) metrics << line.dump() << "\n";
   }
   if (metrics.is_open()) metrics.flush();
+  check_finite_model(model);
   write_trained_model(o.model, o.output, model, model_write_options(o, train));
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done), seconds, o.output.c_str());
   return 0;

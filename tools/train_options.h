@@ -57,6 +57,13 @@ int run_replicated_training(const TrainOptions& o);  // --central-storage --stra
 // Shared by both (train_common.cc).
 std::string format_duration(double seconds);           // "1m05s", "2h03m"
 std::string progress_bar(double done);                 // "[#######.............]"
+// The divergence guard: Error when a step's loss is not finite (naming the step and what to try), or when
+// a trained float tensor holds a NaN or an infinity (naming it), so that such a model is never written.
+void check_finite_loss(float loss, int64_t step);
+// After an evaluation ("validation", "test"): a non-finite loss means the weights diverged (outputs overflow
+// even when every weight is finite), so nothing is written.
+void check_finite_evaluation(double loss, const std::string& split);
+void check_finite_model(const std::map<std::string, Tensor>& model);
 // `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the
 // cross-entropy's class axis last (language models' (N, T, V) logits).
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);

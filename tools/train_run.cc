@@ -158,6 +158,7 @@ int run_training(const TrainOptions& o) {
     const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
     std::printf("%s: test %s\n", label.c_str(), evaluation_text(e, *test).c_str());
     std::fflush(stdout);
+    check_finite_evaluation(e.loss, "test");
     return e;
   };
 
@@ -178,7 +179,7 @@ int run_training(const TrainOptions& o) {
       samples += b.y.sizes()[0];
       const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
       const double samples_per_s = samples / std::max(elapsed, 1e-9);
-      if (!std::isfinite(loss)) throw Error("the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + ": lower --lr");
+      check_finite_loss(loss, step);
       const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(total_steps - step);
       if (metrics.is_open()) {
         metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"time_s", elapsed},
@@ -216,6 +217,7 @@ int run_training(const TrainOptions& o) {
       const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
       std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
       std::fflush(stdout);
+      check_finite_evaluation(e.loss, "validation");
       nlohmann::json line{{"epoch", epoch}};
       add_evaluation_fields(line, "val", e, val);
       if (metrics.is_open()) metrics << line.dump() << "\n";
@@ -230,7 +232,9 @@ int run_training(const TrainOptions& o) {
   }
   if (metrics.is_open()) metrics.flush();
   print_loss_scale(trainer.loss_scaler());
-  write_trained_model(o.model, o.output, trainer.trained_initializers(), model_write_options(o, train));
+  const std::map<std::string, Tensor> trained = trainer.trained_initializers();
+  check_finite_model(trained);
+  write_trained_model(o.model, o.output, trained, model_write_options(o, train));
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
               o.output.c_str());
   return 0;
