@@ -136,6 +136,21 @@ int set_inference_mode(onnx::ModelProto& model, const std::string& source) {
   return changed;
 }
 
+void check_output_path(const std::string& out_path) {
+  std::error_code ec;
+  const fs::path out(out_path);
+  const fs::file_status status = fs::status(out, ec);
+  if (fs::exists(status)) {
+    if (fs::is_directory(status)) throw Error(out_path + ": is a folder; -o names the .onnx file to write");
+    if (!fs::is_regular_file(status))
+      throw Error(out_path + ": is not a regular file (a device, pipe or socket); onnxtrain replaces only regular files");
+  }
+  fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path()) folder = folder.parent_path();
+  if (!fs::is_directory(folder, ec)) throw Error(out_path + ": " + folder.string() + " is not a folder");
+  if (::access(folder.c_str(), W_OK) != 0) throw Error(out_path + ": the folder " + folder.string() + " is not writable");
+}
+
 void write_trained_model(const std::string& source_model, const std::string& out_path,
                          const std::map<std::string, Tensor>& initializers, const ModelWriteOptions& options) {
   onnx::ModelProto model = read_model_file(source_model);
@@ -165,6 +180,7 @@ void write_trained_model(const std::string& source_model, const std::string& out
     }
   }
 
+  check_output_path(out_path);
   const fs::path out(out_path);
   if (out.has_parent_path()) {
     std::error_code ec;

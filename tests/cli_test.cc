@@ -1,10 +1,11 @@
 // The `onnxtrain` binary as a user runs it: exit codes (0 ok, 1 user error, 2 bad usage), one clear
 // error line, and `inspect --json` as one parseable document.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,24 @@ TEST(Cli, HelpExitsZero) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("--batch"), std::string::npos);
   EXPECT_EQ(run("version").exit_code, 0);
+}
+
+// Issue 22: -o is checked before the first step: a folder, or anything but a regular file (a device or a
+// pipe: as root `-o /dev/full` replaced the device node with the model) is refused, exit 1, and left as
+// it was. A FIFO in a temporary folder stands in for the device, so that a regression harms nothing.
+TEST(Cli, OutputThatIsNotARegularFileIsRefusedBeforeTraining) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("onnxtrain_out_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "folder");
+  const std::string fifo = (dir / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& out : {(dir / "folder").string(), fifo}) {
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 -o " + out);
+    EXPECT_EQ(r.exit_code, 1) << out << "\n" << r.output;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << out << ": trained before refusing\n" << r.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo)) << "the pipe was replaced";
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "folder"));
+  std::filesystem::remove_all(dir);
 }
 
 // Issue 22: a diverged run (lr 1e6) wrote a model of NaN or overflowing weights with exit 0 under every

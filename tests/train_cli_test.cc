@@ -290,7 +290,7 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   // Synchronous layouts compute the same steps, so a gpipe checkpoint resumed on one device, as 1f1b over
   // 3 stages or as 2 data-parallel replicas ends at the uninterrupted gpipe model, up to summation order.
   const std::string gpipe = base + " --strategy gpipe --stages 2 --micro-batches 2";
-  r = run(gpipe + " --epochs 2 -o " + (dir / "gpipe-whole.onnx").string());
+  r = run(gpipe + " --epochs 2" + ckpt("gpipe-whole") + " -o " + (dir / "gpipe-whole.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run(gpipe + " --epochs 1" + ckpt("gpipe") + " -o " + (dir / "gpipe-half.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -90,6 +90,7 @@ int run_training(const TrainOptions& o) {
   if (!o.dump_gradients.empty() && std::filesystem::exists(o.dump_gradients) &&
       !std::filesystem::is_directory(o.dump_gradients))
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
+  check_output_path(o.output);  // before any step: a bad -o must not cost the training
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
