@@ -55,8 +55,14 @@ TEST(CudaDevice, SessionOnAMissingDeviceSaysWhichAndHowManyAreVisible) {
   }
 }
 
+// Where the command-line tests point -o: a file of our own (never /dev/null, which a run as root that got
+// as far as writing would replace, before -o was checked).
+std::string scratch_model() {
+  return (std::filesystem::temp_directory_path() / ("onnxtrain_cuda_cli_" + std::to_string(::getpid()) + ".onnx")).string();
+}
+
 TEST(CudaDevice, CommandLineRefusesAMalformedDevice) {
-  const testing_support::CliRun r = run_cli(kTrainArgs + " --device gpu0 -o /dev/null");
+  const testing_support::CliRun r = run_cli(kTrainArgs + " --device gpu0 -o " + scratch_model());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--device gpu0: expected cpu, cuda or cuda:N"), std::string::npos) << r.output;
 }
@@ -87,7 +93,7 @@ TEST(CudaDevice, CommandLineNamesTheDevicesAPipelineNeeds) {
   const int visible = cuda::device_count();
   const int stages = visible + 1;
   const testing_support::CliRun r =
-      run_cli(kTrainArgs + " --device cuda --strategy naive --stages " + std::to_string(stages) + " -o /dev/null");
+      run_cli(kTrainArgs + " --device cuda --strategy naive --stages " + std::to_string(stages) + " -o " + scratch_model());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   if (visible == 0) {
     EXPECT_NE(r.output.find("no CUDA device is visible"), std::string::npos) << r.output;
@@ -103,7 +109,7 @@ TEST(CudaDevice, CommandLineNamesTheDevicesReplicasNeed) {
   const std::string replicas = std::to_string(visible + 1);
   for (const std::string strategy : {"--central-storage --strategy dp", "--strategy ps"}) {
     const testing_support::CliRun r =
-        run_cli(kTrainArgs + " --device cuda " + strategy + " --replicas " + replicas + " -o /dev/null");
+        run_cli(kTrainArgs + " --device cuda " + strategy + " --replicas " + replicas + " -o " + scratch_model());
     EXPECT_EQ(r.exit_code, 1) << r.output;
     const std::string expected =
         visible == 0 ? "no CUDA device is visible" : "needs cuda:0..cuda:" + std::to_string(visible);
