@@ -53,6 +53,23 @@ class MalformedModel : public ::testing::Test {
     return m;
   }
 
+  // relu_model with a float initializer 'w' of `size` elements stored in external data with these entries.
+  static onnx::ModelProto external_model(const std::vector<std::pair<std::string, std::string>>& entries,
+                                         int64_t size = 4) {
+    auto m = relu_model(13);
+    auto* w = m.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(size);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : entries) {
+      auto* entry = w->add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    return m;
+  }
+
   // Expects an Error whose message names the file and contains `fragment`; returns it.
   static Error expect_error(const std::string& path, const std::string& fragment) {
     try {
@@ -227,16 +244,7 @@ TEST_F(MalformedModel, GraphOutputMadeByNothing) {
 }
 
 TEST_F(MalformedModel, MissingExternalData) {
-  auto m = relu_model(13);
-  auto* w = m.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(4);
-  w->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* entry = w->add_external_data();
-  entry->set_key("location");
-  entry->set_value("weights.bin");
-  expect_error(write("external.onnx", m), "weights.bin");
+  expect_error(write("external.onnx", external_model({{"location", "weights.bin"}})), "weights.bin");
   write("weights.bin", std::string(8, '\0'));  // present but too short
   expect_error((dir_ / "external.onnx").string(), "truncated");
 }
@@ -255,32 +263,12 @@ TEST_F(MalformedModel, BadExternalDataFieldsAreNamed) {
                         Case{{{"location", "w.bin"}, {"length", "99999999999999999999999"}}, "length '9999"},
                         Case{{{"location", "w.bin"}, {"offset", "-4"}}, "offset '-4'"},
                         Case{{{"location", "w.bin"}, {"offset", "9223372036854775807"}, {"length", "16"}}, "truncated"}}) {
-    auto m = relu_model(13);
-    auto* w = m.mutable_graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(4);
-    w->set_data_location(onnx::TensorProto::EXTERNAL);
-    for (const auto& [key, value] : c.entries) {
-      auto* entry = w->add_external_data();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-    expect_error(write("bad_external_" + std::to_string(i++) + ".onnx", m), c.expected);
+    expect_error(write("bad_external_" + std::to_string(i++) + ".onnx", external_model(c.entries)), c.expected);
   }
 }
 
 TEST_F(MalformedModel, ExternalDataOutsideModelFolder) {
-  auto m = relu_model(13);
-  auto* w = m.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(1);
-  w->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* entry = w->add_external_data();
-  entry->set_key("location");
-  entry->set_value("../../etc/passwd");
-  expect_error(write("escape.onnx", m), "outside the model's folder");
+  expect_error(write("escape.onnx", external_model({{"location", "../../etc/passwd"}}, 1)), "outside the model's folder");
 }
 
 }  // namespace
