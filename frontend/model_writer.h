@@ -35,15 +35,15 @@ struct ModelWriteOptions {
   std::map<std::string, std::string> metadata;
 };
 
-// Throws Error naming the file: the source cannot be read, a named initializer is missing from it or has
-// another dtype or element count, a training-mode output to drop is used by another node or is a graph
-// output, the output cannot be written, or the checker rejects the result.
 // Error unless `out_path` can take a written model: an existing path must be a regular file (never a
 // directory or a device: `-o /dev/null` as root would replace the node), and the nearest existing folder
 // on its way must be a writable folder. `onnxtrain train` calls it before the first step, so a bad -o does
 // not lose the training; write_trained_model calls it again before replacing the file.
 void check_output_path(const std::string& out_path);
 
+// Throws Error naming the file: the source cannot be read, a named initializer is missing from it or has
+// another dtype or element count, a training-mode output to drop is used by another node or is a graph
+// output, the output cannot be written, or the checker rejects the result.
 void write_trained_model(const std::string& source_model, const std::string& out_path,
                          const std::map<std::string, Tensor>& initializers, const ModelWriteOptions& options = {});
 

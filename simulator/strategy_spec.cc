@@ -52,11 +52,12 @@ StrategySpec parse_one(const std::string& item) {
     s.workers = count_in(item, parts[1]);
     s.servers = count_in(item, parts[2]);
     s.train_args = {"--strategy", "ps", "--replicas", parts[1], "--servers", parts[2]};
-  } else if (kind == "naive" || kind == "pipedream" || kind == "spectrain" || kind == "gpipe" || kind == "1f1b" ||
-             kind == "2bw") {
+  } else if (is_pipeline_strategy(kind)) {
     expect_parts(2);
     const std::vector<std::string> sizes = split(parts[1], 'x');
-    const bool gpipe = kind == "gpipe" || kind == "1f1b" || kind == "2bw";  // M micro-batches per update
+    // M micro-batches per update (gpipe, 1f1b, 2bw): the strategy's row of the table says so.
+    const StrategyTraits& traits = strategy_traits(parse_pipeline_strategy(kind));
+    const bool gpipe = traits.flushes || traits.accumulates;
     if (sizes.size() != (gpipe ? 2u : 1u) && sizes.size() != (gpipe ? 3u : 2u))
       throw Error("--strategies: '" + item + "' has the wrong form; expected " + kForms);
     s.workers = count_in(item, sizes[0]);

@@ -1,7 +1,6 @@
 #include "tools/bench_predict.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,14 +21,6 @@
 #include "simulator/strategy_simulation.h"
 
 namespace onnxtrain::cli {
-namespace {
-
-uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : uint64_t{1} << 40;
-}
-
-}  // namespace
 
 BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss)
     : model_path_(model_path), loss_(loss), model_(import_model(model_path)),
@@ -107,7 +98,8 @@ Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int thr
   local.name = "this machine (" + std::to_string(threads) + " threads)";
   local.devices_per_node = std::max(devices, 1);
   local.device = cpu_;
-  local.device.memory_bytes = physical_memory_bytes();
+  // measure_local_cpu gives the physical memory; 0 when the system would not say.
+  if (local.device.memory_bytes == 0) local.device.memory_bytes = uint64_t{1} << 40;
   local.device.memory_efficiency = 1.0;  // the measured bandwidth is the one kernels reach
   local.intra_node = local.inter_node = cpu_.link;
   if (!s.is_pipeline() && devices > 1) {

@@ -390,10 +390,8 @@ void StageWorker::backward(int64_t micro) {
     weights_->accumulate(floats_of(grads), weight);
   } else {
     last_gradients_ = std::move(grads);  // kept alive until the OptimizerStep that follows
-    const BatchFeed::Batch whole = round_.feed->get(mini);
-    last_weight_ = config_.reduction == LossReduction::Mean && whole.total_rows > 0
-                       ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
-                       : 1.0;
+    last_mini_ = mini;
+    last_weight_ = share_of_rows(mini);
     round_.feed->release(mini);
   }
   if (k == 0) in_flight_.erase(micro);
@@ -459,26 +457,13 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
         const int64_t m = micros_per_mini();
         const int64_t mini = flush_round(round_) ? round_.first : mini_batch_of(in.micro_batch);
         if (config_.replica_group) {
-          // This pipeline's mean gradient over its rows, weighted by its share of the mini-batch's rows
-          // (mean losses), summed over the stage's copies: the whole mini-batch's.
-          const BatchFeed::Batch whole = round_.feed->get(mini);
-          const double share = mean && whole.total_rows > 0
-                                   ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
-                                   : 1.0;
-          weights_->reduce_accumulated([&](std::span<float> sum) {
-            for (float& v : sum) v = static_cast<float>(v * share);
-            config_.replica_group->all_reduce_sum(sum, "stage " + std::to_string(k) + ", mini-batch " +
-                                                           std::to_string(mini) +
-                                                           ": gradient all-reduce over the stage's replicas");
-          });
+          const double share = share_of_rows(mini);
+          weights_->reduce_accumulated([&](std::span<float> sum) { sum_over_replicas(sum, share, mini); });
         }
         weights_->flush(mean && m > 1 ? 1.0f / static_cast<float>(m) : 1.0f);
         round_.feed->release(mini);
       } else {
-        weights_->step(config_.replica_group ? reduce_over_replicas("stage " + std::to_string(k) + ", mini-batch " +
-                                                                    std::to_string(mini_batch_of(in.micro_batch)) +
-                                                                    ": gradient all-reduce over the stage's replicas")
-                                             : floats_of(last_gradients_));
+        weights_->step(config_.replica_group ? reduce_over_replicas() : floats_of(last_gradients_));
         last_gradients_.clear();
       }
       return true;
@@ -497,11 +482,28 @@ void StageWorker::end_run() {
   in_flight_.clear();
 }
 
-// Pipeline × data parallelism: the last backward's parameter gradients, weighted by this pipeline's
-// share of the mini-batch's rows and summed over the stage's copies in the other pipelines (over the host
+// This pipeline's share of mini-batch `mini`'s rows with mean losses (1 with summed ones, or without
+// copies): the weight of its mean gradient in the sum over the stage's copies.
+double StageWorker::share_of_rows(int64_t mini) const {
+  const BatchFeed::Batch whole = round_.feed->get(mini);
+  return config_.reduction == LossReduction::Mean && whole.total_rows > 0
+             ? static_cast<double>(whole.rows) / static_cast<double>(whole.total_rows)
+             : 1.0;
+}
+
+// Pipeline × data parallelism: `gradients` (host) weighted by `share` and summed over the stage's copies in
+// the other pipelines, in place: every copy then holds the whole mini-batch's gradient.
+void StageWorker::sum_over_replicas(std::span<float> gradients, double share, int64_t mini) {
+  for (float& v : gradients) v = static_cast<float>(v * share);
+  config_.replica_group->all_reduce_sum(gradients, "stage " + std::to_string(graphs_.index) + ", mini-batch " +
+                                                       std::to_string(mini) +
+                                                       ": gradient all-reduce over the stage's replicas");
+}
+
+// The last backward's parameter gradients summed over the replicas (sum_over_replicas, over the host
 // communicator: a stage on a GPU downloads them and uploads the sum). Returns the sums, in the policy's
 // memory.
-std::vector<const float*> StageWorker::reduce_over_replicas(const std::string& what) {
+std::vector<const float*> StageWorker::reduce_over_replicas() {
   size_t total = 0;
   for (const StageValue& g : last_gradients_) total += static_cast<size_t>(g.numel());
   reduced_.resize(total);
@@ -518,8 +520,7 @@ std::vector<const float*> StageWorker::reduce_over_replicas(const std::string& w
     at += n;
   }
   if (weights_->on_device()) device_stream().synchronize();  // one wait for all the downloads
-  for (float& v : reduced_) v = static_cast<float>(v * last_weight_);
-  config_.replica_group->all_reduce_sum(reduced_, what);
+  sum_over_replicas(reduced_, last_weight_, last_mini_);
   if (!weights_->on_device()) return out;
   if (reduced_on_device_.bytes() != total * sizeof(float))
     reduced_on_device_ = cuda::DeviceBuffer(device_stream(), total * sizeof(float));

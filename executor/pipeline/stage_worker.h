@@ -177,7 +177,9 @@ class StageWorker {
   void backward(int64_t micro);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows, int64_t micro);
   void apply_running_stat(RunningStat& r, std::span<const float> computed, int64_t rows);
-  std::vector<const float*> reduce_over_replicas(const std::string& what);
+  double share_of_rows(int64_t mini) const;
+  void sum_over_replicas(std::span<float> gradients, double share, int64_t mini);
+  std::vector<const float*> reduce_over_replicas();
   void check_gradient(size_t parameter, const StageValue& gradient) const;
   void observe(bool backward, int64_t micro, int64_t read);
   void note_activations();
@@ -204,6 +206,7 @@ class StageWorker {
   std::vector<float> reduced_;
   cuda::DeviceBuffer reduced_on_device_;
   double last_weight_ = 1;  // their share of the mini-batch (replica_group)
+  int64_t last_mini_ = 0;   // and its index
   double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
 };
 
