@@ -10,7 +10,9 @@
 #include <functional>
 
 #include "executor/pipeline/stage_worker.h"  // slice_rows, micro_batch_rows
+#include "executor/replica_memory.h"
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 namespace {
@@ -28,6 +30,13 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
   const int r = options_.replicas;
   if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
   if (options_.trainer.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.trainer.loss_scaler);
+  check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r));
+  with_out_of_resources_as_error("building " + std::to_string(r) + " central-storage replicas",
+                                 [&] { build_replicas(forward); });
+}
+
+void CentralStorageTrainer::build_replicas(const Graph& forward) {
+  const int r = options_.replicas;
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
@@ -93,7 +102,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
   omp_set_num_threads(saved);
   if (r > 1) replica_threads_->wait();
   for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+    if (e) rethrow_with_out_of_resources_as_error(e, "in a central-storage step");
 
   // Reduce into the storage in replica order, per element ((g0 + g1) + g2) + ...: the all-reduce's order.
   std::map<std::string, Tensor>& sum = grads[0];

@@ -97,6 +97,8 @@ class CentralStorageTrainer {
   CentralStorageReport report() const;
 
  private:
+  // The constructor's allocations: the replicas' models and trainers, the master copy, the threads.
+  void build_replicas(const Graph& forward);
   // Copies the master weights and statistics into replica k, with its Dropout run index at step().
   void refresh(int k);
 

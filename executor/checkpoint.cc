@@ -16,6 +16,8 @@
 #include <sstream>
 #include <utility>
 
+#include "graph/atomic_file.h"
+
 namespace onnxtrain {
 
 namespace fs = std::filesystem;
@@ -73,19 +75,6 @@ struct Fd {
   int release() { return std::exchange(fd, -1); }
 };
 
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(path, "cannot write checkpoint: " + errno_text());
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 // Reads exactly n bytes; false at end of file (the caller reports truncation).
 bool read_all(int fd, void* data, size_t n, const std::string& path) {
   char* p = static_cast<char*>(data);
@@ -142,22 +131,16 @@ struct TableEntry {
   const Tensor* tensor;
 };
 
-void sync_directory(const fs::path& dir, const std::string& path) {
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd < 0) fail(path, "cannot open directory " + dir.string() + " to sync it: " + errno_text());
-  if (::fsync(d.fd) != 0 && errno != EINVAL) fail(path, "cannot sync directory " + dir.string() + ": " + errno_text());
-}
-
-// Writes the whole file to `temp`; throws on any failure (the caller removes the temp file).
+// Writes the whole file through an AtomicFile (its temp name PATH.tmp-PID, which write_checkpoint's
+// cleanup recognises): every write checked, fsync, rename, and an fsync of the folder. A failure (full
+// disk, EFBIG) is "PATH: write failed: <strerror>" and leaves no partial file under PATH.
 void write_file(const std::string& temp, const std::string& final_path, const std::string& prefix_and_header,
                 const std::vector<TableEntry>& table) {
-  Fd f(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (f.fd < 0) fail(final_path, "cannot create " + temp + ": " + errno_text());
-  write_all(f.fd, prefix_and_header.data(), prefix_and_header.size(), final_path);
+  AtomicFile file(final_path, {.durable = true, .temp_path = temp});
+  file.write(prefix_and_header);
   for (const TableEntry& e : table)
-    if (e.tensor->nbytes() > 0) write_all(f.fd, e.tensor->raw(), e.tensor->nbytes(), final_path);
-  if (::fsync(f.fd) != 0) fail(final_path, "cannot sync " + temp + ": " + errno_text());
-  if (::close(f.release()) != 0) fail(final_path, "cannot close " + temp + ": " + errno_text());
+    if (e.tensor->nbytes() > 0) file.write(e.tensor->raw(), e.tensor->nbytes());
+  file.commit();
 }
 
 }  // namespace
@@ -220,15 +203,7 @@ void write_checkpoint_file(const fs::path& final_path, const TrainingCheckpoint&
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(path, "cannot create checkpoint directory " + dir + ": " + ec.message());
-  const std::string temp = path + kTempMarker + std::to_string(::getpid());
-  try {
-    write_file(temp, path, head, table);
-    if (::rename(temp.c_str(), path.c_str()) != 0) fail(path, "cannot rename " + temp + " to it: " + errno_text());
-  } catch (...) {
-    fs::remove(temp, ec);
-    throw;
-  }
-  sync_directory(final_path.parent_path().empty() ? fs::path(".") : final_path.parent_path(), path);
+  write_file(path + kTempMarker + std::to_string(::getpid()), path, head, table);
 }
 
 }  // namespace
@@ -311,7 +286,9 @@ std::string write_checkpoint(const std::string& dir_arg, const TrainingCheckpoin
   return path;
 }
 
-TrainingCheckpoint read_checkpoint(const std::string& path) {
+// `manifest`: the manifest that lists `path` as a shard ("" when `path` is the file asked for). A shard
+// never lists shards: following them would let a manifest that names itself recurse until the stack ends.
+static TrainingCheckpoint read_checkpoint_file(const std::string& path, const std::string& manifest) {
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0) fail(path, "cannot open checkpoint: " + errno_text());
   struct stat st {};
@@ -408,7 +385,8 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
     for (const nlohmann::json& s : sizes_json) {
       if (!is_count(s)) bad(what + ": a size is not a non-negative integer");
       sizes.push_back(s.get<int64_t>());
-      overflow = overflow || __builtin_mul_overflow(numel, s.get<uint64_t>(), &numel);
+      // within int64 at every step: a later 0 size must not hide a product Tensor cannot count
+      overflow = overflow || __builtin_mul_overflow(numel, s.get<uint64_t>(), &numel) || numel > uint64_t{INT64_MAX};
     }
     const uint64_t offset = field(e, "offset", is_count, "a non-negative integer", where).get<uint64_t>();
     const uint64_t bytes = field(e, "bytes", is_count, "a non-negative integer", where).get<uint64_t>();
@@ -433,6 +411,8 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
   }
   if (expected_offset != data_bytes)
     bad("'data_bytes' is " + std::to_string(data_bytes) + ", the tensors hold " + std::to_string(expected_offset));
+  if (h.contains("shards") && !manifest.empty())
+    bad("'shards' in a shard of the manifest " + manifest + " (a shard holds tensors, never other shards)");
   if (h.contains("shards")) {
     const nlohmann::json& shards = field(h, "shards", is_array, "an array", "");
     const fs::path dir = fs::path(path).parent_path();
@@ -442,7 +422,7 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
       std::error_code ec;
       if (!fs::exists(shard_path, ec))
         fail(path, "the checkpoint's shard " + s.get<std::string>() + " is missing (deleted after the manifest was written?)");
-      TrainingCheckpoint part = read_checkpoint(shard_path);
+      TrainingCheckpoint part = read_checkpoint_file(shard_path, path);
       if (part.step != c.step || !part.shards.empty())
         fail(shard_path, "shard of step " + std::to_string(part.step) + " listed by the manifest of step " + std::to_string(c.step));
       const std::pair<std::map<std::string, Tensor>*, std::map<std::string, Tensor>*> sections[] = {
@@ -456,6 +436,8 @@ TrainingCheckpoint read_checkpoint(const std::string& path) {
   }
   return c;
 }
+
+TrainingCheckpoint read_checkpoint(const std::string& path) { return read_checkpoint_file(path, ""); }
 
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> out;

@@ -17,7 +17,9 @@
 
 #include "executor/comm/local_comm.h"
 #include "executor/pipeline/stage_worker.h"  // slice_rows, micro_batch_rows
+#include "executor/replica_memory.h"
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 namespace {
@@ -129,6 +131,17 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     throw Error("data parallel across processes: one replica per process (got " + std::to_string(r) +
                 " replicas in each of " + std::to_string(options_.world->size()) + " processes)");
   }
+  // R copies of the weights, gradients and optimizer state, and R - 1 threads: refused with one line before
+  // anything is allocated when they cannot fit (1000 replicas under `ulimit -v 4000000` aborted).
+  if (!options_.world)
+    check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r));
+  // What the estimate cannot see (activations, kernels' buffers) may still run out: "out of memory ...".
+  with_out_of_resources_as_error("building " + std::to_string(r) + " data-parallel replicas",
+                                 [&] { build_replicas(forward); });
+}
+
+void DataParallelTrainer::build_replicas(const Graph& forward) {
+  const int r = options_.replicas;
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
@@ -351,7 +364,8 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
       loss = replica_step(0, *options_.world, x, y);
     } catch (const std::exception& e) {
       options_.world->abort(e.what());
-      throw;
+      rethrow_with_out_of_resources_as_error(std::current_exception(),
+                                             "in data-parallel step " + std::to_string(timing_.steps + 1));
     }
   } else {
     std::vector<float> losses(static_cast<size_t>(r));
@@ -374,8 +388,14 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
     run(0);
     omp_set_num_threads(saved);
     if (r > 1) replica_threads_->wait();
+    // The replica that failed first is the cause (the others were woken by its abort), e.g. one that ran
+    // out of memory: "out of memory in data-parallel step 1 ...", not replica 0's "rank 27 aborted".
+    const std::string context = "in data-parallel step " + std::to_string(timing_.steps + 1);
+    if (const std::optional<CommAbort> aborted = comms_[0]->aborted();
+        aborted && aborted->rank >= 0 && aborted->rank < r && errors[static_cast<size_t>(aborted->rank)])
+      rethrow_with_out_of_resources_as_error(errors[static_cast<size_t>(aborted->rank)], context);
     for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
+      if (e) rethrow_with_out_of_resources_as_error(e, context);
     for (float l : losses) loss += l;
   }
   copy_running_stats_from_first();

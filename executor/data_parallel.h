@@ -70,6 +70,9 @@ class DataParallelTrainer {
   using BatchSource = std::function<std::pair<Tensor, Tensor>()>;
   using LossCallback = std::function<void(int64_t step, float loss)>;
 
+  // Throws Error "--replicas R: not enough memory: ..." before building anything when the replicas'
+  // weights, gradients, optimizer state and thread stacks cannot fit (executor/replica_memory.h), and
+  // "out of memory ..." when an allocation or a thread start fails while building them.
   DataParallelTrainer(const Graph& forward, DataParallelOptions options);
   ~DataParallelTrainer();
 
@@ -112,6 +115,8 @@ class DataParallelTrainer {
   // backward, the all-reduce over `comm`, the update. Returns its row-weighted loss (the reduced
   // total when the loss rides along in the all-reduce, i.e. across processes).
   float replica_step(int local, Communicator& comm, const Tensor& x, const Tensor& y);
+  // The constructor's allocations: the replicas' models and trainers, buckets, communicators and threads.
+  void build_replicas(const Graph& forward);
   void copy_running_stats_from_first();
   // The gradient all-reduce of one replica, flat after the backward or bucketed during it; `loss` rides
   // along across processes. Returns the reduced gradients by parameter and sets `loss` to the reduced one.

@@ -11,7 +11,9 @@
 #include <numeric>
 #include <thread>
 
+#include "executor/replica_memory.h"
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 namespace {
@@ -116,6 +118,13 @@ ParameterServerTrainer::ParameterServerTrainer(const Graph& forward, ParameterSe
   if (servers < 1) throw Error("parameter server: --servers must be at least 1, got " + std::to_string(servers));
   if (workers < 1)
     throw Error("parameter server: --replicas (workers) must be at least 1, got " + std::to_string(workers));
+  check_replicas_fit_in_memory(forward, workers, workers, options_.trainer, "--replicas " + std::to_string(workers));
+  with_out_of_resources_as_error("building " + std::to_string(workers) + " parameter-server workers",
+                                 [&] { build(forward); });
+}
+
+void ParameterServerTrainer::build(const Graph& forward) {
+  const int servers = options_.servers, workers = options_.workers;
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
     worker->model = copy_with_own_initializers(forward);
@@ -284,7 +293,23 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
   };
 
   std::vector<std::thread> threads;
-  for (int k = 0; k < workers(); ++k) threads.emplace_back(work, k);
+  try {
+    threads.reserve(static_cast<size_t>(workers()));
+    for (int k = 0; k < workers(); ++k) threads.emplace_back(work, k);
+  } catch (const std::exception&) {
+    // A worker thread that cannot start: the started ones stop after their mini-batch and are joined (a
+    // joinable std::thread destroyed would std::terminate); "out of memory ..." rather than an abort.
+    const std::exception_ptr failure = std::current_exception();
+    {
+      std::lock_guard<std::mutex> lock(run_mutex_);
+      stop_ = true;
+    }
+    for (std::thread& t : threads) t.join();
+    source_ = nullptr;
+    report_.pushes.resize(static_cast<size_t>(first));
+    rethrow_with_out_of_resources_as_error(failure, "starting " + std::to_string(workers()) +
+                                                        " parameter-server worker threads");
+  }
   std::vector<float> losses;
   std::exception_ptr callback_error;
   for (int64_t i = first; i < end; ++i) {
@@ -310,7 +335,7 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
   for (size_t s = 0; s < shards_.size(); ++s) report_.shard_versions[s] = shards_[s]->version();
   if (error) {
     report_.pushes.resize(static_cast<size_t>(first));  // the failed call's pushes are not reported
-    std::rethrow_exception(error);
+    rethrow_with_out_of_resources_as_error(error, "in a parameter-server worker");
   }
   if (callback_error) {
     report_.pushes.resize(static_cast<size_t>(first));

@@ -154,6 +154,8 @@ class ParameterServerTrainer {
     int64_t pushes = 0;
   };
   // mini_batch, worker: for after_pull (-1: the final pull of the model).
+  // The constructor's allocations: the workers' models and trainers, the shards.
+  void build(const Graph& forward);
   void pull(Worker& w, bool predict, int64_t mini_batch, int worker);
   void take_pulled(Worker& w, int64_t run);
   void work(int index, int64_t end);

@@ -9,6 +9,11 @@
 #include "kernels/kernel.h"
 
 namespace onnxtrain {
+
+namespace {
+// The checkpoint tensor of the steps skip_nonfinite_steps skipped (beside the optimizer state).
+constexpr const char* kNonfiniteSkips = "nonfinite/skipped_steps";
+}  // namespace
 namespace {
 
 bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
@@ -109,6 +114,9 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   loss_scale_input_ = std::move(recipe.loss_scale_input);
   eval_graph_ = std::make_unique<Graph>(std::move(recipe.evaluation));
   if (options_.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+  if (options_.skip_nonfinite_steps && (options_.device.kind == DeviceKind::Cuda || scaler_))
+    throw Error("skipping steps with a non-finite loss or gradient (--on-nonfinite skip) is built for float32 and "
+                "bfloat16 on the CPU; fp16 skips overflowing steps by itself (dynamic loss scaling)");
   training_ = std::make_unique<TrainingGraph>(std::move(recipe.training));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
@@ -165,6 +173,7 @@ std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y
 // written into them in place. On a CUDA device the statistics are computed on the host too (a few
 // floats per channel) and their device copies are uploaded again at the next run of either session.
 void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
+  if (skips_for_loss(out)) return;  // a NaN batch would poison the statistics for good
   Graph& g = training_->graph;
   for (const RunningStat& r : running_stats_) {
     r.update.apply(out.at(r.output).data<float>(), g.value(r.state).data->data<float>(), batch);
@@ -258,6 +267,17 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
     scaler_->update(finite);
     if (!finite) {
       update_running_stats(out, x.sizes().at(0));
+      return out.at(loss_.loss).data<float>()[0];
+    }
+  }
+  if (options_.skip_nonfinite_steps) {
+    bool finite = !skips_for_loss(out);
+    for (const Slot& s : slots_) {
+      const auto g = out.at(s.gradient).data<float>();
+      finite = finite && std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v); });
+    }
+    if (!finite) {
+      ++nonfinite_skips_;
       return out.at(loss_.loss).data<float>()[0];
     }
   }
@@ -383,16 +403,40 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
   }
   std::map<std::string, Tensor> state = optimizer_state;
   if (scaler_) scaler_->restore(state);
+  if (auto it = state.find(kNonfiniteSkips); it != state.end()) {
+    if (it->second.dtype() != DType::Int64 || it->second.numel() != 1)
+      throw Error(std::string("the saved '") + kNonfiniteSkips + "' is not an int64 scalar");
+    nonfinite_skips_ = it->second.data<int64_t>()[0];
+    state.erase(it);
+  }
   optimizer_.load_state(state);
   if (device_optimizer_) device_optimizer_->state_loaded();
 }
 
 bool Trainer::update_loss_scale(const std::map<std::string, Tensor>& gradients) {
-  return !scaler_ || scaler_->update(gradients);
+  if (scaler_) return scaler_->update(gradients);
+  if (!options_.skip_nonfinite_steps) return true;
+  for (const auto& [name, g] : gradients) {
+    const auto values = g.data<float>();
+    if (std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) continue;
+    ++nonfinite_skips_;
+    return false;
+  }
+  return true;
+}
+
+bool Trainer::skips_for_loss(const std::map<std::string, Tensor>& out) const {
+  return options_.skip_nonfinite_steps && !std::isfinite(out.at(loss_.loss).data<float>()[0]);
 }
 
 std::map<std::string, Tensor> Trainer::loss_scaler_state() const {
-  return scaler_ ? scaler_->state_tensors() : std::map<std::string, Tensor>{};
+  std::map<std::string, Tensor> state = scaler_ ? scaler_->state_tensors() : std::map<std::string, Tensor>{};
+  if (options_.skip_nonfinite_steps) {
+    Tensor skips(DType::Int64, {});
+    skips.data<int64_t>()[0] = nonfinite_skips_;
+    state[kNonfiniteSkips] = skips;
+  }
+  return state;
 }
 
 namespace {

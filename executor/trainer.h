@@ -97,6 +97,10 @@ struct TrainerOptions {
   // and the finite check run there, DeviceOptimizer::unscale).
   Precision precision = Precision::fp32;
   LossScalerOptions loss_scaler;  // fp16 only
+  // --on-nonfinite skip (CPU): a step whose loss or any gradient is NaN or infinite changes nothing (weights,
+  // optimizer state, running statistics), as GradScaler skips an overflowing step; false: it is applied
+  // (and the caller's divergence guard stops the run).
+  bool skip_nonfinite_steps = false;
 };
 
 
@@ -155,13 +159,17 @@ class Trainer {
   // Optimizer steps taken so far (fp16: train_step calls whose step was skipped for inf/NaN gradients do
   // not count; see loss_scaler()).
   int64_t step() const { return optimizer_.global_step(); }
-  // Mini-batches trained on so far: the optimizer steps plus the fp16 steps skipped for inf/NaN gradients.
-  int64_t mini_batches_used() const { return step() + (scaler_ ? scaler_->skipped_steps() : 0); }
+  // Mini-batches trained on so far: the optimizer steps plus the steps skipped (fp16: inf/NaN gradients;
+  // skip_nonfinite_steps: a non-finite loss or gradient).
+  int64_t mini_batches_used() const { return step() + (scaler_ ? scaler_->skipped_steps() : 0) + nonfinite_skips_; }
+  // The steps skip_nonfinite_steps skipped.
+  int64_t nonfinite_skipped_steps() const { return nonfinite_skips_; }
   // The fp16 loss scaler; null for fp32 and bf16.
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   // The scaler's state as checkpoint tensors ("loss_scaler/scale" float64, "loss_scaler/growth_tracker" and
-  // "loss_scaler/skipped_steps" int64 scalars), to store beside Optimizer::state_tensors(); empty without a
-  // scaler. restore() takes them back from its optimizer_state argument.
+  // "loss_scaler/skipped_steps" int64 scalars), to store beside Optimizer::state_tensors(); with
+  // skip_nonfinite_steps also "nonfinite/skipped_steps" (an int64 scalar); empty otherwise. restore() takes
+  // them back from its optimizer_state argument.
   std::map<std::string, Tensor> loss_scaler_state() const;
   // Puts the trainer where a run was after `step` steps: parameters and running statistics (by name;
   // every trained initializer must be given, with its dtype and size), the optimizer's state
@@ -239,6 +247,9 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;
   std::string loss_scale_input_;
   int64_t first_row_ = 0;
+  int64_t nonfinite_skips_ = 0;  // skip_nonfinite_steps: the steps skipped
+  // skip_nonfinite_steps: whether this step's loss (in `out`) is NaN or infinite, so the step changes nothing.
+  bool skips_for_loss(const std::map<std::string, Tensor>& out) const;
 };
 
 }  // namespace onnxtrain

@@ -3,12 +3,31 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 
 WorkerThreads::WorkerThreads(int count) : errors_(static_cast<size_t>(count)) {
-  threads_.reserve(static_cast<size_t>(count));
-  for (int k = 0; k < count; ++k) threads_.emplace_back([this, k] { loop(k); });
+  try {
+    threads_.reserve(static_cast<size_t>(count));
+    for (int k = 0; k < count; ++k) threads_.emplace_back([this, k] { loop(k); });
+  } catch (const std::exception& e) {
+    // A thread that cannot start (no memory for its stack under `ulimit -v`, a thread limit): the ones
+    // already running are stopped and joined (a joinable std::thread destroyed would std::terminate), and
+    // the failure is one line, "out of memory ...", instead of an abort.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    const int started = static_cast<int>(threads_.size());
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    if (auto message = out_of_resources_message(
+            e, "starting worker thread " + std::to_string(started + 1) + " of " + std::to_string(count)))
+      throw Error(*message);
+    throw;
+  }
 }
 
 WorkerThreads::~WorkerThreads() {

@@ -196,6 +196,21 @@ Tensor inputs_as_ids(const Tensor& raw, const std::string& file) {
   return x;
 }
 
+// One NaN or infinite input value turns every weight it reaches into NaN at the first step that reads
+// its row: refused on load, naming the row (float64 values beyond float32's range count as infinite).
+void check_finite_inputs(const Tensor& x, const std::string& file) {
+  const auto values = x.data<float>();
+  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  const int64_t row_size = x.rank() > 0 && x.sizes()[0] > 0 ? x.numel() / x.sizes()[0] : 1;
+  const int64_t at = bad - values.begin();
+  const int64_t bad_values = std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  throw Error("row " + std::to_string(at / row_size) + " of the inputs holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+              " (element " + std::to_string(at % row_size) + " of the row; " + std::to_string(bad_values) +
+              " non-finite values in all): training on it would make the weights NaN; fix or drop those rows")
+      .in_file(file);
+}
+
 Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
   Tensor x(DType::Float32, raw.sizes());
   auto out = x.data<float>();
@@ -214,6 +229,7 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
         .in_file(file);
   }
   if (x.rank() < 2) throw Error("inputs have rank " + std::to_string(x.rank()) + ": expected (N, ...)").in_file(file);
+  if (raw.dtype() != DType::UInt8) check_finite_inputs(x, file);
   if (x.rank() == 3) x = x.reshaped({x.sizes()[0], 1, x.sizes()[1], x.sizes()[2]});  // (N,H,W) → (N,1,H,W)
   return x;
 }

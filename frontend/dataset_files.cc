@@ -64,6 +64,13 @@ std::string read_maybe_gzipped(const std::string& path) {
 }
 
 std::string inflate_raw(const std::string& compressed, std::size_t expected_size, const std::string& what) {
+  // Deflate expands at most 1032-fold: a larger size in the zip directory is a lie, and allocating it
+  // up front would let a few bytes claim gigabytes.
+  constexpr std::size_t kMaxDeflateRatio = 1032;
+  if (expected_size / kMaxDeflateRatio > compressed.size() + 1) {
+    throw Error(what + " claims " + std::to_string(expected_size) + " bytes uncompressed, more than its " +
+                std::to_string(compressed.size()) + " deflated bytes can hold (corrupt zip directory)");
+  }
   std::string out = inflate_all(compressed, -MAX_WBITS, expected_size + 1, what);
   if (out.size() != expected_size) {
     throw Error(what + " inflates to " + std::to_string(out.size()) + " bytes, expected " +

@@ -5,6 +5,7 @@
 
 #include "frontend/dataset_readers.h"
 #include "graph/error.h"
+#include "graph/shape.h"
 
 namespace onnxtrain {
 
@@ -39,14 +40,17 @@ std::vector<int64_t> idx_sizes(const std::string& bytes, uint32_t rank, const ch
                 std::to_string(bytes.size()));
   }
   std::vector<int64_t> sizes;
-  int64_t count = 1;
+  uint64_t count = 1;
+  bool overflow = false;  // three 32-bit sizes can overflow 64 bits
   for (uint32_t d = 0; d < rank; ++d) {
     sizes.push_back(big_endian_u32(bytes, 4 + 4 * d));
-    count *= sizes.back();
+    overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(sizes.back()), &count);
   }
-  const std::size_t expected = header + static_cast<std::size_t>(count);
-  if (bytes.size() < expected) {
-    throw Error("truncated file: expected " + std::to_string(expected) + " bytes, got " + std::to_string(bytes.size()));
+  if (overflow || count > bytes.size() - header) {
+    throw Error("truncated file: expected " +
+                (overflow ? "the IDX sizes " + Shape::of(sizes).to_string() + ", more than 2^64"
+                          : std::to_string(header + count)) +
+                " bytes, got " + std::to_string(bytes.size()));
   }
   return sizes;
 }

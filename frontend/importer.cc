@@ -110,6 +110,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
   try {
     onnx::ModelProto model = read_model_file(path);
     load_external_data(model, path);
+    check_raw_data_sizes(model);
     if (int calls = inline_local_functions(model)) {
       report.notes.push_back("inlined " + std::to_string(calls) + " calls of model-local functions");
     }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/dtype.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -79,6 +80,48 @@ static void load_one_external(onnx::TensorProto& tensor, const fs::path& folder)
   tensor.set_raw_data(std::move(data));
   tensor.clear_external_data();
   tensor.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+static void check_raw_data_size(const onnx::TensorProto& tensor, const std::string& what) {
+  const std::size_t element = dtype_size(dtype_from_onnx_code(tensor.data_type()));
+  if (!tensor.has_raw_data() || element == 0) return;  // typed fields, strings, types onnxtrain does not read
+  uint64_t bytes = element;
+  bool overflow = false;
+  for (int64_t d : tensor.dims())
+    overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  if (overflow || bytes != tensor.raw_data().size()) {
+    std::string dims;
+    for (int64_t d : tensor.dims()) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    if (overflow) throw Error(what + " has dims (" + dims + "): negative, or more than 2^64 bytes");
+    throw Error(what + " holds " + std::to_string(tensor.raw_data().size()) + " bytes of raw_data, its " +
+                std::string(dtype_name(dtype_from_onnx_code(tensor.data_type()))) + " dims (" + dims + ") need " +
+                std::to_string(bytes) + " (truncated or corrupt)");
+  }
+}
+
+static void check_raw_data_sizes(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes);
+
+static void check_raw_data_sizes(const onnx::GraphProto& graph) {
+  for (const auto& t : graph.initializer()) check_raw_data_size(t, "initializer '" + t.name() + "'");
+  check_raw_data_sizes(graph.node());
+}
+
+static void check_raw_data_sizes(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes) {
+  for (const auto& node : nodes) {
+    for (const auto& attr : node.attribute()) {
+      if (attr.has_t())
+        check_raw_data_size(attr.t(), "the tensor of attribute '" + attr.name() + "' of node '" + node.name() + "'");
+      for (const auto& t : attr.tensors())
+        check_raw_data_size(t, "a tensor of attribute '" + attr.name() + "' of node '" + node.name() + "'");
+      if (attr.has_g()) check_raw_data_sizes(attr.g());
+      for (const auto& g : attr.graphs()) check_raw_data_sizes(g);
+    }
+  }
+}
+
+void check_raw_data_sizes(const onnx::ModelProto& model) {
+  check_raw_data_sizes(model.graph());
+  for (const auto& f : model.functions()) check_raw_data_sizes(f.node());
 }
 
 void load_external_data(onnx::ModelProto& model, const std::string& model_path) {

@@ -1,22 +1,33 @@
 #include "frontend/model_writer.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/checker.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "frontend/importer.h"
 #include "frontend/model_file.h"
 #include "frontend/tensor_proto.h"
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
 namespace fs = std::filesystem;
 
 namespace {
+
+// protobuf's output stream onto an AtomicFile: a failed write stops the serialization; commit() reports it.
+class FileStream final : public google::protobuf::io::CopyingOutputStream {
+ public:
+  explicit FileStream(AtomicFile& file) : file_(file) {}
+  bool Write(const void* buffer, int size) override { return file_.try_write(buffer, static_cast<size_t>(size)); }
+
+ private:
+  AtomicFile& file_;
+};
 
 int default_opset(const onnx::ModelProto& model) {
   for (const auto& op : model.opset_import())
@@ -166,7 +177,7 @@ void write_trained_model(const std::string& source_model, const std::string& out
   if (options.inference_mode) set_inference_mode(model, source_model);
   for (const auto& [key, value] : options.metadata) {
     auto* props = model.mutable_metadata_props();
-    auto entry = std::find_if(props->begin(), props->end(), [&](const auto& p) { return p.key() == key; });
+    auto entry = std::find_if(props->begin(), props->end(), [&key = key](const auto& p) { return p.key() == key; });
     onnx::StringStringEntryProto* prop = entry != props->end() ? &*entry : model.add_metadata_props();
     prop->set_key(key);
     prop->set_value(value);
@@ -187,22 +198,17 @@ void write_trained_model(const std::string& source_model, const std::string& out
     fs::create_directories(out.parent_path(), ec);
     if (ec) throw Error(out_path + ": cannot create the folder " + out.parent_path().string() + ": " + ec.message());
   }
-  const fs::path temp = out.string() + ".tmp." + std::to_string(::getpid());
+  // Streamed into a temporary file beside OUT (no second copy of the model in memory), synced, renamed over
+  // it: a full disk is "OUT: write failed: No space left on device", never a truncated model.
+  AtomicFile file(out_path, {.durable = true});
   {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    if (!file) throw Error(out_path + ": cannot write " + temp.string());
-    if (!model.SerializeToOstream(&file) || !file.flush()) {
-      file.close();
-      fs::remove(temp);
-      throw Error(out_path + ": writing " + temp.string() + " failed (disk full?)");
-    }
+    FileStream stream(file);
+    google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&stream);
+    const bool serialized = model.SerializeToZeroCopyStream(&adaptor);
+    const bool flushed = adaptor.Flush();
+    if (!serialized && flushed) throw Error(out_path + ": cannot serialize the trained model (over protobuf's 2 GiB?)");
   }
-  std::error_code ec;
-  fs::rename(temp, out, ec);
-  if (ec) {
-    fs::remove(temp);
-    throw Error(out_path + ": cannot rename " + temp.string() + " to it: " + ec.message());
-  }
+  file.commit();  // reports a failed write of the stream
 }
 
 }  // namespace onnxtrain

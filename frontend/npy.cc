@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "frontend/tensor_file.h"
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 #include "graph/shape.h"
 
@@ -15,6 +16,7 @@ namespace onnxtrain {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMaxHeaderBytes = 10000;  // numpy.lib.format's _MAX_HEADER_SIZE
 
 struct NpyType {
   const char* descr;
@@ -63,6 +65,11 @@ Tensor read_npy(const std::string& path) {
       throw Error(".npy format version " + std::to_string(major) + " is not supported");
     }
     if (header_start + header_len > bytes.size()) throw Error("truncated .npy header");
+    // numpy itself refuses longer headers (np.load's max_header_size), and std::regex recurses once per
+    // character: a 30 kB header overflowed the stack.
+    if (header_len > kMaxHeaderBytes)
+      throw Error("the .npy header is " + std::to_string(header_len) + " bytes, more than numpy's limit of " +
+                  std::to_string(kMaxHeaderBytes) + " (corrupt?)");
     const std::string header = bytes.substr(header_start, header_len);
     std::smatch m;
     if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'"))) throw Error("the .npy header has no descr");
@@ -80,7 +87,8 @@ Tensor read_npy(const std::string& path) {
       int64_t size = 0;
       const std::string digits = it->str();
       const auto [last, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
-      if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes))
+      // (within int64 at every step: a later 0 size must not hide a product Tensor cannot count)
+      if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes) || nbytes > uint64_t{INT64_MAX})
         throw Error("the .npy header's shape (" + dims + ") holds more bytes than a file can");
       sizes.push_back(size);
     }
@@ -108,17 +116,17 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("cannot write the file").in_file(path);
-  out.write(kMagic, 6);
-  out.put(1);
-  out.put(0);
   const uint16_t len = static_cast<uint16_t>(header.size());
-  out.put(static_cast<char>(len & 0xff));
-  out.put(static_cast<char>(len >> 8));
-  out << header;
-  if (!tensor.empty()) out.write(reinterpret_cast<const char*>(tensor.raw()), static_cast<std::streamsize>(tensor.nbytes()));
-  if (!out) throw Error("writing failed (disk full?)").in_file(path);
+  std::string head(kMagic, 6);
+  head.push_back(1);
+  head.push_back(0);
+  head.push_back(static_cast<char>(len & 0xff));
+  head.push_back(static_cast<char>(len >> 8));
+  head += header;
+  AtomicFile out(path);  // a full disk is an error, and never leaves a truncated file
+  out.write(head);
+  if (!tensor.empty()) out.write(tensor.raw(), tensor.nbytes());
+  out.commit();
 }
 
 Tensor read_tensor_file(const std::string& path) {

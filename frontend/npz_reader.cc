@@ -3,6 +3,7 @@
 // sizes and CRC-32; the data follows the member's local header.
 #include <zlib.h>
 
+#include <charconv>
 #include <cstring>
 #include <regex>
 
@@ -15,7 +16,9 @@ namespace onnxtrain {
 namespace {
 
 uint64_t little_endian(const std::string& bytes, std::size_t offset, int width) {
-  if (offset + width > bytes.size()) throw Error("truncated file: a zip record runs past the end of the file");
+  if (offset > bytes.size() ||
+      static_cast<std::size_t>(width) > bytes.size() - offset)  // offset may be any 64-bit value
+    throw Error("truncated file: a zip record runs past the end of the file");
   uint64_t v = 0;
   for (int i = width - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[offset + i]);
   return v;
@@ -87,7 +90,7 @@ std::string member_bytes(const std::string& bytes, const ZipMember& m) {
   const std::size_t local = m.local_offset;
   if (little_endian(bytes, local, 4) != 0x04034b50) throw Error("corrupt zip archive: bad local header of " + m.name);
   const std::size_t start = local + 30 + little_endian(bytes, local + 26, 2) + little_endian(bytes, local + 28, 2);
-  if (start + m.compressed > bytes.size()) {
+  if (start > bytes.size() || m.compressed > bytes.size() - start) {
     throw Error("truncated file: member " + m.name + " expected " + std::to_string(m.compressed) + " bytes, got " +
                 std::to_string(bytes.size() > start ? bytes.size() - start : 0));
   }
@@ -141,6 +144,12 @@ Tensor parse_npy_bytes(const std::string& bytes, const std::string& what) {
   const std::size_t header_len = little_endian(bytes, 8, major == 1 ? 2 : 4);
   if (header_start + header_len > bytes.size())
     throw Error("truncated file: the .npy header of " + what + " is cut off");
+  // numpy itself refuses longer headers (np.load's max_header_size, numpy.lib.format's _MAX_HEADER_SIZE),
+  // and std::regex recurses once per character: a 30 kB header overflowed the stack.
+  constexpr std::size_t kMaxHeaderBytes = 10000;
+  if (header_len > kMaxHeaderBytes)
+    throw Error(what + ": the .npy header is " + std::to_string(header_len) + " bytes, more than numpy's limit of " +
+                std::to_string(kMaxHeaderBytes) + " (corrupt?)");
   const std::string header = bytes.substr(header_start, header_len);
   std::smatch m;
   struct Descr {
@@ -168,14 +177,23 @@ Tensor parse_npy_bytes(const std::string& bytes, const std::string& what) {
   std::vector<int64_t> sizes;
   const std::string dims = m[1];
   const std::regex number("\\d+");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it)
-    sizes.push_back(std::stoll(it->str()));
-  Tensor t(dtype, sizes);
-  const std::size_t data_start = header_start + header_len;
-  if (bytes.size() - data_start < t.nbytes()) {
-    throw Error("truncated file: " + what + " " + Shape::of(sizes).to_string() + " expected " +
-                std::to_string(t.nbytes()) + " bytes, got " + std::to_string(bytes.size() - data_start));
+  // The data's size from the header, checked for overflow and against the bytes before any allocation.
+  uint64_t nbytes = dtype_size(dtype);
+  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    int64_t size = 0;
+    const std::string digits = it->str();
+    const auto [last, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
+    if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes) ||
+        nbytes > uint64_t{INT64_MAX})
+      throw Error(what + ": the .npy header's shape (" + dims + ") holds more bytes than a file can");
+    sizes.push_back(size);
   }
+  const std::size_t data_start = header_start + header_len;
+  if (bytes.size() - data_start < nbytes) {
+    throw Error("truncated file: " + what + " " + Shape::of(sizes).to_string() + " expected " + std::to_string(nbytes) +
+                " bytes, got " + std::to_string(bytes.size() - data_start));
+  }
+  Tensor t(dtype, sizes);
   if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
   return t;
 }

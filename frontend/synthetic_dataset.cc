@@ -1,23 +1,17 @@
 // Synthetic classification data that a model can learn: uniform inputs, labels from a fixed random linear
 // map. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
 // std::*_distribution, so the data are the same on every platform.
-#include <unistd.h>
-
 #include <random>
 
 #include "frontend/dataset_readers.h"
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 
 namespace {
 
 float unit_float(std::mt19937_64& rng) { return static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
-
-uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : UINT64_MAX;
-}
 
 // The inputs' bytes (count × features floats, plus the class map), refused before anything is allocated
 // when they overflow or exceed this machine's memory.
@@ -26,7 +20,7 @@ void check_synthetic_size(int64_t features, int64_t classes, int64_t count) {
   const bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(features), &inputs) ||
                         __builtin_mul_overflow(inputs, uint64_t{sizeof(float)}, &inputs) ||
                         __builtin_mul_overflow(static_cast<uint64_t>(classes), static_cast<uint64_t>(features), &map);
-  const uint64_t memory = physical_memory_bytes();
+  const uint64_t memory = physical_memory_bytes() > 0 ? physical_memory_bytes() : UINT64_MAX;  // 0: not known
   if (overflow || inputs > memory || map > memory / sizeof(float)) {
     throw Error("synthetic data: " + std::to_string(count) + " samples of " + std::to_string(features) + " values" +
                 " and " + std::to_string(classes) + " classes need more memory than this machine has (" +

@@ -7,6 +7,7 @@
 #include "frontend/tensor_file.h"
 
 #include "graph/error.h"
+#include "graph/shape.h"
 
 namespace onnxtrain {
 
@@ -22,23 +23,63 @@ static void copy_field(const Field& field, Tensor& t, const char* what) {
   for (int i = 0; i < field.size(); ++i) dst[i] = static_cast<Out>(field.Get(i));
 }
 
+// How many elements the typed field that holds `dtype` stores (the ONNX spec's layout); -1: no such field.
+static int64_t typed_field_size(const onnx::TensorProto& proto, DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return proto.float_data_size();
+    case DType::Float64:
+      return proto.double_data_size();
+    case DType::Int64:
+      return proto.int64_data_size();
+    case DType::UInt64:
+    case DType::UInt32:
+      return proto.uint64_data_size();
+    case DType::Int32:
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool:
+      return proto.int32_data_size();
+    default:
+      return -1;
+  }
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& proto) {
   const std::string& name = proto.name();
   DType dtype = dtype_from_onnx_code(proto.data_type());
-  if (dtype == DType::Undefined || dtype == DType::String || dtype == DType::Complex64 ||
-      dtype == DType::Complex128) {
+  if (dtype == DType::Undefined || dtype == DType::String || dtype == DType::Complex64 || dtype == DType::Complex128) {
     throw Error("initializer '" + name + "' has data type " + std::to_string(proto.data_type()) +
                 ", which onnxtrain does not support");
   }
   std::vector<int64_t> sizes(proto.dims().begin(), proto.dims().end());
-  for (int64_t s : sizes)
+  // The dims are checked against the data stored before anything is allocated: they come from the file.
+  uint64_t numel = 1, nbytes = 0;
+  bool overflow = false;
+  for (int64_t s : sizes) {
     if (s < 0) throw Error("initializer '" + name + "' has a negative dimension");
+    // within int64 at every step: a later 0 must not hide a product Tensor cannot count
+    overflow =
+        overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel) || numel > uint64_t{INT64_MAX};
+  }
+  if (overflow || __builtin_mul_overflow(numel, dtype_size(dtype), &nbytes) || nbytes > uint64_t{INT64_MAX})
+    throw Error("initializer '" + name + "' has dims " + Shape::of(sizes).to_string() +
+                ", more bytes than any file holds");
+  if (proto.has_raw_data() && proto.raw_data().size() != nbytes) {
+    throw Error("initializer '" + name + "' holds " + std::to_string(proto.raw_data().size()) + " bytes, its " +
+                std::string(dtype_name(dtype)) + " dims need " + std::to_string(nbytes) + " (truncated or corrupt)");
+  }
+  const int64_t stored = typed_field_size(proto, dtype);
+  if (!proto.has_raw_data() && numel > 0 && stored >= 0 && static_cast<uint64_t>(stored) != numel) {
+    throw Error("initializer '" + name + "' has " + std::to_string(stored) + " stored elements but its dims say " +
+                std::to_string(numel));
+  }
   Tensor t(dtype, sizes);
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != t.nbytes()) {
-      throw Error("initializer '" + name + "' holds " + std::to_string(proto.raw_data().size()) + " bytes, its " +
-                  std::string(dtype_name(dtype)) + " dims need " + std::to_string(t.nbytes()) + " (truncated or corrupt)");
-    }
     if (t.nbytes() > 0) std::memcpy(t.raw(), proto.raw_data().data(), t.nbytes());  // an empty buffer may be null
     return t;
   }

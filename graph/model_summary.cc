@@ -1,5 +1,6 @@
 #include "graph/model_summary.h"
 
+#include <limits>
 #include <set>
 
 #include "graph/op_schema.h"
@@ -9,6 +10,19 @@ namespace onnxtrain {
 static std::string op_label(const Node& node) {
   return node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
 }
+
+namespace {
+
+// total + count * size, held at INT64_MAX instead of wrapping (a batch of 2^31 of a large model); counts
+// beyond int64 are unknown (Shape::numel gives none) and add 0.
+int64_t add_saturating(int64_t total, int64_t count, int64_t size) {
+  int64_t product = 0, sum = 0;
+  if (__builtin_mul_overflow(count, size, &product) || __builtin_add_overflow(total, product, &sum))
+    return std::numeric_limits<int64_t>::max();
+  return sum;
+}
+
+}  // namespace
 
 ModelSummary summarize_model(const Graph& graph, int64_t batch) {
   ModelSummary s;
@@ -50,7 +64,7 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
     for (ValueId out : node.outputs) {
       if (!out.valid()) continue;
       const Value& v = graph.value(out);
-      n.activation_bytes += v.shape.numel(bindings).value_or(0) * static_cast<int64_t>(dtype_size(v.dtype));
+      n.activation_bytes = add_saturating(n.activation_bytes, v.shape.numel(bindings).value_or(0), dtype_size(v.dtype));
     }
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
     n.supported = schema != nullptr;
@@ -63,7 +77,7 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
     }
     s.forward_flops += n.forward_flops;
     s.backward_flops += n.backward_flops;
-    s.activation_bytes += n.activation_bytes;
+    s.activation_bytes = add_saturating(s.activation_bytes, n.activation_bytes, 1);
     s.nodes.push_back(std::move(n));
   }
   s.untrainable_ops.assign(untrainable.begin(), untrainable.end());

@@ -105,14 +105,21 @@ std::vector<int64_t> Shape::static_sizes() const {
   return sizes;
 }
 
+// None when a count does not fit int64 (a batch of 2^31 of a large model): callers see "unknown", never a
+// wrapped, negative count.
 std::optional<int64_t> Shape::numel(const SymbolBindings& bindings) const {
   if (!rank_known) return std::nullopt;
-  int64_t n = 1;
+  std::vector<int64_t> sizes;
+  sizes.reserve(dims.size());
   for (const Dim& d : dims) {
     auto v = d.evaluate(bindings);
     if (!v) return std::nullopt;
-    n *= *v;
+    if (*v == 0) return 0;  // empty, however large the other dims
+    sizes.push_back(*v);
   }
+  int64_t n = 1;
+  for (int64_t v : sizes)
+    if (__builtin_mul_overflow(n, v, &n)) return std::nullopt;
   return n;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/host_resources.h"
 #include "kernels/backend_info.h"
 #include "kernels/kernel.h"
 
@@ -104,8 +105,7 @@ DeviceDescription describe_local_cpu(const CpuProbe& probe) {
   d.source = std::string("measured (MatMul 512^3, Relu 64 MiB)") + (probe.busy ? ", on a busy machine" : "");
   d.fp32_flops = probe.gemm_flops;
   d.fp64_flops = probe.gemm_flops / 2;  // half the SIMD lanes
-  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-  d.memory_bytes = pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+  d.memory_bytes = physical_memory_bytes();
   d.memory_bandwidth = probe.memory_bandwidth;
   d.compute_efficiency = 0.7;
   d.memory_efficiency = 1.0;

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 #include "kernels/kernel.h"
@@ -197,21 +198,12 @@ void write_cache(const std::string& path, const json& key, const std::vector<std
               {"key", key},
               {"repetitions", times.repetitions},
               {"nodes", nodes}};
-  // Written beside the target and renamed over it, so a reader never sees half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << doc.dump(1) << "\n";
-    if (!out) {
-      times.cache_note = "cannot write the profile cache " + path;
-      return;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    times.cache_note = "cannot write the profile cache " + path + ": " + ec.message();
-    std::filesystem::remove(tmp, ec);
+  // Written beside the target and renamed over it, so a reader never sees half a file; a failed write
+  // (full disk) leaves the old cache and a note, and the run goes on with the times it measured.
+  try {
+    write_file_atomically(path, doc.dump(1) + "\n");
+  } catch (const Error& e) {
+    times.cache_note = "cannot write the profile cache: " + std::string(e.what());
     return;
   }
   times.cache_path = path;

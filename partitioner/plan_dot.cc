@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -80,12 +81,7 @@ std::string plan_to_dot(const Plan& plan, std::span<const PlanEdge> edges) {
 }
 
 void write_plan_dot(const Plan& plan, std::span<const PlanEdge> edges, const std::string& path) {
-  const std::string text = plan_to_dot(plan, edges);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(std::string("cannot write the Graphviz file: ") + std::strerror(errno)).in_file(path);
-  out << text;
-  out.flush();
-  if (!out) throw Error("cannot write the Graphviz file (disk full?)").in_file(path);
+  write_file_atomically(path, plan_to_dot(plan, edges));
 }
 
 }  // namespace onnxtrain

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -281,23 +282,7 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
 }
 
 void write_plan(const Plan& plan, const std::string& path) {
-  const std::string text = plan_to_json(plan);
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(std::string("cannot write the plan: ") + std::strerror(errno)).in_file(temp);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temp.c_str());
-      throw Error("cannot write the plan (disk full?)").in_file(temp);
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temp.c_str());
-    throw Error("cannot rename " + temp + " to the plan: " + why).in_file(path);
-  }
+  write_file_atomically(path, plan_to_json(plan));  // "PATH: write failed: ..." rather than a truncated plan
 }
 
 Plan read_plan(const std::string& path) {

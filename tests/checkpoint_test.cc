@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "executor/optimizer.h"
+#include "tests/child_process.h"
 
 using namespace onnxtrain;
 namespace fs = std::filesystem;
@@ -237,6 +238,29 @@ TEST_F(CheckpointTest, LeftoverTempFileIsIgnoredThenRemoved) {
   write_checkpoint(dir(), small_checkpoint(101));
   EXPECT_FALSE(fs::exists(temp));
   EXPECT_TRUE(fs::exists(dir_ / "notes.txt"));  // other files are not the writer's business
+}
+
+// A full disk (RLIMIT_FSIZE here, EFBIG) while writing a checkpoint: "PATH: write failed: <strerror>",
+// no partial file under the checkpoint's name, no temporary left, the older checkpoints untouched.
+TEST_F(CheckpointTest, AFailedWriteIsAnErrorAndLeavesNoPartialCheckpoint) {
+  const std::string good = write_checkpoint(dir(), small_checkpoint(100));
+  const std::string before = read_bytes(good);
+  const testing_support::ChildResult r = testing_support::run_in_child([&] {
+    testing_support::limit_file_size(before.size() / 2);
+    try {
+      write_checkpoint(dir(), small_checkpoint(200));
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.message, (dir_ / "checkpoint-00000200.otck").string() + ": write failed: File too large");
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"checkpoint-00000100.otck"});
+  EXPECT_EQ(read_bytes(good), before);
+  EXPECT_EQ(latest_checkpoint(dir()), good);
 }
 
 TEST_F(CheckpointTest, FlippedTensorByteIsRefusedNamingTheTensor) {

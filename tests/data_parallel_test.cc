@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "executor/comm/local_comm.h"
+#include "executor/replica_memory.h"
+#include "tests/child_process.h"
 
 #include "frontend/data_loader.h"
 #include "tests/replica_fixtures.h"
@@ -216,6 +218,34 @@ TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("4 replicas"), std::string::npos) << e.what();
   }
+}
+
+// --strategy dp --replicas 1000 under `ulimit -v 4000000` aborted (a replica thread that could not start).
+// Now the replicas' weights, gradients, optimizer state and thread stacks are checked against the memory
+// limit first: one line naming --replicas, before anything is allocated.
+TEST(DataParallel, ReplicasThatCannotFitAreRefusedBeforeAnyIsBuilt) {
+  ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
+  const ReplicaMemoryEstimate e = estimate_replica_memory(m.graph, 1000, 999, momentum_sgd());
+  // mlp_opset17: 109386 float parameters; a copy, its gradients and the momentum buffers.
+  EXPECT_GE(e.per_replica_bytes, 3u * 4u * 109386u);
+  EXPECT_LT(e.per_replica_bytes, 3u * 4u * 109386u + 4096u);
+  EXPECT_EQ(e.address_space_bytes, 1000 * e.per_replica_bytes + 999 * e.thread_stack_bytes);
+  if (testing_support::kSanitized) GTEST_SKIP() << "sanitizer runtimes do not survive RLIMIT_AS";
+  const testing_support::ChildResult r = testing_support::run_in_child([&] {
+    testing_support::limit_address_space_growth(uint64_t{1} << 30);
+    try {
+      DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = 1000});
+      return std::string("no error");
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+  });
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.message.rfind("--replicas 1000: not enough memory: 1000 replicas need at least ", 0), 0u) << r.message;
+  EXPECT_NE(r.message.find("(ulimit -v); use fewer replicas"), std::string::npos) << r.message;
+  EXPECT_EQ(r.message.find('\n'), std::string::npos);
+  // A handful fit.
+  EXPECT_NO_THROW(check_replicas_fit_in_memory(m.graph, 4, 3, momentum_sgd(), "--replicas 4"));
 }
 
 }  // namespace

@@ -7,13 +7,16 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <cstring>
 #include <fstream>
 #include <map>
 
 #include "frontend/model_file.h"
 #include "graph/error.h"
+#include "tests/child_process.h"
 
 using namespace onnxtrain;
 namespace fs = std::filesystem;
@@ -192,6 +195,30 @@ TEST_F(WrittenModel, KeepsTrainingModeOnRequest) {
   EXPECT_TRUE(has_attribute(node_named(m, "bn"), "training_mode"));
   EXPECT_EQ(node_named(m, "bn").output_size(), 3);
   EXPECT_EQ(node_named(m, "drop").input_size(), 3);
+}
+
+// A full disk (RLIMIT_FSIZE here, EFBIG) is "OUT: write failed: <strerror>"; the model OUT held before
+// stays, and no temporary file is left beside it (was: a truncated model, exit 0).
+TEST_F(WrittenModel, AFailedWriteIsAnErrorAndKeepsTheOldModel) {
+  const std::string out = (dir_ / "out.onnx").string();
+  std::ofstream(out, std::ios::binary) << "the previous model";
+  const testing_support::ChildResult r = testing_support::run_in_child([&] {
+    testing_support::limit_file_size(64);
+    try {
+      write_trained_model(source_, out, {}, {});
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.message, out + ": write failed: File too large");
+  std::ifstream in(out, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "the previous model");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"out.onnx", "source.onnx"}));
 }
 
 }  // namespace

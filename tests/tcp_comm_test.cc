@@ -9,7 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
+#include <numeric>
+
+#include "executor/comm/comm_wire.h"
 #include "executor/comm/launch.h"
+#include "tests/child_process.h"
 #include "tests/comm_conformance.h"
 
 namespace onnxtrain::comm_test {
@@ -158,6 +164,39 @@ TEST(TcpComm, RendezvousTimeoutNamesTheRanksThatNeverCame) {
   EXPECT_TRUE(contains(e1, "TCP rendezvous of rank 1 of 2 at 127.0.0.1:" + std::to_string(lonely.master_port) +
                                ": cannot reach rank 0 within 300 ms"))
       << e1;
+}
+
+// WORLD_SIZE=100000 printed every missing rank: a 689 KB error line. A few ranks, then a count.
+TEST(TcpComm, RendezvousTimeoutListsAFewRanksNotAll) {
+  TcpRendezvous rv = local_rendezvous(free_port(), 0, 200);
+  rv.connect_timeout = 300ms;
+  const std::string e = error_of([&] { TcpCommunicator comm(rv, 10s); });
+  EXPECT_TRUE(contains(e, "rank 0 timed out after 300 ms waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 191 more to "
+                          "connect; are they running, with WORLD_SIZE 200?"))
+      << e;
+  EXPECT_LT(e.size(), 300u) << e;
+  std::vector<int> all(100000);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(comm_wire::ranks_phrase(all), "ranks 0, 1, 2, 3, 4, 5, 6, 7 and 99992 more");
+  EXPECT_EQ(comm_wire::ranks_phrase({3}), "rank 3");
+  EXPECT_EQ(comm_wire::ranks_phrase({1, 2}), "ranks 1, 2");
+}
+
+// A world too large for the full mesh's sockets is refused at once, naming WORLD_SIZE and the limit,
+// rather than waiting out the timeout (or accept() failing with EMFILE in a loop).
+TEST(TcpComm, RefusesAWorldLargerThanTheOpenFileLimit) {
+  const testing_support::ChildResult r = testing_support::run_in_child([] {
+    const rlimit files{256, 256};
+    ::setrlimit(RLIMIT_NOFILE, &files);
+    TcpRendezvous rv = local_rendezvous(free_port(), 0, 100000);
+    rv.connect_timeout = 300ms;
+    return error_of([&] { TcpCommunicator comm(rv, 1s); });
+  });
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_TRUE(contains(r.message, "TCP communicator: world size 100000 (WORLD_SIZE) is too large for this process"))
+      << r.message.substr(0, 500);
+  EXPECT_TRUE(contains(r.message, "open-file limit of 256 (ulimit -n; hard limit 256)")) << r.message.substr(0, 500);
+  EXPECT_LT(r.message.size(), 400u);
 }
 
 TEST(TcpComm, RendezvousRejectsAWorldSizeMismatch) {

@@ -19,6 +19,7 @@
 #include "executor/checkpoint.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
+#include "tests/cli_processes.h"
 #include "tests/cli_run.h"
 
 namespace onnxtrain {
@@ -39,20 +40,13 @@ const std::string kQuickStartOptions =
     "--validation 0";
 
 using onnxtrain::testing_support::CliRun;
+using onnxtrain::testing_support::read_bytes;
+using onnxtrain::testing_support::start;
+using onnxtrain::testing_support::start_torchrun_rank;
+using onnxtrain::testing_support::wait_exit_code;
+using onnxtrain::testing_support::wait_for_checkpoint;
 CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-// A fresh directory per test.
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("onnxtrain_train_cli_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return onnxtrain::testing_support::scratch_dir("onnxtrain_train_cli", name); }
 
 // The model an uninterrupted run of kTrainArgs writes (trained once per test binary).
 const std::string& uninterrupted_model() {
@@ -63,33 +57,6 @@ const std::string& uninterrupted_model() {
     return read_bytes(dir / "model.onnx");
   }();
   return bytes;
-}
-
-// Starts `onnxtrain ARGS` in the background, its output in `log`.
-pid_t start(const std::string& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string command = "exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits until DIR holds a checkpoint of at least `step` steps; false when the process ended first.
-bool wait_for_checkpoint(const fs::path& dir, int step, pid_t pid) {
-  const std::string name = "checkpoint-" + std::string(8 - std::to_string(step).size(), '0') + std::to_string(step);
-  for (int i = 0; i < 120000; ++i) {
-    if (fs::exists(dir)) {
-      for (const auto& entry : fs::directory_iterator(dir)) {
-        const std::string file = entry.path().filename().string();
-        if (file.ends_with(".otck") && file >= name) return true;
-      }
-    }
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
 }
 
 TEST(TrainCli, TheSameSeedGivesTheSameModelBitForBit) {
@@ -144,7 +111,7 @@ TEST(TrainCli, SigintWritesACheckpointAndTheRunResumesExactly) {
 
 TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
   const fs::path dir = scratch("refuse");
-  const std::string ckpt = " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 30 -o " +
+  const std::string ckpt = " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 10 -o " +
                            (dir / "m.onnx").string();
   CliRun r = run(train_args(1) + ckpt);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -170,6 +137,15 @@ TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("checkpoint-00000030.otck"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("checksum"), std::string::npos) << r.output;
+  // ... naming the newest intact one, which --resume-from continues from; the damaged one is set aside.
+  const fs::path older = dir / "ckpt" / "checkpoint-00000020.otck";
+  EXPECT_NE(r.output.find("--resume-from " + older.string()), std::string::npos) << r.output;
+  r = run(train_args(1) + ckpt + " --resume-from " + older.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + older.string()), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(file.string() + ".superseded")) << r.output;
+  r = run(train_args(1) + ckpt + " --resume");  // the newest is now the resumed run's own, intact
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // With plain SGD at lr 1, the first step subtracts exactly the dumped gradient.
@@ -332,31 +308,6 @@ TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
           "--test-data none --lr 0.05 --seed 3 --checkpoint-every 4 --optimizer sgd --epochs 2 --resume" +
           ckpt("half") + " -o " + (dir / "single.onnx").string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-}
-
-// Starts `onnxtrain ARGS` as rank `rank` of `size` the way torchrun does (RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR, MASTER_PORT), with its output in `log`; returns its pid.
-pid_t start_torchrun_rank(int rank, int size, int port, const std::string& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
-    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    // exec: the pid is onnxtrain's own, so that a test can kill it.
-    const std::string command = "exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // torchrun-style processes (TCP backend): data parallelism over 2 processes writes the bytes of 2 replica

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/error.h"
+#include "tests/child_process.h"
+
 #include <atomic>
 #include <set>
 #include <stdexcept>
@@ -78,6 +81,25 @@ TEST(WorkerThreads, NoWorkersAndWaitWithoutStartAreFine) {
   none.wait();
   WorkerThreads idle(2);
   idle.wait();
+}
+
+// A thread that cannot start (its stack does not fit under `ulimit -v`): the ones started are joined and
+// the constructor throws "out of memory ..." (was: the vector of joinable threads destroyed, std::terminate,
+// "terminate called without an active exception" and an abort).
+TEST(WorkerThreads, AThreadThatCannotStartIsAnOutOfMemoryError) {
+  if (testing_support::kSanitized) GTEST_SKIP() << "sanitizer runtimes do not survive RLIMIT_AS";
+  const testing_support::ChildResult r = testing_support::run_in_child([] {
+    testing_support::limit_address_space_growth(uint64_t{200} << 20);  // 8 MiB stacks: about 25 threads
+    try {
+      WorkerThreads workers(1000);
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.message.rfind("out of memory starting worker thread ", 0), 0u) << r.message;
+  EXPECT_NE(r.message.find(" of 1000 (cannot start a thread: "), std::string::npos) << r.message;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "graph/error.h"
+#include "graph/host_resources.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -34,6 +35,12 @@ int main(int argc, char** argv) {
     std::cerr << "onnxtrain: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
+    // std::bad_alloc, or a thread that cannot start (std::system_error EAGAIN/ENOMEM): the run is too big
+    // for this machine or its limits (ulimit -v), not a bug.
+    if (const auto oom = onnxtrain::out_of_resources_message(e)) {
+      std::cerr << "onnxtrain: error: " << *oom << "\n";
+      return 1;
+    }
     std::cerr << "onnxtrain: " << e.what() << "\n";
     return 3;
   }

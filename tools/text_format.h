@@ -9,10 +9,10 @@ namespace onnxtrain::cli {
 
 // 1234567 → "1.23M"; exact below 10,000.
 inline std::string human(double x) {
-  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  const char* units[] = {"", "K", "M", "G", "T", "P", "E"};
   int u = 0;
   if (x < 1e4) return std::to_string(static_cast<int64_t>(x));
-  while (x >= 1000 && u < 5) x /= 1000, ++u;
+  while (x >= 1000 && u < 6) x /= 1000, ++u;
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%s", x, units[u]);
   return buf;

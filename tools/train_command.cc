@@ -13,7 +13,10 @@ void add_train_command(CLI::App& app) {
       "train",
       "Train a model on the CPU and write it with the trained parameters (and BatchNorm running statistics).\n"
       "Deterministic: the same command and seed give the same parameters bit for bit (same machine and threads).\n"
-      "SIGINT/SIGTERM write a checkpoint and stop (exit code 130); --resume continues from it.");
+      "SIGINT/SIGTERM write a checkpoint and stop (exit code 130); --resume continues from it. One-device, dp and\n"
+      "central-storage runs stop after the step in flight, pipelines and the parameter server where the pipeline\n"
+      "next drains (the next --checkpoint-every boundary or the epoch's end); central storage and the parameter\n"
+      "server write no checkpoint yet. Across processes the launcher's SIGTERM ends every rank (exit 143).");
   cmd->add_option("model", o->model, "the .onnx file to train (one data input; the loss attaches to its first output)")->required();
   cmd->add_option("-o,--output", o->output,
                   "where to write the trained .onnx (atomically; checked by the ONNX checker). It is ready for "
@@ -84,6 +87,12 @@ void add_train_command(CLI::App& app) {
                   "doubled after 2000 finite steps); bf16 needs no scaling. Every strategy takes bf16; pipelines refuse "
                   "fp16 (their stages step on their own, so they cannot agree on a skip)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--on-nonfinite", o->on_nonfinite,
+                  "stop (the default): a NaN or infinite loss stops the run at once, exit 1, nothing written (checkpoints "
+                  "already written are kept) | skip: a step whose loss or any gradient is NaN or infinite changes "
+                  "nothing (weights, optimizer state, BatchNorm statistics), as GradScaler skips an overflowing step; "
+                  "10 skips in a row stop the run. skip is for --strategy single and dp on the CPU")
+      ->check(CLI::IsMember({"stop", "skip"}));
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");
@@ -102,8 +111,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints, "how many of the newest checkpoints to keep (default 3; 0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--resume", o->resume,
-                "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged or was written "
-                "for another model or other options)");
+                "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged, naming the "
+                "newest intact one, or was written for another model or other options)");
+  cmd->add_option("--resume-from", o->resume_from,
+                  "continue from this checkpoint file (an older one of --checkpoint-dir, whose newer checkpoints are "
+                  "then renamed NAME.superseded; or one from elsewhere)");
   cmd->add_option("--strategy", o->strategy,
                   "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
                   "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | ps (asynchronous "

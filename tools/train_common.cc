@@ -1,11 +1,17 @@
 // Helpers shared by the one-device and the pipeline paths of `onnxtrain train`.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/device_option.h"
+#include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -17,6 +23,20 @@ void check_finite_loss(float loss, int64_t step) {
               "checkpoints already written are kept)");
 }
 
+void NonFiniteGuard::check(float loss, int64_t step) {
+  if (!skip_) return check_finite_loss(loss, step);
+  if (std::isfinite(loss)) {
+    in_a_row_ = 0;
+    return;
+  }
+  constexpr int64_t kMostInARow = 10;
+  if (++in_a_row_ >= kMostInARow)
+    throw Error("the loss was NaN or infinite at " + std::to_string(kMostInARow) + " steps in a row (the last: step " +
+                std::to_string(step) + "): stopped, nothing written (lower --lr; checkpoints already written are kept)");
+  std::fprintf(stderr, "step %lld: the loss is %s; the step is skipped (--on-nonfinite skip)\n",
+               static_cast<long long>(step), std::isnan(loss) ? "NaN" : "infinite");
+}
+
 void check_finite_evaluation(double loss, const std::string& split) {
   if (std::isfinite(loss)) return;
   throw Error("the " + split + " loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
@@ -24,15 +44,18 @@ void check_finite_evaluation(double loss, const std::string& split) {
               "check the data for NaN/inf values; checkpoints already written are kept)");
 }
 
-void check_finite_model(const std::map<std::string, Tensor>& model) {
+void check_finite_model(const std::map<std::string, Tensor>& model, bool before_training) {
   for (const auto& [name, t] : model) {
     if (!is_floating(t.dtype())) continue;
     const std::vector<double> values = t.to_double();
     const auto bad = std::count_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
-    if (bad > 0)
-      throw Error("the trained model is not written: '" + name + "' holds " + std::to_string(bad) + " of " +
-                  std::to_string(values.size()) +
-                  " values that are NaN or infinite (the training diverged: lower --lr, or check the data)");
+    if (bad == 0) continue;
+    const std::string count = std::to_string(bad) + " of " + std::to_string(values.size());
+    if (before_training)
+      throw Error("the model's initial '" + name + "' holds " + count +
+                  " values that are NaN or infinite: it cannot train (the file is damaged, or the export went wrong)");
+    throw Error("the trained model is not written: '" + name + "' holds " + count +
+                " values that are NaN or infinite (the training diverged: lower --lr, or check the data)");
   }
 }
 
@@ -52,6 +75,83 @@ std::string progress_bar(double done) {
   return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
 }
 
+namespace {
+void request_stop(int signal) {
+  g_stop_signal = signal;
+  std::signal(signal, SIG_DFL);
+}
+}  // namespace
+
+StopSignals::StopSignals() {
+  g_stop_signal = 0;
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+}
+
+StopSignals::~StopSignals() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+  if (path.empty()) return;
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!file_) throw Error(path + ": cannot write the metrics file: " + std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (file_) std::fclose(file_);
+}
+
+// Flushed line by line: a run that stops (or is killed) keeps every line it printed, and a full disk is
+// reported at the step that met it.
+void MetricsFile::write(const nlohmann::json& line) {
+  if (!file_) return;
+  const std::string text = line.dump() + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
+    throw Error(path_ + ": writing the metrics file failed: " + std::strerror(errno));
+}
+
+std::string stop_checkpoint_dir(const TrainOptions& o) {
+  return o.checkpoint_dir.empty() ? o.output + ".checkpoints" : o.checkpoint_dir;
+}
+
+int report_stop(const TrainOptions& o, int64_t step, const std::string& path) {
+  const char* signal = strsignal(g_stop_signal.load());
+  if (path.empty()) {
+    std::fprintf(stderr, "%s: stopped after step %lld; --strategy %s%s writes no checkpoints yet, so nothing was saved\n",
+                 signal, static_cast<long long>(step), o.strategy.c_str(), o.central_storage ? " --central-storage" : "");
+  } else {
+    std::fprintf(stderr, "%s: stopped after step %lld; checkpoint %s. Continue with the same command and "
+                 "--checkpoint-dir %s --resume\n", signal, static_cast<long long>(step), path.c_str(),
+                 stop_checkpoint_dir(o).c_str());
+  }
+  return 130;
+}
+
+void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch,
+                float loss, double lr, double elapsed_s, bool terminal) {
+  const double samples_per_s = static_cast<double>((step - first_step) * o.batch) / std::max(elapsed_s, 1e-9);
+  const double eta = elapsed_s / static_cast<double>(std::max<int64_t>(1, step - first_step)) *
+                     static_cast<double>(total_steps - step);
+  if (terminal) {
+    std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                 progress_bar(static_cast<double>(step) / static_cast<double>(total_steps)).c_str(),
+                 static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
+                 static_cast<long long>(o.epochs), loss, samples_per_s, format_duration(eta).c_str());
+  } else if (step == first_step + 1 || step % o.log_every == 0 || step == total_steps) {
+    std::fprintf(stderr, "step %lld/%lld epoch %lld loss %.4f lr %.4g %.0f samples/s ETA %s\n",
+                 static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
+                 loss, lr, samples_per_s, format_duration(eta).c_str());
+  }
+}
+
+LrSchedule lr_schedule(const TrainOptions& o, int64_t total_steps) {
+  return {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
+          .step_size = std::max<int64_t>(1, total_steps / 3),
+          .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
+}
+
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
@@ -61,14 +161,13 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
     if (t.optimizer.kind == OptimizerKind::sgd) t.optimizer.momentum = o.momentum;
   }
-  t.schedule = {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
-                .step_size = std::max<int64_t>(1, total_steps / 3),
-                .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
+  t.schedule = lr_schedule(o, total_steps);
   t.kernels = o.kernels;
   t.device = device;
   t.seed = o.seed;
   t.running_variance = running_variance_from_name(o.running_variance);
   t.precision = precision_from_name(o.precision);
+  t.skip_nonfinite_steps = o.on_nonfinite == "skip";
   return t;
 }
 
@@ -197,6 +296,70 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   return c;
 }
 
+namespace {
+
+// The newest checkpoint of `dir` below `step` that reads back intact; "" when there is none.
+std::string newest_intact_checkpoint(const std::string& dir, int64_t below_step) {
+  std::vector<CheckpointFile> files = list_checkpoints(dir);
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (it->step >= below_step) continue;
+    try {
+      read_checkpoint(it->path);
+      return it->path;
+    } catch (const Error&) {
+    }
+  }
+  return "";
+}
+
+// --resume-from an older checkpoint of --checkpoint-dir: the newer ones are renamed NAME.superseded (kept,
+// but no longer the newest, which a later --resume would pick).
+void set_aside_newer_checkpoints(const std::string& dir, int64_t step) {
+  for (const CheckpointFile& f : list_checkpoints(dir)) {
+    if (f.step <= step) continue;
+    std::filesystem::rename(f.path, f.path + ".superseded");
+    std::fprintf(stderr, "renamed %s to %s.superseded (newer than the checkpoint resumed from)\n", f.path.c_str(),
+                 f.path.c_str());
+  }
+}
+
+}  // namespace
+
+int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
+                         const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore) {
+  const std::optional<std::string> newest =
+      o.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(o.checkpoint_dir);
+  if (!o.resume && o.resume_from.empty()) {
+    if (rank == 0 && newest) {
+      // Rotation keeps the highest steps: a fresh run would leave the old run's newer checkpoints in place.
+      throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " + *newest +
+                  "): add --resume to continue that run, or choose another directory");
+    }
+    return 0;
+  }
+  const std::string path = !o.resume_from.empty() ? o.resume_from : newest.value_or("");
+  if (path.empty()) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
+  TrainingCheckpoint c;
+  try {
+    c = read_checkpoint(path);
+  } catch (const Error& e) {
+    if (!o.resume_from.empty()) throw;
+    const std::string intact = newest_intact_checkpoint(o.checkpoint_dir, list_checkpoints(o.checkpoint_dir).back().step);
+    if (intact.empty()) throw Error(std::string(e.what()) + " (and no older checkpoint in " + o.checkpoint_dir +
+                                    " is intact)");
+    throw Error(std::string(e.what()) + ". The older checkpoint " + intact + " is intact: continue from it with " +
+                "--resume-from " + intact);
+  }
+  check_checkpoint_config(c, config, path);
+  restore(c, path);
+  if (rank == 0) {
+    if (!o.resume_from.empty() && !o.checkpoint_dir.empty()) set_aside_newer_checkpoints(o.checkpoint_dir, c.step);
+    std::fprintf(stderr, "resumed from %s (step %lld%s)\n", path.c_str(), static_cast<long long>(c.step),
+                 c.shards.empty() ? "" : (", " + std::to_string(c.shards.size()) + " shards").c_str());
+  }
+  return c.step;
+}
+
 void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path) {
   if (c.step != trainer.mini_batches_used() || c.next_epoch * per_epoch + c.next_batch != c.step) {
     throw Error("checkpoint " + path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
@@ -208,6 +371,12 @@ std::string precision_summary(const TrainOptions& o) {
   if (o.precision == "bf16") return ", Conv/Gemm/MatMul in bfloat16";
   if (o.precision == "fp16") return ", Conv/Gemm/MatMul in float16 with dynamic loss scaling";
   return "";
+}
+
+void print_nonfinite_skips(const Trainer& trainer) {
+  if (trainer.nonfinite_skipped_steps() == 0) return;
+  std::fprintf(stderr, "%lld steps skipped for a NaN or infinite loss or gradient (--on-nonfinite skip)\n",
+               static_cast<long long>(trainer.nonfinite_skipped_steps()));
 }
 
 void print_loss_scale(const LossScaler* scaler) {

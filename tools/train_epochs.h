@@ -1,8 +1,14 @@
-// The epoch loop of `onnxtrain train` for trainers that take many mini-batches per call (pipelines,
-// data-parallel replicas, central storage, the parameter server): progress, --metrics, validation,
-// checkpoints at chunk boundaries, the test pass and the written model. A template over the trainer
-// (train(count, next, on_loss), evaluate, trained_initializers), instantiated in train_pipeline.cc and
-// train_replicated.cc.
+// The epoch loop of `onnxtrain train`, one for every strategy: progress, --metrics, validation,
+// checkpoints (every --checkpoint-every steps and on SIGINT/SIGTERM), the test pass, the end-of-run report
+// and the written model. A template over the trainer (train(count, next, on_loss), evaluate,
+// trained_initializers): Trainer for one device (through OneDeviceRun, train_run.cc), PipelineTrainer,
+// DataParallelTrainer, CentralStorageTrainer and ParameterServerTrainer.
+//
+// Trainers that take one mini-batch at a time (one device, dp, central storage) are called step by step,
+// so a stop signal is honoured after the step in flight. Pipelines and the parameter server are called
+// with chunks of many mini-batches (each fills and drains once): a signal is honoured where the chunk
+// ends, at the next --checkpoint-every boundary or the end of the epoch, which is also where the
+// uninterrupted run drains, so a resumed run takes the same steps.
 #pragma once
 
 #include <unistd.h>
@@ -10,8 +16,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,112 +34,163 @@ namespace onnxtrain::cli {
 
 // The last step a process has seen finish (its SIGTERM message names it; train_pipeline.cc).
 inline std::atomic<int64_t> g_last_step{0};
+// The first SIGINT/SIGTERM of a run in one process; 0 while none came.
+inline std::atomic<int> g_stop_signal{0};
 
-// The epochs of a run with a trainer that takes many mini-batches per call (PipelineTrainer,
-// DataParallelTrainer): progress, metrics, validation, the test pass and the written model.
+// While alive, the first SIGINT or SIGTERM asks the loop to checkpoint and stop; the handler then steps
+// aside, so a second one ends the process at once.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+};
+
+// --metrics: one JSON object per line, every write checked (a full disk is an Error, not a short file).
+// A resumed run appends to the file, a fresh one starts it anew. Closed (not opened) when `path` is "".
+class MetricsFile {
+ public:
+  MetricsFile(const std::string& path, bool append);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  bool is_open() const { return file_ != nullptr; }
+  void write(const nlohmann::json& line);  // no-op when closed
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
 // What this process does in a run over several processes (one process: everything).
 struct RunRole {
   bool prints_progress = true;  // steps and losses (the process that has the losses)
   bool leads = true;            // evaluates, prints results, writes the model
+  // True when the trainer is called one mini-batch at a time (see the top of this file).
+  bool step_by_step = false;
+  // False across processes: the ranks could not agree where to stop (the launcher's SIGTERM ends them).
+  bool stops_on_signal = true;
   // Called by every process before an evaluation and before the model is written; returns the whole
   // model on the leading process (a collective when the model is spread over processes).
   std::function<std::map<std::string, Tensor>()> sync_model;
-  // Called after every `checkpoint_every` steps with the steps done.
-  std::function<void(int64_t steps_done)> checkpoint;
+  // Writes a checkpoint of the state after `steps_done` steps into `dir` and returns its path; null when
+  // the strategy writes none.
+  std::function<std::string(const std::string& dir, int64_t steps_done)> checkpoint;
   // Extra fields of a step's --metrics line (the push's staleness for ps).
   std::function<void(int64_t mini_batch, nlohmann::json& line)> step_fields;
   // The strategy's report as JSON, written to --metrics as {"report": ...} after the last step (per stage
   // or replica timing, bubble, memory, staleness: what `onnxtrain bench` reads).
   std::function<nlohmann::json()> report;
+  // The end of the run on the leading process, before the test pass: the strategy's report, the loss scale.
+  std::function<void()> print_report;
   int64_t first_step = 0;  // steps already done (a resumed run)
 };
 
+// Where a stop signal puts its checkpoint: --checkpoint-dir, else OUTPUT.checkpoints.
+std::string stop_checkpoint_dir(const TrainOptions& o);
+// The message and exit code of a run stopped by a signal after `step` (checkpoint `path`; "" for none).
+int report_stop(const TrainOptions& o, int64_t step, const std::string& path);
+// One progress line (terminal: redrawn in place) and its --metrics line.
+void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch,
+                float loss, double lr, double elapsed_s, bool terminal);
+
 template <typename MultiBatchTrainer>
 int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
-               const std::optional<Dataset>& test, int64_t per_epoch, const std::function<void()>& print_report, const RunRole& role) {
-  std::ofstream metrics;
-  if (!o.metrics.empty() && role.prints_progress) {  // one writer per file across processes
-    metrics.open(o.metrics, std::ios::trunc);
-    if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
-  }
+               const std::optional<Dataset>& test, int64_t per_epoch, const RunRole& role) {
+  // One writer per file across processes; a resumed run continues the file.
+  MetricsFile metrics(role.prints_progress ? o.metrics : "", o.resume || !o.resume_from.empty());
   const int64_t total_steps = per_epoch * o.epochs;
+  const LrSchedule schedule = lr_schedule(o, total_steps);
   const bool terminal = ::isatty(STDERR_FILENO);
+  std::optional<StopSignals> signals;
+  if (role.stops_on_signal) signals.emplace();
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   std::mutex print;  // losses arrive on the last stage's thread
+  if (role.first_step == 0) check_finite_model(trainer.trained_initializers(), true);
   int64_t done = role.first_step;
+  bool stop_announced = false;
+  NonFiniteGuard nonfinite(o.on_nonfinite);
+  auto evaluate = [&](const Dataset& data, const std::string& split, const std::string& label) {
+    const Trainer::Evaluation e = trainer.evaluate(data.inputs, data.labels, std::max<int64_t>(o.batch, 256));
+    std::printf("%s: %s %s\n", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
+    std::fflush(stdout);
+    check_finite_evaluation(e.loss, split);
+    return e;
+  };
   for (int64_t epoch = role.first_step / per_epoch; epoch < o.epochs; ++epoch) {
-    // Chunks of --checkpoint-every steps (else the whole epoch), each followed by a checkpoint.
     for (int64_t at = epoch == role.first_step / per_epoch ? role.first_step % per_epoch : 0; at < per_epoch;) {
-    const int64_t chunk = o.checkpoint_every > 0 && role.checkpoint
-                              ? std::min(per_epoch - at, o.checkpoint_every - (epoch * per_epoch + at) % o.checkpoint_every)
-                              : per_epoch - at;
-    loader.seek(epoch, at);
-    trainer.train(
-        chunk, [&] { Batch b = loader.next(); return std::pair(b.x, b.y); },
-        [&](int64_t mini_batch, float loss) {
-          std::lock_guard<std::mutex> lock(print);
-          const int64_t step = mini_batch + 1;
-          done = step;
-          g_last_step = step;
-          check_finite_loss(loss, step);  // thrown on the loss's thread: the strategy stops every worker
-          if (!role.prints_progress) return;
-          const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-          const double samples_per_s = static_cast<double>((step - role.first_step) * o.batch) / std::max(elapsed, 1e-9);
-          const double eta = elapsed / static_cast<double>(std::max<int64_t>(1, step - role.first_step)) *
-                             static_cast<double>(total_steps - step);
-          if (metrics.is_open()) {
-            nlohmann::json line{{"step", step},   {"epoch", epoch},        {"loss", loss},
-                                 {"time_s", elapsed}, {"samples_per_s", samples_per_s}};
+      if (g_stop_signal != 0 && role.stops_on_signal) {
+        if (terminal && role.prints_progress) std::fprintf(stderr, "\n");
+        return report_stop(o, done, role.checkpoint ? role.checkpoint(stop_checkpoint_dir(o), done) : "");
+      }
+      // Up to the next --checkpoint-every boundary, else to the end of the epoch.
+      int64_t chunk = o.checkpoint_every > 0 && role.checkpoint
+                          ? std::min(per_epoch - at, o.checkpoint_every - (epoch * per_epoch + at) % o.checkpoint_every)
+                          : per_epoch - at;
+      if (role.step_by_step) chunk = 1;
+      loader.seek(epoch, at);
+      trainer.train(
+          chunk, [&] { Batch b = loader.next(); return std::pair(b.x, b.y); },
+          [&](int64_t mini_batch, float loss) {
+            std::lock_guard<std::mutex> lock(print);
+            const int64_t step = mini_batch + 1;
+            g_last_step = step;
+            nonfinite.check(loss, step);  // thrown on the loss's thread: the strategy stops every worker
+            if (!role.prints_progress) return;
+            if (g_stop_signal != 0 && role.stops_on_signal && chunk > 1 && !stop_announced) {
+              stop_announced = true;
+              std::fprintf(stderr, "\n%s: stopping after step %lld, where the pipeline drains (again: stop at once, "
+                           "without a checkpoint)\n", strsignal(g_stop_signal.load()),
+                           static_cast<long long>(epoch * per_epoch + at + chunk));
+            }
+            const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+            print_step(o, step, role.first_step, total_steps, epoch, loss, schedule.lr_at(mini_batch), elapsed, terminal);
+            nlohmann::json line{{"step", step},
+                                {"epoch", epoch},
+                                {"loss", loss},
+                                {"lr", schedule.lr_at(mini_batch)},
+                                {"time_s", elapsed},
+                                {"samples_per_s", static_cast<double>((step - role.first_step) * o.batch) /
+                                                      std::max(elapsed, 1e-9)}};
             if (role.step_fields) role.step_fields(mini_batch, line);
-            metrics << line.dump() << "\n";
-          }
-          if (terminal) {
-            std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                         progress_bar(static_cast<double>(step) / static_cast<double>(total_steps)).c_str(),
-                         static_cast<long long>(step), static_cast<long long>(total_steps),
-                         static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), loss, samples_per_s,
-                         format_duration(eta).c_str());
-          } else if (step == 1 || step % o.log_every == 0 || step == total_steps) {
-            std::fprintf(stderr, "step %lld/%lld epoch %lld loss %.4f %.0f samples/s ETA %s\n", static_cast<long long>(step),
-                         static_cast<long long>(total_steps), static_cast<long long>(epoch + 1), loss, samples_per_s,
-                         format_duration(eta).c_str());
-          }
-        });
-    at += chunk;
-    done = epoch * per_epoch + at;
-    if (role.checkpoint && (o.checkpoint_every > 0 ? done % o.checkpoint_every == 0 : false)) role.checkpoint(done);
+            metrics.write(line);
+          });
+      at += chunk;
+      done = epoch * per_epoch + at;
+      if (role.checkpoint && o.checkpoint_every > 0 && done % o.checkpoint_every == 0)
+        role.checkpoint(o.checkpoint_dir, done);
     }
     if (terminal && role.prints_progress) std::fprintf(stderr, "\n");
     const Dataset& val = loader.validation();
-    if (val.size() > 0 && role.sync_model) role.sync_model();
-    if (val.size() > 0 && role.leads) {
-      const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
-      std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
-      std::fflush(stdout);
-      check_finite_evaluation(e.loss, "validation");
-      nlohmann::json line{{"epoch", epoch}};
-      add_evaluation_fields(line, "val", e, val);
-      if (metrics.is_open()) metrics << line.dump() << "\n";
-    }
+    // Without held-out rows the test split shows the progress (not after the last epoch: the final pass does).
+    const Dataset* progress = val.size() > 0 ? &val : test && epoch + 1 < o.epochs ? &*test : nullptr;
+    if (!progress) continue;
+    if (role.sync_model) role.sync_model();
+    if (!role.leads) continue;
+    const Trainer::Evaluation e =
+        evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
+    if (progress != &val) continue;
+    nlohmann::json line{{"epoch", epoch}};
+    add_evaluation_fields(line, "val", e, val);
+    metrics.write(line);
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  print_report();
-  if (metrics.is_open() && role.report) metrics << nlohmann::json{{"report", role.report()}}.dump() << "\n";
+  if (role.leads && role.print_report) role.print_report();
+  if (role.report && metrics.is_open()) metrics.write(nlohmann::json{{"report", role.report()}});
   const std::map<std::string, Tensor> model = role.sync_model ? role.sync_model() : trainer.trained_initializers();
   if (!role.leads) return 0;
   if (test) {
-    const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
-    std::printf("final: test %s\n", evaluation_text(e, *test).c_str());
-    check_finite_evaluation(e.loss, "test");
+    const Trainer::Evaluation e = evaluate(*test, "test", "final");
     nlohmann::json line;
     add_evaluation_fields(line, "test", e, *test);
-    if (metrics.is_open()) metrics << line.dump() << "\n";
+    metrics.write(line);
   }
-  if (metrics.is_open()) metrics.flush();
   check_finite_model(model);
   write_trained_model(o.model, o.output, model, model_write_options(o, train));
-  std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done), seconds, o.output.c_str());
+  std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done - role.first_step), seconds,
+              o.output.c_str());
   return 0;
 }
 

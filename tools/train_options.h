@@ -23,7 +23,7 @@ struct TrainOptions {
   std::string loss = "cross-entropy", metrics, kernels, running_variance = "unbiased", dump_gradients;
   std::string normalize = "mean-std";
   std::string device = "cpu";  // cpu | cuda | cuda:N (the first of the devices a run uses)
-  std::string checkpoint_dir, test_data;  // test_data: "" = the source's test split, "none"
+  std::string checkpoint_dir, resume_from, test_data;  // test_data: "" = the source's test split, "none"
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t seq_len = 0;  // tokens:/text: data: tokens per sample (0: the model input's static length)
   int64_t checkpoint_every = 0, keep_checkpoints = 3;
@@ -31,6 +31,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
   bool keep_training_mode = false;  // write BatchNormalization/Dropout as exported (training mode)
+  std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";  // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
@@ -60,13 +61,27 @@ std::string progress_bar(double done);                 // "[#######.............
 // The divergence guard: Error when a step's loss is not finite (naming the step and what to try), or when
 // a trained float tensor holds a NaN or an infinity (naming it), so that such a model is never written.
 void check_finite_loss(float loss, int64_t step);
+// --on-nonfinite: stop (check_finite_loss) or skip: the trainer skipped a non-finite step, which is said,
+// and 10 in a row stop the run. Called with each step's loss in order.
+class NonFiniteGuard {
+ public:
+  explicit NonFiniteGuard(const std::string& on_nonfinite) : skip_(on_nonfinite == "skip") {}
+  void check(float loss, int64_t step);
+
+ private:
+  bool skip_;
+  int64_t in_a_row_ = 0;
+};
 // After an evaluation ("validation", "test"): a non-finite loss means the weights diverged (outputs overflow
 // even when every weight is finite), so nothing is written.
 void check_finite_evaluation(double loss, const std::string& split);
-void check_finite_model(const std::map<std::string, Tensor>& model);
+// before_training: the model as imported (a NaN there is the file's, not the learning rate's).
+void check_finite_model(const std::map<std::string, Tensor>& model, bool before_training = false);
 // `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the
 // cross-entropy's class axis last (language models' (N, T, V) logits).
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);
+// The learning rate of each update of a run of `total_steps` steps (--lr, --schedule, --warmup-steps).
+LrSchedule lr_schedule(const TrainOptions& o, int64_t total_steps);
 // The model's one data input; Error naming the file and the inputs when it has several.
 const Value& data_input(const Graph& model, const std::string& model_file);
 // The training data (`train` null) or the test data (`train` gives its normalisation) of `spec` for the
@@ -102,6 +117,8 @@ std::string test_spec(const TrainOptions& o);          // the data spec of the t
 std::string precision_summary(const TrainOptions& o);
 // The end of an fp16 run: the loss scale and the steps skipped (nothing without a scaler).
 void print_loss_scale(const LossScaler* scaler);
+// The end of an --on-nonfinite skip run: how many steps were skipped (nothing when none).
+void print_nonfinite_skips(const Trainer& trainer);
 Normalization normalization(const TrainOptions& o);
 // How the trained model is written: inference mode unless --keep-training-mode, the preprocessing of
 // `train` in its metadata.
@@ -113,5 +130,12 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
 // step, the optimizer's steps plus the fp16 steps skipped for inf/NaN gradients (they used their batch
 // too) and its data position must agree; Error otherwise.
 void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path);
+// --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
+// --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
+// a fresh run. A fresh run into a directory that holds checkpoints is refused (rotation would keep the old
+// run's newer ones), and so is a damaged newest checkpoint, naming the newest intact one. After
+// --resume-from FILE the directory's newer checkpoints are renamed NAME.superseded.
+int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
+                         const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore);
 
 }  // namespace onnxtrain::cli

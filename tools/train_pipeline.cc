@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <tuple>
 
@@ -155,6 +156,52 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
   return starts;
 }
 
+// The options every process of a run must share, by flag (what only one process uses, such as
+// --metrics or -o, is left out).
+nlohmann::json options_every_rank_shares(const TrainOptions& o) {
+  return {{"model", std::filesystem::path(o.model).filename().string()},
+          {"--data", o.data}, {"--test-data", o.test_data}, {"--epochs", o.epochs}, {"--batch", o.batch},
+          {"--lr", o.lr}, {"--optimizer", o.optimizer}, {"--momentum", o.momentum}, {"--weight-decay", o.weight_decay},
+          {"--schedule", o.schedule}, {"--warmup-steps", o.warmup_steps}, {"--loss", o.loss}, {"--seed", o.seed},
+          {"--validation", o.validation}, {"--limit-batches", o.limit_batches}, {"--seq-len", o.seq_len},
+          {"--normalize", o.normalize}, {"--running-variance", o.running_variance}, {"--precision", o.precision},
+          {"--strategy", o.strategy}, {"--stages", o.stages}, {"--replicas", o.replicas},
+          {"--micro-batches", o.micro_batches}, {"--plan", o.plan}, {"--spectrain-target", o.spectrain_target},
+          {"--vertical-sync", o.vertical_sync}, {"--deferred-bn", o.deferred_bn}, {"--predict", o.predict},
+          {"--prediction-metrics", o.prediction_metrics}, {"--bucket-mb", o.bucket_mb},
+          {"--checkpoint-dir", o.checkpoint_dir}, {"--checkpoint-every", o.checkpoint_every},
+          {"--keep-checkpoints", o.keep_checkpoints}, {"--resume", o.resume}, {"--resume-from", o.resume_from},
+          {"--kernels", o.kernels}, {"--keep-training-mode", o.keep_training_mode}};
+}
+
+// At rendezvous, before any collective of the strategy: rank 0's options go to every rank, each compares
+// them with its own, and all stop together when any differs (the differing rank names the option), so a
+// mismatch neither trains silently nor stalls until --comm-timeout.
+void check_every_rank_has_the_same_options(const TrainOptions& o, Communicator& world) {
+  std::string text = options_every_rank_shares(o).dump();
+  uint64_t length = text.size();
+  world.broadcast({reinterpret_cast<std::byte*>(&length), sizeof length}, 0, "rank 0's options: length");
+  std::string rank0(length, '\0');
+  if (world.rank() == 0) rank0 = text;
+  world.broadcast({reinterpret_cast<std::byte*>(rank0.data()), rank0.size()}, 0, "rank 0's options");
+  const nlohmann::json mine = nlohmann::json::parse(text), theirs = nlohmann::json::parse(rank0);
+  std::string difference;
+  for (const auto& [flag, value] : mine.items()) {
+    if (theirs.contains(flag) && theirs[flag] == value) continue;
+    difference = flag + " " + value.dump() + ", but rank 0 has " + flag + " " +
+                 (theirs.contains(flag) ? theirs[flag].dump() : std::string("(none)"));
+    break;
+  }
+  float differing = difference.empty() ? 0.f : 1.f;
+  world.all_reduce_sum({&differing, 1}, "options check");
+  if (!difference.empty())
+    throw Error("rank " + std::to_string(world.rank()) + " was started with " + difference +
+                ": every process of a run must be started with the same options");
+  if (differing > 0)
+    throw Error(std::to_string(static_cast<int>(differing)) + " of " + std::to_string(world.size()) +
+                " processes were started with options other than rank 0's (their messages name them)");
+}
+
 }  // namespace
 
 namespace {
@@ -176,6 +223,7 @@ int run_pipeline_training(const TrainOptions& o) {
           ? nullptr
           : make_world_communicator(launch, std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)));
   try {
+    if (world) check_every_rank_has_the_same_options(o, *world);
     return run_in(o, launch, world.get());
   } catch (const std::exception& e) {
     if (world) world->abort(e.what());  // the other processes stop now, naming this rank, not at their timeout
@@ -189,48 +237,23 @@ TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_
   return {.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch, .seed = o.seed, .config = config};
 }
 
-// --resume: the newest checkpoint of --checkpoint-dir, written under any layout, handed to `restore`;
-// returns the steps it had done (0 for a fresh run). A fresh run into a directory that holds
-// checkpoints is refused (rotation would keep the old run's newer ones).
-int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
-                         const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore) {
-  const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
-  if (!o.resume) {
-    if (rank == 0 && path) {
-      throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " + *path +
-                  "): add --resume to continue that run, or choose another directory");
-    }
-    return 0;
-  }
-  if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
-  const TrainingCheckpoint c = read_checkpoint(*path);
-  check_checkpoint_config(c, config, *path);
-  restore(c, *path);
-  if (rank == 0) {
-    std::fprintf(stderr, "resumed from %s (step %lld%s)\n", path->c_str(), static_cast<long long>(c.step),
-                 c.shards.empty() ? "" : (", " + std::to_string(c.shards.size()) + " shards").c_str());
-  }
-  return c.step;
-}
-
 // Every process writes the shards it holds (`parts`: shard index and content), then, once all are on
 // disk, rank 0 writes the manifest of all `shards` (executor/checkpoint.h).
-void write_sharded(const TrainOptions& o, Communicator* world, int rank, TrainingCheckpoint header,
-                   const std::vector<std::pair<int, TrainingCheckpoint>>& parts, int shards) {
-  for (const auto& [index, part] : parts) write_checkpoint_shard(o.checkpoint_dir, part, index);
+// Returns the manifest's path (rank 0; "" elsewhere).
+std::string write_sharded(const TrainOptions& o, const std::string& dir, Communicator* world, int rank,
+                          TrainingCheckpoint header, const std::vector<std::pair<int, TrainingCheckpoint>>& parts,
+                          int shards) {
+  for (const auto& [index, part] : parts) write_checkpoint_shard(dir, part, index);
   if (world) world->barrier("checkpoint of step " + std::to_string(header.step) + ": every shard written");
-  if (rank != 0) return;
+  if (rank != 0) return "";
   header.tensors.clear();
   header.optimizer_state.clear();
   header.shards = shard_files(header.step, shards);
-  write_checkpoint(o.checkpoint_dir, header, static_cast<int>(o.keep_checkpoints));
+  return write_checkpoint(dir, header, static_cast<int>(o.keep_checkpoints));
 }
 
 int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world) {
   const bool pipeline = o.strategy != "dp";
-  if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
-  if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
-
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   if (world) report_termination_as_rank(rank);
   if (world && pipeline && o.stages * o.replicas != ranks) {
@@ -272,38 +295,37 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                                               .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
                                               .world = world});
     const int replicas = trainer.global_replicas();
-    RunRole role{.prints_progress = rank == 0, .leads = rank == 0};
+    RunRole role{.prints_progress = rank == 0, .leads = rank == 0, .step_by_step = true, .stops_on_signal = !world};
     role.report = [&] { return data_parallel_report_json(trainer.timing(), trainer.global_replicas()); };
     const nlohmann::json config = checkpoint_config(o, total_steps);
-    if (!o.checkpoint_dir.empty()) {
-      role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
-        trainer.restore(c.tensors, c.optimizer_state, path);
-        check_resumed_step(c, trainer.replica(0), per_epoch, path);
-      });
-      // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
-      role.checkpoint = [&, replicas](int64_t step) {
-        TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config);
-        all.tensors = trainer.trained_initializers();
-        all.optimizer_state = trainer.replica(0).optimizer().state_tensors();
-        all.optimizer_state.merge(trainer.replica(0).loss_scaler_state());  // fp16: the scaler, for an exact resume
-        std::vector<std::pair<int, TrainingCheckpoint>> parts;
-        for (int r = rank; r < (world ? rank + 1 : replicas); ++r) {  // threads: this process writes them all
-          parts.emplace_back(r, all);
-          take_shard(all, r, replicas, parts.back().second);
-        }
-        write_sharded(o, world, rank, all, parts, replicas);
-      };
-    }
+    role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+      trainer.restore(c.tensors, c.optimizer_state, path);
+      check_resumed_step(c, trainer.replica(0), per_epoch, path);
+    });
+    // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
+    role.checkpoint = [&, replicas](const std::string& dir, int64_t step) {
+      TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config);
+      all.tensors = trainer.trained_initializers();
+      all.optimizer_state = trainer.replica(0).optimizer().state_tensors();
+      all.optimizer_state.merge(trainer.replica(0).loss_scaler_state());  // fp16: the scaler, for an exact resume
+      std::vector<std::pair<int, TrainingCheckpoint>> parts;
+      for (int r = rank; r < (world ? rank + 1 : replicas); ++r) {  // threads: this process writes them all
+        parts.emplace_back(r, all);
+        take_shard(all, r, replicas, parts.back().second);
+      }
+      return write_sharded(o, dir, world, rank, all, parts, replicas);
+    };
     if (rank == 0) {
       std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
                    o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
                    precision_summary(o).c_str(),
                    static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
-    auto print_timing = [&] {
+    role.print_report = [&] {
       const DataParallelTrainer::Timing& t = trainer.timing();
-      if (rank != 0 || t.steps == 0) return;
+      if (t.steps == 0) return;
       print_loss_scale(trainer.replica(0).loss_scaler());  // the same on every replica
+      print_nonfinite_skips(trainer.replica(0));
       const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
       if (t.on_devices) {
         std::printf("data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
@@ -318,7 +340,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                   t.allreduce_bytes_per_step / 1e6,
                   t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
     };
-    return run_epochs(o, trainer, loader, train, test, per_epoch, print_timing, role);
+    return run_epochs(o, trainer, loader, train, test, per_epoch, role);
   }
   PipelineOptions p;
   p.trainer = trainer_options(o, total_steps, device, train);
@@ -351,28 +373,26 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                  static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }
   // Pipeline 0's last stage has the losses; rank 0 (pipeline 0's first stage) gathers the model.
-  RunRole role{.prints_progress = world ? rank == o.stages - 1 : true, .leads = rank == 0};
-  if (!o.checkpoint_dir.empty()) {
-    // Checkpoints are taken where the pipeline has drained: each train() call runs --checkpoint-every
-    // mini-batches, so that many also sets how often the pipeline fills and drains.
-    const nlohmann::json config = checkpoint_config(o, total_steps);
-    role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
-      trainer.restore(c.tensors, c.optimizer_state, path, c.predictor_state);
-    });
-    role.checkpoint = [&, config](int64_t step) {  // a shard per stage, from pipeline 0
-      std::vector<std::pair<int, TrainingCheckpoint>> parts;
-      for (int k = 0; k < o.stages; ++k) {
-        if (world && rank != k) continue;
-        parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config));
-        std::tie(parts.back().second.tensors, parts.back().second.optimizer_state) = trainer.stage_state(k);
-        parts.back().second.predictor_state = trainer.stage_predictor_state(k);
-      }
-      write_sharded(o, world, rank, checkpoint_header(o, step, per_epoch, config), parts, o.stages);
-    };
-  }
+  RunRole role{.prints_progress = world ? rank == o.stages - 1 : true, .leads = rank == 0, .stops_on_signal = !world};
+  // Checkpoints are taken where the pipeline has drained: each train() call runs --checkpoint-every
+  // mini-batches, so that many also sets how often the pipeline fills and drains.
+  const nlohmann::json config = checkpoint_config(o, total_steps);
+  role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+    trainer.restore(c.tensors, c.optimizer_state, path, c.predictor_state);
+  });
+  role.checkpoint = [&, config](const std::string& dir, int64_t step) {  // a shard per stage, from pipeline 0
+    std::vector<std::pair<int, TrainingCheckpoint>> parts;
+    for (int k = 0; k < o.stages; ++k) {
+      if (world && rank != k) continue;
+      parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config));
+      std::tie(parts.back().second.tensors, parts.back().second.optimizer_state) = trainer.stage_state(k);
+      parts.back().second.predictor_state = trainer.stage_predictor_state(k);
+    }
+    return write_sharded(o, dir, world, rank, checkpoint_header(o, step, per_epoch, config), parts, o.stages);
+  };
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   if (!world) role.report = [&] { return pipeline_report_json(trainer.report()); };
-  auto print_report = [&] {
+  role.print_report = [&] {
     if (world) return;
     std::printf("%s", format_pipeline_report(trainer.report()).c_str());
     if (o.trace.empty()) return;
@@ -382,7 +402,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     write_text_file(o.trace, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
     std::fprintf(stderr, "wrote the trace %s (open it in Perfetto or chrome://tracing)\n", o.trace.c_str());
   };
-  return run_epochs(o, trainer, loader, train, test, per_epoch, print_report, role);
+  return run_epochs(o, trainer, loader, train, test, per_epoch, role);
 }
 
 }  // namespace

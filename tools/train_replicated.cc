@@ -5,7 +5,7 @@
 //
 // Both are driven epoch by epoch like the other multi-batch trainers (run_epochs, train_epochs.h):
 // progress, --metrics (with each push's staleness for ps), validation, the test pass, the written model.
-// Checkpoints and --dump-gradients are refused, as for the other strategies.
+// Checkpoints are not written yet (refused with --checkpoint-dir; SIGINT stops without one).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -30,12 +30,11 @@ int run_replicated_training(const TrainOptions& o) {
   if (!ps && (o.ps_predict || o.servers != 1)) {
     throw Error("--servers and --ps-predict go with --strategy ps; got --strategy " + o.strategy);
   }
-  if (!o.checkpoint_dir.empty() || o.resume) {
+  if (!o.checkpoint_dir.empty() || o.resume || !o.resume_from.empty()) {
     throw Error(
-        "--checkpoint-dir and --resume work with --strategy single only for now: checkpoints of central-storage "
-        "and parameter-server runs are not written yet");
+        "--checkpoint-dir and --resume work with --strategy single, dp and the pipeline strategies: checkpoints of "
+        "central-storage and parameter-server runs are not written yet");
   }
-  if (!o.dump_gradients.empty()) throw Error("--dump-gradients works with --strategy single only");
   // Replica (worker) r on cuda:N+r; checked before the data is made, so a missing GPU is reported at once.
   const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
@@ -68,19 +67,18 @@ int run_replicated_training(const TrainOptions& o) {
                  o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(), static_cast<long long>(o.epochs),
                  static_cast<long long>(per_epoch),
                  static_cast<long long>(o.batch));
-    RunRole role;
+    RunRole role{.step_by_step = true};
+    role.print_report = [&] {
+      print_loss_scale(trainer.loss_scaler());
+      std::printf("%s", format_central_storage_report(trainer.report()).c_str());
+    };
     role.report = [&] {
       const CentralStorageReport r = trainer.report();
       return nlohmann::json{{"kind", "central_storage"}, {"replicas", r.replicas}, {"steps", r.steps},
                             {"step_seconds", r.step_seconds}, {"replica_compute_seconds", r.replica_compute_seconds},
                             {"bytes_per_step", r.bytes_per_step()}};
     };
-    return run_epochs(o, trainer, loader, train, test, per_epoch,
-                      [&] {
-                        print_loss_scale(trainer.loss_scaler());
-                        std::printf("%s", format_central_storage_report(trainer.report()).c_str());
-                      },
-                      role);
+    return run_epochs(o, trainer, loader, train, test, per_epoch, role);
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
   ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train),
@@ -94,6 +92,7 @@ int run_replicated_training(const TrainOptions& o) {
                precision_summary(o).c_str(),
                static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   RunRole role;
+  role.print_report = [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); };
   role.step_fields = [&](int64_t mini_batch, nlohmann::json& line) {
     const ParameterServerReport::Push& p = trainer.report().pushes.at(static_cast<size_t>(mini_batch));
     line["worker"] = p.worker;
@@ -107,9 +106,7 @@ int run_replicated_training(const TrainOptions& o) {
                           {"worker_compute_seconds", r.worker_compute_seconds()},
                           {"worker_exchange_seconds", r.worker_exchange_seconds()}};
   };
-  return run_epochs(
-      o, trainer, loader, train, test, per_epoch,
-      [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); }, role);
+  return run_epochs(o, trainer, loader, train, test, per_epoch, role);
 }
 
 }  // namespace onnxtrain::cli

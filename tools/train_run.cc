@@ -1,5 +1,6 @@
-// The body of `onnxtrain train`: data, trainer, the step loop with progress, checkpoints and SIGINT,
-// validation each epoch, the test split at the end, the trained model out.
+// The body of `onnxtrain train` for one device (--strategy single): checks of the options every strategy
+// shares, then data, trainer and the epoch loop of train_epochs.h (progress, checkpoints and SIGINT,
+// validation each epoch, the test split at the end, the trained model out).
 //
 // Checkpoints are written after step k when k is a multiple of --checkpoint-every, when SIGINT or
 // SIGTERM arrives (then the run stops with exit code 130), and never in between steps. A checkpoint
@@ -11,19 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
+#include "executor/comm/launch.h"
 #include "executor/pipeline/schedule.h"
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
@@ -33,31 +29,13 @@
 #include "frontend/npy.h"
 #include "graph/error.h"
 #include "kernels/cuda/math_mode.h"
+#include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
 namespace {
 
-std::atomic<int> g_stop_signal{0};
-
-// The first SIGINT/SIGTERM asks the loop to checkpoint and stop; the handler then steps aside, so a
-// second one ends the process at once.
-void request_stop(int signal) {
-  g_stop_signal = signal;
-  std::signal(signal, SIG_DFL);
-}
-
-struct StopSignals {
-  StopSignals() {
-    g_stop_signal = 0;
-    std::signal(SIGINT, request_stop);
-    std::signal(SIGTERM, request_stop);
-  }
-  ~StopSignals() {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-  }
-};
+namespace fs = std::filesystem;
 
 void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
   std::filesystem::create_directories(dir);
@@ -72,31 +50,95 @@ void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
                loss, dir.c_str());
 }
 
-}  // namespace
+// A one-device Trainer behind the many-mini-batch interface of run_epochs.
+class OneDeviceRun {
+ public:
+  explicit OneDeviceRun(Trainer& trainer) : trainer_(trainer) {}
 
-int run_training(const TrainOptions& o) {
-  if (o.tf32) {
-    if (o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
-    cuda::set_allow_tf32(true);  // before any kernel is prepared
+  std::vector<float> train(int64_t count, const std::function<std::pair<Tensor, Tensor>()>& next,
+                           const std::function<void(int64_t, float)>& on_loss) {
+    std::vector<float> losses;
+    for (int64_t i = 0; i < count; ++i) {
+      const auto [x, y] = next();
+      const int64_t mini_batch = trainer_.mini_batches_used();
+      losses.push_back(trainer_.train_step(x, y));
+      on_loss(mini_batch, losses.back());
+    }
+    return losses;
   }
+  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+    return trainer_.evaluate(inputs, labels, batch);
+  }
+  std::map<std::string, Tensor> trained_initializers() const { return trainer_.trained_initializers(); }
+
+ private:
+  Trainer& trainer_;
+};
+
+// --checkpoint-dir must be a folder that exists or can be made, and writable: found now, not at the first
+// checkpoint K steps in.
+void check_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::path folder(dir);
+  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec))
+    throw Error("--checkpoint-dir " + dir + ": is not a folder");
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path()) folder = folder.parent_path();
+  if (!fs::exists(folder, ec)) folder = ".";
+  if (!fs::is_directory(folder, ec)) throw Error("--checkpoint-dir " + dir + ": " + folder.string() + " is not a folder");
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw Error("--checkpoint-dir " + dir + ": the folder " + folder.string() + " is not writable");
+}
+
+// Refuses what would be ignored or found late, before any data is made.
+void check_common_options(const TrainOptions& o) {
+  if (o.tf32 && o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
   if (!o.trace.empty() && !is_pipeline_strategy(o.strategy)) {
     throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
   // Pipeline options the other strategies would ignore in silence (the pipeline checks which strategy).
   for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"},
-                                  std::pair{o.predict, "--predict"}})
+                                    std::pair{o.predict, "--predict"}})
     if (given && !is_pipeline_strategy(o.strategy))
       throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
+  if (!o.dump_gradients.empty() && o.strategy != "single")
+    throw Error("--dump-gradients works with --strategy single only");
   if (!o.dump_gradients.empty() && std::filesystem::exists(o.dump_gradients) &&
       !std::filesystem::is_directory(o.dump_gradients))
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
   check_output_path(o.output);  // before any step: a bad -o must not cost the training
+  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
-  if (o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1) return run_replicated_training(o);
+  if (o.on_nonfinite == "skip" && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
+    throw Error("--on-nonfinite skip works with --strategy single and dp (pipeline stages and parameter-server "
+                "workers step on their own and cannot agree on a skip; central storage does not check yet)");
+  if (o.resume && o.checkpoint_dir.empty() && o.resume_from.empty())
+    throw Error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
+}
+
+// Several processes started by a launcher each running --strategy single would train the same model
+// twice over and race for one output file.
+void refuse_launcher_without_distributed_strategy(const TrainOptions& o) {
+  const LaunchInfo launch = detect_launch();
+  if (launch.kind == LaunchInfo::Kind::direct || launch.size <= 1) return;
+  const std::string what = o.strategy == "single" ? "--strategy single trains in one process"
+                           : o.central_storage    ? "--central-storage runs its replicas as threads of one process"
+                                                  : "--strategy ps runs its workers as threads of one process";
+  throw Error("started as " + std::to_string(launch.size) + " processes (" + launch_kind_name(launch.kind) + "), but " +
+              what + ": use --strategy dp (one replica per process) or a pipeline strategy with --stages " +
+              std::to_string(launch.size) + ", or start one process");
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o) {
+  check_common_options(o);
+  if (o.tf32) cuda::set_allow_tf32(true);  // before any kernel is prepared
+  const bool replicated_in_process = o.central_storage || o.strategy == "ps" || o.ps_predict || o.servers != 1;
+  if (replicated_in_process || o.strategy == "single") refuse_launcher_without_distributed_strategy(o);
+  if (replicated_in_process) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
-  if (o.resume && o.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir: where to find the checkpoint");
   const Device device = training_device(o, 1);  // before the data is made: a missing GPU is reported at once
   ImportedModel model = import_model(o.model);
   Dataset train = load_model_data(o, model.graph, o.data);
@@ -112,36 +154,24 @@ int run_training(const TrainOptions& o) {
   Trainer trainer(model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
 
-  int64_t step = 0;
-  if (!o.resume && !o.checkpoint_dir.empty() && latest_checkpoint(o.checkpoint_dir)) {
-    // Rotation keeps the highest steps: a fresh run would leave the old run's newer checkpoints in place.
-    throw Error("--checkpoint-dir " + o.checkpoint_dir + " already holds checkpoints (newest " +
-                *latest_checkpoint(o.checkpoint_dir) + "): add --resume to continue that run, or choose another directory");
-  }
-  if (o.resume) {
-    const std::optional<std::string> path = latest_checkpoint(o.checkpoint_dir);
-    if (!path) throw Error("--resume: no checkpoint in " + o.checkpoint_dir);
-    const TrainingCheckpoint c = read_checkpoint(*path);
-    check_checkpoint_config(c, config, *path);
-    check_checkpoint_matches(c, trainer.trained_initializers(), *path);
+  RunRole role{.step_by_step = true};
+  role.first_step = resume_or_refuse(o, config, 0, [&](const TrainingCheckpoint& c, const std::string& path) {
+    check_checkpoint_matches(c, trainer.trained_initializers(), path);
     trainer.restore(c.tensors, c.optimizer_state);
-    step = c.step;
-    check_resumed_step(c, trainer, per_epoch, *path);
-    std::fprintf(stderr, "resumed from %s at step %lld\n", path->c_str(), static_cast<long long>(step));
-  }
-  auto save_checkpoint = [&](const std::string& dir) {
+    check_resumed_step(c, trainer, per_epoch, path);
+  });
+  role.checkpoint = [&](const std::string& dir, int64_t step) {
     TrainingCheckpoint c{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
                          .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
                          .optimizer_state = trainer.optimizer().state_tensors()};
     c.optimizer_state.merge(trainer.loss_scaler_state());  // fp16: the scaler, for an exact resume
     return write_checkpoint(dir, c, static_cast<int>(o.keep_checkpoints));
   };
+  role.print_report = [&] {
+    print_loss_scale(trainer.loss_scaler());
+    print_nonfinite_skips(trainer);
+  };
 
-  std::ofstream metrics;
-  if (!o.metrics.empty()) {
-    metrics.open(o.metrics, o.resume ? std::ios::app : std::ios::trunc);
-    if (!metrics) throw Error(o.metrics + ": cannot write the metrics file");
-  }
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   if (o.precision != "fp32") {
     std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s\n", o.precision.c_str(),
@@ -154,91 +184,12 @@ int run_training(const TrainOptions& o) {
                o.loss.c_str(), static_cast<long long>(loader.validation().size()),
                trainer.running_stat_nodes() ? (", " + std::to_string(trainer.running_stat_nodes()) +
                                                " BatchNorm nodes with running statistics").c_str() : "");
-
-  auto evaluate_test = [&](const std::string& label) {
-    const Trainer::Evaluation e = trainer.evaluate(test->inputs, test->labels, std::max<int64_t>(o.batch, 256));
-    std::printf("%s: test %s\n", label.c_str(), evaluation_text(e, *test).c_str());
-    std::fflush(stdout);
-    check_finite_evaluation(e.loss, "test");
-    return e;
-  };
-
-  const bool terminal = ::isatty(STDERR_FILENO);
-  StopSignals signals;
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const int64_t first_step = step;
-  int64_t samples = 0;
-  for (int64_t epoch = step / per_epoch; epoch < o.epochs; ++epoch) {
-    loader.seek(epoch, step % per_epoch);
-    for (int64_t i = step % per_epoch; i < per_epoch; ++i) {
-      Batch b = loader.next();
-      if (step == 0 && !o.dump_gradients.empty()) dump_gradients(trainer, b, o.dump_gradients);
-      const double lr = trainer.optimizer().current_lr();
-      const float loss = trainer.train_step(b.x, b.y);
-      ++step;
-      samples += b.y.sizes()[0];
-      const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-      const double samples_per_s = samples / std::max(elapsed, 1e-9);
-      check_finite_loss(loss, step);
-      const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(total_steps - step);
-      if (metrics.is_open()) {
-        metrics << nlohmann::json{{"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"time_s", elapsed},
-                                  {"samples_per_s", samples_per_s}}.dump() << "\n";
-      }
-      if (terminal) {
-        std::fprintf(stderr, "\r\033[K%s step %lld/%lld  epoch %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                     progress_bar(static_cast<double>(step) / static_cast<double>(total_steps)).c_str(),
-                     static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
-                     static_cast<long long>(o.epochs), loss, samples_per_s, format_duration(eta).c_str());
-      } else if (step == first_step + 1 || step % o.log_every == 0 || step == total_steps) {
-        std::fprintf(stderr, "step %lld/%lld epoch %lld loss %.4f lr %.4g %.0f samples/s ETA %s\n",
-                     static_cast<long long>(step), static_cast<long long>(total_steps), static_cast<long long>(epoch + 1),
-                     loss, lr, samples_per_s, format_duration(eta).c_str());
-      }
-      if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0) {
-        save_checkpoint(o.checkpoint_dir);
-      }
-      if (g_stop_signal != 0) {
-        if (terminal) std::fprintf(stderr, "\n");
-        if (metrics.is_open()) metrics.flush();
-        const std::string dir = o.checkpoint_dir.empty() ? o.output + ".checkpoints" : o.checkpoint_dir;
-        const std::string path = save_checkpoint(dir);
-        std::fprintf(stderr, "%s: stopped after step %lld; checkpoint %s. Continue with the same command and "
-                     "--checkpoint-dir %s --resume\n", strsignal(g_stop_signal.load()), static_cast<long long>(step),
-                     path.c_str(), dir.c_str());
-        return 130;
-      }
-    }
-    if (terminal) std::fprintf(stderr, "\n");
-    const Dataset& val = loader.validation();
-    if (val.size() == 0 && test && epoch + 1 < o.epochs) {  // no held-out rows: the test split shows progress
-      evaluate_test("epoch " + std::to_string(epoch + 1));
-    } else if (val.size() > 0) {
-      const Trainer::Evaluation e = trainer.evaluate(val.inputs, val.labels, std::max<int64_t>(o.batch, 256));
-      std::printf("epoch %lld: validation %s\n", static_cast<long long>(epoch + 1), evaluation_text(e, val).c_str());
-      std::fflush(stdout);
-      check_finite_evaluation(e.loss, "validation");
-      nlohmann::json line{{"epoch", epoch}};
-      add_evaluation_fields(line, "val", e, val);
-      if (metrics.is_open()) metrics << line.dump() << "\n";
-    }
+  if (role.first_step == 0 && !o.dump_gradients.empty()) {
+    loader.seek(0, 0);
+    dump_gradients(trainer, loader.next(), o.dump_gradients);
   }
-  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  if (test) {
-    const Trainer::Evaluation e = evaluate_test("final");
-    nlohmann::json line;
-    add_evaluation_fields(line, "test", e, *test);
-    if (metrics.is_open()) metrics << line.dump() << "\n";
-  }
-  if (metrics.is_open()) metrics.flush();
-  print_loss_scale(trainer.loss_scaler());
-  const std::map<std::string, Tensor> trained = trainer.trained_initializers();
-  check_finite_model(trained);
-  write_trained_model(o.model, o.output, trained, model_write_options(o, train));
-  std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(step - first_step), seconds,
-              o.output.c_str());
-  return 0;
+  OneDeviceRun run(trainer);
+  return run_epochs(o, run, loader, train, test, per_epoch, role);
 }
 
 }  // namespace onnxtrain::cli

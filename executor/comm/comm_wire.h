@@ -145,9 +145,12 @@ inline Chunks split(std::size_t n, int size) {
   return c;
 }
 
-inline std::string rank_list(const std::vector<int>& ranks) {
+// "1, 2, 3": at most `shown` ranks, then " and N more", so an error about a world of 100000 ranks stays one
+// short line.
+inline std::string rank_list(const std::vector<int>& ranks, std::size_t shown = 8) {
   std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  for (std::size_t i = 0; i < ranks.size() && i < shown; ++i) s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]);
+  if (ranks.size() > shown) s += " and " + std::to_string(ranks.size() - shown) + " more";
   return s;
 }
 

@@ -53,12 +53,6 @@ struct Collective {
   std::string failure;
 };
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
-}
-
 class LocalGroup {
  public:
   LocalGroup(int size, std::chrono::milliseconds timeout, int capacity)
@@ -149,7 +143,7 @@ class LocalGroup {
     if (poisoned_) throw_aborted(what, me, doing);
     ONNXTRAIN_CHECK(!finished, "collective woke without completing");
     throw Error(what + ": rank " + std::to_string(me) + " timed out after " + timeout_text() + " " + doing +
-                " waiting for rank" + (missing.size() == 1 ? " " : "s ") + rank_list(missing));
+                " waiting for " + comm_wire::ranks_phrase(missing));
   }
 
   void abort(int rank, const std::string& reason) noexcept {

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -567,6 +568,32 @@ struct TcpCommunicator::State {
   }
 };
 
+namespace {
+
+// A full mesh holds one socket per other rank, plus the listener, the I/O thread's eventfd and whatever
+// else the process has open (model, data, stdio, oneDNN's files). Raises the soft RLIMIT_NOFILE toward the
+// hard limit when that is enough; else refuses the world size before any allocation or network wait
+// (a WORLD_SIZE of 100000 would otherwise wait out the timeout, or fail accept() in a loop with EMFILE).
+void ensure_open_file_limit(int size) {
+  constexpr rlim_t headroom = 64;
+  const rlim_t needed = static_cast<rlim_t>(size) + headroom;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return;
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= needed) {
+    rlimit raised = limit;
+    raised.rlim_cur = needed;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return;
+  }
+  throw Error("TCP communicator: world size " + std::to_string(size) +
+              " (WORLD_SIZE) is too large for this process: a full mesh of TCP connections needs about " +
+              std::to_string(needed) + " open files per process, more than the open-file limit of " +
+              std::to_string(limit.rlim_cur) + " (ulimit -n; hard limit " +
+              (limit.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(limit.rlim_max)) +
+              "); check WORLD_SIZE, or raise the limit");
+}
+
+}  // namespace
+
 TcpCommunicator::TcpCommunicator(const TcpRendezvous& rv, std::chrono::milliseconds timeout)
     : state_(std::make_unique<State>()) {
   if (rv.size < 1) throw Error("TCP communicator: world size must be at least 1, got " + std::to_string(rv.size));
@@ -576,6 +603,7 @@ TcpCommunicator::TcpCommunicator(const TcpRendezvous& rv, std::chrono::milliseco
     throw Error("TCP communicator: timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
   if (rv.size > 1 && (rv.master_port < 1 || rv.master_port > 65535))
     throw Error("TCP communicator: master port must be in 1..65535, got " + std::to_string(rv.master_port));
+  if (rv.size > 1) ensure_open_file_limit(rv.size);
   State& s = *state_;
   s.rank = rv.rank;
   s.size = rv.size;

@@ -46,8 +46,10 @@ struct TcpRendezvous {
 
 class TcpCommunicator final : public Communicator {
  public:
-  // Connects the mesh; throws Error (naming the master address, the ranks still missing) when it is
-  // not complete within `timeout`, or for bad arguments. `timeout` also bounds every later blocking call.
+  // Connects the mesh; throws Error (naming the master address, the ranks still missing: the first few
+  // and a count) when it is not complete within `timeout`, or for bad arguments. A world whose mesh needs
+  // more sockets than RLIMIT_NOFILE allows (raised to its hard limit when that is enough) is refused at
+  // once, naming WORLD_SIZE. `timeout` also bounds every later blocking call.
   TcpCommunicator(const TcpRendezvous& rendezvous, std::chrono::milliseconds timeout);
   ~TcpCommunicator() override;
   TcpCommunicator(const TcpCommunicator&) = delete;

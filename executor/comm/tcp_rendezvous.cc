@@ -211,7 +211,10 @@ struct Mesh {
       return m;
     };
     std::string why;
-    while (!missing().empty()) {
+    int waiting = 0;  // ranks first..size-1 not connected yet (missing() builds the list only for the error)
+    for (int r = first; r < size; ++r)
+      if (fds[static_cast<std::size_t>(r)] < 0) ++waiting;
+    while (waiting > 0) {
       pollfd p{listener, POLLIN, 0};
       const int left = remaining_ms(deadline);
       if (left == 0 || ::poll(&p, 1, left) <= 0)
@@ -221,7 +224,13 @@ struct Mesh {
       sockaddr_in addr{};
       socklen_t len = sizeof addr;
       const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        const int e = errno;
+        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)  // would fail again at once, until the deadline
+          throw Error(context + ": rank " + std::to_string(rank) + " cannot accept another connection: " + errno_text(e) +
+                      " (WORLD_SIZE " + std::to_string(size) + " needs one open file per rank; see ulimit -n)");
+        continue;
+      }
       Hello hello;
       if (!transfer_exact(fd, &hello, sizeof hello, false, deadline, why) || hello.magic != kHelloMagic) {
         ::close(fd);  // not one of ours (or it gave up): keep listening
@@ -237,6 +246,7 @@ struct Mesh {
       }
       fds[static_cast<std::size_t>(hello.rank)] = fd;
       table[static_cast<std::size_t>(hello.rank)] = TableEntry{addr.sin_addr.s_addr, hello.port};
+      --waiting;
     }
     if (with_port_table)
       for (int r = 1; r < size; ++r)

@@ -16,6 +16,7 @@
 #include "executor/pipeline/nccl_link.h"
 #include "executor/pipeline/stage_graphs.h"
 #include "graph/error.h"
+#include "graph/host_resources.h"
 
 namespace onnxtrain {
 namespace {
@@ -247,15 +248,25 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
   DeviceHandoff* device_values = workers_[0]->config().device.kind == DeviceKind::Cuda ? &handoff : nullptr;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    threads.emplace_back([&, k] {
-      try {
-        run_stage(k, *group[k], rounds, device_values);
-      } catch (const std::exception&) {
-        errors[k] = std::current_exception();
-      }
-    });
+  try {
+    threads.reserve(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      threads.emplace_back([&, k] {
+        try {
+          run_stage(k, *group[k], rounds, device_values);
+        } catch (const std::exception&) {
+          errors[k] = std::current_exception();
+        }
+      });
+    }
+  } catch (const std::exception& e) {
+    // A stage thread that cannot start: the started stages are aborted (they would wait for it until the
+    // timeout) and joined, and the failure is "out of memory ..." rather than std::terminate.
+    const std::exception_ptr failure = std::current_exception();
+    group[static_cast<size_t>(threads.size())]->abort(std::string("stage ") + std::to_string(threads.size()) +
+                                                       " could not start: " + e.what());
+    for (std::thread& t : threads) t.join();
+    rethrow_with_out_of_resources_as_error(failure, "starting " + std::to_string(n) + " pipeline stage threads");
   }
   for (std::thread& t : threads) t.join();
   // The stage that failed first is the cause; the others were woken by its abort.

@@ -57,9 +57,9 @@ void infer_global_pool(InferContext& ctx) {
 }
 
 OpCost window_pool_cost(const CostContext& ctx) {
-  int64_t window = 1;
-  for (int64_t k : ctx.node.attr_ints("kernel_shape")) window *= k;
-  const double flops = static_cast<double>(window) * static_cast<double>(ctx.output_numel(0));
+  double window = 1;
+  for (int64_t k : ctx.node.attr_ints("kernel_shape")) window *= static_cast<double>(k);
+  const double flops = window * static_cast<double>(ctx.output_numel(0));
   return {flops, flops};
 }
 
