@@ -29,7 +29,8 @@ CentralStorageTrainer::CentralStorageTrainer(const Graph& forward, CentralStorag
     : options_(std::move(options)), optimizer_(options_.trainer.optimizer, options_.trainer.schedule) {
   const int r = options_.replicas;
   if (r < 1) throw Error("central storage: --replicas must be at least 1, got " + std::to_string(r));
-  if (options_.trainer.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.trainer.loss_scaler);
+  if (options_.trainer.precision == Precision::fp16)
+    scaler_ = std::make_unique<LossScaler>(options_.trainer.loss_scaler);
   check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r));
   with_out_of_resources_as_error("building " + std::to_string(r) + " central-storage replicas",
                                  [&] { build_replicas(forward); });
@@ -41,7 +42,7 @@ void CentralStorageTrainer::build_replicas(const Graph& forward) {
   for (int k = 0; k < r; ++k) {
     models_.push_back(copy_with_own_initializers(forward));
     TrainerOptions t = options_.trainer;
-    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;   // replica threads on cuda:0..R-1
+    if (t.device.kind == DeviceKind::Cuda) t.device.index += k;  // replica threads on cuda:0..R-1
     replicas_.push_back(std::make_unique<Trainer>(models_.back(), t));
   }
   for (const auto& [name, t] : replicas_[0]->trained_initializers()) {
@@ -93,7 +94,8 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
     } catch (const std::exception&) {
       errors[k] = std::current_exception();
     }
-    compute_seconds_[static_cast<size_t>(k)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - computed_from).count();
+    compute_seconds_[static_cast<size_t>(k)] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - computed_from).count();
   };
   const std::function<void(int)> others = [&](int j) { replica_step(j + 1); };
   if (r > 1) replica_threads_->start(others);

@@ -417,16 +417,20 @@ static TrainingCheckpoint read_checkpoint_file(const std::string& path, const st
     const nlohmann::json& shards = field(h, "shards", is_array, "an array", "");
     const fs::path dir = fs::path(path).parent_path();
     for (const nlohmann::json& s : shards) {
-      if (!s.is_string() || s.get<std::string>().find("..") != std::string::npos) bad("a shard name is not a relative file name");
+      if (!s.is_string() || s.get<std::string>().find("..") != std::string::npos)
+        bad("a shard name is not a relative file name");
       const std::string shard_path = (dir / s.get<std::string>()).string();
       std::error_code ec;
       if (!fs::exists(shard_path, ec))
-        fail(path, "the checkpoint's shard " + s.get<std::string>() + " is missing (deleted after the manifest was written?)");
+        fail(path, "the checkpoint's shard " + s.get<std::string>() +
+                       " is missing (deleted after the manifest was written?)");
       TrainingCheckpoint part = read_checkpoint_file(shard_path, path);
       if (part.step != c.step || !part.shards.empty())
-        fail(shard_path, "shard of step " + std::to_string(part.step) + " listed by the manifest of step " + std::to_string(c.step));
+        fail(shard_path, "shard of step " + std::to_string(part.step) + " listed by the manifest of step " +
+                             std::to_string(c.step));
       const std::pair<std::map<std::string, Tensor>*, std::map<std::string, Tensor>*> sections[] = {
-          {&part.tensors, &c.tensors}, {&part.optimizer_state, &c.optimizer_state},
+          {&part.tensors, &c.tensors},
+          {&part.optimizer_state, &c.optimizer_state},
           {&part.predictor_state, &c.predictor_state}};
       for (auto [from, into] : sections)
         for (auto& [name, t] : *from)

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <set>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "executor/comm/local_comm.h"
@@ -92,8 +92,8 @@ class BucketedAllReduce {
           ready_.wait(lock, [&] { return cancelled_ || missing_[b] == 0; });
           if (missing_[b] != 0) return;  // cancelled: the backward pass failed
         }
-        comm_.all_reduce_sum(data_[b], what_ + " (bucket " + std::to_string(b + 1) + " of " +
-                                           std::to_string(data_.size()) + ")");
+        comm_.all_reduce_sum(data_[b],
+                             what_ + " (bucket " + std::to_string(b + 1) + " of " + std::to_string(data_.size()) + ")");
       }
     } catch (...) {
       error_ = std::current_exception();
@@ -317,7 +317,8 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
   }
   const auto done = std::chrono::steady_clock::now();
   // Each replica thread writes only its own slot.
-  timing_.compute_seconds[static_cast<size_t>(local)] += std::chrono::duration<double>(waited_from - computed_from).count();
+  timing_.compute_seconds[static_cast<size_t>(local)] +=
+      std::chrono::duration<double>(waited_from - computed_from).count();
   timing_.exchange_seconds[static_cast<size_t>(local)] += std::chrono::duration<double>(done - waited_from).count();
   if (local == 0) {  // one writer: the other replica threads only touch their own state
     timing_.allreduce_seconds += std::chrono::duration<double>(done - waited_from).count();
@@ -355,7 +356,8 @@ float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
   const int r = global_replicas();
   const int64_t rows = x.sizes().at(0);
   if (rows < r) {
-    throw Error("data parallel: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) + " replicas");
+    throw Error("data parallel: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) +
+                " replicas");
   }
   const auto step_start = std::chrono::steady_clock::now();
   float loss = 0;

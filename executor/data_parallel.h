@@ -125,16 +125,15 @@ class DataParallelTrainer {
   // The GPU step of replica `local`: device gradients weighed, all-reduced by NCCL, applied on the
   // device. Returns the replica's row-weighted loss (summed over the processes across processes).
   float device_replica_step(int local, const Tensor& x, const Tensor& y, double weight);
-  std::vector<std::vector<std::string>> buckets_;  // parameters per bucket, in gradient order
+  std::vector<std::vector<std::string>> buckets_;    // parameters per bucket, in gradient order
   std::map<std::string, int64_t> parameter_numels_;  // trained initializers' element counts, by name
-
 
   DataParallelOptions options_;
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
-  std::unique_ptr<WorkerThreads> replica_threads_;  // replicas 1..R-1 (replica 0 runs on the caller's thread)
+  std::unique_ptr<WorkerThreads> replica_threads_;       // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;
   Timing timing_;
 };

@@ -106,7 +106,8 @@ std::string format_parameter_server_report(const ParameterServerReport& r) {
          ", mean s " + fixed(r.pushes.empty() ? 0 : sum / static_cast<double>(r.pushes.size()), 3) + "\n";
   }
   if (const int64_t skipped = r.skipped_pushes(); skipped > 0)
-    s += "  fp16: " + std::to_string(skipped) + " pushes skipped for inf/NaN gradients (each worker's own loss scaler)\n";
+    s += "  fp16: " + std::to_string(skipped) +
+         " pushes skipped for inf/NaN gradients (each worker's own loss scaler)\n";
   s += "  per push: " + fixed(static_cast<double>(r.pull_bytes) / 1e6, 3) + " MB pulled, " +
        fixed(static_cast<double>(r.push_bytes) / 1e6, 3) + " MB pushed\n";
   return s;
@@ -184,7 +185,8 @@ ParameterServerTrainer::~ParameterServerTrainer() = default;
 void ParameterServerTrainer::pull(Worker& w, bool predict, int64_t mini_batch, int worker) {
   for (size_t s = 0; s < shards_.size(); ++s) {
     Shard& shard = *shards_[s];
-    const int64_t steps = predict && w.pushes > 0 ? std::llround(w.staleness_sum[s] / static_cast<double>(w.pushes)) : 0;
+    const int64_t steps =
+        predict && w.pushes > 0 ? std::llround(w.staleness_sum[s] / static_cast<double>(w.pushes)) : 0;
     std::lock_guard<std::mutex> lock(shard.mutex);
     w.pulled_version[s] = shard.version();
     for (const std::string& name : shard.names) {
@@ -198,8 +200,13 @@ void ParameterServerTrainer::pull(Worker& w, bool predict, int64_t mini_batch, i
       shard.prediction.predict(*shard.optimizer, name, out.data<float>().data(), value.data<float>().data(),
                                static_cast<size_t>(value.numel()), steps);
       if (options_.after_pull)
-        options_.after_pull({.worker = worker, .mini_batch = mini_batch, .steps = steps, .name = name,
-                             .stored = value, .pulled = out, .state = shard.optimizer->state(name)});
+        options_.after_pull({.worker = worker,
+                             .mini_batch = mini_batch,
+                             .steps = steps,
+                             .name = name,
+                             .stored = value,
+                             .pulled = out,
+                             .state = shard.optimizer->state(name)});
     }
   }
 }
@@ -271,7 +278,8 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
         }
         const auto pushed = std::chrono::steady_clock::now();
         push.compute_seconds = std::chrono::duration<double>(push_start - compute_start).count();
-        push.exchange_seconds = std::chrono::duration<double>((compute_start - pull_start) + (pushed - push_start)).count();
+        push.exchange_seconds =
+            std::chrono::duration<double>((compute_start - pull_start) + (pushed - push_start)).count();
         for (size_t s = 0; s < shards_.size(); ++s) w.staleness_sum[s] += static_cast<double>(push.shard_staleness[s]);
         ++w.pushes;
         push.staleness = *std::max_element(push.shard_staleness.begin(), push.shard_staleness.end());
@@ -307,8 +315,8 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
     for (std::thread& t : threads) t.join();
     source_ = nullptr;
     report_.pushes.resize(static_cast<size_t>(first));
-    rethrow_with_out_of_resources_as_error(failure, "starting " + std::to_string(workers()) +
-                                                        " parameter-server worker threads");
+    rethrow_with_out_of_resources_as_error(
+        failure, "starting " + std::to_string(workers()) + " parameter-server worker threads");
   }
   std::vector<float> losses;
   std::exception_ptr callback_error;

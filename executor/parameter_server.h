@@ -52,9 +52,9 @@ struct PulledParameter {
   int64_t mini_batch = 0;
   int64_t steps = 0;  // s of the prediction (0: none)
   const std::string& name;
-  const Tensor& stored;          // W on the shard
-  const Tensor& pulled;          // what the worker computes with: Ŵ(s), or W
-  const ParamState& state;       // the shard optimizer's state of it (step 0 and no tensors before its first update)
+  const Tensor& stored;     // W on the shard
+  const Tensor& pulled;     // what the worker computes with: Ŵ(s), or W
+  const ParamState& state;  // the shard optimizer's state of it (step 0 and no tensors before its first update)
 };
 
 struct ParameterServerOptions {
@@ -97,10 +97,10 @@ struct ParameterServerReport {
   std::vector<int64_t> histogram() const;   // [s] = pushes with staleness s
   std::vector<int64_t> per_worker() const;  // pushes by worker
   std::vector<double> shard_mean_staleness() const;
-  int64_t predicted_pushes() const;  // pushes that used a prediction (s > 0)
-  std::vector<double> worker_compute_seconds() const;   // per worker, summed over its pushes
+  int64_t predicted_pushes() const;                    // pushes that used a prediction (s > 0)
+  std::vector<double> worker_compute_seconds() const;  // per worker, summed over its pushes
   std::vector<double> worker_exchange_seconds() const;
-  int64_t skipped_pushes() const;    // fp16 pushes not applied for inf/NaN gradients
+  int64_t skipped_pushes() const;  // fp16 pushes not applied for inf/NaN gradients
 };
 // The staleness report printed at the end of a run: shards, pushes per worker, mean/max staleness, the
 // histogram, and with prediction how many pulls were predicted.

@@ -51,8 +51,8 @@ ReplicaMemoryEstimate estimate_replica_memory(const Graph& forward, int replicas
         saturating_add(e.per_replica_bytes, saturating_mul(parameter_bytes, 1 + optimizer_slots(options.optimizer)));
   e.thread_stack_bytes = default_thread_stack_bytes();
   e.resident_bytes = saturating_mul(e.per_replica_bytes, static_cast<uint64_t>(std::max(replicas, 0)));
-  e.address_space_bytes =
-      saturating_add(e.resident_bytes, saturating_mul(e.thread_stack_bytes, static_cast<uint64_t>(std::max(threads, 0))));
+  e.address_space_bytes = saturating_add(
+      e.resident_bytes, saturating_mul(e.thread_stack_bytes, static_cast<uint64_t>(std::max(threads, 0))));
   return e;
 }
 
@@ -60,18 +60,19 @@ void check_replicas_fit_in_memory(const Graph& forward, int replicas, int thread
                                   const std::string& option) {
   const ReplicaMemoryEstimate e = estimate_replica_memory(forward, replicas, threads, options);
   const std::string what = option + ": not enough memory: " + std::to_string(replicas) + " replicas need at least ";
-  const std::string each = " (" + format_memory_size(e.per_replica_bytes) +
-                           " each for their weights, gradients and optimizer state";
+  const std::string each =
+      " (" + format_memory_size(e.per_replica_bytes) + " each for their weights, gradients and optimizer state";
   const uint64_t physical = physical_memory_bytes();
   if (physical > 0 && e.resident_bytes > physical)
     throw Error(what + format_memory_size(e.resident_bytes) + each + "), more than this machine's " +
                 format_memory_size(physical) + "; use fewer replicas");
   const uint64_t left = address_space_left_bytes();
   if (e.address_space_bytes > left)
-    throw Error(what + format_memory_size(e.address_space_bytes) + " of address space" + each + ", and " +
-                std::to_string(threads) + " replica threads with stacks of " +
-                format_memory_size(e.thread_stack_bytes) + "), more than the " + format_memory_size(left) +
-                " this process may still map under its memory limit (ulimit -v); use fewer replicas, or raise the limit");
+    throw Error(
+        what + format_memory_size(e.address_space_bytes) + " of address space" + each + ", and " +
+        std::to_string(threads) + " replica threads with stacks of " + format_memory_size(e.thread_stack_bytes) +
+        "), more than the " + format_memory_size(left) +
+        " this process may still map under its memory limit (ulimit -v); use fewer replicas, or raise the limit");
 }
 
 }  // namespace onnxtrain

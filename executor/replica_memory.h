@@ -15,9 +15,9 @@
 namespace onnxtrain {
 
 struct ReplicaMemoryEstimate {
-  uint64_t per_replica_bytes = 0;  // host memory of one replica (weights, gradients, optimizer state)
-  uint64_t thread_stack_bytes = 0;  // address space of one replica thread's stack
-  uint64_t resident_bytes = 0;      // all replicas' host memory
+  uint64_t per_replica_bytes = 0;    // host memory of one replica (weights, gradients, optimizer state)
+  uint64_t thread_stack_bytes = 0;   // address space of one replica thread's stack
+  uint64_t resident_bytes = 0;       // all replicas' host memory
   uint64_t address_space_bytes = 0;  // that plus the replica threads' stacks
 };
 

@@ -18,9 +18,7 @@ namespace {
 
 bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
 
-int64_t argmax_row(std::span<const float> row) {
-  return std::max_element(row.begin(), row.end()) - row.begin();
-}
+int64_t argmax_row(std::span<const float> row) { return std::max_element(row.begin(), row.end()) - row.begin(); }
 
 }  // namespace
 
@@ -33,7 +31,8 @@ RunningStatUpdate RunningStatUpdate::of(const Graph& graph, const Node& n, int o
   u.values_per_sample = 1;
   for (size_t d = 2; d < x.dims.size(); ++d) {
     if (!x.dims[d].is_static()) {
-      throw Error("BatchNormalization node '" + n.name + "': its input's spatial sizes are not static, so the "
+      throw Error("BatchNormalization node '" + n.name +
+                  "': its input's spatial sizes are not static, so the "
                   "unbiased running variance cannot be formed; use the population variance (ONNX's update)");
     }
     u.values_per_sample *= x.dims[d].value();
@@ -65,8 +64,7 @@ int64_t class_count(const Graph& g, const std::string& logits) {
 
 Tensor loss_targets(const LossSpec& loss, const Tensor& y, int64_t classes) {
   if (loss.kind == LossKind::SoftmaxCrossEntropy || loss.kind == LossKind::ModelOutput) {
-    if (loss.kind == LossKind::SoftmaxCrossEntropy && loss.label_dtype == DType::Int32 &&
-        y.dtype() == DType::Int64) {
+    if (loss.kind == LossKind::SoftmaxCrossEntropy && loss.label_dtype == DType::Int32 && y.dtype() == DType::Int64) {
       Tensor t(DType::Int32, y.sizes());
       auto src = y.data<int64_t>();
       auto dst = t.data<int32_t>();
@@ -82,7 +80,8 @@ Tensor loss_targets(const LossSpec& loss, const Tensor& y, int64_t classes) {
   auto dst = t.data<float>();
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= classes) {
-      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) + " outputs");
+      throw Error("label " + std::to_string(labels[i]) + " is outside the model's " + std::to_string(classes) +
+                  " outputs");
     }
     dst[i * classes + labels[i]] = 1.0f;
   }
@@ -95,38 +94,39 @@ RunningVariance running_variance_from_name(const std::string& name) {
   throw Error("unknown running variance '" + name + "': expected unbiased (PyTorch's) or population (ONNX's)");
 }
 
-
 Trainer::Trainer(const Graph& forward, TrainerOptions options)
     : options_(std::move(options)), optimizer_(options_.optimizer, options_.schedule) {
   options_.optimizer.validate();
   options_.schedule.validate();
   const uint64_t seed = options_.seed;
-  TrainingRecipe recipe = make_training_recipe(
-      forward, {.loss = options_.loss,
-                .precision = options_.precision,
-                .scale_loss = options_.precision == Precision::fp16,
-                .dropout = options_.dropout,
-                .dropout_seed = [seed](uint64_t node_seed, uint64_t position) {
-                  return random_stream_seed(seed ^ node_seed, position);
-                }});
+  TrainingRecipe recipe = make_training_recipe(forward, {.loss = options_.loss,
+                                                         .precision = options_.precision,
+                                                         .scale_loss = options_.precision == Precision::fp16,
+                                                         .dropout = options_.dropout,
+                                                         .dropout_seed = [seed](uint64_t node_seed, uint64_t position) {
+                                                           return random_stream_seed(seed ^ node_seed, position);
+                                                         }});
   input_ = std::move(recipe.input);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);
   eval_graph_ = std::make_unique<Graph>(std::move(recipe.evaluation));
   if (options_.precision == Precision::fp16) scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
   if (options_.skip_nonfinite_steps && (options_.device.kind == DeviceKind::Cuda || scaler_))
-    throw Error("skipping steps with a non-finite loss or gradient (--on-nonfinite skip) is built for float32 and "
-                "bfloat16 on the CPU; fp16 skips overflowing steps by itself (dynamic loss scaling)");
+    throw Error(
+        "skipping steps with a non-finite loss or gradient (--on-nonfinite skip) is built for float32 and "
+        "bfloat16 on the CPU; fp16 skips overflowing steps by itself (dynamic loss scaling)");
   training_ = std::make_unique<TrainingGraph>(std::move(recipe.training));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
   // their initializer Tensors on the host, and so their names).
   device_initializers_ = session_->device_initializers();
-  eval_session_ = std::make_unique<InferenceSession>(*eval_graph_, options_.kernels, options_.device, device_initializers_);
+  eval_session_ =
+      std::make_unique<InferenceSession>(*eval_graph_, options_.kernels, options_.device, device_initializers_);
   if (device_initializers_) {
     device_optimizer_ = std::make_unique<DeviceOptimizer>(device_initializers_);
-    optimizer_.set_state_sync(
-        [device = device_optimizer_.get()](std::map<std::string, ParamState>& states) { device->sync_to_host(states); });
+    optimizer_.set_state_sync([device = device_optimizer_.get()](std::map<std::string, ParamState>& states) {
+      device->sync_to_host(states);
+    });
   }
 
   Graph& g = training_->graph;
@@ -148,12 +148,12 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   for (const Slot& s : slots_) gradient_outputs_.insert(s.gradient);
 }
 
-
 // The training session's inputs for a batch; sets the run index: step t runs with index t, also after
 // compute_gradients calls or a restore.
 std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
   std::map<std::string, Tensor> inputs{{input_, x}};
-  if (!loss_.labels.empty()) inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
+  if (!loss_.labels.empty())
+    inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
   if (scaler_) {
     Tensor scale(DType::Float32, {});
     scale.data<float>()[0] = static_cast<float>(scaler_->scale());
@@ -190,14 +190,15 @@ void Trainer::step_on_device(const std::map<std::string, const float*>& gradient
   for (const Slot& s : slots_) {
     const Tensor& w = *g.value(s.value).data;
     if (!device_initializers_->contains(s.name)) device_initializers_->data(s.name, w);  // before any run
-    params.push_back({s.name, static_cast<float*>(device_initializers_->data_for_update(s.name)), gradients.at(s.name),
-                      w.numel()});
+    params.push_back(
+        {s.name, static_cast<float*>(device_initializers_->data_for_update(s.name)), gradients.at(s.name), w.numel()});
   }
   device_optimizer_->step(optimizer_, params);
 }
 
 void Trainer::require_device(const char* what) const {
-  if (!device_optimizer_) throw Error(std::string(what) + " needs a trainer on a CUDA device; this one is on " + options_.device.name());
+  if (!device_optimizer_)
+    throw Error(std::string(what) + " needs a trainer on a CUDA device; this one is on " + options_.device.name());
 }
 
 const cuda::DeviceStream& Trainer::device_stream() const {
@@ -263,7 +264,8 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
     // step when any is inf/NaN. The forward pass ran, so the running statistics follow the batch as
     // PyTorch's do.
     bool finite = true;
-    for (const Slot& s : slots_) finite = LossScaler::unscale(out.at(s.gradient).data<float>(), scaler_->scale()) && finite;
+    for (const Slot& s : slots_)
+      finite = LossScaler::unscale(out.at(s.gradient).data<float>(), scaler_->scale()) && finite;
     scaler_->update(finite);
     if (!finite) {
       update_running_stats(out, x.sizes().at(0));
@@ -310,10 +312,11 @@ std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const T
 }
 
 std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss,
-                                                       const GradientCallback& on_gradient) {
+                                                        const GradientCallback& on_gradient) {
   if (scaler_ && on_gradient) {
-    throw Error("--precision fp16: gradients streamed during the backward pass (--bucket-mb) are still "
-                "loss-scaled; data parallelism with fp16 sends whole gradients after the backward pass");
+    throw Error(
+        "--precision fp16: gradients streamed during the backward pass (--bucket-mb) are still "
+        "loss-scaled; data parallelism with fp16 sends whole gradients after the backward pass");
   }
   std::map<std::string, std::string> parameter_of;  // gradient output -> parameter
   for (const Slot& s : slots_) parameter_of[s.gradient] = s.name;
@@ -353,7 +356,8 @@ bool Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
     auto it = gradients.find(s.name);
     Tensor& w = *g.value(s.value).data;
     if (it == gradients.end() || it->second.numel() != w.numel() || it->second.dtype() != DType::Float32) {
-      throw Error("apply_gradients: no float32 gradient of " + std::to_string(w.numel()) + " elements for '" + s.name + "'");
+      throw Error("apply_gradients: no float32 gradient of " + std::to_string(w.numel()) + " elements for '" + s.name +
+                  "'");
     }
     params.push_back({s.name, w.data<float>(), it->second.data<float>()});
   }
@@ -394,8 +398,8 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
     const Tensor& saved = it->second;
     if (saved.dtype() != v.data->dtype() || saved.sizes() != v.data->sizes()) {
       throw Error("the saved '" + v.name + "' is " + std::string(dtype_name(saved.dtype())) + " " +
-                  Shape::of(saved.sizes()).to_string() + "; the model's is " + std::string(dtype_name(v.data->dtype())) + " " +
-                  Shape::of(v.data->sizes()).to_string());
+                  Shape::of(saved.sizes()).to_string() + "; the model's is " +
+                  std::string(dtype_name(v.data->dtype())) + " " + Shape::of(v.data->sizes()).to_string());
     }
     // In place: the evaluation graph shares these buffers.
     std::memcpy(v.data->raw(), saved.raw(), static_cast<size_t>(saved.numel()) * dtype_size(saved.dtype()));

@@ -103,7 +103,6 @@ struct TrainerOptions {
   bool skip_nonfinite_steps = false;
 };
 
-
 class Trainer {
  public:
   // Throws Error when the loss cannot be attached or a node has no gradient rule.
@@ -210,7 +209,6 @@ class Trainer {
   int running_stat_nodes() const { return static_cast<int>(running_stats_.size()); }
 
  private:
-
   TrainerOptions options_;
   AttachedLoss loss_;
   std::unique_ptr<TrainingGraph> training_;  // stable address: the session keeps a reference

@@ -111,7 +111,8 @@ LoadedData load_cifar10(const std::string& dir_arg, const DatasetOptions& option
 LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
   const NpzArchive archive = read_npz(path);
   const std::string suffix = is_test_split(options) ? "_test" : "_train";
-  std::vector<std::pair<std::string, std::string>> pairs = {{"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
+  std::vector<std::pair<std::string, std::string>> pairs = {
+      {"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
   if (!options.input_name.empty()) pairs.insert(pairs.begin(), {options.input_name, "labels"});
   for (const auto& [x, y] : pairs) {
     if (archive.find(x) && archive.find(y)) return {*archive.find(x), *archive.find(y), 0, "npz " + path, path, path};
@@ -154,10 +155,13 @@ LoadedData load_token_source(const std::string& path, const DatasetOptions& opti
   const std::vector<int64_t> stream = read_token_stream(path, format);
   RawDataset raw = token_windows(stream, options.seq_len, options.seed, path);
   const char* kind = format == TokenFormat::TextBytes ? "text" : "tokens";
-  LoadedData d{raw.inputs, raw.labels, format == TokenFormat::TextBytes ? 256 : 0,
+  LoadedData d{raw.inputs,
+               raw.labels,
+               format == TokenFormat::TextBytes ? 256 : 0,
                std::string(kind) + " " + path + " (" + std::to_string(stream.size()) + " tokens, windows of " +
                    std::to_string(options.seq_len) + ")",
-               path, path};
+               path,
+               path};
   return d;
 }
 
@@ -175,8 +179,10 @@ const std::vector<DataSource>& data_sources() {
       {"npz", load_npz},
       {"npy", load_npy_pair},
       {"synthetic", load_synthetic},
-      {"tokens", [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::Ids); }},
-      {"text", [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::TextBytes); }},
+      {"tokens",
+       [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::Ids); }},
+      {"text",
+       [](const std::string& a, const DatasetOptions& o) { return load_token_source(a, o, TokenFormat::TextBytes); }},
   };
   return sources;
 }
@@ -205,8 +211,9 @@ void check_finite_inputs(const Tensor& x, const std::string& file) {
   const int64_t row_size = x.rank() > 0 && x.sizes()[0] > 0 ? x.numel() / x.sizes()[0] : 1;
   const int64_t at = bad - values.begin();
   const int64_t bad_values = std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
-  throw Error("row " + std::to_string(at / row_size) + " of the inputs holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
-              " (element " + std::to_string(at % row_size) + " of the row; " + std::to_string(bad_values) +
+  throw Error("row " + std::to_string(at / row_size) + " of the inputs holds " +
+              (std::isnan(*bad) ? "NaN" : "an infinity") + " (element " + std::to_string(at % row_size) +
+              " of the row; " + std::to_string(bad_values) +
               " non-finite values in all): training on it would make the weights NaN; fix or drop those rows")
       .in_file(file);
 }
@@ -256,9 +263,9 @@ Tensor checked_labels(const LoadedData& d, int64_t count, int64_t& classes) {
     if (values[i] == kIgnoredLabel) continue;
     const bool out_of_range = values[i] < 0 || (classes > 0 && values[i] >= classes);
     if (out_of_range) {
-      const std::string where = per_position ? "row " + std::to_string(i / per_row) + ", position " +
-                                                   std::to_string(i % per_row)
-                                             : "index " + std::to_string(i);
+      const std::string where = per_position
+                                    ? "row " + std::to_string(i / per_row) + ", position " + std::to_string(i % per_row)
+                                    : "index " + std::to_string(i);
       throw Error("label " + std::to_string(values[i]) + " at " + where + ", expected " +
                   (classes > 0 ? "< " + std::to_string(classes) : std::string(">= 0")) + " (or " +
                   std::to_string(kIgnoredLabel) + ", ignored)")
@@ -403,7 +410,8 @@ std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset
   };
   std::map<std::string, std::string> m;
   const bool normalised = !dataset.mean.empty();
-  m["onnxtrain.preprocess"] = normalised ? "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" : "x = raw * scale";
+  m["onnxtrain.preprocess"] =
+      normalised ? "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" : "x = raw * scale";
   m["onnxtrain.preprocess.scale"] = full_precision({dataset.input_scale});
   m["onnxtrain.preprocess.raw_dtype"] = dataset.raw_dtype;
   const bool ids = is_integer(dataset.inputs.dtype());

@@ -41,14 +41,17 @@ std::vector<int64_t> idx_sizes(const std::string& bytes, uint32_t rank, const ch
   }
   std::vector<int64_t> sizes;
   uint64_t count = 1;
-  bool overflow = false;  // three 32-bit sizes can overflow 64 bits
+  // Three 32-bit sizes can overflow 64 bits; int64 is checked at every step, so that a later 0 does not
+  // hide a product that Tensor's signed count overflows on.
+  bool overflow = false;
   for (uint32_t d = 0; d < rank; ++d) {
     sizes.push_back(big_endian_u32(bytes, 4 + 4 * d));
-    overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(sizes.back()), &count);
+    overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(sizes.back()), &count) ||
+               count > uint64_t{INT64_MAX};
   }
   if (overflow || count > bytes.size() - header) {
     throw Error("truncated file: expected " +
-                (overflow ? "the IDX sizes " + Shape::of(sizes).to_string() + ", more than 2^64"
+                (overflow ? "the IDX sizes " + Shape::of(sizes).to_string() + ", more than 2^63"
                           : std::to_string(header + count)) +
                 " bytes, got " + std::to_string(bytes.size()));
   }

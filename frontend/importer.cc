@@ -1,11 +1,11 @@
 #include "frontend/importer.h"
 
-#include <set>
-
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
+
+#include <set>
 
 #include "frontend/import_passes.h"
 #include "frontend/model_file.h"
@@ -78,6 +78,12 @@ void convert_old_opset(onnx::ModelProto& model, ImportedModel& report) {
 
 OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
   try {
+    // First without data propagation, on a copy: when a node's inference fails, ONNX 1.12 goes on to the
+    // next nodes, and its data propagators dereference the type the failed node never set (a Gather whose
+    // axis is out of range, then Unsqueeze, Concat, Reshape, Shape: a segfault). Failing here, they never run.
+    onnx::ModelProto probe = model;
+    onnx::shape_inference::InferShapes(probe, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(/*check_type=*/true, /*strict_mode=*/1));
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception& e) {

@@ -25,13 +25,16 @@ onnx::ModelProto read_model_file(const std::string& path) {
 
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) {
-    throw Error("not an ONNX model: the file does not parse as an ONNX ModelProto (truncated or corrupt protobuf, "
-                "or a different file format)");
+    throw Error(
+        "not an ONNX model: the file does not parse as an ONNX ModelProto (truncated or corrupt protobuf, "
+        "or a different file format)");
   }
   // Random bytes and other protobufs can parse as a ModelProto by accident; a real model has these.
   if (!model.has_graph() || model.opset_import_size() == 0 || model.ir_version() <= 0) {
     throw Error("not an ONNX model: the file parses, but has no " +
-                std::string(!model.has_graph() ? "graph" : model.opset_import_size() == 0 ? "opset_import" : "ir_version") +
+                std::string(!model.has_graph()               ? "graph"
+                            : model.opset_import_size() == 0 ? "opset_import"
+                                                             : "ir_version") +
                 " (truncated, corrupt, or a different file format)");
   }
   return model;
@@ -51,14 +54,18 @@ static void load_one_external(onnx::TensorProto& tensor, const fs::path& folder)
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& entry : tensor.external_data()) {
-    if (entry.key() == "location") location = entry.value();
-    else if (entry.key() == "offset") offset = external_count(entry.value(), "offset", what);
-    else if (entry.key() == "length") length = external_count(entry.value(), "length", what);
+    if (entry.key() == "location")
+      location = entry.value();
+    else if (entry.key() == "offset")
+      offset = external_count(entry.value(), "offset", what);
+    else if (entry.key() == "length")
+      length = external_count(entry.value(), "length", what);
   }
   if (location.empty()) throw Error(what + " but names no location");
   fs::path relative(location);
   if (relative.is_absolute() || relative.lexically_normal().string().starts_with("..")) {
-    throw Error(what + " at '" + location + "', outside the model's folder; onnxtrain reads only files next to the model");
+    throw Error(what + " at '" + location +
+                "', outside the model's folder; onnxtrain reads only files next to the model");
   }
   fs::path file = folder / relative;
   std::error_code ec;
@@ -131,7 +138,8 @@ void load_external_data(onnx::ModelProto& model, const std::string& model_path) 
   }
   for (auto& node : *model.mutable_graph()->mutable_node()) {
     for (auto& attr : *node.mutable_attribute()) {
-      if (attr.has_t() && attr.t().data_location() == onnx::TensorProto::EXTERNAL) load_one_external(*attr.mutable_t(), folder);
+      if (attr.has_t() && attr.t().data_location() == onnx::TensorProto::EXTERNAL)
+        load_one_external(*attr.mutable_t(), folder);
     }
   }
 }

@@ -52,9 +52,7 @@ void replace_data(onnx::TensorProto& proto, const Tensor& tensor, const std::str
   proto.set_raw_data(reinterpret_cast<const char*>(tensor.raw()), tensor.nbytes());  // little-endian hosts
 }
 
-bool is_default_domain(const onnx::NodeProto& node) {
-  return node.domain().empty() || node.domain() == "ai.onnx";
-}
+bool is_default_domain(const onnx::NodeProto& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
 
 // Every name a node reads or the graph returns.
 std::multiset<std::string> used_names(const onnx::GraphProto& graph) {
@@ -74,7 +72,8 @@ void drop_trailing_empty_inputs(onnx::NodeProto& node) {
 void remove_if_unused(onnx::GraphProto& graph, const std::string& name) {
   if (used_names(graph).count(name) > 0) return;
   auto* inits = graph.mutable_initializer();
-  inits->erase(std::remove_if(inits->begin(), inits->end(), [&](const auto& t) { return t.name() == name; }), inits->end());
+  inits->erase(std::remove_if(inits->begin(), inits->end(), [&](const auto& t) { return t.name() == name; }),
+               inits->end());
   auto* inputs = graph.mutable_input();
   inputs->erase(std::remove_if(inputs->begin(), inputs->end(), [&](const auto& v) { return v.name() == name; }),
                 inputs->end());
@@ -86,15 +85,14 @@ void remove_if_unused(onnx::GraphProto& graph, const std::string& name) {
                nodes->end());
 }
 
-std::string node_label(const onnx::NodeProto& node) {
-  return "node '" + node.name() + "' (op " + node.op_type() + ")";
-}
+std::string node_label(const onnx::NodeProto& node) { return "node '" + node.name() + "' (op " + node.op_type() + ")"; }
 
 // BatchNormalization in training mode: training_mode=1 (opset 14+) or, before opset 14, any output after Y.
 bool batch_norm_to_inference(onnx::GraphProto& graph, onnx::NodeProto& node, const std::string& source) {
   bool changed = false;
   auto* attrs = node.mutable_attribute();
-  const auto mode = std::find_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "training_mode"; });
+  const auto mode =
+      std::find_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "training_mode"; });
   if (mode != attrs->end()) {
     changed = mode->i() != 0;
     attrs->erase(mode);  // absent means 0
@@ -121,8 +119,8 @@ bool dropout_to_inference(onnx::GraphProto& graph, onnx::NodeProto& node) {
   const std::string mode = node.input(2);
   const bool is_initializer = std::any_of(graph.initializer().begin(), graph.initializer().end(),
                                           [&](const auto& t) { return t.name() == mode; });
-  const bool is_graph_input = std::any_of(graph.input().begin(), graph.input().end(),
-                                          [&](const auto& v) { return v.name() == mode; });
+  const bool is_graph_input =
+      std::any_of(graph.input().begin(), graph.input().end(), [&](const auto& v) { return v.name() == mode; });
   if (is_graph_input && !is_initializer) return false;  // the caller of the model decides at run time
   node.mutable_input()->RemoveLast();
   drop_trailing_empty_inputs(node);
@@ -154,12 +152,15 @@ void check_output_path(const std::string& out_path) {
   if (fs::exists(status)) {
     if (fs::is_directory(status)) throw Error(out_path + ": is a folder; -o names the .onnx file to write");
     if (!fs::is_regular_file(status))
-      throw Error(out_path + ": is not a regular file (a device, pipe or socket); onnxtrain replaces only regular files");
+      throw Error(out_path +
+                  ": is not a regular file (a device, pipe or socket); onnxtrain replaces only regular files");
   }
   fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path()) folder = folder.parent_path();
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path())
+    folder = folder.parent_path();
   if (!fs::is_directory(folder, ec)) throw Error(out_path + ": " + folder.string() + " is not a folder");
-  if (::access(folder.c_str(), W_OK) != 0) throw Error(out_path + ": the folder " + folder.string() + " is not writable");
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw Error(out_path + ": the folder " + folder.string() + " is not writable");
 }
 
 void write_trained_model(const std::string& source_model, const std::string& out_path,

@@ -31,7 +31,8 @@ DType dtype_of_descr(const std::string& descr) {
   for (const NpyType& t : kTypes)
     if (descr == t.descr || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1)))
       return t.dtype;
-  throw Error("unsupported .npy dtype '" + descr + "' (onnxtrain reads little-endian float16/32/64, int8..64, uint8..64, bool)");
+  throw Error("unsupported .npy dtype '" + descr +
+              "' (onnxtrain reads little-endian float16/32/64, int8..64, uint8..64, bool)");
 }
 
 const char* descr_of(DType dtype) {
@@ -72,12 +73,14 @@ Tensor read_npy(const std::string& path) {
                   std::to_string(kMaxHeaderBytes) + " (corrupt?)");
     const std::string header = bytes.substr(header_start, header_len);
     std::smatch m;
-    if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'"))) throw Error("the .npy header has no descr");
+    if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
+      throw Error("the .npy header has no descr");
     const DType dtype = dtype_of_descr(m[1]);
     if (std::regex_search(header, m, std::regex("'fortran_order'\\s*:\\s*True"))) {
       throw Error("Fortran-ordered arrays are not supported: save with np.ascontiguousarray");
     }
-    if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)"))) throw Error("the .npy header has no shape");
+    if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
+      throw Error("the .npy header has no shape");
     std::vector<int64_t> sizes;
     const std::string dims = m[1];
     const std::regex number("\\d+");
@@ -88,14 +91,16 @@ Tensor read_npy(const std::string& path) {
       const std::string digits = it->str();
       const auto [last, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
       // (within int64 at every step: a later 0 size must not hide a product Tensor cannot count)
-      if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes) || nbytes > uint64_t{INT64_MAX})
+      if (ec != std::errc() || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes) ||
+          nbytes > uint64_t{INT64_MAX})
         throw Error("the .npy header's shape (" + dims + ") holds more bytes than a file can");
       sizes.push_back(size);
     }
     const size_t data_start = header_start + header_len;
     if (bytes.size() - data_start < nbytes) {
       throw Error("truncated: the header says " + Shape::of(sizes).to_string() + " " + std::string(dtype_name(dtype)) +
-                  " (" + std::to_string(nbytes) + " bytes) but the file holds " + std::to_string(bytes.size() - data_start));
+                  " (" + std::to_string(nbytes) + " bytes) but the file holds " +
+                  std::to_string(bytes.size() - data_start));
     }
     Tensor t(dtype, sizes);
     if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
@@ -111,7 +116,8 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   for (int64_t s : tensor.sizes()) shape += std::to_string(s) + ",";
   if (tensor.rank() > 1) shape.pop_back();
   shape += ")";
-  std::string header = "{'descr': '" + std::string(descr_of(tensor.dtype())) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + std::string(descr_of(tensor.dtype())) + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Version 1.0: the magic, version, header length and header end on a multiple of 64 bytes.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -17,9 +17,10 @@ float unit_float(std::mt19937_64& rng) { return static_cast<float>(rng() >> 40) 
 // when they overflow or exceed this machine's memory.
 void check_synthetic_size(int64_t features, int64_t classes, int64_t count) {
   uint64_t inputs = 0, map = 0;
-  const bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(features), &inputs) ||
-                        __builtin_mul_overflow(inputs, uint64_t{sizeof(float)}, &inputs) ||
-                        __builtin_mul_overflow(static_cast<uint64_t>(classes), static_cast<uint64_t>(features), &map);
+  const bool overflow =
+      __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(features), &inputs) ||
+      __builtin_mul_overflow(inputs, uint64_t{sizeof(float)}, &inputs) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(classes), static_cast<uint64_t>(features), &map);
   const uint64_t memory = physical_memory_bytes() > 0 ? physical_memory_bytes() : UINT64_MAX;  // 0: not known
   if (overflow || inputs > memory || map > memory / sizeof(float)) {
     throw Error("synthetic data: " + std::to_string(count) + " samples of " + std::to_string(features) + " values" +

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "frontend/tensor_file.h"
-
 #include "graph/error.h"
 #include "graph/shape.h"
 
@@ -85,18 +84,39 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
   }
   if (t.numel() == 0) return t;
   switch (dtype) {
-    case DType::Float32: copy_field<float>(proto.float_data(), t, name.c_str()); break;
-    case DType::Float64: copy_field<double>(proto.double_data(), t, name.c_str()); break;
-    case DType::Int64: copy_field<int64_t>(proto.int64_data(), t, name.c_str()); break;
-    case DType::UInt64: copy_field<uint64_t>(proto.uint64_data(), t, name.c_str()); break;
-    case DType::UInt32: copy_field<uint32_t>(proto.uint64_data(), t, name.c_str()); break;
-    case DType::Int32: copy_field<int32_t>(proto.int32_data(), t, name.c_str()); break;
-    case DType::Int16: copy_field<int16_t>(proto.int32_data(), t, name.c_str()); break;
-    case DType::UInt16: case DType::Float16: case DType::BFloat16:
+    case DType::Float32:
+      copy_field<float>(proto.float_data(), t, name.c_str());
+      break;
+    case DType::Float64:
+      copy_field<double>(proto.double_data(), t, name.c_str());
+      break;
+    case DType::Int64:
+      copy_field<int64_t>(proto.int64_data(), t, name.c_str());
+      break;
+    case DType::UInt64:
+      copy_field<uint64_t>(proto.uint64_data(), t, name.c_str());
+      break;
+    case DType::UInt32:
+      copy_field<uint32_t>(proto.uint64_data(), t, name.c_str());
+      break;
+    case DType::Int32:
+      copy_field<int32_t>(proto.int32_data(), t, name.c_str());
+      break;
+    case DType::Int16:
+      copy_field<int16_t>(proto.int32_data(), t, name.c_str());
+      break;
+    case DType::UInt16:
+    case DType::Float16:
+    case DType::BFloat16:
       copy_field<uint16_t>(proto.int32_data(), t, name.c_str());
       break;
-    case DType::Int8: copy_field<int8_t>(proto.int32_data(), t, name.c_str()); break;
-    case DType::UInt8: case DType::Bool: copy_field<uint8_t>(proto.int32_data(), t, name.c_str()); break;
+    case DType::Int8:
+      copy_field<int8_t>(proto.int32_data(), t, name.c_str());
+      break;
+    case DType::UInt8:
+    case DType::Bool:
+      copy_field<uint8_t>(proto.int32_data(), t, name.c_str());
+      break;
     default:
       throw Error("initializer '" + name + "' stores " + std::string(dtype_name(dtype)) +
                   " in typed fields, which onnxtrain does not read");

@@ -29,7 +29,8 @@ bool is_process_stream(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, AtomicFileOptions options) : path_(std::move(path)), options_(std::move(options)) {
+AtomicFile::AtomicFile(std::string path, AtomicFileOptions options)
+    : path_(std::move(path)), options_(std::move(options)) {
   if (path_.empty()) fail(ENOENT, "no file name");
   target_ = path_;
   std::error_code ec;

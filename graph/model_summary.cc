@@ -31,8 +31,10 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
   for (const std::string& symbol : graph.info.batch_symbols) s.bindings[symbol] = batch;
   const SymbolBindings& bindings = s.bindings;
 
-  for (ValueId id : graph.inputs) s.inputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
-  for (ValueId id : graph.outputs) s.outputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
+  for (ValueId id : graph.inputs)
+    s.inputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
+  for (ValueId id : graph.outputs)
+    s.outputs.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
 
   for (ValueId id : graph.initializers) {
     const Value& v = graph.value(id);
@@ -43,9 +45,15 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
         s.parameter_bytes += static_cast<int64_t>(v.data->nbytes());
         (v.frozen ? s.frozen_parameters : s.trainable_parameters) += n;
         break;
-      case ValueRole::State: s.state_elements += n; break;
-      case ValueRole::Buffer: s.buffer_elements += n; break;
-      default: s.constant_elements += n; break;
+      case ValueRole::State:
+        s.state_elements += n;
+        break;
+      case ValueRole::Buffer:
+        s.buffer_elements += n;
+        break;
+      default:
+        s.constant_elements += n;
+        break;
     }
   }
 

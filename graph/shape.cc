@@ -78,9 +78,12 @@ bool Dim::operator==(const Dim& other) const {
 
 std::string Dim::to_string() const {
   switch (kind_) {
-    case Kind::Static: return std::to_string(value_);
-    case Kind::Symbolic: return value_ == 1 ? symbol_ : std::to_string(value_) + "*" + symbol_;
-    case Kind::Unknown: return "?";
+    case Kind::Static:
+      return std::to_string(value_);
+    case Kind::Symbolic:
+      return value_ == 1 ? symbol_ : std::to_string(value_) + "*" + symbol_;
+    case Kind::Unknown:
+      return "?";
   }
   return "?";
 }

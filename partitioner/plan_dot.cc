@@ -49,11 +49,13 @@ std::string plan_to_dot(const Plan& plan, std::span<const PlanEdge> edges) {
   std::vector<int> stage_of(static_cast<size_t>(n), -1);
   for (const StagePlan& s : plan.stages)
     for (int64_t i = s.first_node; i < s.end_node && i < n; ++i) stage_of[static_cast<size_t>(i)] = s.index;
-  std::string out = "digraph plan {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontsize=10];\n"
-                    "  edge [fontsize=9, color=\"#777777\"];\n";
-  out += "  label=" + quoted((plan.model.empty() ? std::string("plan") : plan.model) + ": " +
-                             std::to_string(plan.stages.size()) + " stages, " +
-                             std::string(pipeline_strategy_name(plan.options.schedule))) + ";\n";
+  std::string out =
+      "digraph plan {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontsize=10];\n"
+      "  edge [fontsize=9, color=\"#777777\"];\n";
+  out += "  label=" +
+         quoted((plan.model.empty() ? std::string("plan") : plan.model) + ": " + std::to_string(plan.stages.size()) +
+                " stages, " + std::string(pipeline_strategy_name(plan.options.schedule))) +
+         ";\n";
   for (const StagePlan& s : plan.stages) {
     char time[64];
     std::snprintf(time, sizeof time, "%.3g ms", s.time_seconds * 1e3);
@@ -74,7 +76,9 @@ std::string plan_to_dot(const Plan& plan, std::span<const PlanEdge> edges) {
     const int from = stage_of[static_cast<size_t>(e.producer)], to = stage_of[static_cast<size_t>(e.consumer)];
     if (from != to)
       out += " [color=\"#d62728\", penwidth=2, fontcolor=\"#d62728\", label=" +
-             quoted(e.tensor + "\n" + format_byte_size(e.bytes) + (to - from > 1 ? ", crosses " + std::to_string(to - from) + " cuts" : "")) + "]";
+             quoted(e.tensor + "\n" + format_byte_size(e.bytes) +
+                    (to - from > 1 ? ", crosses " + std::to_string(to - from) + " cuts" : "")) +
+             "]";
     out += ";\n";
   }
   return out + "}\n";

@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "graph/atomic_file.h"
 #include "graph/error.h"
@@ -20,11 +19,14 @@ using ojson = nlohmann::ordered_json;  // written in the order of the struct, "f
 constexpr const char* kFormat = "onnxtrain-plan";
 constexpr int kVersion = 1;
 
-ojson link_json(const PlanLink& l) { return {{"name", l.name}, {"bandwidth", l.bandwidth}, {"latency_s", l.latency_s}}; }
+ojson link_json(const PlanLink& l) {
+  return {{"name", l.name}, {"bandwidth", l.bandwidth}, {"latency_s", l.latency_s}};
+}
 
 ojson memory_json(const StageMemory& m) {
-  return {{"weights", m.weights},     {"stashed_weights", m.stashed_weights}, {"gradients", m.gradients},
-          {"optimizer_state", m.optimizer_state}, {"state", m.state},     {"activations", m.activations},
+  return {{"weights", m.weights},       {"stashed_weights", m.stashed_weights},
+          {"gradients", m.gradients},   {"optimizer_state", m.optimizer_state},
+          {"state", m.state},           {"activations", m.activations},
           {"in_transit", m.in_transit}, {"total", m.total}};
 }
 
@@ -121,40 +123,39 @@ std::string plan_to_json(const Plan& p) {
   const PlanOptions& o = p.options;
   ojson stages = ojson::array();
   for (const StagePlan& s : p.stages) stages.push_back(stage_json(s));
-  const ojson doc = {
-      {"format", kFormat},
-      {"version", kVersion},
-      {"model", p.model},
-      {"device", p.device},
-      {"batch", p.batch},
-      {"nodes", p.node_names},
-      {"user_split", p.user_split},
-      {"options",
-       {{"stages", o.stages},
-        {"schedule", pipeline_strategy_name(o.schedule)},
-        {"micro_batches", o.micro_batches},
-        {"replicas", o.replicas},
-        {"devices", o.devices},
-        {"link", link_json(o.link)},
-        {"allreduce_link", link_json(o.allreduce_link)},
-        {"optimizer_slots", o.optimizer_slots},
-        {"prediction_average", o.prediction_average},
-        {"prediction_metrics", o.prediction_metrics},
-        {"memory_cap", o.memory_cap}}},
-      {"stages", stages},
-      {"predicted",
-       {{"bottleneck_seconds", p.bottleneck_seconds},
-        {"single_device_seconds", p.single_device_seconds},
-        {"makespan_seconds", p.makespan_seconds},
-        {"throughput", p.throughput},
-        {"steady_throughput", p.steady_throughput},
-        {"single_device_throughput", p.single_device_throughput},
-        {"speedup", p.speedup},
-        {"steady_speedup", p.steady_speedup},
-        {"bubble_fraction", p.bubble_fraction},
-        {"utilisation", p.utilisation},
-        {"balance", p.balance},
-        {"fits_memory_cap", p.fits_memory_cap}}}};
+  const ojson doc = {{"format", kFormat},
+                     {"version", kVersion},
+                     {"model", p.model},
+                     {"device", p.device},
+                     {"batch", p.batch},
+                     {"nodes", p.node_names},
+                     {"user_split", p.user_split},
+                     {"options",
+                      {{"stages", o.stages},
+                       {"schedule", pipeline_strategy_name(o.schedule)},
+                       {"micro_batches", o.micro_batches},
+                       {"replicas", o.replicas},
+                       {"devices", o.devices},
+                       {"link", link_json(o.link)},
+                       {"allreduce_link", link_json(o.allreduce_link)},
+                       {"optimizer_slots", o.optimizer_slots},
+                       {"prediction_average", o.prediction_average},
+                       {"prediction_metrics", o.prediction_metrics},
+                       {"memory_cap", o.memory_cap}}},
+                     {"stages", stages},
+                     {"predicted",
+                      {{"bottleneck_seconds", p.bottleneck_seconds},
+                       {"single_device_seconds", p.single_device_seconds},
+                       {"makespan_seconds", p.makespan_seconds},
+                       {"throughput", p.throughput},
+                       {"steady_throughput", p.steady_throughput},
+                       {"single_device_throughput", p.single_device_throughput},
+                       {"speedup", p.speedup},
+                       {"steady_speedup", p.steady_speedup},
+                       {"bubble_fraction", p.bubble_fraction},
+                       {"utilisation", p.utilisation},
+                       {"balance", p.balance},
+                       {"fits_memory_cap", p.fits_memory_cap}}}};
   try {
     return doc.dump(2) + "\n";
   } catch (const ojson::exception& e) {  // a node name that is not UTF-8
@@ -261,8 +262,7 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
     s.fits_memory_cap = r.boolean(j, "fits_memory_cap", w);
     p.stages.push_back(std::move(s));
   }
-  if (next != n)
-    r.fail("the stages cover nodes [0, " + std::to_string(next) + ") of " + std::to_string(n));
+  if (next != n) r.fail("the stages cover nodes [0, " + std::to_string(next) + ") of " + std::to_string(n));
 
   const json& pr = r.at(doc, "predicted", "");
   const std::string pw = "predicted: ";
@@ -302,8 +302,8 @@ void check_plan_matches(const Plan& plan, std::span<const std::string> node_name
         .in_file(source);
   for (size_t i = 0; i < node_names.size(); ++i)
     if (plan.node_names[i] != node_names[i])
-      throw Error("the plan was made for " + model + ": its node " + std::to_string(i) + " is '" +
-                  plan.node_names[i] + "', this model's is '" + node_names[i] + "'")
+      throw Error("the plan was made for " + model + ": its node " + std::to_string(i) + " is '" + plan.node_names[i] +
+                  "', this model's is '" + node_names[i] + "'")
           .in_file(source);
 }
 

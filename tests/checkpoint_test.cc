@@ -470,8 +470,10 @@ TrainingCheckpoint whole_with_optimizer(int64_t step) {
   TrainingCheckpoint c = small_checkpoint(step);
   c.tensors["c"] = floats({5}, 3.0f);
   c.tensors["d"] = floats({1, 2}, 4.0f);
-  c.optimizer_state = {{"global_step", filled(DType::Int64, {}, 1)}, {"a/momentum", floats({2, 3}, 5.0f)},
-                       {"a/step", filled(DType::Int64, {}, 2)}, {"d/momentum", floats({1, 2}, 6.0f)},
+  c.optimizer_state = {{"global_step", filled(DType::Int64, {}, 1)},
+                       {"a/momentum", floats({2, 3}, 5.0f)},
+                       {"a/step", filled(DType::Int64, {}, 2)},
+                       {"d/momentum", floats({1, 2}, 6.0f)},
                        {"loss_scaler/scale", filled(DType::Float64, {}, 7)}};  // an entry of no tensor
   return c;
 }
@@ -555,7 +557,8 @@ TEST_F(CheckpointTest, AMissingOrDamagedShardIsRefusedAndShardsWithoutAManifestA
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
   }
   fs::remove(rank1);
-  EXPECT_NE(read_error((dir_ / "checkpoint-00000010.otck").string()).find("rank-00001.otck is missing"), std::string::npos);
+  EXPECT_NE(read_error((dir_ / "checkpoint-00000010.otck").string()).find("rank-00001.otck is missing"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointTest, RotationRemovesWholeShardedSteps) {

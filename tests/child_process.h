@@ -17,8 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <string>
 
 namespace onnxtrain::testing_support {
@@ -61,7 +61,8 @@ inline ChildResult run_in_child(const std::function<std::string()>& body) {
   ::close(fds[1]);
   ChildResult result;
   char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) result.message.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;)
+    result.message.append(buffer, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);

@@ -1,19 +1,18 @@
 // The `onnxtrain` binary as a user runs it: exit codes (0 ok, 1 user error, 2 bad usage), one clear
 // error line, and `inspect --json` as one parseable document.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
-#include <regex>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
-
-#include <onnx/onnx_pb.h>
+#include <regex>
 
 #include "frontend/importer.h"
 #include "frontend/npy.h"
@@ -42,7 +41,8 @@ TEST(Cli, InspectJsonIsOneDocument) {
   EXPECT_EQ(doc["totals"]["trainable_parameters"], 19994);
   EXPECT_EQ(doc["totals"]["state_elements"], 288);
   EXPECT_EQ(doc["inputs"][0]["shape"], "(8,3,32,32)");
-  EXPECT_GT(doc["totals"]["training_flops_per_sample"].get<double>(), doc["totals"]["forward_flops_per_sample"].get<double>());
+  EXPECT_GT(doc["totals"]["training_flops_per_sample"].get<double>(),
+            doc["totals"]["forward_flops_per_sample"].get<double>());
   EXPECT_TRUE(doc["untrainable_ops"].empty());
 }
 
@@ -65,7 +65,8 @@ TEST(Cli, BadUsageExitsTwo) {
 }
 
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();
   CliRun r = run("run " + kModels + "cnn_opset17.onnx --input input=" + kModels +
                  "expected/fashion_batch3_input.npy -o " + dir + " --bench 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -99,7 +100,8 @@ TEST(Cli, HelpExitsZero) {
 // pipe: as root `-o /dev/full` replaced the device node with the model) is refused, exit 1, and left as
 // it was. A FIFO in a temporary folder stands in for the device, so that a regression harms nothing.
 TEST(Cli, OutputThatIsNotARegularFileIsRefusedBeforeTraining) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("onnxtrain_out_" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_out_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "folder");
   const std::string fifo = (dir / "pipe").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
@@ -117,18 +119,21 @@ TEST(Cli, OutputThatIsNotARegularFileIsRefusedBeforeTraining) {
 // strategy. Now every strategy stops at the non-finite loss, or refuses after the evaluation that overflows,
 // exit 1, and writes nothing.
 TEST(Cli, ADivergedRunWritesNoModelUnderAnyStrategy) {
-  const std::string out = (std::filesystem::temp_directory_path() / ("onnxtrain_nan_" + std::to_string(::getpid()) + ".onnx")).string();
-  for (const std::string strategy : {"single", "dp --replicas 2", "dp --replicas 2 --central-storage", "ps --replicas 2",
-                                     "naive --stages 2", "pipedream --stages 2", "spectrain --stages 2",
-                                     "gpipe --stages 2 --micro-batches 2", "1f1b --stages 2 --micro-batches 2",
-                                     "2bw --stages 2 --micro-batches 2"}) {
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("onnxtrain_nan_" + std::to_string(::getpid()) + ".onnx")).string();
+  for (const std::string strategy :
+       {"single", "dp --replicas 2", "dp --replicas 2 --central-storage", "ps --replicas 2", "naive --stages 2",
+        "pipedream --stages 2", "spectrain --stages 2", "gpipe --stages 2 --micro-batches 2",
+        "1f1b --stages 2 --micro-batches 2", "2bw --stages 2 --micro-batches 2"}) {
     std::filesystem::remove(out);
     const CliRun r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:256 --lr 1e6 --strategy " +
                          strategy + " -o " + out);
     EXPECT_EQ(r.exit_code, 1) << strategy << "\n" << r.output;
     EXPECT_TRUE(r.output.find("the loss became") != std::string::npos ||
-                r.output.find("loss is NaN") != std::string::npos || r.output.find("loss is infinite") != std::string::npos)
-        << strategy << "\n" << r.output;
+                r.output.find("loss is NaN") != std::string::npos ||
+                r.output.find("loss is infinite") != std::string::npos)
+        << strategy << "\n"
+        << r.output;
     EXPECT_FALSE(std::filesystem::exists(out)) << strategy << ": a diverged model was written";
   }
 }
@@ -138,11 +143,13 @@ TEST(Cli, ADivergedRunWritesNoModelUnderAnyStrategy) {
 namespace {
 
 TEST(Cli, TrainLowersTheLossAndWritesAModelThatRuns) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("onnxtrain_cli_train_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("onnxtrain_cli_train_" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);
   const std::string metrics = dir + "/metrics.jsonl", out = dir + "/cnn_trained.onnx";
-  CliRun r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:512 --epochs 2 --batch 32 --metrics " +
-                 metrics + " -o " + out);
+  CliRun r =
+      run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:512 --epochs 2 --batch 32 --metrics " +
+          metrics + " -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("validation loss"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("accuracy"), std::string::npos) << r.output;
@@ -176,7 +183,8 @@ TEST(Cli, TrainLowersTheLossAndWritesAModelThatRuns) {
 }
 
 TEST(Cli, TrainUserErrorsExitOne) {
-  CliRun r = run("train " + kModels + "cnn_opset17.onnx --data idx:/nonexistent/images.gz,/nonexistent/labels.gz -o /tmp/x.onnx");
+  CliRun r = run("train " + kModels +
+                 "cnn_opset17.onnx --data idx:/nonexistent/images.gz,/nonexistent/labels.gz -o /tmp/x.onnx");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent/images.gz"), std::string::npos) << r.output;
   r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:3,32,32:10:64 -o /tmp/x.onnx");
@@ -257,10 +265,13 @@ class CliReliability : public ::testing::Test {
 // torchrun-style WORLD_SIZE=100000 printed every missing rank in one 689 KB error line.
 TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
   for (const char* limit : {"ulimit -n 1024", "ulimit -n 20000"}) {
-    const CliRun r = run_after(std::string(limit) + "; export WORLD_SIZE=100000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                                   std::to_string(20000 + ::getpid() % 20000),
-                               "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
-                               "--comm-timeout 1 -o " + (dir_ / "m.onnx").string());
+    const CliRun r =
+        run_after(std::string(limit) + "; export WORLD_SIZE=100000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                      std::to_string(20000 + ::getpid() % 20000),
+                  "train " + kModels +
+                      "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
+                      "--comm-timeout 1 -o " +
+                      (dir_ / "m.onnx").string());
     EXPECT_EQ(r.exit_code, 1) << r.output.substr(0, 2000);
     EXPECT_EQ(lines_of(r.output), 1u) << r.output.substr(0, 2000);
     EXPECT_LT(r.output.size(), 1000u) << r.output.substr(0, 2000);
@@ -269,10 +280,12 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
         << r.output.substr(0, 2000);
   }
   // Within the limit: the ranks that never came are a few and a count.
-  const CliRun r = run_after("export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                                 std::to_string(20001 + ::getpid() % 20000),
-                             "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
-                             "--comm-timeout 1 -o " + (dir_ / "m.onnx").string());
+  const CliRun r = run_after(
+      "export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(20001 + ::getpid() % 20000),
+      "train " + kModels +
+          "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
+          "--comm-timeout 1 -o " +
+          (dir_ / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 1) << r.output.substr(0, 2000);
   EXPECT_NE(r.output.find("waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 291 more to connect"), std::string::npos)
       << r.output.substr(0, 2000);
@@ -283,8 +296,10 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
 // exception", exit 134). Now: one line naming --replicas, exit 1, before the replicas are built.
 TEST_F(CliReliability, ReplicasBeyondTheMemoryLimitAreOneLineExitOne) {
   if (onnxtrain::testing_support::kSanitized) GTEST_SKIP() << "an ASan binary cannot start under ulimit -v";
-  const CliRun r = run_after("ulimit -v 4000000", "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:1024 "
-                             "--strategy dp --replicas 1000 --batch 1000 --epochs 1 -o " + (dir_ / "m.onnx").string());
+  const CliRun r = run_after("ulimit -v 4000000", "train " + kModels +
+                                                      "mlp_opset17.onnx --data synthetic:1,28,28:10:1024 "
+                                                      "--strategy dp --replicas 1000 --batch 1000 --epochs 1 -o " +
+                                                      (dir_ / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("onnxtrain: error: --replicas 1000: not enough memory"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
@@ -310,22 +325,28 @@ TEST_F(CliReliability, AFailedWriteIsExitOneAndKeepsTheOldFile) {
 
   // train -o: the trained model
   const std::string model = existing("model.onnx", "old model");
-  r = run_after(kNoFileGrowth, "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --epochs 1 "
-                               "--validation 0 --test-data none -o " + model);
+  r = run_after(kNoFileGrowth, "train " + kModels +
+                                   "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --epochs 1 "
+                                   "--validation 0 --test-data none -o " +
+                                   model);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("onnxtrain: error: " + model + ": write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("onnxtrain: error: " + model + ": write failed: File too large"), std::string::npos)
+      << r.output;
   EXPECT_EQ(read_file(model), "old model");
 
   // partition -o: the plan; simulate --json: a report (tools/text_file.cc)
   const std::string plan = existing("plan.json", "old plan");
   r = run_after(kNoFileGrowth, "partition " + kModels + "mlp_opset17.onnx --stages 2 -o " + plan);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("onnxtrain: error: " + plan + ": write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("onnxtrain: error: " + plan + ": write failed: File too large"), std::string::npos)
+      << r.output;
   EXPECT_EQ(read_file(plan), "old plan");
   const std::string report = existing("report.json", "old report");
-  r = run_after(kNoFileGrowth, "simulate " + kModels + "mlp_opset17.onnx --machine 8xh100 --strategies dp:2 --json " + report);
+  r = run_after(kNoFileGrowth,
+                "simulate " + kModels + "mlp_opset17.onnx --machine 8xh100 --strategies dp:2 --json " + report);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("onnxtrain: error: " + report + ": write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("onnxtrain: error: " + report + ": write failed: File too large"), std::string::npos)
+      << r.output;
   EXPECT_EQ(read_file(report), "old report");
 
   EXPECT_EQ(files(dir_), (std::vector<std::string>{"model.onnx", "outputs", "plan.json", "report.json"}))

@@ -4,7 +4,6 @@
 #include "executor/data_parallel.h"
 
 #include <gtest/gtest.h>
-
 #include <omp.h>
 
 #include <cmath>
@@ -13,12 +12,11 @@
 
 #include "executor/comm/local_comm.h"
 #include "executor/replica_memory.h"
-#include "tests/child_process.h"
-
 #include "frontend/data_loader.h"
-#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
+#include "tests/child_process.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -28,9 +26,8 @@ using testing_support::momentum_sgd;
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
-
-
-std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, const std::vector<std::pair<Tensor, Tensor>>& batches,
+std::map<std::string, Tensor> run_dp(const std::string& model, int replicas,
+                                     const std::vector<std::pair<Tensor, Tensor>>& batches,
                                      std::vector<float>* losses = nullptr, int64_t bucket_bytes = 0) {
   ImportedModel m = import_model(kModels + model);
   DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = replicas, .bucket_bytes = bucket_bytes});
@@ -58,7 +55,8 @@ std::map<std::string, Tensor> run_dp(const std::string& model, int replicas, con
   return first;
 }
 
-std::map<std::string, Tensor> run_single(const std::string& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
+std::map<std::string, Tensor> run_single(const std::string& model,
+                                         const std::vector<std::pair<Tensor, Tensor>>& batches,
                                          std::vector<float>* losses) {
   ImportedModel m = import_model(kModels + model);
   Trainer t(m.graph, momentum_sgd());
@@ -89,7 +87,8 @@ TEST(DataParallel, ReplicasEqualOneDeviceOnTheWholeBatch) {
         SCOPED_TRACE(std::string(model) + " batch " + std::to_string(batch) + " replicas " + std::to_string(replicas));
         std::vector<float> losses;
         const auto dp = run_dp(model, replicas, batches, &losses);
-        for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
+        for (size_t i = 0; i < losses.size(); ++i)
+          EXPECT_NEAR(losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
         for (const auto& [name, t] : single) {
           const testing_support::Deviation d = testing_support::deviation(t.data<float>(), dp.at(name).data<float>());
           EXPECT_LE(d.worst, 1e-5 * d.scale) << name;
@@ -116,7 +115,8 @@ TEST(DataParallel, ReplicasDrawTheWholeBatchsDropoutMasks) {
     size_t i = 0;
     const std::vector<float> losses = dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
     for (size_t s = 0; s < losses.size(); ++s)
-      EXPECT_NEAR(losses[s], single_losses[s], 1e-5 * std::abs(single_losses[s])) << replicas << " replicas, step " << s;
+      EXPECT_NEAR(losses[s], single_losses[s], 1e-5 * std::abs(single_losses[s]))
+          << replicas << " replicas, step " << s;
     const std::map<std::string, Tensor> trained = dp.trained_initializers();
     for (const auto& [name, t] : single.trained_initializers()) {
       const testing_support::Deviation d = testing_support::deviation(t.data<float>(), trained.at(name).data<float>());
@@ -157,7 +157,8 @@ TEST(DataParallel, OneReplicaPerProcessEqualsReplicaThreadsBitForBit) {
       ImportedModel m = import_model(kModels + "resnet_opset17.onnx");
       if (k == 2) {  // a rank that read different weights: the broadcast from rank 0 replaces them
         for (ValueId id : m.graph.initializers)
-          if (Tensor* t = m.graph.value(id).data ? &*m.graph.value(id).data : nullptr; t && t->dtype() == DType::Float32)
+          if (Tensor* t = m.graph.value(id).data ? &*m.graph.value(id).data : nullptr;
+              t && t->dtype() == DType::Float32)
             for (float& v : t->data<float>()) v += 1.0f;
       }
       DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .world = group[k].get()});

@@ -1,3 +1,5 @@
+#include "graph/graph.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,7 +12,6 @@
 #include <system_error>
 
 #include "graph/atomic_file.h"
-#include "graph/graph.h"
 #include "graph/host_resources.h"
 #include "graph/model_summary.h"
 #include "graph/op_schema.h"
@@ -34,7 +35,8 @@ TEST(Tensor, WrapsStorageItDoesNotOwn) {
   static std::byte buffer[24];
   int released = 0;
   {
-    Tensor t = Tensor::wrap(DType::Float32, {2, 3}, std::shared_ptr<std::byte>(buffer, [&](std::byte*) { ++released; }));
+    Tensor t =
+        Tensor::wrap(DType::Float32, {2, 3}, std::shared_ptr<std::byte>(buffer, [&](std::byte*) { ++released; }));
     EXPECT_EQ(t.raw(), buffer);
     EXPECT_EQ(t.nbytes(), 24u);
     t.data<float>()[5] = 2.5f;
@@ -169,7 +171,8 @@ TEST(HostResources, OutOfMemoryAndThreadFailuresAreOneLineUserErrors) {
   ASSERT_TRUE(out_of_resources_message(no_thread).has_value());
   EXPECT_NE(out_of_resources_message(no_thread)->find("cannot start a thread"), std::string::npos);
   EXPECT_FALSE(out_of_resources_message(std::runtime_error("other")).has_value());
-  EXPECT_FALSE(out_of_resources_message(std::system_error(std::make_error_code(std::errc::permission_denied))).has_value());
+  EXPECT_FALSE(
+      out_of_resources_message(std::system_error(std::make_error_code(std::errc::permission_denied))).has_value());
   try {
     with_out_of_resources_as_error("in step 3", [] { throw std::bad_alloc(); });
     ADD_FAILURE() << "nothing thrown";

@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <iterator>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "frontend/model_file.h"
@@ -52,8 +52,8 @@ onnx::ModelProto training_mode_model() {
   g->set_name("train_mode");
   add_value_info(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {2, 3, 4, 4});
   add_value_info(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {2, 3, 4, 4});
-  for (const auto& [name, value] : {std::pair{"bn.weight", 1.0f}, {"bn.bias", 0.0f}, {"bn.running_mean", 0.0f},
-                                    {"bn.running_var", 1.0f}})
+  for (const auto& [name, value] :
+       {std::pair{"bn.weight", 1.0f}, {"bn.bias", 0.0f}, {"bn.running_mean", 0.0f}, {"bn.running_var", 1.0f}})
     *g->add_initializer() = float_tensor(name, {3}, value);
   *g->add_initializer() = float_tensor("ratio", {}, 0.5f);
   onnx::TensorProto mode;

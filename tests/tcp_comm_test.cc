@@ -5,11 +5,10 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/resource.h>
 
 #include <numeric>
 
@@ -171,8 +170,9 @@ TEST(TcpComm, RendezvousTimeoutListsAFewRanksNotAll) {
   TcpRendezvous rv = local_rendezvous(free_port(), 0, 200);
   rv.connect_timeout = 300ms;
   const std::string e = error_of([&] { TcpCommunicator comm(rv, 10s); });
-  EXPECT_TRUE(contains(e, "rank 0 timed out after 300 ms waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 191 more to "
-                          "connect; are they running, with WORLD_SIZE 200?"))
+  EXPECT_TRUE(contains(e,
+                       "rank 0 timed out after 300 ms waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 191 more to "
+                       "connect; are they running, with WORLD_SIZE 200?"))
       << e;
   EXPECT_LT(e.size(), 300u) << e;
   std::vector<int> all(100000);

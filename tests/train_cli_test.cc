@@ -46,7 +46,9 @@ using onnxtrain::testing_support::start_torchrun_rank;
 using onnxtrain::testing_support::wait_exit_code;
 using onnxtrain::testing_support::wait_for_checkpoint;
 CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
-fs::path scratch(const std::string& name) { return onnxtrain::testing_support::scratch_dir("onnxtrain_train_cli", name); }
+fs::path scratch(const std::string& name) {
+  return onnxtrain::testing_support::scratch_dir("onnxtrain_train_cli", name);
+}
 
 // The model an uninterrupted run of kTrainArgs writes (trained once per test binary).
 const std::string& uninterrupted_model() {
@@ -111,8 +113,8 @@ TEST(TrainCli, SigintWritesACheckpointAndTheRunResumesExactly) {
 
 TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
   const fs::path dir = scratch("refuse");
-  const std::string ckpt = " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 10 -o " +
-                           (dir / "m.onnx").string();
+  const std::string ckpt =
+      " --checkpoint-dir " + (dir / "ckpt").string() + " --checkpoint-every 10 -o " + (dir / "m.onnx").string();
   CliRun r = run(train_args(1) + ckpt);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
@@ -124,7 +126,8 @@ TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("lr is 0.002 there, 0.1 here"), std::string::npos) << r.output;
 
-  r = run(train_args(1) + " --resume --checkpoint-dir " + (dir / "empty").string() + " -o " + (dir / "m.onnx").string());
+  r = run(train_args(1) + " --resume --checkpoint-dir " + (dir / "empty").string() + " -o " +
+          (dir / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no checkpoint"), std::string::npos) << r.output;
 
@@ -151,11 +154,13 @@ TEST(TrainCli, DamagedCheckpointsAndChangedOptionsAreRefused) {
 // With plain SGD at lr 1, the first step subtracts exactly the dumped gradient.
 TEST(TrainCli, DumpedGradientsAreWhatTheFirstStepApplies) {
   const fs::path dir = scratch("dump");
-  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 --validation 0 "
+  const CliRun r = run("train " + kModels +
+                       "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 --validation 0 "
                        "--limit-batches 1 --optimizer sgd --lr 1 --test-data none --dump-gradients " +
                        (dir / "grads").string() + " -o " + (dir / "m.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const ImportedModel before = import_model(kModels + "mlp_opset17.onnx"), after = import_model((dir / "m.onnx").string());
+  const ImportedModel before = import_model(kModels + "mlp_opset17.onnx"),
+                      after = import_model((dir / "m.onnx").string());
   int compared = 0;
   for (ValueId id : before.graph.initializers) {
     const Value& v = before.graph.value(id);
@@ -195,7 +200,8 @@ double parameter_distance(const fs::path& a, const fs::path& b) {
 // and print their per-stage report.
 TEST(TrainCli, DataParallelAndGPipeRunsTrainWhatOneDeviceTrains) {
   const fs::path dir = scratch("strategies");
-  const std::string base = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:512 --batch 16 "
+  const std::string base = "train " + kModels +
+                           "mlp_opset17.onnx --data synthetic:1,28,28:10:512 --batch 16 "
                            "--validation 0 --test-data none --lr 0.05 --seed 3";
   CliRun r = run(base + " -o " + (dir / "single.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -230,7 +236,8 @@ TEST(TrainCli, DataParallelAndGPipeRunsTrainWhatOneDeviceTrains) {
 // to summation order (the synchronous strategies compute the same steps; pipedream's are stale).
 TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   const fs::path dir = scratch("sharded");
-  const std::string base = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
+  const std::string base = "train " + kModels +
+                           "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
                            "--validation 0 --test-data none --lr 0.05 --seed 3 --checkpoint-every 4";
   const std::string pipeline = base + " --strategy pipedream --stages 2";
   auto ckpt = [&](const std::string& name) { return " --checkpoint-dir " + (dir / name).string(); };
@@ -244,7 +251,8 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   r = run(pipeline + " --epochs 2 --resume" + ckpt("half") + " -o " + (dir / "resumed.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(step 16, 2 shards)"), std::string::npos) << r.output;
-  EXPECT_TRUE(read_bytes(dir / "resumed.onnx") == read_bytes(dir / "whole.onnx")) << "the resumed pipeline ended elsewhere";
+  EXPECT_TRUE(read_bytes(dir / "resumed.onnx") == read_bytes(dir / "whole.onnx"))
+      << "the resumed pipeline ended elsewhere";
 
   r = run(base + " --epochs 2 --resume" + ckpt("half-copy") + " -o " + (dir / "single.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -253,7 +261,8 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
   // the two-epoch pipeline model than the one-epoch model it started from.
   EXPECT_LT(parameter_distance(dir / "whole.onnx", dir / "single.onnx"),
             parameter_distance(dir / "whole.onnx", dir / "half.onnx"));
-  r = run(base + " --strategy pipedream --stages 3 --epochs 2 --resume" + ckpt("half-copy2") + " -o " + (dir / "three.onnx").string());
+  r = run(base + " --strategy pipedream --stages 3 --epochs 2 --resume" + ckpt("half-copy2") + " -o " +
+          (dir / "three.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step 32/32"), std::string::npos) << r.output;
 
@@ -289,7 +298,8 @@ TEST(TrainCli, ShardedCheckpointsResumeExactlyAndUnderOtherLayouts) {
 // the average (and, before 2026-12-02, crashed on its first prediction).
 TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
   const fs::path dir = scratch("spectrain-resume");
-  const std::string base = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
+  const std::string base = "train " + kModels +
+                           "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 "
                            "--validation 0 --test-data none --lr 0.05 --seed 3 --checkpoint-every 4 "
                            "--strategy spectrain --stages 2 --optimizer sgd";
   auto ckpt = [&](const std::string& name) { return " --checkpoint-dir " + (dir / name).string(); };
@@ -302,9 +312,11 @@ TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
   r = run(base + " --epochs 2 --resume" + ckpt("half") + " -o " + (dir / "resumed.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_TRUE(read_bytes(dir / "resumed.onnx") == read_bytes(dir / "whole.onnx")) << "the resumed spectrain run ended elsewhere";
+  EXPECT_TRUE(read_bytes(dir / "resumed.onnx") == read_bytes(dir / "whole.onnx"))
+      << "the resumed spectrain run ended elsewhere";
   // One device resumes from it too (the predictor's section is not an optimizer state).
-  r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 --validation 0 "
+  r = run("train " + kModels +
+          "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --batch 16 --validation 0 "
           "--test-data none --lr 0.05 --seed 3 --checkpoint-every 4 --optimizer sgd --epochs 2 --resume" +
           ckpt("half") + " -o " + (dir / "single.onnx").string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -315,7 +327,8 @@ TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
 TEST(TrainCli, TorchrunStyleProcessesTrainLikeThreadsAndStopWhenARankDies) {
   const fs::path dir = scratch("torchrun");
   const int port = 20000 + static_cast<int>(getpid() % 20000);
-  const std::string base = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
+  const std::string base = "train " + kModels +
+                           "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
                            "--validation 0 --test-data none --seed 5 --epochs 2 --strategy dp";
   setenv("OMP_NUM_THREADS", "2", 1);
   const CliRun threads = run(base + " --replicas 2 -o " + (dir / "threads.onnx").string());
@@ -324,11 +337,14 @@ TEST(TrainCli, TorchrunStyleProcessesTrainLikeThreadsAndStopWhenARankDies) {
   for (int r = 0; r < 2; ++r)
     ranks.push_back(start_torchrun_rank(r, 2, port, base + " -o " + (dir / "procs.onnx").string(),
                                         dir / ("rank" + std::to_string(r) + ".log")));
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(wait_exit_code(ranks[r]), 0) << read_bytes(dir / ("rank" + std::to_string(r) + ".log"));
-  EXPECT_NE(read_bytes(dir / "rank0.log").find("on 2 processes (torchrun)"), std::string::npos) << read_bytes(dir / "rank0.log");
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(wait_exit_code(ranks[r]), 0) << read_bytes(dir / ("rank" + std::to_string(r) + ".log"));
+  EXPECT_NE(read_bytes(dir / "rank0.log").find("on 2 processes (torchrun)"), std::string::npos)
+      << read_bytes(dir / "rank0.log");
   EXPECT_TRUE(read_bytes(dir / "threads.onnx") == read_bytes(dir / "procs.onnx"));
 
-  const std::string long_run = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96000 --batch 12 "
+  const std::string long_run = "train " + kModels +
+                               "cnn_opset17.onnx --data synthetic:1,28,28:10:96000 --batch 12 "
                                "--validation 0 --test-data none --strategy dp --comm-timeout 30 -o " +
                                (dir / "long.onnx").string();
   const pid_t rank0 = start_torchrun_rank(0, 2, port + 1, long_run, dir / "long0.log");
@@ -356,7 +372,8 @@ TEST(TrainCli, TorchrunStyleProcessesTrainLikeThreadsAndStopWhenARankDies) {
 // three epochs (measured 90.25% with seed 0; seeds 1-3: 90.35%, 90.77%, 90.48%).
 TEST(TrainCli, QuickStartReachesNinetyPercentTestAccuracy) {
   const fs::path dir = scratch("quickstart");
-  const CliRun r = run("train " + kModels + "cnn_opset17.onnx " + kQuickStartOptions + " -o " + (dir / "m.onnx").string());
+  const CliRun r =
+      run("train " + kModels + "cnn_opset17.onnx " + kQuickStartOptions + " -o " + (dir / "m.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const size_t line = r.output.find("final: test loss");
   ASSERT_NE(line, std::string::npos) << r.output;

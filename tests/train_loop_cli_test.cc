@@ -11,11 +11,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "frontend/importer.h"
 #include "frontend/model_writer.h"
@@ -32,7 +31,8 @@ using testing_support::read_bytes;
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 // 3 epochs of 36 steps of 32 (1280 rows, 128 held out).
-const std::string kTrainArgs = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:1280 --batch 32 "
+const std::string kTrainArgs = "train " + kModels +
+                               "cnn_opset17.onnx --data synthetic:1,28,28:10:1280 --batch 32 "
                                "--epochs 3 --seed 5 --lr 0.01 --test-data none";
 
 CliRun run(const std::string& args) { return testing_support::run_cli(args); }
@@ -82,7 +82,8 @@ TEST(TrainLoopCli, EveryStrategyStopsOnSigintWithACheckpointAndResumesWithWholeM
 
 TEST(TrainLoopCli, CentralStorageStopsOnSigintAndSaysThatItWritesNoCheckpoint) {
   const fs::path dir = scratch("cs");
-  const std::string args = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:64000 --batch 32 "
+  const std::string args = "train " + kModels +
+                           "cnn_opset17.onnx --data synthetic:1,28,28:10:64000 --batch 32 "
                            "--test-data none --strategy dp --replicas 2 --central-storage --log-every 1 -o " +
                            (dir / "model.onnx").string();
   const pid_t pid = testing_support::start(args, dir / "log");
@@ -97,8 +98,10 @@ TEST(TrainLoopCli, CentralStorageStopsOnSigintAndSaysThatItWritesNoCheckpoint) {
 TEST(TrainLoopCli, RanksStartedWithOtherOptionsAreRefusedAtRendezvous) {
   const fs::path dir = scratch("options");
   const int port = 20000 + static_cast<int>((getpid() + 7919) % 20000);
-  const std::string base = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
-                           "--test-data none --strategy dp --comm-timeout 60 -o " + (dir / "m.onnx").string();
+  const std::string base = "train " + kModels +
+                           "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
+                           "--test-data none --strategy dp --comm-timeout 60 -o " +
+                           (dir / "m.onnx").string();
   const auto started = std::chrono::steady_clock::now();
   const pid_t rank0 = testing_support::start_torchrun_rank(0, 2, port, base + " --lr 0.05", dir / "rank0.log");
   const pid_t rank1 = testing_support::start_torchrun_rank(1, 2, port, base + " --lr 0.1", dir / "rank1.log");
@@ -109,7 +112,7 @@ TEST(TrainLoopCli, RanksStartedWithOtherOptionsAreRefusedAtRendezvous) {
   EXPECT_NE(read_bytes(dir / "rank1.log").find("rank 1 was started with --lr 0.1, but rank 0 has --lr 0.05"),
             std::string::npos)
       << read_bytes(dir / "rank1.log");
-  EXPECT_NE(read_bytes(dir / "rank0.log").find("options other than rank 0's"), std::string::npos)
+  EXPECT_NE(read_bytes(dir / "rank0.log").find("rank 1 was started with --lr 0.1"), std::string::npos)
       << read_bytes(dir / "rank0.log");
   EXPECT_FALSE(fs::exists(dir / "m.onnx"));
 }
@@ -179,8 +182,10 @@ TEST(TrainLoopCli, OnNonfiniteSkipSkipsTheOverflowingStepAndStopStopsAtIt) {
   write_npy((dir / "x.npy").string(), x);
   write_npy((dir / "y.npy").string(), y);
   const std::string args = "train " + kModels + "mlp_opset17.onnx --data npy:" + (dir / "x.npy").string() + "," +
-                           (dir / "y.npy").string() + " --normalize none --validation 0 --test-data none --batch 8 "
-                           "--epochs 2 --lr 0.01 -o " + (dir / "m.onnx").string();
+                           (dir / "y.npy").string() +
+                           " --normalize none --validation 0 --test-data none --batch 8 "
+                           "--epochs 2 --lr 0.01 -o " +
+                           (dir / "m.onnx").string();
   CliRun r = run(args);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("the loss became"), std::string::npos) << r.output;
@@ -202,8 +207,10 @@ TEST(TrainLoopCli, OnNonfiniteSkipSkipsTheOverflowingStepAndStopStopsAtIt) {
 TEST(TrainLoopCli, ACheckpointDirectoryThatCannotTakeCheckpointsIsRefusedBeforeTheFirstStep) {
   const fs::path dir = scratch("ckpt_dir");
   std::ofstream(dir / "file") << "not a folder";
-  const std::string args = "train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 "
-                           "--checkpoint-every 2 -o " + (dir / "m.onnx").string();
+  const std::string args = "train " + kModels +
+                           "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 "
+                           "--checkpoint-every 2 -o " +
+                           (dir / "m.onnx").string();
   CliRun r = run(args + " --checkpoint-dir " + (dir / "file").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--checkpoint-dir " + (dir / "file").string() + ": is not a folder"), std::string::npos)
@@ -217,8 +224,10 @@ TEST(TrainLoopCli, ACheckpointDirectoryThatCannotTakeCheckpointsIsRefusedBeforeT
 TEST(TrainLoopCli, AMetricsFileThatCannotBeWrittenIsAnError) {
   const fs::path dir = scratch("metrics");
   // /dev/full takes the open and fails every write with ENOSPC, as a full disk does.
-  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 "
-                       "--metrics /dev/full -o " + (dir / "m.onnx").string());
+  const CliRun r = run("train " + kModels +
+                       "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 "
+                       "--metrics /dev/full -o " +
+                       (dir / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("/dev/full: writing the metrics file failed: No space left on device"), std::string::npos)
       << r.output;

@@ -5,15 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/error.h"
-#include "tests/child_process.h"
-
 #include <atomic>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "graph/error.h"
+#include "tests/child_process.h"
 
 namespace onnxtrain {
 namespace {

@@ -17,6 +17,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev zlib1g-dev
   dataset-fashion-mnist libonnx-testdata
+  clang-format  # tools/check-format.sh (clang-format 14 on Debian 12)
+  clang-14 libclang-rt-14-dev  # the fuzz preset: clang++-14 and libFuzzer (libclang_rt.fuzzer), tools/run-fuzzers.sh
   python3 python3-venv
 )
 # Only for regenerating the ONNX fixtures in models/; never needed to build or test.

@@ -9,8 +9,9 @@
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"onnxtrain: trains ONNX models exported from PyTorch or any other framework.\n"
-               "Run `onnxtrain COMMAND --help` for the options of a command."};
+  CLI::App app{
+      "onnxtrain: trains ONNX models exported from PyTorch or any other framework.\n"
+      "Run `onnxtrain COMMAND --help` for the options of a command."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("onnxtrain ") + onnxtrain::cli::kOnnxtrainVersion);
   onnxtrain::cli::add_bench_command(app);

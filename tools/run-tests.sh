@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Quick start, step 2: install the dependencies, build the Release preset and run the whole test suite
+# Quick start, step 2: install the dependencies, check the format (tools/check-format.sh), build the Release preset and run the whole test suite
 # (all but the `bench` label), then build the ASan+UBSan preset and run the same tests under it
-# (the `malformed` label feeds hostile model files), then the tests labelled `threads` under TSan.
+# (the `malformed` label feeds hostile model files), then the tests labelled `threads` under TSan, then the
+# fuzzers (tools/run-fuzzers.sh; ONNXTRAIN_FUZZ_SECONDS per target, default 20).
 # This is what CI runs (.ci/run). Honours CI=true (no prompts) and ONNXTRAIN_JOBS (default 2).
 # The test presets set OMP_WAIT_POLICY=PASSIVE: with `ctest -j` several OpenMP processes share the cores,
 # and threads spinning at barriers would slow the training tests tenfold.
@@ -16,6 +17,9 @@ stage() { echo "== $1 (at $(( (SECONDS - started) / 60 )) min)"; }
 
 tools/install-deps.sh
 tools/setup-ort.sh  # ONNX Runtime for the test that deploys a trained model (tests/ort_inference_test.py)
+
+stage "format: clang-format 14 on every C++ and CUDA file not in tools/format-pending.txt"
+tools/check-format.sh
 
 stage "release: build and test"
 cmake --preset release
@@ -39,6 +43,12 @@ cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_confo
   pipeline_trainer_test pipeline_strategies_test grouped_transport_test data_parallel_test worker_threads_test central_storage_test parameter_server_test \
   caching_allocator_test
 ctest --preset tsan -j "$jobs" -L threads
+
+# libFuzzer (clang-14, ASan + UBSan) on the model loader, the dataset readers, the checkpoint and plan readers:
+# 20 s per target, nine targets; fails on any crash, sanitizer report, escaping exception, leak or huge
+# allocation (tools/run-fuzzers.sh; its build is small: graph/, frontend/ and two readers).
+stage "fuzz: libFuzzer on the model loader, dataset readers, checkpoint and plan readers (20 s per target)"
+tools/run-fuzzers.sh "${ONNXTRAIN_FUZZ_SECONDS:-20}"
 
 stage "all tests passed"
 command -v ccache >/dev/null && ccache --show-stats | grep -iE "hits|misses" || true

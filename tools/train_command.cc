@@ -17,12 +17,14 @@ void add_train_command(CLI::App& app) {
       "central-storage runs stop after the step in flight, pipelines and the parameter server where the pipeline\n"
       "next drains (the next --checkpoint-every boundary or the epoch's end); central storage and the parameter\n"
       "server write no checkpoint yet. Across processes the launcher's SIGTERM ends every rank (exit 143).");
-  cmd->add_option("model", o->model, "the .onnx file to train (one data input; the loss attaches to its first output)")->required();
+  cmd->add_option("model", o->model, "the .onnx file to train (one data input; the loss attaches to its first output)")
+      ->required();
   cmd->add_option("-o,--output", o->output,
                   "where to write the trained .onnx (atomically; checked by the ONNX checker). It is ready for "
                   "inference: BatchNormalization uses the trained running statistics (training_mode removed), Dropout "
                   "is off, and metadata_props record the input preprocessing (onnxtrain.preprocess.scale, .mean, "
-                  ".std, .layout) and onnxtrain.classes")->required();
+                  ".std, .layout) and onnxtrain.classes")
+      ->required();
   cmd->add_flag("--keep-training-mode", o->keep_training_mode,
                 "write BatchNormalization and Dropout as the model had them (training_mode=1 from a train() export), "
                 "for further training (onnxtrain reads an inference-mode Dropout as off); ONNX Runtime would then "
@@ -42,11 +44,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "samples per step (default 64)")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
-  cmd->add_option("--optimizer", o->optimizer,
-                  "sgd | momentum (SGD with --momentum, the default) | nesterov | adam | adamw | adagrad; torch.optim semantics");
+  cmd->add_option(
+      "--optimizer", o->optimizer,
+      "sgd | momentum (SGD with --momentum, the default) | nesterov | adam | adamw | adagrad; torch.optim semantics");
   cmd->add_option("--momentum", o->momentum, "momentum of momentum/nesterov, or of sgd when given (default 0.9)")
       ->each([o](const std::string&) { o->momentum_given = true; });
-  cmd->add_option("--weight-decay", o->weight_decay, "L2 weight decay (decoupled for adamw; default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o->weight_decay, "L2 weight decay (decoupled for adamw; default 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--schedule", o->schedule,
                   "learning-rate schedule per step: constant (default) | step (x0.1 after each third of the steps) | "
                   "cosine (down to 0 at the last step)");
@@ -56,16 +60,20 @@ void add_train_command(CLI::App& app) {
                   "cross-entropy (default) | mse | l1 | bce-with-logits (one-hot targets from the class labels) | "
                   "output:NAME (a scalar loss the model computes)");
   cmd->add_option("--seed", o->seed, "seed of the shuffle and of synthetic data (default 0)");
-  cmd->add_option("--validation", o->validation, "fraction of the training rows held out for validation each epoch (default 0.1): "
-                  "drawn by --seed, stratified by class (every class gives its share); for token streams the last windows")
+  cmd->add_option(
+         "--validation", o->validation,
+         "fraction of the training rows held out for validation each epoch (default 0.1): "
+         "drawn by --seed, stratified by class (every class gives its share); for token streams the last windows")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--limit-batches", o->limit_batches, "stop each epoch after K batches (quick runs; default all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", o->log_every, "when stderr is not a terminal: a log line every N steps (default 100)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--metrics", o->metrics,
-                  "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
-                  "per epoch {epoch,val_loss,val_accuracy} (and val_perplexity for per-position labels), and for dp and pipelines the run's report {report:{...}}");
+  cmd->add_option(
+      "--metrics", o->metrics,
+      "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
+      "per epoch {epoch,val_loss,val_accuracy} (and val_perplexity for per-position labels), and for dp and pipelines "
+      "the run's report {report:{...}}");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "
@@ -78,37 +86,44 @@ void add_train_command(CLI::App& app) {
                 "cuda: let convolutions and matrix products use TF32 tensor cores (operands rounded to 10 mantissa "
                 "bits, about 1e-3 relative error, several times faster on Ampere and newer; PyTorch's allow_tf32). "
                 "Default: strict float32");
-  cmd->add_option("--precision", o->precision,
-                  "fp32 (the default) | bf16 | fp16: mixed precision as PyTorch's autocast. Conv, Gemm and MatMul "
-                  "read their operands cast to bfloat16/float16 and compute in it (float accumulation); biases, "
-                  "normalisation, softmax, losses, elementwise ops and the optimizer stay float32, and so do the "
-                  "weights (float32 master copies: the written model and checkpoints are float32). fp16 scales the loss "
-                  "dynamically (GradScaler: 65536 at first, halved and the step skipped when a gradient is inf/NaN, "
-                  "doubled after 2000 finite steps); bf16 needs no scaling. Every strategy takes bf16; pipelines refuse "
-                  "fp16 (their stages step on their own, so they cannot agree on a skip)")
+  cmd->add_option(
+         "--precision", o->precision,
+         "fp32 (the default) | bf16 | fp16: mixed precision as PyTorch's autocast. Conv, Gemm and MatMul "
+         "read their operands cast to bfloat16/float16 and compute in it (float accumulation); biases, "
+         "normalisation, softmax, losses, elementwise ops and the optimizer stay float32, and so do the "
+         "weights (float32 master copies: the written model and checkpoints are float32). fp16 scales the loss "
+         "dynamically (GradScaler: 65536 at first, halved and the step skipped when a gradient is inf/NaN, "
+         "doubled after 2000 finite steps); bf16 needs no scaling. Every strategy takes bf16; pipelines refuse "
+         "fp16 (their stages step on their own, so they cannot agree on a skip)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  cmd->add_option("--on-nonfinite", o->on_nonfinite,
-                  "stop (the default): a NaN or infinite loss stops the run at once, exit 1, nothing written (checkpoints "
-                  "already written are kept) | skip: a step whose loss or any gradient is NaN or infinite changes "
-                  "nothing (weights, optimizer state, BatchNorm statistics), as GradScaler skips an overflowing step; "
-                  "10 skips in a row stop the run. skip is for --strategy single and dp on the CPU")
+  cmd->add_option(
+         "--on-nonfinite", o->on_nonfinite,
+         "stop (the default): a NaN or infinite loss stops the run at once, exit 1, nothing written (checkpoints "
+         "already written are kept) | skip: a step whose loss or any gradient is NaN or infinite changes "
+         "nothing (weights, optimizer state, BatchNorm statistics), as GradScaler skips an overflowing step; "
+         "10 skips in a row stop the run. skip is for --strategy single and dp on the CPU")
       ->check(CLI::IsMember({"stop", "skip"}));
   cmd->add_option("--test-data", o->test_data,
                   "data to report test loss and accuracy on after training (default: the test split of fashion-mnist, "
                   "mnist, cifar10 or synthetic data; none: no test pass)");
-  cmd->add_option("--normalize", o->normalize,
-                  "input normalisation: mean-std (per channel, with the training split's statistics; the default) | none")
+  cmd->add_option(
+         "--normalize", o->normalize,
+         "input normalisation: mean-std (per channel, with the training split's statistics; the default) | none")
       ->check(CLI::IsMember({"mean-std", "none"}));
-  cmd->add_option("--bn-running-var", o->running_variance,
-                  "BatchNorm running variance: unbiased (PyTorch's, the default) | population (the ONNX specification's)")
+  cmd->add_option(
+         "--bn-running-var", o->running_variance,
+         "BatchNorm running variance: unbiased (PyTorch's, the default) | population (the ONNX specification's)")
       ->check(CLI::IsMember({"unbiased", "population"}));
-  cmd->add_option("--dump-gradients", o->dump_gradients,
-                  "write every parameter's gradient of the first step to DIR/NAME.npy (to compare with another framework)");
+  cmd->add_option(
+      "--dump-gradients", o->dump_gradients,
+      "write every parameter's gradient of the first step to DIR/NAME.npy (to compare with another framework)");
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "directory of checkpoints (parameters, optimizer state, step, data position; written atomically)");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every K steps (default 0: only on SIGINT)")
+  cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                  "write a checkpoint every K steps (default 0: only on SIGINT)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--keep-checkpoints", o->keep_checkpoints, "how many of the newest checkpoints to keep (default 3; 0: all)")
+  cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
+                  "how many of the newest checkpoints to keep (default 3; 0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--resume", o->resume,
                 "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged, naming the "
@@ -116,11 +131,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume-from", o->resume_from,
                   "continue from this checkpoint file (an older one of --checkpoint-dir, whose newer checkpoints are "
                   "then renamed NAME.superseded; or one from elsewhere)");
-  cmd->add_option("--strategy", o->strategy,
-                  "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-                  "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | ps (asynchronous "
-                  "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
-                  "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
+  cmd->add_option(
+      "--strategy", o->strategy,
+      "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
+      "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | ps "
+      "(asynchronous "
+      "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
+      "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
   cmd->add_option("--replicas", o->replicas,
                   "dp: data-parallel replicas (threads; under mpirun one per process, so leave it out or give the "
                   "process count); ps: workers; with --stages under mpirun: copies of the pipeline, each on its "
@@ -136,10 +153,11 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "spectrain: sequential (predict W_i, the default) | paper (the SpecTrain paper's timeline)");
-  cmd->add_option("--trace", o->trace,
-                  "pipelines: write FILE.json, a Chrome trace (open in Perfetto or chrome://tracing) with one track per "
-                  "stage and a span per forward, backward, update, send and receive, labelled with the mini-batch and "
-                  "the weight version read; a receive's span is the time the stage waited");
+  cmd->add_option(
+      "--trace", o->trace,
+      "pipelines: write FILE.json, a Chrome trace (open in Perfetto or chrome://tracing) with one track per "
+      "stage and a span per forward, backward, update, send and receive, labelled with the mini-batch and "
+      "the weight version read; a receive's span is the time the stage waited");
   cmd->add_flag("--vertical-sync", o->vertical_sync, "pipedream: every stage uses the weight version stage 0 used");
   cmd->add_flag("--predict", o->predict,
                 "2bw: each forward reads SpecTrain's prediction of the weights its mini-batch's update will be "
@@ -149,11 +167,12 @@ void add_train_command(CLI::App& app) {
                 "gpipe, 1f1b, 2bw: BatchNorm running statistics updated once per mini-batch from all its "
                 "micro-batches, as on one device (torchgpipe's DeferredBatchNorm); each micro-batch is still "
                 "normalised with its own statistics");
-  cmd->add_option("--bucket-mb", o->bucket_mb,
-                  "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "
-                  "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "
-                  "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit). On GPUs "
-                  "NCCL all-reduces every gradient in one group after the backward pass and this option does not apply")
+  cmd->add_option(
+         "--bucket-mb", o->bucket_mb,
+         "dp: all-reduce the gradients in buckets of about this many MB, each as soon as the backward pass "
+         "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "
+         "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit). On GPUs "
+         "NCCL all-reduces every gradient in one group after the backward pass and this option does not apply")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--comm-timeout", o->comm_timeout,
                   "runs over several processes (mpirun, torchrun) and pipeline stages: the longest any process or "

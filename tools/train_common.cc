@@ -32,7 +32,8 @@ void NonFiniteGuard::check(float loss, int64_t step) {
   constexpr int64_t kMostInARow = 10;
   if (++in_a_row_ >= kMostInARow)
     throw Error("the loss was NaN or infinite at " + std::to_string(kMostInARow) + " steps in a row (the last: step " +
-                std::to_string(step) + "): stopped, nothing written (lower --lr; checkpoints already written are kept)");
+                std::to_string(step) +
+                "): stopped, nothing written (lower --lr; checkpoints already written are kept)");
   std::fprintf(stderr, "step %lld: the loss is %s; the step is skipped (--on-nonfinite skip)\n",
                static_cast<long long>(step), std::isnan(loss) ? "NaN" : "infinite");
 }
@@ -63,8 +64,10 @@ std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const long s = std::lround(seconds);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
 
@@ -119,18 +122,20 @@ std::string stop_checkpoint_dir(const TrainOptions& o) {
 int report_stop(const TrainOptions& o, int64_t step, const std::string& path) {
   const char* signal = strsignal(g_stop_signal.load());
   if (path.empty()) {
-    std::fprintf(stderr, "%s: stopped after step %lld; --strategy %s%s writes no checkpoints yet, so nothing was saved\n",
-                 signal, static_cast<long long>(step), o.strategy.c_str(), o.central_storage ? " --central-storage" : "");
+    std::fprintf(
+        stderr, "%s: stopped after step %lld; --strategy %s%s writes no checkpoints yet, so nothing was saved\n",
+        signal, static_cast<long long>(step), o.strategy.c_str(), o.central_storage ? " --central-storage" : "");
   } else {
-    std::fprintf(stderr, "%s: stopped after step %lld; checkpoint %s. Continue with the same command and "
-                 "--checkpoint-dir %s --resume\n", signal, static_cast<long long>(step), path.c_str(),
-                 stop_checkpoint_dir(o).c_str());
+    std::fprintf(stderr,
+                 "%s: stopped after step %lld; checkpoint %s. Continue with the same command and "
+                 "--checkpoint-dir %s --resume\n",
+                 signal, static_cast<long long>(step), path.c_str(), stop_checkpoint_dir(o).c_str());
   }
   return 130;
 }
 
-void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch,
-                float loss, double lr, double elapsed_s, bool terminal) {
+void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch, float loss,
+                double lr, double elapsed_s, bool terminal) {
   const double samples_per_s = static_cast<double>((step - first_step) * o.batch) / std::max(elapsed_s, 1e-9);
   const double eta = elapsed_s / static_cast<double>(std::max<int64_t>(1, step - first_step)) *
                      static_cast<double>(total_steps - step);
@@ -147,9 +152,11 @@ void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t
 }
 
 LrSchedule lr_schedule(const TrainOptions& o, int64_t total_steps) {
-  return {.kind = lr_schedule_kind_from_name(o.schedule), .base_lr = o.lr,
+  return {.kind = lr_schedule_kind_from_name(o.schedule),
+          .base_lr = o.lr,
           .step_size = std::max<int64_t>(1, total_steps / 3),
-          .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps), .warmup_steps = o.warmup_steps};
+          .t_max = std::max<int64_t>(1, total_steps - o.warmup_steps),
+          .warmup_steps = o.warmup_steps};
 }
 
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
@@ -204,11 +211,15 @@ const Value& data_input(const Graph& model, const std::string& model_file) {
 
 Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::string& spec, const Dataset* train) {
   const Value& input = data_input(model, o.model);
-  const int64_t static_length =
-      input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static() ? input.shape.dims[1].value() : 0;
-  DatasetOptions options{.split = train ? "test" : "train", .normalize = normalization(o), .seed = o.seed,
+  const int64_t static_length = input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static()
+                                    ? input.shape.dims[1].value()
+                                    : 0;
+  DatasetOptions options{.split = train ? "test" : "train",
+                         .normalize = normalization(o),
+                         .seed = o.seed,
                          .seq_len = o.seq_len > 0 ? o.seq_len : static_length,
-                         .integer_inputs = is_integer(input.dtype), .input_name = input.name};
+                         .integer_inputs = is_integer(input.dtype),
+                         .input_name = input.name};
   if (train) options.mean = train->mean, options.std = train->std;
   Dataset data = load_dataset(spec, options);
   check_matches_model_input(data, input.name, input.shape, input.dtype);
@@ -344,9 +355,10 @@ int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, in
     c = read_checkpoint(path);
   } catch (const Error& e) {
     if (!o.resume_from.empty()) throw;
-    const std::string intact = newest_intact_checkpoint(o.checkpoint_dir, list_checkpoints(o.checkpoint_dir).back().step);
-    if (intact.empty()) throw Error(std::string(e.what()) + " (and no older checkpoint in " + o.checkpoint_dir +
-                                    " is intact)");
+    const std::string intact =
+        newest_intact_checkpoint(o.checkpoint_dir, list_checkpoints(o.checkpoint_dir).back().step);
+    if (intact.empty())
+      throw Error(std::string(e.what()) + " (and no older checkpoint in " + o.checkpoint_dir + " is intact)");
     throw Error(std::string(e.what()) + ". The older checkpoint " + intact + " is intact: continue from it with " +
                 "--resume-from " + intact);
   }
@@ -360,7 +372,8 @@ int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, in
   return c.step;
 }
 
-void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path) {
+void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch,
+                        const std::string& path) {
   if (c.step != trainer.mini_batches_used() || c.next_epoch * per_epoch + c.next_batch != c.step) {
     throw Error("checkpoint " + path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
                 std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");

@@ -22,8 +22,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "frontend/data_loader.h"
 #include "frontend/model_writer.h"
@@ -92,8 +92,8 @@ std::string stop_checkpoint_dir(const TrainOptions& o);
 // The message and exit code of a run stopped by a signal after `step` (checkpoint `path`; "" for none).
 int report_stop(const TrainOptions& o, int64_t step, const std::string& path);
 // One progress line (terminal: redrawn in place) and its --metrics line.
-void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch,
-                float loss, double lr, double elapsed_s, bool terminal);
+void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch, float loss,
+                double lr, double elapsed_s, bool terminal);
 
 template <typename MultiBatchTrainer>
 int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
@@ -132,7 +132,11 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
       if (role.step_by_step) chunk = 1;
       loader.seek(epoch, at);
       trainer.train(
-          chunk, [&] { Batch b = loader.next(); return std::pair(b.x, b.y); },
+          chunk,
+          [&] {
+            Batch b = loader.next();
+            return std::pair(b.x, b.y);
+          },
           [&](int64_t mini_batch, float loss) {
             std::lock_guard<std::mutex> lock(print);
             const int64_t step = mini_batch + 1;
@@ -141,19 +145,21 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
             if (!role.prints_progress) return;
             if (g_stop_signal != 0 && role.stops_on_signal && chunk > 1 && !stop_announced) {
               stop_announced = true;
-              std::fprintf(stderr, "\n%s: stopping after step %lld, where the pipeline drains (again: stop at once, "
-                           "without a checkpoint)\n", strsignal(g_stop_signal.load()),
-                           static_cast<long long>(epoch * per_epoch + at + chunk));
+              std::fprintf(stderr,
+                           "\n%s: stopping after step %lld, where the pipeline drains (again: stop at once, "
+                           "without a checkpoint)\n",
+                           strsignal(g_stop_signal.load()), static_cast<long long>(epoch * per_epoch + at + chunk));
             }
             const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-            print_step(o, step, role.first_step, total_steps, epoch, loss, schedule.lr_at(mini_batch), elapsed, terminal);
-            nlohmann::json line{{"step", step},
-                                {"epoch", epoch},
-                                {"loss", loss},
-                                {"lr", schedule.lr_at(mini_batch)},
-                                {"time_s", elapsed},
-                                {"samples_per_s", static_cast<double>((step - role.first_step) * o.batch) /
-                                                      std::max(elapsed, 1e-9)}};
+            print_step(o, step, role.first_step, total_steps, epoch, loss, schedule.lr_at(mini_batch), elapsed,
+                       terminal);
+            nlohmann::json line{
+                {"step", step},
+                {"epoch", epoch},
+                {"loss", loss},
+                {"lr", schedule.lr_at(mini_batch)},
+                {"time_s", elapsed},
+                {"samples_per_s", static_cast<double>((step - role.first_step) * o.batch) / std::max(elapsed, 1e-9)}};
             if (role.step_fields) role.step_fields(mini_batch, line);
             metrics.write(line);
           });

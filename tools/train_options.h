@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
 #include "executor/trainer.h"
@@ -22,7 +21,7 @@ struct TrainOptions {
   std::string model, data = "fashion-mnist", output, optimizer = "momentum", schedule = "constant";
   std::string loss = "cross-entropy", metrics, kernels, running_variance = "unbiased", dump_gradients;
   std::string normalize = "mean-std";
-  std::string device = "cpu";  // cpu | cuda | cuda:N (the first of the devices a run uses)
+  std::string device = "cpu";                          // cpu | cuda | cuda:N (the first of the devices a run uses)
   std::string checkpoint_dir, resume_from, test_data;  // test_data: "" = the source's test split, "none"
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t seq_len = 0;  // tokens:/text: data: tokens per sample (0: the model input's static length)
@@ -30,9 +29,9 @@ struct TrainOptions {
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
-  bool keep_training_mode = false;  // write BatchNormalization/Dropout as exported (training mode)
+  bool keep_training_mode = false;    // write BatchNormalization/Dropout as exported (training mode)
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
-  std::string precision = "fp32";  // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
+  std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
   // Pipeline training (train_pipeline.cc): strategy single = one device (train_run.cc).
   std::string strategy = "single", plan, spectrain_target = "sequential";
@@ -40,7 +39,7 @@ struct TrainOptions {
   int stages = 1, replicas = 1;
   int64_t micro_batches = 1;
   bool vertical_sync = false, deferred_bn = false, predict = false, report = false;
-  std::string trace;  // pipelines: write a Chrome trace of every stage's instructions here
+  std::string trace;         // pipelines: write a Chrome trace of every stage's instructions here
   double bucket_mb = 0;      // dp: all-reduce buckets of this many MB during the backward pass; 0: one after it
   double comm_timeout = 60;  // seconds any process waits for another (runs over several processes)
   // Replicated strategies in one process (train_replicated.cc): --central-storage (with --strategy dp)
@@ -52,12 +51,12 @@ struct TrainOptions {
 // Trains as `o` says and writes o.output. Throws Error for bad input; returns the process exit code
 // (130 when SIGINT stopped the run after writing a checkpoint).
 int run_training(const TrainOptions& o);
-int run_pipeline_training(const TrainOptions& o);  // --strategy dp|naive|pipedream|spectrain|gpipe
+int run_pipeline_training(const TrainOptions& o);    // --strategy dp|naive|pipedream|spectrain|gpipe
 int run_replicated_training(const TrainOptions& o);  // --central-storage --strategy dp, --strategy ps
 
 // Shared by both (train_common.cc).
-std::string format_duration(double seconds);           // "1m05s", "2h03m"
-std::string progress_bar(double done);                 // "[#######.............]"
+std::string format_duration(double seconds);  // "1m05s", "2h03m"
+std::string progress_bar(double done);        // "[#######.............]"
 // The divergence guard: Error when a step's loss is not finite (naming the step and what to try), or when
 // a trained float tensor holds a NaN or an infinity (naming it), so that such a model is never written.
 void check_finite_loss(float loss, int64_t step);
@@ -111,7 +110,7 @@ Device training_device(const TrainOptions& o, int devices, int local_rank = 0, c
 // How the data loader makes a batch's input for a trainer on `device`: page-locked memory on a CUDA
 // device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
-std::string test_spec(const TrainOptions& o);          // the data spec of the test pass; "" for none
+std::string test_spec(const TrainOptions& o);  // the data spec of the test pass; "" for none
 // For a strategy's start line: "" for fp32, ", Conv/Gemm/MatMul in bfloat16" (or float16 with dynamic
 // loss scaling).
 std::string precision_summary(const TrainOptions& o);
@@ -129,7 +128,8 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
 // After `trainer` (one device, or a data-parallel replica) restored checkpoint `c` (file `path`): its
 // step, the optimizer's steps plus the fp16 steps skipped for inf/NaN gradients (they used their batch
 // too) and its data position must agree; Error otherwise.
-void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch, const std::string& path);
+void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch,
+                        const std::string& path);
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
 // a fresh run. A fresh run into a directory that holds checkpoints is refused (rotation would keep the old

@@ -17,16 +17,14 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
-
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
 #include "executor/comm/launch.h"
@@ -55,7 +53,8 @@ extern "C" void on_launcher_termination(int) {
   char digits[24];
   int64_t step = g_last_step.load();
   int n = 0;
-  do digits[n++] = static_cast<char>('0' + step % 10); while ((step /= 10) > 0 && n < 20);
+  do digits[n++] = static_cast<char>('0' + step % 10);
+  while ((step /= 10) > 0 && n < 20);
   const char* parts[] = {"onnxtrain: rank ", g_rank_text, ": terminated by the launcher after step ", nullptr,
                          " (another process of the run failed or was killed; see its rank above)\n"};
   size_t at = 0;
@@ -114,10 +113,13 @@ nlohmann::json pipeline_report_json(const PipelineReport& r) {
                       {"staleness", s.mean_staleness},
                       // NaN (no prediction scored) is not JSON: null.
                       {"prediction_error", std::isfinite(s.prediction_error) && s.predictions > 0
-                                               ? nlohmann::json(s.prediction_error) : nlohmann::json()}});
+                                               ? nlohmann::json(s.prediction_error)
+                                               : nlohmann::json()}});
   }
-  return {{"kind", "pipeline"}, {"strategy", std::string(pipeline_strategy_name(r.strategy))},
-          {"stages", stages},  {"micro_batches", r.micro_batches},
+  return {{"kind", "pipeline"},
+          {"strategy", std::string(pipeline_strategy_name(r.strategy))},
+          {"stages", stages},
+          {"micro_batches", r.micro_batches},
           {"wall_seconds", r.wall_seconds}};
 }
 
@@ -145,10 +147,15 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
     // A fixed nominal CPU, not this machine's measured rates, so that the split (and with it every number
     // of the run) does not depend on the load at start. `onnxtrain partition --profile -o plan.json` gives
     // a measured plan for --plan.
-    DeviceDescription cpu{.name = "nominal CPU", .source = "fixed", .fp32_flops = 1e11, .memory_bandwidth = 2e10,
-                          .kernel_overhead_s = 1e-6, .link = {"shared memory", 1e10, 1e-6}};
+    DeviceDescription cpu{.name = "nominal CPU",
+                          .source = "fixed",
+                          .fp32_flops = 1e11,
+                          .memory_bandwidth = 2e10,
+                          .kernel_overhead_s = 1e-6,
+                          .link = {"shared memory", 1e10, 1e-6}};
     const CostProfile profile = build_cost_profile(training, micro_batch, cpu);
-    plan = plan_pipeline(profile, {.stages = o.stages, .micro_batches = std::max<int64_t>(o.micro_batches, 1),
+    plan = plan_pipeline(profile, {.stages = o.stages,
+                                   .micro_batches = std::max<int64_t>(o.micro_batches, 1),
                                    .link = {cpu.link.name, cpu.link.bandwidth, cpu.link.latency_s}});
   }
   std::vector<int64_t> starts;
@@ -160,18 +167,42 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int
 // --metrics or -o, is left out).
 nlohmann::json options_every_rank_shares(const TrainOptions& o) {
   return {{"model", std::filesystem::path(o.model).filename().string()},
-          {"--data", o.data}, {"--test-data", o.test_data}, {"--epochs", o.epochs}, {"--batch", o.batch},
-          {"--lr", o.lr}, {"--optimizer", o.optimizer}, {"--momentum", o.momentum}, {"--weight-decay", o.weight_decay},
-          {"--schedule", o.schedule}, {"--warmup-steps", o.warmup_steps}, {"--loss", o.loss}, {"--seed", o.seed},
-          {"--validation", o.validation}, {"--limit-batches", o.limit_batches}, {"--seq-len", o.seq_len},
-          {"--normalize", o.normalize}, {"--running-variance", o.running_variance}, {"--precision", o.precision},
-          {"--strategy", o.strategy}, {"--stages", o.stages}, {"--replicas", o.replicas},
-          {"--micro-batches", o.micro_batches}, {"--plan", o.plan}, {"--spectrain-target", o.spectrain_target},
-          {"--vertical-sync", o.vertical_sync}, {"--deferred-bn", o.deferred_bn}, {"--predict", o.predict},
-          {"--prediction-metrics", o.prediction_metrics}, {"--bucket-mb", o.bucket_mb},
-          {"--checkpoint-dir", o.checkpoint_dir}, {"--checkpoint-every", o.checkpoint_every},
-          {"--keep-checkpoints", o.keep_checkpoints}, {"--resume", o.resume}, {"--resume-from", o.resume_from},
-          {"--kernels", o.kernels}, {"--keep-training-mode", o.keep_training_mode}};
+          {"--data", o.data},
+          {"--test-data", o.test_data},
+          {"--epochs", o.epochs},
+          {"--batch", o.batch},
+          {"--lr", o.lr},
+          {"--optimizer", o.optimizer},
+          {"--momentum", o.momentum},
+          {"--weight-decay", o.weight_decay},
+          {"--schedule", o.schedule},
+          {"--warmup-steps", o.warmup_steps},
+          {"--loss", o.loss},
+          {"--seed", o.seed},
+          {"--validation", o.validation},
+          {"--limit-batches", o.limit_batches},
+          {"--seq-len", o.seq_len},
+          {"--normalize", o.normalize},
+          {"--running-variance", o.running_variance},
+          {"--precision", o.precision},
+          {"--strategy", o.strategy},
+          {"--stages", o.stages},
+          {"--replicas", o.replicas},
+          {"--micro-batches", o.micro_batches},
+          {"--plan", o.plan},
+          {"--spectrain-target", o.spectrain_target},
+          {"--vertical-sync", o.vertical_sync},
+          {"--deferred-bn", o.deferred_bn},
+          {"--predict", o.predict},
+          {"--prediction-metrics", o.prediction_metrics},
+          {"--bucket-mb", o.bucket_mb},
+          {"--checkpoint-dir", o.checkpoint_dir},
+          {"--checkpoint-every", o.checkpoint_every},
+          {"--keep-checkpoints", o.keep_checkpoints},
+          {"--resume", o.resume},
+          {"--resume-from", o.resume_from},
+          {"--kernels", o.kernels},
+          {"--keep-training-mode", o.keep_training_mode}};
 }
 
 // At rendezvous, before any collective of the strategy: rank 0's options go to every rank, each compares
@@ -192,14 +223,13 @@ void check_every_rank_has_the_same_options(const TrainOptions& o, Communicator& 
                  (theirs.contains(flag) ? theirs[flag].dump() : std::string("(none)"));
     break;
   }
-  float differing = difference.empty() ? 0.f : 1.f;
-  world.all_reduce_sum({&differing, 1}, "options check");
+  // The differing rank stops first: its abort carries its message to the others, who wait in the
+  // all-reduce below (a rank that threw after the all-reduce could abort the others before they read it).
   if (!difference.empty())
     throw Error("rank " + std::to_string(world.rank()) + " was started with " + difference +
                 ": every process of a run must be started with the same options");
-  if (differing > 0)
-    throw Error(std::to_string(static_cast<int>(differing)) + " of " + std::to_string(world.size()) +
-                " processes were started with options other than rank 0's (their messages name them)");
+  float differing = 0.f;
+  world.all_reduce_sum({&differing, 1}, "options check");
 }
 
 }  // namespace
@@ -233,8 +263,10 @@ int run_pipeline_training(const TrainOptions& o) {
 
 namespace {
 
-TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch, const nlohmann::json& config) {
-  return {.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch, .seed = o.seed, .config = config};
+TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch,
+                                     const nlohmann::json& config) {
+  return {
+      .step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch, .seed = o.seed, .config = config};
 }
 
 // Every process writes the shards it holds (`parts`: shard index and content), then, once all are on
@@ -258,8 +290,9 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   if (world) report_termination_as_rank(rank);
   if (world && pipeline && o.stages * o.replicas != ranks) {
     const int needed = o.stages * o.replicas;
-    throw Error("--stages " + std::to_string(o.stages) + (o.replicas > 1 ? " --replicas " + std::to_string(o.replicas) : "") +
-                " across " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) +
+    throw Error("--stages " + std::to_string(o.stages) +
+                (o.replicas > 1 ? " --replicas " + std::to_string(o.replicas) : "") + " across " +
+                std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) +
                 "): one stage per process, so start " + std::to_string(needed) + " processes (mpirun -np " +
                 std::to_string(needed) + ")");
   }
@@ -269,24 +302,30 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   }
   if (world && !pipeline && o.replicas != 1 && o.replicas != ranks) {
     throw Error("--replicas " + std::to_string(o.replicas) + " across " + std::to_string(ranks) +
-                " processes: one replica per process (leave --replicas out, or start " + std::to_string(o.replicas) + ")");
+                " processes: one replica per process (leave --replicas out, or start " + std::to_string(o.replicas) +
+                ")");
   }
   // Threads place their stages or replicas on consecutive devices; a process uses its local rank's device (before
   // the data is made: a missing GPU is reported at once).
   const int devices_here = world ? 1 : pipeline ? o.stages : o.replicas;
-  const Device device = training_device(o, devices_here, world ? launch.local_rank : 0,
-                                        pipeline ? "--stages " + std::to_string(o.stages)
-                                                 : "--replicas " + std::to_string(o.replicas));
+  const Device device =
+      training_device(o, devices_here, world ? launch.local_rank : 0,
+                      pipeline ? "--stages " + std::to_string(o.stages) : "--replicas " + std::to_string(o.replicas));
   ImportedModel model = import_model(o.model);
   Dataset train = load_model_data(o, model.graph, o.data);
   bind_model_to_data(model, o, train);
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
-                            .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});
-  const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
-                                                 : loader.batches_per_epoch();
+  DataLoader loader(train, {.batch = o.batch,
+                            .shuffle = true,
+                            .seed = o.seed,
+                            .drop_last = false,
+                            .validation_fraction = o.validation,
+                            .allocate_input = batch_allocator(device)});
+  const int64_t per_epoch =
+      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
-  const std::string where = world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
+  const std::string where =
+      world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
   if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
   if (!pipeline) {
@@ -316,10 +355,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
       return write_sharded(o, dir, world, rank, all, parts, replicas);
     };
     if (rank == 0) {
-      std::fprintf(stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
-                   o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(),
-                   precision_summary(o).c_str(),
-                   static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+      std::fprintf(
+          stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
+          o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(), precision_summary(o).c_str(),
+          static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
     role.print_report = [&] {
       const DataParallelTrainer::Timing& t = trainer.timing();
@@ -328,17 +367,19 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
       print_nonfinite_skips(trainer.replica(0));
       const double step_ms = 1e3 * t.step_seconds / static_cast<double>(t.steps);
       if (t.on_devices) {
-        std::printf("data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
-                    "devices (%.2f MB per replica per step)\n",
-                    replicas, step_ms, t.allreduce_bytes_per_step / 1e6);
+        std::printf(
+            "data parallel: %d replicas on GPUs, %.2f ms per step, gradients all-reduced by NCCL on the "
+            "devices (%.2f MB per replica per step)\n",
+            replicas, step_ms, t.allreduce_bytes_per_step / 1e6);
         return;
       }
       const double reduce_ms = 1e3 * t.allreduce_seconds / static_cast<double>(t.steps);
-      std::printf("data parallel: %d replicas, %.2f ms per step, gradient all-reduce %.2f ms per step %s(%.1f%% of the "
-                  "step, %.2f MB per replica per step%s; waiting for the slowest replica included)\n",
-                  replicas, step_ms, reduce_ms, t.buckets > 1 ? "not overlapped " : "", 100 * reduce_ms / step_ms,
-                  t.allreduce_bytes_per_step / 1e6,
-                  t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
+      std::printf(
+          "data parallel: %d replicas, %.2f ms per step, gradient all-reduce %.2f ms per step %s(%.1f%% of the "
+          "step, %.2f MB per replica per step%s; waiting for the slowest replica included)\n",
+          replicas, step_ms, reduce_ms, t.buckets > 1 ? "not overlapped " : "", 100 * reduce_ms / step_ms,
+          t.allreduce_bytes_per_step / 1e6,
+          t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
     };
     return run_epochs(o, trainer, loader, train, test, per_epoch, role);
   }
@@ -356,7 +397,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.world = world;
   p.replicas = o.replicas;
   p.trace = !o.trace.empty();
-  if (p.trace && world) throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
+  if (p.trace && world)
+    throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
   const bool micro_batched = strategy_traits(p.strategy).flushes || strategy_traits(p.strategy).accumulates;
   const int64_t micro_batch = micro_batched ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
   p.stage_starts = stage_starts(o, model.graph, micro_batch);
@@ -366,11 +408,12 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
   if (rank == 0) {
     const std::string copies = o.replicas > 1 ? " x " + std::to_string(o.replicas) + " data-parallel replicas" : "";
-    std::fprintf(stderr, "training %s with %s over %d stages%s%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(),
-                 precision_summary(o).c_str(), starts.c_str(),
-                 o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
-                 static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+    std::fprintf(
+        stderr,
+        "training %s with %s over %d stages%s%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
+        o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(), precision_summary(o).c_str(),
+        starts.c_str(), o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
+        static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }
   // Pipeline 0's last stage has the losses; rank 0 (pipeline 0's first stage) gathers the model.
   RunRole role{.prints_progress = world ? rank == o.stages - 1 : true, .leads = rank == 0, .stops_on_signal = !world};
@@ -398,7 +441,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     if (o.trace.empty()) return;
     nlohmann::json events = nlohmann::json::array();
     append_trace_events(events, trainer.trace(),
-                        "measured: " + o.strategy + ", " + std::to_string(o.stages) + " stages", 1, o.micro_batches > 1);
+                        "measured: " + o.strategy + ", " + std::to_string(o.stages) + " stages", 1,
+                        o.micro_batches > 1);
     write_text_file(o.trace, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
     std::fprintf(stderr, "wrote the trace %s (open it in Perfetto or chrome://tracing)\n", o.trace.c_str());
   };

@@ -41,14 +41,12 @@ int run_replicated_training(const TrainOptions& o) {
   Dataset train = load_model_data(o, model.graph, o.data);
   bind_model_to_data(model, o, train);
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(
-      train,
-      {.batch = o.batch,
-       .shuffle = true,
-       .seed = o.seed,
-       .drop_last = false,
-       .validation_fraction = o.validation,
-       .allocate_input = batch_allocator(device)});
+  DataLoader loader(train, {.batch = o.batch,
+                            .shuffle = true,
+                            .seed = o.seed,
+                            .drop_last = false,
+                            .validation_fraction = o.validation,
+                            .allocate_input = batch_allocator(device)});
   const int64_t per_epoch =
       o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
@@ -60,13 +58,13 @@ int run_replicated_training(const TrainOptions& o) {
           : std::string();
 
   if (!ps) {
-    CentralStorageTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train), .replicas = o.replicas});
+    CentralStorageTrainer trainer(model.graph,
+                                  {.trainer = trainer_options(o, total_steps, device, train), .replicas = o.replicas});
     std::fprintf(stderr,
                  "training %s with central storage: %d replicas (threads%s), one master copy in host memory%s, %lld "
                  "epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(), static_cast<long long>(o.epochs),
-                 static_cast<long long>(per_epoch),
-                 static_cast<long long>(o.batch));
+                 o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(),
+                 static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     RunRole role{.step_by_step = true};
     role.print_report = [&] {
       print_loss_scale(trainer.loss_scaler());
@@ -74,8 +72,11 @@ int run_replicated_training(const TrainOptions& o) {
     };
     role.report = [&] {
       const CentralStorageReport r = trainer.report();
-      return nlohmann::json{{"kind", "central_storage"}, {"replicas", r.replicas}, {"steps", r.steps},
-                            {"step_seconds", r.step_seconds}, {"replica_compute_seconds", r.replica_compute_seconds},
+      return nlohmann::json{{"kind", "central_storage"},
+                            {"replicas", r.replicas},
+                            {"steps", r.steps},
+                            {"step_seconds", r.step_seconds},
+                            {"replica_compute_seconds", r.replica_compute_seconds},
                             {"bytes_per_step", r.bytes_per_step()}};
     };
     return run_epochs(o, trainer, loader, train, test, per_epoch, role);
@@ -89,8 +90,8 @@ int run_replicated_training(const TrainOptions& o) {
                "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s%s, %lld "
                "epochs x %lld mini-batches of %lld\n",
                o.model.c_str(), o.servers, o.replicas, on_gpus.c_str(), o.ps_predict ? " with weight prediction" : "",
-               precision_summary(o).c_str(),
-               static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
+               precision_summary(o).c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+               static_cast<long long>(o.batch));
   RunRole role;
   role.print_report = [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); };
   role.step_fields = [&](int64_t mini_batch, nlohmann::json& line) {
@@ -101,8 +102,11 @@ int run_replicated_training(const TrainOptions& o) {
   };
   role.report = [&] {
     const ParameterServerReport& r = trainer.report();
-    return nlohmann::json{{"kind", "parameter_server"}, {"workers", r.workers}, {"servers", r.servers},
-                          {"pushes", r.pushes.size()}, {"mean_staleness", r.mean_staleness()},
+    return nlohmann::json{{"kind", "parameter_server"},
+                          {"workers", r.workers},
+                          {"servers", r.servers},
+                          {"pushes", r.pushes.size()},
+                          {"mean_staleness", r.mean_staleness()},
                           {"worker_compute_seconds", r.worker_compute_seconds()},
                           {"worker_exchange_seconds", r.worker_exchange_seconds()}};
   };

@@ -14,9 +14,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "executor/checkpoint.h"
 #include "executor/comm/launch.h"
@@ -82,9 +81,11 @@ void check_checkpoint_dir(const std::string& dir) {
   fs::path folder(dir);
   if (fs::exists(folder, ec) && !fs::is_directory(folder, ec))
     throw Error("--checkpoint-dir " + dir + ": is not a folder");
-  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path()) folder = folder.parent_path();
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path())
+    folder = folder.parent_path();
   if (!fs::exists(folder, ec)) folder = ".";
-  if (!fs::is_directory(folder, ec)) throw Error("--checkpoint-dir " + dir + ": " + folder.string() + " is not a folder");
+  if (!fs::is_directory(folder, ec))
+    throw Error("--checkpoint-dir " + dir + ": " + folder.string() + " is not a folder");
   if (::access(folder.c_str(), W_OK) != 0)
     throw Error("--checkpoint-dir " + dir + ": the folder " + folder.string() + " is not writable");
 }
@@ -96,8 +97,8 @@ void check_common_options(const TrainOptions& o) {
     throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
   // Pipeline options the other strategies would ignore in silence (the pipeline checks which strategy).
-  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"},
-                                    std::pair{o.predict, "--predict"}})
+  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"},
+                                    std::pair{o.deferred_bn, "--deferred-bn"}, std::pair{o.predict, "--predict"}})
     if (given && !is_pipeline_strategy(o.strategy))
       throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
   if (!o.dump_gradients.empty() && o.strategy != "single")
@@ -111,8 +112,9 @@ void check_common_options(const TrainOptions& o) {
     throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
   if (o.on_nonfinite == "skip" && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
-    throw Error("--on-nonfinite skip works with --strategy single and dp (pipeline stages and parameter-server "
-                "workers step on their own and cannot agree on a skip; central storage does not check yet)");
+    throw Error(
+        "--on-nonfinite skip works with --strategy single and dp (pipeline stages and parameter-server "
+        "workers step on their own and cannot agree on a skip; central storage does not check yet)");
   if (o.resume && o.checkpoint_dir.empty() && o.resume_from.empty())
     throw Error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
 }
@@ -145,10 +147,14 @@ int run_training(const TrainOptions& o) {
   bind_model_to_data(model, o, train);
   // The test split is loaded before training, so that a missing file fails now and not after the run.
   const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(train, {.batch = o.batch, .shuffle = true, .seed = o.seed, .drop_last = false,
-                            .validation_fraction = o.validation, .allocate_input = batch_allocator(device)});
-  const int64_t per_epoch = o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
-                                                 : loader.batches_per_epoch();
+  DataLoader loader(train, {.batch = o.batch,
+                            .shuffle = true,
+                            .seed = o.seed,
+                            .drop_last = false,
+                            .validation_fraction = o.validation,
+                            .allocate_input = batch_allocator(device)});
+  const int64_t per_epoch =
+      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
   const int64_t total_steps = per_epoch * o.epochs;
   const TrainerOptions options = trainer_options(o, total_steps, device, train);
   Trainer trainer(model.graph, options);
@@ -161,8 +167,12 @@ int run_training(const TrainOptions& o) {
     check_resumed_step(c, trainer, per_epoch, path);
   });
   role.checkpoint = [&](const std::string& dir, int64_t step) {
-    TrainingCheckpoint c{.step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch,
-                         .seed = o.seed, .config = config, .tensors = trainer.trained_initializers(),
+    TrainingCheckpoint c{.step = step,
+                         .next_epoch = step / per_epoch,
+                         .next_batch = step % per_epoch,
+                         .seed = o.seed,
+                         .config = config,
+                         .tensors = trainer.trained_initializers(),
                          .optimizer_state = trainer.optimizer().state_tensors()};
     c.optimizer_state.merge(trainer.loss_scaler_state());  // fp16: the scaler, for an exact resume
     return write_checkpoint(dir, c, static_cast<int>(o.keep_checkpoints));
@@ -175,15 +185,16 @@ int run_training(const TrainOptions& o) {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   if (o.precision != "fp32") {
     std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s\n", o.precision.c_str(),
-                 o.precision == "bf16" ? "bfloat16" : "float16",
-                 trainer.loss_scaler() ? ", dynamic loss scaling" : "");
+                 o.precision == "bf16" ? "bfloat16" : "float16", trainer.loss_scaler() ? ", dynamic loss scaling" : "");
   }
-  std::fprintf(stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
-               o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
-               static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
-               o.loss.c_str(), static_cast<long long>(loader.validation().size()),
-               trainer.running_stat_nodes() ? (", " + std::to_string(trainer.running_stat_nodes()) +
-                                               " BatchNorm nodes with running statistics").c_str() : "");
+  std::fprintf(
+      stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
+      o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+      static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
+      o.loss.c_str(), static_cast<long long>(loader.validation().size()),
+      trainer.running_stat_nodes()
+          ? (", " + std::to_string(trainer.running_stat_nodes()) + " BatchNorm nodes with running statistics").c_str()
+          : "");
   if (role.first_step == 0 && !o.dump_gradients.empty()) {
     loader.seek(0, 0);
     dump_gradients(trainer, loader.next(), o.dump_gradients);

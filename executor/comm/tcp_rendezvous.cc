@@ -227,8 +227,9 @@ struct Mesh {
       if (fd < 0) {
         const int e = errno;
         if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)  // would fail again at once, until the deadline
-          throw Error(context + ": rank " + std::to_string(rank) + " cannot accept another connection: " + errno_text(e) +
-                      " (WORLD_SIZE " + std::to_string(size) + " needs one open file per rank; see ulimit -n)");
+          throw Error(context + ": rank " + std::to_string(rank) +
+                      " cannot accept another connection: " + errno_text(e) + " (WORLD_SIZE " + std::to_string(size) +
+                      " needs one open file per rank; see ulimit -n)");
         continue;
       }
       Hello hello;

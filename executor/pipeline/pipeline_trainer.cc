@@ -56,8 +56,9 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
     throw Error(std::string("pipeline: --deferred-bn applies to gpipe, 1f1b and 2bw (their micro-batches); ") +
                 pipeline_strategy_name(options_.strategy) + " runs every mini-batch whole");
   if (options_.predict && options_.strategy != PipelineStrategy::two_bw)
-    throw Error(std::string("pipeline: --predict puts SpecTrain's prediction on 2bw (spectrain always predicts); got ") +
-                pipeline_strategy_name(options_.strategy));
+    throw Error(
+        std::string("pipeline: --predict puts SpecTrain's prediction on 2bw (spectrain always predicts); got ") +
+        pipeline_strategy_name(options_.strategy));
   if (options_.deferred_batch_norm && options_.replicas > 1)
     throw Error("pipeline: --deferred-bn with --replicas is not built (the copies would have to sum their statistics)");
   // fp16's skip for inf/NaN gradients is one decision for the whole model; stages step on their own.
@@ -155,8 +156,8 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
   if (batch.first.rank() < 1) throw Error("pipeline: a mini-batch's input has no batch dimension");
   b.rows = batch.first.sizes()[0];
   if (b.rows < options_.micro_batches) {
-    throw Error(std::string(pipeline_strategy_name(options_.strategy)) + ": a mini-batch of " + std::to_string(b.rows) + " rows cannot be split into " +
-                std::to_string(options_.micro_batches) + " micro-batches");
+    throw Error(std::string(pipeline_strategy_name(options_.strategy)) + ": a mini-batch of " + std::to_string(b.rows) +
+                " rows cannot be split into " + std::to_string(options_.micro_batches) + " micro-batches");
   }
   const AttachedLoss& loss = reference_->loss();
   if (!loss.labels.empty()) {
@@ -197,9 +198,9 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   const bool flushes = strategy_traits(options_.strategy).flushes;
   // 2bw: every mini-batch's M micro-batches in one 1F1B program (M = 1 for naive, pipedream, spectrain).
   const int64_t per_update = strategy_traits(options_.strategy).accumulates ? options_.micro_batches : 1;
-  Schedule schedule = flushes ? make_schedule(options_.strategy, n, options_.micro_batches)
-                              : make_schedule(options_.strategy, n, count * per_update, options_.spectrain_target,
-                                              per_update);
+  Schedule schedule =
+      flushes ? make_schedule(options_.strategy, n, options_.micro_batches)
+              : make_schedule(options_.strategy, n, count * per_update, options_.spectrain_target, per_update);
   std::vector<PipelineRound> rounds;
   const PipelineRound round{.schedule = &schedule,
                             .first = first,
@@ -264,7 +265,7 @@ void PipelineTrainer::run_threaded(const std::vector<PipelineRound>& rounds) {
     // timeout) and joined, and the failure is "out of memory ..." rather than std::terminate.
     const std::exception_ptr failure = std::current_exception();
     group[static_cast<size_t>(threads.size())]->abort(std::string("stage ") + std::to_string(threads.size()) +
-                                                       " could not start: " + e.what());
+                                                      " could not start: " + e.what());
     for (std::thread& t : threads) t.join();
     rethrow_with_out_of_resources_as_error(failure, "starting " + std::to_string(n) + " pipeline stage threads");
   }
@@ -294,11 +295,14 @@ std::unique_ptr<StageTransport> PipelineTrainer::make_transport(int k, Communica
   return std::make_unique<CommTransport>(comm, device_values);
 }
 
-TraceSpan PipelineTrainer::trace_span(const Schedule& s, int k, int64_t first, const Instruction& in, double begin) const {
+TraceSpan PipelineTrainer::trace_span(const Schedule& s, int k, int64_t first, const Instruction& in,
+                                      double begin) const {
   const bool flushes = strategy_traits(s.strategy).flushes;
   const int64_t micro = std::max<int64_t>(in.micro_batch, 0), m = s.micro_per_update;  // m: 2bw's M, else 1
-  TraceSpan span{.op = in.op, .mini_batch = flushes ? first : first + micro / m,
-                 .micro_batch = flushes ? micro : micro % m, .start_s = begin,
+  TraceSpan span{.op = in.op,
+                 .mini_batch = flushes ? first : first + micro / m,
+                 .micro_batch = flushes ? micro : micro % m,
+                 .start_s = begin,
                  .end_s = seconds_between(created_, std::chrono::steady_clock::now())};
   if (in.micro_batch >= 0 && (in.op == Op::Forward || in.op == Op::Backward)) {
     const auto& versions = in.op == Op::Forward ? s.forward_version : s.backward_version;
@@ -442,8 +446,9 @@ std::map<std::string, Tensor> PipelineTrainer::gather_trained_initializers() {
   for (int k = 1; k < options_.stages; ++k) {
     const auto names = stage_tensors(k);
     for (size_t i = 0; i < names.size(); ++i) {
-      out[names[i].first] = world->recv(k, CommTag{.micro_batch = 0, .kind = CommTag::other, .index = static_cast<int>(i)},
-                                        "rank 0 receives '" + names[i].first + "' of stage " + std::to_string(k));
+      out[names[i].first] =
+          world->recv(k, CommTag{.micro_batch = 0, .kind = CommTag::other, .index = static_cast<int>(i)},
+                      "rank 0 receives '" + names[i].first + "' of stage " + std::to_string(k));
     }
   }
   world->barrier("trained model gathered on rank 0");
@@ -531,7 +536,8 @@ std::string format_pipeline_report(const PipelineReport& r) {
       << std::setprecision(2) << s.mean_staleness_forward << " / " << std::setw(5) << s.mean_staleness_backward << "  "
       << std::setw(11) << std::setprecision(3) << mib(s.weight_bytes + s.working_bytes) << "  " << std::setw(9)
       << mib(s.peak_stash_bytes) << "  " << std::setw(9) << mib(s.peak_activation_bytes) << "  " << std::setw(9)
-      << mib(s.optimizer_bytes) << "  " << std::setw(9) << mib(s.gradient_bytes + s.gradient_sum_bytes + s.prediction_bytes);
+      << mib(s.optimizer_bytes) << "  " << std::setw(9)
+      << mib(s.gradient_bytes + s.gradient_sum_bytes + s.prediction_bytes);
     if (r.strategy == PipelineStrategy::spectrain) {
       o << "  " << std::setw(10) << std::setprecision(4) << s.prediction_error;
     }

@@ -65,7 +65,8 @@ OpCost window_pool_cost(const CostContext& ctx) {
 
 constexpr auto global_pool_cost = &flops_per_input_element<1, 1>;
 
-OpSchema pool_schema(const char* name, void (*infer)(InferContext&), OpCost (*cost)(const CostContext&), int max_outputs) {
+OpSchema pool_schema(const char* name, void (*infer)(InferContext&), OpCost (*cost)(const CostContext&),
+                     int max_outputs) {
   return {.op_type = name,
           .min_inputs = 1,
           .max_inputs = 1,
