@@ -238,6 +238,28 @@ std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model,
   return load_model_data(o, model, spec, &train);
 }
 
+namespace {
+Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model) {
+  Dataset train = load_model_data(o, model.graph, o.data);
+  bind_model_to_data(model, o, train);
+  return train;
+}
+}  // namespace
+
+TrainingData::TrainingData(const TrainOptions& o, const Device& device)
+    : model(import_model(o.model)),
+      train(load_training_data_and_bind(o, model)),
+      test(load_test_data(o, model.graph, train)),
+      loader(train, {.batch = o.batch,
+                     .shuffle = true,
+                     .seed = o.seed,
+                     .drop_last = false,
+                     .validation_fraction = o.validation,
+                     .allocate_input = batch_allocator(device)}),
+      per_epoch(o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
+                                    : loader.batches_per_epoch()),
+      total_steps(per_epoch * o.epochs) {}
+
 std::string evaluation_text(const Trainer::Evaluation& e, const Dataset& data) {
   char text[160];
   if (data.per_position_labels()) {

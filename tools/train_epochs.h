@@ -96,11 +96,13 @@ void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t
                 double lr, double elapsed_s, bool terminal);
 
 template <typename MultiBatchTrainer>
-int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& loader, const Dataset& train,
-               const std::optional<Dataset>& test, int64_t per_epoch, const RunRole& role) {
+int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& data, const RunRole& role) {
+  DataLoader& loader = data.loader;
+  const std::optional<Dataset>& test = data.test;
+  const int64_t per_epoch = data.per_epoch;
   // One writer per file across processes; a resumed run continues the file.
   MetricsFile metrics(role.prints_progress ? o.metrics : "", o.resume || !o.resume_from.empty());
-  const int64_t total_steps = per_epoch * o.epochs;
+  const int64_t total_steps = data.total_steps;
   const LrSchedule schedule = lr_schedule(o, total_steps);
   const bool terminal = ::isatty(STDERR_FILENO);
   std::optional<StopSignals> signals;
@@ -194,7 +196,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, DataLoader& lo
     metrics.write(line);
   }
   check_finite_model(model);
-  write_trained_model(o.model, o.output, model, model_write_options(o, train));
+  write_trained_model(o.model, o.output, model, model_write_options(o, data.train));
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done - role.first_step), seconds,
               o.output.c_str());
   return 0;

@@ -11,6 +11,7 @@
 
 #include "executor/checkpoint.h"
 #include "executor/trainer.h"
+#include "frontend/data_loader.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "frontend/model_writer.h"
@@ -130,6 +131,22 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
 // too) and its data position must agree; Error otherwise.
 void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int64_t per_epoch,
                         const std::string& path);
+// What every strategy trains on, made in one place: the model (its sequence dims bound to the data), the
+// training data, the test split (loaded before training, so that a bad file fails now and not after the
+// run), the loader (shuffled by --seed, --validation held out, batches allocated for `device`) and the
+// step counts. Neither copied nor moved: the loader reads `train` where it is.
+struct TrainingData {
+  TrainingData(const TrainOptions& o, const Device& device);
+  TrainingData(const TrainingData&) = delete;
+  TrainingData& operator=(const TrainingData&) = delete;
+
+  ImportedModel model;
+  Dataset train;
+  std::optional<Dataset> test;
+  DataLoader loader;
+  int64_t per_epoch;    // --limit-batches, else the loader's batches per epoch
+  int64_t total_steps;  // per_epoch × --epochs
+};
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
 // a fresh run. A fresh run into a directory that holds checkpoints is refused (rotation would keep the old

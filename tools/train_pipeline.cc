@@ -311,28 +311,17 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   const Device device =
       training_device(o, devices_here, world ? launch.local_rank : 0,
                       pipeline ? "--stages " + std::to_string(o.stages) : "--replicas " + std::to_string(o.replicas));
-  ImportedModel model = import_model(o.model);
-  Dataset train = load_model_data(o, model.graph, o.data);
-  bind_model_to_data(model, o, train);
-  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(train, {.batch = o.batch,
-                            .shuffle = true,
-                            .seed = o.seed,
-                            .drop_last = false,
-                            .validation_fraction = o.validation,
-                            .allocate_input = batch_allocator(device)});
-  const int64_t per_epoch =
-      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
-  const int64_t total_steps = per_epoch * o.epochs;
+  TrainingData data(o, device);
+  const int64_t per_epoch = data.per_epoch, total_steps = data.total_steps;
   const std::string where =
       world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
-  if (rank == 0) std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (rank == 0) std::fprintf(stderr, "data: %s\n", data.train.description.c_str());
   if (!pipeline) {
-    DataParallelTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train),
-                                              .replicas = world ? 1 : o.replicas,
-                                              .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
-                                              .world = world});
+    DataParallelTrainer trainer(data.model.graph, {.trainer = trainer_options(o, total_steps, device, data.train),
+                                                   .replicas = world ? 1 : o.replicas,
+                                                   .bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6),
+                                                   .world = world});
     const int replicas = trainer.global_replicas();
     RunRole role{.prints_progress = rank == 0, .leads = rank == 0, .step_by_step = true, .stops_on_signal = !world};
     role.report = [&] { return data_parallel_report_json(trainer.timing(), trainer.global_replicas()); };
@@ -381,10 +370,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
           t.allreduce_bytes_per_step / 1e6,
           t.buckets > 1 ? (", " + std::to_string(t.buckets) + " buckets").c_str() : "");
     };
-    return run_epochs(o, trainer, loader, train, test, per_epoch, role);
+    return run_epochs(o, trainer, data, role);
   }
   PipelineOptions p;
-  p.trainer = trainer_options(o, total_steps, device, train);
+  p.trainer = trainer_options(o, total_steps, device, data.train);
   p.strategy = parse_pipeline_strategy(o.strategy);
   p.stages = o.stages;
   p.micro_batches = o.micro_batches;
@@ -401,8 +390,8 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
   const bool micro_batched = strategy_traits(p.strategy).flushes || strategy_traits(p.strategy).accumulates;
   const int64_t micro_batch = micro_batched ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
-  p.stage_starts = stage_starts(o, model.graph, micro_batch);
-  PipelineTrainer trainer(model.graph, p);
+  p.stage_starts = stage_starts(o, data.model.graph, micro_batch);
+  PipelineTrainer trainer(data.model.graph, p);
 
   std::string starts;
   for (int64_t s : trainer.stage_starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
@@ -446,7 +435,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     write_text_file(o.trace, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump());
     std::fprintf(stderr, "wrote the trace %s (open it in Perfetto or chrome://tracing)\n", o.trace.c_str());
   };
-  return run_epochs(o, trainer, loader, train, test, per_epoch, role);
+  return run_epochs(o, trainer, data, role);
 }
 
 }  // namespace

@@ -37,20 +37,9 @@ int run_replicated_training(const TrainOptions& o) {
   }
   // Replica (worker) r on cuda:N+r; checked before the data is made, so a missing GPU is reported at once.
   const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
-  ImportedModel model = import_model(o.model);
-  Dataset train = load_model_data(o, model.graph, o.data);
-  bind_model_to_data(model, o, train);
-  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(train, {.batch = o.batch,
-                            .shuffle = true,
-                            .seed = o.seed,
-                            .drop_last = false,
-                            .validation_fraction = o.validation,
-                            .allocate_input = batch_allocator(device)});
-  const int64_t per_epoch =
-      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
-  const int64_t total_steps = per_epoch * o.epochs;
-  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  TrainingData data(o, device);
+  const int64_t per_epoch = data.per_epoch, total_steps = data.total_steps;
+  std::fprintf(stderr, "data: %s\n", data.train.description.c_str());
   const std::string on_gpus =
       device.kind == DeviceKind::Cuda
           ? " on cuda:" + std::to_string(device.index) +
@@ -58,8 +47,8 @@ int run_replicated_training(const TrainOptions& o) {
           : std::string();
 
   if (!ps) {
-    CentralStorageTrainer trainer(model.graph,
-                                  {.trainer = trainer_options(o, total_steps, device, train), .replicas = o.replicas});
+    CentralStorageTrainer trainer(
+        data.model.graph, {.trainer = trainer_options(o, total_steps, device, data.train), .replicas = o.replicas});
     std::fprintf(stderr,
                  "training %s with central storage: %d replicas (threads%s), one master copy in host memory%s, %lld "
                  "epochs x %lld mini-batches of %lld\n",
@@ -79,13 +68,13 @@ int run_replicated_training(const TrainOptions& o) {
                             {"replica_compute_seconds", r.replica_compute_seconds},
                             {"bytes_per_step", r.bytes_per_step()}};
     };
-    return run_epochs(o, trainer, loader, train, test, per_epoch, role);
+    return run_epochs(o, trainer, data, role);
   }
   // The shards' schedules count their own updates: one per mini-batch, as a one-device run's.
-  ParameterServerTrainer trainer(model.graph, {.trainer = trainer_options(o, total_steps, device, train),
-                                               .servers = o.servers,
-                                               .workers = o.replicas,
-                                               .predict = o.ps_predict});
+  ParameterServerTrainer trainer(data.model.graph, {.trainer = trainer_options(o, total_steps, device, data.train),
+                                                    .servers = o.servers,
+                                                    .workers = o.replicas,
+                                                    .predict = o.ps_predict});
   std::fprintf(stderr,
                "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s%s, %lld "
                "epochs x %lld mini-batches of %lld\n",
@@ -110,7 +99,7 @@ int run_replicated_training(const TrainOptions& o) {
                           {"worker_compute_seconds", r.worker_compute_seconds()},
                           {"worker_exchange_seconds", r.worker_exchange_seconds()}};
   };
-  return run_epochs(o, trainer, loader, train, test, per_epoch, role);
+  return run_epochs(o, trainer, data, role);
 }
 
 }  // namespace onnxtrain::cli

@@ -142,22 +142,10 @@ int run_training(const TrainOptions& o) {
   if (replicated_in_process) return run_replicated_training(o);
   if (o.strategy != "single") return run_pipeline_training(o);
   const Device device = training_device(o, 1);  // before the data is made: a missing GPU is reported at once
-  ImportedModel model = import_model(o.model);
-  Dataset train = load_model_data(o, model.graph, o.data);
-  bind_model_to_data(model, o, train);
-  // The test split is loaded before training, so that a missing file fails now and not after the run.
-  const std::optional<Dataset> test = load_test_data(o, model.graph, train);
-  DataLoader loader(train, {.batch = o.batch,
-                            .shuffle = true,
-                            .seed = o.seed,
-                            .drop_last = false,
-                            .validation_fraction = o.validation,
-                            .allocate_input = batch_allocator(device)});
-  const int64_t per_epoch =
-      o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch()) : loader.batches_per_epoch();
-  const int64_t total_steps = per_epoch * o.epochs;
-  const TrainerOptions options = trainer_options(o, total_steps, device, train);
-  Trainer trainer(model.graph, options);
+  TrainingData data(o, device);
+  const int64_t per_epoch = data.per_epoch, total_steps = data.total_steps;
+  const TrainerOptions options = trainer_options(o, total_steps, device, data.train);
+  Trainer trainer(data.model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
 
   RunRole role{.step_by_step = true};
@@ -182,7 +170,7 @@ int run_training(const TrainOptions& o) {
     print_nonfinite_skips(trainer);
   };
 
-  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  std::fprintf(stderr, "data: %s\n", data.train.description.c_str());
   if (o.precision != "fp32") {
     std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s\n", o.precision.c_str(),
                  o.precision == "bf16" ? "bfloat16" : "float16", trainer.loss_scaler() ? ", dynamic loss scaling" : "");
@@ -191,16 +179,16 @@ int run_training(const TrainOptions& o) {
       stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
       o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
       static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
-      o.loss.c_str(), static_cast<long long>(loader.validation().size()),
+      o.loss.c_str(), static_cast<long long>(data.loader.validation().size()),
       trainer.running_stat_nodes()
           ? (", " + std::to_string(trainer.running_stat_nodes()) + " BatchNorm nodes with running statistics").c_str()
           : "");
   if (role.first_step == 0 && !o.dump_gradients.empty()) {
-    loader.seek(0, 0);
-    dump_gradients(trainer, loader.next(), o.dump_gradients);
+    data.loader.seek(0, 0);
+    dump_gradients(trainer, data.loader.next(), o.dump_gradients);
   }
   OneDeviceRun run(trainer);
-  return run_epochs(o, run, loader, train, test, per_epoch, role);
+  return run_epochs(o, run, data, role);
 }
 
 }  // namespace onnxtrain::cli
