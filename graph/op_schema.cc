@@ -1,5 +1,7 @@
 #include "graph/op_schema.h"
 
+#include <algorithm>
+
 #include "graph/error.h"
 #include "graph/ops/ops.h"
 
@@ -112,6 +114,11 @@ void infer_node(Graph& graph, NodeId id, const OpSchema& schema) {
               : schema.max_inputs < 0                ? " or more"
                                                      : " to " + std::to_string(schema.max_inputs)) +
              " inputs, got " + std::to_string(given));
+  }
+  // Positions below min_inputs are required: an empty name there ("" in the model) is not an omitted
+  // optional input, and the op's inference would read a value that does not exist.
+  for (int i = 0; i < std::min(given, schema.min_inputs); ++i) {
+    if (!node.has_input(static_cast<size_t>(i))) ctx.fail("input " + std::to_string(i) + " is required but empty");
   }
   int outputs = static_cast<int>(node.outputs.size());
   if (outputs < schema.min_outputs || outputs > schema.max_outputs) {

@@ -233,3 +233,11 @@ TEST_F(FuzzRegression, NpzMemberSizeWrappingPastTheEndIsRefused) {
 }
 
 }  // namespace
+
+// An empty name at a required input position (Reshape's data, in a model whose opset 21 Debian's ONNX
+// checker does not know) reached Reshape's inference, which read the absent value: an internal error.
+TEST_F(FuzzRegression, EmptyRequiredInputIsRefusedNamingTheNode) {
+  const std::string message = error_of("fuzz_model_proto", "required_input_0_empty_opset21.onnx");
+  EXPECT_NE(message.find("node 'Reshape_0' (op Reshape"), std::string::npos) << message;
+  EXPECT_NE(message.find("input 0 is required but empty"), std::string::npos) << message;
+}

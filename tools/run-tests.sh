@@ -2,7 +2,8 @@
 # Quick start, step 2: install the dependencies, check the format (tools/check-format.sh), build the Release preset and run the whole test suite
 # (all but the `bench` label), then build the ASan+UBSan preset and run the same tests under it
 # (the `malformed` label feeds hostile model files), then the tests labelled `threads` under TSan, then the
-# fuzzers (tools/run-fuzzers.sh; ONNXTRAIN_FUZZ_SECONDS per target, default 20).
+# fuzzers (tools/run-fuzzers.sh --ci: fixed seed and inputs, reproducible; ONNXTRAIN_FUZZ_SECONDS=N explores
+# N seconds per target instead).
 # This is what CI runs (.ci/run). Honours CI=true (no prompts) and ONNXTRAIN_JOBS (default 2).
 # The test presets set OMP_WAIT_POLICY=PASSIVE: with `ctest -j` several OpenMP processes share the cores,
 # and threads spinning at barriers would slow the training tests tenfold.
@@ -45,10 +46,15 @@ cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_confo
 ctest --preset tsan -j "$jobs" -L threads
 
 # libFuzzer (clang-14, ASan + UBSan) on the model loader, the dataset readers, the checkpoint and plan readers:
-# 20 s per target, nine targets; fails on any crash, sanitizer report, escaping exception, leak or huge
-# allocation (tools/run-fuzzers.sh; its build is small: graph/, frontend/ and two readers).
-stage "fuzz: libFuzzer on the model loader, dataset readers, checkpoint and plan readers (20 s per target)"
-tools/run-fuzzers.sh "${ONNXTRAIN_FUZZ_SECONDS:-20}"
+# nine targets, each from its seeds with a fixed libFuzzer seed and number of inputs (about 20 s each), so
+# the same commit runs the same inputs on every machine; fails on any crash, sanitizer report, escaping
+# exception, leak or huge allocation (tools/run-fuzzers.sh; its build is small: graph/, frontend/ and two readers).
+stage "fuzz: libFuzzer on the model loader, dataset readers, checkpoint and plan readers"
+if [[ -n "${ONNXTRAIN_FUZZ_SECONDS:-}" ]]; then
+  tools/run-fuzzers.sh "$ONNXTRAIN_FUZZ_SECONDS"
+else
+  tools/run-fuzzers.sh --ci
+fi
 
 stage "all tests passed"
 command -v ccache >/dev/null && ccache --show-stats | grep -iE "hits|misses" || true
