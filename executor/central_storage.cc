@@ -65,9 +65,9 @@ void CentralStorageTrainer::refresh(int k) {
   replicas_[k]->restore(master_, state);
 }
 
-float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
+float CentralStorageTrainer::train_step(const DataInputs& x, const Tensor& y) {
   const int r = replicas();
-  const int64_t rows = x.sizes().at(0);
+  const int64_t rows = x.rows();
   if (rows < r) {
     throw Error("central storage: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) +
                 " replicas");
@@ -86,7 +86,7 @@ float CentralStorageTrainer::train_step(const Tensor& x, const Tensor& y) {
       const auto [begin, end] = micro_batch_rows(rows, r, k);
       const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
       replicas_[k]->set_first_row(begin);  // its rows' Dropout masks of the whole batch, as dp
-      grads[k] = replicas_[k]->forward_backward(slice_rows(x, begin, end), slice_rows(y, begin, end), &losses[k]);
+      grads[k] = replicas_[k]->forward_backward(x.slice_rows(begin, end), slice_rows(y, begin, end), &losses[k]);
       losses[k] = static_cast<float>(losses[k] * weight);
       // Weighted in place exactly as DataParallelTrainer weighs its gradients (float · double → float).
       for (auto& [name, g] : grads[k])
@@ -148,7 +148,7 @@ std::vector<float> CentralStorageTrainer::train(int64_t count, const BatchSource
   return losses;
 }
 
-Trainer::Evaluation CentralStorageTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+Trainer::Evaluation CentralStorageTrainer::evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
   refresh(0);
   return replicas_[0]->evaluate(inputs, labels, batch);
 }

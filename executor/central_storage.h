@@ -69,7 +69,7 @@ std::string format_central_storage_report(const CentralStorageReport& report);
 
 class CentralStorageTrainer {
  public:
-  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;
+  using BatchSource = std::function<std::pair<DataInputs, Tensor>()>;
   using LossCallback = std::function<void(int64_t step, float loss)>;
 
   // Throws Error for replicas < 1 or a model the Trainer refuses.
@@ -80,12 +80,12 @@ class CentralStorageTrainer {
   // order. on_loss(global step index, loss) is called on the calling thread after each step.
   std::vector<float> train(int64_t count, const BatchSource& next, const LossCallback& on_loss = {});
   // One step. Throws Error when the batch has fewer rows than there are replicas.
-  float train_step(const Tensor& x, const Tensor& y);
+  float train_step(const DataInputs& x, const Tensor& y);
 
   // The master parameters and running statistics (shared buffers: valid until the next step).
   std::map<std::string, Tensor> trained_initializers() const { return master_; }
   // Evaluates the master weights (on replica 0, refreshed from the storage first).
-  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
+  Trainer::Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch);
 
   int replicas() const { return static_cast<int>(replicas_.size()); }
   const Optimizer& optimizer() const { return optimizer_; }

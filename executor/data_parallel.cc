@@ -193,22 +193,22 @@ void DataParallelTrainer::build_replicas(const Graph& forward) {
 
 DataParallelTrainer::~DataParallelTrainer() = default;
 
-float DataParallelTrainer::replica_step(int local, Communicator& comm, const Tensor& x, const Tensor& y) {
+float DataParallelTrainer::replica_step(int local, Communicator& comm, const DataInputs& x, const Tensor& y) {
   const int k = first_replica() + local, r = global_replicas();
-  const int64_t rows = x.sizes().at(0);
+  const int64_t rows = x.rows();
   const bool mean = options_.trainer.loss.reduction == LossReduction::Mean;
   const auto [begin, end] = micro_batch_rows(rows, r, k);
   const double weight = mean ? static_cast<double>(end - begin) / static_cast<double>(rows) : 1.0;
   replicas_[local]->set_first_row(begin);  // the slice's Dropout masks are the whole batch's
-  if (!nccl_.empty()) return device_replica_step(local, slice_rows(x, begin, end), slice_rows(y, begin, end), weight);
+  if (!nccl_.empty()) return device_replica_step(local, x.slice_rows(begin, end), slice_rows(y, begin, end), weight);
   float loss = 0;
   const std::map<std::string, Tensor> reduced =
-      reduce_gradients(local, comm, slice_rows(x, begin, end), slice_rows(y, begin, end), weight, loss);
+      reduce_gradients(local, comm, x.slice_rows(begin, end), slice_rows(y, begin, end), weight, loss);
   replicas_[local]->apply_gradients(reduced);
   return loss;
 }
 
-float DataParallelTrainer::device_replica_step(int local, const Tensor& x, const Tensor& y, double weight) {
+float DataParallelTrainer::device_replica_step(int local, const DataInputs& x, const Tensor& y, double weight) {
 #if !ONNXTRAIN_WITH_CUDA
   (void)local, (void)x, (void)y, (void)weight;
   throw Error("data parallelism on GPUs needs CUDA support: this onnxtrain was built without it");
@@ -249,7 +249,7 @@ float DataParallelTrainer::device_replica_step(int local, const Tensor& x, const
 #endif
 }
 
-std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, Communicator& comm, const Tensor& x,
+std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, Communicator& comm, const DataInputs& x,
                                                                     const Tensor& y, double weight, float& loss) {
   Trainer& replica = *replicas_[local];
   const std::string what = "step " + std::to_string(replica.step() + 1) + ", replica " +
@@ -352,9 +352,9 @@ void DataParallelTrainer::copy_running_stats_from_first() {
   }
 }
 
-float DataParallelTrainer::train_step(const Tensor& x, const Tensor& y) {
+float DataParallelTrainer::train_step(const DataInputs& x, const Tensor& y) {
   const int r = global_replicas();
-  const int64_t rows = x.sizes().at(0);
+  const int64_t rows = x.rows();
   if (rows < r) {
     throw Error("data parallel: a batch of " + std::to_string(rows) + " rows cannot feed " + std::to_string(r) +
                 " replicas");

@@ -67,7 +67,7 @@ struct DataParallelOptions {
 
 class DataParallelTrainer {
  public:
-  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;
+  using BatchSource = std::function<std::pair<DataInputs, Tensor>()>;
   using LossCallback = std::function<void(int64_t step, float loss)>;
 
   // Throws Error "--replicas R: not enough memory: ..." before building anything when the replicas'
@@ -79,14 +79,14 @@ class DataParallelTrainer {
   // `count` steps on the batches `next` returns; the loss of each (the mean over the replicas, weighted
   // by their rows), in order. on_loss is called on the calling thread after each step.
   std::vector<float> train(int64_t count, const BatchSource& next, const LossCallback& on_loss = {});
-  float train_step(const Tensor& x, const Tensor& y);
+  float train_step(const DataInputs& x, const Tensor& y);
 
   std::map<std::string, Tensor> trained_initializers() const { return replicas_[0]->trained_initializers(); }
   // Every replica of this process continues from a checkpoint's state (Trainer::restore); `path` names
   // the checkpoint in errors. All replicas hold the same state, so any layout's checkpoint fits.
   void restore(const std::map<std::string, Tensor>& initializers, const std::map<std::string, Tensor>& optimizer_state,
                const std::string& path);
-  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+  Trainer::Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
     return replicas_[0]->evaluate(inputs, labels, batch);
   }
   int replicas() const { return static_cast<int>(replicas_.size()); }  // in this process
@@ -114,17 +114,17 @@ class DataParallelTrainer {
   // Replica `local` (global index first_replica() + local): its rows of the whole batch, forward and
   // backward, the all-reduce over `comm`, the update. Returns its row-weighted loss (the reduced
   // total when the loss rides along in the all-reduce, i.e. across processes).
-  float replica_step(int local, Communicator& comm, const Tensor& x, const Tensor& y);
+  float replica_step(int local, Communicator& comm, const DataInputs& x, const Tensor& y);
   // The constructor's allocations: the replicas' models and trainers, buckets, communicators and threads.
   void build_replicas(const Graph& forward);
   void copy_running_stats_from_first();
   // The gradient all-reduce of one replica, flat after the backward or bucketed during it; `loss` rides
   // along across processes. Returns the reduced gradients by parameter and sets `loss` to the reduced one.
-  std::map<std::string, Tensor> reduce_gradients(int local, Communicator& comm, const Tensor& x, const Tensor& y,
+  std::map<std::string, Tensor> reduce_gradients(int local, Communicator& comm, const DataInputs& x, const Tensor& y,
                                                  double weight, float& loss);
   // The GPU step of replica `local`: device gradients weighed, all-reduced by NCCL, applied on the
   // device. Returns the replica's row-weighted loss (summed over the processes across processes).
-  float device_replica_step(int local, const Tensor& x, const Tensor& y, double weight);
+  float device_replica_step(int local, const DataInputs& x, const Tensor& y, double weight);
   std::vector<std::vector<std::string>> buckets_;    // parameters per bucket, in gradient order
   std::map<std::string, int64_t> parameter_numels_;  // trained initializers' element counts, by name
 

@@ -234,7 +234,7 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
     try {
       while (true) {
         int64_t i = 0;
-        std::pair<Tensor, Tensor> batch;
+        std::pair<DataInputs, Tensor> batch;
         {
           std::lock_guard<std::mutex> lock(run_mutex_);
           if (stop_ || next_mini_batch_ >= end) return;
@@ -352,7 +352,7 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
   return losses;
 }
 
-float ParameterServerTrainer::train_step(const Tensor& x, const Tensor& y) {
+float ParameterServerTrainer::train_step(const DataInputs& x, const Tensor& y) {
   return train(1, [&] { return std::pair(x, y); }).at(0);
 }
 
@@ -365,7 +365,7 @@ std::map<std::string, Tensor> ParameterServerTrainer::trained_initializers() con
   return out;
 }
 
-Trainer::Evaluation ParameterServerTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+Trainer::Evaluation ParameterServerTrainer::evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
   Worker& w = *workers_[0];
   pull(w, false, -1, -1);
   take_pulled(w, next_mini_batch_);

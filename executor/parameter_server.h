@@ -108,7 +108,7 @@ std::string format_parameter_server_report(const ParameterServerReport& report);
 
 class ParameterServerTrainer {
  public:
-  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;
+  using BatchSource = std::function<std::pair<DataInputs, Tensor>()>;
   using LossCallback = std::function<void(int64_t step, float loss)>;
 
   // Throws Error for servers or workers < 1, or a model the Trainer refuses.
@@ -121,12 +121,12 @@ class ParameterServerTrainer {
   // worker's error (or on_loss's) stops the others at their next mini-batch and is rethrown here; the shards
   // keep the updates applied until then, the report only the pushes of earlier calls.
   std::vector<float> train(int64_t count, const BatchSource& next, const LossCallback& on_loss = {});
-  float train_step(const Tensor& x, const Tensor& y);
+  float train_step(const DataInputs& x, const Tensor& y);
 
   // The shards' current parameters and running statistics (copies).
   std::map<std::string, Tensor> trained_initializers() const;
   // Evaluates the shards' current weights (on worker 0's model).
-  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
+  Trainer::Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch);
 
   int servers() const { return static_cast<int>(shards_.size()); }
   int workers() const { return static_cast<int>(workers_.size()); }

@@ -106,7 +106,7 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                                                          .dropout_seed = [seed](uint64_t node_seed, uint64_t position) {
                                                            return random_stream_seed(seed ^ node_seed, position);
                                                          }});
-  input_ = std::move(recipe.input);
+  inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);
   eval_graph_ = std::make_unique<Graph>(std::move(recipe.evaluation));
@@ -148,10 +148,41 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   for (const Slot& s : slots_) gradient_outputs_.insert(s.gradient);
 }
 
+namespace {
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "'" : ", '") + name + "'";
+  return text;
+}
+
+}  // namespace
+
+// A batch's tensors by the training graph's input names: one unnamed tensor is the model's one input.
+std::map<std::string, Tensor> Trainer::named_inputs(const DataInputs& x) const {
+  std::map<std::string, Tensor> named;
+  if (x.tensors.size() == 1 && x.tensors[0].first.empty()) {
+    if (inputs_.size() != 1) {
+      throw Error("the model reads " + std::to_string(inputs_.size()) + " data inputs (" + quoted_list(inputs_) +
+                  "): a batch must name each");
+    }
+    named.emplace(inputs_[0], x.first());
+    return named;
+  }
+  for (const auto& [name, tensor] : x.tensors) {
+    if (std::find(inputs_.begin(), inputs_.end(), name) == inputs_.end())
+      throw Error("the batch has an input '" + name + "' that the model does not read (it reads " + quoted_list(inputs_) + ")");
+    named.emplace(name, tensor);
+  }
+  for (const std::string& name : inputs_)
+    if (!named.count(name)) throw Error("the batch has no tensor for the model's data input '" + name + "'");
+  return named;
+}
+
 // The training session's inputs for a batch; sets the run index: step t runs with index t, also after
 // compute_gradients calls or a restore.
-std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
-  std::map<std::string, Tensor> inputs{{input_, x}};
+std::map<std::string, Tensor> Trainer::feed(const DataInputs& x, const Tensor& y) {
+  std::map<std::string, Tensor> inputs = named_inputs(x);
   if (!loss_.labels.empty())
     inputs[loss_.labels] = loss_targets(options_.loss, y, class_count(training_->graph, loss_.logits));
   if (scaler_) {
@@ -160,11 +191,11 @@ std::map<std::string, Tensor> Trainer::feed(const Tensor& x, const Tensor& y) {
     inputs[loss_scale_input_] = scale;
   }
   session_->set_run_index(static_cast<uint64_t>(optimizer_.global_step()));
-  session_->set_rows(static_cast<uint64_t>(first_row_), x.rank() > 0 ? x.sizes()[0] : 0);
+  session_->set_rows(static_cast<uint64_t>(first_row_), x.rows());
   return inputs;
 }
 
-std::map<std::string, Tensor> Trainer::run_step(const Tensor& x, const Tensor& y,
+std::map<std::string, Tensor> Trainer::run_step(const DataInputs& x, const Tensor& y,
                                                 const InferenceSession::OutputCallback& on_output) {
   return session_->run(feed(x, y), on_output);
 }
@@ -206,7 +237,7 @@ const cuda::DeviceStream& Trainer::device_stream() const {
   return device_initializers_->stream();
 }
 
-std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss) {
+std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const DataInputs& x, const Tensor& y, float* loss) {
   require_device("forward_backward_on_device");
   std::map<std::string, DeviceTensor> device_gradients;
   std::map<std::string, Tensor> out = session_->run(feed(x, y), gradient_outputs_, device_gradients);
@@ -221,7 +252,7 @@ std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const Te
     }
     by_parameter.emplace(s.name, std::move(it->second));
   }
-  update_running_stats(out, x.sizes().at(0));
+  update_running_stats(out, x.rows());
   if (loss) *loss = out.at(loss_.loss).data<float>()[0];
   return by_parameter;
 }
@@ -249,13 +280,13 @@ bool Trainer::apply_device_gradients(const std::map<std::string, DeviceTensor>& 
   return true;
 }
 
-float Trainer::train_step_on_device(const Tensor& x, const Tensor& y) {
+float Trainer::train_step_on_device(const DataInputs& x, const Tensor& y) {
   float loss = 0;
   apply_device_gradients(forward_backward_on_device(x, y, &loss));
   return loss;
 }
 
-float Trainer::train_step(const Tensor& x, const Tensor& y) {
+float Trainer::train_step(const DataInputs& x, const Tensor& y) {
   if (device_optimizer_) return train_step_on_device(x, y);
   std::map<std::string, Tensor> out = run_step(x, y);
   Graph& g = training_->graph;
@@ -268,7 +299,7 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
       finite = LossScaler::unscale(out.at(s.gradient).data<float>(), scaler_->scale()) && finite;
     scaler_->update(finite);
     if (!finite) {
-      update_running_stats(out, x.sizes().at(0));
+      update_running_stats(out, x.rows());
       return out.at(loss_.loss).data<float>()[0];
     }
   }
@@ -289,7 +320,7 @@ float Trainer::train_step(const Tensor& x, const Tensor& y) {
     params.push_back({s.name, g.value(s.value).data->data<float>(), out.at(s.gradient).data<float>()});
   }
   optimizer_.step(params);
-  update_running_stats(out, x.sizes().at(0));
+  update_running_stats(out, x.rows());
   return out.at(loss_.loss).data<float>()[0];
 }
 
@@ -303,15 +334,15 @@ std::map<std::string, Tensor> Trainer::gradients_of(const std::map<std::string, 
   return gradients;
 }
 
-std::map<std::string, Tensor> Trainer::compute_gradients(const Tensor& x, const Tensor& y, float* loss) {
+std::map<std::string, Tensor> Trainer::compute_gradients(const DataInputs& x, const Tensor& y, float* loss) {
   return gradients_of(run_step(x, y), loss);
 }
 
-std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss) {
+std::map<std::string, Tensor> Trainer::forward_backward(const DataInputs& x, const Tensor& y, float* loss) {
   return forward_backward(x, y, loss, {});
 }
 
-std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const Tensor& y, float* loss,
+std::map<std::string, Tensor> Trainer::forward_backward(const DataInputs& x, const Tensor& y, float* loss,
                                                         const GradientCallback& on_gradient) {
   if (scaler_ && on_gradient) {
     throw Error(
@@ -327,7 +358,7 @@ std::map<std::string, Tensor> Trainer::forward_backward(const Tensor& x, const T
     };
   }
   std::map<std::string, Tensor> out = run_step(x, y, on_output);
-  update_running_stats(out, x.sizes().at(0));
+  update_running_stats(out, x.rows());
   return gradients_of(out, loss);
 }
 
@@ -466,7 +497,7 @@ std::pair<int64_t, int64_t> counted_and_correct(const Tensor* logits, const Tens
 
 }  // namespace
 
-Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+Trainer::Evaluation Trainer::evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
   Evaluation e;
   const int64_t n = labels.sizes().empty() ? 0 : labels.sizes()[0];
   if (n == 0) {
@@ -478,18 +509,10 @@ Trainer::Evaluation Trainer::evaluate(const Tensor& inputs, const Tensor& labels
   const bool class_scores = cross_entropy || classes > 0;  // the logits score classes: accuracy means something
   int64_t correct = 0, counted = 0;
   double loss_sum = 0;
-  auto rows_of = [n](const Tensor& t, int64_t begin, int64_t b) {
-    std::vector<int64_t> sizes = t.sizes();
-    sizes[0] = b;
-    Tensor part(t.dtype(), sizes);
-    const std::size_t row = t.nbytes() / static_cast<std::size_t>(n);
-    std::memcpy(part.raw(), t.raw() + begin * row, b * row);
-    return part;
-  };
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);
-    const Tensor y = rows_of(labels, begin, b);
-    std::map<std::string, Tensor> feed{{input_, rows_of(inputs, begin, b)}};
+    const Tensor y = slice_rows(labels, begin, begin + b);
+    std::map<std::string, Tensor> feed = named_inputs(inputs.slice_rows(begin, begin + b));
     if (!loss_.labels.empty()) feed[loss_.labels] = loss_targets(options_.loss, y, classes);
     std::map<std::string, Tensor> out = eval_session_->run(feed);
     const Tensor* logits = class_scores && !loss_.logits.empty() ? &out.at(loss_.logits) : nullptr;

@@ -47,6 +47,7 @@
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/autodiff/training_recipe.h"
+#include "graph/data_inputs.h"
 #include "graph/mixed_precision.h"
 
 namespace onnxtrain {
@@ -108,28 +109,28 @@ class Trainer {
   // Throws Error when the loss cannot be attached or a node has no gradient rule.
   Trainer(const Graph& forward, TrainerOptions options);
 
-  // One step on a batch: x (B, ...) the model input, y int64 class labels (B) (one-hot float for mse, l1
+  // One step on a batch: x (B, ...) the model input (or every data input, by name), y int64 class labels (B) (one-hot float for mse, l1
   // and bce-with-logits when the model outputs (B, C)). Returns the loss before the update.
-  float train_step(const Tensor& x, const Tensor& y);
+  float train_step(const DataInputs& x, const Tensor& y);
 
   // Forward and backward of one batch without an update (nor a running-statistics update): every
   // parameter's gradient by parameter name; `loss` receives the loss when not null. It counts as a run
   // (the next Dropout masks are the next step's).
-  std::map<std::string, Tensor> compute_gradients(const Tensor& x, const Tensor& y, float* loss = nullptr);
+  std::map<std::string, Tensor> compute_gradients(const DataInputs& x, const Tensor& y, float* loss = nullptr);
   // The other half of a step whose gradients were combined elsewhere (data parallelism): forward and
   // backward of a batch that also updates the BatchNorm running statistics, then apply_gradients.
-  std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss);
+  std::map<std::string, Tensor> forward_backward(const DataInputs& x, const Tensor& y, float* loss);
   // The same, calling on_gradient(parameter name, gradient) as each parameter's gradient is computed,
   // in gradient_order(), while the backward pass goes on (on the calling thread).
   using GradientCallback = std::function<void(const std::string& parameter, const Tensor& gradient)>;
-  std::map<std::string, Tensor> forward_backward(const Tensor& x, const Tensor& y, float* loss,
+  std::map<std::string, Tensor> forward_backward(const DataInputs& x, const Tensor& y, float* loss,
                                                  const GradientCallback& on_gradient);
   // On a CUDA device (Error otherwise): forward and backward of a batch that also updates the BatchNorm
   // running statistics, every trained parameter's gradient left in device memory (by parameter name,
   // ordered on device_stream()); `loss` receives the loss. With apply_device_gradients, the two halves of
   // a step whose gradients are combined on the GPUs (data parallelism over NCCL). fp16: the gradients are
   // still loss-scaled (DeviceOptimizer::unscale divides them).
-  std::map<std::string, DeviceTensor> forward_backward_on_device(const Tensor& x, const Tensor& y, float* loss);
+  std::map<std::string, DeviceTensor> forward_backward_on_device(const DataInputs& x, const Tensor& y, float* loss);
   // One optimizer step on the device with these gradients (as forward_backward_on_device gives them).
   // fp16: unscales them in place first and, when any is inf/NaN, skips the step (the loss scaler backs
   // off); returns whether the step was taken.
@@ -185,7 +186,7 @@ class Trainer {
     double accuracy = 0;
     int64_t samples = 0, labels_counted = 0;
   };
-  Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
+  Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch);
 
   // The trained Parameter and State (BatchNorm running statistics) initializers, by name: the graph's
   // own Tensors (sharing their buffers). On a CUDA device they are downloaded first when the device holds
@@ -202,7 +203,9 @@ class Trainer {
   // The optimizer's schedule, steps and state; on a CUDA device its states() and state_tensors()
   // download the device state first.
   const Optimizer& optimizer() const { return optimizer_; }
-  const std::string& input_name() const { return input_; }
+  // The model's data inputs, in graph order; a batch's DataInputs name them (or is one unnamed Tensor).
+  const std::vector<std::string>& input_names() const { return inputs_; }
+  const std::string& input_name() const { return inputs_.at(0); }
   const AttachedLoss& loss() const { return loss_; }
   const TrainingGraph& training_graph() const { return *training_; }
   // BatchNormalization nodes whose running statistics are updated every step.
@@ -216,7 +219,7 @@ class Trainer {
   std::unique_ptr<Graph> eval_graph_;
   std::unique_ptr<InferenceSession> eval_session_;
   Optimizer optimizer_;
-  std::string input_;
+  std::vector<std::string> inputs_;
   struct Slot {
     std::string name;
     ValueId value;
@@ -228,10 +231,11 @@ class Trainer {
     ValueId state;       // the State initializer it replaces
     RunningStatUpdate update;
   };
-  std::map<std::string, Tensor> run_step(const Tensor& x, const Tensor& y,
+  std::map<std::string, Tensor> run_step(const DataInputs& x, const Tensor& y,
                                          const InferenceSession::OutputCallback& on_output = {});
-  std::map<std::string, Tensor> feed(const Tensor& x, const Tensor& y);
-  float train_step_on_device(const Tensor& x, const Tensor& y);
+  std::map<std::string, Tensor> feed(const DataInputs& x, const Tensor& y);
+  std::map<std::string, Tensor> named_inputs(const DataInputs& x) const;
+  float train_step_on_device(const DataInputs& x, const Tensor& y);
   void require_device(const char* what) const;  // Error unless on a CUDA device
   void step_on_device(const std::map<std::string, const float*>& gradients);
   // On a CUDA device: the device copies of the weights and the optimizer state (null on the CPU).

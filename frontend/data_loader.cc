@@ -162,14 +162,28 @@ Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
   std::vector<int64_t> label_sizes = dataset_.labels.sizes();
   label_sizes[0] = count;
   Batch b{std::move(x), Tensor(DType::Int64, label_sizes), epoch, index, index + 1 == batches_per_epoch_};
+  b.x_name = dataset_.input_name;
   const auto rows = static_cast<std::size_t>(dataset_.size());
-  const std::size_t row = dataset_.inputs.nbytes() / rows, label_row = dataset_.labels.nbytes() / rows;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t source = (*order)[first + i];
-    std::memcpy(b.x.raw() + i * row, dataset_.inputs.raw() + source * row, row);
-    std::memcpy(b.y.raw() + i * label_row, dataset_.labels.raw() + source * label_row, label_row);
+  auto copy_rows = [&](const Tensor& from, Tensor& to) {
+    const std::size_t row = from.nbytes() / rows;
+    for (int64_t i = 0; i < count; ++i) std::memcpy(to.raw() + i * row, from.raw() + (*order)[first + i] * row, row);
+  };
+  copy_rows(dataset_.inputs, b.x);
+  copy_rows(dataset_.labels, b.y);
+  for (const auto& [name, from] : dataset_.extra_inputs) {
+    std::vector<int64_t> extra_sizes = from.sizes();
+    extra_sizes[0] = count;
+    b.extra.emplace_back(name, Tensor(from.dtype(), extra_sizes));
+    copy_rows(from, b.extra.back().second);
   }
   return b;
+}
+
+DataInputs Batch::inputs() const {
+  if (extra.empty()) return DataInputs(x);
+  NamedTensors named{{x_name, x}};
+  named.insert(named.end(), extra.begin(), extra.end());
+  return DataInputs(std::move(named));
 }
 
 LoaderPosition DataLoader::after(LoaderPosition p) const {

@@ -48,6 +48,12 @@ struct Batch {
   int64_t epoch = 0;
   int64_t index_in_epoch = 0;
   bool last_in_epoch = false;
+  // A model with several data inputs: x is x_name's, these the others' (Dataset::extra_inputs' rows).
+  std::string x_name;
+  NamedTensors extra;
+
+  // What a trainer is fed: x alone, or every input by name.
+  DataInputs inputs() const;
 };
 
 // The batch that next() returns next.

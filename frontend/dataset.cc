@@ -24,6 +24,7 @@ struct LoadedData {
   int64_t classes = 0;    // 0: from options.classes or max label + 1
   std::string source, images_file, labels_file;
   std::vector<float> train_mean, train_std;  // known statistics of the training split
+  NamedTensors extra_inputs;                  // npz: DatasetOptions::extra_inputs, as stored
 };
 
 std::vector<std::string> split_on(const std::string& text, char separator) {
@@ -108,8 +109,30 @@ LoadedData load_cifar10(const std::string& dir_arg, const DatasetOptions& option
   return d;
 }
 
+// A model with several data inputs reads an array per input, named after it, and `labels`.
+LoadedData load_npz_named_inputs(const NpzArchive& archive, const std::string& path, const DatasetOptions& options) {
+  std::vector<std::string> wanted{options.input_name};
+  for (const DatasetOptions::ExtraInput& extra : options.extra_inputs) wanted.push_back(extra.name);
+  wanted.push_back("labels");
+  std::string missing, names;
+  for (const std::string& name : wanted)
+    if (!archive.find(name)) missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty()) {
+    for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
+    std::string all;
+    for (const std::string& name : wanted) all += (all.empty() ? "" : ", ") + name;
+    throw Error("the model reads several data inputs: expected an array for each, and labels (" + all +
+                "); missing " + missing + "; the archive holds: " + (names.empty() ? "no .npy members" : names))
+        .in_file(path);
+  }
+  LoadedData d{*archive.find(options.input_name), *archive.find("labels"), 0, "npz " + path, path, path};
+  for (const DatasetOptions::ExtraInput& extra : options.extra_inputs) d.extra_inputs.emplace_back(extra.name, *archive.find(extra.name));
+  return d;
+}
+
 LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
   const NpzArchive archive = read_npz(path);
+  if (!options.extra_inputs.empty()) return load_npz_named_inputs(archive, path, options);
   const std::string suffix = is_test_split(options) ? "_test" : "_train";
   std::vector<std::pair<std::string, std::string>> pairs = {
       {"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
@@ -322,6 +345,13 @@ void normalize_in_place(Tensor& x, const std::vector<float>& mean, const std::ve
 
 }  // namespace
 
+DataInputs Dataset::model_inputs() const {
+  if (extra_inputs.empty()) return DataInputs(inputs);
+  NamedTensors named{{input_name, inputs}};
+  named.insert(named.end(), extra_inputs.begin(), extra_inputs.end());
+  return DataInputs(std::move(named));
+}
+
 std::vector<int64_t> Dataset::sample_shape() const {
   const auto& s = inputs.sizes();
   return s.empty() ? std::vector<int64_t>{} : std::vector<int64_t>(s.begin() + 1, s.end());
@@ -338,6 +368,11 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   }
   if (!source) throw Error("unknown dataset '" + spec + "': expected one of " + known + " (see --help)");
   is_test_split(options);
+  if (!options.extra_inputs.empty() && prefix != "npz") {
+    throw Error("the model reads several data inputs (" + options.input_name + ", " + options.extra_inputs[0].name +
+                (options.extra_inputs.size() > 1 ? ", ..." : "") +
+                "): give them as npz:FILE with an array named after each input, and labels");
+  }
   LoadedData d = source->load(args, options);
 
   Dataset data;
@@ -348,6 +383,18 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   data.hold_out_tail = prefix == "tokens" || prefix == "text";
   data.classes = options.classes > 0 && d.classes == 0 ? options.classes : d.classes;
   data.labels = checked_labels(d, data.inputs.sizes()[0], data.classes);
+  if (!options.extra_inputs.empty()) data.input_name = options.input_name;
+  for (size_t i = 0; i < d.extra_inputs.size(); ++i) {
+    const auto& [name, raw] = d.extra_inputs[i];
+    const std::string where = d.images_file + " (array " + name + ")";
+    Tensor t = options.extra_inputs[i].integer ? inputs_as_ids(raw, where) : inputs_as_float(raw, where);
+    if (t.rank() == 0 || t.sizes()[0] != data.inputs.sizes()[0]) {
+      throw Error("array " + name + " has " + std::to_string(t.rank() == 0 ? 0 : t.sizes()[0]) + " rows, " +
+                  options.input_name + " has " + std::to_string(data.inputs.sizes()[0]))
+          .in_file(d.images_file);
+    }
+    data.extra_inputs.emplace_back(name, std::move(t));
+  }
   data.description = d.source + ": " + std::to_string(data.size()) + " samples " +
                      Shape::of(data.sample_shape()).to_string() + ", " + std::to_string(data.classes) + " classes";
   if (ids) data.description += ", token ids (not normalised)";
@@ -381,19 +428,24 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
 
 void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input,
                                DType model_dtype) {
-  const bool data_ids = is_integer(dataset.inputs.dtype()), model_ids = is_integer(model_dtype);
+  check_matches_model_input(dataset.inputs, input_name, model_input, model_dtype);
+}
+
+void check_matches_model_input(const Tensor& data, const std::string& input_name, const Shape& model_input,
+                               DType model_dtype) {
+  const bool data_ids = is_integer(data.dtype()), model_ids = is_integer(model_dtype);
   if (data_ids != model_ids) {
-    throw Error("dataset inputs are " + std::string(dtype_name(dataset.inputs.dtype())) + " but the model input '" +
-                input_name + "' is " + std::string(dtype_name(model_dtype)));
+    throw Error("dataset inputs are " + std::string(dtype_name(data.dtype())) + " but the model input '" + input_name +
+                "' is " + std::string(dtype_name(model_dtype)));
   }
   if (!model_input.rank_known) return;
-  bool match = model_input.rank() == dataset.inputs.rank();
+  bool match = model_input.rank() == data.rank();
   for (int64_t d = 1; match && d < model_input.rank(); ++d) {
     const Dim& dim = model_input.dims[d];
-    if (dim.is_static() && dim.value() != dataset.inputs.sizes()[d]) match = false;
+    if (dim.is_static() && dim.value() != data.sizes()[d]) match = false;
   }
   if (!match) {
-    throw Error("dataset inputs " + Shape::of(dataset.inputs.sizes()).to_string() + " do not match the model input '" +
+    throw Error("dataset inputs " + Shape::of(data.sizes()).to_string() + " do not match the model input '" +
                 input_name + "' " + model_input.to_string());
   }
 }
@@ -439,6 +491,7 @@ Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows) {
     return out;
   };
   part.inputs = with_rows(dataset.inputs);
+  for (auto& [name, tensor] : part.extra_inputs) tensor = with_rows(tensor);
   part.labels = with_rows(dataset.labels);
   return part;
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/data_inputs.h"
 #include "graph/shape.h"
 #include "graph/tensor.h"
 
@@ -51,6 +52,14 @@ struct DatasetOptions {
   int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
   bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
   std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
+  // npz: the model's other data inputs (BERT's attention_mask, token_type_ids), arrays of those names,
+  // read with input_name and `labels`. Never scaled or normalised; integer ones stay int64, float ones
+  // float32. Other sources refuse them.
+  struct ExtraInput {
+    std::string name;
+    bool integer = false;
+  };
+  std::vector<ExtraInput> extra_inputs;
 };
 
 // Labels equal to this count for nothing in cross-entropy (as in PyTorch).
@@ -65,10 +74,15 @@ struct Dataset {
   float input_scale = 1.0f;      // the factor the source's values were multiplied by: 1/255 for uint8 pixels
   std::string raw_dtype = "float32";  // the source's element type before that: uint8, float32, float64
   bool hold_out_tail = false;  // token streams: validation takes the last rows (the stream's tail), not a draw
+  // A model with several data inputs: `inputs` is input_name's, these the others' (same rows).
+  std::string input_name;
+  NamedTensors extra_inputs;
 
   int64_t size() const { return labels.sizes().empty() ? 0 : labels.sizes()[0]; }
   std::vector<int64_t> sample_shape() const;  // inputs' sizes without N
   bool per_position_labels() const { return labels.rank() == 2; }  // (N, T) labels
+  // What a trainer is fed: `inputs` alone, or every input by name when there are several.
+  DataInputs model_inputs() const;
 };
 
 // Throws Error naming the file and what was expected (missing file, wrong magic number, truncated file,
@@ -79,6 +93,9 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options = {}
 // ranks differ, a static non-batch dim of the model differs from the dataset's, or the model reads
 // integer ids and the data are float (or the other way round).
 void check_matches_model_input(const Dataset& dataset, const std::string& input_name, const Shape& model_input,
+                               DType model_dtype = DType::Float32);
+// The same for one array of the data (a model with several data inputs checks each).
+void check_matches_model_input(const Tensor& data, const std::string& input_name, const Shape& model_input,
                                DType model_dtype = DType::Float32);
 
 // The preprocessing a model trained on `dataset` expects, as metadata_props entries of the written model:

@@ -111,6 +111,20 @@ SymbolBindings data_input_bindings(const Graph& graph, const std::vector<int64_t
   return bindings;
 }
 
+SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string, std::vector<int64_t>>& sizes) {
+  SymbolBindings bindings;
+  for (ValueId id : graph.inputs) {
+    const Value& v = graph.value(id);
+    auto given = sizes.find(v.name);
+    if (given == sizes.end() || !v.shape.rank_known || v.shape.rank() != static_cast<int64_t>(given->second.size()))
+      continue;
+    for (int64_t d = 1; d < v.shape.rank(); ++d)
+      if (v.shape.dims[d].is_symbolic() && v.shape.dims[d].factor() == 1)
+        bindings[v.shape.dims[d].symbol_name()] = given->second[d];
+  }
+  return bindings;
+}
+
 ImportedModel import_model(const std::string& path, const ImportOptions& options) {
   ImportedModel report;
   try {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct ImportedModel {
 // The bindings that make the non-batch symbolic dims of the graph's data input (its first input) the
 // sizes of data shaped `sizes` (batch first): what ImportOptions::dims takes to import for that data.
 SymbolBindings data_input_bindings(const Graph& graph, const std::vector<int64_t>& sizes);
+// The same for every data input given, by name: each input's non-batch symbolic dims bound to its sizes
+// (a transformer's sequence length, T5's decoder length). Inputs not given, or of another rank, bind nothing.
+SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string, std::vector<int64_t>>& sizes);
 
 // Throws onnxtrain::Error naming the file (and the node, op, domain and opset where one is at fault).
 ImportedModel import_model(const std::string& path, const ImportOptions& options = {});

@@ -13,14 +13,18 @@ What it makes, in models/transformers/ (see README.md there, which this script w
                           gradient of every trainable parameter, keyed grad64/<param> and
                           grad32/<param> by the PyTorch parameter name (without the wrapper's
                           "hf." prefix), deflated, written with fixed zip timestamps;
-                          for gpt2/bert/vit/llama also 10 AdamW steps on that batch:
+                          for gpt2/bert/bert_masked/vit/llama also 10 AdamW steps on that batch:
                           adamw_losses64/32 and the weights after, adamw_after64/32/<param>
   initializers.json       {"NAME_EXPORT.onnx": {"<initializer>": "<param>", ...}, ...}: every
                           trainable initializer of every ONNX file and the parameter it holds
 
-for NAME in gpt2, bert, vit, llama, t5. Every model is 2 layers, hidden 64, 4 heads,
-intermediate 128, vocab 256, 64 positions, all dropout 0, built after torch.manual_seed(0);
-the examples are batch 2 (sequence 16, or 3x32x32 images), drawn after torch.manual_seed(1).
+for NAME in gpt2, bert, bert_masked, vit, llama, t5. Every model is 2 layers, hidden 64,
+4 heads, intermediate 128, vocab 256, 64 positions, all dropout 0, built after
+torch.manual_seed(0); the examples are batch 2 (sequence 16, or 3x32x32 images), drawn after
+torch.manual_seed(1). bert_masked is bert (the same config, hence the same weights) exported
+with three graph inputs, input_ids, attention_mask and token_type_ids; its example pads the
+second row (attention_mask 0 and input_ids 0 = [PAD] on its last 5 positions) and sets
+token_type_ids 0 on the first half of each row, 1 on the rest.
 
 Run from anywhere, with the venv of torch 2.x (see README.md for its packages):
 
@@ -33,9 +37,12 @@ Run from anywhere, with the venv of torch 2.x (see README.md for its packages):
 The report stage runs onnxruntime on every file against PyTorch (float32, atol 1e-4), checks
 initializers.json (each listed initializer equals its parameter exactly, every parameter is
 listed once per file, the npz holds both gradients in the initializer's shape), checks the
-gradient and AdamW judging rules against a second float32 run, prints opset, op histogram and
-`onnxtrain inspect FILE` (build/release/tools/onnxtrain, when built) per file, writes README.md
-and exits 1 when a check failed.
+gradient and AdamW judging rules against a second float32 run, checks that the attention mask
+works (bert_masked, in onnxruntime: new input_ids at the masked positions leave the padded
+row's logits within 1e-5; without the mask they, and flipped token_type_ids, move them > 1e-4),
+prints opset, op histogram and `onnxtrain inspect FILE` (build/release/tools/onnxtrain, when
+built) per file, writes README.md (only when run for every model) and exits 1 when a check
+failed.
 """
 
 import argparse
@@ -66,7 +73,7 @@ JUDGE_FACTOR, JUDGE_FLOOR, JUDGE_MODEL_FLOOR = 10.0, 1e-6, 1e-9
 # AdamW reference (README.md): ADAMW_STEPS steps of torch.optim.AdamW(**ADAMW) on the one
 # example batch, float64 and float32, for ADAMW_MODELS. adamw_after64/32 hold every parameter
 # when the npz stays within ADAMW_MAX_NPZ_BYTES, else only those of <= ADAMW_SMALL_PARAM values.
-ADAMW_MODELS = ["gpt2", "bert", "vit", "llama"]
+ADAMW_MODELS = ["gpt2", "bert", "bert_masked", "vit", "llama"]
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 ADAMW_STEPS = 10
 ADAMW_MAX_NPZ_BYTES = 2500000
@@ -78,13 +85,21 @@ ADAMW_SMALL_PARAM = 20000
 ADAMW_STEP_FLOOR = 1e-4
 ROUNDOFF_ZERO = 1e-12
 
-MODEL_NAMES = ["gpt2", "bert", "vit", "llama", "t5"]
+MODEL_NAMES = ["gpt2", "bert", "bert_masked", "vit", "llama", "t5"]
 EXPORTS = ["torchscript", "dynamo"]
 TORCHSCRIPT_OPSET = 17
 DYNAMO_OPSET = 18
 BATCH, SEQ, IMAGE, NUM_LABELS, VOCAB = 2, 16, 32, 10, 256
+# bert_masked's example: the last PADDED positions of row 1 (the second row) are padding
+# (attention_mask 0, input_ids PAD_ID, BERT's pad_token_id).
+PADDED, PAD_ID = 5, 0
 MAX_FILE_BYTES = 5 * 1024 * 1024
 ATOL = 1e-4
+# Masking check (report stage, models with an attention_mask input): in onnxruntime, new
+# input_ids at the masked positions of the padded row move its logits by at most MASK_ATOL;
+# the same new ids with an all-ones attention_mask, and flipped token_type_ids, move them by
+# more than MASK_MOVES (the logits of these untrained models are only ~0.03 in size).
+MASK_ATOL, MASK_MOVES = 1e-5, 1e-4
 # Eager attention: the plain MatMul/Softmax reference implementation of each model
 # (not the fused SDPA path that transformers picks by default).
 ATTN = "eager"
@@ -122,6 +137,11 @@ class ImageModel(LogitsOnly):
         return super().forward(pixel_values)
 
 
+class MaskedTokenModel(LogitsOnly):
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return super().forward(input_ids, attention_mask, token_type_ids)
+
+
 class Seq2SeqModel(LogitsOnly):
     def forward(self, input_ids, decoder_input_ids):
         return super().forward(input_ids, decoder_input_ids)
@@ -135,11 +155,20 @@ def hf_gpt2():
     return TokenModel(GPT2LMHeadModel(cfg), ["input_ids"], use_cache=True)
 
 
-def hf_bert():
+def bert_classifier():
     from transformers import BertConfig, BertForSequenceClassification
     cfg = BertConfig(**COMMON, num_labels=NUM_LABELS, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
-    return TokenModel(BertForSequenceClassification(cfg), ["input_ids"], use_cache=False)
+    assert cfg.pad_token_id == PAD_ID, cfg.pad_token_id
+    return BertForSequenceClassification(cfg)
+
+
+def hf_bert():
+    return TokenModel(bert_classifier(), ["input_ids"], use_cache=False)
+
+
+def hf_bert_masked():
+    return MaskedTokenModel(bert_classifier(), INPUTS["bert_masked"], use_cache=False)
 
 
 def hf_vit():
@@ -167,16 +196,23 @@ def hf_t5():
                         use_cache=True)
 
 
-BUILDERS = {"gpt2": hf_gpt2, "bert": hf_bert, "vit": hf_vit, "llama": hf_llama, "t5": hf_t5}
+BUILDERS = {"gpt2": hf_gpt2, "bert": hf_bert, "bert_masked": hf_bert_masked, "vit": hf_vit,
+            "llama": hf_llama, "t5": hf_t5}
 # Per model: graph inputs and the kind of labels/logits ("token": (B,T,V), "class": (B,10)).
-INPUTS = {"gpt2": ["input_ids"], "bert": ["input_ids"], "vit": ["pixel_values"],
-          "llama": ["input_ids"], "t5": ["input_ids", "decoder_input_ids"]}
-LABEL_KIND = {"gpt2": "token", "bert": "class", "vit": "class", "llama": "token", "t5": "token"}
+INPUTS = {"gpt2": ["input_ids"], "bert": ["input_ids"],
+          "bert_masked": ["input_ids", "attention_mask", "token_type_ids"],
+          "vit": ["pixel_values"], "llama": ["input_ids"],
+          "t5": ["input_ids", "decoder_input_ids"]}
+LABEL_KIND = {"gpt2": "token", "bert": "class", "bert_masked": "class", "vit": "class",
+              "llama": "token", "t5": "token"}
 DESCRIPTION = {
     "gpt2": "GPT2LMHeadModel: learned positions, pre-LN, GELU (tanh) MLP, Conv1D (addmm) "
             "projections, causal mask, lm_head tied to wte",
     "bert": "BertForSequenceClassification: word+position+token-type embeddings, post-LN, "
             "GELU (erf), pooler (tanh) and classifier",
+    "bert_masked": "the bert model (same config and weights) with `attention_mask` (padded "
+                   "keys get the dtype's lowest value added to their attention scores) and "
+                   "`token_type_ids` as graph inputs",
     "vit": "ViTForImageClassification: 8x8 patch Conv, CLS token, learned positions, pre-LN, "
            "GELU, classifier on the CLS token",
     "llama": "LlamaForCausalLM: RMSNorm, rotary positions, grouped-query attention "
@@ -195,10 +231,21 @@ def build(name):
 
 
 def example_inputs(name):
-    """Batch 2 examples after torch.manual_seed(1): token ids in [0,256), images in [0,1)."""
+    """Batch 2 examples after torch.manual_seed(1): token ids in [0,256), images in [0,1).
+    bert_masked: input_ids drawn as bert's (the same ids), then the last PADDED positions of
+    row 1 padded (attention_mask 0, input_ids PAD_ID); token_type_ids 0 on the first half of
+    each row, 1 on the rest."""
     torch.manual_seed(1)
     if name == "vit":
         return (torch.rand(BATCH, 3, IMAGE, IMAGE, dtype=torch.float32),)
+    if name == "bert_masked":
+        input_ids = torch.randint(0, VOCAB, (BATCH, SEQ), dtype=torch.int64)
+        attention_mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+        attention_mask[1, SEQ - PADDED:] = 0
+        input_ids[1, SEQ - PADDED:] = PAD_ID
+        token_type_ids = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+        token_type_ids[:, SEQ // 2:] = 1
+        return input_ids, attention_mask, token_type_ids
     return tuple(torch.randint(0, VOCAB, (BATCH, SEQ), dtype=torch.int64) for _ in INPUTS[name])
 
 
@@ -233,7 +280,7 @@ def dynamic_axes(name):
         return {"input_ids": {0: "batch", 1: "seq"},
                 "decoder_input_ids": {0: "batch", 1: "decoder_seq"},
                 "logits": {0: "batch", 1: "decoder_seq"}}
-    axes = {"input_ids": {0: "batch", 1: "seq"}}
+    axes = {i: {0: "batch", 1: "seq"} for i in INPUTS[name]}
     axes["logits"] = {0: "batch", 1: "seq"} if LABEL_KIND[name] == "token" else {0: "batch"}
     return axes
 
@@ -702,6 +749,51 @@ def check_onnxruntime(name, path):
         "OK" if diff <= ATOL else "MISMATCH", diff, loss - float(ref["loss32"]))
 
 
+def check_masking(name, path):
+    """For a model with an attention_mask input, in onnxruntime on the inputs stored in
+    NAME_reference.npz: max|logits change| of the padded row (row 1) and of row 0 when (a) its
+    input_ids at the masked positions become row 0's ids there (must stay <= MASK_ATOL),
+    (b) the same, both times with an all-ones attention_mask, and (c) its token_type_ids flip
+    (0 <-> 1) (both must exceed MASK_MOVES). Returns (ok, text), or (True, None) for a model
+    without a mask."""
+    import onnxruntime as ort
+    if "attention_mask" not in INPUTS[name]:
+        return True, None
+    if not os.path.exists(reference_path(name)):
+        return False, "not run: no %s" % os.path.basename(reference_path(name))
+    ref = np.load(reference_path(name))
+    feeds = {i: ref[i] for i in INPUTS[name]}
+    masked = np.flatnonzero(feeds["attention_mask"][1] == 0)
+    if masked.size == 0:
+        return False, "FAILED: row 1 of attention_mask masks nothing"
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        unmasked = dict(feeds, attention_mask=np.ones_like(feeds["attention_mask"]))
+        new_ids = feeds["input_ids"].copy()
+        new_ids[1, masked] = feeds["input_ids"][0, masked]
+        flipped = feeds["token_type_ids"].copy()
+        flipped[1] = 1 - flipped[1]
+        moves = []
+        for before, after in ((feeds, dict(feeds, input_ids=new_ids)),
+                              (unmasked, dict(unmasked, input_ids=new_ids)),
+                              (feeds, dict(feeds, token_type_ids=flipped))):
+            base, got = (sess.run(["logits"], f)[0] for f in (before, after))
+            moves.append((float(np.abs(got[1] - base[1]).max()),
+                          float(np.abs(got[0] - base[0]).max())))
+    except Exception as e:  # noqa: BLE001 - recorded in the report
+        return False, "FAILED: %s: %s" % (type(e).__name__, first_line(e))
+    ok = moves[0][0] <= MASK_ATOL and moves[1][0] > MASK_MOVES and moves[2][0] > MASK_MOVES
+    return ok, ("%s: max|logits change| of the padded row 1 (of row 0 in brackets) when its "
+                "input_ids at its %d masked positions change (to row 0's ids there): %.1e "
+                "(%.1e), must be <= %g; the same change with an all-ones attention_mask: %.2e "
+                "(%.1e), must be > %g; its token_type_ids flipped (0 <-> 1): %.2e (%.1e), must "
+                "be > %g" % ("OK" if ok else "FAILED", masked.size, moves[0][0], moves[0][1],
+                             MASK_ATOL, moves[1][0], moves[1][1], MASK_MOVES, moves[2][0],
+                             moves[2][1], MASK_MOVES))
+
+
 def check_initializers(name, key, model_proto, mapping):
     """Check one file's entry of initializers.json against the file, the torch model and
     NAME_reference.npz. Returns (problems, text)."""
@@ -983,6 +1075,9 @@ def file_report(name, export, status, table):
     ort_ok, ort = check_onnxruntime(name, path)
     if not ort_ok:
         problems.append("%s: onnxruntime %s" % (key, ort))
+    mask_ok, masking = check_masking(name, path)
+    if not mask_ok:
+        problems.append("%s: masking %s" % (key, masking))
     init_problems, init_text = check_initializers(name, key, m, table.get(key))
     problems += init_problems
     metadata = node_metadata_count(m)
@@ -991,8 +1086,9 @@ def file_report(name, export, status, table):
     return {"file": key, "missing": False, "bytes": os.path.getsize(path), "opset": opset,
             "ir": m.ir_version, "nodes": len(m.graph.node), "metadata": metadata,
             "initializers": len(m.graph.initializer), "ops": op_histogram(m),
-            "checker": checker, "ort": ort, "inspect_rc": rc, "inspect_error": error,
-            "inspect_cannot": cannot, "init_text": init_text, "problems": problems}
+            "checker": checker, "ort": ort, "masking": masking, "inspect_rc": rc,
+            "inspect_error": error, "inspect_cannot": cannot, "init_text": init_text,
+            "problems": problems}
 
 
 def format_file(rep):
@@ -1014,6 +1110,8 @@ def format_file(rep):
              % (ATOL, rep["ort"]),
              "- `onnxtrain inspect`: %s" % inspect,
              "- ops (%d types): %s" % (len(rep["ops"]), ops)]
+    if rep["masking"] is not None:
+        lines.insert(5, "- masking, onnxruntime on the reference inputs: %s" % rep["masking"])
     lines += ["- PROBLEM: %s" % p for p in rep["problems"]]
     return lines + [""]
 
@@ -1132,8 +1230,13 @@ def readme_intro():
         "",
         "- the example inputs under the graph input names (`input_ids`, and `decoder_input_ids` for "
         "t5: int64 (2,16) in [0,256); `pixel_values` for vit: float32 (2,3,32,32) uniform [0,1)); "
-        "drawn after `torch.manual_seed(1)`;",
-        "- `labels` int64: `(batch,)` in [0,10) for bert/vit; for gpt2/llama/t5 `(batch,seq)` "
+        "drawn after `torch.manual_seed(1)`; bert_masked: `input_ids` drawn as bert's (the "
+        "same values), then row 1 padded: its last %d positions get `attention_mask` 0 (1 "
+        "elsewhere) and `input_ids` %d (BERT's `pad_token_id`, so row 0 is bert's row 0 and row "
+        "1 differs from bert's only there); `token_type_ids` 0 on positions 0-%d of each row, 1 "
+        "on %d-%d; all three int64 (2,16);" % (PADDED, PAD_ID, SEQ // 2 - 1, SEQ // 2, SEQ - 1),
+        "- `labels` int64: `(batch,)` in [0,10) for bert/bert_masked/vit (drawn after "
+        "`torch.manual_seed(2)`); for gpt2/llama/t5 `(batch,seq)` "
         "next-token labels (`labels[:, t] = ids[:, t+1]`, of `decoder_input_ids` for t5) with "
         "the last position of each row = -100 (two ignored positions);",
         "- `loss64` float64 and `loss32` float32, both 0-d (shape `()`): `F.cross_entropy(logits."
@@ -1149,14 +1252,22 @@ def readme_intro():
         "shared = encoder/decoder embed_tokens = lm_head) is one parameter, under the name "
         "`named_parameters()` gives it (`transformer.wte.weight`, `shared.weight`), and its "
         "gradient is the sum over every use." % PARAM_PREFIX,
-        "- gpt2, bert, vit, llama only: `adamw_losses64`, `adamw_losses32`, "
+        "- %s only: `adamw_losses64`, `adamw_losses32`, "
         "`adamw_after64/<param>`, `adamw_after32/<param>`: %d steps of AdamW on this batch "
-        "(below)." % ADAMW_STEPS,
+        "(below)." % (", ".join(ADAMW_MODELS), ADAMW_STEPS),
+        "",
+        "bert_masked's word embedding has `padding_idx` %d (BERT's default), so PyTorch never "
+        "gives its row %d a gradient (`grad64`/`grad32` there are 0). The only ids %d of the "
+        "example are the padded positions, and the gradient reaching those is exactly 0 anyway "
+        "(their keys and values get softmax weight exactly 0, and nothing else carries them to "
+        "the [CLS] position the pooler reads), so a plain Gather gradient (the ONNX graphs know "
+        "no `padding_idx`) gives the same row. The report stage checks in onnxruntime that the "
+        "mask works (each bert_masked file's lines below)." % (PAD_ID, PAD_ID, PAD_ID),
         "",
         "### `initializers.json`",
         "",
         "`{\"NAME_EXPORT.onnx\": {\"<initializer name>\": \"<param>\", ...}, ...}`, one entry per "
-        "ONNX file (all ten), e.g. `\"gpt2_dynamo.onnx\": {\"hf.lm_head.weight\": "
+        "ONNX file (all %d), e.g. `\"gpt2_dynamo.onnx\": {\"hf.lm_head.weight\": "
         "\"transformer.wte.weight\", \"hf.transformer.h.0.attn.c_attn.bias\": "
         "\"transformer.h.0.attn.c_attn.bias\", ...}`. It lists exactly the trainable "
         "initializers: every PyTorch parameter is the value of exactly one listed initializer of "
@@ -1170,7 +1281,7 @@ def readme_intro():
         "name and value agree, else by exact value; the report stage checks every listed "
         "initializer equals its parameter bit for bit (dtype, shape, values), that each "
         "parameter is listed once per file, and that no unlisted initializer has a parameter's "
-        "value." % PARAM_PREFIX,
+        "value." % (len(MODEL_NAMES) * len(EXPORTS), PARAM_PREFIX),
         "",
         "A test of file `F` of model `NAME`:",
         "",

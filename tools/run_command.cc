@@ -52,25 +52,12 @@ std::string file_name_for(std::string name) {
   return name + ".npy";
 }
 
-// The inputs' symbolic dims other than the batch (a transformer's sequence length) bound to the sizes
-// of the tensors given, so the shapes the exporter computes from them become static.
-SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
-  SymbolBindings bindings;
-  for (ValueId id : graph.inputs) {
-    const Value& v = graph.value(id);
-    auto given = inputs.find(v.name);
-    if (given == inputs.end() || !v.shape.rank_known || v.shape.rank() != given->second.rank()) continue;
-    for (int64_t d = 1; d < v.shape.rank(); ++d)
-      if (v.shape.dims[d].is_symbolic() && v.shape.dims[d].factor() == 1)
-        bindings[v.shape.dims[d].symbol_name()] = given->second.sizes()[d];
-  }
-  return bindings;
-}
-
 void run_model(const RunOptions& options) {
   ImportedModel model = import_model(options.model);
   std::map<std::string, Tensor> inputs = read_inputs(model.graph, options.inputs);
-  if (SymbolBindings dims = input_dim_bindings(model.graph, inputs); !dims.empty())
+  std::map<std::string, std::vector<int64_t>> sizes;
+  for (const auto& [name, tensor] : inputs) sizes[name] = tensor.sizes();
+  if (SymbolBindings dims = input_dim_bindings(model.graph, sizes); !dims.empty())
     model = import_model(options.model, {.dims = dims});
   InferenceSession session(model.graph, options.kernels, device_option(options.device));
   auto outputs = session.run(inputs);

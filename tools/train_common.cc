@@ -200,12 +200,7 @@ std::string test_spec(const TrainOptions& o) {
 }
 
 const Value& data_input(const Graph& model, const std::string& model_file) {
-  if (model.inputs.size() != 1) {
-    std::string names;
-    for (ValueId id : model.inputs) names += (names.empty() ? "" : ", ") + model.value(id).name;
-    throw Error(model_file + ": training needs a model with one data input; it has " +
-                std::to_string(model.inputs.size()) + " (" + names + ")");
-  }
+  if (model.inputs.empty()) throw Error(model_file + ": training needs a model with a data input; it has none");
   return model.value(model.inputs[0]);
 }
 
@@ -220,15 +215,26 @@ Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::st
                          .seq_len = o.seq_len > 0 ? o.seq_len : static_length,
                          .integer_inputs = is_integer(input.dtype),
                          .input_name = input.name};
+  for (size_t i = 1; i < model.inputs.size(); ++i) {
+    const Value& extra = model.value(model.inputs[i]);
+    options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
+  }
   if (train) options.mean = train->mean, options.std = train->std;
   Dataset data = load_dataset(spec, options);
   check_matches_model_input(data, input.name, input.shape, input.dtype);
+  for (size_t i = 1; i < model.inputs.size(); ++i) {
+    const Value& extra = model.value(model.inputs[i]);
+    check_matches_model_input(data.extra_inputs[i - 1].second, extra.name, extra.shape, extra.dtype);
+  }
   check_labels_fit_model(data, model, o);
   return data;
 }
 
 void bind_model_to_data(ImportedModel& model, const TrainOptions& o, const Dataset& train) {
-  const SymbolBindings dims = data_input_bindings(model.graph, train.inputs.sizes());
+  std::map<std::string, std::vector<int64_t>> sizes;
+  for (const auto& [name, tensor] : train.model_inputs().tensors)
+    sizes[name.empty() ? data_input(model.graph, o.model).name : name] = tensor.sizes();
+  const SymbolBindings dims = input_dim_bindings(model.graph, sizes);
   if (!dims.empty()) model = import_model(o.model, {.dims = dims});
 }
 

@@ -115,7 +115,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   bool stop_announced = false;
   NonFiniteGuard nonfinite(o.on_nonfinite);
   auto evaluate = [&](const Dataset& data, const std::string& split, const std::string& label) {
-    const Trainer::Evaluation e = trainer.evaluate(data.inputs, data.labels, std::max<int64_t>(o.batch, 256));
+    const Trainer::Evaluation e = trainer.evaluate(data.model_inputs(), data.labels, std::max<int64_t>(o.batch, 256));
     std::printf("%s: %s %s\n", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
     std::fflush(stdout);
     check_finite_evaluation(e.loss, split);
@@ -137,7 +137,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
           chunk,
           [&] {
             Batch b = loader.next();
-            return std::pair(b.x, b.y);
+            return std::pair(b.inputs(), b.y);
           },
           [&](int64_t mini_batch, float loss) {
             std::lock_guard<std::mutex> lock(print);

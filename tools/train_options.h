@@ -82,7 +82,7 @@ void check_finite_model(const std::map<std::string, Tensor>& model, bool before_
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);
 // The learning rate of each update of a run of `total_steps` steps (--lr, --schedule, --warmup-steps).
 LrSchedule lr_schedule(const TrainOptions& o, int64_t total_steps);
-// The model's one data input; Error naming the file and the inputs when it has several.
+// The model's (first) data input; Error naming the file when it has none.
 const Value& data_input(const Graph& model, const std::string& model_file);
 // The training data (`train` null) or the test data (`train` gives its normalisation) of `spec` for the
 // model's data input: integer ids when the input is an integer type, the input's name for npz archives,

@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
   std::filesystem::create_directories(dir);
   float loss = 0;
-  const std::map<std::string, Tensor> grads = trainer.compute_gradients(b.x, b.y, &loss);
+  const std::map<std::string, Tensor> grads = trainer.compute_gradients(b.inputs(), b.y, &loss);
   for (const auto& [name, g] : grads) {
     std::string file = name;
     std::replace(file.begin(), file.end(), '/', '_');  // ONNX names may hold slashes
@@ -54,7 +54,7 @@ class OneDeviceRun {
  public:
   explicit OneDeviceRun(Trainer& trainer) : trainer_(trainer) {}
 
-  std::vector<float> train(int64_t count, const std::function<std::pair<Tensor, Tensor>()>& next,
+  std::vector<float> train(int64_t count, const std::function<std::pair<DataInputs, Tensor>()>& next,
                            const std::function<void(int64_t, float)>& on_loss) {
     std::vector<float> losses;
     for (int64_t i = 0; i < count; ++i) {
@@ -65,7 +65,7 @@ class OneDeviceRun {
     }
     return losses;
   }
-  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+  Trainer::Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
     return trainer_.evaluate(inputs, labels, batch);
   }
   std::map<std::string, Tensor> trained_initializers() const { return trainer_.trained_initializers(); }

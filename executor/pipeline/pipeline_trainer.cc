@@ -127,7 +127,7 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
                        .deferred_batch_norm = options_.deferred_batch_norm,
                        .predict_stashed = options_.predict,
                        .reduction = options_.trainer.loss.reduction,
-                       .input = reference_->input_name(),
+                       .inputs = reference_->input_names(),
                        .labels = loss.labels,
                        .local = !options_.world || k == pipeline_comm()->rank(),
                        .replica_group = stage_group_.get()};
@@ -151,10 +151,11 @@ PipelineTrainer::PipelineTrainer(const Graph& forward, PipelineOptions options)
 
 PipelineTrainer::~PipelineTrainer() = default;
 
-BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch) const {
+BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<DataInputs, Tensor> batch) const {
   BatchFeed::Batch b;
-  if (batch.first.rank() < 1) throw Error("pipeline: a mini-batch's input has no batch dimension");
-  b.rows = batch.first.sizes()[0];
+  if (batch.first.tensors.empty() || batch.first.first().rank() < 1)
+    throw Error("pipeline: a mini-batch's input has no batch dimension");
+  b.rows = batch.first.rows();
   if (b.rows < options_.micro_batches) {
     throw Error(std::string(pipeline_strategy_name(options_.strategy)) + ": a mini-batch of " + std::to_string(b.rows) +
                 " rows cannot be split into " + std::to_string(options_.micro_batches) + " micro-batches");
@@ -173,7 +174,7 @@ BatchFeed::Batch PipelineTrainer::prepare_batch(std::pair<Tensor, Tensor> batch)
   b.total_rows = b.rows;
   if (options_.replicas > 1) {  // this pipeline's rows of the mini-batch
     const auto [begin, end] = micro_batch_rows(b.rows, options_.replicas, options_.world->rank() / options_.stages);
-    b.x = slice_rows(b.x, begin, end);
+    b.x = b.x.slice_rows(begin, end);
     if (!b.labels.empty()) b.labels = slice_rows(b.labels, begin, end);
     b.rows = end - begin;
     b.first_row = begin;
@@ -456,7 +457,7 @@ std::map<std::string, Tensor> PipelineTrainer::gather_trained_initializers() {
   return out;
 }
 
-Trainer::Evaluation PipelineTrainer::evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch) {
+Trainer::Evaluation PipelineTrainer::evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch) {
   if (options_.world && (options_.world->rank() != 0 || gathered_.empty()))
     throw Error("pipeline across processes: evaluate runs on rank 0 after gather_trained_initializers()");
   // The reference trainer's evaluation reads W and the statistics from its graph (and on a GPU from its

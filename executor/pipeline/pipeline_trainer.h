@@ -146,7 +146,7 @@ std::string format_pipeline_report(const PipelineReport& report);
 
 class PipelineTrainer {
  public:
-  using BatchSource = std::function<std::pair<Tensor, Tensor>()>;  // next (x, y); called in order, one at a time
+  using BatchSource = std::function<std::pair<DataInputs, Tensor>()>;  // next (x, y); called in order, one at a time
   using LossCallback = std::function<void(int64_t mini_batch, float loss)>;  // from the last stage's thread
 
   // Throws Error on bad options (stages < 1, stage_starts that do not fit, micro_batches != 1 for 1F1B...),
@@ -179,7 +179,7 @@ class PipelineTrainer {
   // The stage this process runs (world mode), or -1 when it runs them all.
   int local_stage() const { return options_.world ? pipeline_comm()->rank() : -1; }
   // Evaluation with the master weights (Trainer::evaluate on the whole model).
-  Trainer::Evaluation evaluate(const Tensor& inputs, const Tensor& labels, int64_t batch);
+  Trainer::Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch);
 
   PipelineReport report() const;
   // Per stage, every instruction of the threaded runs so far (empty unless options.trace).
@@ -193,7 +193,7 @@ class PipelineTrainer {
   const Trainer& reference() const { return *reference_; }
 
  private:
-  BatchFeed::Batch prepare_batch(std::pair<Tensor, Tensor> batch) const;
+  BatchFeed::Batch prepare_batch(std::pair<DataInputs, Tensor> batch) const;
   void run_threaded(const std::vector<PipelineRound>& rounds);
   void run_world(const std::vector<PipelineRound>& rounds);
   // `device_values`: the handoff of device values between this process's stages on GPUs; null otherwise.

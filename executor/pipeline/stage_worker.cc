@@ -52,17 +52,6 @@ void BatchFeed::release(int64_t mini_batch) {
   if (it != held_.end() && --it->second.second == 0) held_.erase(it);
 }
 
-Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
-  if (t.empty() || (begin == 0 && t.rank() > 0 && end == t.sizes()[0])) return t;
-  std::vector<int64_t> sizes = t.sizes();
-  const size_t row_bytes = t.nbytes() / static_cast<size_t>(sizes.at(0));
-  sizes[0] = end - begin;
-  Tensor out(t.dtype(), sizes);
-  std::memcpy(out.raw(), t.raw() + static_cast<size_t>(begin) * row_bytes,
-              static_cast<size_t>(end - begin) * row_bytes);
-  return out;
-}
-
 std::pair<int64_t, int64_t> micro_batch_rows(int64_t rows, int64_t m, int64_t j) {
   const int64_t base = rows / m, extra = rows % m;
   const int64_t begin = j * base + std::min(j, extra);
@@ -115,10 +104,12 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
                                  .momentum = n.attr_float("momentum", 0.9)});
     }
   }
-  forward_reads_[0] = reads_input(f, config_.input);
-  forward_reads_[1] = reads_input(f, config_.labels);
-  backward_reads_[0] = reads_input(b, config_.input);
-  backward_reads_[1] = reads_input(b, config_.labels);
+  for (const std::string& input : config_.inputs) {
+    if (reads_input(f, input)) forward_reads_.inputs.push_back(input);
+    if (reads_input(b, input)) backward_reads_.inputs.push_back(input);
+  }
+  forward_reads_.labels = reads_input(f, config_.labels);
+  backward_reads_.labels = reads_input(b, config_.labels);
   forward_session_ = std::make_unique<InferenceSession>(f, config_.kernels, config_.device);
   // On a GPU both sessions share one store of device initializers (one copy of the stage's weights), and
   // the policy keeps its arrays and steps on that device, writing the store's copies in place.
@@ -169,15 +160,21 @@ std::string StageWorker::what(int64_t micro, const char* kind, const std::string
   return s + ", " + kind + " '" + name + "'";
 }
 
-// The model's data input and labels for a graph that reads them (gpipe: the micro-batch's rows).
+// The model's data inputs and labels that a graph reads (gpipe: the micro-batch's rows). A data input read
+// in a later stage (an attention mask every block reads) is fed there from the batch, never relayed.
 void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::string, Tensor>& inputs) {
-  const bool reads[2] = {&graph == &graphs_.forward ? forward_reads_[0] : backward_reads_[0],
-                         &graph == &graphs_.forward ? forward_reads_[1] : backward_reads_[1]};
-  if (!reads[0] && !reads[1]) return;
+  const DataReads& reads = &graph == &graphs_.forward ? forward_reads_ : backward_reads_;
+  if (reads.inputs.empty() && !reads.labels) return;
   BatchFeed::Batch batch = round_.feed->get(mini_batch_of(micro));
   const auto [begin, end] = local_rows(batch, micro);
-  if (reads[0]) inputs[config_.input] = slice_rows(batch.x, begin, end);
-  if (reads[1]) inputs[config_.labels] = slice_rows(batch.labels, begin, end);
+  for (const std::string& name : reads.inputs) {
+    const Tensor* data = nullptr;
+    for (const auto& [given, tensor] : batch.x.tensors)
+      if (given == name || (given.empty() && batch.x.tensors.size() == 1 && name == config_.inputs.at(0))) data = &tensor;
+    if (!data) throw Error(what(micro, "data input", name) + ": the mini-batch has no tensor for it");
+    inputs[name] = slice_rows(*data, begin, end);
+  }
+  if (reads.labels) inputs[config_.labels] = slice_rows(batch.labels, begin, end);
 }
 
 // The micro-batch's rows of this pipeline's batch (all of them for the 1F1B strategies but 2bw).

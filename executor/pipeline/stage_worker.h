@@ -37,7 +37,8 @@ namespace onnxtrain {
 class BatchFeed {
  public:
   struct Batch {
-    Tensor x, labels;  // labels already in the form the loss reads (labels_for)
+    DataInputs x;   // the model's data inputs (one unnamed tensor: StageConfig::input)
+    Tensor labels;  // already in the form the loss reads (labels_for)
     int64_t rows = 0;
     int64_t total_rows = 0;  // the whole mini-batch's (rows is this pipeline's share with data parallelism)
     int64_t first_row = 0;   // where this pipeline's share starts in the mini-batch
@@ -72,7 +73,8 @@ struct StageConfig {
   bool deferred_batch_norm = false;
   bool predict_stashed = false;  // 2bw: forwards read (and stash) SpecTrain's prediction
   LossReduction reduction = LossReduction::Mean;
-  std::string input, labels;  // the model's data input and the loss's labels input (may be empty)
+  std::vector<std::string> inputs;  // the model's data inputs, in graph order
+  std::string labels;               // the loss's labels input (may be empty)
   // Whether this process runs the stage. With a stage per process every process builds every stage (for
   // their names and sizes); the others keep their weights in host memory, whatever `device` says.
   bool local = true;
@@ -193,7 +195,11 @@ class StageWorker {
   std::vector<std::string> gradient_outputs_;  // per parameter
   std::vector<RunningStat> running_stats_;
   std::vector<DeferredNode> deferred_nodes_;  // with config_.deferred_batch_norm
-  bool forward_reads_[2] = {false, false}, backward_reads_[2] = {false, false};  // {input, labels}
+  struct DataReads {
+    std::vector<std::string> inputs;  // of StageConfig::inputs
+    bool labels = false;
+  };
+  DataReads forward_reads_, backward_reads_;  // what each graph reads of the mini-batch
 
   PipelineRound round_;
   std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
@@ -210,8 +216,6 @@ class StageWorker {
   double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
 };
 
-// Rows [begin, end) of t along its first dimension (t itself when that is all of it).
-Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end);
 // gpipe: the rows of micro-batch j of `rows` split into m (the first rows % m micro-batches one row more).
 std::pair<int64_t, int64_t> micro_batch_rows(int64_t rows, int64_t m, int64_t j);
 

@@ -88,12 +88,10 @@ std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
 }  // namespace
 
 TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOptions& options) {
-  if (model.inputs.size() != 1) {
-    throw Error("training needs a model with one data input; this one has " + std::to_string(model.inputs.size()));
-  }
+  if (model.inputs.empty()) throw Error("training needs a model with a data input; this one has none");
   Graph forward = model;
   TrainingRecipe r;
-  r.input = forward.value(forward.inputs[0]).name;
+  for (ValueId in : forward.inputs) r.inputs.push_back(forward.value(in).name);
   batch_norm_to_training_mode(forward);
   seed_or_disable_dropout(forward, options);
   r.loss = attach_loss(forward, options.loss);

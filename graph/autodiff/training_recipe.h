@@ -7,12 +7,13 @@
 //   TrainingRecipe r = make_training_recipe(model.graph, {.loss = parse_loss_spec("cross-entropy")});
 //   r.training.graph            forward + loss + backward, gradients "<param>_grad" as outputs
 //   r.evaluation                the model with its loss in inference mode (evaluation, export)
-//   r.input, r.loss.labels      what to feed
+//   r.inputs, r.loss.labels     what to feed
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
@@ -32,14 +33,14 @@ struct TrainingRecipeOptions {
 };
 
 struct TrainingRecipe {
-  std::string input;             // the model's one data input
+  std::vector<std::string> inputs;  // the model's data inputs, in graph order
   AttachedLoss loss;
   Graph evaluation;              // make_inference_graph of the model with its loss (no loss scale)
   std::string loss_scale_input;  // scale_loss: the scalar input the loss is multiplied by
   TrainingGraph training;
 };
 
-// Throws Error for a model with other than one data input, or what the loss and autodiff refuse.
+// Throws Error for a model without a data input, or what the loss and autodiff refuse.
 TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOptions& options);
 
 // A copy of `graph` (sharing its initializer Tensors) for evaluation: BatchNormalization in inference
