@@ -398,6 +398,11 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   data.description = d.source + ": " + std::to_string(data.size()) + " samples " +
                      Shape::of(data.sample_shape()).to_string() + ", " + std::to_string(data.classes) + " classes";
   if (ids) data.description += ", token ids (not normalised)";
+  for (const auto& [name, tensor] : data.extra_inputs) {
+    data.description += (&tensor == &data.extra_inputs.front().second ? "; with " : ", ") + name + " " +
+                        Shape::of(std::vector<int64_t>(tensor.sizes().begin() + 1, tensor.sizes().end())).to_string() +
+                        " " + std::string(dtype_name(tensor.dtype()));
+  }
   if (options.normalize == Normalization::MeanStd && !ids) {
     const int64_t channels = data.inputs.rank() > 2 ? data.inputs.sizes()[1] : 1;
     std::string origin = "training split";

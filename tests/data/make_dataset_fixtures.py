@@ -12,6 +12,14 @@
   dataset_tokens_bad_label.npz  the same with labels[2,3] = 50 (above 50 classes)
   dataset_transformer.npz       numpy.savez: input_ids int64 (96,16) in [0,100) from seed 3, labels int64 (96)
                                 = the first id mod 10: what models/transformer_opset17.onnx reads
+  dataset_bert_masked.npz       numpy.savez: what models/transformers/bert_masked_*.onnx reads, from seed 5:
+                                192 rows of 16 positions, each row's first L in [6, 16] real (ids in
+                                [1, 256), attention_mask 1), the rest padding (id 0, mask 0);
+                                token_type_ids 0 on the first half of the real positions, 1 after;
+                                labels int64 (192) = the first id mod 10
+  dataset_t5_copy.npz           numpy.savez: what models/transformers/t5_*.onnx reads, from seed 6: input_ids
+                                int64 (1024,16) in [1, 64); labels int64 (1024,16) = input_ids (copy the
+                                sequence); decoder_input_ids = labels shifted right after T5's start id 0
 """
 import os
 
@@ -43,3 +51,16 @@ rng = np.random.default_rng(3)
 transformer_ids = rng.integers(0, 100, (96, 16)).astype(np.int64)
 np.savez(os.path.join(here, "dataset_transformer.npz"), input_ids=transformer_ids,
          labels=(transformer_ids[:, 0] % 10).astype(np.int64))
+
+rng = np.random.default_rng(5)
+rows, positions = 192, 16
+lengths = rng.integers(6, positions + 1, size=rows)
+real = np.arange(positions)[None, :] < lengths[:, None]
+bert_ids = np.where(real, rng.integers(1, 256, size=(rows, positions)), 0).astype(np.int64)
+token_types = (real & (np.arange(positions)[None, :] >= (lengths[:, None] + 1) // 2)).astype(np.int64)
+np.savez(os.path.join(here, "dataset_bert_masked.npz"), input_ids=bert_ids, attention_mask=real.astype(np.int64),
+         token_type_ids=token_types, labels=(bert_ids[:, 0] % 10).astype(np.int64))
+rng = np.random.default_rng(6)
+copy_ids = rng.integers(1, 64, size=(1024, 16)).astype(np.int64)
+decoder_ids = np.concatenate([np.zeros((1024, 1), dtype=np.int64), copy_ids[:, :-1]], axis=1)
+np.savez(os.path.join(here, "dataset_t5_copy.npz"), input_ids=copy_ids, decoder_input_ids=decoder_ids, labels=copy_ids)
