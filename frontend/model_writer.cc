@@ -176,6 +176,7 @@ void write_trained_model(const std::string& source_model, const std::string& out
     replace_data(*it->second, tensor, source_model);
   }
   if (options.inference_mode) set_inference_mode(model, source_model);
+  if (options.bake) bake_preprocessing(model, *options.bake, source_model);
   for (const auto& [key, value] : options.metadata) {
     auto* props = model.mutable_metadata_props();
     auto entry = std::find_if(props->begin(), props->end(), [&key = key](const auto& p) { return p.key() == key; });

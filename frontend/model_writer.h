@@ -18,8 +18,10 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
+#include "frontend/bake_preprocessing.h"
 #include "graph/tensor.h"
 
 namespace onnx {
@@ -33,6 +35,8 @@ struct ModelWriteOptions {
   // Entries of the model's metadata_props set (an existing key is replaced): the preprocessing the
   // trained weights expect (frontend/dataset.h preprocessing_metadata).
   std::map<std::string, std::string> metadata;
+  // --bake-normalization: the input preprocessing folded into the model's first nodes (bake_preprocessing.h).
+  std::optional<InputPreprocessing> bake;
 };
 
 // Error unless `out_path` can take a written model: an existing path must be a regular file (never a

@@ -12,6 +12,9 @@ its metadata records, and the validation split of a class-sorted file covers eve
    final test accuracy, and its batched logits must equal `onnxtrain run`'s.
 4. Inference mode: a sample's logits do not depend on the rest of its batch. With --keep-training-mode
    they do (BatchNorm normalises with the batch's statistics), which shows what the default fixes.
+5. --bake-normalization: the same short run (same seed) written with its preprocessing baked takes the
+   raw uint8 images in ONNX Runtime and gives the logits that the plain model gives on images
+   preprocessed from its metadata; its metadata leave nothing to apply.
 
 Needs numpy and onnxruntime: tools/setup-ort.sh makes build/ort-venv with them, and this script re-runs
 itself with that interpreter when onnxruntime is not importable.
@@ -152,6 +155,27 @@ def main():
     spread_kept, _, _ = batch_dependence(ort.InferenceSession(kept, providers=["CPUExecutionProvider"]), x_test[:64])
     check("--keep-training-mode keeps batch statistics (logits depend on the batch)", spread_kept > 1e-2,
           "max diff %.3g" % spread_kept)
+
+    short_run = [args.onnxtrain, "train", model, "--data", "npz:" + train_npz, "--test-data", "none", "--epochs", "1",
+                 "--limit-batches", "2", "--batch", "32", "--validation", "0", "--seed", "5", "-o"]
+    plain, baked = os.path.join(workdir, "resnet_plain.onnx"), os.path.join(workdir, "resnet_baked.onnx")
+    run(short_run + [plain])
+    run(short_run + [baked, "--bake-normalization"])
+    plain_session = ort.InferenceSession(plain, providers=["CPUExecutionProvider"])
+    baked_session = ort.InferenceSession(baked, providers=["CPUExecutionProvider"])
+    baked_input = baked_session.get_inputs()[0]
+    check("--bake-normalization: the model's input is the raw uint8 images", baked_input.type == "tensor(uint8)",
+          baked_input.type)
+    expected = plain_session.run(None, {plain_session.get_inputs()[0].name: preprocess(plain_session, x_test_raw[:64])})[0]
+    got = baked_session.run(None, {baked_input.name: x_test_raw[:64]})[0]
+    diff = float(np.abs(got - expected).max())
+    check("--bake-normalization: raw images give the logits of metadata-preprocessed ones",
+          diff <= 1e-4 * max(1.0, float(np.abs(expected).max())), "max diff %.3g" % diff)
+    meta = baked_session.get_modelmeta().custom_metadata_map
+    check("--bake-normalization: the metadata leave no preprocessing to apply",
+          meta.get("onnxtrain.preprocess.scale") == "1" and "onnxtrain.preprocess.mean" not in meta
+          and meta.get("onnxtrain.preprocess", "").startswith("none: feed raw uint8"),
+          meta.get("onnxtrain.preprocess.baked", "(no onnxtrain.preprocess.baked)"))
 
     if failures:
         sys.exit("FAIL: %d checks: %s" % (len(failures), "; ".join(failures)))

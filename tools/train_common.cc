@@ -247,6 +247,10 @@ std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model,
 namespace {
 Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model) {
   Dataset train = load_model_data(o, model.graph, o.data);
+  if (o.bake_normalization && is_integer(train.inputs.dtype())) {
+    throw Error("--bake-normalization: the model reads integer token ids, which are never scaled or normalised: "
+                "there is nothing to bake");
+  }
   bind_model_to_data(model, o, train);
   return train;
 }
@@ -304,8 +308,17 @@ Normalization normalization(const TrainOptions& o) {
   return o.normalize == "none" ? Normalization::None : Normalization::MeanStd;
 }
 
-ModelWriteOptions model_write_options(const TrainOptions& o, const Dataset& train) {
-  return {.inference_mode = !o.keep_training_mode, .metadata = preprocessing_metadata(train)};
+ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model, const Dataset& train) {
+  ModelWriteOptions options{.inference_mode = !o.keep_training_mode, .metadata = preprocessing_metadata(train)};
+  if (o.bake_normalization) {
+    options.bake = InputPreprocessing{.input = data_input(model, o.model).name,
+                                      .raw_uint8 = train.raw_dtype == "uint8",
+                                      .scale = train.input_scale,
+                                      .mean = train.mean,
+                                      .std = train.std};
+    options.metadata = baked_preprocessing_metadata(options.metadata, *options.bake);
+  }
+  return options;
 }
 
 // The options a resumed run must share with the run that wrote the checkpoint. The epoch count may

@@ -31,6 +31,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
   bool keep_training_mode = false;    // write BatchNormalization/Dropout as exported (training mode)
+  bool bake_normalization = false;    // fold the input preprocessing into the written model
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
@@ -121,8 +122,8 @@ void print_loss_scale(const LossScaler* scaler);
 void print_nonfinite_skips(const Trainer& trainer);
 Normalization normalization(const TrainOptions& o);
 // How the trained model is written: inference mode unless --keep-training-mode, the preprocessing of
-// `train` in its metadata.
-ModelWriteOptions model_write_options(const TrainOptions& o, const Dataset& train);
+// `train` in its metadata, or in its first nodes with --bake-normalization (for `model`'s data input).
+ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model, const Dataset& train);
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);

@@ -202,7 +202,8 @@ nlohmann::json options_every_rank_shares(const TrainOptions& o) {
           {"--resume", o.resume},
           {"--resume-from", o.resume_from},
           {"--kernels", o.kernels},
-          {"--keep-training-mode", o.keep_training_mode}};
+          {"--keep-training-mode", o.keep_training_mode},
+          {"--bake-normalization", o.bake_normalization}};
 }
 
 // At rendezvous, before any collective of the strategy: rank 0's options go to every rank, each compares
