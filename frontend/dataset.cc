@@ -165,8 +165,16 @@ LoadedData load_synthetic(const std::string& args, const DatasetOptions& options
     classes = std::stoll(parts[1]);
     count = std::stoll(parts[2]);
   } catch (const std::logic_error&) {
-    throw Error("synthetic data: expected synthetic:C,H,W:CLASSES:N (e.g. synthetic:1,28,28:10:1024), got 'synthetic:" +
-                spec + "'");
+    throw Error("synthetic data: expected synthetic:C,H,W:CLASSES:N (e.g. synthetic:1,28,28:10:1024), or "
+                "synthetic:T:VOCAB:N for a model that reads token ids, got 'synthetic:" + spec + "'");
+  }
+  if (options.integer_inputs) {
+    if (shape.size() != 1) {
+      throw Error("synthetic token ids: expected synthetic:T:VOCAB:N (T ids per sample), got 'synthetic:" + spec + "'");
+    }
+    RawDataset raw = make_synthetic_tokens(shape[0], classes, count, options.seed, is_test_split(options));
+    return {raw.inputs, raw.labels, classes,
+            "synthetic token ids " + options.split + " (seed " + std::to_string(options.seed) + ")", "", ""};
   }
   RawDataset raw = make_synthetic(shape, classes, count, options.seed, is_test_split(options));
   return {raw.inputs, raw.labels,

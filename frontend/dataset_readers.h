@@ -55,5 +55,8 @@ RawDataset token_windows(const std::vector<int64_t>& stream, int64_t seq_len, ui
 
 RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t classes, int64_t count, uint64_t seed,
                           bool test_split);
+// For a model that reads token ids: a stream of ids in [0, vocab) in which each next id is the last plus
+// 1, 2 or 3 (mod vocab), drawn from `seed`, cut into `count` windows of seq_len with next-token labels.
+RawDataset make_synthetic_tokens(int64_t seq_len, int64_t vocab, int64_t count, uint64_t seed, bool test_split);
 
 }  // namespace onnxtrain

@@ -1,5 +1,5 @@
-// Synthetic classification data that a model can learn: uniform inputs, labels from a fixed random linear
-// map. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
+// Synthetic data that a model can learn: uniform inputs with labels from a fixed random linear map, or a
+// token stream whose next id follows from the last by a small step. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
 // std::*_distribution, so the data are the same on every platform.
 #include <random>
 
@@ -64,6 +64,23 @@ RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t clas
     y[n] = best;
   }
   return raw;
+}
+
+RawDataset make_synthetic_tokens(int64_t seq_len, int64_t vocab, int64_t count, uint64_t seed, bool test_split) {
+  if (seq_len < 1 || vocab < 2 || count < 1) {
+    throw Error("synthetic token ids need a positive length, at least 2 ids and 1 sample");
+  }
+  check_synthetic_size(seq_len, 1, count);
+  uint64_t length = 0;
+  __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(seq_len), &length);  // checked above
+  std::vector<int64_t> stream(length + 1);
+  std::mt19937_64 rng(seed ^ (test_split ? 0x7465737400000000ull : 0x747261696e000000ull));
+  int64_t id = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
+  for (int64_t& token : stream) {
+    token = id;
+    id = (id + 1 + static_cast<int64_t>(rng() % 3)) % vocab;  // a step of 1, 2 or 3: learnable, not fixed
+  }
+  return token_windows(stream, seq_len, seed, "synthetic token ids");
 }
 
 }  // namespace onnxtrain

@@ -35,6 +35,7 @@ struct BenchOptions {
   std::string zoo, zoo_dir, strategies = "all", json, report, device = "cpu", workdir, loss = "cross-entropy";
   int devices = 2, threads = 0;
   int64_t batch = 0, steps = 20, warmup = 3, repeats = 3;  // batch 0: the zoo's, else 32
+  int64_t seq_len = 0;  // token models: ids per sample (0: the input's static length)
   uint64_t seed = 0;
   bool recommend = false;
 };
@@ -103,29 +104,33 @@ nlohmann::json machine_description(int threads) {
 }
 
 // The synthetic data every run of `model` trains on: the model's sample shape and class count,
-// batch × (warmup + steps) rows, so every timed batch is full.
-std::string synthetic_spec_for(const ImportedModel& model, const std::string& path, int64_t rows) {
+// batch × (warmup + steps) rows, so every timed batch is full. A model that reads token ids gets a
+// synthetic token stream (synthetic:T:VOCAB:N) of --seq-len T (or its input's static length) ids.
+std::string synthetic_spec_for(const ImportedModel& model, const std::string& path, int64_t rows, int64_t seq_len) {
   const Graph& g = model.graph;
   if (g.inputs.size() != 1 || g.outputs.empty()) {
-    throw Error(path + ": bench needs a model with one data input (it trains on synthetic images or features)");
-  }
-  if (is_integer(g.value(g.inputs[0]).dtype)) {
-    throw Error(path + ": bench trains on synthetic images or features, and this model reads integer token ids; "
-                "time a language model with `onnxtrain train --data text:FILE --metrics FILE` or "
-                "benchmarks/compare_pytorch_transformers.py");
+    throw Error(path + ": bench needs a model with one data input (it trains on synthetic images, features or token "
+                "ids); time a model with several inputs with `onnxtrain train --data npz:FILE --metrics FILE`");
   }
   const Shape& in = g.value(g.inputs[0]).shape;
   const Shape& out = g.value(g.outputs[0]).shape;
+  if (!out.rank_known || out.rank() < 2 || !out.dims.back().is_static()) {
+    throw Error(path + ": the first output " + out.to_string() + " has no static class dimension");
+  }
+  const std::string classes_and_rows = ":" + std::to_string(out.dims.back().value()) + ":" + std::to_string(rows);
+  if (is_integer(g.value(g.inputs[0]).dtype)) {
+    if (!in.rank_known || in.rank() != 2) throw Error(path + ": token ids " + in.to_string() + ": expected (batch, T)");
+    const int64_t length = seq_len > 0 ? seq_len : in.dims[1].is_static() ? in.dims[1].value() : 0;
+    if (length <= 0) throw Error(path + ": the input " + in.to_string() + " has a dynamic sequence axis: give --seq-len T");
+    return "synthetic:" + std::to_string(length) + classes_and_rows;
+  }
   std::string dims;
   for (int64_t d = 1; in.rank_known && d < in.rank(); ++d) {
     if (!in.dims[d].is_static()) throw Error(path + ": input dim " + std::to_string(d) + " is not static: " + in.to_string());
     dims += (dims.empty() ? "" : ",") + std::to_string(in.dims[d].value());
   }
   if (dims.empty()) throw Error(path + ": the input " + in.to_string() + " has no known sample shape");
-  if (!out.rank_known || out.rank() < 2 || !out.dims.back().is_static()) {
-    throw Error(path + ": the first output " + out.to_string() + " has no static class dimension");
-  }
-  return "synthetic:" + dims + ":" + std::to_string(out.dims.back().value()) + ":" + std::to_string(rows);
+  return "synthetic:" + dims + classes_and_rows;
 }
 
 BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t batch, const StrategySpec& strategy,
@@ -196,12 +201,12 @@ void run_bench(const BenchOptions& o_in) {
   BenchResults results{.machine = machine_description(threads)};
   for (const auto& [model_path, batch] : models) {
     const ImportedModel model = import_model(model_path);
-    const std::string data = synthetic_spec_for(model, model_path, batch * (o.warmup + o.steps));
+    const std::string data = synthetic_spec_for(model, model_path, batch * (o.warmup + o.steps), o.seq_len);
     std::fprintf(stderr, "bench %s: %s, batch %lld, %lld timed steps after %lld warm-up, %lld repeats, %d threads\n",
                  model_path.c_str(), data.c_str(), static_cast<long long>(batch), static_cast<long long>(o.steps),
                  static_cast<long long>(o.warmup), static_cast<long long>(o.repeats), threads);
     std::fprintf(stderr, "  profiling the nodes on this machine for the predictions...\n");
-    BenchPredictor predictor(model_path, o.loss);
+    BenchPredictor predictor(model_path, o.loss, o.seq_len);
     // The baseline of every speed-up: one device, one thread.
     const StrategySpec single = parse_strategy_specs("single", 1).front();
     results.rows.push_back(bench_one(o, model_path, batch, single, predictor, data, 1));
@@ -232,7 +237,7 @@ void add_bench_command(CLI::App& app) {
       "simulate) with node times measured at start, and the ratio predicted/measured. Pipelines run the split that\n"
       "was predicted (passed as --plan).\n"
       "Measure on an idle machine: bench warns when the load average is above 0.5.");
-  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each)");
+  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each: images, features or token ids)");
   cmd->add_option("--zoo", o->zoo,
                   "comma-separated networks of models/zoo/zoo.json (resnet18_32, vgg11_32, mobilenet_v2_32 are the "
                   "CPU-sized ones; resnet50 ...), read from models/zoo/NAME.onnx: models/zoo/make_zoo.py NAME makes them");
@@ -244,6 +249,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--devices", o->devices, "the stage or replica count `all` expands to (default 2)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq-len", o->seq_len,
+                  "models that read token ids: ids per sample of the synthetic token stream (default: the input's "
+                  "static sequence length)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o->steps, "timed steps per run (default 20)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--repeats", o->repeats, "runs per strategy; the table shows their median, min and max (default 3)")

@@ -19,12 +19,23 @@
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
 #include "simulator/strategy_simulation.h"
+#include "tools/model_import.h"
 
 namespace onnxtrain::cli {
 
-BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss)
-    : model_path_(model_path), loss_(loss), model_(import_model(model_path)),
-      training_(make_training_recipe(model_.graph, {.loss = parse_loss_spec(loss_)}).training),
+namespace {
+
+LossSpec loss_for(const Graph& model, const std::string& loss) {
+  LossSpec spec = parse_loss_spec(loss);
+  spec.classes_last = is_language_model(model);  // (N, T, V) logits against (N, T) labels
+  return spec;
+}
+
+}  // namespace
+
+BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss, int64_t seq_len)
+    : model_path_(model_path), loss_(loss), model_(import_for_costs(model_path, seq_len)),
+      training_(make_training_recipe(model_.graph, {.loss = loss_for(model_.graph, loss_)}).training),
       cpu_(measure_local_cpu()) {
   for (const NodeCost& n : build_cost_profile(training_, 1, cpu_).nodes) parameter_bytes_ += n.parameter_bytes;
 }

@@ -44,8 +44,9 @@ struct Prediction {
 
 class BenchPredictor {
  public:
-  // Imports the model and measures the local CPU (GEMM rate, memory bandwidth) once.
-  BenchPredictor(const std::string& model_path, const std::string& loss);
+  // Imports the model (its sequence axis bound to seq_len when it has one) and measures the local CPU
+  // (GEMM rate, memory bandwidth) once.
+  BenchPredictor(const std::string& model_path, const std::string& loss, int64_t seq_len = 0);
 
   // Throws Error when the model cannot be profiled (a node without a CPU kernel, unknown sizes).
   // `threads`: what the run shares out among its workers.

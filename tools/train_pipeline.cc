@@ -124,10 +124,10 @@ nlohmann::json pipeline_report_json(const PipelineReport& r) {
 }
 
 // The first forward node of each stage: from the plan file, or the planner.
-std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, int64_t micro_batch) {
-  // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too).
-  const TrainingRecipe recipe =
-      make_training_recipe(graph, {.loss = parse_loss_spec(o.loss), .precision = precision_from_name(o.precision)});
+std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, const LossSpec& loss, int64_t micro_batch) {
+  // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too; a
+  // language model's loss with its (N, T, V) logits reshaped, as the trainer attaches it).
+  const TrainingRecipe recipe = make_training_recipe(graph, {.loss = loss, .precision = precision_from_name(o.precision)});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {
@@ -391,7 +391,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
   const bool micro_batched = strategy_traits(p.strategy).flushes || strategy_traits(p.strategy).accumulates;
   const int64_t micro_batch = micro_batched ? std::max<int64_t>(1, o.batch / o.micro_batches) : o.batch;
-  p.stage_starts = stage_starts(o, data.model.graph, micro_batch);
+  p.stage_starts = stage_starts(o, data.model.graph, p.trainer.loss, micro_batch);
   PipelineTrainer trainer(data.model.graph, p);
 
   std::string starts;
