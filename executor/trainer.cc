@@ -171,7 +171,8 @@ std::map<std::string, Tensor> Trainer::named_inputs(const DataInputs& x) const {
   }
   for (const auto& [name, tensor] : x.tensors) {
     if (std::find(inputs_.begin(), inputs_.end(), name) == inputs_.end())
-      throw Error("the batch has an input '" + name + "' that the model does not read (it reads " + quoted_list(inputs_) + ")");
+      throw Error("the batch has an input '" + name + "' that the model does not read (it reads " +
+                  quoted_list(inputs_) + ")");
     named.emplace(name, tensor);
   }
   for (const std::string& name : inputs_)
@@ -237,7 +238,8 @@ const cuda::DeviceStream& Trainer::device_stream() const {
   return device_initializers_->stream();
 }
 
-std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const DataInputs& x, const Tensor& y, float* loss) {
+std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const DataInputs& x, const Tensor& y,
+                                                                        float* loss) {
   require_device("forward_backward_on_device");
   std::map<std::string, DeviceTensor> device_gradients;
   std::map<std::string, Tensor> out = session_->run(feed(x, y), gradient_outputs_, device_gradients);

@@ -109,8 +109,8 @@ class Trainer {
   // Throws Error when the loss cannot be attached or a node has no gradient rule.
   Trainer(const Graph& forward, TrainerOptions options);
 
-  // One step on a batch: x (B, ...) the model input (or every data input, by name), y int64 class labels (B) (one-hot float for mse, l1
-  // and bce-with-logits when the model outputs (B, C)). Returns the loss before the update.
+  // One step on a batch: x (B, ...) the model input (or every data input, by name), y int64 class labels (B) (one-hot
+  // float for mse, l1 and bce-with-logits when the model outputs (B, C)). Returns the loss before the update.
   float train_step(const DataInputs& x, const Tensor& y);
 
   // Forward and backward of one batch without an update (nor a running-statistics update): every

@@ -63,8 +63,8 @@ int bake_preprocessing(onnx::ModelProto& model, const InputPreprocessing& p, con
   const int rank = tensor_type->has_shape() ? tensor_type->shape().dim_size() : -1;
   const int64_t channels = static_cast<int64_t>(p.mean.size());
   if (normalised && (p.std.size() != p.mean.size() || (channels > 1 && rank < 2))) {
-    throw Error(source + ": --bake-normalization: " + std::to_string(channels) + " channel statistics do not fit the input '" +
-                p.input + "' of rank " + std::to_string(rank));
+    throw Error(source + ": --bake-normalization: " + std::to_string(channels) +
+                " channel statistics do not fit the input '" + p.input + "' of rank " + std::to_string(rank));
   }
 
   std::set<std::string> taken;
@@ -124,8 +124,9 @@ std::map<std::string, std::string> baked_preprocessing_metadata(std::map<std::st
   std::string applied = "x = raw";
   if (p.raw_uint8) applied = "x = float(raw)";
   if (p.scale != 1.0f) applied += " * " + format_floats({p.scale});
-  if (!p.mean.empty()) applied = "x = (" + applied.substr(4) + " - mean[c]) / std[c], mean " + format_floats(p.mean) +
-                                 ", std " + format_floats(p.std);
+  if (!p.mean.empty())
+    applied = "x = (" + applied.substr(4) + " - mean[c]) / std[c], mean " + format_floats(p.mean) + ", std " +
+              format_floats(p.std);
   metadata["onnxtrain.preprocess"] = "none: feed raw " + std::string(p.raw_uint8 ? "uint8" : "float32") +
                                      " values (the model's first nodes apply the training run's preprocessing)";
   metadata["onnxtrain.preprocess.baked"] = applied;

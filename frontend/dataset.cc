@@ -24,7 +24,7 @@ struct LoadedData {
   int64_t classes = 0;    // 0: from options.classes or max label + 1
   std::string source, images_file, labels_file;
   std::vector<float> train_mean, train_std;  // known statistics of the training split
-  NamedTensors extra_inputs;                  // npz: DatasetOptions::extra_inputs, as stored
+  NamedTensors extra_inputs;                 // npz: DatasetOptions::extra_inputs, as stored
 };
 
 std::vector<std::string> split_on(const std::string& text, char separator) {
@@ -121,12 +121,13 @@ LoadedData load_npz_named_inputs(const NpzArchive& archive, const std::string& p
     for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
     std::string all;
     for (const std::string& name : wanted) all += (all.empty() ? "" : ", ") + name;
-    throw Error("the model reads several data inputs: expected an array for each, and labels (" + all +
-                "); missing " + missing + "; the archive holds: " + (names.empty() ? "no .npy members" : names))
+    throw Error("the model reads several data inputs: expected an array for each, and labels (" + all + "); missing " +
+                missing + "; the archive holds: " + (names.empty() ? "no .npy members" : names))
         .in_file(path);
   }
   LoadedData d{*archive.find(options.input_name), *archive.find("labels"), 0, "npz " + path, path, path};
-  for (const DatasetOptions::ExtraInput& extra : options.extra_inputs) d.extra_inputs.emplace_back(extra.name, *archive.find(extra.name));
+  for (const DatasetOptions::ExtraInput& extra : options.extra_inputs)
+    d.extra_inputs.emplace_back(extra.name, *archive.find(extra.name));
   return d;
 }
 
@@ -165,16 +166,19 @@ LoadedData load_synthetic(const std::string& args, const DatasetOptions& options
     classes = std::stoll(parts[1]);
     count = std::stoll(parts[2]);
   } catch (const std::logic_error&) {
-    throw Error("synthetic data: expected synthetic:C,H,W:CLASSES:N (e.g. synthetic:1,28,28:10:1024), or "
-                "synthetic:T:VOCAB:N for a model that reads token ids, got 'synthetic:" + spec + "'");
+    throw Error(
+        "synthetic data: expected synthetic:C,H,W:CLASSES:N (e.g. synthetic:1,28,28:10:1024), or "
+        "synthetic:T:VOCAB:N for a model that reads token ids, got 'synthetic:" +
+        spec + "'");
   }
   if (options.integer_inputs) {
     if (shape.size() != 1) {
       throw Error("synthetic token ids: expected synthetic:T:VOCAB:N (T ids per sample), got 'synthetic:" + spec + "'");
     }
     RawDataset raw = make_synthetic_tokens(shape[0], classes, count, options.seed, is_test_split(options));
-    return {raw.inputs, raw.labels, classes,
-            "synthetic token ids " + options.split + " (seed " + std::to_string(options.seed) + ")", "", ""};
+    return {raw.inputs, raw.labels,
+            classes,    "synthetic token ids " + options.split + " (seed " + std::to_string(options.seed) + ")",
+            "",         ""};
   }
   RawDataset raw = make_synthetic(shape, classes, count, options.seed, is_test_split(options));
   return {raw.inputs, raw.labels,

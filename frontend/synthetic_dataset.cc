@@ -1,6 +1,6 @@
 // Synthetic data that a model can learn: uniform inputs with labels from a fixed random linear map, or a
-// token stream whose next id follows from the last by a small step. Only std::mt19937_64's raw output is used (its sequence is fixed by the C++ standard), never
-// std::*_distribution, so the data are the same on every platform.
+// token stream whose next id follows from the last by a small step. Only std::mt19937_64's raw output is used (its
+// sequence is fixed by the C++ standard), never std::*_distribution, so the data are the same on every platform.
 #include <random>
 
 #include "frontend/dataset_readers.h"

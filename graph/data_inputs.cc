@@ -20,8 +20,8 @@ DataInputs::DataInputs(NamedTensors named) : tensors(std::move(named)) {
   for (const auto& [name, tensor] : tensors) {
     if (!seen.insert(name).second) throw Error("data input '" + name + "' is given twice");
     if (rows_of(tensor) != rows_of(first())) {
-      throw Error("data input '" + name + "' has " + std::to_string(rows_of(tensor)) + " rows, '" +
-                  tensors[0].first + "' has " + std::to_string(rows_of(first())));
+      throw Error("data input '" + name + "' has " + std::to_string(rows_of(tensor)) + " rows, '" + tensors[0].first +
+                  "' has " + std::to_string(rows_of(first())));
     }
   }
 }
@@ -40,7 +40,8 @@ Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
   const size_t row_bytes = t.nbytes() / static_cast<size_t>(sizes.at(0));
   sizes[0] = end - begin;
   Tensor out(t.dtype(), sizes);
-  std::memcpy(out.raw(), t.raw() + static_cast<size_t>(begin) * row_bytes, static_cast<size_t>(end - begin) * row_bytes);
+  std::memcpy(out.raw(), t.raw() + static_cast<size_t>(begin) * row_bytes,
+              static_cast<size_t>(end - begin) * row_bytes);
   return out;
 }
 

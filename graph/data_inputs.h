@@ -21,7 +21,7 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct DataInputs {
   DataInputs() = default;
-  DataInputs(Tensor only);  // NOLINT(google-explicit-constructor): one input converts implicitly
+  DataInputs(Tensor only);                  // NOLINT(google-explicit-constructor): one input converts implicitly
   explicit DataInputs(NamedTensors named);  // Error when a name repeats or the rows differ
 
   NamedTensors tensors;

@@ -12,7 +12,7 @@
 namespace onnxtrain {
 namespace {
 
-const std::string kCnn = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/cnn_opset17.onnx";         // input (batch,1,28,28)
+const std::string kCnn = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/cnn_opset17.onnx";  // input (batch,1,28,28)
 const std::string kBigram = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/lm/bigram_lm.onnx";  // int64 ids
 
 const onnx::TensorProto& initializer(const onnx::GraphProto& g, const std::string& name) {
@@ -40,7 +40,8 @@ TEST(BakePreprocessing, Uint8ImagesGetCastScaleAndPerChannelNormalisationFirst) 
   ASSERT_EQ(g.node_size(), nodes_before + 4);
   EXPECT_EQ(g.input(0).name(), "input");
   EXPECT_EQ(g.input(0).type().tensor_type().elem_type(), onnx::TensorProto::UINT8);
-  const std::vector<std::string> ops = {g.node(0).op_type(), g.node(1).op_type(), g.node(2).op_type(), g.node(3).op_type()};
+  const std::vector<std::string> ops = {g.node(0).op_type(), g.node(1).op_type(), g.node(2).op_type(),
+                                        g.node(3).op_type()};
   EXPECT_EQ(ops, (std::vector<std::string>{"Cast", "Mul", "Sub", "Div"}));
   EXPECT_EQ(g.node(0).input(0), "input");
   for (int i = 1; i < 4; ++i) EXPECT_EQ(g.node(i).input(0), g.node(i - 1).output(0)) << i;
@@ -55,7 +56,13 @@ TEST(BakePreprocessing, Uint8ImagesGetCastScaleAndPerChannelNormalisationFirst) 
 
 TEST(BakePreprocessing, SeveralChannelsAreShapedAlongAxisOneAndIdentityBakesNothing) {
   onnx::ModelProto model = read_model_file(kCnn);
-  model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(3);
+  model.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(3);
   const InputPreprocessing p{.input = "input", .mean = {0.1f, 0.2f, 0.3f}, .std = {1, 2, 3}};
   EXPECT_EQ(bake_preprocessing(model, p, "cnn.onnx"), 2) << "float data, scale 1: Sub and Div only";
   const onnx::TensorProto& mean = initializer(model.graph(), model.graph().node(0).input(1));
@@ -70,15 +77,18 @@ TEST(BakePreprocessing, SeveralChannelsAreShapedAlongAxisOneAndIdentityBakesNoth
 TEST(BakePreprocessing, IntegerInputsAndStatisticsThatDoNotFitAreRefused) {
   onnx::ModelProto lm = read_model_file(kBigram);
   const std::string ids = lm.graph().input(0).name();
-  EXPECT_NE(error_of([&] { bake_preprocessing(lm, {.input = ids, .scale = 0.5f}, "lm.onnx"); })
-                .find("lm.onnx: --bake-normalization: the input '" + ids + "' is not float32"),
+  EXPECT_NE(error_of([&] {
+              bake_preprocessing(lm, {.input = ids, .scale = 0.5f}, "lm.onnx");
+            }).find("lm.onnx: --bake-normalization: the input '" + ids + "' is not float32"),
             std::string::npos);
   onnx::ModelProto cnn = read_model_file(kCnn);
-  EXPECT_NE(error_of([&] { bake_preprocessing(cnn, {.input = "pixels", .scale = 0.5f}, "cnn.onnx"); })
-                .find("the model has no graph input 'pixels'"),
+  EXPECT_NE(error_of([&] {
+              bake_preprocessing(cnn, {.input = "pixels", .scale = 0.5f}, "cnn.onnx");
+            }).find("the model has no graph input 'pixels'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { bake_preprocessing(cnn, {.input = "input", .mean = {0.1f, 0.2f}, .std = {1}}, "cnn.onnx"); })
-                .find("2 channel statistics do not fit the input 'input'"),
+  EXPECT_NE(error_of([&] {
+              bake_preprocessing(cnn, {.input = "input", .mean = {0.1f, 0.2f}, .std = {1}}, "cnn.onnx");
+            }).find("2 channel statistics do not fit the input 'input'"),
             std::string::npos);
 }
 

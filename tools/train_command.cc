@@ -17,7 +17,8 @@ void add_train_command(CLI::App& app) {
       "central-storage runs stop after the step in flight, pipelines and the parameter server where the pipeline\n"
       "next drains (the next --checkpoint-every boundary or the epoch's end); central storage and the parameter\n"
       "server write no checkpoint yet. Across processes the launcher's SIGTERM ends every rank (exit 143).");
-  cmd->add_option("model", o->model, "the .onnx file to train (the loss attaches to its first output; a model with several data inputs, "
+  cmd->add_option("model", o->model,
+                  "the .onnx file to train (the loss attaches to its first output; a model with several data inputs, "
                   "such as BERT's input_ids, attention_mask and token_type_ids, reads them from npz:FILE)")
       ->required();
   cmd->add_option("-o,--output", o->output,
@@ -35,14 +36,16 @@ void add_train_command(CLI::App& app) {
                 "1/255 scale, (x - mean[c]) / std[c]): it then takes the raw values the training files hold, and "
                 "its metadata_props say that no preprocessing is left to apply. Without it the preprocessing is "
                 "only recorded (onnxtrain.preprocess.*). Integer token ids are never preprocessed");
-  cmd->add_option("--data", o->data,
-                  "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
-                  "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N], tokens:FILE (a token stream: .npy ids or nanoGPT's "
-                  "uint16 .bin), text:FILE (any file's bytes as tokens 0-255). An npz may name its arrays after the "
-                  "model's input, with `labels`; a model with several data inputs reads an npz with an array named after "
-                  "each (integer ones as ids, none normalised) and `labels`. Labels are class indices (N) or one per position (N,T) for language "
-                  "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
-                  "input is an integer type reads integer data as token ids, unscaled and not normalised");
+  cmd->add_option(
+      "--data", o->data,
+      "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
+      "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N], tokens:FILE (a token stream: .npy ids or nanoGPT's "
+      "uint16 .bin), text:FILE (any file's bytes as tokens 0-255). An npz may name its arrays after the "
+      "model's input, with `labels`; a model with several data inputs reads an npz with an array named after "
+      "each (integer ones as ids, none normalised) and `labels`. Labels are class indices (N) or one per position "
+      "(N,T) for language "
+      "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
+      "input is an integer type reads integer data as token ids, unscaled and not normalised");
   cmd->add_option("--seq-len", o->seq_len,
                   "tokens:/text: data: tokens per sample (default: the model input's static sequence length). The "
                   "stream is cut into windows with next-token labels, at an offset drawn by --seed; the validation "

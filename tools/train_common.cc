@@ -248,8 +248,9 @@ namespace {
 Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model) {
   Dataset train = load_model_data(o, model.graph, o.data);
   if (o.bake_normalization && is_integer(train.inputs.dtype())) {
-    throw Error("--bake-normalization: the model reads integer token ids, which are never scaled or normalised: "
-                "there is nothing to bake");
+    throw Error(
+        "--bake-normalization: the model reads integer token ids, which are never scaled or normalised: "
+        "there is nothing to bake");
   }
   bind_model_to_data(model, o, train);
   return train;

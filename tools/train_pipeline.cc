@@ -124,10 +124,12 @@ nlohmann::json pipeline_report_json(const PipelineReport& r) {
 }
 
 // The first forward node of each stage: from the plan file, or the planner.
-std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, const LossSpec& loss, int64_t micro_batch) {
+std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, const LossSpec& loss,
+                                  int64_t micro_batch) {
   // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too; a
   // language model's loss with its (N, T, V) logits reshaped, as the trainer attaches it).
-  const TrainingRecipe recipe = make_training_recipe(graph, {.loss = loss, .precision = precision_from_name(o.precision)});
+  const TrainingRecipe recipe =
+      make_training_recipe(graph, {.loss = loss, .precision = precision_from_name(o.precision)});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {
