@@ -45,6 +45,11 @@ std::vector<nlohmann::json> metrics_lines(const fs::path& file, const std::strin
   return lines;
 }
 
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 // Uniform guessing over 256 bytes has perplexity 256; English bytes given the previous byte about 10.
 TEST(LanguageModelCli, TextTrainsABigramModelAndPerplexityFalls) {
   ASSERT_TRUE(fs::exists(kText)) << kText << " (Debian's base-files) is missing";
@@ -150,6 +155,30 @@ TEST(LanguageModelCli, SeveralDataInputsTrainUnderEveryStrategy) {
   }
 }
 
+// The three-input BERT under checkpoints and bf16: stopped after 2 epochs and resumed to 3, it writes the
+// bytes of an uninterrupted 3-epoch run (the loader's position restores every input's rows); bf16
+// autocast trains it.
+TEST(LanguageModelCli, SeveralDataInputsResumeExactlyAndTrainInBfloat16) {
+  const fs::path dir = scratch("bert_masked_resume");
+  const std::string train = "train " + kSource + "/models/transformers/bert_masked_torchscript.onnx --data npz:" +
+                            kSource + "/tests/data/dataset_bert_masked.npz --batch 16 --optimizer adamw --lr 0.003 ";
+  CliRun r = run(train + "--epochs 3 -o " + (dir / "whole.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoints = " --checkpoint-dir " + (dir / "ck").string() + " --checkpoint-every 5";
+  r = run(train + "--epochs 2" + checkpoints + " -o " + (dir / "part.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(train + "--epochs 3" + checkpoints + " --resume -o " + (dir / "resumed.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(read_bytes(dir / "resumed.onnx"), read_bytes(dir / "whole.onnx")) << "the resumed model differs";
+  r = run(train + "--epochs 2 --precision bf16 --metrics " + (dir / "m.jsonl").string() + " -o " +
+          (dir / "bf16.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_loss");
+  ASSERT_EQ(epochs.size(), 2u) << r.output;
+  EXPECT_LT(epochs[1]["val_loss"].get<double>(), epochs[0]["val_loss"].get<double>()) << r.output;
+}
+
 // T5 reads input_ids and decoder_input_ids and scores every position (tests/data/dataset_t5_copy.npz:
 // copy a sequence of ids in [1, 64)): it learns, and a gpipe over 2 stages follows one device: the same
 // perplexity after the first epoch (29 steps), within 1% after the third (the micro-batches' gradients
@@ -198,11 +227,6 @@ TEST(LanguageModelCli, SeveralDataInputsNeedAnNpzWithEach) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir / "b.onnx"));
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 // The GPT-2 export under checkpoints and bf16: a run stopped after 2 epochs and resumed to 3 writes the
