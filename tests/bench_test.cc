@@ -175,7 +175,7 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
 TEST_F(BenchCli, TraceIsRefusedWhereThereAreNoStages) {
   const auto r = run_cli("train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/models/mlp_opset17.onnx --data synthetic:1,28,28:10:32 "
                          "--batch 16 --test-data none --trace " + (dir_ / "t.json").string() + " -o " + (dir_ / "m.onnx").string());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--trace records pipeline stages"), std::string::npos) << r.output;
 }
 

@@ -6,6 +6,7 @@
 // metrics file that cannot be written is an error, not a short file.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -75,8 +76,23 @@ TEST(TrainLoopCli, EveryStrategyStopsOnSigintWithACheckpointAndResumesWithWholeM
     const std::vector<int64_t> steps = metric_steps(dir / "m.jsonl");
     ASSERT_EQ(steps.size(), 108u) << "the resumed run's metrics do not continue the interrupted run's";
     for (size_t i = 0; i < steps.size(); ++i) ASSERT_EQ(steps[i], static_cast<int64_t>(i) + 1);
-    // Every strategy's step lines carry the learning rate.
+    // Every strategy's step lines carry the learning rate; epochs count from 1 as on the console (36 steps
+    // each); every line has a wall_time of now, in file order.
     EXPECT_NE(read_bytes(dir / "m.jsonl").find("\"lr\":0.01"), std::string::npos);
+    std::istringstream lines(read_bytes(dir / "m.jsonl"));
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    double last_wall_time = 0;
+    std::vector<int64_t> validation_epochs;
+    for (std::string line; std::getline(lines, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      ASSERT_TRUE(j.contains("wall_time")) << line;
+      const double wall_time = j["wall_time"];
+      EXPECT_TRUE(wall_time >= last_wall_time && wall_time <= now && wall_time > now - 600) << line;
+      last_wall_time = wall_time;
+      if (j.contains("step")) EXPECT_EQ(j["epoch"].get<int64_t>(), (j["step"].get<int64_t>() - 1) / 36 + 1) << line;
+      if (j.contains("val_loss")) validation_epochs.push_back(j["epoch"]);
+    }
+    EXPECT_EQ(validation_epochs, (std::vector<int64_t>{1, 2, 3}));
   }
 }
 
@@ -200,7 +216,7 @@ TEST(TrainLoopCli, OnNonfiniteSkipSkipsTheOverflowingStepAndStopStopsAtIt) {
     fs::remove(dir / "m.onnx");
   }
   r = run(args + " --strategy pipedream --stages 2 --on-nonfinite skip");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--on-nonfinite skip works with --strategy single and dp"), std::string::npos) << r.output;
 }
 

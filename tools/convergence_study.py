@@ -227,7 +227,7 @@ def run_onnxtrain(args, model, strategy, stages, steps, extra, tag, env_extra=No
                     last_rate = d.get("samples_per_s", last_rate)
                 elif "val_loss" in d:
                     # per-epoch validation; "epoch" counts from 0 there, as in the step lines
-                    r["val"].append({"epoch": int(d["epoch"]) + 1,
+                    r["val"].append({"epoch": int(d["epoch"]),
                                      "loss": float("nan") if d["val_loss"] is None else float(d["val_loss"]),
                                      "perplexity": float("nan") if d.get("val_perplexity") is None
                                      else float(d["val_perplexity"])})

@@ -1,11 +1,15 @@
 // onnxtrain: train ONNX models. One binary, subcommands; exit code 0 on success, 1 on a user error
 // (the message names the file and node; also a path that cannot be used), 2 on bad usage, 3 an internal
 // error (a bug).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "graph/error.h"
 #include "graph/host_resources.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +26,14 @@ int main(int argc, char** argv) {
   onnxtrain::cli::add_train_command(app);
   onnxtrain::cli::add_version_command(app);
 
+  // `onnxtrain trian`: CLI11 would say only that a subcommand is required.
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+    std::cerr << "onnxtrain: " << onnxtrain::cli::not_one_of("command", argv[1], names)
+              << "\nRun `onnxtrain --help` for the commands.\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // a command that ends early on purpose (train on SIGINT: 130)

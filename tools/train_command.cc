@@ -1,11 +1,38 @@
 // `onnxtrain train MODEL --data SPEC -o OUT.onnx [...]`: trains a model on one device (the CPU) and writes
 // it back with the trained parameters and BatchNorm running statistics.
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "executor/pipeline/schedule.h"
+#include "partitioner/plan_io.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
+
+namespace {
+
+// single, dp, ps and the pipeline strategies (executor/pipeline/schedule.h's table).
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names{"single", "dp", "ps"};
+  const std::string pipelines = pipeline_strategy_names();
+  for (size_t at = 0; at < pipelines.size();) {
+    const size_t bar = pipelines.find(" | ", at);
+    names.push_back(pipelines.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    at = bar == std::string::npos ? pipelines.size() : bar + 3;
+  }
+  return names;
+}
+
+// --plan without --stages: the plan's stage count.
+void stages_from_plan(TrainOptions& o, const CLI::App& cmd) {
+  if (o.plan.empty() || cmd.count("--stages") > 0 || !is_pipeline_strategy(o.strategy)) return;
+  o.stages = static_cast<int>(read_plan(o.plan).stages.size());
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
@@ -55,8 +82,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "samples per step (default 64)")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
   cmd->add_option(
-      "--optimizer", o->optimizer,
-      "sgd | momentum (SGD with --momentum, the default) | nesterov | adam | adamw | adagrad; torch.optim semantics");
+         "--optimizer", o->optimizer,
+         "sgd | momentum (SGD with --momentum, the default) | nesterov | adam | adamw | adagrad; torch.optim semantics")
+      ->check(one_of({"sgd", "momentum", "nesterov", "adam", "adamw", "adagrad"}));
   cmd->add_option("--momentum", o->momentum, "momentum of momentum/nesterov, or of sgd when given (default 0.9)")
       ->each([o](const std::string&) { o->momentum_given = true; });
   cmd->add_option("--weight-decay", o->weight_decay, "L2 weight decay (decoupled for adamw; default 0)")
@@ -83,7 +111,8 @@ void add_train_command(CLI::App& app) {
       "--metrics", o->metrics,
       "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
       "per epoch {epoch,val_loss,val_accuracy} (and val_perplexity for per-position labels), and for dp and pipelines "
-      "the run's report {report:{...}}");
+      "the run's report {report:{...}}. Epochs count from 1, as on the console; every line has wall_time (seconds "
+      "since the Unix epoch, as TensorBoard's). A resumed run appends");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "
@@ -142,12 +171,14 @@ void add_train_command(CLI::App& app) {
                   "continue from this checkpoint file (an older one of --checkpoint-dir, whose newer checkpoints are "
                   "then renamed NAME.superseded; or one from elsewhere)");
   cmd->add_option(
-      "--strategy", o->strategy,
-      "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-      "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | ps "
-      "(asynchronous "
-      "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
-      "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process");
+         "--strategy", o->strategy,
+         "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
+         "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | "
+         "ps "
+         "(asynchronous "
+         "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "
+         "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), dp and the pipelines run one replica or stage per process")
+      ->check(one_of(strategy_names()));
   cmd->add_option("--replicas", o->replicas,
                   "dp: data-parallel replicas (threads; under mpirun one per process, so leave it out or give the "
                   "process count); ps: workers; with --stages under mpirun: copies of the pipeline, each on its "
@@ -156,7 +187,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batches", o->micro_batches, "gpipe, 1f1b, 2bw: micro-batches per mini-batch (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--plan", o->plan, "stage split from `onnxtrain partition -o plan.json` (default: planned at start)");
+  cmd->add_option("--plan", o->plan,
+                  "stage split from `onnxtrain partition -o plan.json` (default: planned at start); --stages defaults "
+                  "to its stage count");
   cmd->add_option("--prediction-metrics", o->prediction_metrics,
                   "spectrain: on (default) scores every prediction against the version it aimed at (pred.error in "
                   "the report; keeps host copies of the predicted and current weights until then) | off")
@@ -201,7 +234,8 @@ void add_train_command(CLI::App& app) {
                 "ps: a worker trains on SpecTrain's predicted weights: the shard optimizer's own update rule run s "
                 "steps ahead (s: the worker's measured staleness, the mean over its own pushes, rounded); prints the "
                 "staleness report either way");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    stages_from_plan(*o, *cmd);
     if (const int code = run_training(*o); code != 0) throw CLI::RuntimeError(code);
   });
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -108,8 +109,10 @@ MetricsFile::~MetricsFile() {
 
 // Flushed line by line: a run that stops (or is killed) keeps every line it printed, and a full disk is
 // reported at the step that met it.
-void MetricsFile::write(const nlohmann::json& line) {
+void MetricsFile::write(nlohmann::json line) {
   if (!file_) return;
+  // TensorBoard's wall_time: seconds since the Unix epoch, so lines of several runs and processes align.
+  line["wall_time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string text = line.dump() + "\n";
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
     throw Error(path_ + ": writing the metrics file failed: " + std::strerror(errno));

@@ -56,7 +56,7 @@ class MetricsFile {
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
   bool is_open() const { return file_ != nullptr; }
-  void write(const nlohmann::json& line);  // no-op when closed
+  void write(nlohmann::json line);  // adds wall_time; a no-op when closed
 
  private:
   std::string path_;
@@ -157,7 +157,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
                        terminal);
             nlohmann::json line{
                 {"step", step},
-                {"epoch", epoch},
+                {"epoch", epoch + 1},
                 {"loss", loss},
                 {"lr", schedule.lr_at(mini_batch)},
                 {"time_s", elapsed},
@@ -180,7 +180,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     const Trainer::Evaluation e =
         evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
     if (progress != &val) continue;
-    nlohmann::json line{{"epoch", epoch}};
+    nlohmann::json line{{"epoch", epoch + 1}};
     add_evaluation_fields(line, "val", e, val);
     metrics.write(line);
   }

@@ -28,6 +28,7 @@
 #include "frontend/npy.h"
 #include "graph/error.h"
 #include "kernels/cuda/math_mode.h"
+#include "tools/cli_choices.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
@@ -92,31 +93,39 @@ void check_checkpoint_dir(const std::string& dir) {
 
 // Refuses what would be ignored or found late, before any data is made.
 void check_common_options(const TrainOptions& o) {
-  if (o.tf32 && o.device == "cpu") throw Error("--tf32 applies to CUDA kernels: use it with --device cuda");
-  if (!o.trace.empty() && !is_pipeline_strategy(o.strategy)) {
-    throw Error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
+  // Options that do not go together, or that the chosen strategy would ignore in silence: usage errors (exit 2).
+  const bool pipeline = is_pipeline_strategy(o.strategy);
+  if (o.tf32 && o.device == "cpu") usage_error("--tf32 applies to CUDA kernels: use it with --device cuda");
+  if (!o.trace.empty() && !pipeline) {
+    usage_error("--trace records pipeline stages: use it with --strategy " + pipeline_strategy_names());
   }
-  // Pipeline options the other strategies would ignore in silence (the pipeline checks which strategy).
-  for (const auto& [given, flag] : {std::pair{o.vertical_sync, "--vertical-sync"},
-                                    std::pair{o.deferred_bn, "--deferred-bn"}, std::pair{o.predict, "--predict"}})
-    if (given && !is_pipeline_strategy(o.strategy))
-      throw Error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
+  for (const auto& [given, flag] :
+       {std::pair{o.vertical_sync, "--vertical-sync"}, std::pair{o.deferred_bn, "--deferred-bn"},
+        std::pair{o.predict, "--predict"}, std::pair{!o.plan.empty(), "--plan"}, std::pair{o.stages > 1, "--stages"}})
+    if (given && !pipeline)
+      usage_error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
+  if (o.micro_batches > 1 && !(pipeline && (o.strategy == "gpipe" || o.strategy == "1f1b" || o.strategy == "2bw")))
+    usage_error("--micro-batches splits the mini-batches of --strategy gpipe, 1f1b and 2bw only");
+  if (o.replicas > 1 && o.strategy == "single" && !o.central_storage)
+    usage_error("--replicas " + std::to_string(o.replicas) +
+                " needs a replicated strategy: --strategy dp (or dp --central-storage), ps, or a pipeline with "
+                "--stages under mpirun");
   if (!o.dump_gradients.empty() && o.strategy != "single")
-    throw Error("--dump-gradients works with --strategy single only");
+    usage_error("--dump-gradients works with --strategy single only");
   if (!o.dump_gradients.empty() && std::filesystem::exists(o.dump_gradients) &&
       !std::filesystem::is_directory(o.dump_gradients))
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
   check_output_path(o.output);  // before any step: a bad -o must not cost the training
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
-    throw Error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
+    usage_error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
   if (o.on_nonfinite == "skip" && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
-    throw Error(
+    usage_error(
         "--on-nonfinite skip works with --strategy single and dp (pipeline stages and parameter-server "
         "workers step on their own and cannot agree on a skip; central storage does not check yet)");
   if (o.resume && o.checkpoint_dir.empty() && o.resume_from.empty())
-    throw Error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
+    usage_error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
 }
 
 // Several processes started by a launcher each running --strategy single would train the same model

@@ -1,0 +1,62 @@
+#include "tools/cli_choices.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace onnxtrain::cli {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Levenshtein distance (insert, delete, substitute), one row at a time.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string closest_name(const std::string& given, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_distance = 3;  // within 2 edits
+  for (const std::string& name : names) {
+    const size_t d = edit_distance(lower(given), lower(name));
+    if (d < best_distance) best = name, best_distance = d;
+  }
+  return best;
+}
+
+std::string not_one_of(const std::string& what, const std::string& given, const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  std::string message = (what.empty() ? "" : what + " ") + "'" + given + "' is not one of " + list;
+  if (const std::string close = closest_name(given, names); !close.empty()) message += ": did you mean '" + close + "'?";
+  return message;
+}
+
+CLI::Validator one_of(std::vector<std::string> names) {
+  return CLI::Validator(
+      [names = std::move(names)](std::string& value) {
+        return std::find(names.begin(), names.end(), value) != names.end() ? std::string()
+                                                                           : not_one_of("", value, names);
+      },
+      "", "one_of");
+}
+
+void usage_error(const std::string& message) { throw CLI::ValidationError(message); }
+
+}  // namespace onnxtrain::cli

@@ -1,0 +1,24 @@
+// Usage errors as PyTorch and git users expect them: a value outside a fixed set names the set and the
+// closest name ("--strategy: 'ddp' is not one of single, dp, ...: did you mean 'dp'?"), and every usage error exits
+// with code 2 (CLI11's ValidationError, which tools/onnxtrain.cc maps to 2), an input error with 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace onnxtrain::cli {
+
+// The name closest to `given` by edit distance (case ignored), if it is within 2 edits; else "".
+std::string closest_name(const std::string& given, const std::vector<std::string>& names);
+
+// "WHAT 'given' is not one of A, B, C" plus ": did you mean 'X'?" when one is close (WHAT may be empty).
+std::string not_one_of(const std::string& what, const std::string& given, const std::vector<std::string>& names);
+
+// A CLI11 check that the value is one of `names`, failing with not_one_of's message (CLI11 prefixes the option).
+CLI::Validator one_of(std::vector<std::string> names);
+
+// Options that do not go together, or a flag the chosen strategy would ignore: exit 2 with `message`.
+[[noreturn]] void usage_error(const std::string& message);
+
+}  // namespace onnxtrain::cli
