@@ -134,6 +134,15 @@ LoadedData load_npz_named_inputs(const NpzArchive& archive, const std::string& p
 LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
   const NpzArchive archive = read_npz(path);
   if (!options.extra_inputs.empty()) return load_npz_named_inputs(archive, path, options);
+  if (!options.x_key.empty() || !options.y_key.empty()) {
+    const std::string x = options.x_key.empty() ? "x" : options.x_key, y = options.y_key.empty() ? "y" : options.y_key;
+    if (archive.find(x) && archive.find(y)) return {*archive.find(x), *archive.find(y), 0, "npz " + path, path, path};
+    std::string names;
+    for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
+    throw Error("expected arrays " + x + " (--x-key) and " + y +
+                " (--y-key), the archive holds: " + (names.empty() ? "no .npy members" : names))
+        .in_file(path);
+  }
   const std::string suffix = is_test_split(options) ? "_test" : "_train";
   std::vector<std::pair<std::string, std::string>> pairs = {
       {"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
@@ -357,6 +366,31 @@ void normalize_in_place(Tensor& x, const std::vector<float>& mean, const std::ve
 
 }  // namespace
 
+namespace {
+
+// "; class counts 0:600 1:600 ..." for one label per sample (up to 20 classes; beyond, the smallest and
+// largest), so a skewed or class-sorted file shows before training; classes without a sample are named.
+std::string class_counts_text(const Dataset& data) {
+  if (data.per_position_labels() || data.classes < 1 || data.classes > (int64_t{1} << 20)) return "";
+  std::vector<int64_t> counts(static_cast<size_t>(data.classes));
+  for (int64_t label : data.labels.data<int64_t>())
+    if (label >= 0 && label < data.classes) ++counts[static_cast<size_t>(label)];
+  std::string text = "; class counts";
+  if (data.classes <= 20) {
+    for (size_t c = 0; c < counts.size(); ++c) text += " " + std::to_string(c) + ":" + std::to_string(counts[c]);
+  } else {
+    const auto [low, high] = std::minmax_element(counts.begin(), counts.end());
+    text += " from " + std::to_string(*low) + " (class " + std::to_string(low - counts.begin()) + ") to " +
+            std::to_string(*high) + " (class " + std::to_string(high - counts.begin()) + ")";
+  }
+  const int64_t empty = std::count(counts.begin(), counts.end(), 0);
+  if (empty > 0)
+    text += "; " + std::to_string(empty) + " of " + std::to_string(data.classes) + " classes have no sample";
+  return text;
+}
+
+}  // namespace
+
 DataInputs Dataset::model_inputs() const {
   if (extra_inputs.empty()) return DataInputs(inputs);
   NamedTensors named{{input_name, inputs}};
@@ -440,6 +474,7 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
     data.description +=
         ", normalised with mean " + format_values(data.mean) + " std " + format_values(data.std) + " (" + origin + ")";
   }
+  data.description += class_counts_text(data);
   return data;
 }
 

@@ -52,6 +52,7 @@ struct DatasetOptions {
   int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
   bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
   std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
+  std::string x_key, y_key;      // npz: the arrays to read (--x-key/--y-key; either alone: the other x or y)
   // npz: the model's other data inputs (BERT's attention_mask, token_type_ids), arrays of those names,
   // read with input_name and `labels`. Never scaled or normalised; integer ones stay int64, float ones
   // float32. Other sources refuse them.

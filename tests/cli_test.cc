@@ -85,6 +85,7 @@ TEST(Cli, UsageErrorsExitTwoAndSuggestTheClosestName) {
       {train + "--strategy pipedream --stages 2 --micro-batches 4",
        "--micro-batches splits the mini-batches of --strategy gpipe, 1f1b and 2bw only"},
       {train + "--replicas 2", "--replicas 2 needs a replicated strategy: --strategy dp"},
+      {train + "--x-key images", "--x-key and --y-key name arrays of npz data: use them with --data npz:FILE"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun r = run(args);

@@ -294,6 +294,16 @@ TEST(NpzDataset, MissingArraysAndTruncatedArchiveAreErrors) {
             dir.file("not.npz") + ": not an .npz file: expected a zip archive (magic PK\\3\\4)");
 }
 
+// --x-key/--y-key read arrays of any name; a missing one names the keys and what the archive holds.
+TEST(NpzDataset, ArraysOfOtherNamesLoadByKey) {
+  const Dataset d = load_dataset("npz:" + fixture("dataset_other_names.npz"), {.x_key = "images", .y_key = "targets"});
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(d.labels.data<int64_t>()[1], 1);
+  EXPECT_EQ(error_of([] { load_dataset("npz:" + fixture("dataset_other_names.npz"), {.x_key = "images"}); }),
+            fixture("dataset_other_names.npz") + ": expected arrays images (--x-key) and y (--y-key), the archive holds: "
+                                                 "images, targets");
+}
+
 TEST(NpyDataset, PairOfNpyFiles) {
   TempDir dir;
   Tensor x(DType::Float32, {3, 2});

@@ -44,7 +44,8 @@ std::string not_one_of(const std::string& what, const std::string& given, const 
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
   std::string message = (what.empty() ? "" : what + " ") + "'" + given + "' is not one of " + list;
-  if (const std::string close = closest_name(given, names); !close.empty()) message += ": did you mean '" + close + "'?";
+  if (const std::string close = closest_name(given, names); !close.empty())
+    message += ": did you mean '" + close + "'?";
   return message;
 }
 

@@ -221,7 +221,12 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--device", o->device,
                   "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
   cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
-  cmd->add_option("--device-profile", o->device_profile, "a JSON description of the device and link (see partitioner/device.h)");
+  cmd->add_option("--device-profile", o->device_profile, "a JSON file describing the device and its link, rates in base units: {\"preset\": \"h100\" (optional: "
+                  "the keys below override it), \"name\", \"fp32_flops\", \"tf32_flops\", \"bf16_flops\", \"fp16_flops\" "
+                  "(FLOP/s), \"memory_bytes\", \"memory_bandwidth\" (bytes/s), \"compute_efficiency\" and "
+                  "\"memory_efficiency\" (0 to 1), \"kernel_overhead_s\", \"link\": a preset name or {\"name\", "
+                  "\"bandwidth\", \"latency_s\"}}; without a preset name, fp32_flops, memory_bytes and "
+                  "memory_bandwidth are required, and an unknown key is an error");
   cmd->add_option("--replicas", o->replicas, "replicas per stage: one number for all, or one per stage (data parallel stages)");
   cmd->add_option("--devices", o->devices,
                   "devices in all (>= stages): the planner also chooses how many replicas each stage gets (PipeDream)")

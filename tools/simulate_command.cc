@@ -224,7 +224,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--zoo-dir", o->zoo_dir, "where zoo.json and the zoo's files are (default: models/zoo)");
   cmd->add_option("--machine", o->machine,
                   "a preset (" + known_machine_presets() + ") or a JSON file describing nodes, devices and links "
-                  "(format in simulator/machine.h)")->required();
+                  "({\"name\", \"nodes\", \"devices_per_node\", \"device\": a device preset or an object as partition's "
+                  "--device-profile, \"intra_node_link\", \"inter_node_link\" (required with nodes > 1), \"host_link\"}: "
+                  "a link is a preset name or {\"name\", \"bandwidth\", \"latency_s\"})")->required();
   cmd->add_option("--strategies", o->strategies,
                   "comma-separated: single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, 2bw:NxM, hybrids "
                   "pipedream:NxR, gpipe:NxMxR ..., all (every one over all the machine's devices); one-device single is "

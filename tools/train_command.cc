@@ -73,13 +73,20 @@ void add_train_command(CLI::App& app) {
       "(N,T) for language "
       "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
       "input is an integer type reads integer data as token ids, unscaled and not normalised");
+  cmd->add_option(
+      "--x-key", o->x_key,
+      "npz data: the array of the inputs (default: the model input's name, then x, inputs, x_train/x_test)");
+  cmd->add_option("--y-key", o->y_key, "npz data: the array of the labels (default: labels, then y, y_train/y_test)");
   cmd->add_option("--seq-len", o->seq_len,
                   "tokens:/text: data: tokens per sample (default: the model input's static sequence length). The "
                   "stream is cut into windows with next-token labels, at an offset drawn by --seed; the validation "
                   "split is the stream's tail")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->batch, "samples per step (default 64)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch,
+                  "samples per step (default 64): the global mini-batch, which dp replicas, ps workers and pipeline "
+                  "copies share and gpipe/1f1b/2bw split into --micro-batches, as PyTorch's global batch size")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
   cmd->add_option(
          "--optimizer", o->optimizer,
@@ -173,7 +180,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option(
          "--strategy", o->strategy,
          "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "
-         "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads; docs/design.md 5.5) | "
+         "pipedream | spectrain | gpipe | 1f1b | 2bw (pipeline training over --stages threads: naive without weight "
+         "handling, pipedream stashing weight versions, spectrain predicting them, gpipe and 1f1b flushing each "
+         "mini-batch, 2bw double-buffering) | "
          "ps "
          "(asynchronous "
          "parameter server: --replicas workers against --servers shards). Started by mpirun (or torchrun-style "

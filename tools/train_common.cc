@@ -217,7 +217,9 @@ Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::st
                          .seed = o.seed,
                          .seq_len = o.seq_len > 0 ? o.seq_len : static_length,
                          .integer_inputs = is_integer(input.dtype),
-                         .input_name = input.name};
+                         .input_name = input.name,
+                         .x_key = o.x_key,
+                         .y_key = o.y_key};
   for (size_t i = 1; i < model.inputs.size(); ++i) {
     const Value& extra = model.value(model.inputs[i]);
     options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
@@ -345,6 +347,8 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
                       {"normalize", o.normalize}};
   if (o.schedule != "constant") c["total_steps"] = total_steps;
   if (o.seq_len > 0) c["seq_len"] = o.seq_len;
+  if (!o.x_key.empty()) c["x_key"] = o.x_key;  // only when given: older checkpoints still resume
+  if (!o.y_key.empty()) c["y_key"] = o.y_key;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";
   // Only when not fp32, so checkpoints written before --precision existed still resume.

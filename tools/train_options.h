@@ -32,6 +32,7 @@ struct TrainOptions {
   bool momentum_given = false, resume = false;
   bool keep_training_mode = false;    // write BatchNormalization/Dropout as exported (training mode)
   bool bake_normalization = false;    // fold the input preprocessing into the written model
+  std::string x_key, y_key;           // npz: the arrays of the inputs and the labels
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)

@@ -112,6 +112,8 @@ void check_common_options(const TrainOptions& o) {
                 "--stages under mpirun");
   if (!o.dump_gradients.empty() && o.strategy != "single")
     usage_error("--dump-gradients works with --strategy single only");
+  if ((!o.x_key.empty() || !o.y_key.empty()) && o.data.rfind("npz:", 0) != 0)
+    usage_error("--x-key and --y-key name arrays of npz data: use them with --data npz:FILE");
   if (!o.dump_gradients.empty() && std::filesystem::exists(o.dump_gradients) &&
       !std::filesystem::is_directory(o.dump_gradients))
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");

@@ -544,6 +544,13 @@ std::string format_pipeline_report(const PipelineReport& r) {
     }
     o << "\n";
   }
+  // What the columns mean, one line each (the same words as the README's Pipeline training section).
+  o << "bubble: the share of the stage's wall time spent waiting for a neighbour's activation or gradient\n"
+       "staleness(F/B): the mean number of updates between the weights a forward (backward) pass read and the\n"
+       "  ones one device would use for that mini-batch (0: as one device)\n";
+  if (r.strategy == PipelineStrategy::spectrain)
+    o << "pred.error: |predicted - aimed-at weights| / |current - aimed-at weights|, the mean over the predictions\n"
+         "  scored (below 1: the prediction is closer than using the weights as they are)\n";
   return o.str();
 }
 
