@@ -150,6 +150,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
       report.notes.push_back("rewrote " + std::to_string(sequences) +
                              " SplitToSequence/SequenceAt chains (torch.split in the dynamo exporter) as Split");
     }
+    for (const auto& prop : model.metadata_props()) report.metadata[prop.key()] = prop.value();
     report.graph = graph_from_proto(model, options.batch, options.dims);
     report.graph.info.path = path;
     classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);

@@ -34,6 +34,8 @@ struct ImportedModel {
   // they load (shapes from ONNX's inference) but cannot be trained yet.
   std::vector<std::string> unsupported_ops;
   int folded_nodes = 0;            // nodes replaced by constants
+  // The model's metadata_props (a model `train` wrote records its preprocessing: onnxtrain.preprocess.*).
+  std::map<std::string, std::string> metadata;
 };
 
 // The bindings that make the non-batch symbolic dims of the graph's data input (its first input) the

@@ -110,6 +110,47 @@ TEST(Cli, APlanSetsTheStageCount) {
   std::filesystem::remove_all(dir);
 }
 
+// eval scores a written model with the preprocessing its metadata record: the training run's final test
+// line and eval agree (the same samples, loss and accuracy), top-5 is at least top-1, and the confusion
+// matrix holds every sample once.
+TEST(Cli, EvalScoresWhatTheTrainingRunsFinalLineSaid) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_eval_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string data = "synthetic:1,28,28:10:640";
+  CliRun r = run("train " + kModels + "mlp_opset17.onnx --data " + data + " --test-data " + data +
+                 " --epochs 5 --batch 32 --lr 0.1 -o " + (dir / "m.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch final;
+  ASSERT_TRUE(std::regex_search(r.output, final,
+                                std::regex(R"(final: test loss ([0-9.]+), accuracy ([0-9.]+)% \((\d+) samples\))")))
+      << r.output;
+  r = run("eval " + (dir / "m.onnx").string() + " --data " + data + " --json " + (dir / "eval.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch eval;
+  ASSERT_TRUE(std::regex_search(
+      r.output, eval,
+      std::regex(R"(eval: loss ([0-9.]+), accuracy ([0-9.]+)% \(top-1\), ([0-9.]+)% \(top-5\) \((\d+) samples\))")))
+      << r.output;
+  // The loss in double from the logits here, in float32 by the training graph's loss there: 4 decimals apart.
+  EXPECT_NEAR(std::stod(eval[1].str()), std::stod(final[1].str()), 2e-4) << r.output;
+  EXPECT_EQ(eval[2].str(), final[2].str()) << r.output;
+  EXPECT_EQ(eval[4].str(), final[3].str()) << r.output;
+  EXPECT_GE(std::stod(eval[3].str()), std::stod(eval[2].str()));
+  EXPECT_GT(std::stod(eval[2].str()), 12.0) << "a model that learned nothing would make the agreement trivial";
+  std::ifstream in(dir / "eval.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int64_t in_matrix = 0, diagonal = 0;
+  for (size_t l = 0; l < doc["confusion"].size(); ++l)
+    for (size_t p = 0; p < doc["confusion"][l].size(); ++p) {
+      in_matrix += doc["confusion"][l][p].get<int64_t>();
+      if (l == p) diagonal += doc["confusion"][l][p].get<int64_t>();
+    }
+  EXPECT_EQ(in_matrix, doc["samples"].get<int64_t>());
+  EXPECT_NEAR(static_cast<double>(diagonal) / in_matrix, doc["accuracy"].get<double>(), 1e-12);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

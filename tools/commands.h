@@ -9,6 +9,7 @@ namespace onnxtrain::cli {
 inline constexpr char kOnnxtrainVersion[] = "0.1.0";  // as project() in CMakeLists.txt says
 
 void add_bench_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_run_command(CLI::App& app);
