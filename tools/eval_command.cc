@@ -46,7 +46,8 @@ DatasetOptions data_options(const EvalOptions& o, const ImportedModel& imported)
   const Graph& model = imported.graph;
   std::map<std::string, std::string> meta = imported.metadata;
   if (meta.count("onnxtrain.preprocess.baked")) {
-    throw Error(o.model + ": its preprocessing is baked into the graph (it takes raw values): eval reads data as "
+    throw Error(o.model +
+                ": its preprocessing is baked into the graph (it takes raw values): eval reads data as "
                 "training does; evaluate the model written without --bake-normalization, or feed it with "
                 "`onnxtrain run`");
   }
@@ -100,7 +101,8 @@ void score(const float* logits, const int64_t* labels, int64_t rows, int64_t cla
     s.top1 += above == 0 ? 1 : 0;
     s.top5 += above < 5 ? 1 : 0;
     ++s.counted;
-    if (!s.confusion.empty()) ++s.confusion[static_cast<size_t>(label * classes + (std::max_element(z, z + classes) - z))];
+    if (!s.confusion.empty())
+      ++s.confusion[static_cast<size_t>(label * classes + (std::max_element(z, z + classes) - z))];
   }
 }
 
@@ -130,15 +132,18 @@ void run_eval(const EvalOptions& o) {
   for (int64_t begin = 0; begin < n; begin += o.batch) {
     const int64_t end = std::min(n, begin + o.batch);
     std::map<std::string, Tensor> feed;
-    for (const auto& [name, tensor] : all.tensors) feed[name.empty() ? options.input_name : name] = slice_rows(tensor, begin, end);
+    for (const auto& [name, tensor] : all.tensors)
+      feed[name.empty() ? options.input_name : name] = slice_rows(tensor, begin, end);
     const Tensor logits = session.run(feed).at(logits_name);
     const Tensor labels = slice_rows(data.labels, begin, end);
-    if (logits.dtype() != DType::Float32 || logits.rank() != (per_position ? 3 : 2) || logits.sizes()[0] != end - begin) {
+    if (logits.dtype() != DType::Float32 || logits.rank() != (per_position ? 3 : 2) ||
+        logits.sizes()[0] != end - begin) {
       throw Error(o.model + ": the first output '" + logits_name + "' is " + Shape::of(logits.sizes()).to_string() +
                   ": expected float32 logits (batch, " + (per_position ? "T, " : "") + "classes)");
     }
     classes = logits.sizes().back();
-    if (s.confusion.empty() && !per_position && classes <= 20) s.confusion.assign(static_cast<size_t>(classes * classes), 0);
+    if (s.confusion.empty() && !per_position && classes <= 20)
+      s.confusion.assign(static_cast<size_t>(classes * classes), 0);
     score(logits.data<float>().data(), labels.data<int64_t>().data(), labels.numel(), classes, s);
   }
   if (s.counted == 0) throw Error(o.data + ": no labelled samples to evaluate");
@@ -185,7 +190,8 @@ void add_eval_command(CLI::App& app) {
       "record (the training run's scale, mean and std), so a model `train` wrote scores what its final test line "
       "said");
   cmd->add_option("model", o->model, "the .onnx file (its first output: the logits)")->required();
-  cmd->add_option("--data", o->data, "the data, as train's --data (fashion-mnist, npz:FILE, cifar10:DIR, text:FILE, ...)")
+  cmd->add_option("--data", o->data,
+                  "the data, as train's --data (fashion-mnist, npz:FILE, cifar10:DIR, text:FILE, ...)")
       ->required();
   cmd->add_option("--split", o->split, "test (the default) or train: which split of a source that has both")
       ->check(CLI::IsMember({"test", "train"}));
