@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -148,6 +149,43 @@ TEST(Cli, EvalScoresWhatTheTrainingRunsFinalLineSaid) {
     }
   EXPECT_EQ(in_matrix, doc["samples"].get<int64_t>());
   EXPECT_NEAR(static_cast<double>(diagonal) / in_matrix, doc["accuracy"].get<double>(), 1e-12);
+  std::filesystem::remove_all(dir);
+}
+
+// --freeze REGEX: the matching parameters are not trained under any strategy and are written back as they
+// were; the others train. A pattern that matches nothing is an error naming the parameters.
+TEST(Cli, FrozenParametersAreWrittenBackUnchanged) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_freeze_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto weights = [](const std::string& path) {
+    std::map<std::string, std::vector<double>> w;
+    const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
+    for (onnxtrain::ValueId id : m.graph.initializers)
+      if (m.graph.value(id).data) w[m.graph.value(id).name] = m.graph.value(id).data->to_double();
+    return w;
+  };
+  const auto before = weights(kModels + "mlp_opset17.onnx");
+  for (const std::string strategy : {"", " --strategy dp --replicas 2", " --strategy pipedream --stages 2"}) {
+    SCOPED_TRACE(strategy);
+    const std::string out = (dir / "m.onnx").string();
+    const CliRun r = run("train " + kModels +
+                         "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none "
+                         "--freeze '^fc1\\.'" +
+                         strategy + " -o " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("frozen (--freeze): 2 of 6 parameters, not trained: fc1.weight, fc1.bias"),
+              std::string::npos)
+        << r.output;
+    const auto after = weights(out);
+    EXPECT_EQ(after.at("fc1.weight"), before.at("fc1.weight"));
+    EXPECT_EQ(after.at("fc1.bias"), before.at("fc1.bias"));
+    EXPECT_NE(after.at("fc2.weight"), before.at("fc2.weight"));
+  }
+  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --freeze conv -o " +
+                       (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--freeze 'conv' matches no parameter"), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
 }
 

@@ -73,6 +73,9 @@ void add_train_command(CLI::App& app) {
       "(N,T) for language "
       "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
       "input is an integer type reads integer data as token ids, unscaled and not normalised");
+  cmd->add_option("--freeze", o->freeze,
+                  "parameters whose names match this regex (ECMAScript, searched anywhere in the name) are not "
+                  "trained: fine-tuning as requires_grad_(False) does; they are written back unchanged");
   cmd->add_option(
       "--x-key", o->x_key,
       "npz data: the array of the inputs (default: the model input's name, then x, inputs, x_train/x_test)");

@@ -240,7 +240,7 @@ void bind_model_to_data(ImportedModel& model, const TrainOptions& o, const Datas
   for (const auto& [name, tensor] : train.model_inputs().tensors)
     sizes[name.empty() ? data_input(model.graph, o.model).name : name] = tensor.sizes();
   const SymbolBindings dims = input_dim_bindings(model.graph, sizes);
-  if (!dims.empty()) model = import_model(o.model, {.dims = dims});
+  if (!dims.empty()) model = import_model(o.model, {.freeze_pattern = o.freeze, .dims = dims});
 }
 
 std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model, const Dataset& train) {
@@ -258,12 +258,44 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
         "there is nothing to bake");
   }
   bind_model_to_data(model, o, train);
+  if (!o.freeze.empty()) {
+    int64_t frozen = 0;
+    std::string names;
+    for (ValueId id : model.graph.initializers) {
+      const Value& v = model.graph.value(id);
+      if (v.role != ValueRole::Parameter) continue;
+      frozen += v.frozen ? 1 : 0;
+      if (names.size() < 200) names += (names.empty() ? "" : ", ") + v.name;
+    }
+    if (frozen == 0)
+      throw Error("--freeze '" + o.freeze + "' matches no parameter of " + o.model + " (its parameters: " + names +
+                  ")");
+  }
   return train;
 }
 }  // namespace
 
+void TrainingData::print_data_line() const {
+  std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  int64_t frozen = 0, parameters = 0;
+  std::string names;
+  for (ValueId id : model.graph.initializers) {
+    const Value& v = model.graph.value(id);
+    if (v.role != ValueRole::Parameter) continue;
+    ++parameters;
+    if (!v.frozen) continue;
+    ++frozen;
+    if (frozen <= 5) names += (names.empty() ? "" : ", ") + v.name;
+  }
+  if (frozen > 0) {
+    std::fprintf(stderr, "frozen (--freeze): %lld of %lld parameters, not trained: %s%s\n",
+                 static_cast<long long>(frozen), static_cast<long long>(parameters), names.c_str(),
+                 frozen > 5 ? ", ..." : "");
+  }
+}
+
 TrainingData::TrainingData(const TrainOptions& o, const Device& device)
-    : model(import_model(o.model)),
+    : model(import_model(o.model, {.freeze_pattern = o.freeze})),
       train(load_training_data_and_bind(o, model)),
       test(load_test_data(o, model.graph, train)),
       loader(train, {.batch = o.batch,
@@ -348,6 +380,7 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   if (o.schedule != "constant") c["total_steps"] = total_steps;
   if (o.seq_len > 0) c["seq_len"] = o.seq_len;
   if (!o.x_key.empty()) c["x_key"] = o.x_key;  // only when given: older checkpoints still resume
+  if (!o.freeze.empty()) c["freeze"] = o.freeze;
   if (!o.y_key.empty()) c["y_key"] = o.y_key;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";

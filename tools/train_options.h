@@ -33,6 +33,7 @@ struct TrainOptions {
   bool keep_training_mode = false;    // write BatchNormalization/Dropout as exported (training mode)
   bool bake_normalization = false;    // fold the input preprocessing into the written model
   std::string x_key, y_key;           // npz: the arrays of the inputs and the labels
+  std::string freeze;                 // regex: matching parameters are not trained
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
@@ -148,6 +149,9 @@ struct TrainingData {
   DataLoader loader;
   int64_t per_epoch;    // --limit-batches, else the loader's batches per epoch
   int64_t total_steps;  // per_epoch × --epochs
+
+  // Prints "data: ..." (the training data's description) and, with --freeze, the parameters it froze.
+  void print_data_line() const;
 };
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
