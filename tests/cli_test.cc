@@ -72,7 +72,7 @@ TEST(Cli, UsageErrorsExitTwoAndSuggestTheClosestName) {
   const std::string train = "train " + kModels + "mlp_opset17.onnx -o /tmp/onnxtrain_never_written.onnx ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"trian",
-       "command 'trian' is not one of bench, inspect, partition, run, simulate, train, version: did you mean "
+       "command 'trian' is not one of bench, eval, inspect, partition, run, simulate, train, version: did you mean "
        "'train'?"},
       {train + "--strategy ddp",
        "--strategy: 'ddp' is not one of single, dp, ps, naive, pipedream, spectrain, gpipe, "
@@ -119,14 +119,15 @@ TEST(Cli, EvalScoresWhatTheTrainingRunsFinalLineSaid) {
       std::filesystem::temp_directory_path() / ("onnxtrain_cli_eval_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string data = "synthetic:1,28,28:10:640";
-  CliRun r = run("train " + kModels + "mlp_opset17.onnx --data " + data + " --test-data " + data +
-                 " --epochs 5 --batch 32 --lr 0.1 -o " + (dir / "m.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::smatch final;
-  ASSERT_TRUE(std::regex_search(r.output, final,
+  const CliRun trained = run("train " + kModels + "mlp_opset17.onnx --data " + data + " --test-data " + data +
+                             " --epochs 5 --batch 32 --lr 0.1 -o " + (dir / "m.onnx").string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  std::smatch final;  // refers into trained.output, which lives to the end of the test
+  ASSERT_TRUE(std::regex_search(trained.output, final,
                                 std::regex(R"(final: test loss ([0-9.]+), accuracy ([0-9.]+)% \((\d+) samples\))")))
-      << r.output;
-  r = run("eval " + (dir / "m.onnx").string() + " --data " + data + " --json " + (dir / "eval.json").string());
+      << trained.output;
+  const CliRun r =
+      run("eval " + (dir / "m.onnx").string() + " --data " + data + " --json " + (dir / "eval.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch eval;
   ASSERT_TRUE(std::regex_search(
