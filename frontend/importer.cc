@@ -4,7 +4,13 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <functional>
 #include <set>
 
 #include "frontend/import_passes.h"
@@ -76,6 +82,27 @@ void convert_old_opset(onnx::ModelProto& model, ImportedModel& report) {
   }
 }
 
+// Runs `risky` in a forked child (the parent's memory, copy-on-write) and says whether it returned or threw,
+// rather than dying of a signal. For library code that can crash on hostile input (ONNX 1.12's data
+// propagation): the crash stays in the child and the parent reports an Error.
+bool survives_in_a_child(const std::function<void()>& risky) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return true;  // cannot fork: run it here as before
+  if (pid == 0) {
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);  // no sanitizer report
+    try {
+      risky();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
   try {
     // First without data propagation, on a copy: when a node's inference fails, ONNX 1.12 goes on to the
@@ -85,6 +112,16 @@ OnnxValueInfos run_onnx_shape_inference(onnx::ModelProto& model) {
     onnx::shape_inference::InferShapes(probe, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(/*check_type=*/true, /*strict_mode=*/1));
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
+    if (!survives_in_a_child([&] {
+          onnx::ModelProto copy = model;  // as the real run below sees it (the probe's copy holds its types)
+          onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
+        })) {
+      throw Error(
+          "with data propagation, ONNX 1.12 crashes on this model: a node's inference fails "
+          "once the sizes computed from constants are known (e.g. a Split whose sizes do not add up to its axis), "
+          "and later nodes read the type it never set. Check the model with "
+          "onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True) in a newer ONNX");
+    }
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception& e) {
     throw Error(std::string("ONNX shape inference fails: ") + e.what());
