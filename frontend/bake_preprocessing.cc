@@ -2,9 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <cstdio>
 #include <set>
 
+#include "frontend/dataset.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -29,16 +29,6 @@ void rename_uses(onnx::GraphProto& graph, const std::string& from, const std::st
     for (auto& attribute : *node.mutable_attribute())
       if (attribute.has_g()) rename_uses(*attribute.mutable_g(), from, to);
   }
-}
-
-std::string format_floats(const std::vector<float>& values) {
-  std::string text;
-  for (float v : values) {
-    char item[32];
-    std::snprintf(item, sizeof item, "%s%.9g", text.empty() ? "" : ",", static_cast<double>(v));
-    text += item;
-  }
-  return text;
 }
 
 }  // namespace
@@ -123,10 +113,10 @@ std::map<std::string, std::string> baked_preprocessing_metadata(std::map<std::st
                                                                 const InputPreprocessing& p) {
   std::string applied = "x = raw";
   if (p.raw_uint8) applied = "x = float(raw)";
-  if (p.scale != 1.0f) applied += " * " + format_floats({p.scale});
+  if (p.scale != 1.0f) applied += " * " + full_precision_list({p.scale});
   if (!p.mean.empty())
-    applied = "x = (" + applied.substr(4) + " - mean[c]) / std[c], mean " + format_floats(p.mean) + ", std " +
-              format_floats(p.std);
+    applied = "x = (" + applied.substr(4) + " - mean[c]) / std[c], mean " + full_precision_list(p.mean) + ", std " +
+              full_precision_list(p.std);
   metadata["onnxtrain.preprocess"] = "none: feed raw " + std::string(p.raw_uint8 ? "uint8" : "float32") +
                                      " values (the model's first nodes apply the training run's preprocessing)";
   metadata["onnxtrain.preprocess.baked"] = applied;

@@ -502,28 +502,29 @@ void check_matches_model_input(const Tensor& data, const std::string& input_name
   }
 }
 
+std::string full_precision_list(const std::vector<float>& values) {
+  std::string text;
+  for (float v : values) {
+    char item[32];
+    std::snprintf(item, sizeof item, "%s%.9g", text.empty() ? "" : ",", static_cast<double>(v));
+    text += item;
+  }
+  return text;
+}
+
 std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset) {
-  auto full_precision = [](const std::vector<float>& values) {
-    std::string text;
-    for (float v : values) {
-      char item[32];
-      std::snprintf(item, sizeof item, "%s%.9g", text.empty() ? "" : ",", static_cast<double>(v));
-      text += item;
-    }
-    return text;
-  };
   std::map<std::string, std::string> m;
   const bool normalised = !dataset.mean.empty();
   m["onnxtrain.preprocess"] =
       normalised ? "x = (raw * scale - mean[c]) / std[c], c = the input's axis 1" : "x = raw * scale";
-  m["onnxtrain.preprocess.scale"] = full_precision({dataset.input_scale});
+  m["onnxtrain.preprocess.scale"] = full_precision_list({dataset.input_scale});
   m["onnxtrain.preprocess.raw_dtype"] = dataset.raw_dtype;
   const bool ids = is_integer(dataset.inputs.dtype());
   if (ids) m["onnxtrain.preprocess"] = "none: x = raw integer token ids";
   m["onnxtrain.preprocess.layout"] = ids ? "NT" : dataset.inputs.rank() == 4 ? "NCHW" : "NC";
   if (normalised) {
-    m["onnxtrain.preprocess.mean"] = full_precision(dataset.mean);
-    m["onnxtrain.preprocess.std"] = full_precision(dataset.std);
+    m["onnxtrain.preprocess.mean"] = full_precision_list(dataset.mean);
+    m["onnxtrain.preprocess.std"] = full_precision_list(dataset.std);
   }
   m["onnxtrain.classes"] = std::to_string(dataset.classes);
   return m;

@@ -107,6 +107,9 @@ void check_matches_model_input(const Tensor& data, const std::string& input_name
 //   onnxtrain.preprocess.layout  NCHW (images) or NC (feature vectors): the axis the statistics go along
 //   onnxtrain.classes            the class count of the labels
 std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset);
+// "0.286000013,0.352999985": floats comma-separated with the 9 digits that read back to the same float
+// (the metadata's format).
+std::string full_precision_list(const std::vector<float>& values);
 
 // The given rows, in that order, as a new Dataset (copies the data).
 Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows);

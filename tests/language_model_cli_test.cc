@@ -50,6 +50,21 @@ std::string read_bytes(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// `train` (a command without --epochs and -o) run 3 epochs at once, and 2 then resumed to 3 with a
+// checkpoint every `every` steps: the resumed run must write the same bytes.
+void expect_resumed_run_equals_the_whole(const std::string& train, const fs::path& dir, int every) {
+  CliRun r = run(train + "--epochs 3 -o " + (dir / "whole.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoints =
+      " --checkpoint-dir " + (dir / "ck").string() + " --checkpoint-every " + std::to_string(every);
+  r = run(train + "--epochs 2" + checkpoints + " -o " + (dir / "part.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(train + "--epochs 3" + checkpoints + " --resume -o " + (dir / "resumed.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(read_bytes(dir / "resumed.onnx"), read_bytes(dir / "whole.onnx")) << "the resumed model differs";
+}
+
 // Uniform guessing over 256 bytes has perplexity 256; English bytes given the previous byte about 10.
 TEST(LanguageModelCli, TextTrainsABigramModelAndPerplexityFalls) {
   ASSERT_TRUE(fs::exists(kText)) << kText << " (Debian's base-files) is missing";
@@ -162,16 +177,8 @@ TEST(LanguageModelCli, SeveralDataInputsResumeExactlyAndTrainInBfloat16) {
   const fs::path dir = scratch("bert_masked_resume");
   const std::string train = "train " + kSource + "/models/transformers/bert_masked_torchscript.onnx --data npz:" +
                             kSource + "/tests/data/dataset_bert_masked.npz --batch 16 --optimizer adamw --lr 0.003 ";
-  CliRun r = run(train + "--epochs 3 -o " + (dir / "whole.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string checkpoints = " --checkpoint-dir " + (dir / "ck").string() + " --checkpoint-every 5";
-  r = run(train + "--epochs 2" + checkpoints + " -o " + (dir / "part.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run(train + "--epochs 3" + checkpoints + " --resume -o " + (dir / "resumed.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_EQ(read_bytes(dir / "resumed.onnx"), read_bytes(dir / "whole.onnx")) << "the resumed model differs";
-  r = run(train + "--epochs 2 --precision bf16 --metrics " + (dir / "m.jsonl").string() + " -o " +
+  expect_resumed_run_equals_the_whole(train, dir, 5);
+  const CliRun r = run(train + "--epochs 2 --precision bf16 --metrics " + (dir / "m.jsonl").string() + " -o " +
           (dir / "bf16.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_loss");
@@ -235,17 +242,9 @@ TEST(LanguageModelCli, Gpt2ResumesExactlyAndTrainsInBfloat16) {
   const fs::path dir = scratch("gpt2_more");
   const std::string train = "train " + kSource + "/models/transformers/gpt2_torchscript.onnx --data text:" + kText +
                             " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw --lr 0.003 ";
-  CliRun r = run(train + "--epochs 3 -o " + (dir / "whole.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string checkpoints = " --checkpoint-dir " + (dir / "ck").string() + " --checkpoint-every 4";
-  r = run(train + "--epochs 2" + checkpoints + " -o " + (dir / "part.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run(train + "--epochs 3" + checkpoints + " --resume -o " + (dir / "resumed.onnx").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_EQ(read_bytes(dir / "resumed.onnx"), read_bytes(dir / "whole.onnx")) << "the resumed model differs";
+  expect_resumed_run_equals_the_whole(train, dir, 4);
   for (const std::string how : {"--precision bf16", "--precision bf16 --strategy gpipe --stages 2 --micro-batches 2"}) {
-    r = run(train + how + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "bf16.onnx").string());
+    const CliRun r = run(train + how + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "bf16.onnx").string());
     ASSERT_EQ(r.exit_code, 0) << how << "\n" << r.output;
     const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
     ASSERT_EQ(epochs.size(), 1u) << how;

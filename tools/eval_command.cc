@@ -23,6 +23,7 @@
 #include "graph/autodiff/training_recipe.h"
 #include "graph/error.h"
 #include "tools/commands.h"
+#include "tools/model_import.h"
 #include "tools/text_file.h"
 
 namespace onnxtrain::cli {
@@ -51,20 +52,9 @@ DatasetOptions data_options(const EvalOptions& o, const ImportedModel& imported)
                 "training does; evaluate the model written without --bake-normalization, or feed it with "
                 "`onnxtrain run`");
   }
-  const Value& input = model.value(model.inputs.at(0));
-  DatasetOptions options{.split = o.split,
-                         .seed = 0,
-                         .seq_len = o.seq_len,
-                         .integer_inputs = is_integer(input.dtype),
-                         .input_name = input.name,
-                         .x_key = o.x_key,
-                         .y_key = o.y_key};
-  for (size_t i = 1; i < model.inputs.size(); ++i) {
-    const Value& extra = model.value(model.inputs[i]);
-    options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
-  }
-  if (options.seq_len == 0 && input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static())
-    options.seq_len = input.shape.dims[1].value();
+  DatasetOptions options = data_options_for(model, o.seq_len);
+  options.split = o.split;
+  options.x_key = o.x_key, options.y_key = o.y_key;
   if (meta.count("onnxtrain.preprocess.mean") && meta.count("onnxtrain.preprocess.std")) {
     try {
       options.normalize = Normalization::MeanStd;
@@ -117,10 +107,7 @@ void run_eval(const EvalOptions& o) {
   for (const auto& [name, tensor] : all.tensors) sizes[name.empty() ? options.input_name : name] = tensor.sizes();
   if (SymbolBindings dims = input_dim_bindings(model.graph, sizes); !dims.empty())
     model = import_model(o.model, {.dims = dims});
-  for (size_t i = 0; i < model.graph.inputs.size(); ++i) {
-    const Value& v = model.graph.value(model.graph.inputs[i]);
-    check_matches_model_input(i == 0 ? data.inputs : data.extra_inputs.at(i - 1).second, v.name, v.shape, v.dtype);
-  }
+  check_data_fits_model(data, model.graph);
   const Graph graph = make_inference_graph(model.graph);
   InferenceSession session(graph, o.kernels);
   const std::string logits_name = graph.value(graph.outputs[0]).name;

@@ -26,4 +26,26 @@ bool is_language_model(const Graph& graph) {
   return is_integer(graph.value(graph.inputs[0]).dtype) && logits.rank_known && logits.rank() == 3;
 }
 
+DatasetOptions data_options_for(const Graph& model, int64_t seq_len) {
+  const Value& input = model.value(model.inputs.at(0));
+  const bool static_length = input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static();
+  DatasetOptions options{.seq_len = seq_len > 0     ? seq_len
+                                    : static_length ? input.shape.dims[1].value()
+                                                    : 0,
+                         .integer_inputs = is_integer(input.dtype),
+                         .input_name = input.name};
+  for (size_t i = 1; i < model.inputs.size(); ++i) {
+    const Value& extra = model.value(model.inputs[i]);
+    options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
+  }
+  return options;
+}
+
+void check_data_fits_model(const Dataset& data, const Graph& model) {
+  for (size_t i = 0; i < model.inputs.size(); ++i) {
+    const Value& v = model.value(model.inputs[i]);
+    check_matches_model_input(i == 0 ? data.inputs : data.extra_inputs.at(i - 1).second, v.name, v.shape, v.dtype);
+  }
+}
+
 }  // namespace onnxtrain::cli

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/dataset.h"
 #include "frontend/importer.h"
 
 namespace onnxtrain::cli {
@@ -21,5 +22,12 @@ ImportedModel import_for_costs(const std::string& path, int64_t seq_len, ImportO
 std::vector<std::string> unbound_sequence_dims(const Graph& graph);
 // An integer (token id) data input and rank-3 logits (N, T, V) as the first output.
 bool is_language_model(const Graph& graph);
+
+// The data options that fit `model`'s data inputs (train and eval start from these): integer ids where an
+// input is an integer type, the first input's name (an npz array of that name), the other inputs by name,
+// and the tokens per sample: seq_len, else the first input's static length.
+DatasetOptions data_options_for(const Graph& model, int64_t seq_len);
+// Error unless every data input of `data` fits its graph input (rank, static dims, ids against floats).
+void check_data_fits_model(const Dataset& data, const Graph& model);
 
 }  // namespace onnxtrain::cli

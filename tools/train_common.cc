@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/device_option.h"
+#include "tools/model_import.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
@@ -208,29 +209,15 @@ const Value& data_input(const Graph& model, const std::string& model_file) {
 }
 
 Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::string& spec, const Dataset* train) {
-  const Value& input = data_input(model, o.model);
-  const int64_t static_length = input.shape.rank_known && input.shape.rank() == 2 && input.shape.dims[1].is_static()
-                                    ? input.shape.dims[1].value()
-                                    : 0;
-  DatasetOptions options{.split = train ? "test" : "train",
-                         .normalize = normalization(o),
-                         .seed = o.seed,
-                         .seq_len = o.seq_len > 0 ? o.seq_len : static_length,
-                         .integer_inputs = is_integer(input.dtype),
-                         .input_name = input.name,
-                         .x_key = o.x_key,
-                         .y_key = o.y_key};
-  for (size_t i = 1; i < model.inputs.size(); ++i) {
-    const Value& extra = model.value(model.inputs[i]);
-    options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
-  }
+  data_input(model, o.model);  // Error naming the file when there is none
+  DatasetOptions options = data_options_for(model, o.seq_len);
+  options.split = train ? "test" : "train";
+  options.normalize = normalization(o);
+  options.seed = o.seed;
+  options.x_key = o.x_key, options.y_key = o.y_key;
   if (train) options.mean = train->mean, options.std = train->std;
   Dataset data = load_dataset(spec, options);
-  check_matches_model_input(data, input.name, input.shape, input.dtype);
-  for (size_t i = 1; i < model.inputs.size(); ++i) {
-    const Value& extra = model.value(model.inputs[i]);
-    check_matches_model_input(data.extra_inputs[i - 1].second, extra.name, extra.shape, extra.dtype);
-  }
+  check_data_fits_model(data, model);
   check_labels_fit_model(data, model, o);
   return data;
 }
