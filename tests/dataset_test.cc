@@ -299,6 +299,12 @@ TEST(NpzDataset, ArraysOfOtherNamesLoadByKey) {
   const Dataset d = load_dataset("npz:" + fixture("dataset_other_names.npz"), {.x_key = "images", .y_key = "targets"});
   EXPECT_EQ(d.size(), 2);
   EXPECT_EQ(d.labels.data<int64_t>()[1], 1);
+  // The data line's class histogram, and the classes without a sample when the model scores more.
+  EXPECT_NE(d.description.find("; class counts 0:1 1:1"), std::string::npos) << d.description;
+  const Dataset three = load_dataset("npz:" + fixture("dataset_other_names.npz"),
+                                     {.classes = 3, .x_key = "images", .y_key = "targets"});
+  EXPECT_NE(three.description.find("; class counts 0:1 1:1 2:0; 1 of 3 classes have no sample"), std::string::npos)
+      << three.description;
   EXPECT_EQ(error_of([] { load_dataset("npz:" + fixture("dataset_other_names.npz"), {.x_key = "images"}); }),
             fixture("dataset_other_names.npz") + ": expected arrays images (--x-key) and y (--y-key), the archive holds: "
                                                  "images, targets");
