@@ -323,13 +323,19 @@ Tensor checked_labels(const LoadedData& d, int64_t count, int64_t& classes) {
   return labels;
 }
 
-std::string format_values(const std::vector<float>& values) {
+// The values comma-separated, each printed with `format` (a printf format of one double).
+std::string joined_floats(const std::vector<float>& values, const char* format) {
   std::string text;
   for (float v : values) {
     char item[32];
-    std::snprintf(item, sizeof item, "%s%.4f", text.empty() ? "" : ",", static_cast<double>(v));
-    text += item;
+    std::snprintf(item, sizeof item, format, static_cast<double>(v));
+    text += (text.empty() ? "" : ",") + std::string(item);
   }
+  return text;
+}
+
+std::string format_values(const std::vector<float>& values) {
+  const std::string text = joined_floats(values, "%.4f");
   return values.size() > 1 ? "(" + text + ")" : text;
 }
 
@@ -502,15 +508,7 @@ void check_matches_model_input(const Tensor& data, const std::string& input_name
   }
 }
 
-std::string full_precision_list(const std::vector<float>& values) {
-  std::string text;
-  for (float v : values) {
-    char item[32];
-    std::snprintf(item, sizeof item, "%s%.9g", text.empty() ? "" : ",", static_cast<double>(v));
-    text += item;
-  }
-  return text;
-}
+std::string full_precision_list(const std::vector<float>& values) { return joined_floats(values, "%.9g"); }
 
 std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset) {
   std::map<std::string, std::string> m;

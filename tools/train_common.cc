@@ -237,6 +237,21 @@ std::optional<Dataset> load_test_data(const TrainOptions& o, const Graph& model,
 }
 
 namespace {
+// The model's trained parameters by name, in initializer order, and those of them --freeze froze.
+struct ModelParameters {
+  std::vector<std::string> all, frozen;
+};
+ModelParameters parameters_of(const Graph& graph) {
+  ModelParameters p;
+  for (ValueId id : graph.initializers) {
+    const Value& v = graph.value(id);
+    if (v.role != ValueRole::Parameter) continue;
+    p.all.push_back(v.name);
+    if (v.frozen) p.frozen.push_back(v.name);
+  }
+  return p;
+}
+
 Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model) {
   Dataset train = load_model_data(o, model.graph, o.data);
   if (o.bake_normalization && is_integer(train.inputs.dtype())) {
@@ -245,18 +260,11 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
         "there is nothing to bake");
   }
   bind_model_to_data(model, o, train);
-  if (!o.freeze.empty()) {
-    int64_t frozen = 0;
+  if (const ModelParameters parameters = parameters_of(model.graph); !o.freeze.empty() && parameters.frozen.empty()) {
     std::string names;
-    for (ValueId id : model.graph.initializers) {
-      const Value& v = model.graph.value(id);
-      if (v.role != ValueRole::Parameter) continue;
-      frozen += v.frozen ? 1 : 0;
-      if (names.size() < 200) names += (names.empty() ? "" : ", ") + v.name;
-    }
-    if (frozen == 0)
-      throw Error("--freeze '" + o.freeze + "' matches no parameter of " + o.model + " (its parameters: " + names +
-                  ")");
+    for (const std::string& name : parameters.all)
+      if (names.size() < 200) names += (names.empty() ? "" : ", ") + name;
+    throw Error("--freeze '" + o.freeze + "' matches no parameter of " + o.model + " (its parameters: " + names + ")");
   }
   return train;
 }
@@ -264,21 +272,12 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
 
 void TrainingData::print_data_line() const {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
-  int64_t frozen = 0, parameters = 0;
+  const ModelParameters parameters = parameters_of(model.graph);
+  if (parameters.frozen.empty()) return;
   std::string names;
-  for (ValueId id : model.graph.initializers) {
-    const Value& v = model.graph.value(id);
-    if (v.role != ValueRole::Parameter) continue;
-    ++parameters;
-    if (!v.frozen) continue;
-    ++frozen;
-    if (frozen <= 5) names += (names.empty() ? "" : ", ") + v.name;
-  }
-  if (frozen > 0) {
-    std::fprintf(stderr, "frozen (--freeze): %lld of %lld parameters, not trained: %s%s\n",
-                 static_cast<long long>(frozen), static_cast<long long>(parameters), names.c_str(),
-                 frozen > 5 ? ", ..." : "");
-  }
+  for (size_t i = 0; i < parameters.frozen.size() && i < 5; ++i) names += (i == 0 ? "" : ", ") + parameters.frozen[i];
+  std::fprintf(stderr, "frozen (--freeze): %zu of %zu parameters, not trained: %s%s\n", parameters.frozen.size(),
+               parameters.all.size(), names.c_str(), parameters.frozen.size() > 5 ? ", ..." : "");
 }
 
 TrainingData::TrainingData(const TrainOptions& o, const Device& device)

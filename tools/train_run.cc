@@ -104,8 +104,11 @@ void check_common_options(const TrainOptions& o) {
         std::pair{o.predict, "--predict"}, std::pair{!o.plan.empty(), "--plan"}, std::pair{o.stages > 1, "--stages"}})
     if (given && !pipeline)
       usage_error(std::string(flag) + " is a pipeline option: use it with --strategy " + pipeline_strategy_names());
-  const bool micro_batched = pipeline && (strategy_traits(parse_pipeline_strategy(o.strategy)).flushes ||
-                                          strategy_traits(parse_pipeline_strategy(o.strategy)).accumulates);
+  bool micro_batched = false;  // gpipe, 1f1b, 2bw: the strategy table's rows that flush or accumulate
+  if (pipeline) {
+    const StrategyTraits& traits = strategy_traits(parse_pipeline_strategy(o.strategy));
+    micro_batched = traits.flushes || traits.accumulates;
+  }
   if (o.micro_batches > 1 && !micro_batched)
     usage_error("--micro-batches splits the mini-batches of --strategy gpipe, 1f1b and 2bw only");
   if (o.replicas > 1 && o.strategy == "single" && !o.central_storage)
