@@ -52,7 +52,9 @@ std::function<void()> kernel_call(const Op& op, const std::string& implementatio
 }
 
 // Seconds per call of fn over at least `seconds` and two calls.
-double seconds_per_call(const std::function<void()>& fn, double seconds) { return bench::seconds_per_call(fn, seconds, 2); }
+double seconds_per_call(const std::function<void()>& fn, double seconds) {
+  return bench::seconds_per_call(fn, seconds, 2);
+}
 
 // Registers cpu/<name> and reference/<name>; `amount` bytes (GB/s) or FLOPs (GFLOP/s) per call.
 void add(const std::string& name, const std::function<Op()>& make, double amount, bool flops = false) {
@@ -88,19 +90,30 @@ void register_all() {
     for (int64_t v : scores) numel *= v;
     for (int64_t v : per_element) elements *= v;
     const double in_bytes = 4.0 * numel + 8.0 * elements;
-    add("SoftmaxCrossEntropyLoss/" + shape_name(scores),
-        [=] { return Op{"", "SoftmaxCrossEntropyLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])}, {{}}}; },
-        in_bytes);
-    add("SoftmaxCrossEntropyLoss_log_prob/" + shape_name(scores),
+    add(
+        "SoftmaxCrossEntropyLoss/" + shape_name(scores),
         [=] {
-          return Op{"", "SoftmaxCrossEntropyLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])},
-                    {{}, scores}};
+          return Op{"",  "SoftmaxCrossEntropyLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])},
+                    {{}}};
+        },
+        in_bytes);
+    add(
+        "SoftmaxCrossEntropyLoss_log_prob/" + shape_name(scores),
+        [=] {
+          return Op{
+              "",          "SoftmaxCrossEntropyLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])},
+              {{}, scores}};
         },
         in_bytes + 4.0 * numel);
-    add("SoftmaxCrossEntropyLossGrad/" + shape_name(scores),
+    add(
+        "SoftmaxCrossEntropyLossGrad/" + shape_name(scores),
         [=] {
-          return Op{kTrainingDomain, "SoftmaxCrossEntropyLossGrad", 1, {},
-                    {random_tensor({}), random_tensor(scores, -8, 0), labels(per_element, scores[1])}, {scores}};
+          return Op{kTrainingDomain,
+                    "SoftmaxCrossEntropyLossGrad",
+                    1,
+                    {},
+                    {random_tensor({}), random_tensor(scores, -8, 0), labels(per_element, scores[1])},
+                    {scores}};
         },
         in_bytes + 4.0 * numel);
   }
@@ -110,17 +123,24 @@ void register_all() {
     int64_t numel = 1, elements = 1;
     for (int64_t v : scores) numel *= v;
     for (int64_t v : per_element) elements *= v;
-    add("NegativeLogLikelihoodLoss/" + shape_name(scores),
+    add(
+        "NegativeLogLikelihoodLoss/" + shape_name(scores),
         [=] {
-          return Op{"", "NegativeLogLikelihoodLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])}, {{}}};
+          return Op{"",  "NegativeLogLikelihoodLoss", 13, {}, {random_tensor(scores), labels(per_element, scores[1])},
+                    {{}}};
         },
         12.0 * elements);  // a label and its score per element
-    add("NegativeLogLikelihoodLossGrad/" + shape_name(scores),
+    add(
+        "NegativeLogLikelihoodLossGrad/" + shape_name(scores),
         [=] {
           Tensor shape(DType::Int64, {static_cast<int64_t>(scores.size())});
           for (size_t i = 0; i < scores.size(); ++i) shape.data<int64_t>()[i] = scores[i];
-          return Op{kTrainingDomain, "NegativeLogLikelihoodLossGrad", 1, {},
-                    {random_tensor({}), labels(per_element, scores[1]), shape}, {scores}};
+          return Op{kTrainingDomain,
+                    "NegativeLogLikelihoodLossGrad",
+                    1,
+                    {},
+                    {random_tensor({}), labels(per_element, scores[1]), shape},
+                    {scores}};
         },
         8.0 * elements + 4.0 * numel);
   }
@@ -128,13 +148,21 @@ void register_all() {
     int64_t numel = 1;
     for (int64_t v : x) numel *= v;
     const Ints c{x[1]};
-    add("InstanceNormalization/" + shape_name(x),
-        [=] { return Op{"", "InstanceNormalization", 6, {}, {random_tensor(x), random_tensor(c), random_tensor(c)}, {x}}; },
-        8.0 * numel);
-    add("InstanceNormalizationGrad/" + shape_name(x),
+    add(
+        "InstanceNormalization/" + shape_name(x),
         [=] {
-          return Op{kTrainingDomain, "InstanceNormalizationGrad", 1, {},
-                    {random_tensor(x), random_tensor(x), random_tensor(c)}, {x, c, c}};
+          return Op{"", "InstanceNormalization", 6, {}, {random_tensor(x), random_tensor(c), random_tensor(c)}, {x}};
+        },
+        8.0 * numel);
+    add(
+        "InstanceNormalizationGrad/" + shape_name(x),
+        [=] {
+          return Op{kTrainingDomain,
+                    "InstanceNormalizationGrad",
+                    1,
+                    {},
+                    {random_tensor(x), random_tensor(x), random_tensor(c)},
+                    {x, c, c}};
         },
         12.0 * numel);
   }
@@ -143,17 +171,27 @@ void register_all() {
     Ints x, w, y;
     Attributes attributes;
   };
-  for (const Deconv& d : std::vector<Deconv>{
-           {"8x64x16x16_to_32x32x32_k4s2p1", {8, 64, 16, 16}, {64, 32, 4, 4}, {8, 32, 32, 32},
-            {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
-           {"8x16x32x32_to_16x32x32_k3s1p1", {8, 16, 32, 32}, {16, 16, 3, 3}, {8, 16, 32, 32},
-            {{"pads", Ints{1, 1, 1, 1}}}}}) {
+  for (const Deconv& d : std::vector<Deconv>{{"8x64x16x16_to_32x32x32_k4s2p1",
+                                              {8, 64, 16, 16},
+                                              {64, 32, 4, 4},
+                                              {8, 32, 32, 32},
+                                              {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+                                             {"8x16x32x32_to_16x32x32_k3s1p1",
+                                              {8, 16, 32, 32},
+                                              {16, 16, 3, 3},
+                                              {8, 16, 32, 32},
+                                              {{"pads", Ints{1, 1, 1, 1}}}}}) {
     double flops = 2.0;
     for (int64_t v : d.x) flops *= static_cast<double>(v);
     for (size_t i = 1; i < d.w.size(); ++i) flops *= static_cast<double>(d.w[i]);
-    add("ConvTranspose/" + d.name,
+    add(
+        "ConvTranspose/" + d.name,
         [=] {
-          return Op{"", "ConvTranspose", 17, d.attributes, {random_tensor(d.x), random_tensor(d.w), random_tensor({d.y[1]})},
+          return Op{"",
+                    "ConvTranspose",
+                    17,
+                    d.attributes,
+                    {random_tensor(d.x), random_tensor(d.w), random_tensor({d.y[1]})},
                     {d.y}};
         },
         flops, /*flops=*/true);

@@ -92,9 +92,10 @@ std::function<void()> raw_conv(const ConvShape& s) {
   const auto f32 = memory::data_type::f32;
   const auto any = memory::format_tag::any;
   dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, memory::desc({32, s.c, s.in, s.in}, f32, any),
-      memory::desc({s.m, s.c, s.k, s.k}, f32, any), memory::desc({s.m}, f32, memory::format_tag::a),
-      memory::desc({32, s.m, s.out(), s.out()}, f32, any), {s.stride, s.stride}, {0, 0}, {s.pad, s.pad}, {s.pad, s.pad});
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+      memory::desc({32, s.c, s.in, s.in}, f32, any), memory::desc({s.m, s.c, s.k, s.k}, f32, any),
+      memory::desc({s.m}, f32, memory::format_tag::a), memory::desc({32, s.m, s.out(), s.out()}, f32, any),
+      {s.stride, s.stride}, {0, 0}, {s.pad, s.pad}, {s.pad, s.pad});
   dnnl::convolution_forward::primitive_desc pd(desc, engine());
   return raw_primitive(dnnl::convolution_forward(pd), {{DNNL_ARG_SRC, filled(pd.src_desc())},
                                                        {DNNL_ARG_WEIGHTS, filled(pd.weights_desc())},
@@ -119,10 +120,10 @@ std::function<void()> raw_conv_backward(const ConvShape& s) {
       dnnl::convolution_backward_data::desc(direct, x, w, y, strides, dilations, pads, pads), engine(), hint);
   dnnl::convolution_backward_weights::primitive_desc weights_pd(
       dnnl::convolution_backward_weights::desc(direct, x, w, b, y, strides, dilations, pads, pads), engine(), hint);
-  auto data = raw_primitive(dnnl::convolution_backward_data(data_pd),
-                            {{DNNL_ARG_DIFF_DST, filled(data_pd.diff_dst_desc())},
-                             {DNNL_ARG_WEIGHTS, filled(data_pd.weights_desc())},
-                             {DNNL_ARG_DIFF_SRC, filled(data_pd.diff_src_desc())}});
+  auto data =
+      raw_primitive(dnnl::convolution_backward_data(data_pd), {{DNNL_ARG_DIFF_DST, filled(data_pd.diff_dst_desc())},
+                                                               {DNNL_ARG_WEIGHTS, filled(data_pd.weights_desc())},
+                                                               {DNNL_ARG_DIFF_SRC, filled(data_pd.diff_src_desc())}});
   auto weights = raw_primitive(dnnl::convolution_backward_weights(weights_pd),
                                {{DNNL_ARG_SRC, filled(weights_pd.src_desc())},
                                 {DNNL_ARG_DIFF_DST, filled(weights_pd.diff_dst_desc())},
@@ -142,7 +143,8 @@ std::function<void()> raw_matmul(int64_t m, int64_t n, int64_t k, bool trans_b, 
   const memory::desc b({k, n}, f32, trans_b ? memory::format_tag::ba : memory::format_tag::ab);
   const memory::desc c = bias ? memory::desc({1, n}, f32, memory::format_tag::ab) : memory::desc();
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c, y), engine());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, filled(a)}, {DNNL_ARG_WEIGHTS, filled(b)}, {DNNL_ARG_DST, filled(y)}};
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, filled(a)}, {DNNL_ARG_WEIGHTS, filled(b)}, {DNNL_ARG_DST, filled(y)}};
   if (bias) args.emplace(DNNL_ARG_BIAS, filled(c));
   return raw_primitive(dnnl::matmul(pd), args);
 }
@@ -171,16 +173,18 @@ void measure(benchmark::State& state, const std::function<void()>& fn, double fl
 }
 
 void register_all() {
-  const std::vector<std::pair<std::string, ConvShape>> convs = {
-      {"conv_3to16_3x3_32x32", {3, 16, 3, 1, 32, 1}},  {"conv_16to16_3x3_32x32", {16, 16, 3, 1, 32, 1}},
-      {"conv_16to32_3x3_s2", {16, 32, 3, 2, 32, 1}},   {"conv_32to32_3x3_16x16", {32, 32, 3, 1, 16, 1}},
-      {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}}};
+  const std::vector<std::pair<std::string, ConvShape>> convs = {{"conv_3to16_3x3_32x32", {3, 16, 3, 1, 32, 1}},
+                                                                {"conv_16to16_3x3_32x32", {16, 16, 3, 1, 32, 1}},
+                                                                {"conv_16to32_3x3_s2", {16, 32, 3, 2, 32, 1}},
+                                                                {"conv_32to32_3x3_16x16", {32, 32, 3, 1, 16, 1}},
+                                                                {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}}};
   for (const auto& [name, s] : convs) {
     benchmark::RegisterBenchmark(("ours/" + name).c_str(), [s = s](benchmark::State& state) {
       const Attributes attrs{{"strides", Ints{s.stride, s.stride}}, {"pads", Ints{s.pad, s.pad, s.pad, s.pad}}};
-      measure(state,
-              our_kernel("Conv", attrs, {{32, s.c, s.in, s.in}, {s.m, s.c, s.k, s.k}, {s.m}}, {32, s.m, s.out(), s.out()}),
-              s.flops(), raw_conv(s));
+      measure(
+          state,
+          our_kernel("Conv", attrs, {{32, s.c, s.in, s.in}, {s.m, s.c, s.k, s.k}, {s.m}}, {32, s.m, s.out(), s.out()}),
+          s.flops(), raw_conv(s));
     });
     benchmark::RegisterBenchmark(("raw/" + name).c_str(),
                                  [s = s](benchmark::State& state) { measure(state, raw_conv(s), s.flops()); });
@@ -221,8 +225,8 @@ void register_all() {
     measure(state, raw_gemm_backward(), 2 * 2.0 * 32 * 10 * 32);
   });
   benchmark::RegisterBenchmark("ours/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
-    measure(state, our_kernel("Gemm", {{"transB", int64_t{1}}}, {{32, 32}, {10, 32}, {10}}, {32, 10}), 2.0 * 32 * 10 * 32,
-            raw_matmul(32, 10, 32, true, true));
+    measure(state, our_kernel("Gemm", {{"transB", int64_t{1}}}, {{32, 32}, {10, 32}, {10}}, {32, 10}),
+            2.0 * 32 * 10 * 32, raw_matmul(32, 10, 32, true, true));
   });
   benchmark::RegisterBenchmark("raw/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
     measure(state, raw_matmul(32, 10, 32, true, true), 2.0 * 32 * 10 * 32);

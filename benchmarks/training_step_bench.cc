@@ -1,8 +1,8 @@
 // One training step (forward + backward of loss = sum(logits * R), every parameter's gradient) of the
 // exported fixtures, run as one training graph by an InferenceSession: samples/s and GFLOP/s (the FLOPs
 // of every node of the training graph, forward and backward ops alike, as their schemas count them: a
-// backward op counts only the gradients it is asked for) with the default kernels (oneDNN, then onnxtrain's "cpu" kernels)
-// and with the plain-loop reference kernels, whose ratio shows what the fast kernels buy.
+// backward op counts only the gradients it is asked for) with the default kernels (oneDNN, then onnxtrain's "cpu"
+// kernels) and with the plain-loop reference kernels, whose ratio shows what the fast kernels buy.
 //
 //   training_step_bench --benchmark_min_time=0.2          # all threads (OMP_NUM_THREADS to limit)
 #include <benchmark/benchmark.h>
@@ -22,8 +22,12 @@ namespace {
 
 ValueId add_node(Graph& g, const std::string& op, std::vector<ValueId> inputs, Attributes attributes = {}) {
   ValueId y = g.add_value({.name = op + "_loss_" + std::to_string(g.value_count())});
-  NodeId n = g.add_node({.name = op + "_loss_node_" + std::to_string(g.value_count()), .op_type = op, .opset = 17,
-                         .inputs = std::move(inputs), .outputs = {y}, .attributes = std::move(attributes)});
+  NodeId n = g.add_node({.name = op + "_loss_node_" + std::to_string(g.value_count()),
+                         .op_type = op,
+                         .opset = 17,
+                         .inputs = std::move(inputs),
+                         .outputs = {y},
+                         .attributes = std::move(attributes)});
   infer_node(g, n, *OpRegistry::builtin().find("", op));
   return y;
 }
@@ -41,8 +45,11 @@ Step make_step(const std::string& fixture, int64_t batch) {
   std::normal_distribution<float> gauss;
   Tensor r(DType::Float32, {10});
   for (float& v : r.data<float>()) v = gauss(rng);
-  ValueId weights = g.add_value({.name = "loss_weights", .dtype = DType::Float32, .shape = Shape::of({10}),
-                                 .role = ValueRole::Constant, .data = r});
+  ValueId weights = g.add_value({.name = "loss_weights",
+                                 .dtype = DType::Float32,
+                                 .shape = Shape::of({10}),
+                                 .role = ValueRole::Constant,
+                                 .data = r});
   g.initializers.push_back(weights);
   ValueId loss = add_node(g, "ReduceSum", {add_node(g, "Mul", {g.outputs.at(0), weights})}, {{"keepdims", int64_t{0}}});
   g.value(loss).name = "loss";
@@ -73,7 +80,8 @@ void training_step(benchmark::State& state, const std::string& fixture, int64_t 
   InferenceSession session(step.training.graph, kernels);
   session.run(step.feeds);  // warm-up: prepares every kernel
   for (auto _ : state) benchmark::DoNotOptimize(session.run(step.feeds));
-  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["samples_per_s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP_per_s"] = bench::rate_counter(step.flops);
 }
 
@@ -87,9 +95,10 @@ void register_all() {
     for (const std::string kernels : {"", "reference"}) {
       const std::string name = std::string("step/") + f.name + "/batch" + std::to_string(f.batch) + "/" +
                                (kernels.empty() ? "default" : kernels);
-      benchmark::RegisterBenchmark(name.c_str(), [f, kernels](benchmark::State& s) {
-        training_step(s, f.name, f.batch, kernels);
-      })->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [f, kernels](benchmark::State& s) { training_step(s, f.name, f.batch, kernels); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
 }

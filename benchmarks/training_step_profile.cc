@@ -91,11 +91,12 @@ int main(int argc, char** argv) {
     sum += s;
     ++count;
   }
-  std::printf("%s, batch %lld, %d steps, %d threads: Trainer::train_step %.3f ms (%.0f samples/s); kernels node by "
-              "node (medians) %.3f ms (forward %.3f, backward and loss %.3f); train_step minus kernels %.3f ms\n",
-              argv[1], static_cast<long long>(batch), steps, times.threads, step_seconds * 1e3, batch / step_seconds,
-              kernel_seconds * 1e3, forward_seconds * 1e3, (kernel_seconds - forward_seconds) * 1e3,
-              (step_seconds - kernel_seconds) * 1e3);
+  std::printf(
+      "%s, batch %lld, %d steps, %d threads: Trainer::train_step %.3f ms (%.0f samples/s); kernels node by "
+      "node (medians) %.3f ms (forward %.3f, backward and loss %.3f); train_step minus kernels %.3f ms\n",
+      argv[1], static_cast<long long>(batch), steps, times.threads, step_seconds * 1e3, batch / step_seconds,
+      kernel_seconds * 1e3, forward_seconds * 1e3, (kernel_seconds - forward_seconds) * 1e3,
+      (step_seconds - kernel_seconds) * 1e3);
   std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   std::printf("\n%-44s %10s %7s %6s\n", "op", "ms/step", "share", "nodes");
@@ -105,8 +106,8 @@ int main(int argc, char** argv) {
   std::printf("\n%-60s %-30s %10s %7s\n", "node (top)", "op", "ms/step", "share");
   for (int i = 0; i < top && i < static_cast<int>(nodes.size()); ++i) {
     const Node& node = g.node(nodes[i].node);
-    std::printf("%-60s %-30s %10.3f %6.1f%%\n", node.name.substr(0, 60).c_str(),
-                node.op_type.c_str(), nodes[i].seconds * 1e3, 100 * nodes[i].seconds / kernel_seconds);
+    std::printf("%-60s %-30s %10.3f %6.1f%%\n", node.name.substr(0, 60).c_str(), node.op_type.c_str(),
+                nodes[i].seconds * 1e3, 100 * nodes[i].seconds / kernel_seconds);
   }
   return 0;
 }

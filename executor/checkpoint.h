@@ -87,7 +87,8 @@ struct TrainingCheckpoint {
   std::vector<std::string> shards;
 };
 
-// The shard names of a checkpoint written by `ranks` ranks at `step`: "checkpoint-SSSSSSSS.otck.shards/rank-RRRRR.otck".
+// The shard names of a checkpoint written by `ranks` ranks at `step`:
+// "checkpoint-SSSSSSSS.otck.shards/rank-RRRRR.otck".
 std::vector<std::string> shard_files(int64_t step, int ranks);
 // Rank `rank` writes its part of step c.step (c.shards must be empty); returns the path. Atomic like
 // write_checkpoint; no rotation (the manifest's write_checkpoint rotates whole steps).
@@ -106,9 +107,9 @@ std::string checkpoint_file_name(int64_t step);
 // permissions) and on tensors that cannot be stored (string/undefined dtype), leaving no temp file.
 std::string write_checkpoint(const std::string& dir, const TrainingCheckpoint& c, int keep_last = 3);
 
-// Reads and verifies a checkpoint (a manifest: and all its shards, see above). Throws Error (file set, see Error::in_file) saying what is wrong:
-// "not an onnxtrain checkpoint", an unsupported format version, a truncated file, a header or tensor
-// checksum mismatch (naming the tensor and its section), a bad header.
+// Reads and verifies a checkpoint (a manifest: and all its shards, see above). Throws Error (file set, see
+// Error::in_file) saying what is wrong: "not an onnxtrain checkpoint", an unsupported format version, a truncated file,
+// a header or tensor checksum mismatch (naming the tensor and its section), a bad header.
 TrainingCheckpoint read_checkpoint(const std::string& path);
 
 // The checkpoints in DIR by ascending step (file names only matched, contents not read). A missing DIR

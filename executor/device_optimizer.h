@@ -48,7 +48,8 @@ template <typename Launch>
 void dispatch_update(const optim::UpdateRule& rule, std::span<float* const> states, Launch&& launch) {
   std::visit(
       [&](const auto& f) {
-        optim::call_with_state_arrays<std::decay_t<decltype(f)>>(states, [&](auto*... arrays) { launch(f, arrays...); });
+        optim::call_with_state_arrays<std::decay_t<decltype(f)>>(states,
+                                                                 [&](auto*... arrays) { launch(f, arrays...); });
       },
       rule);
 }

@@ -26,7 +26,10 @@ std::vector<int64_t> static_sizes_of(const Value& value, const Node& node) {
 
 KernelSpec spec_for(const Graph& graph, NodeId id) {
   const Node& node = graph.node(id);
-  KernelSpec spec{.op_type = node.op_type, .domain = node.domain, .opset = node.opset, .attributes = node.attributes,
+  KernelSpec spec{.op_type = node.op_type,
+                  .domain = node.domain,
+                  .opset = node.opset,
+                  .attributes = node.attributes,
                   .node_name = node.name};
   for (ValueId in : node.inputs) {
     if (!in.valid()) {
@@ -66,14 +69,16 @@ InferenceSession::InferenceSession(const Graph& graph, std::string implementatio
     if (auto missing = missing_kernels(); !missing.empty()) {
       std::string list;
       for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-      throw Error("no CUDA kernel for " + list + " (onnxtrain never falls back to the CPU silently; train with "
+      throw Error("no CUDA kernel for " + list +
+                  " (onnxtrain never falls back to the CPU silently; train with "
                   "--device cpu, or add the kernels under kernels/cuda/)");
     }
     if (initializers && initializers->device() != device_.index) {
       throw Error("a session on " + device_.name() + " was given the device initializers of " +
                   Device::cuda(initializers->device()).name());
     }
-    device_initializers_ = initializers ? std::move(initializers) : std::make_shared<DeviceInitializerStore>(device_.index);
+    device_initializers_ =
+        initializers ? std::move(initializers) : std::make_shared<DeviceInitializerStore>(device_.index);
   }
 }
 
@@ -134,8 +139,8 @@ SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, TensorD
       const int64_t size = t.sizes[d];
       if (dim.is_static() && dim.value() != size) throw mismatch("wrong size in dimension " + std::to_string(d));
       if (dim.is_symbolic()) {
-        if (size % dim.factor() != 0) throw mismatch("dimension " + std::to_string(d) + " is not a multiple of " +
-                                                     std::to_string(dim.factor()));
+        if (size % dim.factor() != 0)
+          throw mismatch("dimension " + std::to_string(d) + " is not a multiple of " + std::to_string(dim.factor()));
         auto [bound, inserted] = bindings.emplace(dim.symbol_name(), size / dim.factor());
         if (!inserted && bound->second != size / dim.factor()) {
           throw mismatch("'" + dim.symbol_name() + "' is " + std::to_string(bound->second) + " in another input");
@@ -144,7 +149,8 @@ SymbolBindings InferenceSession::bind_inputs(const std::map<std::string, TensorD
     }
   }
   for (const auto& [name, tensor] : inputs) {
-    bool known = std::any_of(graph_.inputs.begin(), graph_.inputs.end(), [&](ValueId id) { return graph_.value(id).name == name; });
+    bool known = std::any_of(graph_.inputs.begin(), graph_.inputs.end(),
+                             [&](ValueId id) { return graph_.value(id).name == name; });
     if (!known) throw Error("the model has no input named '" + name + "'");
   }
   return bindings;
@@ -155,12 +161,14 @@ std::vector<std::string> InferenceSession::missing_kernels() const {
   for (NodeId id : graph_.order()) {
     const Node& node = graph_.node(id);
     KernelSpec spec{.op_type = node.op_type, .domain = node.domain};
-    for (ValueId in : node.inputs) spec.inputs.push_back(in.valid() ? TensorDesc{graph_.value(in).dtype, {}} : TensorDesc{});
-    for (ValueId out : node.outputs) spec.outputs.push_back(out.valid() ? TensorDesc{graph_.value(out).dtype, {}} : TensorDesc{});
+    for (ValueId in : node.inputs)
+      spec.inputs.push_back(in.valid() ? TensorDesc{graph_.value(in).dtype, {}} : TensorDesc{});
+    for (ValueId out : node.outputs)
+      spec.outputs.push_back(out.valid() ? TensorDesc{graph_.value(out).dtype, {}} : TensorDesc{});
     const DType dtype = kernel_dtype(spec);
     if (!KernelRegistry::builtin().find(node.domain, node.op_type, device_.kind, dtype, implementation_)) {
-      std::string label = (node.domain.empty() ? "" : node.domain + ".") + node.op_type + " (" +
-                          std::string(dtype_name(dtype)) + ")";
+      std::string label =
+          (node.domain.empty() ? "" : node.domain + ".") + node.op_type + " (" + std::string(dtype_name(dtype)) + ")";
       if (std::find(missing.begin(), missing.end(), label) == missing.end()) missing.push_back(label);
     }
   }
@@ -172,7 +180,8 @@ std::unique_ptr<Kernel> InferenceSession::prepare_node(const Graph& graph, NodeI
   const Node& node = graph.node(id);
   KernelSpec spec = spec_for(graph, id);
   const DType dtype = kernel_dtype(spec);
-  const KernelEntry* entry = KernelRegistry::builtin().find(node.domain, node.op_type, device_.kind, dtype, implementation_);
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find(node.domain, node.op_type, device_.kind, dtype, implementation_);
   if (!entry) {
     const std::string where = device_.kind == DeviceKind::Cpu ? "CPU" : "CUDA";
     throw node_error(node, "no " + where + " kernel" + (implementation_.empty() ? "" : " (" + implementation_ + ")") +
@@ -248,7 +257,9 @@ void InferenceSession::release(Tensor& tensor, ValueId id) {
   tensor = Tensor();
 }
 
-std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) { return run(inputs, {}); }
+std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
+  return run(inputs, {});
+}
 
 // The prepared kernel of a node, or for a data-dependent node one prepared now from its inputs' facts.
 Kernel& InferenceSession::kernel_for_run(PreparedNode& p, std::optional<Graph>& scratch, const InputFacts& input,
@@ -280,10 +291,13 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
     std::unique_ptr<Kernel> per_run;
-    Kernel* kernel = &kernel_for_run(p, scratch, [&](ValueId in) {
-      const Tensor& t = values[in.index];
-      return std::pair{t.sizes(), t.numel() <= 64 ? &t : nullptr};
-    }, per_run);
+    Kernel* kernel = &kernel_for_run(
+        p, scratch,
+        [&](ValueId in) {
+          const Tensor& t = values[in.index];
+          return std::pair{t.sizes(), t.numel() <= 64 ? &t : nullptr};
+        },
+        per_run);
     std::vector<TensorView> in_views, out_views;
     for (ValueId in : node.inputs) in_views.push_back(in.valid() ? TensorView::of(values[in.index]) : TensorView{});
     for (size_t o = 0; o < node.outputs.size(); ++o) {

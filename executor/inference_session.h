@@ -108,7 +108,8 @@ class InferenceSession {
   // unknown or does not fit the model.
   SymbolBindings bind_inputs(const std::map<std::string, TensorDesc>& inputs) const;
   static std::map<std::string, TensorDesc> descs_of(const std::map<std::string, Tensor>& inputs);
-  std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id, std::vector<std::vector<int64_t>>& output_sizes) const;
+  std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id,
+                                       std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
   // Sizes of an input of the node, and its data when it is small (shapes, bounds) or null.
   using InputFacts = std::function<std::pair<std::vector<int64_t>, const Tensor*>(ValueId)>;
@@ -117,7 +118,8 @@ class InferenceSession {
                          std::unique_ptr<Kernel>& per_run) const;
   std::map<std::string, Tensor> run_on_cuda(const std::map<std::string, Tensor>& inputs,
                                             const std::map<std::string, const DeviceTensor*>& device_inputs,
-                                            const OutputCallback& on_output, const std::set<std::string>* keep_on_device,
+                                            const OutputCallback& on_output,
+                                            const std::set<std::string>* keep_on_device,
                                             std::map<std::string, DeviceTensor>* device_outputs);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
@@ -125,13 +127,13 @@ class InferenceSession {
   const Graph& graph_;
   Device device_;
   std::shared_ptr<DeviceInitializerStore> device_initializers_;  // a CUDA device's session only: copies, stream
-  Graph bound_;  // graph_ with the batch symbols bound
+  Graph bound_;                                                  // graph_ with the batch symbols bound
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;
   std::vector<PreparedNode> prepared_;
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
-  uint64_t run_index_ = 0;  // the index of the next run
+  uint64_t run_index_ = 0;                                                 // the index of the next run
   uint64_t first_row_ = 0;
   int64_t rows_ = 0;
 };

@@ -78,11 +78,10 @@ DeviceTensor keep(const cuda::DeviceStream& stream, DeviceValue& value) {
 
 }  // namespace
 
-std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::string, Tensor>& inputs,
-                                                            const std::map<std::string, const DeviceTensor*>& device_inputs,
-                                                            const OutputCallback& on_output,
-                                                            const std::set<std::string>* keep_on_device,
-                                                            std::map<std::string, DeviceTensor>* device_outputs) {
+std::map<std::string, Tensor> InferenceSession::run_on_cuda(
+    const std::map<std::string, Tensor>& inputs, const std::map<std::string, const DeviceTensor*>& device_inputs,
+    const OutputCallback& on_output, const std::set<std::string>* keep_on_device,
+    std::map<std::string, DeviceTensor>* device_outputs) {
   std::map<std::string, TensorDesc> descs = descs_of(inputs);
   for (const auto& [name, t] : device_inputs) descs.emplace(name, TensorDesc{t->dtype, t->sizes});
   const SymbolBindings bindings = bind_inputs(descs);
@@ -115,14 +114,14 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
   // changed; the run reads (never writes) the store's copy in place.
   for (ValueId id : graph_.initializers) {
     const Value& v = graph_.value(id);
-    values[id.index] = {.buffer = {}, .dtype = v.data->dtype(), .sizes = v.data->sizes(),
-                        .borrowed = store.data(v.name, *v.data)};
+    values[id.index] = {
+        .buffer = {}, .dtype = v.data->dtype(), .sizes = v.data->sizes(), .borrowed = store.data(v.name, *v.data)};
   }
   for (ValueId id : graph_.inputs) {
     const std::string& name = graph_.value(id).name;
     auto on_device = device_inputs.find(name);
-    values[id.index] = on_device == device_inputs.end() ? upload(stream, inputs.at(name))
-                                                        : borrow_or_copy(stream, *on_device->second);
+    values[id.index] =
+        on_device == device_inputs.end() ? upload(stream, inputs.at(name)) : borrow_or_copy(stream, *on_device->second);
   }
 
   const bool dynamic = std::any_of(prepared_.begin(), prepared_.end(), [](const PreparedNode& p) { return !p.kernel; });
@@ -137,19 +136,22 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(const std::map<std::
     // A data-dependent node reads its small inputs back (a host synchronisation the shapes force).
     std::vector<Tensor> small_inputs(node.inputs.size());
     std::unique_ptr<Kernel> per_run;
-    Kernel& kernel = kernel_for_run(p, scratch, [&](ValueId in) {
-      const DeviceValue& v = values[in.index];
-      const Tensor* small = nullptr;
-      // Values the scratch graph already holds (initializers, values read back for an earlier node of this
-      // run) are not read back again: shape inference uses the data it has, and each read-back waits.
-      if (!scratch->value(in).data && TensorDesc{v.dtype, v.sizes}.numel() <= 64) {
-        const size_t slot = std::find(node.inputs.begin(), node.inputs.end(), in) - node.inputs.begin();
-        small_inputs[slot] = download_async(stream, v);
-        stream.synchronize();
-        small = &small_inputs[slot];
-      }
-      return std::pair{v.sizes, small};
-    }, per_run);
+    Kernel& kernel = kernel_for_run(
+        p, scratch,
+        [&](ValueId in) {
+          const DeviceValue& v = values[in.index];
+          const Tensor* small = nullptr;
+          // Values the scratch graph already holds (initializers, values read back for an earlier node of this
+          // run) are not read back again: shape inference uses the data it has, and each read-back waits.
+          if (!scratch->value(in).data && TensorDesc{v.dtype, v.sizes}.numel() <= 64) {
+            const size_t slot = std::find(node.inputs.begin(), node.inputs.end(), in) - node.inputs.begin();
+            small_inputs[slot] = download_async(stream, v);
+            stream.synchronize();
+            small = &small_inputs[slot];
+          }
+          return std::pair{v.sizes, small};
+        },
+        per_run);
     if (per_run) per_run_kernels.push_back(std::move(per_run));  // `kernel` still refers to it
 
     std::vector<TensorView> in_views, out_views;

@@ -14,10 +14,13 @@ void LossScalerOptions::validate() const {
   if (!(growth_factor > 1)) throw Error("loss scaler: growth_factor must be > 1, got " + std::to_string(growth_factor));
   if (!(backoff_factor > 0 && backoff_factor < 1))
     throw Error("loss scaler: backoff_factor must be in (0, 1), got " + std::to_string(backoff_factor));
-  if (growth_interval < 1) throw Error("loss scaler: growth_interval must be >= 1, got " + std::to_string(growth_interval));
+  if (growth_interval < 1)
+    throw Error("loss scaler: growth_interval must be >= 1, got " + std::to_string(growth_interval));
 }
 
-LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(options.init_scale) { options_.validate(); }
+LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(options.init_scale) {
+  options_.validate();
+}
 
 bool LossScaler::unscale(std::span<float> gradient, double scale) {
   // GradScaler multiplies by the float32 reciprocal of the scale.
@@ -62,7 +65,8 @@ std::map<std::string, Tensor> LossScaler::state_tensors() const {
   scale.data<double>()[0] = scale_;
   tracker.data<int64_t>()[0] = growth_tracker_;
   skipped.data<int64_t>()[0] = skipped_;
-  return {{"loss_scaler/scale", scale}, {"loss_scaler/growth_tracker", tracker}, {"loss_scaler/skipped_steps", skipped}};
+  return {
+      {"loss_scaler/scale", scale}, {"loss_scaler/growth_tracker", tracker}, {"loss_scaler/skipped_steps", skipped}};
 }
 
 void LossScaler::restore(std::map<std::string, Tensor>& state) {

@@ -172,9 +172,9 @@ namespace optim {
 // The per-element functor of one update of a parameter that has had `count_before` updates, at
 // learning rate lr: the one the host loops below run, and the CUDA kernels (kernels/cuda/
 // optimizer_update.h) on a device. Adam's functor takes max_exp_avg_sq too when config.amsgrad.
-using UpdateRule = std::variant<optimizer_math::SgdUpdate, optimizer_math::SgdMomentumUpdate,
-                                optimizer_math::SgdNesterovUpdate, optimizer_math::AdamUpdate,
-                                optimizer_math::AdagradUpdate>;
+using UpdateRule =
+    std::variant<optimizer_math::SgdUpdate, optimizer_math::SgdMomentumUpdate, optimizer_math::SgdNesterovUpdate,
+                 optimizer_math::AdamUpdate, optimizer_math::AdagradUpdate>;
 UpdateRule update_rule(const OptimizerConfig& c, int64_t count_before, double lr);
 UpdateRule sgd_rule(const OptimizerConfig& c, int64_t count_before, double lr);
 UpdateRule adam_rule(const OptimizerConfig& c, int64_t count_before, double lr);

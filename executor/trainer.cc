@@ -13,10 +13,6 @@ namespace onnxtrain {
 namespace {
 // The checkpoint tensor of the steps skip_nonfinite_steps skipped (beside the optimizer state).
 constexpr const char* kNonfiniteSkips = "nonfinite/skipped_steps";
-}  // namespace
-namespace {
-
-bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
 
 int64_t argmax_row(std::span<const float> row) { return std::max_element(row.begin(), row.end()) - row.begin(); }
 
@@ -137,7 +133,7 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   }
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
-    if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
+    if (!n.is_onnx_op("BatchNormalization") || n.outputs.size() != 3) continue;
     for (int k : {1, 2}) {
       if (!n.outputs[k].valid() || !g.value(n.inputs[k + 2]).data) continue;
       RunningStat stat{g.value(n.outputs[k]).name, n.inputs[k + 2],

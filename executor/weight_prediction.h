@@ -38,12 +38,11 @@ GradientEstimate gradient_estimate(const OptimizerConfig& c);
 // β of the kept average (kept_average only).
 double kept_average_beta(const OptimizerConfig& c);
 
-using PredictionRule =
-    std::variant<optimizer_math::PredictAhead<optimizer_math::SgdUpdate>,
-                 optimizer_math::PredictAhead<optimizer_math::SgdMomentumUpdate>,
-                 optimizer_math::PredictAhead<optimizer_math::SgdNesterovUpdate>,
-                 optimizer_math::PredictAhead<optimizer_math::AdamUpdate>,
-                 optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>>;
+using PredictionRule = std::variant<optimizer_math::PredictAhead<optimizer_math::SgdUpdate>,
+                                    optimizer_math::PredictAhead<optimizer_math::SgdMomentumUpdate>,
+                                    optimizer_math::PredictAhead<optimizer_math::SgdNesterovUpdate>,
+                                    optimizer_math::PredictAhead<optimizer_math::AdamUpdate>,
+                                    optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>>;
 
 // The work of predicting one parameter s updates ahead: `updates` is its update count (ParamState::step),
 // `estimated_from` how many gradients its estimate has averaged (the count again for the state-derived

@@ -31,16 +31,20 @@ bool fold_with_evaluator(Graph& graph, NodeId id, const OpSchema& schema) {
   const Node& node = graph.node(id);
   if (!schema.fold) return false;
   auto type_only = [&](size_t i) {
-    return std::find(schema.type_only_inputs.begin(), schema.type_only_inputs.end(), i) != schema.type_only_inputs.end();
+    return std::find(schema.type_only_inputs.begin(), schema.type_only_inputs.end(), i) !=
+           schema.type_only_inputs.end();
   };
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (!type_only(i) && !is_constant(graph, node.inputs[i])) return false;
   FoldContext ctx{node, {}, {}};
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     ValueId in = node.inputs[i];
-    if (!in.valid()) ctx.inputs.emplace_back();
-    else if (type_only(i)) ctx.inputs.emplace_back(graph.value(in).dtype, std::vector<int64_t>{0});
-    else ctx.inputs.push_back(*graph.value(in).data);
+    if (!in.valid())
+      ctx.inputs.emplace_back();
+    else if (type_only(i))
+      ctx.inputs.emplace_back(graph.value(in).dtype, std::vector<int64_t>{0});
+    else
+      ctx.inputs.push_back(*graph.value(in).data);
   }
   for (ValueId out : node.outputs) ctx.output_shapes.push_back(out.valid() ? graph.value(out).shape : Shape());
   std::vector<Tensor> results = schema.fold(ctx);
@@ -121,8 +125,8 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
     if (!schema) {
       if (!onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, node.domain)) {
         throw Error(node.domain.empty() || node.domain == "ai.onnx"
-                        ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " + std::to_string(node.opset) +
-                              " defines it"
+                        ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " +
+                              std::to_string(node.opset) + " defines it"
                         : "unknown op '" + node.op_type + "' in domain '" + node.domain +
                               "' (custom domains need a model-local function or an onnxtrain schema)")
             .at_node(node.name, node.op_type, node.domain, node.opset);

@@ -44,7 +44,8 @@ std::vector<int64_t> stratified_holdout(const Tensor& labels, int64_t held_out, 
   for (std::size_t k = 0; k < quotas.size(); ++k) by_remainder[k] = k;
   std::stable_sort(by_remainder.begin(), by_remainder.end(),
                    [&](std::size_t a, std::size_t b) { return quotas[a].remainder > quotas[b].remainder; });
-  for (std::size_t k = 0; assigned < held_out && k < by_remainder.size(); ++k, ++assigned) ++quotas[by_remainder[k]].count;
+  for (std::size_t k = 0; assigned < held_out && k < by_remainder.size(); ++k, ++assigned)
+    ++quotas[by_remainder[k]].count;
 
   std::vector<int64_t> held;
   for (const Quota& q : quotas) {
@@ -102,13 +103,15 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
       validation_rows(dataset_, held_out, options_.validation_fraction, options_.seed, how);
   train_rows_.reserve(static_cast<std::size_t>(n - held_out));
   for (int64_t i = 0, v = 0; i < n; ++i) {
-    if (v < held_out && held[v] == i) ++v;
-    else train_rows_.push_back(i);
+    if (v < held_out && held[v] == i)
+      ++v;
+    else
+      train_rows_.push_back(i);
   }
   train_size_ = n - held_out;
   validation_ = select_rows(dataset_, held);
-  validation_.description = "validation split of " + dataset_.description + ": " + std::to_string(held_out) +
-                            " samples, " + how;
+  validation_.description =
+      "validation split of " + dataset_.description + ": " + std::to_string(held_out) + " samples, " + how;
   batches_per_epoch_ =
       options_.drop_last ? train_size_ / options_.batch : (train_size_ + options_.batch - 1) / options_.batch;
   if (batches_per_epoch_ == 0) {

@@ -5,11 +5,11 @@
 // The validation split is floor(N * validation_fraction) rows drawn by `seed`, stratified: each class
 // gives its share (largest remainders first), so class-sorted files validate on every class and train on
 // every class. Datasets with per-position labels (N, T) hold out rows drawn by `seed`, and token streams
-// (Dataset::hold_out_tail) their last rows: the stream's tail, never seen in training. The training batches come from the other rows. Epoch e visits the training rows in the order of a
-// Fisher-Yates shuffle driven by std::mt19937_64 seeded from (seed, e) — onnxtrain's own loop over the
-// engine's raw output, so the order is the same on every platform and standard library. Batches run on
-// across epochs: after the last batch of epoch e comes batch 0 of epoch e+1. The loader shares the
-// Dataset's buffers (Tensor copies are cheap), so it may outlive the Dataset object it was given.
+// (Dataset::hold_out_tail) their last rows: the stream's tail, never seen in training. The training batches come from
+// the other rows. Epoch e visits the training rows in the order of a Fisher-Yates shuffle driven by std::mt19937_64
+// seeded from (seed, e) — onnxtrain's own loop over the engine's raw output, so the order is the same on every platform
+// and standard library. Batches run on across epochs: after the last batch of epoch e comes batch 0 of epoch e+1. The
+// loader shares the Dataset's buffers (Tensor copies are cheap), so it may outlive the Dataset object it was given.
 //
 //   DataLoader loader(train, {.batch = 64, .seed = 7, .validation_fraction = 0.1});
 //   for (Batch b = loader.next(); b.epoch < 3; b = loader.next()) step(b.x, b.y);

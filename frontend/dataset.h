@@ -70,17 +70,17 @@ struct Dataset {
   Tensor inputs;  // float32 (N, ...), or int64 token ids (N, T)
   Tensor labels;  // int64 (N), or (N, T): one per position
   int64_t classes = 0;
-  std::string description;       // one line: source, split, sizes, normalisation
-  std::vector<float> mean, std;  // the per-channel statistics applied (empty without normalisation)
-  float input_scale = 1.0f;      // the factor the source's values were multiplied by: 1/255 for uint8 pixels
+  std::string description;            // one line: source, split, sizes, normalisation
+  std::vector<float> mean, std;       // the per-channel statistics applied (empty without normalisation)
+  float input_scale = 1.0f;           // the factor the source's values were multiplied by: 1/255 for uint8 pixels
   std::string raw_dtype = "float32";  // the source's element type before that: uint8, float32, float64
-  bool hold_out_tail = false;  // token streams: validation takes the last rows (the stream's tail), not a draw
+  bool hold_out_tail = false;         // token streams: validation takes the last rows (the stream's tail), not a draw
   // A model with several data inputs: `inputs` is input_name's, these the others' (same rows).
   std::string input_name;
   NamedTensors extra_inputs;
 
   int64_t size() const { return labels.sizes().empty() ? 0 : labels.sizes()[0]; }
-  std::vector<int64_t> sample_shape() const;  // inputs' sizes without N
+  std::vector<int64_t> sample_shape() const;                       // inputs' sizes without N
   bool per_position_labels() const { return labels.rank() == 2; }  // (N, T) labels
   // What a trainer is fed: `inputs` alone, or every input by name when there are several.
   DataInputs model_inputs() const;

@@ -18,7 +18,8 @@ bool marked_as_buffer(const onnx::ValueInfoProto& info) {
   const google::protobuf::UnknownFieldSet& unknown = info.unknown_fields();
   for (int i = 0; i < unknown.field_count(); ++i) {
     const google::protobuf::UnknownField& field = unknown.field(i);
-    if (field.number() != kValueInfoMetadataProps || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+    if (field.number() != kValueInfoMetadataProps ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
     if (entry.ParseFromString(field.length_delimited()) && entry.key() == kInputKindKey && entry.value() == "BUFFER")

@@ -16,7 +16,8 @@ using FunctionKey = std::pair<std::string, std::string>;  // (domain, name)
 std::vector<onnx::NodeProto> expand_call(const onnx::NodeProto& call, const onnx::FunctionProto& function,
                                          const std::string& prefix) {
   std::map<std::string, std::string> rename;
-  for (int i = 0; i < function.input_size(); ++i) rename[function.input(i)] = i < call.input_size() ? call.input(i) : "";
+  for (int i = 0; i < function.input_size(); ++i)
+    rename[function.input(i)] = i < call.input_size() ? call.input(i) : "";
   for (int i = 0; i < function.output_size(); ++i) {
     rename[function.output(i)] = i < call.output_size() ? call.output(i) : prefix + function.output(i);
   }
@@ -72,8 +73,8 @@ int inline_local_functions(onnx::ModelProto& model) {
         continue;
       }
       if (depth >= kMaxDepth) {
-        throw Error("model-local function '" + node.domain() + "." + node.op_type() +
-                    "' is nested more than " + std::to_string(kMaxDepth) + " levels deep (recursive definition?)");
+        throw Error("model-local function '" + node.domain() + "." + node.op_type() + "' is nested more than " +
+                    std::to_string(kMaxDepth) + " levels deep (recursive definition?)");
       }
       std::string prefix = (node.name().empty() ? node.op_type() + "_" + std::to_string(inlined) : node.name()) + "/";
       for (auto& inner : expand_call(node, *it->second, prefix)) *expanded.Add() = std::move(inner);

@@ -22,12 +22,6 @@ namespace onnxtrain {
 
 namespace {
 
-int default_opset(const onnx::ModelProto& model) {
-  for (const auto& o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") return static_cast<int>(o.version());
-  return 0;
-}
-
 void check_opsets(const onnx::ModelProto& model) {
   int opset = default_opset(model);
   if (opset == 0) return;  // only other domains (ai.onnx.ml, ai.onnx.preview.training): their ops decide

@@ -19,10 +19,17 @@ static ValueRole role_of(const Graph& graph, ValueId id) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (node.inputs[i] != id) continue;
       switch (schema ? schema->input_kind(i) : InputKind::Data) {
-        case InputKind::Weight: weight = true; break;
-        case InputKind::Data: data = true; break;
-        case InputKind::State: state = true; break;
-        case InputKind::NonDifferentiable: break;
+        case InputKind::Weight:
+          weight = true;
+          break;
+        case InputKind::Data:
+          data = true;
+          break;
+        case InputKind::State:
+          state = true;
+          break;
+        case InputKind::NonDifferentiable:
+          break;
       }
     }
   }

@@ -144,4 +144,10 @@ void load_external_data(onnx::ModelProto& model, const std::string& model_path) 
   }
 }
 
+int default_opset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return static_cast<int>(o.version());
+  return 0;
+}
+
 }  // namespace onnxtrain

@@ -11,6 +11,9 @@ namespace onnxtrain {
 // Parses the file; throws Error (missing, unreadable, not a protobuf, not an ONNX model).
 onnx::ModelProto read_model_file(const std::string& path);
 
+// The model's version of the default domain (ai.onnx), 0 when it imports none.
+int default_opset(const onnx::ModelProto& model);
+
 // Loads every tensor stored as external data (location/offset/length, relative to the model's
 // folder) into raw_data. Locations that leave the model's folder are refused.
 void load_external_data(onnx::ModelProto& model, const std::string& model_path);

@@ -29,12 +29,6 @@ class FileStream final : public google::protobuf::io::CopyingOutputStream {
   AtomicFile& file_;
 };
 
-int default_opset(const onnx::ModelProto& model) {
-  for (const auto& op : model.opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx") return static_cast<int>(op.version());
-  return 0;
-}
-
 void replace_data(onnx::TensorProto& proto, const Tensor& tensor, const std::string& source) {
   const Tensor old = tensor_from_proto(proto);
   if (old.dtype() != tensor.dtype() || old.numel() != tensor.numel()) {

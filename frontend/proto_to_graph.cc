@@ -10,9 +10,12 @@ Shape shape_from_type(const onnx::TypeProto& type) {
   if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return Shape::unknown_rank();
   Shape shape;
   for (const auto& d : type.tensor_type().shape().dim()) {
-    if (d.has_dim_value() && d.dim_value() >= 0) shape.dims.emplace_back(d.dim_value());
-    else if (d.has_dim_param() && !d.dim_param().empty()) shape.dims.push_back(Dim::symbol(d.dim_param()));
-    else shape.dims.push_back(Dim::unknown());
+    if (d.has_dim_value() && d.dim_value() >= 0)
+      shape.dims.emplace_back(d.dim_value());
+    else if (d.has_dim_param() && !d.dim_param().empty())
+      shape.dims.push_back(Dim::symbol(d.dim_param()));
+    else
+      shape.dims.push_back(Dim::unknown());
   }
   return shape;
 }
@@ -20,12 +23,18 @@ Shape shape_from_type(const onnx::TypeProto& type) {
 static Attribute attribute_from_proto(const onnx::AttributeProto& attr, const std::string& node_name) {
   using A = onnx::AttributeProto;
   switch (attr.type()) {
-    case A::INT: return attr.i();
-    case A::FLOAT: return static_cast<double>(attr.f());
-    case A::STRING: return attr.s();
-    case A::INTS: return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
-    case A::FLOATS: return std::vector<double>(attr.floats().begin(), attr.floats().end());
-    case A::STRINGS: return std::vector<std::string>(attr.strings().begin(), attr.strings().end());
+    case A::INT:
+      return attr.i();
+    case A::FLOAT:
+      return static_cast<double>(attr.f());
+    case A::STRING:
+      return attr.s();
+    case A::INTS:
+      return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
+    case A::FLOATS:
+      return std::vector<double>(attr.floats().begin(), attr.floats().end());
+    case A::STRINGS:
+      return std::vector<std::string>(attr.strings().begin(), attr.strings().end());
     case A::TENSOR: {
       try {
         return tensor_from_proto(attr.t());
@@ -71,7 +80,8 @@ Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> bat
   for (const auto& input : gp.input()) {
     if (by_name.count(input.name())) continue;  // IR < 4 lists initializers as inputs too
     if (!input.type().has_tensor_type()) {
-      throw Error("graph input '" + input.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+      throw Error("graph input '" + input.name() +
+                  "' is not a tensor (sequences, maps and optionals are not supported)");
     }
     Shape shape = shape_from_type(input.type());
     if (shape.rank_known && !shape.dims.empty() && !shape.dims[0].is_static()) {
@@ -104,8 +114,10 @@ Graph graph_from_proto(const onnx::ModelProto& model, std::optional<int64_t> bat
         continue;
       }
       if (by_name.count(out)) {
-        throw Error("value '" + out + "' is produced twice (graph inputs, initializers and node outputs must have "
-                    "unique names)").at_node(node.name, node.op_type, node.domain, node.opset);
+        throw Error("value '" + out +
+                    "' is produced twice (graph inputs, initializers and node outputs must have "
+                    "unique names)")
+            .at_node(node.name, node.op_type, node.domain, node.opset);
       }
       by_name[out] = graph.add_value({.name = out});
       node.outputs.push_back(by_name[out]);

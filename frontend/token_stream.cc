@@ -59,8 +59,9 @@ RawDataset token_windows(const std::vector<int64_t>& stream, int64_t seq_len, ui
     throw Error("a token stream needs --seq-len T (the tokens per sample; the model's sequence length)").in_file(path);
   }
   for (std::size_t i = 0; i < stream.size(); ++i) {
-    if (stream[i] < 0) throw Error("token " + std::to_string(stream[i]) + " at position " + std::to_string(i) +
-                                   " is negative").in_file(path);
+    if (stream[i] < 0)
+      throw Error("token " + std::to_string(stream[i]) + " at position " + std::to_string(i) + " is negative")
+          .in_file(path);
   }
   const auto length = static_cast<int64_t>(stream.size());
   if (length < seq_len + 1) {

@@ -22,7 +22,8 @@ using Attribute = std::variant<int64_t, double, std::string, std::vector<int64_t
 struct Attributes : std::map<std::string, Attribute> {
   using std::map<std::string, Attribute>::map;
   Attributes() = default;
-  Attributes(std::map<std::string, Attribute> values) : std::map<std::string, Attribute>(std::move(values)) {}  // NOLINT
+  Attributes(std::map<std::string, Attribute> values)
+      : std::map<std::string, Attribute>(std::move(values)) {}  // NOLINT
 
   bool has(const std::string& key) const { return count(key) > 0; }
   int64_t get_int(const std::string& key, int64_t fallback) const;

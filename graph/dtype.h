@@ -27,7 +27,7 @@ enum class DType {
   Complex128,
 };
 
-std::size_t dtype_size(DType type);  // bytes per element; 0 for Undefined/String
+std::size_t dtype_size(DType type);       // bytes per element; 0 for Undefined/String
 std::string_view dtype_name(DType type);  // "float32", "int64", ...
 bool is_floating(DType type);
 bool is_integer(DType type);  // signed or unsigned integers, not bool

@@ -53,7 +53,7 @@ class Error : public std::runtime_error {
 
 }  // namespace onnxtrain
 
-#define ONNXTRAIN_CHECK(cond, detail)                                                        \
-  do {                                                                                       \
-    if (!(cond)) ::onnxtrain::check_failed(#cond, __FILE__, __LINE__, (detail));             \
+#define ONNXTRAIN_CHECK(cond, detail)                                            \
+  do {                                                                           \
+    if (!(cond)) ::onnxtrain::check_failed(#cond, __FILE__, __LINE__, (detail)); \
   } while (0)

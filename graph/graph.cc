@@ -9,12 +9,18 @@ namespace onnxtrain {
 
 std::string_view value_role_name(ValueRole role) {
   switch (role) {
-    case ValueRole::Activation: return "activation";
-    case ValueRole::Input: return "input";
-    case ValueRole::Parameter: return "parameter";
-    case ValueRole::State: return "state";
-    case ValueRole::Buffer: return "buffer";
-    case ValueRole::Constant: return "constant";
+    case ValueRole::Activation:
+      return "activation";
+    case ValueRole::Input:
+      return "input";
+    case ValueRole::Parameter:
+      return "parameter";
+    case ValueRole::State:
+      return "state";
+    case ValueRole::Buffer:
+      return "buffer";
+    case ValueRole::Constant:
+      return "constant";
   }
   return "activation";
 }

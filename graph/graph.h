@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -58,13 +59,15 @@ struct Value {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" is the default ONNX domain
-  int opset = 0;       // the version of `domain` the model imports
+  std::string domain;           // "" is the default ONNX domain
+  int opset = 0;                // the version of `domain` the model imports
   std::vector<ValueId> inputs;  // an invalid id marks an omitted optional input
   std::vector<ValueId> outputs;
   Attributes attributes;
 
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i].valid(); }
+  // An op of the default ONNX domain (not a same-named op of another domain).
+  bool is_onnx_op(std::string_view type) const { return op_type == type && domain.empty(); }
   bool has_attribute(const std::string& key) const { return attributes.has(key); }
   int64_t attr_int(const std::string& key, int64_t fallback) const { return attributes.get_int(key, fallback); }
   double attr_float(const std::string& key, double fallback) const { return attributes.get_float(key, fallback); }
@@ -83,14 +86,14 @@ struct ModelInfo {
   std::string producer_name;
   std::string producer_version;
   int64_t ir_version = 0;
-  std::map<std::string, int> opsets;  // domain → version ("" = ai.onnx)
+  std::map<std::string, int> opsets;       // domain → version ("" = ai.onnx)
   std::vector<std::string> batch_symbols;  // symbolic leading dims of graph inputs
 };
 
 class Graph {
  public:
   ModelInfo info;
-  std::vector<ValueId> inputs;        // data inputs (not initializers)
+  std::vector<ValueId> inputs;  // data inputs (not initializers)
   std::vector<ValueId> outputs;
   std::vector<ValueId> initializers;  // Parameter, State, Buffer and Constant values with data
 

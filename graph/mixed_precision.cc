@@ -76,13 +76,14 @@ class Rewriter {
     const ValueId y = n.outputs[0];
     const ValueId x = n.inputs[0], w = n.inputs[1];
     const std::vector<int64_t> kn = graph_.value(w).shape.static_sizes();
-    const ValueId rows = add_node("Reshape", {x, int64s({-1, kn[0]}, base + "/rows_shape")}, {}, base + "/autocast_rows");
+    const ValueId rows =
+        add_node("Reshape", {x, int64s({-1, kn[0]}, base + "/rows_shape")}, {}, base + "/autocast_rows");
     const ValueId half_out = compute_in_half(id, rows, w, y, base);
     const ValueId back = add_node("Cast", {half_out}, {{"to", kOnnxFloat}}, base + "/autocast_out");
     // y's shape: x's leading sizes, then N.
     const ValueId leading = add_node("Shape", {x}, {{"end", int64_t{-1}}}, base + "/autocast_leading", {}, 15);
-    const ValueId shape = add_node("Concat", {leading, int64s({kn[1]}, base + "/n")}, {{"axis", int64_t{0}}},
-                                   base + "/autocast_shape");
+    const ValueId shape =
+        add_node("Concat", {leading, int64s({kn[1]}, base + "/n")}, {{"axis", int64_t{0}}}, base + "/autocast_shape");
     add_node("Reshape", {back, shape}, {}, base + "/autocast_unflatten", y);
   }
 
@@ -114,8 +115,8 @@ class Rewriter {
       if (conv) c = add_node("Reshape", {c, channel_shape(y, base)}, {}, base + "/autocast_bias_shape");
     }
     const bool scaled = alpha != 1.0;
-    ValueId current = add_node("Cast", {half_out}, {{"to", kOnnxFloat}}, base + "/autocast_out",
-                               scaled || c.valid() ? ValueId{} : y);
+    ValueId current =
+        add_node("Cast", {half_out}, {{"to", kOnnxFloat}}, base + "/autocast_out", scaled || c.valid() ? ValueId{} : y);
     if (scaled) {
       current = add_node("Mul", {current, scalar(alpha, base + "/alpha")}, {}, base + "/autocast_alpha",
                          c.valid() ? ValueId{} : y);
@@ -199,17 +200,23 @@ Precision precision_from_name(const std::string& name) {
 
 std::string precision_name(Precision precision) {
   switch (precision) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    default: return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    default:
+      return "fp32";
   }
 }
 
 DType compute_dtype(Precision precision) {
   switch (precision) {
-    case Precision::bf16: return DType::BFloat16;
-    case Precision::fp16: return DType::Float16;
-    default: return DType::Float32;
+    case Precision::bf16:
+      return DType::BFloat16;
+    case Precision::fp16:
+      return DType::Float16;
+    default:
+      return DType::Float32;
   }
 }
 

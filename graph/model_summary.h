@@ -24,8 +24,8 @@ struct NodeSummary {
   std::string name;
   std::string op_type;
   std::string domain;
-  Shape output_shape;            // of the first output, as the graph has it (symbolic batch kept)
-  int64_t parameters = 0;        // elements of the parameters this node is the first user of
+  Shape output_shape;      // of the first output, as the graph has it (symbolic batch kept)
+  int64_t parameters = 0;  // elements of the parameters this node is the first user of
   double forward_flops = 0;
   double backward_flops = 0;
   int64_t activation_bytes = 0;  // bytes of the outputs (what backward may keep); 0 where unknown

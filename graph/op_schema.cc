@@ -63,13 +63,9 @@ void InferContext::fail(const std::string& message) const {
   throw Error(message).at_node(n.name, n.op_type, n.domain, n.opset);
 }
 
-int64_t CostContext::input_numel(size_t i) const {
-  return i < inputs.size() ? inputs[i].numel().value_or(0) : 0;
-}
+int64_t CostContext::input_numel(size_t i) const { return i < inputs.size() ? inputs[i].numel().value_or(0) : 0; }
 
-int64_t CostContext::output_numel(size_t i) const {
-  return i < outputs.size() ? outputs[i].numel().value_or(0) : 0;
-}
+int64_t CostContext::output_numel(size_t i) const { return i < outputs.size() ? outputs[i].numel().value_or(0) : 0; }
 
 InputKind OpSchema::input_kind(size_t i) const {
   if (input_kinds.empty()) return InputKind::Data;
@@ -136,8 +132,10 @@ void infer_node(Graph& graph, NodeId id, const OpSchema& schema) {
 OpCost node_cost(const Graph& graph, NodeId id, const OpSchema& schema, const SymbolBindings& bindings) {
   const Node& node = graph.node(id);
   CostContext ctx{node, {}, {}};
-  for (ValueId in : node.inputs) ctx.inputs.push_back(in.valid() ? graph.value(in).shape.bind(bindings) : Shape::unknown_rank());
-  for (ValueId out : node.outputs) ctx.outputs.push_back(out.valid() ? graph.value(out).shape.bind(bindings) : Shape::unknown_rank());
+  for (ValueId in : node.inputs)
+    ctx.inputs.push_back(in.valid() ? graph.value(in).shape.bind(bindings) : Shape::unknown_rank());
+  for (ValueId out : node.outputs)
+    ctx.outputs.push_back(out.valid() ? graph.value(out).shape.bind(bindings) : Shape::unknown_rank());
   if (schema.cost) return schema.cost(ctx);
   double n = static_cast<double>(ctx.output_numel(0));
   return {n, 2 * n};

@@ -65,7 +65,7 @@ class InferContext {
 // Shapes of one node with the batch symbol bound (static where the model allows).
 struct CostContext {
   const Node& node;
-  std::vector<Shape> inputs;   // empty Shape::unknown_rank() for omitted inputs
+  std::vector<Shape> inputs;  // empty Shape::unknown_rank() for omitted inputs
   std::vector<Shape> outputs;
   int64_t input_numel(size_t i) const;   // 0 when unknown
   int64_t output_numel(size_t i) const;  // 0 when unknown

@@ -19,7 +19,7 @@ using SymbolBindings = std::map<std::string, int64_t>;
 
 class Dim {
  public:
-  Dim() = default;  // unknown
+  Dim() = default;                                            // unknown
   Dim(int64_t value) : kind_(Kind::Static), value_(value) {}  // NOLINT: implicit from a size is the point
   static Dim symbol(std::string name, int64_t factor = 1);
   static Dim unknown() { return Dim(); }

@@ -34,14 +34,12 @@ Tensor Tensor::vector_int64(const std::vector<int64_t>& values) {
   return t;
 }
 
-int64_t Tensor::numel() const {
-  return std::accumulate(sizes_.begin(), sizes_.end(), int64_t{1}, std::multiplies<>());
-}
+int64_t Tensor::numel() const { return std::accumulate(sizes_.begin(), sizes_.end(), int64_t{1}, std::multiplies<>()); }
 
 void Tensor::check_element_size(std::size_t element) const {
   ONNXTRAIN_CHECK(bytes_ != nullptr, "access to an empty tensor");
-  ONNXTRAIN_CHECK(element == dtype_size(dtype_), "element type does not match tensor dtype " +
-                                                     std::string(dtype_name(dtype_)));
+  ONNXTRAIN_CHECK(element == dtype_size(dtype_),
+                  "element type does not match tensor dtype " + std::string(dtype_name(dtype_)));
 }
 
 template <typename T>
@@ -57,15 +55,33 @@ std::vector<int64_t> Tensor::to_int64() const {
   std::vector<int64_t> out;
   int64_t n = numel();
   switch (dtype_) {
-    case DType::Int64: widen<int64_t>(raw(), n, out); break;
-    case DType::Int32: widen<int32_t>(raw(), n, out); break;
-    case DType::Int16: widen<int16_t>(raw(), n, out); break;
-    case DType::Int8: widen<int8_t>(raw(), n, out); break;
-    case DType::UInt64: widen<uint64_t>(raw(), n, out); break;
-    case DType::UInt32: widen<uint32_t>(raw(), n, out); break;
-    case DType::UInt16: widen<uint16_t>(raw(), n, out); break;
-    case DType::UInt8: case DType::Bool: widen<uint8_t>(raw(), n, out); break;
-    default: ONNXTRAIN_CHECK(false, "to_int64() of a " + std::string(dtype_name(dtype_)) + " tensor");
+    case DType::Int64:
+      widen<int64_t>(raw(), n, out);
+      break;
+    case DType::Int32:
+      widen<int32_t>(raw(), n, out);
+      break;
+    case DType::Int16:
+      widen<int16_t>(raw(), n, out);
+      break;
+    case DType::Int8:
+      widen<int8_t>(raw(), n, out);
+      break;
+    case DType::UInt64:
+      widen<uint64_t>(raw(), n, out);
+      break;
+    case DType::UInt32:
+      widen<uint32_t>(raw(), n, out);
+      break;
+    case DType::UInt16:
+      widen<uint16_t>(raw(), n, out);
+      break;
+    case DType::UInt8:
+    case DType::Bool:
+      widen<uint8_t>(raw(), n, out);
+      break;
+    default:
+      ONNXTRAIN_CHECK(false, "to_int64() of a " + std::string(dtype_name(dtype_)) + " tensor");
   }
   return out;
 }
@@ -74,8 +90,12 @@ std::vector<double> Tensor::to_double() const {
   std::vector<double> out;
   int64_t n = numel();
   switch (dtype_) {
-    case DType::Float32: widen<float>(raw(), n, out); break;
-    case DType::Float64: widen<double>(raw(), n, out); break;
+    case DType::Float32:
+      widen<float>(raw(), n, out);
+      break;
+    case DType::Float64:
+      widen<double>(raw(), n, out);
+      break;
     default: {
       for (int64_t v : to_int64()) out.push_back(static_cast<double>(v));
     }

@@ -84,9 +84,9 @@ void* CachingAllocator::allocate(size_t bytes, StreamKey stream) {
       ptr = backend_.allocate(rounded);
     }
     if (ptr == nullptr) {
-      throw Error(name_ + ": out of memory allocating " + std::to_string(bytes) + " bytes (" +
-                  std::to_string(rounded) + " rounded); " + std::to_string(stats_.bytes_in_use) +
-                  " bytes in use, " + std::to_string(stats_.bytes_cached) + " bytes cached, peak " +
+      throw Error(name_ + ": out of memory allocating " + std::to_string(bytes) + " bytes (" + std::to_string(rounded) +
+                  " rounded); " + std::to_string(stats_.bytes_in_use) + " bytes in use, " +
+                  std::to_string(stats_.bytes_cached) + " bytes cached, peak " +
                   std::to_string(stats_.peak_bytes_in_use) + " bytes in use");
     }
     ++stats_.backend_allocations;

@@ -13,9 +13,7 @@ namespace onnxtrain {
 
 std::string_view device_kind_name(DeviceKind device) { return device == DeviceKind::Cpu ? "cpu" : "cuda"; }
 
-std::string Device::name() const {
-  return kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index);
-}
+std::string Device::name() const { return kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index); }
 
 uint64_t random_stream_seed(uint64_t seed, uint64_t run_index) {
   auto splitmix64 = [](uint64_t z) {

@@ -92,7 +92,7 @@ class Stream {
   DeviceKind device() const { return device_; }
   uint64_t run_index() const { return run_index_; }
   void* native_handle() const { return native_handle_; }  // cudaStream_t for a CUDA stream
-  int device_index() const { return device_index_; }       // cuda:N
+  int device_index() const { return device_index_; }      // cuda:N
 
   // This run computes rows [first_row, first_row + rows) of the mini-batch (rows 0: the whole of it).
   void set_rows(uint64_t first_row, int64_t rows) {

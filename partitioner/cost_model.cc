@@ -120,8 +120,8 @@ std::vector<bool> values_from_graph_inputs(const Graph& g) {
   for (ValueId v : g.inputs) from_data[v.index] = true;
   for (NodeId id : g.order()) {
     const Node& node = g.node(id);
-    const bool reads_data =
-        std::any_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return in.valid() && from_data[in.index]; });
+    const bool reads_data = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                        [&](ValueId in) { return in.valid() && from_data[in.index]; });
     for (ValueId out : node.outputs)
       if (out.valid()) from_data[out.index] = reads_data;
   }

@@ -16,12 +16,12 @@ namespace onnxtrain {
 
 struct NodeCost {
   std::string name, op_type;
-  double forward_flops = 0, backward_flops = 0;  // the backward nodes emitted for this node
-  double forward_bytes = 0, backward_bytes = 0;  // bytes read + written by those kernels
+  double forward_flops = 0, backward_flops = 0;      // the backward nodes emitted for this node
+  double forward_bytes = 0, backward_bytes = 0;      // bytes read + written by those kernels
   double forward_seconds = 0, backward_seconds = 0;  // on the profile's device: analytic or measured
-  int64_t parameter_bytes = 0;   // trainable initializers this node reads first (each counted once)
-  int64_t state_bytes = 0;       // non-trainable initializers (BN running statistics)
-  int64_t activation_bytes = 0;  // forward values kept alive for the backward pass, per micro-batch
+  int64_t parameter_bytes = 0;                       // trainable initializers this node reads first (each counted once)
+  int64_t state_bytes = 0;                           // non-trainable initializers (BN running statistics)
+  int64_t activation_bytes = 0;                      // forward values kept alive for the backward pass, per micro-batch
 };
 
 struct CostProfile {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "graph/error.h"
 #include "executor/pipeline/schedule.h"
+#include "graph/error.h"
 
 namespace onnxtrain {
 namespace {
@@ -56,8 +56,10 @@ class StagePricer {
     if (n == 1) return 1;
     const int64_t in_flight = n - k;
     switch (traits().weights) {
-      case WeightHandling::current: return 2;
-      case WeightHandling::predict: return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
+      case WeightHandling::current:
+        return 2;
+      case WeightHandling::predict:
+        return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
       case WeightHandling::stash: {
         if (!traits().accumulates) return 2 + static_cast<int>(in_flight);
         const int64_t m = options_.micro_batches;
@@ -101,7 +103,8 @@ class StagePricer {
     m.weights = p;
     m.stashed_weights = p * (weight_versions(k) - 1);
     m.gradients = p * (flushes() && options_.stages > 1 ? 2 : 1);
-    const bool average = traits().weights == WeightHandling::predict && options_.prediction_average && options_.stages > 1;
+    const bool average =
+        traits().weights == WeightHandling::predict && options_.prediction_average && options_.stages > 1;
     m.optimizer_state = p * (options_.optimizer_slots + (average ? 1 : 0));
     m.state = state_[end] - state_[first];
     const int64_t received = k > 0 ? profile_.cut_activation_bytes[first] : 0;
@@ -111,8 +114,7 @@ class StagePricer {
     // At the receive of micro-batch i, i's received tensors with the kept values of the others in flight;
     // after its forward, all in flight kept and i's outgoing tensors. The larger is the peak.
     m.in_transit = std::max<int64_t>({sent, received - kept, 0});
-    m.total = m.weights + m.stashed_weights + m.gradients + m.optimizer_state + m.state + m.activations +
-              m.in_transit;
+    m.total = m.weights + m.stashed_weights + m.gradients + m.optimizer_state + m.state + m.activations + m.in_transit;
     return m;
   }
   int64_t memory_total(int k, int64_t first, int64_t end) const { return memory(k, first, end).total; }
@@ -153,8 +155,7 @@ void validate(const CostProfile& profile, const PlanOptions& o) {
     if (r < 1) throw Error("replicas: every stage needs at least 1 replica, got " + std::to_string(r));
     replicated |= r > 1;
   }
-  if (o.micro_batches < 1)
-    throw Error("micro-batches must be at least 1, got " + std::to_string(o.micro_batches));
+  if (o.micro_batches < 1) throw Error("micro-batches must be at least 1, got " + std::to_string(o.micro_batches));
   if (o.optimizer_slots < 0) throw Error("optimizer slots must be >= 0");
   if (o.memory_cap < 0) throw Error("memory cap must be >= 0 bytes (0: no cap)");
   auto check_link = [](const PlanLink& l, const char* what) {
@@ -318,7 +319,8 @@ Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::spa
   plan.utilisation = ratio(busy, stages * plan.makespan_seconds);
   plan.bubble_fraction = plan.makespan_seconds > 0 ? 1 - plan.utilisation : 0;
   plan.balance = ratio(plan.bottleneck_seconds, sum_time / stages);
-  for (StagePlan& s : plan.stages) s.idle_fraction = plan.bottleneck_seconds > 0 ? 1 - s.time_seconds / plan.bottleneck_seconds : 0;
+  for (StagePlan& s : plan.stages)
+    s.idle_fraction = plan.bottleneck_seconds > 0 ? 1 - s.time_seconds / plan.bottleneck_seconds : 0;
   return plan;
 }
 
@@ -379,12 +381,15 @@ template <typename Allowed>
 bool solve_plan(const StagePricer& pricer, const PlanOptions& o, Allowed allowed, Solution<double>& out) {
   auto time = [&](int k, int64_t i, int64_t j, int r) { return pricer.time(k, i, j, r); };
   Solution<double> bottleneck;
-  if (!solve<double>(pricer, o, time, allowed,
-                     [](double acc, double c, bool first) { return first ? c : std::max(acc, c); }, bottleneck))
+  if (!solve<double>(
+          pricer, o, time, allowed, [](double acc, double c, bool first) { return first ? c : std::max(acc, c); },
+          bottleneck))
     return false;
   const bool found = solve<double>(
       pricer, o, time,
-      [&](int k, int64_t i, int64_t j, int r) { return allowed(k, i, j, r) && pricer.time(k, i, j, r) <= bottleneck.value; },
+      [&](int k, int64_t i, int64_t j, int r) {
+        return allowed(k, i, j, r) && pricer.time(k, i, j, r) <= bottleneck.value;
+      },
       [](double acc, double c, bool first) { return first ? c : acc + c; }, out);
   if (!found) out = std::move(bottleneck);  // only if a compiler priced a stage differently twice
   return true;
@@ -406,21 +411,24 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
   const std::vector<int>& crossing = profile.cut_gradient_tensors;
   const auto n = static_cast<int64_t>(profile.nodes.size());
   auto block_cut = [&](int64_t c) { return c == 0 || c == n || crossing.at(static_cast<size_t>(c)) == 1; };
-  const bool found = solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) { return fits(k, i, j); }, best);
+  const bool found = solve_plan(
+      pricer, options, [&](int k, int64_t i, int64_t j, int) { return fits(k, i, j); }, best);
   if (!found) {
     const int64_t need = smallest_memory_cap(profile, options);
     throw Error("no split of " + describe_model(profile) + " into " + std::to_string(options.stages) +
-                " stages fits the memory cap of " + format_bytes(options.memory_cap) +
-                " per device (schedule " + std::string(pipeline_strategy_name(options.schedule)) +
-                "); the smallest cap that works is " + format_bytes(need));
+                " stages fits the memory cap of " + format_bytes(options.memory_cap) + " per device (schedule " +
+                std::string(pipeline_strategy_name(options.schedule)) + "); the smallest cap that works is " +
+                format_bytes(need));
   }
   Plan plan = build_plan(profile, options, best.cuts, best.replicas, false);
   Solution<double> between_blocks;
-  const bool blocks_wanted = options.cut_between_blocks && profile.has_attention && crossing.size() == profile.nodes.size() + 1;
+  const bool blocks_wanted =
+      options.cut_between_blocks && profile.has_attention && crossing.size() == profile.nodes.size() + 1;
   if (blocks_wanted && !std::all_of(best.cuts.begin(), best.cuts.end(), block_cut) &&
-      solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) {
-        return block_cut(i) && block_cut(j) && fits(k, i, j);
-      }, between_blocks)) {
+      solve_plan(
+          pricer, options,
+          [&](int k, int64_t i, int64_t j, int) { return block_cut(i) && block_cut(j) && fits(k, i, j); },
+          between_blocks)) {
     Plan blocks = build_plan(profile, options, between_blocks.cuts, between_blocks.replicas, false);
     if (blocks.bottleneck_seconds <= kBlockCutSlack * plan.bottleneck_seconds) return blocks;
   }
@@ -432,26 +440,29 @@ Plan evaluate_split(const CostProfile& profile, std::span<const int64_t> cuts, c
   const int64_t n = static_cast<int64_t>(profile.nodes.size());
   const size_t want = static_cast<size_t>(options.stages) - 1;
   if (cuts.size() != want)
-    throw Error("split: " + std::to_string(options.stages) + " stages need " + std::to_string(want) +
-                " cut position" + (want == 1 ? "" : "s") + ", got " + std::to_string(cuts.size()));
+    throw Error("split: " + std::to_string(options.stages) + " stages need " + std::to_string(want) + " cut position" +
+                (want == 1 ? "" : "s") + ", got " + std::to_string(cuts.size()));
   std::vector<int64_t> bounds = {0};
   for (size_t i = 0; i < cuts.size(); ++i) {
     if (cuts[i] < 1 || cuts[i] > n - 1)
-      throw Error("split: cut position " + std::to_string(cuts[i]) + " is outside 1.." + std::to_string(n - 1) +
-                  " (" + describe_model(profile) + " has " + std::to_string(n) +
+      throw Error("split: cut position " + std::to_string(cuts[i]) + " is outside 1.." + std::to_string(n - 1) + " (" +
+                  describe_model(profile) + " has " + std::to_string(n) +
                   " nodes; cut c lies between nodes c-1 and c)");
     if (i > 0 && cuts[i] <= cuts[i - 1])
-      throw Error("split: cut positions must be strictly increasing, got " + std::to_string(cuts[i - 1]) +
-                  " then " + std::to_string(cuts[i]) + " (a stage would be empty)");
+      throw Error("split: cut positions must be strictly increasing, got " + std::to_string(cuts[i - 1]) + " then " +
+                  std::to_string(cuts[i]) + " (a stage would be empty)");
     bounds.push_back(cuts[i]);
   }
   bounds.push_back(n);
   // The same DP restricted to this split: it only chooses replica counts (with options.devices).
   const StagePricer pricer(profile, options);
   Solution<double> best;
-  const bool found = solve_plan(pricer, options, [&](int k, int64_t i, int64_t j, int) {
-    return i == bounds[static_cast<size_t>(k)] && j == bounds[static_cast<size_t>(k) + 1];
-  }, best);
+  const bool found = solve_plan(
+      pricer, options,
+      [&](int k, int64_t i, int64_t j, int) {
+        return i == bounds[static_cast<size_t>(k)] && j == bounds[static_cast<size_t>(k) + 1];
+      },
+      best);
   ONNXTRAIN_CHECK(found, "evaluate_split: a validated split is always allowed");
   return build_plan(profile, options, cuts, best.replicas, true);
 }

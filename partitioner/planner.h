@@ -96,7 +96,7 @@ struct PlanOptions {
   // executor/weight_prediction.h), and the report scores predictions (--prediction-metrics on).
   bool prediction_average = false;
   bool prediction_metrics = true;
-  int64_t memory_cap = 0;     // bytes per device; 0: no cap
+  int64_t memory_cap = 0;  // bytes per device; 0: no cap
   // For a model of attention blocks (CostProfile::has_attention): cut only where one gradient-carrying
   // tensor crosses (cut_gradient_tensors), between blocks or sublayers, never through an attention,
   // unless no such split fits the memory cap or its bottleneck is over 10% slower than the best split.
@@ -109,8 +109,8 @@ struct StageMemory {
   int64_t stashed_weights = 0;  // the further versions kept (versions − 1 copies)
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
-  int64_t state = 0;            // non-trainable initializers (BN running statistics)
-  int64_t activations = 0;      // everything kept for the backward, all micro-batches in flight
+  int64_t state = 0;        // non-trainable initializers (BN running statistics)
+  int64_t activations = 0;  // everything kept for the backward, all micro-batches in flight
   // Above `activations` at the stage's peak, one micro-batch's cut tensors on their way: what it sends
   // (held until the send), or what it receives less one micro-batch's kept values (the received tensors
   // are held until its forward runs). What the backward needs of the received tensors is already in
@@ -156,7 +156,7 @@ struct Plan {
   double single_device_throughput = 0;  // micro-batches/s: 1 / Σ compute (0 if every cost is 0)
   double speedup = 0, steady_speedup = 0;
   double bubble_fraction = 0, utilisation = 0;
-  double balance = 0;                   // bottleneck / (Σ_k time_k / N): 1 is perfect balance
+  double balance = 0;  // bottleneck / (Σ_k time_k / N): 1 is perfect balance
   bool fits_memory_cap = true;
   bool operator==(const Plan&) const = default;
 };

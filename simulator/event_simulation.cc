@@ -9,14 +9,22 @@ namespace onnxtrain {
 
 const char* task_kind_name(TaskKind kind) {
   switch (kind) {
-    case TaskKind::forward: return "forward";
-    case TaskKind::backward: return "backward";
-    case TaskKind::update: return "update";
-    case TaskKind::send: return "send";
-    case TaskKind::recv: return "recv";
-    case TaskKind::allreduce: return "allreduce";
-    case TaskKind::push: return "push";
-    case TaskKind::pull: return "pull";
+    case TaskKind::forward:
+      return "forward";
+    case TaskKind::backward:
+      return "backward";
+    case TaskKind::update:
+      return "update";
+    case TaskKind::send:
+      return "send";
+    case TaskKind::recv:
+      return "recv";
+    case TaskKind::allreduce:
+      return "allreduce";
+    case TaskKind::push:
+      return "push";
+    case TaskKind::pull:
+      return "pull";
   }
   return "?";
 }
@@ -35,7 +43,8 @@ int EventSimulation::add_memory_pool(std::string name, int64_t resident_bytes) {
 
 int EventSimulation::add_task(SimTask task) {
   const int id = static_cast<int>(tasks_.size());
-  ONNXTRAIN_CHECK(task.resource >= 0 && task.resource < static_cast<int>(resources_.size()), "add_task: unknown resource");
+  ONNXTRAIN_CHECK(task.resource >= 0 && task.resource < static_cast<int>(resources_.size()),
+                  "add_task: unknown resource");
   ONNXTRAIN_CHECK(task.seconds >= 0, "add_task: negative duration");
   ONNXTRAIN_CHECK(task.memory_pool < static_cast<int>(pools_.size()), "add_task: unknown memory pool");
   for (int a : task.after) ONNXTRAIN_CHECK(a >= 0 && a < id, "add_task: waits on a task not yet added");

@@ -36,13 +36,13 @@ const char* task_kind_name(TaskKind kind);  // "forward", ...
 struct SimTask {
   int resource = 0;
   double seconds = 0;
-  std::vector<int> after;     // task ids that must end before this one starts
+  std::vector<int> after;  // task ids that must end before this one starts
   TaskKind kind = TaskKind::forward;
-  int64_t micro_batch = -1;   // for traces: the (micro-)batch, -1 for none
-  int64_t bytes = 0;          // transfers: the message size
-  int memory_pool = -1;       // the pool `allocate`/`release` apply to; -1: none
-  int64_t allocate = 0;       // bytes taken on memory_pool when the task starts
-  int64_t release = 0;        // bytes given back when it ends
+  int64_t micro_batch = -1;  // for traces: the (micro-)batch, -1 for none
+  int64_t bytes = 0;         // transfers: the message size
+  int memory_pool = -1;      // the pool `allocate`/`release` apply to; -1: none
+  int64_t allocate = 0;      // bytes taken on memory_pool when the task starts
+  int64_t release = 0;       // bytes given back when it ends
 };
 
 class EventSimulation {

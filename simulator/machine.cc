@@ -4,9 +4,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "graph/error.h"
 
@@ -66,10 +65,12 @@ LinkDescription Machine::ring_link(int count) const {
 
 std::string Machine::describe() const {
   char line[512];
-  std::snprintf(line, sizeof line, "%s: %d x %d %s; within a node %s %.0f GB/s%s%s", name.c_str(), nodes,
-                devices_per_node, device.name.c_str(), intra_node.name.c_str(), intra_node.bandwidth / 1e9,
-                nodes > 1 ? ", between nodes " : "", nodes > 1 ? (inter_node.name + " " +
-                std::to_string(static_cast<int>(inter_node.bandwidth / 1e9)) + " GB/s").c_str() : "");
+  std::snprintf(
+      line, sizeof line, "%s: %d x %d %s; within a node %s %.0f GB/s%s%s", name.c_str(), nodes, devices_per_node,
+      device.name.c_str(), intra_node.name.c_str(), intra_node.bandwidth / 1e9, nodes > 1 ? ", between nodes " : "",
+      nodes > 1
+          ? (inter_node.name + " " + std::to_string(static_cast<int>(inter_node.bandwidth / 1e9)) + " GB/s").c_str()
+          : "");
   return line;
 }
 
@@ -120,21 +121,23 @@ Machine parse_machine(const std::string& json_text, const std::string& source) {
     throw Error(std::string("machine: not valid JSON: ") + e.what()).in_file(source);
   }
   if (!doc.is_object()) throw machine_error(source, "", "must be a JSON object");
-  static constexpr const char* kKeys[] = {"name", "nodes", "devices_per_node", "device", "intra_node_link",
-                                          "inter_node_link", "host_link"};
+  static constexpr const char* kKeys[] = {
+      "name", "nodes", "devices_per_node", "device", "intra_node_link", "inter_node_link", "host_link"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKeys) known |= it.key() == k;
     if (!known)
-      throw machine_error(source, it.key(), "is not a known key (known: name, nodes, devices_per_node, device, "
-                                            "intra_node_link, inter_node_link, host_link)");
+      throw machine_error(source, it.key(),
+                          "is not a known key (known: name, nodes, devices_per_node, device, "
+                          "intra_node_link, inter_node_link, host_link)");
   }
   Machine m;
   m.source = "file " + source;
   m.name = doc.contains("name") && doc["name"].is_string() ? doc["name"].get<std::string>() : source;
   m.nodes = positive_count(doc, "nodes", source);
   m.devices_per_node = positive_count(doc, "devices_per_node", source);
-  if (!doc.contains("device")) throw machine_error(source, "device", "is missing (a device preset name or a device profile object)");
+  if (!doc.contains("device"))
+    throw machine_error(source, "device", "is missing (a device preset name or a device profile object)");
   try {
     m.device = doc["device"].is_string() ? device_from_preset(doc["device"].get<std::string>())
                                          : parse_device_profile(doc["device"].dump(), source);
@@ -147,7 +150,8 @@ Machine parse_machine(const std::string& json_text, const std::string& source) {
     throw machine_error(source, "inter_node_link", "is missing (needed with more than one node)");
   m.inter_node = doc.contains("inter_node_link") ? link_field(doc, "inter_node_link", source) : m.intra_node;
   const bool a100 = m.device.name.find("A100") != std::string::npos;
-  m.host = doc.contains("host_link") ? link_field(doc, "host_link", source) : link_from_preset(a100 ? "pcie4-x16" : "pcie5-x16");
+  m.host = doc.contains("host_link") ? link_field(doc, "host_link", source)
+                                     : link_from_preset(a100 ? "pcie4-x16" : "pcie5-x16");
   return m;
 }
 

@@ -11,7 +11,8 @@ namespace onnxtrain {
 
 double LinkTimes::seconds(int64_t bytes) const {
   if (bytes <= 0) return 0;
-  if (!(bandwidth > 0)) throw Error("simulation: a link with " + std::to_string(bytes) + " bytes to carry has no bandwidth");
+  if (!(bandwidth > 0))
+    throw Error("simulation: a link with " + std::to_string(bytes) + " bytes to carry has no bandwidth");
   return latency_s + static_cast<double>(bytes) / bandwidth;
 }
 
@@ -83,7 +84,10 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
             const int link = forward ? k : k - 1;
             const int64_t bytes = forward ? t.activation_bytes_out : t.gradient_bytes_out;
             SimTask send{.resource = forward ? link_forward[link] : link_backward[link],
-                         .seconds = links[link].seconds(bytes), .kind = TaskKind::send, .micro_batch = mb, .bytes = bytes};
+                         .seconds = links[link].seconds(bytes),
+                         .kind = TaskKind::send,
+                         .micro_batch = mb,
+                         .bytes = bytes};
             if (last[k] >= 0) send.after = {last[k]};
             transfer[{in.op, peer, mb}] = sim.add_task(std::move(send));
             ++pc[k];
@@ -123,7 +127,8 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
   for (int k = 0; k < n; ++k) {
     ONNXTRAIN_CHECK(static_cast<int64_t>(updates[k].size()) == steps, "simulate_pipeline: one update per step");
     for (int64_t i = 0; i < steps; ++i)
-      out.step_end[static_cast<size_t>(i)] = std::max(out.step_end[static_cast<size_t>(i)], sim.end(updates[k][static_cast<size_t>(i)]));
+      out.step_end[static_cast<size_t>(i)] =
+          std::max(out.step_end[static_cast<size_t>(i)], sim.end(updates[k][static_cast<size_t>(i)]));
   }
   for (int k = 0; k < n; ++k) {
     StageSummary s;

@@ -29,9 +29,9 @@ namespace onnxtrain {
 
 struct StageTimes {
   double forward_s = 0, backward_s = 0, update_s = 0;  // one (micro-)batch; the update once per step
-  int64_t activation_bytes_out = 0;  // sent to stage k+1 per micro-batch
-  int64_t gradient_bytes_out = 0;    // sent to stage k-1 per micro-batch
-  int64_t resident_bytes = 0;        // weights, their versions, gradients, optimizer state
+  int64_t activation_bytes_out = 0;                    // sent to stage k+1 per micro-batch
+  int64_t gradient_bytes_out = 0;                      // sent to stage k-1 per micro-batch
+  int64_t resident_bytes = 0;                          // weights, their versions, gradients, optimizer state
   int64_t kept_bytes_per_micro_batch = 0;
 };
 
@@ -42,18 +42,18 @@ struct LinkTimes {
 };
 
 struct StageSummary {
-  double busy_s = 0;     // forward, backward, update
-  double blocked_s = 0;  // waiting at a Recv for a value that is not there yet
-  double send_s = 0;     // its outgoing transfers' time on the links
+  double busy_s = 0;           // forward, backward, update
+  double blocked_s = 0;        // waiting at a Recv for a value that is not there yet
+  double send_s = 0;           // its outgoing transfers' time on the links
   double bubble_fraction = 0;  // 1 - busy / makespan
   int64_t peak_memory = 0;
 };
 
 struct PipelineSimulation {
   EventSimulation sim;
-  std::vector<int> stage_resource;          // per stage
+  std::vector<int> stage_resource;  // per stage
   std::vector<StageSummary> stages;
-  std::vector<double> step_end;             // per mini-batch: when its last update ends on any stage
+  std::vector<double> step_end;  // per mini-batch: when its last update ends on any stage
   double makespan = 0;
   // Mini-batches per second in steady state: over the steps left when `warmup` are left out at each end
   // (the fill and the drain); warmup 0: over the whole run from time 0.

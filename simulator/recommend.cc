@@ -29,7 +29,8 @@ std::vector<StrategySpec> recommendation_candidates(int devices, int64_t batch) 
     const std::string ns = std::to_string(n);
     for (int r : powers_of_two_up_to(devices / n)) {
       const std::string suffix = r > 1 ? "x" + std::to_string(r) : "";
-      for (const char* kind : {"naive", "pipedream", "spectrain"}) specs.push_back(std::string(kind) + ":" + ns + suffix);
+      for (const char* kind : {"naive", "pipedream", "spectrain"})
+        specs.push_back(std::string(kind) + ":" + ns + suffix);
       for (int m : {n, 2 * n, 4 * n})
         if (m <= batch) specs.push_back("gpipe:" + ns + "x" + std::to_string(m) + suffix);
     }
@@ -42,13 +43,16 @@ std::vector<StrategySpec> recommendation_candidates(int devices, int64_t batch) 
 std::string staleness_warning(const StrategySpec& s) {
   const int n = s.workers;
   if ((s.kind == "naive" || s.kind == "spectrain") && n >= 4)
-    return s.kind + " diverged at 4 and 8 stages in the convergence study (README.md): prefer pipedream or fewer stages";
+    return s.kind +
+           " diverged at 4 and 8 stages in the convergence study (README.md): prefer pipedream or fewer stages";
   if (s.kind == "naive" && n >= 2)
     return "naive computes with weights " + std::to_string(n - 1) + (n == 2 ? " update" : " updates") +
            " stale, without any correction";
-  if (s.kind == "pipedream" && n >= 8) return "pipedream at 8 stages trained to lower accuracy in the convergence study (84.17%)";
+  if (s.kind == "pipedream" && n >= 8)
+    return "pipedream at 8 stages trained to lower accuracy in the convergence study (84.17%)";
   if (s.kind == "ps" && n >= 4)
-    return "asynchronous: with " + std::to_string(n) + " workers pushes are stale; with 4 the convergence study "
+    return "asynchronous: with " + std::to_string(n) +
+           " workers pushes are stale; with 4 the convergence study "
            "diverged in about half the seeds at lr 0.04 (staleness 11-24)";
   return "";
 }
@@ -61,7 +65,8 @@ size_t recommended_index(const std::vector<std::string>& staleness_warnings) {
 
 std::string train_command(const std::string& model, const StrategySpec& strategy, int64_t batch,
                           const std::string& plan_path, bool cuda, bool processes) {
-  std::string cmd = processes ? "mpirun -np " + std::to_string(strategy.devices()) + " onnxtrain train " : "onnxtrain train ";
+  std::string cmd =
+      processes ? "mpirun -np " + std::to_string(strategy.devices()) + " onnxtrain train " : "onnxtrain train ";
   cmd += model + " --batch " + std::to_string(batch);
   for (const std::string& a : strategy.train_args) cmd += " " + a;
   if (!plan_path.empty()) cmd += " --plan " + plan_path;
@@ -87,7 +92,8 @@ Recommendation recommend(const Machine& machine, const ProfileAt& profiles, cons
   // the least memory.
   const auto key = [](const RankedStrategy& r) {
     const double rate = std::max(r.simulation.samples_per_s, 1e-300);
-    return std::tuple(-std::floor(std::log(rate) / std::log(1.005)), !r.staleness_warning.empty(), r.simulation.peak_memory);
+    return std::tuple(-std::floor(std::log(rate) / std::log(1.005)), !r.staleness_warning.empty(),
+                      r.simulation.peak_memory);
   };
   std::stable_sort(out.ranked.begin(), out.ranked.end(),
                    [&](const RankedStrategy& a, const RankedStrategy& b) { return key(a) < key(b); });

@@ -3,8 +3,8 @@
 //   single; dp:R and cs:R; ps:R:1 and ps:R:2; naive/pipedream/spectrain:N and :NxR (N·R <= D);
 //   gpipe:NxM and :NxMxR with M in {N, 2N, 4N} (M <= the batch).
 // Those whose peak memory exceeds the device's are left out (and counted). Ranked by samples/s; within 0.5%
-// (the same speed) the one without a staleness risk comes first, then the one needing less memory. Each kept one carries the
-// reason it is limited (strategy_simulation.h) and, where the convergence study in README.md saw trouble,
+// (the same speed) the one without a staleness risk comes first, then the one needing less memory. Each kept one
+// carries the reason it is limited (strategy_simulation.h) and, where the convergence study in README.md saw trouble,
 // a staleness warning:
 //   naive:N, spectrain:N with N >= 4   both diverged at 4 and 8 stages (lr 0.04, Fashion-MNIST CNN)
 //   naive:2-3                          stale weights without any correction (N−1 updates behind)
@@ -28,8 +28,8 @@ struct RankedStrategy {
 };
 
 struct Recommendation {
-  std::vector<RankedStrategy> ranked;   // fitting candidates, fastest first
-  std::vector<std::string> left_out;    // "gpipe:8x32: memory (...)", or why it could not be simulated
+  std::vector<RankedStrategy> ranked;  // fitting candidates, fastest first
+  std::vector<std::string> left_out;   // "gpipe:8x32: memory (...)", or why it could not be simulated
 };
 
 std::vector<StrategySpec> recommendation_candidates(int devices, int64_t batch);

@@ -66,25 +66,38 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<std::vector<int>> parts(replicas);
     for (int r = 0; r < replicas; ++r) {
-      SimTask f{.resource = w.resource[r], .seconds = t.forward_s, .kind = TaskKind::forward, .micro_batch = step,
-                .memory_pool = w.pool[r], .allocate = t.activation_bytes};
+      SimTask f{.resource = w.resource[r],
+                .seconds = t.forward_s,
+                .kind = TaskKind::forward,
+                .micro_batch = step,
+                .memory_pool = w.pool[r],
+                .allocate = t.activation_bytes};
       if (previous_update[r] >= 0) f.after = {previous_update[r]};
       out.sim.add_task(std::move(f));
       for (int b = 0; b < buckets; ++b)
-        parts[r].push_back(out.sim.add_task({.resource = w.resource[r], .seconds = t.backward_s / buckets,
-                                             .kind = TaskKind::backward, .micro_batch = step, .memory_pool = w.pool[r],
+        parts[r].push_back(out.sim.add_task({.resource = w.resource[r],
+                                             .seconds = t.backward_s / buckets,
+                                             .kind = TaskKind::backward,
+                                             .micro_batch = step,
+                                             .memory_pool = w.pool[r],
                                              .release = b + 1 == buckets ? t.activation_bytes : 0}));
     }
     int reduced = -1;
     for (int b = 0; b < buckets; ++b) {
-      SimTask reduce{.resource = ring_resource, .seconds = ring_allreduce_seconds(t.parameter_bytes / buckets, replicas, ring),
-                     .kind = TaskKind::allreduce, .micro_batch = step, .bytes = t.parameter_bytes / buckets};
+      SimTask reduce{.resource = ring_resource,
+                     .seconds = ring_allreduce_seconds(t.parameter_bytes / buckets, replicas, ring),
+                     .kind = TaskKind::allreduce,
+                     .micro_batch = step,
+                     .bytes = t.parameter_bytes / buckets};
       for (int r = 0; r < replicas; ++r) reduce.after.push_back(parts[r][b]);
       reduced = out.sim.add_task(std::move(reduce));
     }
     for (int r = 0; r < replicas; ++r)
-      previous_update[r] = out.sim.add_task({.resource = w.resource[r], .seconds = t.update_s, .after = {reduced},
-                                             .kind = TaskKind::update, .micro_batch = step});
+      previous_update[r] = out.sim.add_task({.resource = w.resource[r],
+                                             .seconds = t.update_s,
+                                             .after = {reduced},
+                                             .kind = TaskKind::update,
+                                             .micro_batch = step});
     step_updates.push_back(previous_update[0]);
   }
   summarise(out, w, {ring_resource});
@@ -99,7 +112,8 @@ std::vector<int> add_links(ReplicaSimulation& out, int count) {
   return links;
 }
 
-ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, const LinkTimes& storage, int64_t steps) {
+ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, const LinkTimes& storage,
+                                           int64_t steps) {
   check(t, replicas, steps, "simulate_central_storage");
   ReplicaSimulation out;
   const Workers w = add_workers(out, t, replicas, "replica");
@@ -110,18 +124,35 @@ ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, 
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<int> pushes;
     for (int r = 0; r < replicas; ++r) {
-      SimTask pull{.resource = link[r], .seconds = copy, .kind = TaskKind::pull, .micro_batch = step, .bytes = t.parameter_bytes};
+      SimTask pull{.resource = link[r],
+                   .seconds = copy,
+                   .kind = TaskKind::pull,
+                   .micro_batch = step,
+                   .bytes = t.parameter_bytes};
       if (previous_update >= 0) pull.after = {previous_update};
       const int pulled = out.sim.add_task(std::move(pull));
-      out.sim.add_task({.resource = w.resource[r], .seconds = t.forward_s, .after = {pulled}, .kind = TaskKind::forward,
-                        .micro_batch = step, .memory_pool = w.pool[r], .allocate = t.activation_bytes});
-      const int backward = out.sim.add_task({.resource = w.resource[r], .seconds = t.backward_s, .kind = TaskKind::backward,
-                                             .micro_batch = step, .memory_pool = w.pool[r], .release = t.activation_bytes});
-      pushes.push_back(out.sim.add_task({.resource = link[r], .seconds = copy, .after = {backward}, .kind = TaskKind::push,
-                                         .micro_batch = step, .bytes = t.parameter_bytes}));
+      out.sim.add_task({.resource = w.resource[r],
+                        .seconds = t.forward_s,
+                        .after = {pulled},
+                        .kind = TaskKind::forward,
+                        .micro_batch = step,
+                        .memory_pool = w.pool[r],
+                        .allocate = t.activation_bytes});
+      const int backward = out.sim.add_task({.resource = w.resource[r],
+                                             .seconds = t.backward_s,
+                                             .kind = TaskKind::backward,
+                                             .micro_batch = step,
+                                             .memory_pool = w.pool[r],
+                                             .release = t.activation_bytes});
+      pushes.push_back(out.sim.add_task({.resource = link[r],
+                                         .seconds = copy,
+                                         .after = {backward},
+                                         .kind = TaskKind::push,
+                                         .micro_batch = step,
+                                         .bytes = t.parameter_bytes}));
     }
-    previous_update = out.sim.add_task({.resource = store, .seconds = t.update_s, .after = pushes, .kind = TaskKind::update,
-                                        .micro_batch = step});
+    previous_update = out.sim.add_task(
+        {.resource = store, .seconds = t.update_s, .after = pushes, .kind = TaskKind::update, .micro_batch = step});
   }
   std::vector<int> comm = link;
   comm.push_back(store);
@@ -147,21 +178,40 @@ ReplicaSimulation simulate_parameter_server(const ReplicaTimes& t, int workers, 
   for (int64_t step = 0; step < steps; ++step) {
     for (int wk = 0; wk < workers; ++wk) {
       const int64_t batch = step * workers + wk;
-      SimTask pull{.resource = links[wk], .seconds = shards * link.seconds(part), .kind = TaskKind::pull,
-                   .micro_batch = batch, .bytes = part * shards};
+      SimTask pull{.resource = links[wk],
+                   .seconds = shards * link.seconds(part),
+                   .kind = TaskKind::pull,
+                   .micro_batch = batch,
+                   .bytes = part * shards};
       if (previous[wk] >= 0) pull.after = {previous[wk]};
       const int pulled = out.sim.add_task(std::move(pull));
-      out.sim.add_task({.resource = w.resource[wk], .seconds = t.forward_s, .after = {pulled}, .kind = TaskKind::forward,
-                        .micro_batch = batch, .memory_pool = w.pool[wk], .allocate = t.activation_bytes});
-      const int backward = out.sim.add_task({.resource = w.resource[wk], .seconds = t.backward_s, .kind = TaskKind::backward,
-                                             .micro_batch = batch, .memory_pool = w.pool[wk], .release = t.activation_bytes});
-      const int push = out.sim.add_task({.resource = links[wk], .seconds = shards * link.seconds(part), .after = {backward},
-                                         .kind = TaskKind::push, .micro_batch = batch, .bytes = part * shards});
+      out.sim.add_task({.resource = w.resource[wk],
+                        .seconds = t.forward_s,
+                        .after = {pulled},
+                        .kind = TaskKind::forward,
+                        .micro_batch = batch,
+                        .memory_pool = w.pool[wk],
+                        .allocate = t.activation_bytes});
+      const int backward = out.sim.add_task({.resource = w.resource[wk],
+                                             .seconds = t.backward_s,
+                                             .kind = TaskKind::backward,
+                                             .micro_batch = batch,
+                                             .memory_pool = w.pool[wk],
+                                             .release = t.activation_bytes});
+      const int push = out.sim.add_task({.resource = links[wk],
+                                         .seconds = shards * link.seconds(part),
+                                         .after = {backward},
+                                         .kind = TaskKind::push,
+                                         .micro_batch = batch,
+                                         .bytes = part * shards});
       // The worker's next pull waits for every shard to apply its push (the executor's push returns then).
       SimTask done{.resource = w.resource[wk], .seconds = 0, .kind = TaskKind::recv, .micro_batch = batch};
       for (int s = 0; s < shards; ++s)
-        done.after.push_back(out.sim.add_task({.resource = shard[s], .seconds = t.update_s / shards, .after = {push},
-                                               .kind = TaskKind::update, .micro_batch = batch}));
+        done.after.push_back(out.sim.add_task({.resource = shard[s],
+                                               .seconds = t.update_s / shards,
+                                               .after = {push},
+                                               .kind = TaskKind::update,
+                                               .micro_batch = batch}));
       previous[wk] = out.sim.add_task(std::move(done));
       finish.push_back(previous[wk]);
     }

@@ -53,7 +53,8 @@ double ring_allreduce_seconds(int64_t bytes, int ranks, const LinkTimes& link);
 
 ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, const LinkTimes& ring, int64_t steps,
                                          int buckets = 1);
-ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, const LinkTimes& storage, int64_t steps);
+ReplicaSimulation simulate_central_storage(const ReplicaTimes& t, int replicas, const LinkTimes& storage,
+                                           int64_t steps);
 // `steps`: mini-batches per worker.
 ReplicaSimulation simulate_parameter_server(const ReplicaTimes& t, int workers, int shards, const LinkTimes& link,
                                             int64_t steps);

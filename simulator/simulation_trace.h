@@ -7,14 +7,14 @@
 //   append_simulation_events(events, *simulation.sim, "simulated: pipedream:2", /*pid=*/2);
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "simulator/event_simulation.h"
 
 namespace onnxtrain {
 
-void append_simulation_events(nlohmann::json& events, const EventSimulation& sim, const std::string& process_name, int pid);
+void append_simulation_events(nlohmann::json& events, const EventSimulation& sim, const std::string& process_name,
+                              int pid);
 
 }  // namespace onnxtrain

@@ -44,8 +44,10 @@ std::string percent(double fraction) {
 // What a run is limited by, from the fractions of the makespan its devices and its busiest
 // communication resource were busy (see the header).
 std::string limit_of(double busy, const std::string& comm_name, double comm_busy, int64_t micro_batch) {
-  if (busy >= 0.8) return "compute (devices busy " + percent(busy) + ", " + std::to_string(micro_batch) + " rows a pass)";
-  if (!comm_name.empty() && comm_busy >= 0.5 * (1 - busy)) return comm_name + " (busy " + percent(comm_busy) + " of the time)";
+  if (busy >= 0.8)
+    return "compute (devices busy " + percent(busy) + ", " + std::to_string(micro_batch) + " rows a pass)";
+  if (!comm_name.empty() && comm_busy >= 0.5 * (1 - busy))
+    return comm_name + " (busy " + percent(comm_busy) + " of the time)";
   return "the bubble (devices idle " + percent(1 - busy) + ": fill, drain, uneven stages)";
 }
 
@@ -74,11 +76,16 @@ void busiest_comm(const EventSimulation& sim, const std::vector<int>& devices, c
       name = sim.resource_names()[r];
     }
   }
-  if (name.starts_with("all-reduce")) name = "the all-reduce";
-  else if (name.starts_with("link")) name = "the transfers on " + name;
-  else if (name.starts_with("shard")) name = "the parameter servers' updates (" + name + ")";
-  else if (name.starts_with("host link")) name = "the weights and gradients on the host links";
-  else if (name == "storage") name = "the central storage's update";
+  if (name.starts_with("all-reduce"))
+    name = "the all-reduce";
+  else if (name.starts_with("link"))
+    name = "the transfers on " + name;
+  else if (name.starts_with("shard"))
+    name = "the parameter servers' updates (" + name + ")";
+  else if (name.starts_with("host link"))
+    name = "the weights and gradients on the host links";
+  else if (name == "storage")
+    name = "the central storage's update";
 }
 
 // Device figures over the steady-state window; blocked time and memory over the whole run.
@@ -133,9 +140,11 @@ StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machi
   const int workers = s.kind == "single" ? 1 : s.workers;
   const int64_t micro = ps ? settings.batch : (settings.batch + workers - 1) / workers;
   const ProfileSums sums = sums_of(profiles(micro, workers));
-  ReplicaTimes t{.forward_s = sums.forward_s, .backward_s = sums.backward_s,
+  ReplicaTimes t{.forward_s = sums.forward_s,
+                 .backward_s = sums.backward_s,
                  .update_s = update_seconds(sums.parameter_bytes, machine, settings),
-                 .parameter_bytes = sums.parameter_bytes, .activation_bytes = sums.activation_bytes};
+                 .parameter_bytes = sums.parameter_bytes,
+                 .activation_bytes = sums.activation_bytes};
   const int64_t p = sums.parameter_bytes;
   const bool host_state = s.kind == "cs" || ps;  // the optimizer state lives on the host
   t.resident_bytes = p * (host_state ? 2 : 2 + settings.optimizer_slots) + sums.state_bytes;
@@ -164,8 +173,8 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   const int64_t micro = gpipe || per_update > 1 ? (rows + s.micro_batches - 1) / s.micro_batches : rows;
   const CostProfile& profile = profiles(micro, s.devices());
   if (static_cast<int64_t>(profile.nodes.size()) < s.workers)
-    throw Error("simulate " + s.spec + ": the model has " + std::to_string(profile.nodes.size()) + " nodes, fewer than " +
-                std::to_string(s.workers) + " stages");
+    throw Error("simulate " + s.spec + ": the model has " + std::to_string(profile.nodes.size()) +
+                " nodes, fewer than " + std::to_string(s.workers) + " stages");
   PlanOptions o;
   o.stages = s.workers;
   o.schedule = strategy;
@@ -219,7 +228,8 @@ StrategySimulation simulate_strategy(const StrategySpec& strategy, const Machine
   if (strategy.devices() > machine.devices())
     throw Error("simulate " + strategy.spec + ": needs " + std::to_string(strategy.devices()) + " devices, and " +
                 machine.name + " has " + std::to_string(machine.devices()));
-  if (settings.batch < 1 || settings.warmup < 0 || settings.cooldown < 0 || settings.warmup + settings.cooldown >= settings.steps)
+  if (settings.batch < 1 || settings.warmup < 0 || settings.cooldown < 0 ||
+      settings.warmup + settings.cooldown >= settings.steps)
     throw Error("simulate: needs batch >= 1 and more steps than the warm-up and cool-down steps left out");
   return strategy.is_pipeline() ? simulate_pipeline_strategy(strategy, machine, profiles, settings)
                                 : simulate_replicas(strategy, machine, profiles, settings);

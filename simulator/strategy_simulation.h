@@ -44,13 +44,13 @@ namespace onnxtrain {
 using ProfileAt = std::function<const CostProfile&(int64_t micro_batch, int workers)>;
 
 struct SimulationSettings {
-  int64_t batch = 32;    // the global mini-batch
-  int64_t steps = 40;    // mini-batches simulated (ps: in all)
-  int64_t warmup = 8;    // left out of the rate at the start (the pipeline's fill)
-  int64_t cooldown = 8;  // and at the end (the drain); bench, which times whole runs, keeps them: 0
-  int optimizer_slots = 1;    // parameter-sized optimizer buffers (momentum 1, Adam 2)
-  double update_passes = 5;   // passes over the parameters per update
-  int dp_buckets = 1;         // > 1: the all-reduce overlaps the backward in this many buckets
+  int64_t batch = 32;        // the global mini-batch
+  int64_t steps = 40;        // mini-batches simulated (ps: in all)
+  int64_t warmup = 8;        // left out of the rate at the start (the pipeline's fill)
+  int64_t cooldown = 8;      // and at the end (the drain); bench, which times whole runs, keeps them: 0
+  int optimizer_slots = 1;   // parameter-sized optimizer buffers (momentum 1, Adam 2)
+  double update_passes = 5;  // passes over the parameters per update
+  int dp_buckets = 1;        // > 1: the all-reduce overlaps the backward in this many buckets
 };
 
 struct WorkerFigures {
@@ -62,13 +62,13 @@ struct WorkerFigures {
 struct StrategySimulation {
   StrategySpec strategy;
   double samples_per_s = 0;
-  double step_seconds = 0;      // per mini-batch (ps: per mini-batch of all workers together)
-  double bubble_fraction = 0;   // 1 − mean busy fraction of the devices
+  double step_seconds = 0;     // per mini-batch (ps: per mini-batch of all workers together)
+  double bubble_fraction = 0;  // 1 − mean busy fraction of the devices
   std::vector<WorkerFigures> workers;
-  int64_t peak_memory = 0;      // the largest device's
+  int64_t peak_memory = 0;  // the largest device's
   bool fits_memory = true;
-  std::string limited_by;       // "compute (devices busy 93%)", "the all-reduce (ring busy 61%)", ...
-  std::optional<Plan> plan;     // pipelines: the split
+  std::string limited_by;                      // "compute (devices busy 93%)", "the all-reduce (ring busy 61%)", ...
+  std::optional<Plan> plan;                    // pipelines: the split
   std::shared_ptr<const EventSimulation> sim;  // the timeline, for traces
 };
 

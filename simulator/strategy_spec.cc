@@ -78,17 +78,16 @@ StrategySpec parse_one(const std::string& item) {
 
 }  // namespace
 
-bool StrategySpec::is_pipeline() const {
-  return is_pipeline_strategy(kind);
-}
+bool StrategySpec::is_pipeline() const { return is_pipeline_strategy(kind); }
 
 std::vector<StrategySpec> parse_strategy_specs(const std::string& list, int devices) {
   std::vector<StrategySpec> strategies;
   for (const std::string& item : split(list, ',')) {
     if (item == "all") {
       const std::string d = std::to_string(devices);
-      for (const std::string& expanded : std::vector<std::string>{"single", "dp:" + d, "cs:" + d, "ps:" + d + ":1", "naive:" + d,
-                                          "pipedream:" + d, "spectrain:" + d, "gpipe:" + d + "x4"})
+      for (const std::string& expanded :
+           std::vector<std::string>{"single", "dp:" + d, "cs:" + d, "ps:" + d + ":1", "naive:" + d, "pipedream:" + d,
+                                    "spectrain:" + d, "gpipe:" + d + "x4"})
         strategies.push_back(parse_one(expanded));
     } else {
       strategies.push_back(parse_one(item));

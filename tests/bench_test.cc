@@ -5,18 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
-#include <tuple>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "graph/error.h"
-#include "tests/error_of.h"
-#include "tests/cli_run.h"
 #include "simulator/strategy_spec.h"
+#include "tests/cli_run.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 using onnxtrain::testing_support::run_cli;
@@ -35,7 +35,8 @@ TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
   EXPECT_EQ(s[3].workers, 4);
   EXPECT_EQ(s[4].train_args, (std::vector<std::string>{"--strategy", "spectrain", "--stages", "2"}));
   EXPECT_TRUE(s[4].is_pipeline());
-  EXPECT_EQ(s[5].train_args, (std::vector<std::string>{"--strategy", "gpipe", "--stages", "2", "--micro-batches", "4"}));
+  EXPECT_EQ(s[5].train_args,
+            (std::vector<std::string>{"--strategy", "gpipe", "--stages", "2", "--micro-batches", "4"}));
   EXPECT_EQ(s[5].micro_batches, 4);
   EXPECT_FALSE(s[1].is_pipeline());
   const StrategySpec flush = parse_strategy_specs("1f1b:3x6x2", 6).front();
@@ -49,18 +50,20 @@ TEST(BenchStrategies, EachSpecBecomesItsTrainOptions) {
 TEST(BenchStrategies, AllExpandsForTheDeviceCount) {
   std::vector<std::string> specs;
   for (const StrategySpec& s : parse_strategy_specs("all", 3)) specs.push_back(s.spec);
-  EXPECT_EQ(specs, (std::vector<std::string>{"single", "dp:3", "cs:3", "ps:3:1", "naive:3", "pipedream:3", "spectrain:3",
-                                             "gpipe:3x4"}));
+  EXPECT_EQ(specs, (std::vector<std::string>{"single", "dp:3", "cs:3", "ps:3:1", "naive:3", "pipedream:3",
+                                             "spectrain:3", "gpipe:3x4"}));
 }
 
 TEST(BenchStrategies, BadSpecsAreNamed) {
-  EXPECT_NE(error_of([] { parse_strategy_specs("single,ddp:2", 2); }).find("unknown strategy 'ddp:2'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_strategy_specs("single,ddp:2", 2); }).find("unknown strategy 'ddp:2'"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_strategy_specs("dp:0", 2); }).find("'0' is not a count"), std::string::npos);
   EXPECT_NE(error_of([] { parse_strategy_specs("gpipe:2", 2); }).find("gpipe:NxM"), std::string::npos);
   EXPECT_NE(error_of([] { parse_strategy_specs("dp", 2); }).find("wrong form"), std::string::npos);
   const StrategySpec hybrid = parse_strategy_specs("pipedream:2x3", 2).front();
   EXPECT_EQ(hybrid.devices(), 6);
-  EXPECT_EQ(hybrid.train_args, (std::vector<std::string>{"--strategy", "pipedream", "--stages", "2", "--replicas", "3"}));
+  EXPECT_EQ(hybrid.train_args,
+            (std::vector<std::string>{"--strategy", "pipedream", "--stages", "2", "--replicas", "3"}));
   EXPECT_EQ(parse_strategy_specs("gpipe:2x4x2", 2).front().replicas, 2);
   EXPECT_NE(error_of([] { parse_strategy_specs("gpipe:2x4x2x2", 2); }).find("wrong form"), std::string::npos);
 }
@@ -80,13 +83,15 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   const std::string json = (dir_ / "bench.json").string(), report = (dir_ / "report").string();
   const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
                          "/models/mlp_opset17.onnx --strategies single,dp:2,ps:2:1,pipedream:2,gpipe:2x2 --batch 16 "
-                         "--steps 4 --warmup 1 --repeats 2 --threads 2 --recommend --json " + json + " --report " + report);
+                         "--steps 4 --warmup 1 --repeats 2 --threads 2 --recommend --json " +
+                         json + " --report " + report);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pred/meas"), std::string::npos) << r.output;
   // --recommend: the measured rows ranked, and a train command for the winner (with its plan if a pipeline).
   const size_t recommended = r.output.find("recommended: ");
   ASSERT_NE(recommended, std::string::npos) << r.output;
-  const std::string line = r.output.substr(recommended, r.output.find('\n', r.output.find('\n', recommended) + 1) - recommended);
+  const std::string line =
+      r.output.substr(recommended, r.output.find('\n', r.output.find('\n', recommended) + 1) - recommended);
   EXPECT_NE(line.find("onnxtrain train "), std::string::npos) << line;
   if (line.find("--plan ") != std::string::npos) {
     EXPECT_TRUE(fs::exists(report + "/recommended-plan-mlp_opset17.json")) << line;
@@ -127,7 +132,8 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
   }
   EXPECT_EQ(pipedream["predicted"]["stage_seconds"].size(), 2u);
   for (int k : {0, 1}) {
-    EXPECT_EQ(pipedream["measured"]["report"]["stages"][k]["first_node"], pipedream["predicted"]["stage_first_nodes"][k])
+    EXPECT_EQ(pipedream["measured"]["report"]["stages"][k]["first_node"],
+              pipedream["predicted"]["stage_first_nodes"][k])
         << "stage " << k << " ran the predicted split";
   }
   EXPECT_EQ(runs[2]["measured"]["report"]["kind"], "data_parallel");
@@ -173,16 +179,19 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
 }
 
 TEST_F(BenchCli, TraceIsRefusedWhereThereAreNoStages) {
-  const auto r = run_cli("train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/models/mlp_opset17.onnx --data synthetic:1,28,28:10:32 "
-                         "--batch 16 --test-data none --trace " + (dir_ / "t.json").string() + " -o " + (dir_ / "m.onnx").string());
+  const auto r = run_cli("train " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                         "/models/mlp_opset17.onnx --data synthetic:1,28,28:10:32 "
+                         "--batch 16 --test-data none --trace " +
+                         (dir_ / "t.json").string() + " -o " + (dir_ / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--trace records pipeline stages"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchCli, AFailedRunIsReportedWithItsCauseAndExitOne) {
   // 64 stages of a model with fewer nodes: the child train refuses, bench says so and exits 1.
-  const auto r = run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
-                         "/models/mlp_opset17.onnx --strategies pipedream:64 --batch 8 --steps 1 --warmup 0 --repeats 1");
+  const auto r =
+      run_cli("bench " + std::string(ONNXTRAIN_SOURCE_DIR) +
+              "/models/mlp_opset17.onnx --strategies pipedream:64 --batch 8 --steps 1 --warmup 0 --repeats 1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("pipedream:64"), std::string::npos) << r.output;
 }

@@ -11,10 +11,10 @@
 
 #include "executor/data_parallel.h"
 #include "frontend/data_loader.h"
-#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -24,8 +24,6 @@ using testing_support::batches_of;
 using testing_support::momentum_sgd;
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
-
-
 
 std::map<std::string, Tensor> owned(const std::map<std::string, Tensor>& m) {
   std::map<std::string, Tensor> out;
@@ -144,7 +142,8 @@ TEST(CentralStorage, EqualsOneDeviceOnTheWholeBatch) {
     for (size_t i = 0; i < cs.losses.size(); ++i)
       EXPECT_NEAR(cs.losses[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
     for (const auto& [name, t] : single.trained_initializers()) {
-      const testing_support::Deviation d = testing_support::deviation(t.data<float>(), cs.weights.at(name).data<float>());
+      const testing_support::Deviation d =
+          testing_support::deviation(t.data<float>(), cs.weights.at(name).data<float>());
       EXPECT_LE(d.worst, 1e-5 * d.scale) << name;
     }
   }

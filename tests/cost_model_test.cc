@@ -20,8 +20,8 @@
 #include "graph/op_schema.h"
 #include "partitioner/cpu_probe.h"
 #include "partitioner/node_profiler.h"
-#include "tests/graph_builder.h"
 #include "tests/error_of.h"
+#include "tests/graph_builder.h"
 
 using namespace onnxtrain;
 

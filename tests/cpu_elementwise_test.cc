@@ -90,8 +90,8 @@ DType dtype_of(const Case& c) {
 
 std::vector<Tensor> run(const Case& c, const std::string& implementation, Kernel* prepared = nullptr,
                         uint64_t run_index = 0) {
-  const KernelSpec spec{c.op, c.domain, c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs,
-                        "test_node"};
+  const KernelSpec spec{c.op,      c.domain,   c.opset, c.attributes, testing_support::input_descs(c.inputs),
+                        c.outputs, "test_node"};
   std::unique_ptr<Kernel> owned;
   Kernel* kernel = prepared;
   if (!kernel) {

@@ -54,15 +54,17 @@ Tensor random_labels(std::mt19937& rng, const Ints& sizes, int64_t classes, DTyp
   for (int64_t i = 0; i < t.numel(); ++i) {
     int64_t v = dist(rng);
     if (ignore_every > 0 && dist(rng) % ignore_every == 0) v = ignore;
-    if (dtype == DType::Int32) t.data<int32_t>()[i] = static_cast<int32_t>(v);
-    else t.data<int64_t>()[i] = v;
+    if (dtype == DType::Int32)
+      t.data<int32_t>()[i] = static_cast<int32_t>(v);
+    else
+      t.data<int64_t>()[i] = v;
   }
   return t;
 }
 
 std::unique_ptr<Kernel> prepare(const Case& c, const std::string& implementation) {
-  const KernelSpec spec{c.op, c.domain, c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs,
-                        "test_node"};
+  const KernelSpec spec{c.op,      c.domain,   c.opset, c.attributes, testing_support::input_descs(c.inputs),
+                        c.outputs, "test_node"};
   const KernelEntry* entry =
       KernelRegistry::builtin().find(c.domain, c.op, DeviceKind::Cpu, kernel_dtype(spec), implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
@@ -156,17 +158,18 @@ std::vector<LossVariant> loss_variants() {
 
 int64_t ignore_of(const Attributes& a) { return a.has("ignore_index") ? a.get_int("ignore_index", 0) : -100; }
 
-const std::vector<Ints> kLossShapes = {{64, 10}, {3000, 13}, {37, 1003}, {5, 16, 1000}, {3, 7, 5, 9}, {4, 1}, {2, 3, 2, 2, 3}};
+const std::vector<Ints> kLossShapes = {{64, 10},     {3000, 13}, {37, 1003},     {5, 16, 1000},
+                                       {3, 7, 5, 9}, {4, 1},     {2, 3, 2, 2, 3}};
 
 TEST_F(CpuLossesNorm, DefaultKernelsAreCpuForFloat32Only) {
-  for (const auto& [domain, op] : std::vector<std::pair<std::string, std::string>>{
-           {"", "SoftmaxCrossEntropyLoss"},
-           {"", "NegativeLogLikelihoodLoss"},
-           {"", "InstanceNormalization"},
-           {"", "ConvTranspose"},
-           {kTrainingDomain, "SoftmaxCrossEntropyLossGrad"},
-           {kTrainingDomain, "NegativeLogLikelihoodLossGrad"},
-           {kTrainingDomain, "InstanceNormalizationGrad"}}) {
+  for (const auto& [domain, op] :
+       std::vector<std::pair<std::string, std::string>>{{"", "SoftmaxCrossEntropyLoss"},
+                                                        {"", "NegativeLogLikelihoodLoss"},
+                                                        {"", "InstanceNormalization"},
+                                                        {"", "ConvTranspose"},
+                                                        {kTrainingDomain, "SoftmaxCrossEntropyLossGrad"},
+                                                        {kTrainingDomain, "NegativeLogLikelihoodLossGrad"},
+                                                        {kTrainingDomain, "InstanceNormalizationGrad"}}) {
     const KernelEntry* entry = KernelRegistry::builtin().find(domain, op, DeviceKind::Cpu, DType::Float32);
     ASSERT_NE(entry, nullptr) << op;
     EXPECT_EQ(entry->implementation, "cpu") << op;
@@ -185,7 +188,10 @@ TEST_F(CpuLossesNorm, SoftmaxCrossEntropyLossMatchesReference) {
       const bool none = v.attributes.has("reduction");
       const Ints loss = none && v.attributes.get_string("reduction", "") == "none" ? labels : Ints{};
       for (bool log_prob : {false, true}) {
-        Case c{"SoftmaxCrossEntropyLoss", "", 13, v.attributes,
+        Case c{"SoftmaxCrossEntropyLoss",
+               "",
+               13,
+               v.attributes,
                {random_tensor(rng, scores, -8, 8),
                 random_labels(rng, labels, classes, v.labels, ignore_of(v.attributes), v.ignore_every),
                 v.weights ? random_tensor(rng, {classes}, 0.1f, 2) : Tensor()},
@@ -223,7 +229,10 @@ TEST_F(CpuLossesNorm, NegativeLogLikelihoodLossMatchesReference) {
     for (const LossVariant& v : loss_variants()) {
       const Ints labels = per_element(scores);
       const Ints loss = v.attributes.get_string("reduction", "mean") == "none" ? labels : Ints{};
-      Case c{"NegativeLogLikelihoodLoss", "", 13, v.attributes,
+      Case c{"NegativeLogLikelihoodLoss",
+             "",
+             13,
+             v.attributes,
              {random_tensor(rng, scores, -8, 0),
               random_labels(rng, labels, scores[1], v.labels, ignore_of(v.attributes), v.ignore_every),
               v.weights ? random_tensor(rng, {scores[1]}, 0.1f, 2) : Tensor()},
@@ -247,13 +256,21 @@ TEST_F(CpuLossesNorm, LossGradsMatchReference) {
       Case forward{"SoftmaxCrossEntropyLoss", "", 13, forward_attributes, {random_tensor(rng, scores, -8, 8), l},
                    {f32(labels), f32(scores)}};
       const Tensor log_prob = run(forward, *prepare(forward, "reference"))[1];
-      expect_agree({"SoftmaxCrossEntropyLossGrad", kTrainingDomain, 1, v.attributes,
-                    {random_tensor(rng, dloss, -2, 2), log_prob, l, w}, {f32(scores)}},
+      expect_agree({"SoftmaxCrossEntropyLossGrad",
+                    kTrainingDomain,
+                    1,
+                    v.attributes,
+                    {random_tensor(rng, dloss, -2, 2), log_prob, l, w},
+                    {f32(scores)}},
                    v.name + " " + ::testing::PrintToString(scores), "LossGradKernel");
       Tensor shape(DType::Int64, {static_cast<int64_t>(scores.size())});
       for (size_t i = 0; i < scores.size(); ++i) shape.data<int64_t>()[i] = scores[i];
-      expect_agree({"NegativeLogLikelihoodLossGrad", kTrainingDomain, 1, v.attributes,
-                    {random_tensor(rng, dloss, -2, 2), l, shape, w}, {f32(scores)}},
+      expect_agree({"NegativeLogLikelihoodLossGrad",
+                    kTrainingDomain,
+                    1,
+                    v.attributes,
+                    {random_tensor(rng, dloss, -2, 2), l, shape, w},
+                    {f32(scores)}},
                    v.name + " " + ::testing::PrintToString(scores), "LossGradKernel");
     }
   }
@@ -267,7 +284,11 @@ TEST_F(CpuLossesNorm, EveryLabelIgnored) {
   for (int64_t& v : labels.data<int64_t>()) v = 3;
   const Tensor scores = random_tensor(rng, {8, 5, 40});
   expect_agree({"SoftmaxCrossEntropyLoss", "", 13, a, {scores, labels}, {f32({})}}, "all ignored", "LossKernel");
-  expect_agree({"SoftmaxCrossEntropyLossGrad", kTrainingDomain, 1, a, {random_tensor(rng, {}), scores, labels},
+  expect_agree({"SoftmaxCrossEntropyLossGrad",
+                kTrainingDomain,
+                1,
+                a,
+                {random_tensor(rng, {}), scores, labels},
                 {f32({8, 5, 40})}},
                "all ignored", "LossGradKernel");
 }
@@ -291,7 +312,11 @@ TEST_F(CpuLossesNorm, LabelOutOfRangeIsAnError) {
             << e.what();
       }
     }
-    Case grad{"SoftmaxCrossEntropyLossGrad", kTrainingDomain, 1, {}, {random_tensor(rng, {}), random_tensor(rng, scores), labels},
+    Case grad{"SoftmaxCrossEntropyLossGrad",
+              kTrainingDomain,
+              1,
+              {},
+              {random_tensor(rng, {}), random_tensor(rng, scores), labels},
               {f32(scores)}};
     EXPECT_THROW(run(grad, *prepare(grad, "")), Error);
   }
@@ -303,17 +328,21 @@ TEST_F(CpuLossesNorm, InstanceNormalizationMatchesReference) {
     for (const double epsilon : {1e-5, 0.1}) {
       const Attributes a{{"epsilon", epsilon}};
       const Ints c{x[1]};
-      expect_agree({"InstanceNormalization", "", 6, a,
-                    {random_tensor(rng, x), random_tensor(rng, c), random_tensor(rng, c)}, {f32(x)}},
+      expect_agree({"InstanceNormalization",
+                    "",
+                    6,
+                    a,
+                    {random_tensor(rng, x), random_tensor(rng, c), random_tensor(rng, c)},
+                    {f32(x)}},
                    ::testing::PrintToString(x), "InstanceNormKernel");
     }
   }
   // A large mean against a small spread: the statistics must not lose it.
   const Ints x{2, 3, 17, 19};
   Tensor shifted = random_tensor(rng, x, 999, 1001);
-  expect_agree({"InstanceNormalization", "", 6, {}, {shifted, random_tensor(rng, {3}), random_tensor(rng, {3})},
-                {f32(x)}},
-               "large mean", "InstanceNormKernel", false, 2e-4, 1e-4);
+  expect_agree(
+      {"InstanceNormalization", "", 6, {}, {shifted, random_tensor(rng, {3}), random_tensor(rng, {3})}, {f32(x)}},
+      "large mean", "InstanceNormKernel", false, 2e-4, 1e-4);
 }
 
 TEST_F(CpuLossesNorm, InstanceNormalizationGradMatchesReference) {
@@ -323,8 +352,12 @@ TEST_F(CpuLossesNorm, InstanceNormalizationGradMatchesReference) {
     const TensorDesc none;
     for (const std::vector<TensorDesc>& outputs :
          {std::vector<TensorDesc>{f32(x), f32(c), f32(c)}, {f32(x)}, {none, f32(c), f32(c)}, {f32(x), none, f32(c)}}) {
-      expect_agree({"InstanceNormalizationGrad", kTrainingDomain, 1, {{"epsilon", 1e-3}},
-                    {random_tensor(rng, x), random_tensor(rng, x, -1, 4), random_tensor(rng, c)}, outputs},
+      expect_agree({"InstanceNormalizationGrad",
+                    kTrainingDomain,
+                    1,
+                    {{"epsilon", 1e-3}},
+                    {random_tensor(rng, x), random_tensor(rng, x, -1, 4), random_tensor(rng, c)},
+                    outputs},
                    ::testing::PrintToString(x) + " outputs " + std::to_string(outputs.size()),
                    "InstanceNormGradKernel");
     }
@@ -342,33 +375,69 @@ struct ConvTransposeCase {
 TEST_F(CpuLossesNorm, ConvTransposeMatchesReference) {
   std::mt19937 rng(9);
   const std::vector<ConvTransposeCase> cases = {
-      {"2-D stride 2 pads", {2, 8, 9, 9}, {8, 6, 3, 3}, {2, 6, 17, 17}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"2-D stride 2 pads",
+       {2, 8, 9, 9},
+       {8, 6, 3, 3},
+       {2, 6, 17, 17},
+       {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
       {"2-D plain no bias", {3, 5, 7, 6}, {5, 4, 3, 2}, {3, 4, 9, 7}, {}, false},
-      {"2-D output_padding", {2, 4, 5, 5}, {4, 3, 3, 3}, {2, 3, 12, 11},
+      {"2-D output_padding",
+       {2, 4, 5, 5},
+       {4, 3, 3, 3},
+       {2, 3, 12, 11},
        {{"strides", Ints{2, 2}}, {"output_padding", Ints{1, 0}}}},
-      {"2-D groups dilations", {2, 6, 6, 7}, {6, 2, 3, 2}, {2, 6, 10, 9},
+      {"2-D groups dilations",
+       {2, 6, 6, 7},
+       {6, 2, 3, 2},
+       {2, 6, 10, 9},
        {{"group", int64_t{3}}, {"dilations", Ints{2, 2}}}},
-      {"2-D groups stride 3 asymmetric pads", {1, 4, 5, 6}, {4, 5, 3, 4}, {1, 10, 13, 18},
+      {"2-D groups stride 3 asymmetric pads",
+       {1, 4, 5, 6},
+       {4, 5, 3, 4},
+       {1, 10, 13, 18},
        {{"group", int64_t{2}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 1, 2, 0}}}},
-      {"2-D output_shape", {2, 3, 4, 4}, {3, 2, 3, 3}, {2, 2, 10, 9},
+      {"2-D output_shape",
+       {2, 3, 4, 4},
+       {3, 2, 3, 3},
+       {2, 2, 10, 9},
        {{"strides", Ints{2, 2}}, {"output_shape", Ints{10, 9}}}},
-      {"2-D SAME_UPPER", {2, 3, 5, 4}, {3, 2, 3, 3}, {2, 2, 10, 8},
+      {"2-D SAME_UPPER",
+       {2, 3, 5, 4},
+       {3, 2, 3, 3},
+       {2, 2, 10, 8},
        {{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}},
-      {"2-D SAME_LOWER", {2, 3, 5, 4}, {3, 2, 4, 3}, {2, 2, 10, 8},
+      {"2-D SAME_LOWER",
+       {2, 3, 5, 4},
+       {3, 2, 4, 3},
+       {2, 2, 10, 8},
        {{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}},
       {"1-D", {4, 6, 33}, {6, 5, 4}, {4, 5, 68}, {{"strides", Ints{2}}}},
       {"1-D SAME_UPPER", {2, 3, 9}, {3, 4, 3}, {2, 4, 9}, {{"auto_pad", std::string("SAME_UPPER")}}},
-      {"3-D", {2, 4, 4, 5, 3}, {4, 3, 2, 3, 2}, {2, 3, 8, 12, 6},
+      {"3-D",
+       {2, 4, 4, 5, 3},
+       {4, 3, 2, 3, 2},
+       {2, 3, 8, 12, 6},
        {{"strides", Ints{2, 2, 2}}, {"pads", Ints{0, 0, 0, 0, 0, 1}}, {"output_padding", Ints{0, 1, 1}}}},
-      {"DCGAN-like 4x4 stride 2", {8, 32, 8, 8}, {32, 16, 4, 4}, {8, 16, 16, 16},
+      {"DCGAN-like 4x4 stride 2",
+       {8, 32, 8, 8},
+       {32, 16, 4, 4},
+       {8, 16, 16, 16},
        {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
       // An output_shape reaching further past the full result than a stride: the reference kernel.
-      {"output_shape beyond the stride (fallback)", {1, 2, 3, 3}, {2, 2, 3, 3}, {1, 2, 10, 7},
-       {{"output_shape", Ints{10, 7}}}, true, true},
+      {"output_shape beyond the stride (fallback)",
+       {1, 2, 3, 3},
+       {2, 2, 3, 3},
+       {1, 2, 10, 7},
+       {{"output_shape", Ints{10, 7}}},
+       true,
+       true},
   };
   for (const ConvTransposeCase& t : cases) {
     const Ints bias{t.y[1]};
-    expect_agree({"ConvTranspose", "", 17, t.attributes,
+    expect_agree({"ConvTranspose",
+                  "",
+                  17,
+                  t.attributes,
                   {random_tensor(rng, t.x), random_tensor(rng, t.w), t.bias ? random_tensor(rng, bias) : Tensor()},
                   {f32(t.y)}},
                  t.name, "ConvTransposeKernel", t.fallback);

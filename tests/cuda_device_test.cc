@@ -28,7 +28,8 @@ namespace {
 using testing_support::run_cli;
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
-const std::string kTrainArgs = "train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:256 --batch 32 "
+const std::string kTrainArgs = "train " + kModels +
+                               "cnn_opset17.onnx --data synthetic:1,28,28:10:256 --batch 32 "
                                "--epochs 1 --test-data none --validation 0 --seed 3";
 
 bool gpu_visible() { return cuda::device_count() > 0; }
@@ -58,7 +59,8 @@ TEST(CudaDevice, SessionOnAMissingDeviceSaysWhichAndHowManyAreVisible) {
 // Where the command-line tests point -o: a file of our own (never /dev/null, which a run as root that got
 // as far as writing would replace, before -o was checked).
 std::string scratch_model() {
-  return (std::filesystem::temp_directory_path() / ("onnxtrain_cuda_cli_" + std::to_string(::getpid()) + ".onnx")).string();
+  return (std::filesystem::temp_directory_path() / ("onnxtrain_cuda_cli_" + std::to_string(::getpid()) + ".onnx"))
+      .string();
 }
 
 TEST(CudaDevice, CommandLineRefusesAMalformedDevice) {
@@ -92,8 +94,8 @@ TEST(CudaDevice, RunCommandOnCuda) {
 TEST(CudaDevice, CommandLineNamesTheDevicesAPipelineNeeds) {
   const int visible = cuda::device_count();
   const int stages = visible + 1;
-  const testing_support::CliRun r =
-      run_cli(kTrainArgs + " --device cuda --strategy naive --stages " + std::to_string(stages) + " -o " + scratch_model());
+  const testing_support::CliRun r = run_cli(kTrainArgs + " --device cuda --strategy naive --stages " +
+                                            std::to_string(stages) + " -o " + scratch_model());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   if (visible == 0) {
     EXPECT_NE(r.output.find("no CUDA device is visible"), std::string::npos) << r.output;
@@ -271,7 +273,8 @@ TEST(CudaDevice, SessionKeepsInitializersOnTheDevice) {
   const Tensor& expected = first.at(output);
   ASSERT_EQ(kept.at(output).sizes, expected.sizes());
   Tensor downloaded(kept.at(output).dtype, kept.at(output).sizes);
-  cuda::copy_to_host(downloaded.raw(), kept.at(output).buffer.data(), downloaded.nbytes(), gpu.device_initializers()->stream());
+  cuda::copy_to_host(downloaded.raw(), kept.at(output).buffer.data(), downloaded.nbytes(),
+                     gpu.device_initializers()->stream());
   gpu.device_initializers()->stream().synchronize();
   EXPECT_EQ(std::memcmp(downloaded.raw(), expected.raw(), expected.nbytes()), 0);
 }

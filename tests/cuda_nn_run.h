@@ -4,6 +4,8 @@
 // test fixture.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -11,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/kernel.h"

@@ -18,10 +18,10 @@
 #include "executor/device_optimizer.h"
 #include "executor/loss_scaler.h"
 #include "executor/optimizer.h"
-#include "tests/optimizer_cases.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/loss_scale_math.h"
 #include "kernels/optimizer_math.h"
+#include "tests/optimizer_cases.h"
 #if ONNXTRAIN_WITH_CUDA
 #include "kernels/cuda/optimizer_update.h"
 #endif

@@ -206,7 +206,8 @@ TEST(CudaPipeline, RestoredGpuStagesContinueAsTheCpuAndEvaluateAlike) {
     ASSERT_EQ(g.numel(), t.numel()) << name;
     if (t.dtype() != DType::Float32) continue;
     for (int64_t e = 0; e < t.numel(); ++e)
-      ASSERT_NEAR(g.data<float>()[e], t.data<float>()[e], 1e-3 + 1e-2 * std::abs(t.data<float>()[e])) << name << " " << e;
+      ASSERT_NEAR(g.data<float>()[e], t.data<float>()[e], 1e-3 + 1e-2 * std::abs(t.data<float>()[e]))
+          << name << " " << e;
   }
 }
 

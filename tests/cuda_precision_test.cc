@@ -59,8 +59,8 @@ Tensor to_half(const Tensor& t, DType dtype) {
   Tensor h(dtype, t.sizes());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const float v = t.data<float>()[i];
-    h.data<uint16_t>()[i] = dtype == DType::Float16 ? reference::double_to_half_bits(v)
-                                                    : reference::float_to_bfloat16_bits(v);
+    h.data<uint16_t>()[i] =
+        dtype == DType::Float16 ? reference::double_to_half_bits(v) : reference::float_to_bfloat16_bits(v);
   }
   return h;
 }
@@ -69,8 +69,8 @@ Tensor to_float(const Tensor& h) {
   Tensor t(DType::Float32, h.sizes());
   for (int64_t i = 0; i < h.numel(); ++i) {
     const uint16_t bits = h.data<uint16_t>()[i];
-    t.data<float>()[i] = h.dtype() == DType::Float16 ? reference::half_bits_to_float(bits)
-                                                     : reference::bfloat16_bits_to_float(bits);
+    t.data<float>()[i] =
+        h.dtype() == DType::Float16 ? reference::half_bits_to_float(bits) : reference::bfloat16_bits_to_float(bits);
   }
   return t;
 }
@@ -111,7 +111,8 @@ TEST_F(CudaNnKernels, HalfPrecisionConvolutionsAndProducts) {
   const Attributes a{{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{2}}};
   for (DType dtype : {DType::Float16, DType::BFloat16}) {
 #if ONNXTRAIN_HAVE_CUDNN
-    expect_half_agrees({.op = "Conv", .attributes = a, .inputs = {x, w}, .outputs = {f32({2, 6, 4, 4})}}, dtype, "Conv");
+    expect_half_agrees({.op = "Conv", .attributes = a, .inputs = {x, w}, .outputs = {f32({2, 6, 4, 4})}}, dtype,
+                       "Conv");
     expect_half_agrees({.op = "Conv", .attributes = a, .inputs = {x, w, b}, .outputs = {f32({2, 6, 4, 4})}}, dtype,
                        "Conv with bias");
     expect_half_agrees({.op = "ConvGrad",
@@ -123,7 +124,9 @@ TEST_F(CudaNnKernels, HalfPrecisionConvolutionsAndProducts) {
 #endif
     for (int64_t tb : {0, 1}) {
       const Attributes g{{"transB", tb}, {"alpha", 0.5}};
-      expect_half_agrees({.op = "Gemm", .attributes = g, .inputs = {r({8, 16}), r(tb ? Ints{5, 16} : Ints{16, 5})},
+      expect_half_agrees({.op = "Gemm",
+                          .attributes = g,
+                          .inputs = {r({8, 16}), r(tb ? Ints{5, 16} : Ints{16, 5})},
                           .outputs = {f32({8, 5})}},
                          dtype, "Gemm");
     }
@@ -137,8 +140,8 @@ TEST_F(CudaNnKernels, HalfPrecisionConvolutionsAndProducts) {
 // A half Gemm takes no C (the autocast pass adds the bias in float32): refused at prepare, naming it.
 TEST(CudaNnHalf, GemmWithAHalfCIsRefused) {
   const TensorDesc a{DType::BFloat16, {2, 3}}, b{DType::BFloat16, {3, 4}}, c{DType::BFloat16, {4}};
-  const KernelSpec spec{.op_type = "Gemm", .opset = 13, .inputs = {a, b, c}, .outputs = {{DType::BFloat16, {2, 4}}},
-                        .node_name = "fc"};
+  const KernelSpec spec{
+      .op_type = "Gemm", .opset = 13, .inputs = {a, b, c}, .outputs = {{DType::BFloat16, {2, 4}}}, .node_name = "fc"};
   const KernelEntry* entry = KernelRegistry::builtin().find("", "Gemm", DeviceKind::Cuda, DType::BFloat16);
   ASSERT_NE(entry, nullptr) << "the CUDA Gemm registers bfloat16";
   try {

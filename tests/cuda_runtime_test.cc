@@ -89,11 +89,12 @@ TEST(CudaContext, GuardsAndWorkspacesRejectStreamsThatAreNotOnAVisibleDevice) {
 
 // --- with a GPU ------------------------------------------------------------------------------------------
 
-#define REQUIRE_GPU(n)                                                                                    \
-  do {                                                                                                    \
-    if (device_count() < (n))                                                                             \
-      GTEST_SKIP() << ((n) == 1 ? std::string("no CUDA device visible")                                 \
-                                : std::to_string(n) + " CUDA devices needed, " + std::to_string(device_count()) + " visible"); \
+#define REQUIRE_GPU(n)                                                                                            \
+  do {                                                                                                            \
+    if (device_count() < (n))                                                                                     \
+      GTEST_SKIP() << ((n) == 1 ? std::string("no CUDA device visible")                                           \
+                                : std::to_string(n) + " CUDA devices needed, " + std::to_string(device_count()) + \
+                                      " visible");                                                                \
   } while (0)
 
 TEST(CudaRuntimeGpu, HostDeviceHostRoundTrip) {
@@ -290,8 +291,8 @@ TEST(CudaContextGpu, CublasHandlesArePerThreadAndBoundToTheStream) {
   copy_to_device(db.data(), b.data(), 16, stream);
   const float one = 1.0f, zero = 0.0f;
   ONNXTRAIN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, static_cast<const float*>(da.data()),
-                                     2, static_cast<const float*>(db.data()), 2, &zero,
-                                     static_cast<float*>(dc.data()), 2));
+                                     2, static_cast<const float*>(db.data()), 2, &zero, static_cast<float*>(dc.data()),
+                                     2));
   std::vector<float> c(4, 0.0f);
   copy_to_host(c.data(), dc.data(), 16, stream);
   stream.synchronize();

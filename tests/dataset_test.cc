@@ -3,14 +3,13 @@
 #include "frontend/dataset.h"
 
 #include <gtest/gtest.h>
-
-#include <atomic>
-#include <cstring>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -301,13 +300,14 @@ TEST(NpzDataset, ArraysOfOtherNamesLoadByKey) {
   EXPECT_EQ(d.labels.data<int64_t>()[1], 1);
   // The data line's class histogram, and the classes without a sample when the model scores more.
   EXPECT_NE(d.description.find("; class counts 0:1 1:1"), std::string::npos) << d.description;
-  const Dataset three = load_dataset("npz:" + fixture("dataset_other_names.npz"),
-                                     {.classes = 3, .x_key = "images", .y_key = "targets"});
+  const Dataset three =
+      load_dataset("npz:" + fixture("dataset_other_names.npz"), {.classes = 3, .x_key = "images", .y_key = "targets"});
   EXPECT_NE(three.description.find("; class counts 0:1 1:1 2:0; 1 of 3 classes have no sample"), std::string::npos)
       << three.description;
   EXPECT_EQ(error_of([] { load_dataset("npz:" + fixture("dataset_other_names.npz"), {.x_key = "images"}); }),
-            fixture("dataset_other_names.npz") + ": expected arrays images (--x-key) and y (--y-key), the archive holds: "
-                                                 "images, targets");
+            fixture("dataset_other_names.npz") +
+                ": expected arrays images (--x-key) and y (--y-key), the archive holds: "
+                "images, targets");
 }
 
 TEST(NpyDataset, PairOfNpyFiles) {
@@ -454,8 +454,9 @@ TEST(DataLoader, InputsComeFromTheAllocatorGiven) {
                             ++made;
                             Tensor storage(dtype, sizes);  // memory with a deleter of our own, as pinned_tensor's
                             ++live;
-                            return Tensor::wrap(dtype, std::move(sizes),
-                                                std::shared_ptr<std::byte>(storage.raw(), [&live, storage](std::byte*) { --live; }));
+                            return Tensor::wrap(
+                                dtype, std::move(sizes),
+                                std::shared_ptr<std::byte>(storage.raw(), [&live, storage](std::byte*) { --live; }));
                           }});
     for (int step = 0; step < 4; ++step) {
       const Batch a = plain.next(), b = hooked.next();
@@ -515,7 +516,8 @@ TEST(DataLoader, ValidationSplitIsSeededStratifiedAndDisjoint) {
   }
   // 34*0.2 = 6.8, 33*0.2 = 6.6 twice: floors 6,6,6 and the 2 left over go to the largest remainders.
   EXPECT_EQ(per_class, (std::map<int64_t, int>{{0, 7}, {1, 7}, {2, 6}}));
-  EXPECT_NE(held, std::vector<int64_t>({80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99}))
+  EXPECT_NE(held,
+            std::vector<int64_t>({80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99}))
       << "not the last rows";
 
   std::set<int64_t> seen;
@@ -628,16 +630,18 @@ TEST(TokenData, NpyAndUint16BinStreams) {
 TEST(TokenData, ErrorsNameTheFileAndWhatWasExpected) {
   TempDir dir;
   write_bytes(dir.file("t.txt"), "abc");
-  EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.integer_inputs = true}); }),
-            dir.file("t.txt") + ": a token stream needs --seq-len T (the tokens per sample; the model's sequence length)");
+  EXPECT_EQ(
+      error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.integer_inputs = true}); }),
+      dir.file("t.txt") + ": a token stream needs --seq-len T (the tokens per sample; the model's sequence length)");
   EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.seq_len = 3, .integer_inputs = true}); }),
             dir.file("t.txt") + ": the stream has 3 tokens: too few for one window of --seq-len 3 plus its next token");
   write_bytes(dir.file("odd.bin"), "abc");
   EXPECT_EQ(error_of([&] { load_dataset("tokens:" + dir.file("odd.bin"), {.seq_len = 1, .integer_inputs = true}); }),
             dir.file("odd.bin") + ": a .bin token file holds little-endian uint16 ids, but its size (3 bytes) is odd");
   EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("t.txt"), {.seq_len = 1}); }),
-            dir.file("t.txt") + ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need a "
-                                "model whose input is an integer type)");
+            dir.file("t.txt") +
+                ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need a "
+                "model whose input is an integer type)");
 }
 
 // An npz named after the model's input, with per-position labels where -100 is ignored and larger labels
@@ -651,8 +655,9 @@ TEST(TokenData, NpzWithModelInputNameAndPerPositionLabels) {
   EXPECT_EQ(d.labels.sizes(), (std::vector<int64_t>{4, 6}));
   EXPECT_EQ(d.labels.to_int64()[1], kIgnoredLabel);
   EXPECT_EQ(d.classes, 50);
-  EXPECT_EQ(error_of([&] { load_dataset("npz:" + bad, {.classes = 50, .integer_inputs = true, .input_name = "input_ids"}); }),
-            bad + ": label 50 at row 2, position 3, expected < 50 (or -100, ignored)");
+  EXPECT_EQ(
+      error_of([&] { load_dataset("npz:" + bad, {.classes = 50, .integer_inputs = true, .input_name = "input_ids"}); }),
+      bad + ": label 50 at row 2, position 3, expected < 50 (or -100, ignored)");
   const std::string message = error_of([&] { load_dataset("npz:" + good, {.input_name = "ids"}); });
   EXPECT_NE(message.find("expected arrays ids and labels, or x and y"), std::string::npos) << message;
 }
@@ -662,7 +667,9 @@ TEST(TokenData, ModelInputDtypeMustMatch) {
   d.inputs = Tensor(DType::Int64, {2, 8});
   d.labels = Tensor(DType::Int64, {2, 8});
   check_matches_model_input(d, "input_ids", Shape({Dim::symbol("batch"), Dim::symbol("seq")}), DType::Int64);
-  EXPECT_EQ(error_of([&] { check_matches_model_input(d, "input", Shape({Dim::symbol("batch"), Dim(8)})); }),
+  EXPECT_EQ(error_of([&] {
+              check_matches_model_input(d, "input", Shape({Dim::symbol("batch"), Dim(8)}));
+            }),
             "dataset inputs are int64 but the model input 'input' is float32");
 }
 

@@ -17,10 +17,10 @@
 #include "executor/device_initializers.h"
 #include "executor/inference_session.h"
 #include "executor/optimizer.h"
-#include "tests/optimizer_cases.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "kernels/cuda/cuda_runtime.h"
+#include "tests/optimizer_cases.h"
 
 namespace onnxtrain {
 namespace {

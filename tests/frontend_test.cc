@@ -50,12 +50,14 @@ TEST_P(Fixture, LoadsWithPyTorchParameterCounts) {
   auto expected_out = expected["outputs"][0]["shape"];
   ASSERT_EQ(out.rank(), static_cast<int64_t>(expected_out.size())) << out.to_string();
   EXPECT_TRUE(out.dims[0].is_symbolic()) << out.to_string();
-  for (size_t i = 1; i < expected_out.size(); ++i) EXPECT_EQ(out.dims[i], Dim(expected_out[i].get<int64_t>())) << out.to_string();
+  for (size_t i = 1; i < expected_out.size(); ++i)
+    EXPECT_EQ(out.dims[i], Dim(expected_out[i].get<int64_t>())) << out.to_string();
 
   // Every node's outputs have a known rank and, with the batch bound, static sizes.
   ModelSummary bound = summarize_model(model.graph, 4);
   for (const auto& n : bound.nodes) {
-    EXPECT_TRUE(n.output_shape.bind(bound.bindings).is_static()) << file << ": " << n.name << " " << n.output_shape.to_string();
+    EXPECT_TRUE(n.output_shape.bind(bound.bindings).is_static())
+        << file << ": " << n.name << " " << n.output_shape.to_string();
   }
   EXPECT_GT(bound.forward_flops, 0);
   // Ops on weights alone (a Transpose of W inside a function) do not scale with the batch; the rest does.
@@ -106,7 +108,8 @@ TEST(Frontend, ModelLocalFunctionsAreInlined) {
   ModelSummary plain = summarize_model(import_model(kModels + "mlp_opset17.onnx").graph, 1);
   EXPECT_TRUE(s.untrainable_ops.empty());
   EXPECT_EQ(s.trainable_parameters, plain.trainable_parameters);
-  for (const auto& n : s.nodes) EXPECT_TRUE(n.domain.empty()) << n.name << " still calls " << n.domain << "." << n.op_type;
+  for (const auto& n : s.nodes)
+    EXPECT_TRUE(n.domain.empty()) << n.name << " still calls " << n.domain << "." << n.op_type;
   ASSERT_FALSE(model.notes.empty());
   EXPECT_NE(model.notes[0].find("inlined"), std::string::npos);
 }

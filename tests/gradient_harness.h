@@ -41,7 +41,9 @@ struct HarnessInput {
 };
 
 // Float inputs that are differentiated.
-inline HarnessInput normal(std::vector<int64_t> sizes) { return {.fill = HarnessInput::Fill::Normal, .sizes = std::move(sizes)}; }
+inline HarnessInput normal(std::vector<int64_t> sizes) {
+  return {.fill = HarnessInput::Fill::Normal, .sizes = std::move(sizes)};
+}
 inline HarnessInput positive(std::vector<int64_t> sizes) {  // uniform in [0.5, 2]
   return {.fill = HarnessInput::Fill::Positive, .sizes = std::move(sizes)};
 }
@@ -58,7 +60,10 @@ inline HarnessInput constant(HarnessInput input) {
 }
 // Fixed values: float constants (sizes {} for a scalar) or index/shape/axes tensors of `dtype`.
 inline HarnessInput values(std::vector<double> v, std::vector<int64_t> sizes, DType dtype = DType::Int64) {
-  return {.fill = HarnessInput::Fill::Values, .sizes = std::move(sizes), .dtype = dtype, .values = std::move(v),
+  return {.fill = HarnessInput::Fill::Values,
+          .sizes = std::move(sizes),
+          .dtype = dtype,
+          .values = std::move(v),
           .differentiate = false};
 }
 inline HarnessInput int64s(std::vector<int64_t> v) {

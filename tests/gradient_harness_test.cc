@@ -1,6 +1,8 @@
 // Runs every case of the op-test harness (tests/gradient_harness.h): finite-difference gradient checks
 // in float64, fast CPU kernels and CUDA kernels (on cuda:0; skipped when no GPU is visible) against the
 // reference in float32, and the coverage rules that make an op without a case or a CUDA kernel fail.
+#include "tests/gradient_harness.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/kernel.h"
-#include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
 
@@ -72,8 +73,12 @@ std::vector<double> draw(const HarnessInput& in, std::mt19937_64& rng) {
   std::normal_distribution<double> gauss(0.0, 1.0);
   std::uniform_real_distribution<double> uniform(0.5, 2.0);
   switch (in.fill) {
-    case HarnessInput::Fill::Normal: for (double& x : v) x = gauss(rng); break;
-    case HarnessInput::Fill::Positive: for (double& x : v) x = uniform(rng); break;
+    case HarnessInput::Fill::Normal:
+      for (double& x : v) x = gauss(rng);
+      break;
+    case HarnessInput::Fill::Positive:
+      for (double& x : v) x = uniform(rng);
+      break;
     case HarnessInput::Fill::AwayFromZero:
       for (double& x : v) {
         const double g = gauss(rng);
@@ -84,8 +89,11 @@ std::vector<double> draw(const HarnessInput& in, std::mt19937_64& rng) {
       for (int64_t i = 0; i < n; ++i) v[i] = 0.1 * static_cast<double>(i - n / 2);
       std::shuffle(v.begin(), v.end(), rng);
       break;
-    case HarnessInput::Fill::Values: v = in.values; break;
-    case HarnessInput::Fill::Omitted: break;
+    case HarnessInput::Fill::Values:
+      v = in.values;
+      break;
+    case HarnessInput::Fill::Omitted:
+      break;
   }
   return v;
 }
@@ -94,12 +102,23 @@ Tensor make_tensor(DType dtype, const std::vector<int64_t>& sizes, const std::ve
   Tensor t(dtype, sizes);
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dtype) {
-      case DType::Float64: t.data<double>()[i] = v[i]; break;
-      case DType::Float32: t.data<float>()[i] = static_cast<float>(v[i]); break;
-      case DType::Int64: t.data<int64_t>()[i] = static_cast<int64_t>(v[i]); break;
-      case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(v[i]); break;
-      case DType::Bool: t.data<bool>()[i] = v[i] != 0; break;
-      default: ADD_FAILURE() << "harness values of dtype " << dtype_name(dtype) << " are not supported";
+      case DType::Float64:
+        t.data<double>()[i] = v[i];
+        break;
+      case DType::Float32:
+        t.data<float>()[i] = static_cast<float>(v[i]);
+        break;
+      case DType::Int64:
+        t.data<int64_t>()[i] = static_cast<int64_t>(v[i]);
+        break;
+      case DType::Int32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+        break;
+      case DType::Bool:
+        t.data<bool>()[i] = v[i] != 0;
+        break;
+      default:
+        ADD_FAILURE() << "harness values of dtype " << dtype_name(dtype) << " are not supported";
     }
   }
   return t;
@@ -158,8 +177,12 @@ CaseGraph build_case(const GradientCase& c, DType dtype) {
 
   auto add = [&](const std::string& op_type, std::vector<ValueId> inputs, Attributes attributes = {}) {
     ValueId y = g.add_value({.name = "loss_" + std::to_string(g.value_count())});
-    NodeId n = g.add_node({.name = "loss_node_" + std::to_string(g.value_count()), .op_type = op_type, .opset = 17,
-                           .inputs = std::move(inputs), .outputs = {y}, .attributes = std::move(attributes)});
+    NodeId n = g.add_node({.name = "loss_node_" + std::to_string(g.value_count()),
+                           .op_type = op_type,
+                           .opset = 17,
+                           .inputs = std::move(inputs),
+                           .outputs = {y},
+                           .attributes = std::move(attributes)});
     infer_node(g, n, *OpRegistry::builtin().find("", op_type));
     return y;
   };
@@ -171,8 +194,11 @@ CaseGraph build_case(const GradientCase& c, DType dtype) {
     if (!in_loss) continue;
     const std::vector<int64_t> sizes = g.value(ys[o]).shape.static_sizes();
     HarnessInput weight = normal(sizes);
-    ValueId r = g.add_value({.name = "r" + std::to_string(o), .dtype = dtype, .shape = Shape::of(sizes),
-                             .role = ValueRole::Constant, .data = make_tensor(dtype, sizes, draw(weight, rng))});
+    ValueId r = g.add_value({.name = "r" + std::to_string(o),
+                             .dtype = dtype,
+                             .shape = Shape::of(sizes),
+                             .role = ValueRole::Constant,
+                             .data = make_tensor(dtype, sizes, draw(weight, rng))});
     g.initializers.push_back(r);
     ValueId y = ys[o];  // a Cast to another float type is cast back to the case's dtype for the loss
     if (g.value(y).dtype != dtype) y = add("Cast", {y}, {{"to", int64_t{dtype == DType::Float64 ? 11 : 1}}});
@@ -305,7 +331,8 @@ TEST(GradientCoverage, CaseLabelsAreUnique) {
 
 TEST(GradientCoverage, EveryGradientRuleHasACase) {
   for (const auto& [domain, op] : GradientRegistry::builtin().ops()) {
-    const bool covered = std::any_of(cases().begin(), cases().end(), [&](const GradientCase& c) { return c.op_type == op; });
+    const bool covered =
+        std::any_of(cases().begin(), cases().end(), [&](const GradientCase& c) { return c.op_type == op; });
     EXPECT_TRUE(covered) << op << " has a gradient rule but no case in tests/gradient_cases/";
   }
 }
@@ -346,7 +373,8 @@ TEST(GradientCoverage, EveryCpuOpHasACudaKernel) {
   const KernelRegistry& registry = KernelRegistry::builtin();
   for (const KernelEntry* entry : registry.all()) {
     if (entry->device != DeviceKind::Cpu || entry->implementation != "reference") continue;
-    const bool takes_float = std::find(entry->dtypes.begin(), entry->dtypes.end(), DType::Float32) != entry->dtypes.end();
+    const bool takes_float =
+        std::find(entry->dtypes.begin(), entry->dtypes.end(), DType::Float32) != entry->dtypes.end();
     const DType dtype = takes_float ? DType::Float32 : entry->dtypes.front();
     EXPECT_NE(registry.find(entry->domain, entry->op_type, DeviceKind::Cuda, dtype), nullptr)
         << (entry->domain.empty() ? "" : entry->domain + ".") << entry->op_type << " (" << dtype_name(dtype)

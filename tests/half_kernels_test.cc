@@ -95,11 +95,17 @@ double expect_rounded_float64(const OpCase& c, DType dtype, uint32_t seed) {
 
 const std::vector<OpCase>& cases() {
   static const std::vector<OpCase> all = {
-      {"Conv", "", {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 1}}},
-       {{2, 3, 5, 6}, {4, 3, 3, 3}, {4}}, {{2, 4, 3, 6}}},
+      {"Conv",
+       "",
+       {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 1}}},
+       {{2, 3, 5, 6}, {4, 3, 3, 3}, {4}},
+       {{2, 4, 3, 6}}},
       {"Conv", "", {{"group", int64_t{2}}}, {{1, 4, 4, 4}, {2, 2, 2, 2}}, {{1, 2, 3, 3}}},
-      {"ConvGrad", "ai.onnxtrain", {{"pads", std::vector<int64_t>{1, 1, 1, 1}}},
-       {{2, 4, 5, 5}, {2, 3, 5, 5}, {4, 3, 3, 3}}, {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}},
+      {"ConvGrad",
+       "ai.onnxtrain",
+       {{"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+       {{2, 4, 5, 5}, {2, 3, 5, 5}, {4, 3, 3, 3}},
+       {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}},
       {"Gemm", "", {{"transB", int64_t{1}}, {"alpha", 0.5}, {"beta", 2.0}}, {{5, 7}, {3, 7}, {3}}, {{5, 3}}},
       {"Gemm", "", {{"transA", int64_t{1}}}, {{7, 5}, {7, 3}}, {{5, 3}}},
       {"MatMul", "", {}, {{2, 4, 9}, {2, 9, 3}}, {{2, 4, 3}}},

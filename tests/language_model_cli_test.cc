@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 const std::string kSource = ONNXTRAIN_SOURCE_DIR;
 const std::string kBigram = kSource + "/tests/data/lm/bigram_lm.onnx";  // (N,16) ids → (N,16,256) logits
-const std::string kText = "/usr/share/common-licenses/GPL-3";            // Debian's base-files: 35 KB of English
+const std::string kText = "/usr/share/common-licenses/GPL-3";           // Debian's base-files: 35 KB of English
 
 using onnxtrain::testing_support::CliRun;
 CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
@@ -76,7 +76,8 @@ TEST(LanguageModelCli, TextTrainsABigramModelAndPerplexityFalls) {
   const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
   ASSERT_EQ(epochs.size(), 3u) << r.output;
   for (const nlohmann::json& e : epochs) {
-    EXPECT_NEAR(e["val_perplexity"].get<double>(), std::exp(e["val_loss"].get<double>()), 1e-6 * e["val_perplexity"].get<double>());
+    EXPECT_NEAR(e["val_perplexity"].get<double>(), std::exp(e["val_loss"].get<double>()),
+                1e-6 * e["val_perplexity"].get<double>());
   }
   const double first = epochs[0]["val_perplexity"], last = epochs[2]["val_perplexity"];
   EXPECT_LT(last, first) << r.output;
@@ -91,12 +92,12 @@ TEST(LanguageModelCli, EveryStrategyTrainsOnPerPositionLabels) {
   const fs::path dir = scratch("strategies");
   for (const std::string strategy :
        {"--strategy dp --replicas 2", "--strategy dp --central-storage --replicas 2", "--strategy ps --replicas 2",
-        "--strategy pipedream --stages 2", "--strategy spectrain --stages 2", "--strategy gpipe --stages 2 --micro-batches 2",
-        "--strategy naive --stages 2"}) {
+        "--strategy pipedream --stages 2", "--strategy spectrain --stages 2",
+        "--strategy gpipe --stages 2 --micro-batches 2", "--strategy naive --stages 2"}) {
     SCOPED_TRACE(strategy);
-    const CliRun r = run("train " + kBigram + " --data text:" + kText + " --epochs 1 --batch 32 --optimizer adam " +
-                         "--lr 0.01 " + strategy + " --metrics " + (dir / "m.jsonl").string() + " -o " +
-                         (dir / "lm.onnx").string());
+    const CliRun r =
+        run("train " + kBigram + " --data text:" + kText + " --epochs 1 --batch 32 --optimizer adam " + "--lr 0.01 " +
+            strategy + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "lm.onnx").string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
     ASSERT_EQ(epochs.size(), 1u) << r.output;
@@ -108,9 +109,9 @@ TEST(LanguageModelCli, EveryStrategyTrainsOnPerPositionLabels) {
 // labels trains it from the command line.
 TEST(LanguageModelCli, IntegerInputsFromAnNpzNamedAfterTheModelInput) {
   const fs::path dir = scratch("npz");
-  const CliRun r = run("train " + kSource + "/models/transformer_opset17.onnx --data npz:" + kSource +
-                       "/tests/data/dataset_transformer.npz --batch 16 --optimizer adam --lr 0.003 -o " +
-                       (dir / "t.onnx").string());
+  const CliRun r =
+      run("train " + kSource + "/models/transformer_opset17.onnx --data npz:" + kSource +
+          "/tests/data/dataset_transformer.npz --batch 16 --optimizer adam --lr 0.003 -o " + (dir / "t.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("96 samples (16), 10 classes, token ids (not normalised)"), std::string::npos) << r.output;
 }
@@ -120,8 +121,9 @@ TEST(LanguageModelCli, IntegerInputsFromAnNpzNamedAfterTheModelInput) {
 TEST(LanguageModelCli, AGpt2ExportTrainsOnTextAndRunsAtAnyLength) {
   const fs::path dir = scratch("gpt2");
   const std::string gpt2 = kSource + "/models/transformers/gpt2_torchscript.onnx";
-  CliRun r = run("train " + gpt2 + " --data text:" + kText + " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw " +
-                 "--lr 0.003 -o " + (dir / "gpt2.onnx").string());
+  CliRun r =
+      run("train " + gpt2 + " --data text:" + kText + " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw " +
+          "--lr 0.003 -o " + (dir / "gpt2.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
   Tensor ids(DType::Int64, {2, 48});
@@ -175,11 +177,12 @@ TEST(LanguageModelCli, SeveralDataInputsTrainUnderEveryStrategy) {
 // autocast trains it.
 TEST(LanguageModelCli, SeveralDataInputsResumeExactlyAndTrainInBfloat16) {
   const fs::path dir = scratch("bert_masked_resume");
-  const std::string train = "train " + kSource + "/models/transformers/bert_masked_torchscript.onnx --data npz:" +
-                            kSource + "/tests/data/dataset_bert_masked.npz --batch 16 --optimizer adamw --lr 0.003 ";
+  const std::string train = "train " + kSource +
+                            "/models/transformers/bert_masked_torchscript.onnx --data npz:" + kSource +
+                            "/tests/data/dataset_bert_masked.npz --batch 16 --optimizer adamw --lr 0.003 ";
   expect_resumed_run_equals_the_whole(train, dir, 5);
   const CliRun r = run(train + "--epochs 2 --precision bf16 --metrics " + (dir / "m.jsonl").string() + " -o " +
-          (dir / "bf16.onnx").string());
+                       (dir / "bf16.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_loss");
   ASSERT_EQ(epochs.size(), 2u) << r.output;
@@ -244,7 +247,8 @@ TEST(LanguageModelCli, Gpt2ResumesExactlyAndTrainsInBfloat16) {
                             " --seq-len 32 --batch 8 --limit-batches 4 --optimizer adamw --lr 0.003 ";
   expect_resumed_run_equals_the_whole(train, dir, 4);
   for (const std::string how : {"--precision bf16", "--precision bf16 --strategy gpipe --stages 2 --micro-batches 2"}) {
-    const CliRun r = run(train + how + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "bf16.onnx").string());
+    const CliRun r =
+        run(train + how + " --metrics " + (dir / "m.jsonl").string() + " -o " + (dir / "bf16.onnx").string());
     ASSERT_EQ(r.exit_code, 0) << how << "\n" << r.output;
     const std::vector<nlohmann::json> epochs = metrics_lines(dir / "m.jsonl", "val_perplexity");
     ASSERT_EQ(epochs.size(), 1u) << how;
@@ -259,8 +263,9 @@ TEST(LanguageModelCli, APartitionPlanOfALanguageModelTrains) {
   const fs::path dir = scratch("lm_plan");
   CliRun r = run("partition " + kBigram + " --stages 2 --batch 32 -o " + (dir / "plan.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run("train " + kBigram + " --data text:" + kText + " --strategy gpipe --stages 2 --plan " + (dir / "plan.json").string() +
-          " --micro-batches 2 --batch 32 --limit-batches 4 -o " + (dir / "lm.onnx").string());
+  r = run("train " + kBigram + " --data text:" + kText + " --strategy gpipe --stages 2 --plan " +
+          (dir / "plan.json").string() + " --micro-batches 2 --batch 32 --limit-batches 4 -o " +
+          (dir / "lm.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(", from the plan)"), std::string::npos) << r.output;
 }
@@ -276,12 +281,15 @@ TEST(LanguageModelCli, BenchTimesTokenModelsOnSyntheticTokens) {
   std::ifstream in(dir / "b.json");
   const nlohmann::json doc = nlohmann::json::parse(in);
   ASSERT_EQ(doc["runs"].size(), 4u) << doc.dump();
-  for (const nlohmann::json& row : doc["runs"]) EXPECT_GT(row["measured"]["samples_per_s"]["median"].get<double>(), 0) << row.dump();
-  r = run("bench " + kSource + "/models/transformers/gpt2_torchscript.onnx --strategies single --steps 1 --warmup 0 "
+  for (const nlohmann::json& row : doc["runs"])
+    EXPECT_GT(row["measured"]["samples_per_s"]["median"].get<double>(), 0) << row.dump();
+  r = run("bench " + kSource +
+          "/models/transformers/gpt2_torchscript.onnx --strategies single --steps 1 --warmup 0 "
           "--repeats 1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("has a dynamic sequence axis: give --seq-len T"), std::string::npos) << r.output;
-  r = run("bench " + kSource + "/models/transformers/gpt2_torchscript.onnx --seq-len 16 --strategies single "
+  r = run("bench " + kSource +
+          "/models/transformers/gpt2_torchscript.onnx --seq-len 16 --strategies single "
           "--steps 1 --warmup 0 --repeats 1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
@@ -307,9 +315,10 @@ TEST(LanguageModelCli, DataThatDoNotFitTheModelAreRefusedBeforeTraining) {
   const std::string out = " -o " + (dir / "x.onnx").string();
   CliRun r = run("train " + kSource + "/models/cnn_opset17.onnx --data text:" + kText + " --seq-len 16" + out);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(kText + ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need "
-                                  "a model whose input is an integer type)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(kText + ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need "
+                            "a model whose input is an integer type)"),
+      std::string::npos)
       << r.output;
   // text: labels go up to 255; the transformer fixture scores 10 classes.
   r = run("train " + kSource + "/models/transformer_opset17.onnx --data text:" + kText + out);

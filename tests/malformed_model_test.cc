@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <random>
 
 #include "frontend/importer.h"
@@ -29,7 +29,9 @@ class MalformedModel : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
-  std::string write(const std::string& name, const onnx::ModelProto& model) { return write(name, model.SerializeAsString()); }
+  std::string write(const std::string& name, const onnx::ModelProto& model) {
+    return write(name, model.SerializeAsString());
+  }
 
   // Relu(x) → y with opset 13; tests break it in one place.
   static onnx::ModelProto relu_model(int opset = 13) {
@@ -125,7 +127,8 @@ TEST_F(MalformedModel, MutatedModelsNeverCrash) {
     const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (int trial = 0; trial < kTrials; ++trial) {
       std::string bytes = original;
-      for (int flips = 1 + static_cast<int>(rng() % 8); flips > 0; --flips) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+      for (int flips = 1 + static_cast<int>(rng() % 8); flips > 0; --flips)
+        bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
       std::string path = write("mutated.onnx", bytes);
       try {
         import_model(path);
@@ -258,17 +261,19 @@ TEST_F(MalformedModel, BadExternalDataFieldsAreNamed) {
   };
   write("w.bin", std::string(16, '\0'));
   int i = 0;
-  for (const Case& c : {Case{{{"location", "."}}, "not a regular file"},
-                        Case{{{"location", "w.bin"}, {"offset", "abc"}}, "offset 'abc'"},
-                        Case{{{"location", "w.bin"}, {"length", "99999999999999999999999"}}, "length '9999"},
-                        Case{{{"location", "w.bin"}, {"offset", "-4"}}, "offset '-4'"},
-                        Case{{{"location", "w.bin"}, {"offset", "9223372036854775807"}, {"length", "16"}}, "truncated"}}) {
+  for (const Case& c :
+       {Case{{{"location", "."}}, "not a regular file"},
+        Case{{{"location", "w.bin"}, {"offset", "abc"}}, "offset 'abc'"},
+        Case{{{"location", "w.bin"}, {"length", "99999999999999999999999"}}, "length '9999"},
+        Case{{{"location", "w.bin"}, {"offset", "-4"}}, "offset '-4'"},
+        Case{{{"location", "w.bin"}, {"offset", "9223372036854775807"}, {"length", "16"}}, "truncated"}}) {
     expect_error(write("bad_external_" + std::to_string(i++) + ".onnx", external_model(c.entries)), c.expected);
   }
 }
 
 TEST_F(MalformedModel, ExternalDataOutsideModelFolder) {
-  expect_error(write("escape.onnx", external_model({{"location", "../../etc/passwd"}}, 1)), "outside the model's folder");
+  expect_error(write("escape.onnx", external_model({{"location", "../../etc/passwd"}}, 1)),
+               "outside the model's folder");
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ struct OpGraph {
   int opset = 17;
 
   ValueId input(DType dtype, Shape shape) {
-    ValueId v = g.add_value({.name = "in" + std::to_string(g.value_count()), .dtype = dtype, .shape = std::move(shape),
+    ValueId v = g.add_value({.name = "in" + std::to_string(g.value_count()),
+                             .dtype = dtype,
+                             .shape = std::move(shape),
                              .role = ValueRole::Input});
     g.inputs.push_back(v);
     return v;
@@ -35,20 +37,29 @@ struct OpGraph {
   ValueId constant(Tensor t) {
     Shape shape = Shape::of(t.sizes());
     DType dtype = t.dtype();
-    return g.add_value({.name = "c" + std::to_string(g.value_count()), .dtype = dtype, .shape = shape,
-                        .role = ValueRole::Constant, .data = std::move(t)});
+    return g.add_value({.name = "c" + std::to_string(g.value_count()),
+                        .dtype = dtype,
+                        .shape = shape,
+                        .role = ValueRole::Constant,
+                        .data = std::move(t)});
   }
   // An int64 value whose element values are known symbolically (as after Gather(Shape(x), 0)).
   ValueId known(Shape shape, std::vector<Dim> values) {
-    return g.add_value({.name = "k" + std::to_string(g.value_count()), .dtype = DType::Int64, .shape = std::move(shape),
+    return g.add_value({.name = "k" + std::to_string(g.value_count()),
+                        .dtype = DType::Int64,
+                        .shape = std::move(shape),
                         .known = std::move(values)});
   }
   NodeId node(const std::string& op, std::vector<ValueId> inputs, size_t outputs = 1,
               std::map<std::string, Attribute> attributes = {}) {
     std::vector<ValueId> outs;
     for (size_t i = 0; i < outputs; ++i) outs.push_back(g.add_value({.name = op + "_out" + std::to_string(i)}));
-    return g.add_node({.name = op + "_node", .op_type = op, .opset = opset, .inputs = std::move(inputs),
-                       .outputs = std::move(outs), .attributes = std::move(attributes)});
+    return g.add_node({.name = op + "_node",
+                       .op_type = op,
+                       .opset = opset,
+                       .inputs = std::move(inputs),
+                       .outputs = std::move(outs),
+                       .attributes = std::move(attributes)});
   }
   static const OpSchema& schema(const std::string& op) {
     const OpSchema* s = OpRegistry::builtin().find("", op);
@@ -84,7 +95,8 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 TEST(Elementwise, BroadcastKeepsSymbolicBatch) {
   OpGraph t;
-  NodeId add = t.node("Add", {t.input(DType::Float32, Shape({N, Dim(3), Dim(1)})), t.input(DType::Float32, Shape::of({4}))});
+  NodeId add =
+      t.node("Add", {t.input(DType::Float32, Shape({N, Dim(3), Dim(1)})), t.input(DType::Float32, Shape::of({4}))});
   t.infer(add);
   EXPECT_EQ(t.shape(add), "(N,3,4)");
   EXPECT_EQ(t.out(add).dtype, DType::Float32);
@@ -227,8 +239,9 @@ TEST(Variadic, MinOfKnownStaticValues) {
 
 TEST(Unary, KeepsShapeAndChecksTypes) {
   OpGraph t;
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Sin", "Cos", "Ceil", "Neg", "Abs", "Reciprocal", "Softplus",
-                         "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu"}) {
+  for (const char* op :
+       {"Relu", "Sigmoid", "Tanh",       "Erf",      "Sqrt",      "Exp", "Log",  "Sin",         "Cos",       "Ceil",
+        "Neg",  "Abs",     "Reciprocal", "Softplus", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu"}) {
     NodeId n = t.node(op, {t.input(DType::Float32, nchw(3, 8, 8))});
     t.infer(n);
     EXPECT_EQ(t.shape(n), "(N,3,8,8)") << op;
@@ -241,7 +254,8 @@ TEST(Unary, KeepsShapeAndChecksTypes) {
 TEST(Unary, Folds) {
   OpGraph t;
   EXPECT_EQ(t.fold(t.node("Sqrt", {t.constant(floats({2}, {4, 9}))}))[0].to_double(), (std::vector<double>{2, 3}));
-  EXPECT_EQ(t.fold(t.node("Neg", {t.constant(Tensor::vector_int64({1, -2}))}))[0].to_int64(), (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(t.fold(t.node("Neg", {t.constant(Tensor::vector_int64({1, -2}))}))[0].to_int64(),
+            (std::vector<int64_t>{-1, 2}));
   EXPECT_EQ(t.fold(t.node("Abs", {t.constant(Tensor::vector_int64({-3}))}))[0].to_int64(), (std::vector<int64_t>{3}));
   EXPECT_EQ(t.fold(t.node("Reciprocal", {t.constant(floats({1}, {4}))}))[0].to_double(), (std::vector<double>{0.25}));
   EXPECT_NEAR(t.fold(t.node("Exp", {t.constant(floats({1}, {1}))}))[0].to_double()[0], std::exp(1.0), 1e-6);
@@ -259,11 +273,12 @@ TEST(Unary, ClipMinMaxAreAttributesBeforeOpset11) {
   EXPECT_TRUE(contains(t.error(with_inputs), "opset 11"));
 
   t.opset = 11;
-  NodeId clip11 = t.node("Clip", {t.input(DType::Float32, Shape({N, Dim(4)})), t.constant(floats({}, {0})),
-                                  t.constant(floats({}, {6}))});
+  NodeId clip11 = t.node(
+      "Clip", {t.input(DType::Float32, Shape({N, Dim(4)})), t.constant(floats({}, {0})), t.constant(floats({}, {6}))});
   t.infer(clip11);
   EXPECT_EQ(t.shape(clip11), "(N,4)");
-  NodeId max_only = t.node("Clip", {t.input(DType::Float32, Shape({N, Dim(4)})), ValueId{}, t.constant(floats({}, {6}))});
+  NodeId max_only =
+      t.node("Clip", {t.input(DType::Float32, Shape({N, Dim(4)})), ValueId{}, t.constant(floats({}, {6}))});
   t.infer(max_only);
   NodeId not_scalar = t.node("Clip", {t.input(DType::Float32, Shape({N, Dim(4)})), t.constant(floats({2}, {0, 1}))});
   EXPECT_TRUE(contains(t.error(not_scalar), "scalar"));
@@ -271,7 +286,8 @@ TEST(Unary, ClipMinMaxAreAttributesBeforeOpset11) {
 
 TEST(Unary, PReluSlopeBroadcastsOntoInput) {
   OpGraph t;
-  NodeId ok = t.node("PRelu", {t.input(DType::Float32, nchw(64, 8, 8)), t.input(DType::Float32, Shape::of({64, 1, 1}))});
+  NodeId ok =
+      t.node("PRelu", {t.input(DType::Float32, nchw(64, 8, 8)), t.input(DType::Float32, Shape::of({64, 1, 1}))});
   t.infer(ok);
   EXPECT_EQ(t.shape(ok), "(N,64,8,8)");
   EXPECT_EQ(OpGraph::schema("PRelu").input_kind(1), InputKind::Weight);
@@ -283,8 +299,9 @@ TEST(Unary, PReluSlopeBroadcastsOntoInput) {
 
 TEST(Conv, ShapesAndCost) {
   OpGraph t;
-  NodeId conv = t.node("Conv", {t.input(DType::Float32, nchw(1, 28, 28)), t.input(DType::Float32, Shape::of({32, 1, 3, 3})),
-                                t.input(DType::Float32, Shape::of({32}))},
+  NodeId conv = t.node("Conv",
+                       {t.input(DType::Float32, nchw(1, 28, 28)), t.input(DType::Float32, Shape::of({32, 1, 3, 3})),
+                        t.input(DType::Float32, Shape::of({32}))},
                        1, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   t.infer(conv);
   EXPECT_EQ(t.shape(conv), "(N,32,28,28)");
@@ -300,62 +317,81 @@ TEST(Conv, ShapesAndCost) {
 TEST(Conv, AutoPadStridesDilationsGroups) {
   OpGraph t;
   auto conv = [&](Shape x, Shape w, std::map<std::string, Attribute> attrs) {
-    NodeId n = t.node("Conv", {t.input(DType::Float32, std::move(x)), t.input(DType::Float32, std::move(w))}, 1, std::move(attrs));
+    NodeId n = t.node("Conv", {t.input(DType::Float32, std::move(x)), t.input(DType::Float32, std::move(w))}, 1,
+                      std::move(attrs));
     t.infer(n);
     return t.shape(n);
   };
   using Ints = std::vector<int64_t>;
-  EXPECT_EQ(conv(nchw(1, 7, 7), Shape::of({4, 1, 3, 3}), {{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}}), "(N,4,4,4)");
+  EXPECT_EQ(
+      conv(nchw(1, 7, 7), Shape::of({4, 1, 3, 3}), {{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}}),
+      "(N,4,4,4)");
   EXPECT_EQ(conv(nchw(1, 7, 7), Shape::of({4, 1, 3, 3}), {{"auto_pad", std::string("SAME_LOWER")}}), "(N,4,7,7)");
-  EXPECT_EQ(conv(nchw(1, 7, 5), Shape::of({4, 1, 3, 3}), {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}), "(N,4,3,2)");
+  EXPECT_EQ(conv(nchw(1, 7, 5), Shape::of({4, 1, 3, 3}), {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}),
+            "(N,4,3,2)");
   EXPECT_EQ(conv(nchw(1, 7, 7), Shape::of({4, 1, 3, 3}), {{"dilations", Ints{2, 2}}}), "(N,4,3,3)");
-  EXPECT_EQ(conv(nchw(1, 7, 5), Shape::of({2, 1, 3, 3}), {{"pads", Ints{1, 0, 1, 0}}, {"strides", Ints{2, 2}}}), "(N,2,4,2)");
+  EXPECT_EQ(conv(nchw(1, 7, 5), Shape::of({2, 1, 3, 3}), {{"pads", Ints{1, 0, 1, 0}}, {"strides", Ints{2, 2}}}),
+            "(N,2,4,2)");
   EXPECT_EQ(conv(nchw(8, 9, 9), Shape::of({8, 1, 3, 3}), {{"group", int64_t{8}}}), "(N,8,7,7)");  // depthwise
-  EXPECT_EQ(conv(Shape({N, Dim(3), Dim(10)}), Shape::of({6, 3, 4}), {}), "(N,6,7)");                     // 1-D
+  EXPECT_EQ(conv(Shape({N, Dim(3), Dim(10)}), Shape::of({6, 3, 4}), {}), "(N,6,7)");              // 1-D
   EXPECT_EQ(conv(Shape({N, Dim(2), Dim(4), Dim(4), Dim(4)}), Shape::of({5, 2, 3, 3, 3}), {}), "(N,5,2,2,2)");  // 3-D
   // A symbolic spatial dim survives a "same" convolution and becomes unknown otherwise.
-  EXPECT_EQ(conv(Shape({N, Dim(1), Dim::symbol("H"), Dim(8)}), Shape::of({4, 1, 3, 3}), {{"pads", Ints{1, 1, 1, 1}}}), "(N,4,H,8)");
+  EXPECT_EQ(conv(Shape({N, Dim(1), Dim::symbol("H"), Dim(8)}), Shape::of({4, 1, 3, 3}), {{"pads", Ints{1, 1, 1, 1}}}),
+            "(N,4,H,8)");
   EXPECT_EQ(conv(Shape({N, Dim(1), Dim::symbol("H"), Dim(8)}), Shape::of({4, 1, 3, 3}), {}), "(N,4,?,6)");
   EXPECT_EQ(conv(Shape::unknown_rank(), Shape::of({4, 1, 3, 3}), {}), "(?)");
 }
 
 TEST(Conv, ClearErrors) {
   OpGraph t;
-  NodeId channels = t.node("Conv", {t.input(DType::Float32, nchw(1, 28, 28)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))});
-  EXPECT_EQ(t.error(channels), "Conv: weight has 3 input channels per group but input has 1 channels (shape (N,1,28,28))");
-  NodeId bias = t.node("Conv", {t.input(DType::Float32, nchw(3, 28, 28)), t.input(DType::Float32, Shape::of({8, 3, 3, 3})),
-                                t.input(DType::Float32, Shape::of({4}))});
+  NodeId channels =
+      t.node("Conv", {t.input(DType::Float32, nchw(1, 28, 28)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))});
+  EXPECT_EQ(t.error(channels),
+            "Conv: weight has 3 input channels per group but input has 1 channels (shape (N,1,28,28))");
+  NodeId bias =
+      t.node("Conv", {t.input(DType::Float32, nchw(3, 28, 28)), t.input(DType::Float32, Shape::of({8, 3, 3, 3})),
+                      t.input(DType::Float32, Shape::of({4}))});
   EXPECT_TRUE(contains(t.error(bias), "bias"));
-  NodeId too_big = t.node("Conv", {t.input(DType::Float32, nchw(3, 2, 2)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))});
+  NodeId too_big =
+      t.node("Conv", {t.input(DType::Float32, nchw(3, 2, 2)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))});
   EXPECT_TRUE(contains(t.error(too_big), "larger than the padded input"));
-  NodeId rank = t.node("Conv", {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Float32, Shape::of({8, 3}))});
+  NodeId rank =
+      t.node("Conv", {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Float32, Shape::of({8, 3}))});
   t.error(rank);
-  NodeId pads = t.node("Conv", {t.input(DType::Float32, nchw(3, 8, 8)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))}, 1,
-                       {{"pads", std::vector<int64_t>{1, 1}}});
+  NodeId pads =
+      t.node("Conv", {t.input(DType::Float32, nchw(3, 8, 8)), t.input(DType::Float32, Shape::of({8, 3, 3, 3}))}, 1,
+             {{"pads", std::vector<int64_t>{1, 1}}});
   EXPECT_TRUE(contains(t.error(pads), "pads"));
 }
 
 TEST(Conv, Transpose) {
   OpGraph t;
   auto deconv = [&](Shape x, Shape w, std::map<std::string, Attribute> attrs) {
-    NodeId n = t.node("ConvTranspose", {t.input(DType::Float32, std::move(x)), t.input(DType::Float32, std::move(w))}, 1,
-                      std::move(attrs));
+    NodeId n = t.node("ConvTranspose", {t.input(DType::Float32, std::move(x)), t.input(DType::Float32, std::move(w))},
+                      1, std::move(attrs));
     t.infer(n);
     return t.shape(n);
   };
   using Ints = std::vector<int64_t>;
   EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {}), "(N,2,5,5)");
-  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"output_padding", Ints{1, 1}}}), "(N,2,10,8)");
-  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"output_shape", Ints{10, 8}}}), "(N,2,10,8)");
-  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}), "(N,2,6,6)");
-  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"pads", Ints{1, 2, 1, 2}}}), "(N,2,7,3)");
+  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"output_padding", Ints{1, 1}}}),
+            "(N,2,10,8)");
+  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"output_shape", Ints{10, 8}}}),
+            "(N,2,10,8)");
+  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}),
+                   {{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}),
+            "(N,2,6,6)");
+  EXPECT_EQ(deconv(nchw(1, 3, 3), Shape::of({1, 2, 3, 3}), {{"strides", Ints{3, 2}}, {"pads", Ints{1, 2, 1, 2}}}),
+            "(N,2,7,3)");
   EXPECT_EQ(deconv(nchw(4, 3, 3), Shape::of({4, 2, 3, 3}), {{"group", int64_t{2}}}), "(N,4,5,5)");
   EXPECT_EQ(deconv(Shape({N, Dim(1), Dim::symbol("H")}), Shape::of({1, 2, 2}), {{"strides", Ints{2}}}), "(N,2,2*H)");
 
-  NodeId bad = t.node("ConvTranspose", {t.input(DType::Float32, nchw(3, 3, 3)), t.input(DType::Float32, Shape::of({1, 2, 3, 3}))});
+  NodeId bad = t.node("ConvTranspose",
+                      {t.input(DType::Float32, nchw(3, 3, 3)), t.input(DType::Float32, Shape::of({1, 2, 3, 3}))});
   EXPECT_TRUE(contains(t.error(bad), "input has 3 channels"));
   // N=2: MACs = input numel · (W numel / C) = 2·1·3·3 · 18.
-  NodeId costed = t.node("ConvTranspose", {t.input(DType::Float32, nchw(1, 3, 3)), t.input(DType::Float32, Shape::of({1, 2, 3, 3}))});
+  NodeId costed = t.node("ConvTranspose",
+                         {t.input(DType::Float32, nchw(1, 3, 3)), t.input(DType::Float32, Shape::of({1, 2, 3, 3}))});
   t.infer(costed);
   EXPECT_DOUBLE_EQ(t.cost(costed).forward_flops, 2 * (2.0 * 9 * 18));
 }
@@ -364,8 +400,9 @@ TEST(Conv, Transpose) {
 
 TEST(Gemm, TransposesBiasAndCost) {
   OpGraph t;
-  NodeId gemm = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({10, 784})),
-                                t.input(DType::Float32, Shape::of({10}))},
+  NodeId gemm = t.node("Gemm",
+                       {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({10, 784})),
+                        t.input(DType::Float32, Shape::of({10}))},
                        1, {{"transB", int64_t{1}}});
   t.infer(gemm);
   EXPECT_EQ(t.shape(gemm), "(N,10)");
@@ -373,26 +410,31 @@ TEST(Gemm, TransposesBiasAndCost) {
   EXPECT_DOUBLE_EQ(t.cost(gemm).forward_flops, 2.0 * 2 * 10 * 784 + 20);
   EXPECT_DOUBLE_EQ(t.cost(gemm).backward_flops, 4.0 * 2 * 10 * 784 + 20);
 
-  NodeId trans_a = t.node("Gemm", {t.input(DType::Float32, Shape({Dim(784), N})), t.input(DType::Float32, Shape::of({784, 10}))},
-                          1, {{"transA", int64_t{1}}});
+  NodeId trans_a =
+      t.node("Gemm", {t.input(DType::Float32, Shape({Dim(784), N})), t.input(DType::Float32, Shape::of({784, 10}))}, 1,
+             {{"transA", int64_t{1}}});
   t.infer(trans_a);
   EXPECT_EQ(t.shape(trans_a), "(N,10)");
 
-  NodeId inner = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({128, 10}))});
+  NodeId inner =
+      t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({128, 10}))});
   EXPECT_EQ(t.error(inner), "Gemm: inner dimensions differ: (N,784) x (128,10)");
-  NodeId bias = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({784, 10})),
-                                t.input(DType::Float32, Shape::of({20}))});
+  NodeId bias =
+      t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({784, 10})),
+                      t.input(DType::Float32, Shape::of({20}))});
   EXPECT_TRUE(contains(t.error(bias), "(20)"));
   // A flag that is neither 0 nor 1 is a malformed model, not "transposed" (issue 22).
-  NodeId odd = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({10, 784}))},
-                      1, {{"transB", int64_t{7}}});
+  NodeId odd =
+      t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({10, 784}))}, 1,
+             {{"transB", int64_t{7}}});
   EXPECT_EQ(t.error(odd), "Gemm: transB must be 0 or 1, got 7");
 }
 
 TEST(Gemm, BiasRequiredBeforeOpset11) {
   OpGraph t;
   t.opset = 9;
-  NodeId no_c = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(4)})), t.input(DType::Float32, Shape::of({4, 2}))});
+  NodeId no_c =
+      t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(4)})), t.input(DType::Float32, Shape::of({4, 2}))});
   EXPECT_TRUE(contains(t.error(no_c), "opset 11"));
   t.opset = 11;
   NodeId ok = t.node("Gemm", {t.input(DType::Float32, Shape({N, Dim(4)})), t.input(DType::Float32, Shape::of({4, 2}))});
@@ -415,12 +457,15 @@ TEST(MatMul, NumpyRules) {
   EXPECT_EQ(matmul(Shape::of({2, 1, 3, 4}), Shape::of({5, 4, 6})), "(2,5,3,6)");
   EXPECT_EQ(matmul(Shape::unknown_rank(), Shape::of({4, 6})), "(?)");
 
-  NodeId inner = t.node("MatMul", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({128, 10}))});
+  NodeId inner =
+      t.node("MatMul", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({128, 10}))});
   EXPECT_EQ(t.error(inner), "MatMul: inner dimensions differ: (N,784) x (128,10)");
-  NodeId batch = t.node("MatMul", {t.input(DType::Float32, Shape::of({2, 3, 4})), t.input(DType::Float32, Shape::of({5, 4, 6}))});
+  NodeId batch =
+      t.node("MatMul", {t.input(DType::Float32, Shape::of({2, 3, 4})), t.input(DType::Float32, Shape::of({5, 4, 6}))});
   EXPECT_TRUE(contains(t.error(batch), "batch dimensions"));
 
-  NodeId costed = t.node("MatMul", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({784, 128}))});
+  NodeId costed =
+      t.node("MatMul", {t.input(DType::Float32, Shape({N, Dim(784)})), t.input(DType::Float32, Shape::of({784, 128}))});
   t.infer(costed);
   EXPECT_DOUBLE_EQ(t.cost(costed).forward_flops, 2.0 * 2 * 128 * 784);
   EXPECT_DOUBLE_EQ(t.cost(costed).backward_flops, 4.0 * 2 * 128 * 784);
@@ -442,12 +487,14 @@ TEST(Pool, MaxPoolCeilModeAndIndices) {
   EXPECT_DOUBLE_EQ(t.cost(pool).forward_flops, 9.0 * 8);
   EXPECT_DOUBLE_EQ(t.cost(pool).backward_flops, 9.0 * 8);
 
-  NodeId floor_mode = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 4, 4))}, 1, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}});
+  NodeId floor_mode = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 4, 4))}, 1,
+                             {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}});
   t.infer(floor_mode);
   EXPECT_EQ(t.shape(floor_mode), "(N,1,1,1)");
   // The last ceil-mode window would start in the trailing padding: dropped, as PyTorch does.
-  NodeId dropped = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 5, 5))}, 1,
-                          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}});
+  NodeId dropped = t.node(
+      "MaxPool", {t.input(DType::Float32, nchw(1, 5, 5))}, 1,
+      {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}});
   t.infer(dropped);
   EXPECT_EQ(t.shape(dropped), "(N,1,3,3)");
   // With asymmetric pads floor mode may already end in the padding; ceil mode never yields fewer.
@@ -455,7 +502,8 @@ TEST(Pool, MaxPoolCeilModeAndIndices) {
                              {{"kernel_shape", Ints{2}}, {"pads", Ints{1, 2}}, {"ceil_mode", int64_t{1}}});
   t.infer(asymmetric);
   EXPECT_EQ(t.shape(asymmetric), "(N,1,7)");
-  NodeId dilated = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 4, 4))}, 1, {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}});
+  NodeId dilated = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 4, 4))}, 1,
+                          {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}});
   t.infer(dilated);
   EXPECT_EQ(t.shape(dilated), "(N,1,2,2)");
   NodeId no_kernel = t.node("MaxPool", {t.input(DType::Float32, nchw(1, 4, 4))});
@@ -469,7 +517,8 @@ TEST(Pool, AverageAndGlobal) {
                       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}});
   t.infer(avg);
   EXPECT_EQ(t.shape(avg), "(N,3,16,16)");
-  NodeId avg1d = t.node("AveragePool", {t.input(DType::Float32, Shape({N, Dim(3), Dim(32)}))}, 1, {{"kernel_shape", Ints{2}}});
+  NodeId avg1d =
+      t.node("AveragePool", {t.input(DType::Float32, Shape({N, Dim(3), Dim(32)}))}, 1, {{"kernel_shape", Ints{2}}});
   t.infer(avg1d);
   EXPECT_EQ(t.shape(avg1d), "(N,3,31)");
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
@@ -478,7 +527,8 @@ TEST(Pool, AverageAndGlobal) {
     EXPECT_EQ(t.shape(g), "(N,512,1,1)");
     EXPECT_DOUBLE_EQ(t.cost(g).forward_flops, 2.0 * 512 * 49);
   }
-  NodeId unknown = t.node("AveragePool", {t.input(DType::Float32, Shape::unknown_rank())}, 1, {{"kernel_shape", Ints{2, 2}}});
+  NodeId unknown =
+      t.node("AveragePool", {t.input(DType::Float32, Shape::unknown_rank())}, 1, {{"kernel_shape", Ints{2, 2}}});
   t.infer(unknown);
   EXPECT_EQ(t.shape(unknown), "(?)");
 }
@@ -535,13 +585,15 @@ TEST(BatchNorm, Opset15RunningStatsOnlyInTrainingMode) {
 
 TEST(Normalization, InstanceNormAndLayerNorm) {
   OpGraph t;
-  NodeId inorm = t.node("InstanceNormalization", {t.input(DType::Float32, nchw(3, 8, 8)), t.input(DType::Float32, Shape::of({3})),
-                                                  t.input(DType::Float32, Shape::of({3}))});
+  NodeId inorm =
+      t.node("InstanceNormalization", {t.input(DType::Float32, nchw(3, 8, 8)), t.input(DType::Float32, Shape::of({3})),
+                                       t.input(DType::Float32, Shape::of({3}))});
   t.infer(inorm);
   EXPECT_EQ(t.shape(inorm), "(N,3,8,8)");
   EXPECT_EQ(OpGraph::schema("InstanceNormalization").input_kind(1), InputKind::Weight);
 
-  NodeId ln = t.node("LayerNormalization", {t.input(DType::Float16, Shape({N, Dim(3), Dim(4)})), t.input(DType::Float16, Shape::of({3, 4}))},
+  NodeId ln = t.node("LayerNormalization",
+                     {t.input(DType::Float16, Shape({N, Dim(3), Dim(4)})), t.input(DType::Float16, Shape::of({3, 4}))},
                      3, {{"axis", int64_t{1}}});
   t.infer(ln);
   EXPECT_EQ(t.shape(ln), "(N,3,4)");
@@ -549,13 +601,16 @@ TEST(Normalization, InstanceNormAndLayerNorm) {
   EXPECT_EQ(t.out(ln, 1).dtype, DType::Float32);  // stash_type defaults to float
   EXPECT_EQ(t.out(ln, 2).dtype, DType::Float32);
 
-  NodeId last = t.node("LayerNormalization", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.input(DType::Float32, Shape::of({4})),
-                                               t.input(DType::Float32, Shape::of({4}))});
+  NodeId last =
+      t.node("LayerNormalization", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})),
+                                    t.input(DType::Float32, Shape::of({4})), t.input(DType::Float32, Shape::of({4}))});
   t.infer(last);
   EXPECT_EQ(t.shape(last), "(N,3,4)");
-  NodeId bad = t.node("LayerNormalization", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.input(DType::Float32, Shape::of({5}))});
+  NodeId bad = t.node("LayerNormalization",
+                      {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.input(DType::Float32, Shape::of({5}))});
   EXPECT_TRUE(contains(t.error(bad), "Scale of shape (5)"));
-  NodeId axis = t.node("LayerNormalization", {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Float32, Shape::of({3}))}, 1,
+  NodeId axis = t.node("LayerNormalization",
+                       {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Float32, Shape::of({3}))}, 1,
                        {{"axis", int64_t{2}}});
   EXPECT_TRUE(contains(t.error(axis), "out of range"));
 
@@ -600,41 +655,49 @@ TEST(Reduce, AxesAttributeBeforeOpset18InputAfter) {
                        {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
   t.infer(attr);
   EXPECT_EQ(t.shape(attr), "(N,4)");
-  NodeId input13 = t.node("ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({1}))});
+  NodeId input13 = t.node("ReduceMean",
+                          {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({1}))});
   EXPECT_TRUE(contains(t.error(input13), "attribute before opset 18"));
   NodeId all = t.node("ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)}))});
   t.infer(all);
   EXPECT_EQ(t.shape(all), "(1,1,1)");
 
   t.opset = 18;
-  NodeId input18 = t.node("ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({-1}))});
+  NodeId input18 = t.node(
+      "ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({-1}))});
   t.infer(input18);
   EXPECT_EQ(t.shape(input18), "(N,3,1)");
-  NodeId attr18 = t.node("ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)}))}, 1, {{"axes", std::vector<int64_t>{1}}});
+  NodeId attr18 = t.node("ReduceMean", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)}))}, 1,
+                         {{"axes", std::vector<int64_t>{1}}});
   EXPECT_TRUE(contains(t.error(attr18), "input from opset 18"));
-  NodeId noop = t.node("ReduceMax", {t.input(DType::Float32, Shape({N, Dim(3)}))}, 1, {{"noop_with_empty_axes", int64_t{1}}});
+  NodeId noop =
+      t.node("ReduceMax", {t.input(DType::Float32, Shape({N, Dim(3)}))}, 1, {{"noop_with_empty_axes", int64_t{1}}});
   t.infer(noop);
   EXPECT_EQ(t.shape(noop), "(N,3)");
-  NodeId twice = t.node("ReduceL2", {t.input(DType::Float32, Shape({N, Dim(3)})), t.constant(Tensor::vector_int64({1, -1}))});
+  NodeId twice =
+      t.node("ReduceL2", {t.input(DType::Float32, Shape({N, Dim(3)})), t.constant(Tensor::vector_int64({1, -1}))});
   EXPECT_TRUE(contains(t.error(twice), "twice"));
 }
 
 TEST(Reduce, ReduceSumTakesAxesInputFrom13) {
   OpGraph t;
   t.opset = 13;
-  NodeId sum = t.node("ReduceSum", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({0, 2}))}, 1,
-                      {{"keepdims", int64_t{0}}});
+  NodeId sum = t.node("ReduceSum",
+                      {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.constant(Tensor::vector_int64({0, 2}))},
+                      1, {{"keepdims", int64_t{0}}});
   t.infer(sum);
   EXPECT_EQ(t.shape(sum), "(3)");
-  NodeId runtime_axes = t.node("ReduceSum", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.input(DType::Int64, Shape::of({2}))},
-                               1, {{"keepdims", int64_t{0}}});
+  NodeId runtime_axes =
+      t.node("ReduceSum", {t.input(DType::Float32, Shape({N, Dim(3), Dim(4)})), t.input(DType::Int64, Shape::of({2}))},
+             1, {{"keepdims", int64_t{0}}});
   t.infer(runtime_axes);
   EXPECT_EQ(t.shape(runtime_axes), "(?)");  // one dim left, size unknown
   EXPECT_EQ(t.out(runtime_axes).shape.rank(), 1);
   NodeId kept = t.node("ReduceSumSquare", {t.input(DType::Float32, Shape({N, Dim(1), Dim(4)}))}, 1);
   t.infer(kept);
   EXPECT_EQ(t.shape(kept), "(1,1,1)");
-  NodeId no_axes = t.node("ReduceSum", {t.input(DType::Float32, Shape({N, Dim(3)}))}, 1, {{"noop_with_empty_axes", int64_t{1}}});
+  NodeId no_axes =
+      t.node("ReduceSum", {t.input(DType::Float32, Shape({N, Dim(3)}))}, 1, {{"noop_with_empty_axes", int64_t{1}}});
   t.infer(no_axes);
   EXPECT_EQ(t.shape(no_axes), "(N,3)");
 }
@@ -649,12 +712,15 @@ TEST(Reduce, KnownShapeArithmeticAndFolds) {
   EXPECT_EQ(t.shape(prod), "()");
 
   Tensor matrix = Tensor::vector_int64({1, 2, 3, 4, 5, 6}).reshaped({2, 3});
-  EXPECT_EQ(t.fold(t.node("ReduceProd", {t.constant(Tensor::vector_int64({2, 3, 4}))}, 1, {{"keepdims", int64_t{0}}}))[0].to_int64(),
-            (std::vector<int64_t>{24}));
+  EXPECT_EQ(
+      t.fold(t.node("ReduceProd", {t.constant(Tensor::vector_int64({2, 3, 4}))}, 1, {{"keepdims", int64_t{0}}}))[0]
+          .to_int64(),
+      (std::vector<int64_t>{24}));
   auto rows = t.fold(t.node("ReduceSum", {t.constant(matrix), t.constant(Tensor::vector_int64({1}))}));
   EXPECT_EQ(rows[0].sizes(), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(rows[0].to_int64(), (std::vector<int64_t>{6, 15}));
-  auto cols = t.fold(t.node("ReduceMax", {t.constant(matrix)}, 1, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}}));
+  auto cols = t.fold(
+      t.node("ReduceMax", {t.constant(matrix)}, 1, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}}));
   EXPECT_EQ(cols[0].to_int64(), (std::vector<int64_t>{4, 5, 6}));
   auto all = t.fold(t.node("ReduceMin", {t.constant(matrix)}, 1, {{"keepdims", int64_t{0}}}));
   EXPECT_EQ(all[0].sizes(), (std::vector<int64_t>{}));
@@ -668,7 +734,8 @@ TEST(Reduce, KnownShapeArithmeticAndFolds) {
 
 TEST(Reduce, ArgMaxArgMin) {
   OpGraph t;
-  NodeId argmax = t.node("ArgMax", {t.input(DType::Float32, Shape({N, Dim(10)}))}, 1, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}});
+  NodeId argmax = t.node("ArgMax", {t.input(DType::Float32, Shape({N, Dim(10)}))}, 1,
+                         {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}});
   t.infer(argmax);
   EXPECT_EQ(t.shape(argmax), "(N)");
   EXPECT_EQ(t.out(argmax).dtype, DType::Int64);
@@ -693,18 +760,21 @@ TEST(Dropout, RatioAttributeBefore12InputsFrom12) {
   EXPECT_EQ(t.out(d10, 1).dtype, DType::Bool);
   NodeId ratio_input = t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)})), t.constant(floats({}, {0.5}))});
   EXPECT_TRUE(contains(t.error(ratio_input), "opset 12"));
-  EXPECT_TRUE(contains(t.error(t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)}))}, 1, {{"ratio", 1.5}})), "ratio"));
+  EXPECT_TRUE(contains(t.error(t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)}))}, 1, {{"ratio", 1.5}})),
+                       "ratio"));
 
   t.opset = 12;
   Tensor on(DType::Bool, {});
   on.data<uint8_t>()[0] = 1;
-  NodeId d12 = t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)})), t.constant(floats({}, {0.1})), t.constant(on)}, 2);
+  NodeId d12 = t.node("Dropout",
+                      {t.input(DType::Float32, Shape({N, Dim(8)})), t.constant(floats({}, {0.1})), t.constant(on)}, 2);
   t.infer(d12);
   EXPECT_EQ(t.shape(d12), "(N,8)");
   EXPECT_EQ(t.out(d12, 1).dtype, DType::Bool);
   EXPECT_EQ(OpGraph::schema("Dropout").input_kind(1), InputKind::NonDifferentiable);
   EXPECT_EQ(OpGraph::schema("Dropout").input_kind(2), InputKind::NonDifferentiable);
-  NodeId bad_mode = t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)})), ValueId{}, t.constant(Tensor::scalar_int64(1))});
+  NodeId bad_mode =
+      t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)})), ValueId{}, t.constant(Tensor::scalar_int64(1))});
   EXPECT_TRUE(contains(t.error(bad_mode), "bool"));
   NodeId bad_ratio = t.node("Dropout", {t.input(DType::Float32, Shape({N, Dim(8)})), t.constant(floats({}, {1.5}))});
   EXPECT_TRUE(contains(t.error(bad_ratio), "ratio"));
@@ -715,7 +785,8 @@ TEST(Dropout, RatioAttributeBefore12InputsFrom12) {
 TEST(Loss, SoftmaxCrossEntropyAndNll) {
   OpGraph t;
   t.opset = 13;
-  NodeId mean = t.node("SoftmaxCrossEntropyLoss", {t.input(DType::Float32, Shape({N, Dim(10)})), t.input(DType::Int64, Shape({N}))}, 2);
+  NodeId mean = t.node("SoftmaxCrossEntropyLoss",
+                       {t.input(DType::Float32, Shape({N, Dim(10)})), t.input(DType::Int64, Shape({N}))}, 2);
   t.infer(mean);
   EXPECT_EQ(t.shape(mean), "()");
   EXPECT_EQ(t.shape(mean, 1), "(N,10)");
@@ -729,18 +800,23 @@ TEST(Loss, SoftmaxCrossEntropyAndNll) {
   t.infer(none);
   EXPECT_EQ(t.shape(none), "(N,4)");
 
-  NodeId labels = t.node("SoftmaxCrossEntropyLoss", {t.input(DType::Float32, Shape({N, Dim(10), Dim(4)})), t.input(DType::Int64, Shape({N, Dim(5)}))});
+  NodeId labels = t.node("SoftmaxCrossEntropyLoss", {t.input(DType::Float32, Shape({N, Dim(10), Dim(4)})),
+                                                     t.input(DType::Int64, Shape({N, Dim(5)}))});
   EXPECT_EQ(t.error(labels), "SoftmaxCrossEntropyLoss: labels have shape (N,5) but scores (N,10,4) need (N,4)");
-  NodeId float_labels = t.node("SoftmaxCrossEntropyLoss", {t.input(DType::Float32, Shape({N, Dim(10)})), t.input(DType::Float32, Shape({N}))});
+  NodeId float_labels = t.node("SoftmaxCrossEntropyLoss",
+                               {t.input(DType::Float32, Shape({N, Dim(10)})), t.input(DType::Float32, Shape({N}))});
   EXPECT_TRUE(contains(t.error(float_labels), "int32 or int64"));
-  NodeId weights = t.node("NegativeLogLikelihoodLoss", {t.input(DType::Float32, Shape({N, Dim(10)})), t.input(DType::Int64, Shape({N})),
-                                                        t.input(DType::Float32, Shape::of({9}))});
+  NodeId weights =
+      t.node("NegativeLogLikelihoodLoss", {t.input(DType::Float32, Shape({N, Dim(10)})),
+                                           t.input(DType::Int64, Shape({N})), t.input(DType::Float32, Shape::of({9}))});
   EXPECT_TRUE(contains(t.error(weights), "weights"));
-  NodeId nll = t.node("NegativeLogLikelihoodLoss", {t.input(DType::Float32, Shape({N, Dim(3), Dim(5)})), t.input(DType::Int64, Shape({N, Dim(5)}))},
+  NodeId nll = t.node("NegativeLogLikelihoodLoss",
+                      {t.input(DType::Float32, Shape({N, Dim(3), Dim(5)})), t.input(DType::Int64, Shape({N, Dim(5)}))},
                       1, {{"reduction", std::string("sum")}});
   t.infer(nll);
   EXPECT_EQ(t.shape(nll), "()");
-  NodeId reduction = t.node("NegativeLogLikelihoodLoss", {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Int64, Shape({N}))}, 1,
+  NodeId reduction = t.node("NegativeLogLikelihoodLoss",
+                            {t.input(DType::Float32, Shape({N, Dim(3)})), t.input(DType::Int64, Shape({N}))}, 1,
                             {{"reduction", std::string("max")}});
   t.error(reduction);
 }
@@ -757,14 +833,30 @@ TEST(Robustness, UnknownRankInputs) {
   };
   const DType F = DType::Float32, I = DType::Int64;
   const std::vector<Case> cases = {
-      {"Add", {F, F}, 1, {}}, {"Pow", {F, F}, 1, {}}, {"Max", {F, F, F}, 1, {}}, {"Relu", {F}, 1, {}}, {"Clip", {F, F, F}, 1, {}},
-      {"PRelu", {F, F}, 1, {}}, {"Conv", {F, F, F}, 1, {}}, {"ConvTranspose", {F, F}, 1, {}}, {"Gemm", {F, F, F}, 1, {}},
-      {"MatMul", {F, F}, 1, {}}, {"MaxPool", {F}, 2, {{"kernel_shape", std::vector<int64_t>{2, 2}}}},
-      {"AveragePool", {F}, 1, {{"kernel_shape", std::vector<int64_t>{2}}}}, {"GlobalAveragePool", {F}, 1, {}},
-      {"BatchNormalization", {F, F, F, F, F}, 1, {}}, {"InstanceNormalization", {F, F, F}, 1, {}},
-      {"LayerNormalization", {F, F, F}, 3, {}}, {"LRN", {F}, 1, {{"size", int64_t{3}}}}, {"Softmax", {F}, 1, {}},
-      {"ReduceSum", {F, I}, 1, {}}, {"ReduceMean", {F, I}, 1, {{"keepdims", int64_t{0}}}}, {"ArgMax", {F}, 1, {}},
-      {"Dropout", {F, F}, 2, {}}, {"SoftmaxCrossEntropyLoss", {F, I, F}, 2, {}}, {"NegativeLogLikelihoodLoss", {F, I}, 1, {}},
+      {"Add", {F, F}, 1, {}},
+      {"Pow", {F, F}, 1, {}},
+      {"Max", {F, F, F}, 1, {}},
+      {"Relu", {F}, 1, {}},
+      {"Clip", {F, F, F}, 1, {}},
+      {"PRelu", {F, F}, 1, {}},
+      {"Conv", {F, F, F}, 1, {}},
+      {"ConvTranspose", {F, F}, 1, {}},
+      {"Gemm", {F, F, F}, 1, {}},
+      {"MatMul", {F, F}, 1, {}},
+      {"MaxPool", {F}, 2, {{"kernel_shape", std::vector<int64_t>{2, 2}}}},
+      {"AveragePool", {F}, 1, {{"kernel_shape", std::vector<int64_t>{2}}}},
+      {"GlobalAveragePool", {F}, 1, {}},
+      {"BatchNormalization", {F, F, F, F, F}, 1, {}},
+      {"InstanceNormalization", {F, F, F}, 1, {}},
+      {"LayerNormalization", {F, F, F}, 3, {}},
+      {"LRN", {F}, 1, {{"size", int64_t{3}}}},
+      {"Softmax", {F}, 1, {}},
+      {"ReduceSum", {F, I}, 1, {}},
+      {"ReduceMean", {F, I}, 1, {{"keepdims", int64_t{0}}}},
+      {"ArgMax", {F}, 1, {}},
+      {"Dropout", {F, F}, 2, {}},
+      {"SoftmaxCrossEntropyLoss", {F, I, F}, 2, {}},
+      {"NegativeLogLikelihoodLoss", {F, I}, 1, {}},
   };
   for (const Case& c : cases) {
     OpGraph t;

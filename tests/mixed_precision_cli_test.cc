@@ -3,7 +3,6 @@
 // uninterrupted one does, data parallelism, pipelines, central storage and the parameter server train in
 // half precision, and the strategies that do not support a precision refuse it by name.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -65,25 +64,26 @@ TEST(MixedPrecisionCli, Bf16RunWritesAFloat32Model) {
 // On one device and with two data-parallel replicas (whose checkpoint carries replica 0's scaler).
 TEST(MixedPrecisionCli, Fp16ResumeMatchesAnUninterruptedRun) {
   for (const std::string strategy : {"", "--strategy dp --replicas 2 "}) {
-  SCOPED_TRACE(strategy);
-  const std::string tag = strategy.empty() ? "single" : "dp";
-  const fs::path whole = scratch(tag + "_whole.onnx"), resumed = scratch(tag + "_resumed.onnx"),
-                 dir = scratch(tag + "_ckpt");
-  fs::remove_all(dir);
-  const std::string fp16 = kArgs + strategy + "--precision fp16 --limit-batches 2 ";
-  ASSERT_EQ(run_cli(fp16 + "--epochs 2 -o " + whole.string()).exit_code, 0);
-  const auto first = run_cli(fp16 + "--epochs 1 --checkpoint-dir " + dir.string() + " --checkpoint-every 2 -o " +
-                             scratch("half.onnx").string());
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const auto second = run_cli(fp16 + "--epochs 2 --checkpoint-dir " + dir.string() + " --resume -o " + resumed.string());
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
-  EXPECT_EQ(bytes_of(whole), bytes_of(resumed));
-  // Another precision cannot resume the fp16 run.
-  const auto other = run_cli(kArgs + strategy + "--precision bf16 --limit-batches 2 --epochs 3 --checkpoint-dir " +
-                             dir.string() + " --resume -o " + scratch("other.onnx").string());
-  EXPECT_NE(other.exit_code, 0);
-  EXPECT_NE(other.output.find("precision"), std::string::npos) << other.output;
+    SCOPED_TRACE(strategy);
+    const std::string tag = strategy.empty() ? "single" : "dp";
+    const fs::path whole = scratch(tag + "_whole.onnx"), resumed = scratch(tag + "_resumed.onnx"),
+                   dir = scratch(tag + "_ckpt");
+    fs::remove_all(dir);
+    const std::string fp16 = kArgs + strategy + "--precision fp16 --limit-batches 2 ";
+    ASSERT_EQ(run_cli(fp16 + "--epochs 2 -o " + whole.string()).exit_code, 0);
+    const auto first = run_cli(fp16 + "--epochs 1 --checkpoint-dir " + dir.string() + " --checkpoint-every 2 -o " +
+                               scratch("half.onnx").string());
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const auto second =
+        run_cli(fp16 + "--epochs 2 --checkpoint-dir " + dir.string() + " --resume -o " + resumed.string());
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+    EXPECT_EQ(bytes_of(whole), bytes_of(resumed));
+    // Another precision cannot resume the fp16 run.
+    const auto other = run_cli(kArgs + strategy + "--precision bf16 --limit-batches 2 --epochs 3 --checkpoint-dir " +
+                               dir.string() + " --resume -o " + scratch("other.onnx").string());
+    EXPECT_NE(other.exit_code, 0);
+    EXPECT_NE(other.output.find("precision"), std::string::npos) << other.output;
   }
 }
 
@@ -125,8 +125,8 @@ TEST(MixedPrecisionCli, PipelineCentralStorageAndParameterServerRuns) {
 }
 
 TEST(MixedPrecisionCli, UnsupportedCombinationsAreRefusedByName) {
-  const auto dp = run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 --bucket-mb 1 -o " +
-                          scratch("dp.onnx").string());
+  const auto dp =
+      run_cli(kArgs + "--precision fp16 --strategy dp --replicas 2 --bucket-mb 1 -o " + scratch("dp.onnx").string());
   EXPECT_NE(dp.exit_code, 0);
   EXPECT_NE(dp.output.find("sends whole gradients after the backward pass; drop --bucket-mb"), std::string::npos)
       << dp.output;

@@ -41,8 +41,8 @@ TrainerOptions options(Precision precision, double lr = 0.05) {
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
 // The ops that may touch a half value: the three compute ops, their backward ops, Cast and data movement.
-const std::set<std::string> kHalfOps = {"Conv", "ConvGrad", "Gemm", "MatMul", "Cast",
-                                        "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Identity"};
+const std::set<std::string> kHalfOps = {"Conv",      "ConvGrad", "Gemm",      "MatMul",  "Cast",
+                                        "Transpose", "Reshape",  "Unsqueeze", "Squeeze", "Identity"};
 
 // Checks the training graph of `trainer`: half values only around kHalfOps, every initializer float32 or
 // integer, and a reference kernel for every node. Returns the number of half compute nodes.
@@ -99,14 +99,16 @@ TEST(MixedPrecision, RewriteKeepsGemmAlphaBetaAndBiasInFloat32) {
   // with the scaling and the bias as float32 nodes after the cast back.
   Graph g;
   g.info.opsets[""] = 17;
-  ValueId x = g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 3, 5, 5}), .role = ValueRole::Input});
+  ValueId x =
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 3, 5, 5}), .role = ValueRole::Input});
   g.inputs.push_back(x);
   Tensor w(DType::Float32, {4, 3, 3, 3}), b(DType::Float32, {4}), gw(DType::Float32, {6, 36}), gc(DType::Float32, {6});
   for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = std::sin(0.7f * i);
   for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = 0.25f * i - 0.4f;
   for (int64_t i = 0; i < gw.numel(); ++i) gw.data<float>()[i] = std::cos(0.3f * i);
   for (int64_t i = 0; i < gc.numel(); ++i) gc.data<float>()[i] = 0.1f * i;
-  ValueId conv = add_inferred_node(g, "conv", "Conv", {x, add_parameter(g, "W", w), add_parameter(g, "B", b)}, "conv_out");
+  ValueId conv =
+      add_inferred_node(g, "conv", "Conv", {x, add_parameter(g, "W", w), add_parameter(g, "B", b)}, "conv_out");
   ValueId flat = add_inferred_node(g, "flat", "Flatten", {conv}, "flat_out");
   ValueId y = add_inferred_node(g, "gemm", "Gemm", {flat, add_parameter(g, "GW", gw), add_parameter(g, "GC", gc)}, "y",
                                 {{"transB", int64_t{1}}, {"alpha", 0.5}, {"beta", 2.0}});
@@ -455,7 +457,8 @@ TEST(MixedPrecision, Fp16RefusalsName) {
   ImportedModel model = import_model(kModels + "mlp_opset17.onnx");
   // Buckets stream the gradients during the backward pass, still loss-scaled.
   EXPECT_NE(refusal([&] {
-              DataParallelTrainer dp(model.graph, {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
+              DataParallelTrainer dp(model.graph,
+                                     {.trainer = options(Precision::fp16), .replicas = 2, .bucket_bytes = 4096});
             }).find("fp16 sends whole gradients after the backward pass; drop --bucket-mb"),
             std::string::npos);
   // Pipeline stages step on their own.

@@ -58,7 +58,8 @@ class MpiTrain : public testing::Test {
     fs::create_directories(dir_);
     setenv("OMP_NUM_THREADS", "1", 1);  // the one-process runs too: every replica and stage on one thread
     // Under the sanitizer preset: Open MPI's allocations are still live at exit, which is not ours to fix.
-    if (const char* asan = getenv("ASAN_OPTIONS")) setenv("ASAN_OPTIONS", (std::string(asan) + ":detect_leaks=0").c_str(), 1);
+    if (const char* asan = getenv("ASAN_OPTIONS"))
+      setenv("ASAN_OPTIONS", (std::string(asan) + ":detect_leaks=0").c_str(), 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
@@ -69,13 +70,16 @@ TEST_F(MpiTrain, DataParallelProcessesEqualReplicaThreads) {
   for (int r : {1, 2, 3, 4}) {
     const std::string args = " train " + kModel + kData + " --epochs 2 --strategy dp";
     setenv("OMP_NUM_THREADS", std::to_string(r).c_str(), 1);  // R threads split into one per replica
-    const CliRun threads = run_cli(args + " --replicas " + std::to_string(r) + " -o " + (dir_ / "threads.onnx").string());
+    const CliRun threads =
+        run_cli(args + " --replicas " + std::to_string(r) + " -o " + (dir_ / "threads.onnx").string());
     setenv("OMP_NUM_THREADS", "1", 1);
     ASSERT_EQ(threads.exit_code, 0) << threads.output;
     const CliRun procs = run_shell(mpirun(r) + args + " -o " + (dir_ / "procs.onnx").string());
     ASSERT_EQ(procs.exit_code, 0) << procs.output;
     EXPECT_NE(procs.output.find(std::to_string(r) + " data-parallel replicas (processes) on " + std::to_string(r) +
-                                " processes (mpi)"), std::string::npos) << procs.output;
+                                " processes (mpi)"),
+              std::string::npos)
+        << procs.output;
     EXPECT_NE(procs.output.find("gradient all-reduce"), std::string::npos) << procs.output;
     EXPECT_EQ(read_bytes(dir_ / "threads.onnx"), read_bytes(dir_ / "procs.onnx")) << r << " replicas";
   }
@@ -105,7 +109,8 @@ double final_test_loss(const std::string& output) {
 // mpirun -np 4 ... --stages 2 --replicas 2: two pipelines, each on half of every mini-batch, gradients
 // summed over each stage's copies: the one-pipeline run on the whole mini-batch up to summation order.
 TEST_F(MpiTrain, ReplicatedPipelinesAcrossProcessesMatchOnePipeline) {
-  const std::string args = " train " + kModel + " --data synthetic:1,28,28:10:192 --batch 12 --validation 0 --seed 5"
+  const std::string args = " train " + kModel +
+                           " --data synthetic:1,28,28:10:192 --batch 12 --validation 0 --seed 5"
                            " --epochs 2 --strategy pipedream --stages 2";
   setenv("OMP_NUM_THREADS", "2", 1);
   const CliRun one = run_cli(args + " -o " + (dir_ / "one.onnx").string());
@@ -113,7 +118,8 @@ TEST_F(MpiTrain, ReplicatedPipelinesAcrossProcessesMatchOnePipeline) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CliRun hybrid = run_shell(mpirun(4) + args + " --replicas 2 -o " + (dir_ / "hybrid.onnx").string());
   ASSERT_EQ(hybrid.exit_code, 0) << hybrid.output;
-  EXPECT_NE(hybrid.output.find("2 stages x 2 data-parallel replicas on 4 processes"), std::string::npos) << hybrid.output;
+  EXPECT_NE(hybrid.output.find("2 stages x 2 data-parallel replicas on 4 processes"), std::string::npos)
+      << hybrid.output;
   const double a = final_test_loss(one.output), b = final_test_loss(hybrid.output);
   ASSERT_TRUE(std::isfinite(a) && std::isfinite(b)) << one.output << hybrid.output;
   EXPECT_NEAR(a, b, 1e-4 * std::abs(a));
@@ -146,7 +152,8 @@ pid_t find_rank(int rank, const std::string& marker) {
 TEST_F(MpiTrain, AKilledRankStopsTheRunWhichResumesExactlyAndUnderOtherLayouts) {
   // The ResNet fixture (about 10 ms a step here, far more under the sanitizers): the run lasts long enough
   // after its second checkpoint for the kill to land mid-run.
-  const std::string args = " train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/models/resnet_opset17.onnx"
+  const std::string args = " train " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                           "/models/resnet_opset17.onnx"
                            " --data synthetic:3,32,32:10:480 --batch 12 --validation 0 --test-data none --seed 5"
                            " --epochs 3 --strategy dp --checkpoint-every 4";
   const fs::path ckpt = dir_ / "ckpt";

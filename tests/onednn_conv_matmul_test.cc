@@ -22,14 +22,15 @@ Tensor random_tensor(const Ints& sizes, std::mt19937& rng) {
 
 KernelSpec make_spec(const std::string& op, Attributes attributes, const std::vector<Tensor>& inputs, const Ints& out) {
   KernelSpec spec{.op_type = op, .opset = 17, .attributes = std::move(attributes), .node_name = "test"};
-  for (const Tensor& t : inputs) spec.inputs.push_back({t.empty() && t.sizes().empty() ? DType::Undefined : t.dtype(), t.sizes()});
+  for (const Tensor& t : inputs)
+    spec.inputs.push_back({t.empty() && t.sizes().empty() ? DType::Undefined : t.dtype(), t.sizes()});
   spec.outputs.push_back({DType::Float32, out});
   return spec;
 }
 
 Tensor run_with(const std::string& implementation, const KernelSpec& spec, const std::vector<Tensor>& inputs) {
-  const KernelEntry* entry = KernelRegistry::builtin().find("", spec.op_type, DeviceKind::Cpu, DType::Float32,
-                                                            implementation);
+  const KernelEntry* entry =
+      KernelRegistry::builtin().find("", spec.op_type, DeviceKind::Cpu, DType::Float32, implementation);
   EXPECT_NE(entry, nullptr) << spec.op_type << " " << implementation;
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);
   Tensor out(DType::Float32, spec.outputs[0].sizes);
@@ -92,19 +93,30 @@ TEST(OnednnKernels, ConvMatchesReferenceOnRandomShapes) {
       pads[d + spatial] = pick(0, 2);
       const int64_t dilated = (k - 1) * dilations[d] + 1;
       int64_t out = 0;
-      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") out = (in + strides[d] - 1) / strides[d];
-      else if (auto_pad == "VALID") out = in >= dilated ? (in - dilated) / strides[d] + 1 : 0;
-      else out = (in + pads[d] + pads[d + spatial] - dilated) / strides[d] + 1;
-      if (out < 1) { out = 1; pads[d + spatial] += dilated; }  // keep the window inside: pad more (NOTSET only)
-      if (auto_pad == "VALID" && in < dilated) { --trial; goto next; }
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+        out = (in + strides[d] - 1) / strides[d];
+      else if (auto_pad == "VALID")
+        out = in >= dilated ? (in - dilated) / strides[d] + 1 : 0;
+      else
+        out = (in + pads[d] + pads[d + spatial] - dilated) / strides[d] + 1;
+      if (out < 1) {
+        out = 1;
+        pads[d + spatial] += dilated;
+      }  // keep the window inside: pad more (NOTSET only)
+      if (auto_pad == "VALID" && in < dilated) {
+        --trial;
+        goto next;
+      }
       x.push_back(in);
       w.push_back(k);
       y.push_back(out);
     }
     {
       Attributes attrs{{"group", group}, {"strides", strides}, {"dilations", dilations}};
-      if (auto_pad == "NOTSET") attrs["pads"] = pads;
-      else attrs["auto_pad"] = auto_pad;
+      if (auto_pad == "NOTSET")
+        attrs["pads"] = pads;
+      else
+        attrs["auto_pad"] = auto_pad;
       std::vector<Tensor> inputs{random_tensor(x, rng), random_tensor(w, rng)};
       if (pick(0, 1)) inputs.push_back(random_tensor({m}, rng));
       expect_agree("Conv", attrs, inputs, y,
@@ -118,12 +130,19 @@ TEST(OnednnKernels, ConvMatchesReferenceOnRandomShapes) {
 
 TEST(OnednnKernels, MatMulMatchesReferenceWithBroadcast) {
   std::mt19937 rng(99);
-  const std::vector<std::pair<Ints, Ints>> cases = {
-      {{5, 7}, {7, 3}},       {{2, 5, 7}, {2, 7, 3}}, {{2, 5, 7}, {1, 7, 3}}, {{1, 5, 7}, {4, 7, 3}},
-      {{3, 1, 4, 6}, {1, 2, 6, 5}}, {{2, 5, 7}, {7, 3}}, {{7}, {2, 7, 3}}, {{2, 5, 7}, {7}},
-      {{7}, {7}},             {{64, 33}, {33, 17}}};
+  const std::vector<std::pair<Ints, Ints>> cases = {{{5, 7}, {7, 3}},
+                                                    {{2, 5, 7}, {2, 7, 3}},
+                                                    {{2, 5, 7}, {1, 7, 3}},
+                                                    {{1, 5, 7}, {4, 7, 3}},
+                                                    {{3, 1, 4, 6}, {1, 2, 6, 5}},
+                                                    {{2, 5, 7}, {7, 3}},
+                                                    {{7}, {2, 7, 3}},
+                                                    {{2, 5, 7}, {7}},
+                                                    {{7}, {7}},
+                                                    {{64, 33}, {33, 17}}};
   for (const auto& [a, b] : cases) {
-    Ints batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2)), batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+    Ints batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2)),
+        batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
     const size_t rank = std::max(batch_a.size(), batch_b.size());
     batch_a.insert(batch_a.begin(), rank - batch_a.size(), 1);
     batch_b.insert(batch_b.begin(), rank - batch_b.size(), 1);
@@ -151,8 +170,8 @@ TEST(OnednnKernels, GemmMatchesReferenceOnRandomShapes) {
     const bool with_c = trial % 7 != 6;
     if (with_c) inputs.push_back(random_tensor(c, rng));
     expect_agree("Gemm", attrs, inputs, {m, n},
-                 "Gemm trial " + std::to_string(trial) + " A" + str(a) + " B" + str(b) + " C" + (with_c ? str(c) : "-") +
-                     " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta));
+                 "Gemm trial " + std::to_string(trial) + " A" + str(a) + " B" + str(b) + " C" +
+                     (with_c ? str(c) : "-") + " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta));
   }
 }
 

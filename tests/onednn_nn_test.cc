@@ -37,7 +37,8 @@ enum class Path { Primitive, Fallback, Either };
 int primitives = 0, fallbacks = 0;
 
 std::vector<Tensor> run(const Case& c, const std::string& implementation, Path* path = nullptr) {
-  const KernelSpec spec{c.op, "", c.opset, c.attributes, testing_support::input_descs(c.inputs), c.outputs, "test_node"};
+  const KernelSpec spec{c.op,      "",         c.opset, c.attributes, testing_support::input_descs(c.inputs),
+                        c.outputs, "test_node"};
   const KernelEntry* entry = KernelRegistry::builtin().find("", c.op, DeviceKind::Cpu, DType::Float32, implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);

@@ -43,8 +43,16 @@ const std::map<std::string, std::string> kExcluded = {
 double element(const Tensor& t, int64_t i) {
   const std::byte* p = t.raw();
   switch (t.dtype()) {
-    case DType::Float32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DType::Float64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case DType::Float32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::Float64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
     case DType::Float16: {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
@@ -62,7 +70,8 @@ double element(const Tensor& t, int64_t i) {
       std::memcpy(&v, &bits, 4);
       return v;
     }
-    default: return static_cast<double>(t.reshaped({t.numel()}).to_int64()[i]);
+    default:
+      return static_cast<double>(t.reshaped({t.numel()}).to_int64()[i]);
   }
 }
 
@@ -102,7 +111,8 @@ std::string run_node_test(const fs::path& dir, const ImportedModel& model, const
       for (size_t o = 0; o < model.graph.outputs.size(); ++o) {
         const std::string name = model.graph.value(model.graph.outputs[o]).name;
         Tensor expected = read_tensor_proto_file((data / ("output_" + std::to_string(o) + ".pb")).string());
-        if (std::string diff = compare(outputs.at(name), expected); !diff.empty()) return "output '" + name + "': " + diff;
+        if (std::string diff = compare(outputs.at(name), expected); !diff.empty())
+          return "output '" + name + "': " + diff;
       }
     } catch (const std::exception& e) {
       return e.what();
@@ -147,7 +157,8 @@ TEST(OnnxConformance, KernelsMatchNodeTests) {
       if (failure.empty()) {
         ++passed[implementation];
       } else {
-        failures.push_back(test + " (" + (implementation.empty() ? "default kernels" : implementation) + "): " + failure);
+        failures.push_back(test + " (" + (implementation.empty() ? "default kernels" : implementation) +
+                           "): " + failure);
       }
     }
     if (gpu) {
@@ -158,15 +169,22 @@ TEST(OnnxConformance, KernelsMatchNodeTests) {
         ++no_cuda_kernel_tests;
         continue;
       }
-      if (failure.empty()) ++passed["cuda"];
-      else failures.push_back(test + " (cuda:0): " + failure);
+      if (failure.empty())
+        ++passed["cuda"];
+      else
+        failures.push_back(test + " (cuda:0): " + failure);
     }
   }
-  std::printf("ONNX node tests: %zu models; passed %d with the reference kernels and %d with the default (fastest) "
-              "kernels, %zu failures, %d excluded (listed with reasons), %d not imported, %d without a kernel yet\n",
-              dirs.size(), passed["reference"], passed[""], failures.size(), excluded, not_imported, no_kernel_tests);
-  if (gpu) std::printf("on cuda:0: passed %d, %d without a CUDA kernel for their dtypes\n", passed["cuda"], no_cuda_kernel_tests);
-  else std::printf("no CUDA device visible: the CUDA kernels were not run (%s)\n", cuda::query_devices().unavailable_reason.c_str());
+  std::printf(
+      "ONNX node tests: %zu models; passed %d with the reference kernels and %d with the default (fastest) "
+      "kernels, %zu failures, %d excluded (listed with reasons), %d not imported, %d without a kernel yet\n",
+      dirs.size(), passed["reference"], passed[""], failures.size(), excluded, not_imported, no_kernel_tests);
+  if (gpu)
+    std::printf("on cuda:0: passed %d, %d without a CUDA kernel for their dtypes\n", passed["cuda"],
+                no_cuda_kernel_tests);
+  else
+    std::printf("no CUDA device visible: the CUDA kernels were not run (%s)\n",
+                cuda::query_devices().unavailable_reason.c_str());
   std::string ops;
   for (const auto& [op, count] : without_kernel) ops += " " + op;
   std::printf("ops without a reference kernel:%s\n", ops.c_str());

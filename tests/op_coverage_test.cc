@@ -15,8 +15,10 @@ TEST(OpCoverage, EverySchemaHasAReferenceKernelAndBack) {
   for (const KernelEntry* k : KernelRegistry::builtin().all()) {
     if (k->implementation == "reference" && k->device == DeviceKind::Cpu) kernels.insert({k->domain, k->op_type});
   }
-  for (const auto& [domain, op] : schemas) EXPECT_TRUE(kernels.count({domain, op})) << op << " has a schema but no reference kernel";
-  for (const auto& [domain, op] : kernels) EXPECT_TRUE(schemas.count({domain, op})) << op << " has a kernel but no schema";
+  for (const auto& [domain, op] : schemas)
+    EXPECT_TRUE(kernels.count({domain, op})) << op << " has a schema but no reference kernel";
+  for (const auto& [domain, op] : kernels)
+    EXPECT_TRUE(schemas.count({domain, op})) << op << " has a kernel but no schema";
   EXPECT_GE(schemas.size(), 87u);  // the vision and transformer op set (docs/design.md 3.2) and more
 }
 

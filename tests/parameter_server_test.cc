@@ -9,17 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
-#include <mutex>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <numeric>
 
 #include "frontend/data_loader.h"
-#include "tests/replica_fixtures.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
 #include "graph/error.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -29,8 +29,6 @@ using testing_support::batches_of;
 using testing_support::momentum_sgd;
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
-
-
 
 struct TrainedRun {
   std::vector<float> losses;
@@ -228,41 +226,47 @@ TEST(ParameterServer, PredictedPullsAreTheMomentumStepsAheadOfTheStoredWeights) 
   std::map<int64_t, int64_t> steps_of_mini_batch;  // the largest s over the shards
   int64_t checked = 0, moved = 0;
   double worst = 0;
-  const TrainedRun ps = run_ps(
-      "mlp_opset17.onnx", batches,
-      {.trainer = momentum_sgd(lr), .servers = 2, .workers = 2, .predict = true,
-       .before_push = [&](int, int64_t) { meet.arrive_and_wait(); },
-       .after_pull = [&](const PulledParameter& p) {
-         std::lock_guard<std::mutex> lock(seen_mutex);
-         int64_t& largest = steps_of_mini_batch[p.mini_batch];
-         largest = std::max(largest, p.steps);
-         const auto stored = p.stored.data<float>();
-         const auto pulled = p.pulled.data<float>();
-         if (p.steps == 0 || p.state.step == 0) {  // nothing to predict from: Ŵ = W
-           EXPECT_EQ(std::memcmp(stored.data(), pulled.data(), p.stored.nbytes()), 0) << p.name;
-           return;
-         }
-         const auto buffer = p.state.tensor("momentum_buffer");
-         const double made = (1 - std::pow(mu, static_cast<double>(p.state.step))) / (1 - mu);
-         for (size_t i = 0; i < stored.size(); ++i) {
-           const double g = buffer[i] / made;
-           double v = buffer[i], w = stored[i];
-           for (int64_t j = 0; j < p.steps; ++j) {
-             v = mu * v + g;
-             w -= lr * v;
-           }
-           // float32: the motion may be a few ulps of W
-           const double allowed = 1e-3 * std::abs(w - stored[i]) + 4 * std::numeric_limits<float>::epsilon() * std::abs(w);
-           worst = std::max(worst, std::abs(pulled[i] - w) / (allowed + 1e-30));
-           moved += pulled[i] != stored[i];
-           ++checked;
-         }
-       }});
+  const TrainedRun ps =
+      run_ps("mlp_opset17.onnx", batches,
+             {.trainer = momentum_sgd(lr),
+              .servers = 2,
+              .workers = 2,
+              .predict = true,
+              .before_push = [&](int, int64_t) { meet.arrive_and_wait(); },
+              .after_pull =
+                  [&](const PulledParameter& p) {
+                    std::lock_guard<std::mutex> lock(seen_mutex);
+                    int64_t& largest = steps_of_mini_batch[p.mini_batch];
+                    largest = std::max(largest, p.steps);
+                    const auto stored = p.stored.data<float>();
+                    const auto pulled = p.pulled.data<float>();
+                    if (p.steps == 0 || p.state.step == 0) {  // nothing to predict from: Ŵ = W
+                      EXPECT_EQ(std::memcmp(stored.data(), pulled.data(), p.stored.nbytes()), 0) << p.name;
+                      return;
+                    }
+                    const auto buffer = p.state.tensor("momentum_buffer");
+                    const double made = (1 - std::pow(mu, static_cast<double>(p.state.step))) / (1 - mu);
+                    for (size_t i = 0; i < stored.size(); ++i) {
+                      const double g = buffer[i] / made;
+                      double v = buffer[i], w = stored[i];
+                      for (int64_t j = 0; j < p.steps; ++j) {
+                        v = mu * v + g;
+                        w -= lr * v;
+                      }
+                      // float32: the motion may be a few ulps of W
+                      const double allowed =
+                          1e-3 * std::abs(w - stored[i]) + 4 * std::numeric_limits<float>::epsilon() * std::abs(w);
+                      worst = std::max(worst, std::abs(pulled[i] - w) / (allowed + 1e-30));
+                      moved += pulled[i] != stored[i];
+                      ++checked;
+                    }
+                  }});
   EXPECT_GT(checked, 0) << "no pull was predicted";
   EXPECT_GT(moved, checked / 2) << "predicted pulls left the weights where they were";
   EXPECT_LE(worst, 1.0) << "largest error relative to the allowed (1e-3 of the predicted motion + 4 ulp)";
   for (const auto& push : ps.report.pushes)
-    EXPECT_EQ(steps_of_mini_batch.at(push.mini_batch), std::llround(push.predicted_steps)) << "mini-batch " << push.mini_batch;
+    EXPECT_EQ(steps_of_mini_batch.at(push.mini_batch), std::llround(push.predicted_steps))
+        << "mini-batch " << push.mini_batch;
 }
 
 // Asynchronous workers on a learnable task (labels = argmax of a fixed linear map): the loss on the

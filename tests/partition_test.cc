@@ -3,13 +3,11 @@
 // Graphviz, clear errors). Profiled times against measured ones: partition_timing_test.
 #include <gtest/gtest.h>
 
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-
 #include <nlohmann/json.hpp>
 
 #include "executor/trainer.h"
@@ -55,11 +53,14 @@ TEST(Partition, StagesOfTheFixturesAreBalancedOnAnH100) {
     Fixture f = training_fixture(name);
     const CostProfile profile = build_cost_profile(f.trainer->training_graph(), 32, h100);
     for (int stages : {2, 4, 8}) {
-      PlanOptions o{.stages = stages, .micro_batches = 64, .link = {h100.link.name, h100.link.bandwidth, h100.link.latency_s},
+      PlanOptions o{.stages = stages,
+                    .micro_batches = 64,
+                    .link = {h100.link.name, h100.link.bandwidth, h100.link.latency_s},
                     .optimizer_slots = 1};
       const Plan plan = plan_pipeline(profile, o);
-      const auto slowest = std::max_element(plan.stages.begin(), plan.stages.end(),
-                                            [](const StagePlan& a, const StagePlan& b) { return a.time_seconds < b.time_seconds; });
+      const auto slowest =
+          std::max_element(plan.stages.begin(), plan.stages.end(),
+                           [](const StagePlan& a, const StagePlan& b) { return a.time_seconds < b.time_seconds; });
       const double compute_ratio = plan.bottleneck_seconds / (plan.single_device_seconds / stages);
       std::printf("%-26s N=%d  slowest/mean stage %.3f  slowest/(compute/N) %.3f  slowest stage %lld node(s)\n", name,
                   stages, plan.balance, compute_ratio, static_cast<long long>(slowest->end_node - slowest->first_node));
@@ -92,20 +93,21 @@ TEST(Partition, TransformersAreCutBetweenBlocks) {
   free_cuts.cut_between_blocks = false;  // the planner as it was: balance alone
   const Plan balanced = plan_pipeline(profile, free_cuts);
   const int64_t free_cut = balanced.stages[1].first_node;
-  std::printf("gpt2 (seq 64, micro-batch 16), 2 stages: between blocks cut %lld (%s) sends %lld activation bytes, "
-              "bottleneck %.3f ms; balance alone cut %lld (%s) sends %lld, bottleneck %.3f ms\n",
-              static_cast<long long>(cut), blocks.stages[1].first_name.c_str(),
-              static_cast<long long>(profile.cut_activation_bytes[cut]), 1e3 * blocks.bottleneck_seconds,
-              static_cast<long long>(free_cut), balanced.stages[1].first_name.c_str(),
-              static_cast<long long>(profile.cut_activation_bytes[free_cut]), 1e3 * balanced.bottleneck_seconds);
+  std::printf(
+      "gpt2 (seq 64, micro-batch 16), 2 stages: between blocks cut %lld (%s) sends %lld activation bytes, "
+      "bottleneck %.3f ms; balance alone cut %lld (%s) sends %lld, bottleneck %.3f ms\n",
+      static_cast<long long>(cut), blocks.stages[1].first_name.c_str(),
+      static_cast<long long>(profile.cut_activation_bytes[cut]), 1e3 * blocks.bottleneck_seconds,
+      static_cast<long long>(free_cut), balanced.stages[1].first_name.c_str(),
+      static_cast<long long>(profile.cut_activation_bytes[free_cut]), 1e3 * balanced.bottleneck_seconds);
   EXPECT_LE(blocks.bottleneck_seconds, 1.10 * balanced.bottleneck_seconds);
 }
 
 TEST(Partition, CommandWritesAPlanTheExecutorCanReadAndAGraph) {
   const fs::path dir = scratch("cli");
   const std::string plan = (dir / "plan.json").string(), dot = (dir / "plan.dot").string();
-  const CliRun r = run("partition " + kModels + "resnet_opset17.onnx --stages 3 --device h100 --link nvlink4 -o " + plan +
-                       " --dot " + dot);
+  const CliRun r = run("partition " + kModels + "resnet_opset17.onnx --stages 3 --device h100 --link nvlink4 -o " +
+                       plan + " --dot " + dot);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* fragment : {"stage", "first node", "slowest stage", "samples/s", "bubble fraction", "NVLink"}) {
     EXPECT_NE(r.output.find(fragment), std::string::npos) << fragment << " missing in:\n" << r.output;
@@ -165,17 +167,17 @@ TEST(Partition, PlannedMemoryPerStageIsWithinTenPercentOfTheRun) {
     std::string extra;
   };
   for (const Case& c : {Case{"naive", 1, ""}, Case{"pipedream", 1, ""}, Case{"spectrain", 1, ""},
-                        Case{"spectrain", 1, " --prediction-metrics off"}, Case{"gpipe", 4, ""},
-                        Case{"1f1b", 4, ""}, Case{"2bw", 2, ""}}) {
+                        Case{"spectrain", 1, " --prediction-metrics off"}, Case{"gpipe", 4, ""}, Case{"1f1b", 4, ""},
+                        Case{"2bw", 2, ""}}) {
     SCOPED_TRACE(c.strategy + c.extra);
     const std::string plan = (dir / "plan.json").string(), metrics = (dir / "metrics.jsonl").string();
-    const std::string common = " --stages 4 --strategy " + c.strategy + " --micro-batches " +
-                               std::to_string(c.micro_batches) + c.extra;
+    const std::string common =
+        " --stages 4 --strategy " + c.strategy + " --micro-batches " + std::to_string(c.micro_batches) + c.extra;
     CliRun r = run("partition " + kModels + "cnn_opset17.onnx --batch " + std::to_string(32 / c.micro_batches) +
                    common + " -o " + plan);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:640 --batch 32 --validation 0" +
-            common + " --plan " + plan + " --metrics " + metrics + " -o " + (dir / "out.onnx").string());
+    r = run("train " + kModels + "cnn_opset17.onnx --data synthetic:1,28,28:10:640 --batch 32 --validation 0" + common +
+            " --plan " + plan + " --metrics " + metrics + " -o " + (dir / "out.onnx").string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream in(metrics);
     nlohmann::json report;
@@ -195,7 +197,8 @@ TEST(Partition, PlannedMemoryPerStageIsWithinTenPercentOfTheRun) {
         measured += s[kind].get<int64_t>();
       const int64_t predicted = planned["stages"][k]["memory"]["total"].get<int64_t>();
       EXPECT_LE(std::abs(predicted - measured), std::max<int64_t>(measured / 10, 64 << 10))
-          << "stage " << k << ": planned " << predicted << " bytes, measured " << measured << "\n" << s.dump();
+          << "stage " << k << ": planned " << predicted << " bytes, measured " << measured << "\n"
+          << s.dump();
     }
   }
 }

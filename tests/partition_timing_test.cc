@@ -2,14 +2,12 @@
 // Label `timing`: these compare wall-clock times, so they run in the Release test run and not under
 // the sanitizers, which slow onnxtrain's own code many times more than the uninstrumented oneDNN kernels.
 #include <gtest/gtest.h>
-
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-
-#include <omp.h>
 
 #include "executor/pipeline/pipeline_trainer.h"
 #include "executor/trainer.h"
@@ -59,7 +57,8 @@ TEST(PartitionTiming, ProfiledTimesPredictAMeasuredTrainingStep) {
     std::sort(steps.begin(), steps.end());
     const double measured = steps[steps.size() / 2];
     ratio = predicted / measured;
-    std::printf("cnn batch 32: predicted %.3f ms, measured %.3f ms (ratio %.3f)\n", 1e3 * predicted, 1e3 * measured, ratio);
+    std::printf("cnn batch 32: predicted %.3f ms, measured %.3f ms (ratio %.3f)\n", 1e3 * predicted, 1e3 * measured,
+                ratio);
   }
   EXPECT_NEAR(ratio, 1.0, 0.25);
 }
@@ -88,13 +87,15 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
   for (int attempt = 0; attempt < 3 && !within(worst); ++attempt) {
     CostProfile profile = build_cost_profile(t, batch, device_from_preset("h100"));
     apply_profiled_times(profile, t, "", {.repetitions = 7});
-    const Plan plan = plan_pipeline(profile, {.stages = 2, .micro_batches = mini_batches, .link = {local.link.name, local.link.bandwidth, local.link.latency_s}});
+    const Plan plan = plan_pipeline(profile, {.stages = 2,
+                                              .micro_batches = mini_batches,
+                                              .link = {local.link.name, local.link.bandwidth, local.link.latency_s}});
     PipelineTrainer pipeline(f.model.graph, {.trainer = {.loss = parse_loss_spec("cross-entropy")},
-                                              .strategy = PipelineStrategy::pipedream,
-                                              .stages = 2,
-                                              .stage_starts = {plan.stages[0].first_node, plan.stages[1].first_node},
-                                              .threaded = false,
-                                              .threads = 2});
+                                             .strategy = PipelineStrategy::pipedream,
+                                             .stages = 2,
+                                             .stage_starts = {plan.stages[0].first_node, plan.stages[1].first_node},
+                                             .threaded = false,
+                                             .threads = 2});
     pipeline.train(batches);  // prepares the kernels
     const PipelineReport before = pipeline.report();
     pipeline.train(batches);
@@ -103,9 +104,12 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
     for (int k = 0; k < 2; ++k) {
       const double measured = (after.stages[k].wall_seconds - before.stages[k].wall_seconds) / mini_batches;
       const double predicted = plan.stages[k].time_seconds;
-      std::printf("resnet batch 16, stage %d of 2 (nodes [%lld,%lld)): predicted %.3f ms, measured %.3f ms (ratio %.3f; compute %.3f ms, sends %.3f ms)\n", k,
-                  static_cast<long long>(plan.stages[k].first_node), static_cast<long long>(plan.stages[k].end_node),
-                  1e3 * predicted, 1e3 * measured, predicted / measured, 1e3 * plan.stages[k].compute_seconds, 1e3 * (plan.stages[k].send_forward_seconds + plan.stages[k].send_backward_seconds));
+      std::printf(
+          "resnet batch 16, stage %d of 2 (nodes [%lld,%lld)): predicted %.3f ms, measured %.3f ms (ratio %.3f; "
+          "compute %.3f ms, sends %.3f ms)\n",
+          k, static_cast<long long>(plan.stages[k].first_node), static_cast<long long>(plan.stages[k].end_node),
+          1e3 * predicted, 1e3 * measured, predicted / measured, 1e3 * plan.stages[k].compute_seconds,
+          1e3 * (plan.stages[k].send_forward_seconds + plan.stages[k].send_backward_seconds));
       if (std::abs(predicted / measured - 1.0) > std::abs(worst - 1.0)) worst = predicted / measured;
     }
   }

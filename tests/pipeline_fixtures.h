@@ -55,7 +55,7 @@ inline TrainedRun train_single(const std::string& model, const TrainerOptions& o
 }
 
 inline TrainedRun train_pipeline(const std::string& model, const PipelineOptions& options, const Batches& batches,
-                          PipelineReport* report = nullptr) {
+                                 PipelineReport* report = nullptr) {
   ImportedModel m = import_model(kModels + model);
   PipelineTrainer p(m.graph, options);
   TrainedRun r;

@@ -26,7 +26,7 @@ namespace {
 
 constexpr PipelineStrategy kOneFOneB[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,
                                           PipelineStrategy::spectrain};
-constexpr PipelineStrategy kAll[] = {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain,
+constexpr PipelineStrategy kAll[] = {PipelineStrategy::naive, PipelineStrategy::pipedream,  PipelineStrategy::spectrain,
                                      PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b, PipelineStrategy::two_bw};
 bool flushes(PipelineStrategy s) { return strategy_traits(s).flushes; }
 
@@ -200,7 +200,8 @@ TEST(PipelineSchedule, RejectsEmptyPipelines) {
   EXPECT_THROW(make_schedule(PipelineStrategy::pipedream, 0, 4), Error);
   EXPECT_THROW(make_schedule(PipelineStrategy::gpipe, 2, 0), Error);
   const std::vector<StageTimes> negative(2, StageTimes{.forward_s = -1});
-  EXPECT_THROW(simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 2, 2), negative, std::vector<LinkTimes>(1)), Error);
+  EXPECT_THROW(simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 2, 2), negative, std::vector<LinkTimes>(1)),
+               Error);
 }
 
 // Stage k: N-1-k warm-up forwards, then strict F/B alternation, N-k mini-batches in flight, every pass
@@ -434,7 +435,8 @@ TEST(PipelineSchedule, UnitTimelineIsThePapersGrid) {
               EXPECT_EQ(t.sim.start(id), static_cast<double>(2 * in.micro_batch + 2 * n - 1 - k));
             }
             if (in.kind == TaskKind::forward && in.micro_batch >= n - k) {
-              EXPECT_EQ(t.sim.start(id), static_cast<double>(2 * in.micro_batch + k)) << "F" << in.micro_batch << " on stage " << k;
+              EXPECT_EQ(t.sim.start(id), static_cast<double>(2 * in.micro_batch + k))
+                  << "F" << in.micro_batch << " on stage " << k;
             }
           }
         }
@@ -623,8 +625,9 @@ struct GroupedInterpreter {
       auto& r = recvs[{t->from, t->to}];
       while (!s.empty() && !r.empty()) {
         if (s.front()->micro_batch != r.front()->micro_batch)
-          failures.push_back("link " + std::to_string(t->from) + "->" + std::to_string(t->to) + " matches micro-batch " +
-                             std::to_string(s.front()->micro_batch) + " with " + std::to_string(r.front()->micro_batch));
+          failures.push_back("link " + std::to_string(t->from) + "->" + std::to_string(t->to) +
+                             " matches micro-batch " + std::to_string(s.front()->micro_batch) + " with " +
+                             std::to_string(r.front()->micro_batch));
         s.front()->matched = r.front()->matched = true;
         s.pop_front();
         r.pop_front();

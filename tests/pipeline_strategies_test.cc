@@ -1,7 +1,8 @@
 // executor/pipeline: what each strategy does with the weights (docs/pipeline-schedules.md), on the executor:
 // 1f1b equals gpipe with less activation memory; PipeDream's backward reads its forward's stash and
 // naive's does not; 2bw keeps two versions and updates one version stale; vertical sync reads stage 0's
-// version; --deferred-bn's running statistics; the report's staleness, SpecTrain's prediction and its scoring, and the weight policy alone.
+// version; --deferred-bn's running statistics; the report's staleness, SpecTrain's prediction and its scoring, and the
+// weight policy alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +45,8 @@ TEST(PipelineTrainer, DeferredBatchNormUpdatesRunningStatisticsOncePerMiniBatch)
   const TrainedRun single = train_single("resnet_opset17.onnx", trainer, batches);
   for (PipelineStrategy strategy : {PipelineStrategy::gpipe, PipelineStrategy::flush_1f1b, PipelineStrategy::two_bw}) {
     for (bool deferred : {true, false}) {
-      const std::string what = std::string(pipeline_strategy_name(strategy)) + (deferred ? " deferred" : " per micro-batch");
+      const std::string what =
+          std::string(pipeline_strategy_name(strategy)) + (deferred ? " deferred" : " per micro-batch");
       PipelineOptions o = options_for({"", strategy}, trainer, 2);
       o.micro_batches = 4;
       o.deferred_batch_norm = deferred;

@@ -21,8 +21,8 @@
 #include "frontend/importer.h"
 #include "graph/op_schema.h"
 #include "tests/graph_builder.h"
-#include "tests/rendezvous_links.h"
 #include "tests/pipeline_fixtures.h"
+#include "tests/rendezvous_links.h"
 #include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
@@ -261,7 +261,8 @@ TEST(PipelineTrainer, AFailingStageStopsNeighboursWaitingForGroupedTransfers) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("injected failure in stage 1"), std::string::npos) << e.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "the neighbours waited out the timeout";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20))
+      << "the neighbours waited out the timeout";
 }
 
 // The same transfers posted one at a time deadlock 1F1B (why NcclLink groups them): the stand-in shows
@@ -293,8 +294,7 @@ TEST(PipelineTrainer, UngroupedUnbufferedTransfersDeadlock1F1B) {
 Tensor rows_in_order(const Tensor& t, const std::vector<int64_t>& order) {
   Tensor out(t.dtype(), t.sizes());
   const size_t row = t.nbytes() / static_cast<size_t>(t.sizes()[0]);
-  for (size_t i = 0; i < order.size(); ++i)
-    std::memcpy(out.raw() + i * row, t.raw() + order[i] * row, row);
+  for (size_t i = 0; i < order.size(); ++i) std::memcpy(out.raw() + i * row, t.raw() + order[i] * row, row);
   return out;
 }
 
@@ -323,7 +323,8 @@ void expect_copies_equal_one_pipeline(const std::string& model, const Batches& b
   for (const Variant& v : variants) {
     PipelineOptions o = options_for(v, trainer, n);
     o.threads = n;
-    const TrainedRun whole = train_pipeline(model, o, rows_of_micro_batches_across_copies(batches, copies, v.micro_batches));
+    const TrainedRun whole =
+        train_pipeline(model, o, rows_of_micro_batches_across_copies(batches, copies, v.micro_batches));
     auto group = make_local_group(n * copies, std::chrono::seconds(60));
     std::vector<std::map<std::string, Tensor>> models(n * copies);
     std::vector<std::thread> threads;

@@ -1,6 +1,8 @@
 // The pipeline planner: the DP against brute force over every split, the pricing against the formulas
 // of planner.h computed independently node by node, the memory cap, --split validation, plan.json and
 // the Graphviz output.
+#include "partitioner/planner.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "graph/error.h"
 #include "partitioner/plan_dot.h"
 #include "partitioner/plan_io.h"
-#include "partitioner/planner.h"
 #include "tests/error_of.h"
 
 using namespace onnxtrain;
@@ -65,8 +66,11 @@ PlanOptions random_options(std::mt19937_64& rng, int stages) {
   if (small(rng) == 0) o.allreduce_link = {"ar", 2e9, 1e-5};
   o.optimizer_slots = small(rng) % 3;
   switch (small(rng)) {
-    case 0: break;
-    case 1: o.replicas = {1 + small(rng)}; break;
+    case 0:
+      break;
+    case 1:
+      o.replicas = {1 + small(rng)};
+      break;
     default:
       for (int k = 0; k < stages; ++k) o.replicas.push_back(1 + small(rng) % 2);
   }
@@ -114,9 +118,14 @@ CostProfile uniform_profile(int64_t n) {
   CostProfile p;
   p.model = "uniform";
   for (int64_t i = 0; i < n; ++i)
-    p.nodes.push_back({.name = "u" + std::to_string(i), .op_type = "MatMul", .forward_flops = 2e9,
-                       .backward_flops = 4e9, .forward_seconds = 1e-3, .backward_seconds = 2e-3,
-                       .parameter_bytes = 1000, .activation_bytes = 500});
+    p.nodes.push_back({.name = "u" + std::to_string(i),
+                       .op_type = "MatMul",
+                       .forward_flops = 2e9,
+                       .backward_flops = 4e9,
+                       .forward_seconds = 1e-3,
+                       .backward_seconds = 2e-3,
+                       .parameter_bytes = 1000,
+                       .activation_bytes = 500});
   p.cut_activation_bytes.assign(static_cast<size_t>(n) + 1, 0);
   p.cut_gradient_bytes.assign(static_cast<size_t>(n) + 1, 0);
   return p;
@@ -200,7 +209,8 @@ TEST(Planner, DeviceBudgetEqualsBruteForceOverReplicaCounts) {
     PlanOptions o = random_options(rng, stages);
     o.replicas.clear();
     o.devices = stages + std::uniform_int_distribution<int>(0, 3)(rng);
-    if (trial % 2) o.memory_cap = smallest_memory_cap(profile, o) + std::uniform_int_distribution<int64_t>(0, 1 << 22)(rng);
+    if (trial % 2)
+      o.memory_cap = smallest_memory_cap(profile, o) + std::uniform_int_distribution<int64_t>(0, 1 << 22)(rng);
     SCOPED_TRACE("trial " + std::to_string(trial) + ": n=" + std::to_string(n) + " N=" + std::to_string(stages) +
                  " D=" + std::to_string(o.devices));
     PlanOptions fixed = o;
@@ -244,11 +254,13 @@ TEST(Planner, DeviceBudgetEqualsBruteForceOverReplicaCounts) {
   EXPECT_EQ(plan.stages[0].replicas, 1);
   EXPECT_EQ(plan.stages[1].replicas, 4);
   EXPECT_EQ(plan.stages[1].devices, (std::vector<int>{1, 2, 3, 4}));
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 2, .devices = 1, .link = {"l", 1e9, 0}}); })
-                .find("need at least 2 devices"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 2, .devices = 1, .link = {"l", 1e9, 0}});
+            }).find("need at least 2 devices"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 2, .replicas = {2}, .devices = 4, .link = {"l", 1e9, 0}}); })
-                .find("not both"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 2, .replicas = {2}, .devices = 4, .link = {"l", 1e9, 0}});
+            }).find("not both"),
             std::string::npos);
 }
 
@@ -293,7 +305,8 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     int versions = stages == 1 ? 1 : 2;
     int64_t in_flight = stages - k;
     if (stages > 1 && o.schedule == PipelineStrategy::pipedream) versions += stages - k;
-    if (stages > 1 && o.schedule == PipelineStrategy::spectrain && o.prediction_metrics) versions += 2 * (stages - k - 1);
+    if (stages > 1 && o.schedule == PipelineStrategy::spectrain && o.prediction_metrics)
+      versions += 2 * (stages - k - 1);
     if (stages > 1 && o.schedule == PipelineStrategy::two_bw) {  // the distinct versions of N−k micro-batches
       const int64_t m = o.micro_batches, held = stages - k;
       versions += static_cast<int>(std::min<int64_t>(held, (held + m - 1) / m + 1));
@@ -396,8 +409,9 @@ TEST(Planner, UniformProfileBalancesExactly) {
 TEST(Planner, ScheduleStashDepth) {
   const CostProfile p = uniform_profile(8);
   auto plan_for = [&](PipelineStrategy s) {
-    return evaluate_split(p, std::vector<int64_t>{2, 4, 6},
-                          {.stages = 4, .schedule = s, .micro_batches = 6, .link = {"l", 1e9, 0}, .optimizer_slots = 2});
+    return evaluate_split(
+        p, std::vector<int64_t>{2, 4, 6},
+        {.stages = 4, .schedule = s, .micro_batches = 6, .link = {"l", 1e9, 0}, .optimizer_slots = 2});
   };
   const Plan dream = plan_for(PipelineStrategy::pipedream), naive = plan_for(PipelineStrategy::naive),
              gpipe = plan_for(PipelineStrategy::gpipe), spec = plan_for(PipelineStrategy::spectrain),
@@ -421,15 +435,22 @@ TEST(Planner, ScheduleStashDepth) {
   }
   auto spectrain_with = [&](bool average, bool metrics) {
     return evaluate_split(p, std::vector<int64_t>{2, 4, 6},
-                          {.stages = 4, .schedule = PipelineStrategy::spectrain, .micro_batches = 6, .link = {"l", 1e9, 0},
-                           .optimizer_slots = 0, .prediction_average = average, .prediction_metrics = metrics});
+                          {.stages = 4,
+                           .schedule = PipelineStrategy::spectrain,
+                           .micro_batches = 6,
+                           .link = {"l", 1e9, 0},
+                           .optimizer_slots = 0,
+                           .prediction_average = average,
+                           .prediction_metrics = metrics});
   };
-  EXPECT_EQ(spectrain_with(true, false).stages[0].memory.optimizer_state, 2000);  // the kept gradient average
+  EXPECT_EQ(spectrain_with(true, false).stages[0].memory.optimizer_state, 2000);   // the kept gradient average
   EXPECT_EQ(spectrain_with(false, false).stages[0].memory.stashed_weights, 2000);  // no scoring copies
   EXPECT_EQ(parse_pipeline_strategy("gpipe"), PipelineStrategy::gpipe);
   EXPECT_EQ(parse_pipeline_strategy("1f1b"), PipelineStrategy::flush_1f1b);
   EXPECT_EQ(parse_pipeline_strategy("2bw"), PipelineStrategy::two_bw);
-  EXPECT_NE(error_of([] { parse_pipeline_strategy("zb-h1"); }).find("expected naive | pipedream | spectrain | gpipe | 1f1b | 2bw"),
+  EXPECT_NE(error_of([] {
+              parse_pipeline_strategy("zb-h1");
+            }).find("expected naive | pipedream | spectrain | gpipe | 1f1b | 2bw"),
             std::string::npos);
   const Plan two_bw = plan_for(PipelineStrategy::two_bw);  // M = 6 >= N−k: two stashed versions at most
   for (int k = 0; k < 4; ++k) {
@@ -456,8 +477,9 @@ TEST(Planner, ReplicasAddTheRingAllReduce) {
 TEST(Planner, UserErrors) {
   const CostProfile p = uniform_profile(5);
   const PlanOptions o{.stages = 3, .link = {"l", 1e9, 0}};
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 6, .link = {"l", 1e9, 0}}); })
-                .find("has 5 nodes, fewer than the 6 stages"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 6, .link = {"l", 1e9, 0}});
+            }).find("has 5 nodes, fewer than the 6 stages"),
             std::string::npos);
   // Exactly as many stages as nodes: one node each, none empty.
   const Plan one_each = plan_pipeline(p, {.stages = 5, .link = {"l", 1e9, 0}});
@@ -465,13 +487,21 @@ TEST(Planner, UserErrors) {
 
   EXPECT_NE(error_of([&] { evaluate_split(p, std::vector<int64_t>{2}, o); }).find("need 2 cut positions, got 1"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { evaluate_split(p, std::vector<int64_t>{3, 3}, o); }).find("strictly increasing"),
+  EXPECT_NE(error_of([&] {
+              evaluate_split(p, std::vector<int64_t>{3, 3}, o);
+            }).find("strictly increasing"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { evaluate_split(p, std::vector<int64_t>{3, 2}, o); }).find("strictly increasing"),
+  EXPECT_NE(error_of([&] {
+              evaluate_split(p, std::vector<int64_t>{3, 2}, o);
+            }).find("strictly increasing"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { evaluate_split(p, std::vector<int64_t>{0, 2}, o); }).find("outside 1..4"),
+  EXPECT_NE(error_of([&] {
+              evaluate_split(p, std::vector<int64_t>{0, 2}, o);
+            }).find("outside 1..4"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { evaluate_split(p, std::vector<int64_t>{2, 5}, o); }).find("outside 1..4"),
+  EXPECT_NE(error_of([&] {
+              evaluate_split(p, std::vector<int64_t>{2, 5}, o);
+            }).find("outside 1..4"),
             std::string::npos);
   EXPECT_EQ(evaluate_split(p, parse_split("1,4"), o).stages[2].first_node, 4);
   EXPECT_EQ(parse_split("3,7,12"), (std::vector<int64_t>{3, 7, 12}));
@@ -480,14 +510,17 @@ TEST(Planner, UserErrors) {
     EXPECT_NE(error_of([&] { parse_split(bad); }).find("is not a non-negative integer"), std::string::npos) << bad;
 
   EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 3}); }).find("bandwidth > 0"), std::string::npos);
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 3, .replicas = {1, 2}, .link = {"l", 1e9, 0}}); })
-                .find("one count for every stage or 3 counts"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 3, .replicas = {1, 2}, .link = {"l", 1e9, 0}});
+            }).find("one count for every stage or 3 counts"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 3, .replicas = {0}, .link = {"l", 1e9, 0}}); })
-                .find("at least 1 replica"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 3, .replicas = {0}, .link = {"l", 1e9, 0}});
+            }).find("at least 1 replica"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { plan_pipeline(p, {.stages = 3, .micro_batches = 0, .link = {"l", 1e9, 0}}); })
-                .find("micro-batches must be at least 1"),
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 3, .micro_batches = 0, .link = {"l", 1e9, 0}});
+            }).find("micro-batches must be at least 1"),
             std::string::npos);
   EXPECT_NE(error_of([&] { plan_pipeline(CostProfile{}, {}); }).find("has no nodes"), std::string::npos);
   // One stage needs no link.
@@ -567,7 +600,7 @@ TEST(PlanDot, StagesAreColouredAndCutEdgesLabelled) {
             std::string::npos)
       << dot;
   EXPECT_NE(dot.find("label=\"skip\\n2.00 KiB\"]"), std::string::npos) << dot;  // 1 cut: no count
-  EXPECT_NE(dot.find("n0 -> n1;"), std::string::npos) << dot;  // inside a stage: no label
+  EXPECT_NE(dot.find("n0 -> n1;"), std::string::npos) << dot;                   // inside a stage: no label
   EXPECT_NE(dot.find("n2 -> n3;"), std::string::npos) << dot;
   const Plan three = evaluate_split(p, std::vector<int64_t>{1, 2}, {.stages = 3, .link = {"l", 1e9, 0}});
   EXPECT_NE(plan_to_dot(three, edges).find("label=\"skip\\n2.00 KiB, crosses 2 cuts\"]"), std::string::npos);

@@ -41,9 +41,9 @@ class RendezvousLinks {
   struct Transfer {
     bool send;
     int from, to;
-    int rank;          // the poster
-    uint64_t group;    // its group's sequence number on that rank
-    Tensor value;      // the sender's, or the receiver's buffer (Tensor copies share it)
+    int rank;        // the poster
+    uint64_t group;  // its group's sequence number on that rank
+    Tensor value;    // the sender's, or the receiver's buffer (Tensor copies share it)
     bool done = false;
   };
   struct Stream {
@@ -117,9 +117,8 @@ class RendezvousLinks {
         }
       }
       for (auto& [rank, stream] : streams_) {
-        while (!stream.groups.empty() &&
-               std::all_of(stream.groups.front().begin(), stream.groups.front().end(),
-                           [](const auto& t) { return t->done; })) {
+        while (!stream.groups.empty() && std::all_of(stream.groups.front().begin(), stream.groups.front().end(),
+                                                     [](const auto& t) { return t->done; })) {
           stream.groups.pop_front();
           ++stream.active_group;
           changed = true;

@@ -11,7 +11,6 @@ using namespace onnxtrain;
 
 namespace {
 
-
 Tensor floats(std::vector<int64_t> sizes, const std::vector<float>& values) {
   Tensor t(DType::Float32, std::move(sizes));
   std::copy(values.begin(), values.end(), t.data<float>().begin());

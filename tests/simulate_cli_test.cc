@@ -35,8 +35,10 @@ class SimulateCli : public ::testing::Test {
 
 TEST_F(SimulateCli, PresetMachineTableJsonAndTraces) {
   const fs::path json = dir_ / "sim.json", traces = dir_ / "traces";
-  const auto r = run_cli("simulate " + kModels + "resnet_opset17.onnx --machine 8xh100 --strategies dp:8,pipedream:4,gpipe:4x8,ps:4:2 "
-                         "--batch 64 --json " + json.string() + " --trace " + traces.string());
+  const auto r = run_cli("simulate " + kModels +
+                         "resnet_opset17.onnx --machine 8xh100 --strategies dp:8,pipedream:4,gpipe:4x8,ps:4:2 "
+                         "--batch 64 --json " +
+                         json.string() + " --trace " + traces.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(simulated)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("limited by"), std::string::npos) << r.output;

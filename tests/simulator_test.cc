@@ -12,13 +12,13 @@
 
 #include "executor/pipeline/schedule.h"
 #include "graph/error.h"
-#include "tests/error_of.h"
 #include "simulator/event_simulation.h"
 #include "simulator/machine.h"
 #include "simulator/pipeline_simulation.h"
 #include "simulator/recommend.h"
 #include "simulator/replica_simulation.h"
 #include "simulator/strategy_simulation.h"
+#include "tests/error_of.h"
 
 using namespace onnxtrain;
 
@@ -57,7 +57,8 @@ TEST(PipelineSimulation, GPipeBubbleIsTheClosedForm) {
   for (int n : {1, 2, 4, 8})
     for (int64_t m : {1, 4, 16}) {
       const std::vector<StageTimes> equal(static_cast<size_t>(n), StageTimes{.forward_s = 1e-3, .backward_s = 2e-3});
-      const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::gpipe, n, m), equal, free_links(n));
+      const PipelineSimulation p =
+          simulate_pipeline(make_schedule(PipelineStrategy::gpipe, n, m), equal, free_links(n));
       const double expected = static_cast<double>(n - 1) / static_cast<double>(m + n - 1);
       for (const StageSummary& s : p.stages) EXPECT_NEAR(s.bubble_fraction, expected, 1e-12) << n << " stages, M " << m;
       EXPECT_NEAR(p.makespan, static_cast<double>(m + n - 1) * 3e-3, 1e-12);
@@ -65,10 +66,12 @@ TEST(PipelineSimulation, GPipeBubbleIsTheClosedForm) {
 }
 
 TEST(PipelineSimulation, OneFOneBSteadyStateIsTheSlowestStage) {
-  for (PipelineStrategy strategy : {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain}) {
-    const std::vector<StageTimes> stages = {{.forward_s = 1, .backward_s = 2, .update_s = 0.25, .activation_bytes_out = 1000},
-                                            {.forward_s = 2, .backward_s = 3, .update_s = 0.5, .activation_bytes_out = 1000, .gradient_bytes_out = 1000},
-                                            {.forward_s = 1, .backward_s = 1, .gradient_bytes_out = 1000}};
+  for (PipelineStrategy strategy :
+       {PipelineStrategy::naive, PipelineStrategy::pipedream, PipelineStrategy::spectrain}) {
+    const std::vector<StageTimes> stages = {
+        {.forward_s = 1, .backward_s = 2, .update_s = 0.25, .activation_bytes_out = 1000},
+        {.forward_s = 2, .backward_s = 3, .update_s = 0.5, .activation_bytes_out = 1000, .gradient_bytes_out = 1000},
+        {.forward_s = 1, .backward_s = 1, .gradient_bytes_out = 1000}};
     // Links well below the slowest stage's time: 0.1 s latency + 1000 B at 10 kB/s = 0.2 s per message.
     const std::vector<LinkTimes> links(2, LinkTimes{.bandwidth = 1e4, .latency_s = 0.1});
     const PipelineSimulation p = simulate_pipeline(make_schedule(strategy, 3, 60), stages, links);
@@ -84,7 +87,8 @@ TEST(PipelineSimulation, OneFOneBSteadyStateIsTheSlowestStage) {
 // With 1F1B stage 0 keeps N mini-batches in flight, so a round trip through the pipeline (every pass and
 // both messages of a link) is spread over N steps: the period is max(slowest stage, round trip / N).
 TEST(PipelineSimulation, ALinkSlowerThanTheStagesSetsThePeriod) {
-  const std::vector<StageTimes> stages(2, StageTimes{.forward_s = 1, .backward_s = 1, .activation_bytes_out = 3000, .gradient_bytes_out = 3000});
+  const std::vector<StageTimes> stages(
+      2, StageTimes{.forward_s = 1, .backward_s = 1, .activation_bytes_out = 3000, .gradient_bytes_out = 3000});
   const std::vector<LinkTimes> slow = {LinkTimes{.bandwidth = 1000, .latency_s = 0}};  // 3 s a message, each way
   const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), stages, slow);
   EXPECT_NEAR(1 / p.steady_rate(10), (1 + 3 + 1 + 1 + 3 + 1) / 2.0, 1e-9);
@@ -93,15 +97,19 @@ TEST(PipelineSimulation, ALinkSlowerThanTheStagesSetsThePeriod) {
               (4 + 2 * 0.003) / 2, 1e-9);
   std::vector<StageTimes> uneven = stages;
   uneven[1].forward_s = uneven[1].backward_s = 2;  // round trip (6.006) / 2 < 4: the slow stage sets the period
-  EXPECT_NEAR(1 / simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), uneven, fast).steady_rate(10), 4, 1e-9);
+  EXPECT_NEAR(1 / simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 2, 50), uneven, fast).steady_rate(10), 4,
+              1e-9);
 }
 
 TEST(PipelineSimulation, MemoryPeakCountsTheMicroBatchesInFlight) {
   // GPipe keeps all M micro-batches' activations before the first backward; 1F1B stage k keeps N-k.
-  const std::vector<StageTimes> stages(3, StageTimes{.forward_s = 1, .backward_s = 1, .resident_bytes = 1000,
-                                                     .kept_bytes_per_micro_batch = 10});
-  EXPECT_EQ(simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 3, 8), stages, free_links(3)).stages[0].peak_memory, 1000 + 8 * 10);
-  const PipelineSimulation p = simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 3, 12), stages, free_links(3));
+  const std::vector<StageTimes> stages(
+      3, StageTimes{.forward_s = 1, .backward_s = 1, .resident_bytes = 1000, .kept_bytes_per_micro_batch = 10});
+  EXPECT_EQ(
+      simulate_pipeline(make_schedule(PipelineStrategy::gpipe, 3, 8), stages, free_links(3)).stages[0].peak_memory,
+      1000 + 8 * 10);
+  const PipelineSimulation p =
+      simulate_pipeline(make_schedule(PipelineStrategy::pipedream, 3, 12), stages, free_links(3));
   for (int k = 0; k < 3; ++k) EXPECT_EQ(p.stages[k].peak_memory, 1000 + (3 - k) * 10) << "stage " << k;
 }
 
@@ -131,7 +139,8 @@ TEST(ReplicaSimulation, ParameterServerWithOneWorkerIsSequential) {
   // Workers that do not wait on each other: 4 of them give more mini-batches per second.
   EXPECT_GT(simulate_parameter_server(t, 4, 2, link, 10).steady_rate(4), 2 * ps.steady_rate(2));
   const ReplicaSimulation cs = simulate_central_storage(t, 2, link, 10);
-  EXPECT_NEAR(1 / cs.steady_rate(2), 0.001 + 0.03 + 0.001 + 0.004, 1e-12);  // pull, compute, push (each replica its own link), update
+  EXPECT_NEAR(1 / cs.steady_rate(2), 0.001 + 0.03 + 0.001 + 0.004,
+              1e-12);  // pull, compute, push (each replica its own link), update
 }
 
 TEST(Machine, PresetsLinksAndRings) {
@@ -174,8 +183,11 @@ CostProfile toy_profile(int64_t batch) {
   p.batch = batch;
   const double scale = static_cast<double>(batch) / 32;
   for (int i = 0; i < 8; ++i)
-    p.nodes.push_back({.name = "n" + std::to_string(i), .forward_seconds = 1e-3 * scale, .backward_seconds = 2e-3 * scale,
-                       .parameter_bytes = 1'250'000, .activation_bytes = static_cast<int64_t>(125'000 * scale)});
+    p.nodes.push_back({.name = "n" + std::to_string(i),
+                       .forward_seconds = 1e-3 * scale,
+                       .backward_seconds = 2e-3 * scale,
+                       .parameter_bytes = 1'250'000,
+                       .activation_bytes = static_cast<int64_t>(125'000 * scale)});
   p.cut_activation_bytes.assign(9, static_cast<int64_t>(100'000 * scale));
   p.cut_gradient_bytes = p.cut_activation_bytes;
   p.cut_activation_bytes.front() = p.cut_activation_bytes.back() = 0;
@@ -194,7 +206,9 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
   ToyProfiles toy;
   const Machine m = machine_from_preset("8xh100");
   const SimulationSettings settings{.batch = 32, .steps = 40, .warmup = 8};
-  const auto run = [&](const std::string& spec) { return simulate_strategy(parse_strategy_specs(spec, 8)[0], m, toy.at(), settings); };
+  const auto run = [&](const std::string& spec) {
+    return simulate_strategy(parse_strategy_specs(spec, 8)[0], m, toy.at(), settings);
+  };
   const StrategySimulation single = run("single");
   const double update = 5 * 10e6 / (3350e9 * 0.8);
   EXPECT_NEAR(single.step_seconds, 24e-3 + update, 1e-9);
@@ -202,7 +216,8 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
   EXPECT_NE(single.limited_by.find("compute"), std::string::npos);
   // dp:8 at 4 rows each: compute / 8 + the ring over NVLink + the update.
   const StrategySimulation dp = run("dp:8");
-  EXPECT_NEAR(dp.step_seconds, 3e-3 + ring_allreduce_seconds(10'000'000, 8, {450e9, m.intra_node.latency_s}) + update, 1e-9);
+  EXPECT_NEAR(dp.step_seconds, 3e-3 + ring_allreduce_seconds(10'000'000, 8, {450e9, m.intra_node.latency_s}) + update,
+              1e-9);
   // 4 balanced stages: 1F1B's steady state is one stage's forward + backward + its update.
   const StrategySimulation pd = run("pipedream:4");
   ASSERT_TRUE(pd.plan.has_value());
@@ -227,7 +242,8 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
 TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendation) {
   ToyProfiles toy;
   Machine m = machine_from_preset("8xh100");
-  m.device.memory_bytes = 45'000'000;  // dp's 10 MB weights + 10 MB gradients + 10 MB velocity + activations fit; 4 copies would not
+  m.device.memory_bytes =
+      45'000'000;  // dp's 10 MB weights + 10 MB gradients + 10 MB velocity + activations fit; 4 copies would not
   const SimulationSettings settings{.batch = 32, .steps = 24, .warmup = 4};
   const StrategySimulation gpipe = simulate_strategy(parse_strategy_specs("gpipe:2x32", 8)[0], m, toy.at(), settings);
   EXPECT_TRUE(gpipe.fits_memory);
@@ -240,13 +256,15 @@ TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendat
   for (size_t i = 1; i < rec.ranked.size(); ++i)
     EXPECT_GE(rec.ranked[i - 1].simulation.samples_per_s, rec.ranked[i].simulation.samples_per_s);
   for (const RankedStrategy& r : rec.ranked) EXPECT_TRUE(r.simulation.fits_memory) << r.simulation.strategy.spec;
-  EXPECT_TRUE(std::any_of(rec.left_out.begin(), rec.left_out.end(), [](const std::string& s) { return s.starts_with("single:"); }));
+  EXPECT_TRUE(std::any_of(rec.left_out.begin(), rec.left_out.end(),
+                          [](const std::string& s) { return s.starts_with("single:"); }));
 }
 
 TEST(Recommend, CandidatesAndStalenessWarnings) {
   std::vector<std::string> specs;
   for (const StrategySpec& s : recommendation_candidates(8, 32)) specs.push_back(s.spec);
-  for (const char* expected : {"single", "dp:8", "cs:2", "ps:4:2", "pipedream:2x4", "spectrain:8", "gpipe:2x8x4", "gpipe:8x32"})
+  for (const char* expected :
+       {"single", "dp:8", "cs:2", "ps:4:2", "pipedream:2x4", "spectrain:8", "gpipe:2x8x4", "gpipe:8x32"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), expected), specs.end()) << expected;
   EXPECT_EQ(std::find(specs.begin(), specs.end(), "gpipe:8x64"), specs.end());  // M above the batch
   for (const StrategySpec& s : recommendation_candidates(8, 32)) EXPECT_LE(s.devices(), 8) << s.spec;

@@ -21,8 +21,8 @@
 #include "frontend/importer.h"
 #include "frontend/npy.h"
 #include "graph/op_schema.h"
-#include "tests/graph_builder.h"
 #include "tests/error_of.h"
+#include "tests/graph_builder.h"
 
 namespace onnxtrain {
 namespace {

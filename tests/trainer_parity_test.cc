@@ -249,8 +249,7 @@ TEST_P(TrainerParity, TenAdamWSteps) {
   o.optimizer = {.kind = OptimizerKind::adamw, .weight_decay = kAdamWWeightDecay};
   o.schedule.base_lr = kAdamWLr;
   const bool chaotic = GetParam() == std::string("resnet");
-  StepComparison c =
-      ten_steps("adamw10", o, chaotic ? kChaoticAdamWRunningStatTolerance : kAdamWRunningStatTolerance);
+  StepComparison c = ten_steps("adamw10", o, chaotic ? kChaoticAdamWRunningStatTolerance : kAdamWRunningStatTolerance);
   EXPECT_LE(c.beyond_tolerance.error, chaotic ? kChaoticAdamWAllowance : kAdamWAllowance) << c.beyond_tolerance.tensor;
   EXPECT_LT(c.median(), chaotic ? kChaoticAdamWMedianTolerance : kAdamWMedianTolerance);
 }

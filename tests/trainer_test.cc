@@ -126,7 +126,8 @@ TEST(Trainer, UnbiasedRunningVarianceScalesTheBatchVarianceByBesselsCorrection) 
     std::span<const float> old = initial.at(var).data<float>(), ua = after_a.at(var).data<float>(),
                            pb = after_b.at(var).data<float>();
     for (size_t c = 0; c < old.size(); ++c) {
-      EXPECT_NEAR(ua[c] - m * old[c], (pb[c] - m * old[c]) * bessel, 1e-5 * std::abs(ua[c]) + 1e-7) << var << "[" << c << "]";
+      EXPECT_NEAR(ua[c] - m * old[c], (pb[c] - m * old[c]) * bessel, 1e-5 * std::abs(ua[c]) + 1e-7)
+          << var << "[" << c << "]";
     }
     ++variances;
   }
@@ -153,7 +154,8 @@ TEST(Trainer, ComputeGradientsAreWhatSgdApplies) {
   for (const auto& [name, t] : trainer.trained_initializers()) {
     if (!grads.contains(name)) continue;
     std::span<const float> w0 = before.at(name).data<float>(), w1 = t.data<float>(), g = grads.at(name).data<float>();
-    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR((w0[i] - w1[i]) / 0.5, g[i], 1e-5 + 1e-3 * std::abs(g[i])) << name;
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR((w0[i] - w1[i]) / 0.5, g[i], 1e-5 + 1e-3 * std::abs(g[i])) << name;
   }
 }
 

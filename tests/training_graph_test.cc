@@ -2,6 +2,8 @@
 // contributions, unreachable parameters are reported by name, integers are never differentiated, bad
 // requests are clear errors — and the training graphs of the exported fixtures, whose gradients from
 // the fast kernels must match the reference kernels.
+#include "graph/autodiff/training_graph.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
-#include "graph/autodiff/training_graph.h"
 #include "graph/op_schema.h"
 #include "tests/error_of.h"
 
@@ -24,8 +25,12 @@ const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 ValueId add_node(Graph& g, const std::string& op, std::vector<ValueId> inputs, Attributes attributes = {},
                  const std::string& domain = "") {
   ValueId y = g.add_value({.name = op + "_" + std::to_string(g.value_count())});
-  NodeId n = g.add_node({.name = op + "_node_" + std::to_string(g.value_count()), .op_type = op, .domain = domain,
-                         .opset = domain.empty() ? 17 : 1, .inputs = std::move(inputs), .outputs = {y},
+  NodeId n = g.add_node({.name = op + "_node_" + std::to_string(g.value_count()),
+                         .op_type = op,
+                         .domain = domain,
+                         .opset = domain.empty() ? 17 : 1,
+                         .inputs = std::move(inputs),
+                         .outputs = {y},
                          .attributes = std::move(attributes)});
   infer_node(g, n, *OpRegistry::builtin().find(domain, op));
   return y;
@@ -34,8 +39,8 @@ ValueId add_node(Graph& g, const std::string& op, std::vector<ValueId> inputs, A
 ValueId add_parameter(Graph& g, const std::string& name, std::vector<int64_t> sizes, float fill) {
   Tensor t(DType::Float32, sizes);
   for (float& v : t.data<float>()) v = fill;
-  ValueId id = g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes),
-                            .role = ValueRole::Parameter, .data = t});
+  ValueId id = g.add_value(
+      {.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Parameter, .data = t});
   g.initializers.push_back(id);
   return id;
 }
@@ -91,8 +96,11 @@ TEST(TrainingGraph, NeverDifferentiatesIntegers) {
   // Reshape's shape input is int64: it gets no gradient even when asked for everything.
   Graph g;
   ValueId w = add_parameter(g, "w", {2, 3}, 1.0f);
-  ValueId shape = g.add_value({.name = "shape", .dtype = DType::Int64, .shape = Shape::of({1}),
-                               .role = ValueRole::Buffer, .data = Tensor::vector_int64({6}),
+  ValueId shape = g.add_value({.name = "shape",
+                               .dtype = DType::Int64,
+                               .shape = Shape::of({1}),
+                               .role = ValueRole::Buffer,
+                               .data = Tensor::vector_int64({6}),
                                .known = std::vector<Dim>{6}});
   g.initializers.push_back(shape);
   ValueId loss = sum_all(g, add_node(g, "Reshape", {w, shape}));
@@ -114,13 +122,17 @@ TEST(TrainingGraph, ClearErrors) {
   const std::string no_rule = error_of([&] { build_training_graph(g, {.loss = "loss"}); });
   EXPECT_NE(no_rule.find("no gradient rule for ai.onnxtrain::ActivationGrad"), std::string::npos) << no_rule;
   EXPECT_NE(no_rule.find("ActivationGrad_node_"), std::string::npos) << no_rule;
-  EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "nope"}); }).find("no value named 'nope'"), std::string::npos);
+  EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "nope"}); }).find("no value named 'nope'"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { build_training_graph(g, {.loss = "loss", .wrt = {"missing"}}); }).find("'missing'"),
             std::string::npos);
   Graph constant_loss;
   add_parameter(constant_loss, "w", {2}, 1.0f);
-  ValueId c = constant_loss.add_value({.name = "c", .dtype = DType::Float32, .shape = Shape::of({1}),
-                                       .role = ValueRole::Constant, .data = Tensor(DType::Float32, {1})});
+  ValueId c = constant_loss.add_value({.name = "c",
+                                       .dtype = DType::Float32,
+                                       .shape = Shape::of({1}),
+                                       .role = ValueRole::Constant,
+                                       .data = Tensor(DType::Float32, {1})});
   constant_loss.initializers.push_back(c);
   EXPECT_NE(error_of([&] { build_training_graph(constant_loss, {.loss = "c"}); }).find("does not depend"),
             std::string::npos);
@@ -130,8 +142,11 @@ TEST(TrainingGraph, ClearErrors) {
 
 // Adds loss = sum(logits * R) to an imported fixture.
 void add_weighted_sum_loss(Graph& g, const Tensor& r) {
-  ValueId weights = g.add_value({.name = "loss_weights", .dtype = DType::Float32, .shape = Shape::of(r.sizes()),
-                                 .role = ValueRole::Constant, .data = r});
+  ValueId weights = g.add_value({.name = "loss_weights",
+                                 .dtype = DType::Float32,
+                                 .shape = Shape::of(r.sizes()),
+                                 .role = ValueRole::Constant,
+                                 .data = r});
   g.initializers.push_back(weights);
   ValueId loss = sum_all(g, add_node(g, "Mul", {g.outputs.at(0), weights}));
   g.value(loss).name = "loss";

@@ -66,7 +66,8 @@ struct Export {
 };
 
 Export load_export(const std::string& file) {
-  Export e{.ref = read_npz(kDir + file.substr(0, file.rfind('_')) + "_reference.npz"), .names = initializer_map().at(file)};
+  Export e{.ref = read_npz(kDir + file.substr(0, file.rfind('_')) + "_reference.npz"),
+           .names = initializer_map().at(file)};
   e.model = import_model(kDir + file);
   e.x = data_inputs(e.model.graph, e.ref);
   std::map<std::string, std::vector<int64_t>> sizes;
@@ -153,7 +154,8 @@ TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
   trainer.compute_gradients(x, labels, &last);
   losses.push_back(last);
 
-  const std::vector<double> l64 = ref.find("adamw_losses64")->to_double(), l32 = ref.find("adamw_losses32")->to_double();
+  const std::vector<double> l64 = ref.find("adamw_losses64")->to_double(),
+                            l32 = ref.find("adamw_losses32")->to_double();
   double worst_loss = 0;
   for (int t = 0; t <= kSteps; ++t) {
     const double bound = 10 * std::abs(l32[t] - l64[t]) + 1e-6 * std::abs(l64[t]);
@@ -169,18 +171,18 @@ TEST_P(HuggingFaceExport, TenAdamWStepsMatchPyTorch) {
     const Tensor& w64 = *ref.find("adamw_after64/" + param);
     const Tensor& w32 = *ref.find("adamw_after32/" + param);
     const std::vector<double> g64 = ref.find("grad64/" + param)->to_double();
-    const bool zero_gradient = std::any_of(g64.begin(), g64.end(), [&](double g) {
-      return g != 0 && std::abs(g) <= 1e-12 * largest;
-    });
+    const bool zero_gradient =
+        std::any_of(g64.begin(), g64.end(), [&](double g) { return g != 0 && std::abs(g) <= 1e-12 * largest; });
     double bound = 10 * max_abs_difference(w32, w64) + 1e-6 * max_abs(w64) + 1e-4 * kSteps * kLr;
     if (zero_gradient) bound += kSteps * kLr * 1e-9 * largest / kEps;
     const double error = max_abs_difference(weights.at(initializer), w64);
     EXPECT_LE(error, bound) << initializer << " after " << kSteps << " steps: max |w - w64| " << error;
     if (error / bound > worst) worst = error / bound, worst_name = initializer;
   }
-  std::printf("%s: 10 AdamW steps, loss %.6f -> %.6f (PyTorch float64 %.6f -> %.6f); worst loss at %.2f of its bound, "
-              "worst weight %s at %.2f\n",
-              file.c_str(), losses.front(), losses.back(), l64.front(), l64.back(), worst_loss, worst_name.c_str(), worst);
+  std::printf(
+      "%s: 10 AdamW steps, loss %.6f -> %.6f (PyTorch float64 %.6f -> %.6f); worst loss at %.2f of its bound, "
+      "worst weight %s at %.2f\n",
+      file.c_str(), losses.front(), losses.back(), l64.front(), l64.back(), worst_loss, worst_name.c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Exports, HuggingFaceExport,
@@ -209,8 +211,9 @@ TEST(HuggingFaceExport, AnUnnamedBatchForSeveralInputsIsRefusedNamingThem) {
     trainer.train_step(e.x.first(), e.labels);
     ADD_FAILURE() << "an unnamed tensor fed three inputs";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("the model reads 3 data inputs ('input_ids', 'attention_mask', "
-                                              "'token_type_ids'): a batch must name each"),
+    EXPECT_NE(std::string(error.what())
+                  .find("the model reads 3 data inputs ('input_ids', 'attention_mask', "
+                        "'token_type_ids'): a batch must name each"),
               std::string::npos)
         << error.what();
   }

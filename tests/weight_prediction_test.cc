@@ -6,6 +6,8 @@
 //   steady state, under a warm-up + cosine schedule (the lr of each coming update differs);
 // - the estimate each optimizer uses and the memory it costs;
 // - no estimate before the first update; s beyond the limit is refused.
+#include "executor/weight_prediction.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "executor/pipeline/weight_memory.h"
-#include "executor/weight_prediction.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -60,8 +61,8 @@ class ConstantGradient {
     memory_.enable_prediction(optimizer_);
   }
   void step() {
-    const DeviceParamSlot slot{.name = "w", .value = w_.data(), .grad = kGradient.data(),
-                               .numel = static_cast<int64_t>(w_.size())};
+    const DeviceParamSlot slot{
+        .name = "w", .value = w_.data(), .grad = kGradient.data(), .numel = static_cast<int64_t>(w_.size())};
     memory_.step(optimizer_, {&slot, 1});
   }
   std::vector<float> predict(int64_t s) {

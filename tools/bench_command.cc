@@ -13,18 +13,17 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "frontend/importer.h"
 #include "graph/error.h"
 #include "simulator/recommend.h"
 #include "tools/bench_predict.h"
-#include "tools/zoo.h"
 #include "tools/bench_report.h"
 #include "tools/bench_run.h"
 #include "tools/commands.h"
+#include "tools/zoo.h"
 
 namespace onnxtrain::cli {
 namespace {
@@ -52,13 +51,15 @@ void print_measured_recommendation(const BenchResults& results, const BenchOptio
     for (const BenchRow& row : results.rows)
       if (row.model == model && row.ok() && row.threads != 1) ranked.push_back(&row);
     if (ranked.empty()) continue;
-    std::stable_sort(ranked.begin(), ranked.end(), [](const BenchRow* a, const BenchRow* b) { return a->median() > b->median(); });
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const BenchRow* a, const BenchRow* b) { return a->median() > b->median(); });
     std::vector<std::string> warnings;
-    for (const BenchRow* row : ranked) warnings.push_back(staleness_warning(parse_strategy_specs(row->strategy, 1).front()));
+    for (const BenchRow* row : ranked)
+      warnings.push_back(staleness_warning(parse_strategy_specs(row->strategy, 1).front()));
     std::printf("\nrecommendation for %s on this machine (measured):\n", model.c_str());
     for (size_t i = 0; i < ranked.size() && i < 5; ++i) {
-      std::printf("%zu. %-16s %8.1f samples/s (median of %zu)\n", i + 1, ranked[i]->strategy.c_str(), ranked[i]->median(),
-                  ranked[i]->runs.size());
+      std::printf("%zu. %-16s %8.1f samples/s (median of %zu)\n", i + 1, ranked[i]->strategy.c_str(),
+                  ranked[i]->median(), ranked[i]->runs.size());
       if (!warnings[i].empty()) std::printf("   staleness risk: %s\n", warnings[i].c_str());
     }
     const size_t chosen = recommended_index(warnings);
@@ -71,7 +72,8 @@ void print_measured_recommendation(const BenchResults& results, const BenchOptio
       fs::copy_file(winner.predicted->plan_path, plan, fs::copy_options::overwrite_existing);
     }
     std::printf("recommended: %s\n  %s\n", winner.strategy.c_str(),
-                train_command(model, parse_strategy_specs(winner.strategy, 1).front(), winner.batch, plan, false, false).c_str());
+                train_command(model, parse_strategy_specs(winner.strategy, 1).front(), winner.batch, plan, false, false)
+                    .c_str());
   }
 }
 
@@ -109,7 +111,8 @@ nlohmann::json machine_description(int threads) {
 std::string synthetic_spec_for(const ImportedModel& model, const std::string& path, int64_t rows, int64_t seq_len) {
   const Graph& g = model.graph;
   if (g.inputs.size() != 1 || g.outputs.empty()) {
-    throw Error(path + ": bench needs a model with one data input (it trains on synthetic images, features or token "
+    throw Error(path +
+                ": bench needs a model with one data input (it trains on synthetic images, features or token "
                 "ids); time a model with several inputs with `onnxtrain train --data npz:FILE --metrics FILE`");
   }
   const Shape& in = g.value(g.inputs[0]).shape;
@@ -121,12 +124,14 @@ std::string synthetic_spec_for(const ImportedModel& model, const std::string& pa
   if (is_integer(g.value(g.inputs[0]).dtype)) {
     if (!in.rank_known || in.rank() != 2) throw Error(path + ": token ids " + in.to_string() + ": expected (batch, T)");
     const int64_t length = seq_len > 0 ? seq_len : in.dims[1].is_static() ? in.dims[1].value() : 0;
-    if (length <= 0) throw Error(path + ": the input " + in.to_string() + " has a dynamic sequence axis: give --seq-len T");
+    if (length <= 0)
+      throw Error(path + ": the input " + in.to_string() + " has a dynamic sequence axis: give --seq-len T");
     return "synthetic:" + std::to_string(length) + classes_and_rows;
   }
   std::string dims;
   for (int64_t d = 1; in.rank_known && d < in.rank(); ++d) {
-    if (!in.dims[d].is_static()) throw Error(path + ": input dim " + std::to_string(d) + " is not static: " + in.to_string());
+    if (!in.dims[d].is_static())
+      throw Error(path + ": input dim " + std::to_string(d) + " is not static: " + in.to_string());
     dims += (dims.empty() ? "" : ",") + std::to_string(in.dims[d].value());
   }
   if (dims.empty()) throw Error(path + ": the input " + in.to_string() + " has no known sample shape");
@@ -138,11 +143,17 @@ BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t
   const std::string tag = bench_tag(model_path, strategy.spec, threads);
   BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads};
   const std::string label = strategy.spec + (threads == 1 ? " (1 thread)" : "");
-  BenchRunSpec spec{.model = model_path, .data = data, .batch = batch, .steps = o.steps, .warmup = o.warmup,
-                    .threads = threads, .seed = o.seed, .workdir = o.workdir};
+  BenchRunSpec spec{.model = model_path,
+                    .data = data,
+                    .batch = batch,
+                    .steps = o.steps,
+                    .warmup = o.warmup,
+                    .threads = threads,
+                    .seed = o.seed,
+                    .workdir = o.workdir};
   try {
-    row.predicted = predictor.predict(strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + tag + ".json")).string(),
-                                      o.warmup, o.steps);
+    row.predicted = predictor.predict(strategy, batch, threads,
+                                      (fs::path(o.workdir) / ("plan-" + tag + ".json")).string(), o.warmup, o.steps);
     if (!row.predicted->plan_path.empty()) spec.extra_args = {"--plan", row.predicted->plan_path};
   } catch (const Error& e) {
     row.prediction_error = e.what();
@@ -150,8 +161,8 @@ BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t
   const bool terminal = ::isatty(STDERR_FILENO);
   for (int64_t r = 0; r < o.repeats; ++r) {
     if (terminal) {
-      std::fprintf(stderr, "\r\033[K  %s %s: run %lld/%lld", fs::path(model_path).filename().c_str(),
-                   label.c_str(), static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
+      std::fprintf(stderr, "\r\033[K  %s %s: run %lld/%lld", fs::path(model_path).filename().c_str(), label.c_str(),
+                   static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
     }
     spec.trace = strategy.is_pipeline() && r == 0;  // one timeline per row is enough
     row.runs.push_back(run_bench_once(spec, strategy, tag + "-r" + std::to_string(r)));
@@ -167,19 +178,23 @@ BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t
 void run_bench(const BenchOptions& o_in) {
   BenchOptions o = o_in;
   if (o.device != "cpu") {
-    throw Error("bench --device " + o.device + ": only cpu is measured so far (run tools/gpu-check.sh on a GPU machine)");
+    throw Error("bench --device " + o.device +
+                ": only cpu is measured so far (run tools/gpu-check.sh on a GPU machine)");
   }
   const std::vector<StrategySpec> strategies = parse_strategy_specs(o.strategies, o.devices);
   for (const StrategySpec& s : strategies)
     if (s.replicas > 1)
-      throw Error("bench --strategies: '" + s.spec + "': pipeline x data-parallel hybrids run over processes only "
+      throw Error("bench --strategies: '" + s.spec +
+                  "': pipeline x data-parallel hybrids run over processes only "
                   "(mpirun -np N*R onnxtrain train --stages N --replicas R) and bench runs one process per strategy; "
                   "onnxtrain simulate plays them");
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const double load = load_average();
   if (load > 0.5) {
-    std::fprintf(stderr, "bench: warning: the load average is %.2f: another process is using the CPUs, and the "
-                 "timings will be low and noisy; measure on an idle machine\n", load);
+    std::fprintf(stderr,
+                 "bench: warning: the load average is %.2f: another process is using the CPUs, and the "
+                 "timings will be low and noisy; measure on an idle machine\n",
+                 load);
   }
   std::unique_ptr<TempWorkdir> temp;
   if (o.workdir.empty()) {
@@ -237,18 +252,22 @@ void add_bench_command(CLI::App& app) {
       "simulate) with node times measured at start, and the ratio predicted/measured. Pipelines run the split that\n"
       "was predicted (passed as --plan).\n"
       "Measure on an idle machine: bench warns when the load average is above 0.5.");
-  cmd->add_option("models", o->models, "the .onnx files to measure (one data input each: images, features or token ids)");
-  cmd->add_option("--zoo", o->zoo,
-                  "comma-separated networks of models/zoo/zoo.json (resnet18_32, vgg11_32, mobilenet_v2_32 are the "
-                  "CPU-sized ones; resnet50 ...), read from models/zoo/NAME.onnx: models/zoo/make_zoo.py NAME makes them");
+  cmd->add_option("models", o->models,
+                  "the .onnx files to measure (one data input each: images, features or token ids)");
+  cmd->add_option(
+      "--zoo", o->zoo,
+      "comma-separated networks of models/zoo/zoo.json (resnet18_32, vgg11_32, mobilenet_v2_32 are the "
+      "CPU-sized ones; resnet50 ...), read from models/zoo/NAME.onnx: models/zoo/make_zoo.py NAME makes them");
   cmd->add_option("--zoo-dir", o->zoo_dir, "where zoo.json and the zoo's files are (default: models/zoo)");
   cmd->add_option("--strategies", o->strategies,
                   "comma-separated: single, dp:R, cs:R (central storage), ps:W:S (W workers, S shards), naive:N, "
-                  "pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM and 2bw:NxM (N stages, M micro-batches), all (every one for --devices; the "
+                  "pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM and 2bw:NxM (N stages, M micro-batches), all (every "
+                  "one for --devices; the "
                   "default). A one-thread single run is always added: the baseline of the speed-ups");
   cmd->add_option("--devices", o->devices, "the stage or replica count `all` expands to (default 2)")
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default: the zoo's, else 32)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", o->batch, "global mini-batch size of every strategy (default: the zoo's, else 32)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq-len", o->seq_len,
                   "models that read token ids: ids per sample of the synthetic token stream (default: the input's "
                   "static sequence length)")
@@ -264,10 +283,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu (the default); cuda is not benchmarked yet");
   cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...]}");
   cmd->add_option("--report", o->report, "write DIR/report.md (the tables) and DIR/report.csv");
-  cmd->add_flag("--recommend", o->recommend,
-                "rank the measured strategies by samples/s, flag staleness risks (README's convergence study) and print "
-                "the train command of the fastest without one (a pipeline's plan kept as recommended-plan-MODEL.json)");
-  cmd->add_option("--workdir", o->workdir, "keep each run's log, metrics, plan and model here (default: a temporary folder, removed)");
+  cmd->add_flag(
+      "--recommend", o->recommend,
+      "rank the measured strategies by samples/s, flag staleness risks (README's convergence study) and print "
+      "the train command of the fastest without one (a pipeline's plan kept as recommended-plan-MODEL.json)");
+  cmd->add_option("--workdir", o->workdir,
+                  "keep each run's log, metrics, plan and model here (default: a temporary folder, removed)");
   cmd->callback([o] { run_bench(*o); });
 }
 

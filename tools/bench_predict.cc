@@ -34,7 +34,9 @@ LossSpec loss_for(const Graph& model, const std::string& loss) {
 }  // namespace
 
 BenchPredictor::BenchPredictor(const std::string& model_path, const std::string& loss, int64_t seq_len)
-    : model_path_(model_path), loss_(loss), model_(import_for_costs(model_path, seq_len)),
+    : model_path_(model_path),
+      loss_(loss),
+      model_(import_for_costs(model_path, seq_len)),
       training_(make_training_recipe(model_.graph, {.loss = loss_for(model_.graph, loss_)}).training),
       cpu_(measure_local_cpu()) {
   for (const NodeCost& n : build_cost_profile(training_, 1, cpu_).nodes) parameter_bytes_ += n.parameter_bytes;
@@ -56,7 +58,8 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
     running.emplace_back([&, w] {
       try {
         omp_set_num_threads(threads);
-        times[static_cast<size_t>(w)] = measure_node_times(training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20});
+        times[static_cast<size_t>(w)] =
+            measure_node_times(training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20});
       } catch (...) {
         errors[static_cast<size_t>(w)] = std::current_exception();
       }
@@ -89,7 +92,8 @@ double BenchPredictor::allreduce_seconds(int ranks) {
       for (int i = 0; i < 4; ++i) {
         const auto start = std::chrono::steady_clock::now();
         group[static_cast<size_t>(r)]->all_reduce_sum(data, "bench all-reduce probe");
-        if (r == 0 && i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        if (r == 0 && i > 0)
+          seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
     });
   }
@@ -139,8 +143,10 @@ Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int thr
     }
   }
   char basis[320];
-  std::snprintf(basis, sizeof basis, "simulated: step %.2f ms on %d x %d threads (node times profiled %d at once), "
-                "limited by %s", 1e3 * sim.step_seconds, devices, per_worker, devices, sim.limited_by.c_str());
+  std::snprintf(basis, sizeof basis,
+                "simulated: step %.2f ms on %d x %d threads (node times profiled %d at once), "
+                "limited by %s",
+                1e3 * sim.step_seconds, devices, per_worker, devices, sim.limited_by.c_str());
   p.basis = basis;
   return p;
 }

@@ -17,13 +17,13 @@
 
 #include <map>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "graph/autodiff/training_recipe.h"
 #include "frontend/importer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "partitioner/cost_profile.h"
 #include "partitioner/device.h"
 #include "simulator/event_simulation.h"
@@ -33,12 +33,12 @@ namespace onnxtrain::cli {
 
 struct Prediction {
   double samples_per_s = 0;
-  double bubble_fraction = 0;               // pipelines: the planner's fill-and-drain plus imbalance idling
-  std::vector<double> stage_seconds;        // pipelines: each stage's slot per micro-batch
-  std::vector<int64_t> stage_memory_bytes;  // per stage or replica: the simulated peak memory
-  std::vector<int64_t> stage_first_nodes;   // pipelines: the split (each stage's first forward node)
-  std::string plan_path;                    // pipelines: the plan the measured run uses
-  std::string basis;                        // one line: what the figure is made of
+  double bubble_fraction = 0;                  // pipelines: the planner's fill-and-drain plus imbalance idling
+  std::vector<double> stage_seconds;           // pipelines: each stage's slot per micro-batch
+  std::vector<int64_t> stage_memory_bytes;     // per stage or replica: the simulated peak memory
+  std::vector<int64_t> stage_first_nodes;      // pipelines: the split (each stage's first forward node)
+  std::string plan_path;                       // pipelines: the plan the measured run uses
+  std::string basis;                           // one line: what the figure is made of
   std::shared_ptr<const EventSimulation> sim;  // the simulated timeline, for the trace beside the measured one
 };
 

@@ -82,7 +82,9 @@ std::string label_of(const BenchRow& row) { return row.strategy + (row.threads =
 
 }  // namespace
 
-bool BenchRow::ok() const { return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r.ok; }); }
+bool BenchRow::ok() const {
+  return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r.ok; });
+}
 double BenchRow::median() const {
   const std::vector<double> v = throughputs(*this);
   return v.empty() ? 0 : v[(v.size() - 1) / 2];  // an even count: the lower middle, a figure actually measured
@@ -132,20 +134,25 @@ std::string format_bench_table(const BenchResults& results) {
                   f.waiting >= 0 ? format("%.1f%%", 100 * f.waiting).c_str() : "-", f.peak_rss_mb, f.loss);
     out += line;
   }
-  out += "\nsamples/s: median of the repeats; speed-up: against one thread on one device; predicted: the event "
-         "simulation (as onnxtrain simulate) with node times measured here; waiting: the largest pipeline stage's bubble (time blocked on a neighbour / "
-         "its wall time), or the share of a data-parallel step spent in the all-reduce.\n";
+  out +=
+      "\nsamples/s: median of the repeats; speed-up: against one thread on one device; predicted: the event "
+      "simulation (as onnxtrain simulate) with node times measured here; waiting: the largest pipeline stage's bubble "
+      "(time blocked on a neighbour / "
+      "its wall time), or the share of a data-parallel step spent in the all-reduce.\n";
   return out;
 }
 
 nlohmann::json bench_json(const BenchResults& results) {
   nlohmann::json runs = nlohmann::json::array();
   for (const BenchRow& row : results.rows) {
-    nlohmann::json j = {{"model", row.model}, {"strategy", row.strategy}, {"batch", row.batch}, {"threads", row.threads}};
+    nlohmann::json j = {
+        {"model", row.model}, {"strategy", row.strategy}, {"batch", row.batch}, {"threads", row.threads}};
     nlohmann::json repeats = nlohmann::json::array();
     for (const MeasuredRun& r : row.runs) {
-      repeats.push_back(r.ok ? nlohmann::json{{"samples_per_s", r.samples_per_s}, {"seconds", r.seconds},
-                                              {"peak_rss_bytes", r.peak_rss_bytes}, {"final_loss", r.final_loss}}
+      repeats.push_back(r.ok ? nlohmann::json{{"samples_per_s", r.samples_per_s},
+                                              {"seconds", r.seconds},
+                                              {"peak_rss_bytes", r.peak_rss_bytes},
+                                              {"final_loss", r.final_loss}}
                              : nlohmann::json{{"error", r.error}});
     }
     if (row.ok()) {
@@ -188,8 +195,9 @@ void write_bench_report(const BenchResults& results, const std::string& dir) {
                    results.machine.value("date", std::string("")) + ", load average " +
                    format("%.2f", results.machine.value("load_average_at_start", -1.0)) + " at start.\n\n```\n" +
                    format_bench_table(results) + "```\n\n## Predictions\n\n";
-  std::string csv = "model,strategy,threads,batch,samples_per_s_median,min,max,speedup,predicted,ratio_predicted_to_measured,"
-                    "waiting_fraction,peak_rss_mb,final_loss\n";
+  std::string csv =
+      "model,strategy,threads,batch,samples_per_s_median,min,max,speedup,predicted,ratio_predicted_to_measured,"
+      "waiting_fraction,peak_rss_mb,final_loss\n";
   for (const BenchRow& row : results.rows) {
     md += "- " + row.model + " " + label_of(row) + ": " +
           (row.predicted ? row.predicted->basis : "no prediction: " + row.prediction_error) + "\n";
@@ -200,10 +208,12 @@ void write_bench_report(const BenchResults& results, const std::string& dir) {
                   f.speedup, f.predicted, f.ratio, f.waiting, f.peak_rss_mb, f.loss);
     csv += line;
   }
-  md += "\n## Timelines\n\nChrome traces (open in Perfetto or chrome://tracing): the measured run (pipelines) and, "
-        "beside it, the simulated one; one track per stage, replica or link:\n\n";
+  md +=
+      "\n## Timelines\n\nChrome traces (open in Perfetto or chrome://tracing): the measured run (pipelines) and, "
+      "beside it, the simulated one; one track per stage, replica or link:\n\n";
   for (const BenchRow& row : results.rows) {
-    const bool measured = !row.runs.empty() && !row.runs.front().trace_path.empty() && fs::exists(row.runs.front().trace_path);
+    const bool measured =
+        !row.runs.empty() && !row.runs.front().trace_path.empty() && fs::exists(row.runs.front().trace_path);
     const bool simulated = row.predicted && row.predicted->sim;
     if (!measured && !simulated) continue;
     nlohmann::json events = nlohmann::json::array();
@@ -215,7 +225,8 @@ void write_bench_report(const BenchResults& results, const std::string& dir) {
     if (simulated) append_simulation_events(events, *row.predicted->sim, "simulated: " + label_of(row), 2);
     const std::string name = "trace-" + bench_tag(row.model, row.strategy, row.threads) + ".json";
     write_text_file((fs::path(dir) / name).string(), nlohmann::json{{"traceEvents", events}}.dump() + "\n");
-    md += "- [" + name + "](" + name + "): " + row.model + " " + label_of(row) + (measured ? "" : " (simulated only)") + "\n";
+    md += "- [" + name + "](" + name + "): " + row.model + " " + label_of(row) + (measured ? "" : " (simulated only)") +
+          "\n";
   }
   md += "\nFigures: `tools/plot_bench.py " + (fs::path(dir) / "bench.json").string() + " --out " + dir +
         "` (matplotlib) draws throughput, speed-up, memory per stage and loss for each model.\n";
@@ -233,7 +244,8 @@ std::string bench_tag(const std::string& model, const std::string& strategy, int
 
 TempWorkdir::TempWorkdir() {
   std::string pattern = (fs::temp_directory_path() / "onnxtrain-bench-XXXXXX").string();
-  if (!::mkdtemp(pattern.data())) throw Error("bench: cannot make a temporary folder in " + fs::temp_directory_path().string());
+  if (!::mkdtemp(pattern.data()))
+    throw Error("bench: cannot make a temporary folder in " + fs::temp_directory_path().string());
   path = pattern;
 }
 

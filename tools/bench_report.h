@@ -7,11 +7,10 @@
 //   write_bench_report(results, "out/bench");          // report.md, report.csv
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tools/bench_predict.h"
 #include "tools/bench_run.h"
@@ -23,11 +22,11 @@ struct BenchRow {
   std::string model, strategy;
   int64_t batch = 0;
   int threads = 0;
-  std::vector<MeasuredRun> runs;    // the repeats (stops at the first failure)
+  std::vector<MeasuredRun> runs;  // the repeats (stops at the first failure)
   std::optional<Prediction> predicted;
-  std::string prediction_error;     // why there is no prediction
+  std::string prediction_error;  // why there is no prediction
 
-  bool ok() const;                  // every repeat ran
+  bool ok() const;                                  // every repeat ran
   double median() const, min() const, max() const;  // samples/s over the repeats
   const MeasuredRun* median_run() const;            // the repeat with the median throughput
 };

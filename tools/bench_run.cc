@@ -73,12 +73,29 @@ std::string self_executable() {
 MeasuredRun run_bench_once(const BenchRunSpec& spec, const StrategySpec& strategy, const std::string& tag) {
   const fs::path dir(spec.workdir);
   const std::string metrics = (dir / (tag + ".metrics.jsonl")).string(), log = (dir / (tag + ".log")).string();
-  std::vector<std::string> argv = {self_executable(), "train", spec.model, "--data", spec.data,
-                                   "--batch", std::to_string(spec.batch), "--epochs", "1",
-                                   "--limit-batches", std::to_string(spec.warmup + spec.steps),
-                                   "--validation", "0", "--test-data", "none", "--seed", std::to_string(spec.seed),
-                                   "--log-every", "1000000", "--metrics", metrics,
-                                   "-o", (dir / (tag + ".onnx")).string()};
+  std::vector<std::string> argv = {self_executable(),
+                                   "train",
+                                   spec.model,
+                                   "--data",
+                                   spec.data,
+                                   "--batch",
+                                   std::to_string(spec.batch),
+                                   "--epochs",
+                                   "1",
+                                   "--limit-batches",
+                                   std::to_string(spec.warmup + spec.steps),
+                                   "--validation",
+                                   "0",
+                                   "--test-data",
+                                   "none",
+                                   "--seed",
+                                   std::to_string(spec.seed),
+                                   "--log-every",
+                                   "1000000",
+                                   "--metrics",
+                                   metrics,
+                                   "-o",
+                                   (dir / (tag + ".onnx")).string()};
   argv.insert(argv.end(), strategy.train_args.begin(), strategy.train_args.end());
   argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());
   MeasuredRun r;

@@ -9,11 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "simulator/strategy_spec.h"
 
@@ -24,22 +23,22 @@ struct BenchRunSpec {
   int64_t batch = 32, steps = 20, warmup = 3;
   int threads = 0;  // OMP_NUM_THREADS of the child; 0: inherit
   uint64_t seed = 0;
-  std::string workdir;                   // where the run's metrics, log and model go
-  std::vector<std::string> extra_args;   // more `onnxtrain train` options (--plan FILE)
-  bool trace = false;                    // pipelines: also write a Chrome trace of the run (train --trace)
+  std::string workdir;                  // where the run's metrics, log and model go
+  std::vector<std::string> extra_args;  // more `onnxtrain train` options (--plan FILE)
+  bool trace = false;                   // pipelines: also write a Chrome trace of the run (train --trace)
 };
 
 struct MeasuredRun {
   bool ok = false;
-  std::string error;  // the child's exit status and the end of its output, when !ok
-  double samples_per_s = 0;   // over steps warmup+1 .. warmup+steps
-  double seconds = 0;         // wall time of those steps
-  double final_loss = 0;      // the loss of the last step
-  int64_t peak_rss_bytes = 0;  // the child's maximum resident set (getrusage)
+  std::string error;                              // the child's exit status and the end of its output, when !ok
+  double samples_per_s = 0;                       // over steps warmup+1 .. warmup+steps
+  double seconds = 0;                             // wall time of those steps
+  double final_loss = 0;                          // the loss of the last step
+  int64_t peak_rss_bytes = 0;                     // the child's maximum resident set (getrusage)
   std::vector<std::pair<int64_t, float>> losses;  // (step, loss) of every step
-  double mean_staleness = -1;  // ps: mean staleness of the pushes; -1 when the strategy has none
-  nlohmann::json report;       // the strategy's {"report": ...} line (null for single, cs, ps)
-  std::string trace_path;      // the run's Chrome trace, when spec.trace
+  double mean_staleness = -1;                     // ps: mean staleness of the pushes; -1 when the strategy has none
+  nlohmann::json report;                          // the strategy's {"report": ...} line (null for single, cs, ps)
+  std::string trace_path;                         // the run's Chrome trace, when spec.trace
 };
 
 // The path of the running onnxtrain binary (/proc/self/exe).

@@ -22,8 +22,9 @@ Device device_option(const std::string& value, int devices, int offset, const st
     throw Error("--device " + value + ": no CUDA device is visible (" + cuda::query_devices().unavailable_reason + ")");
   }
   if (first + devices > visible) {
-    const std::string needed = devices == 1 ? "cuda:" + std::to_string(first)
-                                            : "cuda:" + std::to_string(first) + "..cuda:" + std::to_string(first + devices - 1);
+    const std::string needed = devices == 1
+                                   ? "cuda:" + std::to_string(first)
+                                   : "cuda:" + std::to_string(first) + "..cuda:" + std::to_string(first + devices - 1);
     throw Error("--device " + value + (what.empty() ? "" : " with " + what) + " needs " + needed + ", but " +
                 std::to_string(visible) + " CUDA device" + (visible == 1 ? " is" : "s are") +
                 " visible (one device per stage or replica; set CUDA_VISIBLE_DEVICES or use fewer)");

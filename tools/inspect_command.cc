@@ -17,7 +17,7 @@ namespace {
 struct InspectOptions {
   std::string model;
   bool json = false;
-  int64_t batch = 0;  // 0: keep the batch symbolic, cost one sample
+  int64_t batch = 0;    // 0: keep the batch symbolic, cost one sample
   int64_t seq_len = 0;  // 0: keep a symbolic sequence dimension
   std::string freeze;
   bool all_nodes = false;
@@ -26,7 +26,8 @@ struct InspectOptions {
 std::string opsets_text(const ModelInfo& info) {
   std::string text;
   for (const auto& [domain, version] : info.opsets) {
-    text += (text.empty() ? "" : ", ") + (domain.empty() ? std::string("ai.onnx") : domain) + " " + std::to_string(version);
+    text +=
+        (text.empty() ? "" : ", ") + (domain.empty() ? std::string("ai.onnx") : domain) + " " + std::to_string(version);
   }
   return text;
 }
@@ -35,15 +36,21 @@ nlohmann::json to_json(const ImportedModel& model, const ModelSummary& s) {
   using nlohmann::json;
   auto tensors = [](const std::vector<TensorSummary>& list) {
     json a = json::array();
-    for (const auto& t : list) a.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape.to_string()}});
+    for (const auto& t : list)
+      a.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape.to_string()}});
     return a;
   };
   json nodes = json::array();
   for (const auto& n : s.nodes) {
-    nodes.push_back({{"name", n.name}, {"op_type", n.op_type}, {"domain", n.domain},
-                     {"output_shape", n.output_shape.to_string()}, {"parameters", n.parameters},
-                     {"forward_flops", n.forward_flops}, {"backward_flops", n.backward_flops},
-                     {"activation_bytes", n.activation_bytes}, {"supported", n.supported}});
+    nodes.push_back({{"name", n.name},
+                     {"op_type", n.op_type},
+                     {"domain", n.domain},
+                     {"output_shape", n.output_shape.to_string()},
+                     {"parameters", n.parameters},
+                     {"forward_flops", n.forward_flops},
+                     {"backward_flops", n.backward_flops},
+                     {"activation_bytes", n.activation_bytes},
+                     {"supported", n.supported}});
   }
   json opsets = json::object();
   for (const auto& [domain, version] : s.info.opsets) opsets[domain.empty() ? "ai.onnx" : domain] = version;
@@ -59,9 +66,12 @@ nlohmann::json to_json(const ImportedModel& model, const ModelSummary& s) {
           {"op_histogram", s.op_histogram},
           {"nodes", nodes},
           {"totals",
-           {{"parameters", s.parameters}, {"trainable_parameters", s.trainable_parameters},
-            {"frozen_parameters", s.frozen_parameters}, {"parameter_bytes", s.parameter_bytes},
-            {"state_elements", s.state_elements}, {"buffer_elements", s.buffer_elements},
+           {{"parameters", s.parameters},
+            {"trainable_parameters", s.trainable_parameters},
+            {"frozen_parameters", s.frozen_parameters},
+            {"parameter_bytes", s.parameter_bytes},
+            {"state_elements", s.state_elements},
+            {"buffer_elements", s.buffer_elements},
             {"forward_flops_per_sample", s.forward_flops / b},
             {"training_flops_per_sample", (s.forward_flops + s.backward_flops) / b},
             {"activation_bytes_per_sample", static_cast<double>(s.activation_bytes) / b}}},
@@ -76,9 +86,11 @@ void print_text(const ImportedModel& model, const ModelSummary& s, bool all_node
   std::printf("Producer  %s %s, IR version %lld, opsets: %s\n", s.info.producer_name.c_str(),
               s.info.producer_version.c_str(), static_cast<long long>(s.info.ir_version), opsets_text(s.info).c_str());
   for (const auto& t : s.inputs)
-    std::printf("Input     %s: %s %s\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(), t.shape.to_string().c_str());
+    std::printf("Input     %s: %s %s\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
+                t.shape.to_string().c_str());
   for (const auto& t : s.outputs)
-    std::printf("Output    %s: %s %s\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(), t.shape.to_string().c_str());
+    std::printf("Output    %s: %s %s\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
+                t.shape.to_string().c_str());
   std::printf("Costs     for a batch of %lld (--batch B to change); %d nodes folded into constants\n",
               static_cast<long long>(s.batch), model.folded_nodes);
 
@@ -100,13 +112,13 @@ void print_text(const ImportedModel& model, const ModelSummary& s, bool all_node
                 human(static_cast<double>(n.activation_bytes)).c_str());
   }
   std::printf("\nTotals\n");
-  std::printf("  parameters          %s (%lld trainable, %lld frozen; %s bytes)\n", human(static_cast<double>(s.parameters)).c_str(),
-              static_cast<long long>(s.trainable_parameters), static_cast<long long>(s.frozen_parameters),
-              human(static_cast<double>(s.parameter_bytes)).c_str());
+  std::printf("  parameters          %s (%lld trainable, %lld frozen; %s bytes)\n",
+              human(static_cast<double>(s.parameters)).c_str(), static_cast<long long>(s.trainable_parameters),
+              static_cast<long long>(s.frozen_parameters), human(static_cast<double>(s.parameter_bytes)).c_str());
   std::printf("  state / buffers     %lld BatchNorm running-stat elements, %lld integer buffer elements\n",
               static_cast<long long>(s.state_elements), static_cast<long long>(s.buffer_elements));
-  std::printf("  FLOPs per sample    forward %s, training step (forward + backward) %s\n", human(s.forward_flops / b).c_str(),
-              human((s.forward_flops + s.backward_flops) / b).c_str());
+  std::printf("  FLOPs per sample    forward %s, training step (forward + backward) %s\n",
+              human(s.forward_flops / b).c_str(), human((s.forward_flops + s.backward_flops) / b).c_str());
   std::printf("  activations/sample  %s bytes\n", human(static_cast<double>(s.activation_bytes) / b).c_str());
   if (s.untrainable_ops.empty()) {
     std::printf("  cannot train yet    none: every op has an onnxtrain schema\n");
@@ -122,8 +134,9 @@ void print_text(const ImportedModel& model, const ModelSummary& s, bool all_node
 
 void add_inspect_command(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's inputs, ops, shapes, parameters and FLOPs, and "
-                                                "what onnxtrain cannot train yet");
+  CLI::App* cmd = app.add_subcommand("inspect",
+                                     "Show a model's inputs, ops, shapes, parameters and FLOPs, and "
+                                     "what onnxtrain cannot train yet");
   cmd->add_option("model", options->model, "the .onnx file")->required();
   cmd->add_flag("--json", options->json, "print one JSON document instead of tables");
   cmd->add_option("--batch", options->batch,

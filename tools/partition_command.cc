@@ -6,13 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "executor/pipeline/schedule.h"
 #include "executor/weight_prediction.h"
-#include "graph/autodiff/training_recipe.h"
 #include "frontend/importer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "graph/error.h"
 #include "partitioner/cost_model.h"
 #include "partitioner/cpu_probe.h"
@@ -56,7 +55,8 @@ int64_t parse_byte_size(const std::string& text) {
     const std::string prefixes = "KMGT";
     const size_t p = prefixes.find(static_cast<char>(std::toupper(unit[0])));
     if (p == std::string::npos || unit.size() > 2 || (unit.size() == 2 && !binary)) {
-      throw Error("--memory-cap '" + text + "': unknown unit '" + text.substr(used) + "' (use K, M, G, T, KiB, MiB, GiB, TiB)");
+      throw Error("--memory-cap '" + text + "': unknown unit '" + text.substr(used) +
+                  "' (use K, M, G, T, KiB, MiB, GiB, TiB)");
     }
     scale = std::pow(binary ? 1024.0 : 1000.0, static_cast<double>(p + 1));
   }
@@ -69,8 +69,10 @@ DeviceDescription device_of(const PartitionOptions& o) {
   if (o.device == "cpu") {
     const CpuProbe probe = probe_local_cpu();
     if (probe.busy) {
-      std::fprintf(stderr, "warning: the CPU is busy (a tiny kernel took %.0f us): the measured rates are low; "
-                   "partition again on a quiet machine\n", 1e6 * probe.kernel_overhead_s);
+      std::fprintf(stderr,
+                   "warning: the CPU is busy (a tiny kernel took %.0f us): the measured rates are low; "
+                   "partition again on a quiet machine\n",
+                   1e6 * probe.kernel_overhead_s);
     }
     DeviceDescription cpu = describe_local_cpu(probe);
     if (!o.link.empty()) cpu.link = link_from_preset(o.link);
@@ -118,9 +120,10 @@ void print_plan(const Plan& p, const CostProfile& profile) {
               1e3 * mean_stage);
   std::printf("pipeline: %.1f samples/s in steady state (one device: %.1f samples/s, speed-up %.2f)\n",
               samples * p.steady_throughput, samples * p.single_device_throughput, p.steady_speedup);
-  std::printf("with %lld micro-batches per flush: %.1f samples/s, speed-up %.2f, bubble fraction %.3f, utilisation %.3f\n",
-              static_cast<long long>(p.options.micro_batches), samples * p.throughput, p.speedup, p.bubble_fraction,
-              p.utilisation);
+  std::printf(
+      "with %lld micro-batches per flush: %.1f samples/s, speed-up %.2f, bubble fraction %.3f, utilisation %.3f\n",
+      static_cast<long long>(p.options.micro_batches), samples * p.throughput, p.speedup, p.bubble_fraction,
+      p.utilisation);
 }
 
 // --schedule STRATEGY: the instruction table of N stages, without the model. 1F1B strategies show 2N
@@ -159,7 +162,8 @@ void partition_model(const PartitionOptions& o) {
                  report.unknown_sizes.size(), static_cast<long long>(o.batch), report.unknown_sizes[0].c_str());
   }
   if (o.profile) {
-    if (o.device != "cpu" || !o.device_profile.empty()) throw Error("--profile measures the local CPU: use --device cpu");
+    if (o.device != "cpu" || !o.device_profile.empty())
+      throw Error("--profile measures the local CPU: use --device cpu");
     const NodeTimes times = apply_profiled_times(profile, training, o.model);
     std::fprintf(stderr, "profiled %zu nodes on %d threads (%s)%s%s\n", profile.nodes.size(), times.threads,
                  times.from_cache ? ("cached in " + times.cache_path).c_str() : "measured",
@@ -184,9 +188,9 @@ void partition_model(const PartitionOptions& o) {
   if (o.json) {
     std::printf("%s\n", plan_to_json(plan).c_str());
   } else {
-    std::printf("%s: %zu nodes, micro-batch %lld, %s, %d stages, %s schedule%s\n", o.model.c_str(), profile.nodes.size(),
-                static_cast<long long>(o.batch), describe_device(device).c_str(), o.stages, o.strategy.c_str(),
-                o.profile ? ", profiled times" : ", analytic times");
+    std::printf("%s: %zu nodes, micro-batch %lld, %s, %d stages, %s schedule%s\n", o.model.c_str(),
+                profile.nodes.size(), static_cast<long long>(o.batch), describe_device(device).c_str(), o.stages,
+                o.strategy.c_str(), o.profile ? ", profiled times" : ", analytic times");
     print_plan(plan, profile);
   }
   if (!o.output.empty()) {
@@ -209,7 +213,8 @@ void add_partition_command(CLI::App& app) {
       "nodes, parameters, FLOPs, predicted time and memory and the bytes it sends; the predicted throughput,\n"
       "speed-up and bubble against one device. Writes the plan `onnxtrain train --plan` reads (-o).");
   cmd->add_option("model", o->model, "the .onnx file (not needed with --schedule)");
-  cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(CLI::PositiveNumber);
   cmd->add_option("--seq-len", o->seq_len,
                   "sequence length the costs are for, when the data input has a symbolic sequence dimension")
@@ -217,17 +222,22 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--strategy", o->strategy,
-                  "pipedream (default) | naive | spectrain | gpipe | 1f1b | 2bw: sets the weight copies and activations each stage keeps");
+                  "pipedream (default) | naive | spectrain | gpipe | 1f1b | 2bw: sets the weight copies and "
+                  "activations each stage keeps");
   cmd->add_option("--device", o->device,
                   "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
-  cmd->add_option("--link", o->link, "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
-  cmd->add_option("--device-profile", o->device_profile, "a JSON file describing the device and its link, rates in base units: {\"preset\": \"h100\" (optional: "
-                  "the keys below override it), \"name\", \"fp32_flops\", \"tf32_flops\", \"bf16_flops\", \"fp16_flops\" "
-                  "(FLOP/s), \"memory_bytes\", \"memory_bandwidth\" (bytes/s), \"compute_efficiency\" and "
-                  "\"memory_efficiency\" (0 to 1), \"kernel_overhead_s\", \"link\": a preset name or {\"name\", "
-                  "\"bandwidth\", \"latency_s\"}}; without a preset name, fp32_flops, memory_bytes and "
-                  "memory_bandwidth are required, and an unknown key is an error");
-  cmd->add_option("--replicas", o->replicas, "replicas per stage: one number for all, or one per stage (data parallel stages)");
+  cmd->add_option("--link", o->link,
+                  "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
+  cmd->add_option(
+      "--device-profile", o->device_profile,
+      "a JSON file describing the device and its link, rates in base units: {\"preset\": \"h100\" (optional: "
+      "the keys below override it), \"name\", \"fp32_flops\", \"tf32_flops\", \"bf16_flops\", \"fp16_flops\" "
+      "(FLOP/s), \"memory_bytes\", \"memory_bandwidth\" (bytes/s), \"compute_efficiency\" and "
+      "\"memory_efficiency\" (0 to 1), \"kernel_overhead_s\", \"link\": a preset name or {\"name\", "
+      "\"bandwidth\", \"latency_s\"}}; without a preset name, fp32_flops, memory_bytes and "
+      "memory_bandwidth are required, and an unknown key is an error");
+  cmd->add_option("--replicas", o->replicas,
+                  "replicas per stage: one number for all, or one per stage (data parallel stages)");
   cmd->add_option("--devices", o->devices,
                   "devices in all (>= stages): the planner also chooses how many replicas each stage gets (PipeDream)")
       ->check(CLI::PositiveNumber);
@@ -244,9 +254,10 @@ void add_partition_command(CLI::App& app) {
   cmd->add_flag("--profile", o->profile,
                 "measure every node's forward and backward kernels on this CPU instead of the analytic times "
                 "(cached next to the model)");
-  cmd->add_option("--schedule", o->schedule,
-                  "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe | 1f1b | 2bw) for "
-                  "--stages and stop");
+  cmd->add_option(
+      "--schedule", o->schedule,
+      "print the time x stage instruction table of a strategy (naive | pipedream | spectrain | gpipe | 1f1b | 2bw) for "
+      "--stages and stop");
   cmd->add_option("--spectrain-target", o->spectrain_target,
                   "with --schedule spectrain: sequential (W_i, the default) | paper (the SpecTrain paper's timeline)");
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (what the pipeline executor reads)");

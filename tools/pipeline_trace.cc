@@ -10,14 +10,22 @@ struct OpLabel {
 
 OpLabel label_of(Op op) {
   switch (op) {
-    case Op::Forward: return {"F", "forward"};
-    case Op::Backward: return {"B", "backward"};
-    case Op::SendActivation: return {"send act ", "send"};
-    case Op::RecvActivation: return {"recv act ", "recv"};
-    case Op::SendGradient: return {"send grad ", "send"};
-    case Op::RecvGradient: return {"recv grad ", "recv"};
-    case Op::OptimizerStep: return {"update", "update"};
-    case Op::Flush: return {"flush", "update"};
+    case Op::Forward:
+      return {"F", "forward"};
+    case Op::Backward:
+      return {"B", "backward"};
+    case Op::SendActivation:
+      return {"send act ", "send"};
+    case Op::RecvActivation:
+      return {"recv act ", "recv"};
+    case Op::SendGradient:
+      return {"send grad ", "send"};
+    case Op::RecvGradient:
+      return {"recv grad ", "recv"};
+    case Op::OptimizerStep:
+      return {"update", "update"};
+    case Op::Flush:
+      return {"flush", "update"};
   }
   return {"?", "other"};
 }
@@ -28,7 +36,10 @@ void append_trace_events(nlohmann::json& events, const std::vector<std::vector<T
                          const std::string& process_name, int pid, bool micro_batches) {
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process_name}}}});
   for (size_t k = 0; k < stages.size(); ++k) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", k},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", k},
                       {"args", {{"name", "stage " + std::to_string(k)}}}});
     for (const TraceSpan& s : stages[k]) {
       const OpLabel label = label_of(s.op);
@@ -39,8 +50,14 @@ void append_trace_events(nlohmann::json& events, const std::vector<std::vector<T
       if (s.version >= 0) name += " v" + std::to_string(s.version);
       nlohmann::json args = {{"mini_batch", s.mini_batch}, {"micro_batch", s.micro_batch}};
       if (s.version >= 0) args["version"] = s.version;
-      events.push_back({{"name", name}, {"cat", label.category}, {"ph", "X"}, {"pid", pid}, {"tid", k},
-                        {"ts", 1e6 * s.start_s}, {"dur", 1e6 * (s.end_s - s.start_s)}, {"args", args}});
+      events.push_back({{"name", name},
+                        {"cat", label.category},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", k},
+                        {"ts", 1e6 * s.start_s},
+                        {"dur", 1e6 * (s.end_s - s.start_s)},
+                        {"args", args}});
     }
   }
 }

@@ -9,10 +9,9 @@
 //   write_text_file("trace.json", nlohmann::json{{"traceEvents", events}}.dump());
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/pipeline/pipeline_trainer.h"
 

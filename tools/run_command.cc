@@ -48,7 +48,8 @@ std::map<std::string, Tensor> read_inputs(const Graph& graph, const std::vector<
 
 // Output names can hold '/' or ':' (exporters' scoped names): keep them usable as file names.
 std::string file_name_for(std::string name) {
-  std::replace_if(name.begin(), name.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
   return name + ".npy";
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "graph/error.h"
@@ -26,7 +25,8 @@ std::vector<ZooModel> zoo_models(const std::string& names, const std::string& di
   const fs::path dir = zoo_folder(dir_given);
   std::ifstream in(dir / "zoo.json");
   const nlohmann::json zoo = nlohmann::json::parse(in, nullptr, false);
-  if (zoo.is_discarded() || !zoo.contains("networks")) throw Error((dir / "zoo.json").string() + ": not the zoo's list");
+  if (zoo.is_discarded() || !zoo.contains("networks"))
+    throw Error((dir / "zoo.json").string() + ": not the zoo's list");
   std::vector<ZooModel> models;
   std::string::size_type begin = 0;
   while (begin <= names.size()) {
@@ -39,7 +39,8 @@ std::vector<ZooModel> zoo_models(const std::string& names, const std::string& di
       known += (known.empty() ? "" : ", ") + n.value("name", std::string());
       if (n.value("name", std::string()) == name) entry = &n;
     }
-    if (!entry) throw Error("--zoo: no network '" + name + "' in " + (dir / "zoo.json").string() + " (known: " + known + ")");
+    if (!entry)
+      throw Error("--zoo: no network '" + name + "' in " + (dir / "zoo.json").string() + " (known: " + known + ")");
     const fs::path file = dir / (name + ".onnx");
     if (!fs::exists(file)) {
       throw Error("--zoo " + name + ": " + file.string() + " is not there: generate it with " +

@@ -45,7 +45,8 @@ std::vector<CommBackendInfo> comm_backends() {
   backends.push_back({.name = "nccl",
                       .compiled = true,
                       .version = nccl_library_version(),
-                      .detail = "GPU collectives and send/recv (executor/comm/nccl_comm.h), bootstrapped over the world communicator (mpirun or torchrun)"});
+                      .detail = "GPU collectives and send/recv (executor/comm/nccl_comm.h), bootstrapped over the "
+                                "world communicator (mpirun or torchrun)"});
 #else
   backends.push_back({.name = "nccl",
                       .compiled = false,

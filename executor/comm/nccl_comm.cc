@@ -29,8 +29,8 @@ struct NcclCommunicator::State {
     // contract is to abort the communicator: ncclCommDestroy would wait for operations that never end.
     if (ncclComm_t c = comm.exchange(nullptr)) {
       ncclResult_t async = ncclSuccess;
-      const bool failed = ncclCommGetAsyncError(c, &async) != ncclSuccess ||
-                          (async != ncclSuccess && async != ncclInProgress);
+      const bool failed =
+          ncclCommGetAsyncError(c, &async) != ncclSuccess || (async != ncclSuccess && async != ncclInProgress);
       if (failed) {
         ncclCommAbort(c);
       } else {

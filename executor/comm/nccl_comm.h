@@ -37,9 +37,9 @@
 // the thread that owns the communicator, or another one while the owner waits on its stream) to tear
 // the communicator down; later calls then throw. Once NCCL has recorded an asynchronous failure
 // (ncclCommGetAsyncError), the next operation throws it instead of enqueueing onto the broken
-// communicator, and the destructor aborts instead of destroying (which would wait forever). Construction without a usable GPU throws on EVERY rank
-// of the bootstrap group (the ranks first agree over the host communicator), naming the ranks that
-// have none, instead of leaving the others waiting.
+// communicator, and the destructor aborts instead of destroying (which would wait forever). Construction without a
+// usable GPU throws on EVERY rank of the bootstrap group (the ranks first agree over the host communicator), naming the
+// ranks that have none, instead of leaving the others waiting.
 #pragma once
 
 #include <cstddef>

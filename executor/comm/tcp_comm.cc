@@ -18,12 +18,15 @@
 #include <thread>
 
 #include "executor/comm/comm_wire.h"
+#include "executor/comm/socket_helpers.h"
 #include "executor/comm/tcp_rendezvous.h"
 
 namespace onnxtrain {
 
 using namespace comm_wire;
 using Clock = std::chrono::steady_clock;
+
+using namespace socket_helpers;
 
 namespace {
 
@@ -35,18 +38,9 @@ struct FrameHead {
   uint64_t length = 0;
 };
 
-std::string errno_text(int e) { return std::strerror(e); }
-
-void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
-
 void set_nodelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
 // A frame to write: its own copy of the bytes, or a view of the caller's memory (the collectives, which

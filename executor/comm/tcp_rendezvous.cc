@@ -13,11 +13,14 @@
 #include <thread>
 
 #include "executor/comm/comm_wire.h"
+#include "executor/comm/socket_helpers.h"
 
 namespace onnxtrain {
 
 using namespace comm_wire;
 using Clock = std::chrono::steady_clock;
+
+using namespace socket_helpers;
 
 namespace {
 
@@ -32,15 +35,6 @@ struct TableEntry {
   uint32_t addr = 0;  // network byte order
   int32_t port = 0;
 };
-
-std::string errno_text(int e) { return std::strerror(e); }
-
-void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
-}
 
 // A listening socket on all interfaces; port 0 picks a free one. Returns the fd and the port.
 std::pair<int, int> listen_on(int port, const std::string& context) {

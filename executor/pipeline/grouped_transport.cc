@@ -4,14 +4,11 @@
 #include <optional>
 #include <thread>
 
+#include "executor/pipeline/wall_clock.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // A value's header: {dtype, size 0, size 1, ...} as int64.
 Tensor header_of(const StageValue& value) {
@@ -56,17 +53,16 @@ void GroupedTransport::flush() {
     if (aborted || late) {
       link_->abort();
       const std::string transfers =
-          queued_.empty() ? "its transfers"
-                          : queued_.front() + (queued_.size() > 1 ? " and " + std::to_string(queued_.size() - 1) +
-                                                                        " more transfers"
-                                                                  : std::string());
+          queued_.empty()
+              ? "its transfers"
+              : queued_.front() + (queued_.size() > 1 ? " and " + std::to_string(queued_.size() - 1) + " more transfers"
+                                                      : std::string());
       if (aborted) {
         throw Error("pipeline: rank " + std::to_string(comm_.rank()) + " abandoned " + transfers + ": rank " +
                     std::to_string(aborted->rank) + " aborted: " + aborted->reason);
       }
       throw Error("pipeline: rank " + std::to_string(comm_.rank()) + ": " + transfers + " did not complete in " +
-                  std::to_string(timeout_.count()) +
-                  " ms (a neighbour is stuck or gone, or the transfers deadlock)");
+                  std::to_string(timeout_.count()) + " ms (a neighbour is stuck or gone, or the transfers deadlock)");
     }
     // Spin briefly (a group usually completes within microseconds of its peer's), then sleep.
     if (polls < 64) {

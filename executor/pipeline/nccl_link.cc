@@ -6,9 +6,7 @@ namespace onnxtrain {
 namespace {
 
 // The value's bytes: its shape's, not its buffer's (the caching allocator rounds buffers up).
-size_t bytes_of(const DeviceTensor& value) {
-  return static_cast<size_t>(value.numel()) * dtype_size(value.dtype);
-}
+size_t bytes_of(const DeviceTensor& value) { return static_cast<size_t>(value.numel()) * dtype_size(value.dtype); }
 
 }  // namespace
 

@@ -15,19 +15,12 @@
 #include "executor/comm/local_comm.h"
 #include "executor/pipeline/nccl_link.h"
 #include "executor/pipeline/stage_graphs.h"
+#include "executor/pipeline/wall_clock.h"
 #include "graph/error.h"
 #include "graph/host_resources.h"
 
 namespace onnxtrain {
 namespace {
-
-double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return seconds_between(t, std::chrono::steady_clock::now());
-}
 
 // Keeps the calling thread's OpenMP thread count across the emulation, which changes it per stage.
 struct OmpThreadsGuard {

@@ -75,7 +75,6 @@ std::vector<Instruction> flush_program(int stage, int stages, int64_t micro_batc
   return program;
 }
 
-
 int peer_of(const Instruction& in, int stage) {
   return in.op == Op::SendActivation || in.op == Op::RecvGradient ? stage + 1 : stage - 1;
 }
@@ -94,7 +93,8 @@ struct UnitTimeline {
 };
 
 UnitTimeline unit_timeline(const Schedule& schedule, double update_time) {
-  const std::vector<StageTimes> times(schedule.stages, StageTimes{.forward_s = 1, .backward_s = 1, .update_s = update_time});
+  const std::vector<StageTimes> times(schedule.stages,
+                                      StageTimes{.forward_s = 1, .backward_s = 1, .update_s = update_time});
   const std::vector<LinkTimes> links(schedule.stages - 1);
   const PipelineSimulation p = simulate_pipeline(schedule, times, links);
   UnitTimeline out;
@@ -207,7 +207,10 @@ Schedule make_schedule(PipelineStrategy strategy, int stages, int64_t micro_batc
   if (micro_per_update < 1 || micro_batches % micro_per_update != 0)
     throw Error("pipeline schedule: " + std::to_string(micro_batches) + " micro-batches are not whole updates of " +
                 std::to_string(micro_per_update));
-  Schedule schedule{.strategy = strategy, .target = target, .stages = stages, .micro_batches = micro_batches,
+  Schedule schedule{.strategy = strategy,
+                    .target = target,
+                    .stages = stages,
+                    .micro_batches = micro_batches,
                     .micro_per_update = micro_per_update};
   for (int k = 0; k < stages; ++k)
     schedule.programs.push_back(streams_the_run(strategy)
@@ -317,17 +320,19 @@ std::string format_schedule_table(const Schedule& schedule) {
   out << pipeline_strategy_name(schedule.strategy) << " schedule: " << schedule.stages << " stage"
       << (schedule.stages == 1 ? "" : "s") << ", " << schedule.micro_batches << " " << unit
       << (schedule.micro_batches == 1 ? "" : "es")
-      << (accumulates ? " in the run (1F1B), an update per " + std::to_string(schedule.micro_per_update) + "\n"
-          : one_f_one_b                             ? std::string(" in the run (1F1B)\n")
-          : strategy_traits(schedule.strategy).fill_drain ? std::string(" per mini-batch (all forwards, all backwards, one update)\n")
-                                                          : std::string(" per mini-batch (1F1B order, one update)\n"));
+      << (accumulates   ? " in the run (1F1B), an update per " + std::to_string(schedule.micro_per_update) + "\n"
+          : one_f_one_b ? std::string(" in the run (1F1B)\n")
+          : strategy_traits(schedule.strategy).fill_drain
+              ? std::string(" per mini-batch (all forwards, all backwards, one update)\n")
+              : std::string(" per mini-batch (1F1B order, one update)\n"));
   out << "Fi forward of " << unit << " i, Bi its backward"
-      << (accumulates   ? " (after each " + std::to_string(schedule.micro_per_update) + " of them, the stage's optimizer step)"
+      << (accumulates
+              ? " (after each " + std::to_string(schedule.micro_per_update) + " of them, the stage's optimizer step)"
           : one_f_one_b ? std::string(" then the stage's optimizer step")
                         : std::string(", U the optimizer step (flush)"))
       << ", . idle; one column per pass time\n";
-  const size_t label_width = std::max(("stage " + std::to_string(schedule.stages - 1)).size(),
-                                      std::string(one_f_one_b ? unit : "").size());
+  const size_t label_width =
+      std::max(("stage " + std::to_string(schedule.stages - 1)).size(), std::string(one_f_one_b ? unit : "").size());
   auto row = [&](const std::string& name, const std::vector<std::string>& cells, size_t cell_width) {
     std::string line = pad(name, label_width + 2);
     for (size_t c = 0; c < cells.size(); ++c) line += pad(cells[c], c + 1 < cells.size() ? cell_width + 1 : 0);

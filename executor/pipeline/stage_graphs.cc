@@ -12,8 +12,6 @@ namespace {
 
 enum Phase { kForward = 0, kBackward = 1 };
 
-bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
-
 std::string node_label(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
 
 // What crosses each boundary, as value indices (ordered, so that sender and receiver list the same
@@ -261,7 +259,7 @@ std::vector<StageGraphs> split_training_graph(const TrainingGraph& training, std
     for (size_t i = static_cast<size_t>(s.first_node); i < static_cast<size_t>(s.end_node); ++i) {
       const Node& node = g.node(order[i]);
       fwd.add_node(node);
-      if (!is_batch_norm(node) || node.outputs.size() != 3) continue;
+      if (!node.is_onnx_op("BatchNormalization") || node.outputs.size() != 3) continue;
       for (int o : {1, 2}) {  // as the Trainer: running statistics whose State it replaces
         if (!node.outputs[o].valid() || !g.value(node.inputs[o + 2]).data) continue;
         s.running_stats.emplace_back(g.value(node.outputs[o]).name, g.value(node.inputs[o + 2]).name);

@@ -2,16 +2,10 @@
 
 #include <chrono>
 
+#include "executor/pipeline/wall_clock.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 int64_t StageValue::nbytes() const {
   return on_device() ? static_cast<int64_t>(device->buffer.bytes()) : static_cast<int64_t>(host.nbytes());
@@ -42,8 +36,9 @@ std::shared_ptr<const DeviceTensor> DeviceHandoff::take(const MessageKey& key, c
 
 void CommTransport::send(int to, const CommTag& tag, const StageValue& value, const std::string& what) {
   ONNXTRAIN_CHECK(value.on_device() == (handoff_ != nullptr),
-                  "pipeline: " + what + (value.on_device() ? " is in device memory, which this transport cannot carry"
-                                                           : " is a host tensor on a transport of device values"));
+                  "pipeline: " + what +
+                      (value.on_device() ? " is in device memory, which this transport cannot carry"
+                                         : " is a host tensor on a transport of device values"));
   const auto t = std::chrono::steady_clock::now();
   if (handoff_) {
     handoff_->put(message_key(comm_.rank(), to, tag), value.device, what);

@@ -8,8 +8,6 @@
 namespace onnxtrain {
 namespace {
 
-bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
-
 bool reads_input(const Graph& g, const std::string& name) {
   if (name.empty()) return false;
   return std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId id) { return g.value(id).name == name; });
@@ -88,7 +86,7 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
     auto state_id = f.find_value(state);
     if (!out_id || !state_id || !f.value(*state_id).data || !f.value(*out_id).producer.valid()) continue;
     const Node& n = f.node(f.value(*out_id).producer);
-    if (!is_batch_norm(n) || n.outputs.size() != 3) continue;
+    if (!n.is_onnx_op("BatchNormalization") || n.outputs.size() != 3) continue;
     const int k = n.outputs[1] == *out_id ? 1 : n.outputs[2] == *out_id ? 2 : 0;
     if (k == 0) continue;
     RunningStat stat{output, state, *f.value(*state_id).data, RunningStatUpdate::of(f, n, k, config_.running_variance)};
@@ -98,7 +96,8 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
       auto mean = std::find_if(running_stats_.begin(), running_stats_.end(),
                                [&](const RunningStat& r) { return r.output == mean_output; });
       if (mean == running_stats_.end())
-        throw Error("--deferred-bn: BatchNormalization node '" + n.name + "' updates its running variance but not its mean");
+        throw Error("--deferred-bn: BatchNormalization node '" + n.name +
+                    "' updates its running variance but not its mean");
       deferred_nodes_.push_back({.mean = static_cast<size_t>(mean - running_stats_.begin()),
                                  .variance = running_stats_.size() - 1,
                                  .momentum = n.attr_float("momentum", 0.9)});
@@ -140,9 +139,7 @@ int64_t StageWorker::mini_batch_of(int64_t micro) const {
   return flush_round(round_) ? round_.first : round_.first + micro / round_.schedule->micro_per_update;
 }
 
-int64_t StageWorker::tag_of(int64_t micro) const {
-  return round_.first * micros_per_mini() + micro;
-}
+int64_t StageWorker::tag_of(int64_t micro) const { return round_.first * micros_per_mini() + micro; }
 
 // Micro-batches per mini-batch (gpipe, 1f1b: the schedule's M; 2bw: its M; the other 1F1B strategies: 1)
 // and a micro-batch's place among its mini-batch's.
@@ -170,7 +167,8 @@ void StageWorker::feed_data(const Graph& graph, int64_t micro, std::map<std::str
   for (const std::string& name : reads.inputs) {
     const Tensor* data = nullptr;
     for (const auto& [given, tensor] : batch.x.tensors)
-      if (given == name || (given.empty() && batch.x.tensors.size() == 1 && name == config_.inputs.at(0))) data = &tensor;
+      if (given == name || (given.empty() && batch.x.tensors.size() == 1 && name == config_.inputs.at(0)))
+        data = &tensor;
     if (!data) throw Error(what(micro, "data input", name) + ": the mini-batch has no tensor for it");
     inputs[name] = slice_rows(*data, begin, end);
   }
@@ -382,7 +380,8 @@ void StageWorker::backward(int64_t micro) {
     const int64_t m = micros_per_mini();
     if (config_.reduction == LossReduction::Mean) {
       const int64_t rows = round_.feed->get(mini).rows;
-      if (mb.rows * m != rows) weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
+      if (mb.rows * m != rows)
+        weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
     }
     weights_->accumulate(floats_of(grads), weight);
   } else {

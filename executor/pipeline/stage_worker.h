@@ -203,8 +203,8 @@ class StageWorker {
 
   PipelineRound round_;
   std::set<std::pair<Op, int64_t>> launch_first_;  // the round's Recvs that launch the queued transfers first
-  int64_t marked_call_ = -1;                         // the train() call launch_first_ was computed for
-  int64_t base_version_ = 0;  // the stage's version at the round's start (1F1B)
+  int64_t marked_call_ = -1;                       // the train() call launch_first_ was computed for
+  int64_t base_version_ = 0;                       // the stage's version at the round's start (1F1B)
   std::map<int64_t, MicroBatch> in_flight_;
   // 1F1B: the last backward's parameter gradients (host or device, as the policy's memory), and with
   // replica_group their sum (host, and its device copy).
@@ -213,7 +213,7 @@ class StageWorker {
   cuda::DeviceBuffer reduced_on_device_;
   double last_weight_ = 1;  // their share of the mini-batch (replica_group)
   int64_t last_mini_ = 0;   // and its index
-  double loss_sum_ = 0;                           // gpipe: the mini-batch's loss so far
+  double loss_sum_ = 0;     // gpipe: the mini-batch's loss so far
 };
 
 // gpipe: the rows of micro-batch j of `rows` split into m (the first rows % m micro-batches one row more).

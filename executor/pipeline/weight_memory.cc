@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graph/error.h"
 #include "executor/weight_prediction.h"
+#include "graph/error.h"
 #include "kernels/optimizer_math.h"
 #include "kernels/weight_math.h"
 
@@ -198,7 +198,8 @@ void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float
   if (store_) {
     states = device_optimizer_->states_of(optimizer, param, static_cast<int64_t>(n));
   } else {
-    for (const std::string& name : optimizer.state_names()) states.push_back(optimizer.state(param).tensor(name).data());
+    for (const std::string& name : optimizer.state_names())
+      states.push_back(optimizer.state(param).tensor(name).data());
   }
   const float* estimate = kept ? kept->average.data() : states.at(0);
   const PredictionRule rule = prediction_rule(optimizer, updates, estimated_from, s);

@@ -86,8 +86,7 @@ std::vector<float> WeightPolicy::working_values() const {
   std::vector<float> out(master_.size);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& p = parameters_[i];
-    memory_.download(std::span<float>(out).subspan(offsets_[i], sizes_[i]), memory_.working(p.name, p.working),
-                     false);
+    memory_.download(std::span<float>(out).subspan(offsets_[i], sizes_[i]), memory_.working(p.name, p.working), false);
   }
   memory_.wait();
   return out;

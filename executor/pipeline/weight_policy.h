@@ -1,6 +1,6 @@
 // The weights of one pipeline stage and the rule that decides which version each pass reads
-// (docs/design.md 5.5, docs/pipeline-schedules.md). The master weights W live in one flat float arena that only the stage's
-// Optimizer writes; the stage's graphs read their own parameter Tensors (the working weights), which
+// (docs/design.md 5.5, docs/pipeline-schedules.md). The master weights W live in one flat float arena that only the
+// stage's Optimizer writes; the stage's graphs read their own parameter Tensors (the working weights), which
 // `before_forward` / `before_backward` fill for the pass:
 //   naive      W as it is now (both passes; the backward sees updates made since the forward)
 //   pipedream  the forward reads W and stashes a copy keyed by mini-batch; the backward reads that stash
@@ -162,8 +162,8 @@ class WeightPolicy {
     int64_t readers = 0;
   };
   using StashId = std::pair<int64_t, int64_t>;
-  std::map<StashId, Stash> stashes_;           // pipedream, 2bw
-  std::map<int64_t, StashId> stash_of_;        // stash key -> the stash its forward read
+  std::map<StashId, Stash> stashes_;     // pipedream, 2bw
+  std::map<int64_t, StashId> stash_of_;  // stash key -> the stash its forward read
   bool predict_stashed_ = false;
   std::deque<std::pair<int64_t, WeightArray>> history_;  // vertical sync: (version, W at it)
   struct Prediction {

@@ -1,5 +1,4 @@
 #include "graph/autodiff/gradient_rule.h"
-
 #include "graph/autodiff/training_graph_builder.h"
 #include "graph/error.h"
 
@@ -41,8 +40,8 @@ void GradientContext::add_broadcast_input_grad(size_t i, ValueId grad) {
 ValueId GradientContext::require_output(size_t i) {
   Graph& g = builder_.graph();
   if (i < node().outputs.size() && output(i).valid()) return output(i);
-  ValueId v = g.add_value({.name = builder_.unique_name(node().name + "_output" + std::to_string(i)),
-                           .producer = node_id_});
+  ValueId v =
+      g.add_value({.name = builder_.unique_name(node().name + "_output" + std::to_string(i)), .producer = node_id_});
   Node& n = g.node(node_id_);
   if (n.outputs.size() <= i) n.outputs.resize(i + 1);
   n.outputs[i] = v;

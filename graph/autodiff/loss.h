@@ -41,8 +41,8 @@ struct LossSpec {
   // Softmax cross-entropy only: the class axis of logits of rank 3 or more is the last, as in a language
   // model's (N, T, V) against (N, T) labels (a Transpose moves it to axis 1); otherwise it is axis 1.
   bool classes_last = false;
-  std::string model_output;          // kind ModelOutput: the value the model computes as its loss
-  std::string attach_to;             // the value the loss is computed from; empty: the first graph output
+  std::string model_output;  // kind ModelOutput: the value the model computes as its loss
+  std::string attach_to;     // the value the loss is computed from; empty: the first graph output
 };
 
 struct AttachedLoss {

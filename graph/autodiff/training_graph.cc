@@ -45,7 +45,8 @@ ValueId TrainingGraphBuilder::gradient_of(ValueId v) {
 
 std::string TrainingGraphBuilder::unique_name(const std::string& base) {
   if (!names_loaded_) {
-    for (size_t i = 0; i < graph().value_count(); ++i) names_.insert(graph().value(ValueId{static_cast<uint32_t>(i)}).name);
+    for (size_t i = 0; i < graph().value_count(); ++i)
+      names_.insert(graph().value(ValueId{static_cast<uint32_t>(i)}).name);
     for (NodeId n : graph().order()) names_.insert(graph().node(n).name);
     names_loaded_ = true;
   }
@@ -121,14 +122,19 @@ ValueId seed_gradient(TrainingGraphBuilder& builder, ValueId loss) {
   const Value& l = builder.graph().value(loss);
   if (l.shape.rank_known && l.shape.is_static()) {
     Tensor ones(l.dtype, l.shape.static_sizes());
-    if (l.dtype == DType::Float64) std::fill(ones.data<double>().begin(), ones.data<double>().end(), 1.0);
-    else if (l.dtype == DType::Float32) std::fill(ones.data<float>().begin(), ones.data<float>().end(), 1.0f);
-    else throw Error("the loss '" + l.name + "' must be float32 or float64");
+    if (l.dtype == DType::Float64)
+      std::fill(ones.data<double>().begin(), ones.data<double>().end(), 1.0);
+    else if (l.dtype == DType::Float32)
+      std::fill(ones.data<float>().begin(), ones.data<float>().end(), 1.0f);
+    else
+      throw Error("the loss '" + l.name + "' must be float32 or float64");
     return builder.add_constant(ones, l.name);
   }
   Tensor one(l.dtype, {1});
-  if (l.dtype == DType::Float64) one.data<double>()[0] = 1.0;
-  else one.data<float>()[0] = 1.0f;
+  if (l.dtype == DType::Float64)
+    one.data<double>()[0] = 1.0;
+  else
+    one.data<float>()[0] = 1.0f;
   ValueId shape = builder.emit({}, "Shape", "", {loss}, {}, {true})[0];
   return builder.emit({}, "ConstantOfShape", "", {shape}, {{"value", one}}, {true})[0];
 }
@@ -216,7 +222,8 @@ TrainingGraph build_training_graph(const Graph& forward, const TrainingGraphOpti
     }
     result.gradients.push_back({v, name_gradient(builder, v, grad, claimed, forward_values)});
   }
-  if (result.gradients.empty()) throw Error("the loss '" + options.loss + "' depends on none of the values being trained");
+  if (result.gradients.empty())
+    throw Error("the loss '" + options.loss + "' depends on none of the values being trained");
 
   if (std::find(g.outputs.begin(), g.outputs.end(), result.loss) == g.outputs.end()) g.outputs.push_back(result.loss);
   for (const TrainingGraph::Gradient& gr : result.gradients) g.outputs.push_back(gr.gradient);

@@ -27,7 +27,7 @@ struct TrainingGraph {
   };
   Graph graph;
   ValueId loss;
-  std::vector<Gradient> gradients;      // in the order of `wrt` (or of the graph's initializers)
+  std::vector<Gradient> gradients;       // in the order of `wrt` (or of the graph's initializers)
   std::vector<std::string> unreachable;  // wrt values the loss does not depend on: no gradient
   size_t forward_node_count = 0;         // graph.order() starts with the forward nodes
   // Per node index: the forward node whose gradient rule emitted it; invalid for forward nodes.

@@ -15,7 +15,9 @@ class TrainingGraphBuilder {
   explicit TrainingGraphBuilder(TrainingGraph& result) : result_(result) {}
 
   Graph& graph() { return result_.graph; }
-  bool requires_grad(ValueId v) const { return v.valid() && v.index < requires_grad_.size() && requires_grad_[v.index]; }
+  bool requires_grad(ValueId v) const {
+    return v.valid() && v.index < requires_grad_.size() && requires_grad_[v.index];
+  }
   void mark_requires_grad(ValueId v);
   bool differentiable_input(const Node& node, size_t i) const;
 

@@ -8,8 +8,6 @@
 namespace onnxtrain {
 namespace {
 
-bool is_batch_norm(const Node& n) { return n.op_type == "BatchNormalization" && n.domain.empty(); }
-
 std::string unique_name(const Graph& g, const std::string& base) {
   std::string name = base;
   for (int i = 1; g.find_value(name); ++i) name = base + "_" + std::to_string(i);
@@ -24,7 +22,7 @@ std::string unique_name(const Graph& g, const std::string& base) {
 void batch_norm_to_training_mode(Graph& g) {
   for (NodeId id : std::vector<NodeId>(g.order())) {
     Node& n = g.node(id);
-    if (!is_batch_norm(n) || n.opset < 14) continue;
+    if (!n.is_onnx_op("BatchNormalization") || n.opset < 14) continue;
     if (n.attr_int("training_mode", 0) != 0) {  // exported in training mode: its running stats become outputs
       for (size_t k = 1; k < n.outputs.size() && k < 3; ++k) {
         if (n.outputs[k].valid() && std::find(g.outputs.begin(), g.outputs.end(), n.outputs[k]) == g.outputs.end())
@@ -33,7 +31,8 @@ void batch_norm_to_training_mode(Graph& g) {
       continue;
     }
     if (n.outputs.size() > 1) continue;
-    if (n.inputs.size() < 5 || g.value(n.inputs[3]).role != ValueRole::State || g.value(n.inputs[4]).role != ValueRole::State)
+    if (n.inputs.size() < 5 || g.value(n.inputs[3]).role != ValueRole::State ||
+        g.value(n.inputs[4]).role != ValueRole::State)
       continue;
     n.attributes["training_mode"] = int64_t{1};
     for (int k : {3, 4}) {
@@ -71,7 +70,8 @@ void seed_or_disable_dropout(Graph& g, const TrainingRecipeOptions& o) {
 // scale can change between steps and constant folding never bakes it in. Returns the product's name.
 std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
   input = unique_name(g, "loss_scale");
-  ValueId scale = g.add_value({.name = input, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Input});
+  ValueId scale =
+      g.add_value({.name = input, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Input});
   g.inputs.push_back(scale);
   const std::string name = unique_name(g, g.value(loss).name + "_scaled");
   ValueId scaled = g.add_value({.name = name});
@@ -109,11 +109,11 @@ Graph make_inference_graph(const Graph& graph) {
   std::vector<ValueId> dropped;
   for (NodeId id : g.order()) {
     Node& n = g.node(id);
-    if (is_batch_norm(n) && n.opset >= 14 && n.attr_int("training_mode", 0) != 0) {
+    if (n.is_onnx_op("BatchNormalization") && n.opset >= 14 && n.attr_int("training_mode", 0) != 0) {
       n.attributes["training_mode"] = int64_t{0};
       dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
       n.outputs.resize(1);
-    } else if (is_batch_norm(n) && n.opset < 14 && n.outputs.size() > 1) {
+    } else if (n.is_onnx_op("BatchNormalization") && n.opset < 14 && n.outputs.size() > 1) {
       dropped.insert(dropped.end(), n.outputs.begin() + 1, n.outputs.end());
       n.outputs.resize(1);
     } else if (n.op_type == "Dropout" && n.domain.empty() && n.inputs.size() > 2) {

@@ -70,7 +70,9 @@ void infer_conv(InferContext& ctx) {
   const Dim per_group = w.rank_known ? w.dims[1] : Dim::unknown();
   const Dim out_channels = w.rank_known ? w.dims[0] : Dim::unknown();
   if (channels.is_static() && per_group.is_static() && channels.value() != per_group.value() * in->group) {
-    std::string grouping = in->group == 1 ? "" : " (group=" + std::to_string(in->group) + ", so " + std::to_string(per_group.value() * in->group) + " in all)";
+    std::string grouping = in->group == 1 ? ""
+                                          : " (group=" + std::to_string(in->group) + ", so " +
+                                                std::to_string(per_group.value() * in->group) + " in all)";
     fail_op(ctx, "weight has " + per_group.to_string() + " input channels per group" + grouping + " but input has " +
                      channels.to_string() + " channels (shape " + x.to_string() + ")");
   }
@@ -145,7 +147,8 @@ void infer_conv_transpose(InferContext& ctx) {
 OpCost conv_like_cost(const CostContext& ctx, int64_t elements) {
   const Shape& w = ctx.inputs[1];
   if (!w.rank_known || w.rank() == 0 || !w.dims[0].is_static() || w.dims[0].value() == 0) return {};
-  const double macs = static_cast<double>(elements) * static_cast<double>(ctx.input_numel(1)) / static_cast<double>(w.dims[0].value());
+  const double macs =
+      static_cast<double>(elements) * static_cast<double>(ctx.input_numel(1)) / static_cast<double>(w.dims[0].value());
   const double bias = ctx.inputs.size() > 2 && ctx.inputs[2].rank_known ? static_cast<double>(ctx.output_numel(0)) : 0;
   return {2 * macs + bias, 4 * macs + bias};
 }

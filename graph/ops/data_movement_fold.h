@@ -75,17 +75,38 @@ Tensor tensor_from_int64(DType dtype, const std::vector<int64_t>& sizes, const s
 template <typename Fn>
 bool visit_fold_type(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Float32: fn(float{}); return true;
-    case DType::Float64: fn(double{}); return true;
-    case DType::Int8: fn(int8_t{}); return true;
-    case DType::Int16: fn(int16_t{}); return true;
-    case DType::Int32: fn(int32_t{}); return true;
-    case DType::Int64: fn(int64_t{}); return true;
-    case DType::UInt8: fn(uint8_t{}); return true;
-    case DType::UInt16: fn(uint16_t{}); return true;
-    case DType::UInt32: fn(uint32_t{}); return true;
-    case DType::UInt64: fn(uint64_t{}); return true;
-    default: return false;
+    case DType::Float32:
+      fn(float{});
+      return true;
+    case DType::Float64:
+      fn(double{});
+      return true;
+    case DType::Int8:
+      fn(int8_t{});
+      return true;
+    case DType::Int16:
+      fn(int16_t{});
+      return true;
+    case DType::Int32:
+      fn(int32_t{});
+      return true;
+    case DType::Int64:
+      fn(int64_t{});
+      return true;
+    case DType::UInt8:
+      fn(uint8_t{});
+      return true;
+    case DType::UInt16:
+      fn(uint16_t{});
+      return true;
+    case DType::UInt32:
+      fn(uint32_t{});
+      return true;
+    case DType::UInt64:
+      fn(uint64_t{});
+      return true;
+    default:
+      return false;
   }
 }
 

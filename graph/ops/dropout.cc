@@ -22,7 +22,8 @@ void infer_dropout(InferContext& ctx) {
     if (ctx.has_input(1)) {
       require_floating(ctx, 1);
       require_scalar(ctx, 1, "ratio");
-      if (const Tensor* ratio = ctx.input_constant(1); ratio && ratio->numel() == 1) check_ratio(ctx, ratio->to_double()[0]);
+      if (const Tensor* ratio = ctx.input_constant(1); ratio && ratio->numel() == 1)
+        check_ratio(ctx, ratio->to_double()[0]);
     }
     if (ctx.has_input(2)) {
       if (ctx.input_dtype(2) != DType::Bool) {

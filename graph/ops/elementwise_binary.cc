@@ -18,7 +18,9 @@ struct AddOp {
   static constexpr int backward_per_element = 1;
   static Dim dims(const Dim& a, const Dim& b) { return a + b; }
   template <typename T>
-  static T apply(const FoldContext&, T a, T b) { return a + b; }
+  static T apply(const FoldContext&, T a, T b) {
+    return a + b;
+  }
 };
 
 struct SubOp {
@@ -26,7 +28,9 @@ struct SubOp {
   static constexpr int backward_per_element = 1;
   static Dim dims(const Dim& a, const Dim& b) { return a - b; }
   template <typename T>
-  static T apply(const FoldContext&, T a, T b) { return a - b; }
+  static T apply(const FoldContext&, T a, T b) {
+    return a - b;
+  }
 };
 
 struct MulOp {
@@ -34,7 +38,9 @@ struct MulOp {
   static constexpr int backward_per_element = 2;
   static Dim dims(const Dim& a, const Dim& b) { return a * b; }
   template <typename T>
-  static T apply(const FoldContext&, T a, T b) { return a * b; }
+  static T apply(const FoldContext&, T a, T b) {
+    return a * b;
+  }
 };
 
 struct DivOp {

@@ -78,42 +78,58 @@ constexpr auto elementwise_cost = &flops_per_output_element<1, 2>;
 struct SqrtOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::sqrt(x); }
+  static T apply(T x) {
+    return std::sqrt(x);
+  }
 };
 struct ExpOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::exp(x); }
+  static T apply(T x) {
+    return std::exp(x);
+  }
 };
 struct LogOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::log(x); }
+  static T apply(T x) {
+    return std::log(x);
+  }
 };
 struct ReciprocalOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return T(1) / x; }
+  static T apply(T x) {
+    return T(1) / x;
+  }
 };
 struct SinOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::sin(x); }
+  static T apply(T x) {
+    return std::sin(x);
+  }
 };
 struct CosOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::cos(x); }
+  static T apply(T x) {
+    return std::cos(x);
+  }
 };
 struct CeilOp {
   static constexpr bool floats_only = true;
   template <typename T>
-  static T apply(T x) { return std::ceil(x); }
+  static T apply(T x) {
+    return std::ceil(x);
+  }
 };
 struct NegOp {
   static constexpr bool floats_only = false;
   template <typename T>
-  static T apply(T x) { return T(-x); }
+  static T apply(T x) {
+    return T(-x);
+  }
 };
 struct AbsOp {
   static constexpr bool floats_only = false;

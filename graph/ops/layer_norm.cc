@@ -12,10 +12,14 @@ using namespace op_helpers;
 DType stash_dtype(const InferContext& ctx) {
   const int64_t stash_type = ctx.node().attr_int("stash_type", 1);
   switch (stash_type) {  // ONNX TensorProto element type codes
-    case 1: return DType::Float32;
-    case 10: return DType::Float16;
-    case 11: return DType::Float64;
-    case 16: return DType::BFloat16;
+    case 1:
+      return DType::Float32;
+    case 10:
+      return DType::Float16;
+    case 11:
+      return DType::Float64;
+    case 16:
+      return DType::BFloat16;
     default:
       fail_op(ctx,
               "stash_type must be a floating-point type code (1, 10, 11 or 16), got " + std::to_string(stash_type));

@@ -48,7 +48,8 @@ void infer_loss(InferContext& ctx) {
       per_element = expected;
     }
     if (ctx.has_input(2)) {
-      require_vector_of(ctx, 2, "weights", scores.dims[1], "one value per class of the " + scores_name + " " + scores.to_string());
+      require_vector_of(ctx, 2, "weights", scores.dims[1],
+                        "one value per class of the " + scores_name + " " + scores.to_string());
     }
   }
   ctx.set_output(0, ctx.input_dtype(0), reduction == "none" ? per_element : Shape());

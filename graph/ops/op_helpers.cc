@@ -52,7 +52,8 @@ void require_scalar(const InferContext& ctx, size_t input, const std::string& wh
   }
 }
 
-void require_vector_of(const InferContext& ctx, size_t i, const char* what, const Dim& size, const std::string& size_origin) {
+void require_vector_of(const InferContext& ctx, size_t i, const char* what, const Dim& size,
+                       const std::string& size_origin) {
   const Shape& s = ctx.input_shape(i);
   if (!s.rank_known) return;
   bool ok = s.rank() == 1 && !(s.dims[0].is_static() && size.is_static() && s.dims[0].value() != size.value());
@@ -128,9 +129,11 @@ std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& 
   return operands;
 }
 
-std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out, const std::vector<size_t>& inputs,
+std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out,
+                                              const std::vector<size_t>& inputs,
                                               Dim (*combine)(const Dim&, const Dim&)) {
-  if (inputs.empty() || !is_integer(ctx.input_dtype(inputs[0])) || !out.rank_known || out.rank() > 1) return std::nullopt;
+  if (inputs.empty() || !is_integer(ctx.input_dtype(inputs[0])) || !out.rank_known || out.rank() > 1)
+    return std::nullopt;
   if (out.rank() == 1 && !out.dims[0].is_static()) return std::nullopt;
   const size_t length = out.rank() == 0 ? 1 : static_cast<size_t>(out.dims[0].value());
   if (length > kMaxKnownElements) return std::nullopt;

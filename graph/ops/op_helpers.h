@@ -67,7 +67,8 @@ std::optional<std::vector<std::vector<Dim>>> known_operands(const InferContext& 
 // Combines the known values of int `inputs` elementwise into the known values of an output of shape
 // `out`; nullopt when an input is not known or the output is not a small static vector.
 std::optional<std::vector<Dim>> combine_known(const InferContext& ctx, const Shape& out,
-                                              const std::vector<size_t>& inputs, Dim (*combine)(const Dim&, const Dim&));
+                                              const std::vector<size_t>& inputs,
+                                              Dim (*combine)(const Dim&, const Dim&));
 // Dim arithmetic that stays static where both are static (max/min/pow/truncating division).
 Dim dim_max(const Dim& a, const Dim& b);
 Dim dim_min(const Dim& a, const Dim& b);
@@ -76,7 +77,7 @@ Dim dim_pow(const Dim& a, const Dim& b);
 
 // --- sliding windows (Conv, ConvTranspose, pools) ---
 struct WindowSpec {
-  std::vector<Dim> kernel;  // per spatial axis; unknown when the weight's dims are unknown
+  std::vector<Dim> kernel;                        // per spatial axis; unknown when the weight's dims are unknown
   std::vector<int64_t> strides, dilations, pads;  // pads: all begins, then all ends
   std::string auto_pad = "NOTSET";                // NOTSET, SAME_UPPER, SAME_LOWER, VALID
   bool ceil_mode = false;

@@ -12,7 +12,7 @@ namespace {
 using namespace op_helpers;
 using namespace shape_ops;
 
-constexpr int kInputsSince = 11;
+constexpr int kPadInputsSince = 11;
 constexpr int kAxesSince = 18;
 
 bool known_mode(const std::string& mode) {
@@ -46,7 +46,7 @@ void infer_pad(InferContext& ctx) {
   if (!known_mode(mode)) fail_op(ctx, "unknown mode '" + mode + "' (expected constant, reflect, edge or wrap)");
   std::optional<std::vector<int64_t>> pads, axes;
   bool axes_given = false;
-  if (ctx.opset() < kInputsSince) {
+  if (ctx.opset() < kPadInputsSince) {
     if (!node.has_attribute(pads_attribute(node)))
       fail_op(ctx, std::string("the ") + pads_attribute(node) + " attribute is required");
     pads = node.attr_ints(pads_attribute(node));
@@ -105,7 +105,7 @@ std::vector<Tensor> fold_pad(const FoldContext& ctx) {
   const Node& node = ctx.node;
   const Tensor& data = ctx.inputs[0];
   const std::string mode = node.attr_string("mode", "constant");
-  const bool inputs = node.opset >= kInputsSince;
+  const bool inputs = node.opset >= kPadInputsSince;
   std::vector<int64_t> pads = inputs ? ctx.inputs[1].to_int64() : node.attr_ints(pads_attribute(node));
   std::vector<int64_t> axes = all_axes(data.rank());
   if (inputs && node.opset >= kAxesSince && ctx.has_input(3)) {

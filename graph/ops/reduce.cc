@@ -71,7 +71,8 @@ void infer_reduce(InferContext& ctx) {
     if (count == 0 && noop) return ctx.set_output(0, dtype, x);
     if (count > x.rank())
       fail_op(ctx, "reduces " + std::to_string(count) + " axes of an input of shape " + x.to_string());
-    return ctx.set_output(0, dtype, count == 0 ? Shape() : Shape(std::vector<Dim>(static_cast<size_t>(x.rank() - count))));
+    return ctx.set_output(0, dtype,
+                          count == 0 ? Shape() : Shape(std::vector<Dim>(static_cast<size_t>(x.rank() - count))));
   }
   if (axes->empty() && noop) {
     ctx.set_output(0, dtype, x);
@@ -126,23 +127,34 @@ OpCost reduce_cost(const CostContext& ctx) {
 
 struct SumFold {
   template <typename T>
-  static T init() { return T(0); }
+  static T init() {
+    return T(0);
+  }
   template <typename T>
-  static T combine(T a, T b) { return a + b; }
+  static T combine(T a, T b) {
+    return a + b;
+  }
 };
 struct ProdFold {
   template <typename T>
-  static T init() { return T(1); }
+  static T init() {
+    return T(1);
+  }
   template <typename T>
-  static T combine(T a, T b) { return a * b; }
+  static T combine(T a, T b) {
+    return a * b;
+  }
 };
 struct MaxFold {
   template <typename T>
   static T init() {  // the value of an empty reduction, as ONNX defines it
-    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
   }
   template <typename T>
-  static T combine(T a, T b) { return std::max(a, b); }
+  static T combine(T a, T b) {
+    return std::max(a, b);
+  }
 };
 struct MinFold {
   template <typename T>
@@ -150,7 +162,9 @@ struct MinFold {
     return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   }
   template <typename T>
-  static T combine(T a, T b) { return std::min(a, b); }
+  static T combine(T a, T b) {
+    return std::min(a, b);
+  }
 };
 
 template <typename Op>
@@ -158,8 +172,8 @@ std::vector<Tensor> fold_reduce(const FoldContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const Node& node = ctx.node;
   const bool axes_as_input = node.opset >= axes_input_since(node);
-  const std::vector<int64_t> axes = axes_as_input ? (ctx.has_input(1) ? ctx.inputs[1].to_int64() : std::vector<int64_t>{})
-                                                  : node.attr_ints("axes");
+  const std::vector<int64_t> axes =
+      axes_as_input ? (ctx.has_input(1) ? ctx.inputs[1].to_int64() : std::vector<int64_t>{}) : node.attr_ints("axes");
   if (axes.empty() && axes_as_input && node.attr_int("noop_with_empty_axes", 0) != 0) return {x};
   const std::vector<int64_t>& sizes = x.sizes();
   std::vector<bool> reduced(sizes.size(), axes.empty());

@@ -96,8 +96,10 @@ void infer_reshape(InferContext& ctx) {
         if (i == *inferred) continue;
         others = others * out[i];
         auto same = std::find(remaining.begin(), remaining.end(), out[i]);
-        if (out[i].is_symbolic() && same != remaining.end()) remaining.erase(same);
-        else other_remaining = other_remaining * out[i];
+        if (out[i].is_symbolic() && same != remaining.end())
+          remaining.erase(same);
+        else
+          other_remaining = other_remaining * out[i];
       }
       if (never_divisible(total, others)) {
         fail_op(ctx, "cannot " + request + ": " + total.to_string() + " elements are not a multiple of " +

@@ -15,7 +15,7 @@ namespace {
 using namespace op_helpers;
 using namespace shape_ops;
 
-constexpr int kInputsSince = 10;
+constexpr int kSliceInputsSince = 10;
 
 // Whether start:end:1 surely covers a whole dim of unknown size (exporters write INT64_MAX or INT32_MAX).
 bool covers_whole_dim(int64_t start, int64_t end, int64_t step) { return step == 1 && start == 0 && end >= INT32_MAX; }
@@ -28,7 +28,7 @@ struct SliceArgs {
 SliceArgs read_slice_args(const InferContext& ctx) {
   const Node& node = ctx.node();
   SliceArgs args;
-  if (ctx.opset() < kInputsSince) {
+  if (ctx.opset() < kSliceInputsSince) {
     if (!node.has_attribute("starts") || !node.has_attribute("ends"))
       fail_op(ctx, "the starts and ends attributes are required");
     args.starts = node.attr_ints("starts");
@@ -52,8 +52,10 @@ SliceArgs read_slice_args(const InferContext& ctx) {
 // assuming n does not exceed the dim; the kernel checks that at run time (the allocated output's sizes
 // must be what the inputs give). nullopt unless the starts are 0, the steps 1 and some end is a symbol.
 std::optional<Shape> symbolic_prefix_slice(const InferContext& ctx, const SliceArgs& args, const Shape& in) {
-  if (ctx.opset() < kInputsSince || args.ends || !args.starts || (args.axes_given && !args.axes)) return std::nullopt;
-  if (args.steps_given && (!args.steps || std::any_of(args.steps->begin(), args.steps->end(), [](int64_t v) { return v != 1; })))
+  if (ctx.opset() < kSliceInputsSince || args.ends || !args.starts || (args.axes_given && !args.axes))
+    return std::nullopt;
+  if (args.steps_given &&
+      (!args.steps || std::any_of(args.steps->begin(), args.steps->end(), [](int64_t v) { return v != 1; })))
     return std::nullopt;
   const std::optional<std::vector<Dim>> ends = ctx.input_known(2);
   if (!ends || ends->size() != args.starts->size()) return std::nullopt;
@@ -132,7 +134,7 @@ void infer_slice(InferContext& ctx) {
 std::vector<Tensor> fold_slice(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
   const Node& node = ctx.node;
-  const bool attrs = node.opset < kInputsSince;
+  const bool attrs = node.opset < kSliceInputsSince;
   std::vector<int64_t> starts = attrs ? node.attr_ints("starts") : ctx.inputs[1].to_int64();
   std::vector<int64_t> ends = attrs ? node.attr_ints("ends") : ctx.inputs[2].to_int64();
   std::vector<int64_t> axes, steps(starts.size(), 1);

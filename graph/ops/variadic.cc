@@ -16,9 +16,13 @@ struct MinOp {
   static constexpr bool floats_only = false;
   static Dim dims(const Dim& a, const Dim& b) { return dim_min(a, b); }
   template <typename T>
-  static T combine(T a, T b) { return std::min(a, b); }
+  static T combine(T a, T b) {
+    return std::min(a, b);
+  }
   template <typename T>
-  static T finish(T v, size_t) { return v; }
+  static T finish(T v, size_t) {
+    return v;
+  }
 };
 
 struct MaxOp {
@@ -26,9 +30,13 @@ struct MaxOp {
   static constexpr bool floats_only = false;
   static Dim dims(const Dim& a, const Dim& b) { return dim_max(a, b); }
   template <typename T>
-  static T combine(T a, T b) { return std::max(a, b); }
+  static T combine(T a, T b) {
+    return std::max(a, b);
+  }
   template <typename T>
-  static T finish(T v, size_t) { return v; }
+  static T finish(T v, size_t) {
+    return v;
+  }
 };
 
 struct SumOp {
@@ -36,9 +44,13 @@ struct SumOp {
   static constexpr bool floats_only = true;
   static Dim dims(const Dim& a, const Dim& b) { return a + b; }
   template <typename T>
-  static T combine(T a, T b) { return a + b; }
+  static T combine(T a, T b) {
+    return a + b;
+  }
   template <typename T>
-  static T finish(T v, size_t) { return v; }
+  static T finish(T v, size_t) {
+    return v;
+  }
 };
 
 struct MeanOp {
@@ -46,9 +58,13 @@ struct MeanOp {
   static constexpr bool floats_only = true;
   static Dim dims(const Dim&, const Dim&) { return Dim::unknown(); }
   template <typename T>
-  static T combine(T a, T b) { return a + b; }
+  static T combine(T a, T b) {
+    return a + b;
+  }
   template <typename T>
-  static T finish(T v, size_t count) { return v / static_cast<T>(count); }
+  static T finish(T v, size_t count) {
+    return v / static_cast<T>(count);
+  }
 };
 
 std::vector<size_t> present_inputs(const InferContext& ctx) {

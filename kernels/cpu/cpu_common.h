@@ -48,7 +48,7 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = n * c / chunks;
     const int64_t end = n * (c + 1) / chunks;

@@ -8,10 +8,10 @@ class KernelRegistry;
 void register_cpu_kernels(KernelRegistry& registry);
 
 // --- elementwise ---
-void register_cpu_elementwise_binary_kernels(KernelRegistry& registry);   // Add … Mean, PRelu
-void register_cpu_elementwise_compare_kernels(KernelRegistry& registry);  // Equal … And, Where
-void register_cpu_elementwise_unary_kernels(KernelRegistry& registry);    // Neg, Log, Erf, Selu, ...
-void register_cpu_elementwise_dropout_kernels(KernelRegistry& registry);  // Dropout, DropoutGrad
+void register_cpu_elementwise_binary_kernels(KernelRegistry& registry);           // Add … Mean, PRelu
+void register_cpu_elementwise_compare_kernels(KernelRegistry& registry);          // Equal … And, Where
+void register_cpu_elementwise_unary_kernels(KernelRegistry& registry);            // Neg, Log, Erf, Selu, ...
+void register_cpu_elementwise_dropout_kernels(KernelRegistry& registry);          // Dropout, DropoutGrad
 void register_cpu_elementwise_activation_grad_kernels(KernelRegistry& registry);  // ActivationGrad (via oneDNN)
 // --- end elementwise ---
 // --- reductions ---

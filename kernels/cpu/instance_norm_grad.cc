@@ -2,9 +2,9 @@
 // kernels/reference/instance_norm_grad.cc: per (n, c) plane with its own mean and inv_std,
 //   dx = scale·inv_std·(dy − Σdy/P − x̂·Σ(dy·x̂)/P), dScale[c] = Σ_n Σ dy·x̂, dBias[c] = Σ_n Σ dy.
 // The planes are split over the threads; per plane a vectorised pass in double finds the mean, a second
-// Σ(x − mean)², Σdy and Σdy·(x − mean) (also double), a third writes dX (float). The per-plane sums go to a buffer of the
-// kernel and are added over the batch afterwards, so the result does not depend on the thread count.
-// One kernel object must not run on two threads at once (that buffer is its own).
+// Σ(x − mean)², Σdy and Σdy·(x − mean) (also double), a third writes dX (float). The per-plane sums go to a buffer of
+// the kernel and are added over the batch afterwards, so the result does not depend on the thread count. One kernel
+// object must not run on two threads at once (that buffer is its own).
 #include <cmath>
 #include <vector>
 

@@ -78,8 +78,8 @@ ONNXTRAIN_CPU_CLONES void short_rows_log_sum_exp(const float* x, int64_t rows, i
 }
 
 // The same for `width` positions at once, scores of class c at x[c·stride + j]: lse[j] for each.
-ONNXTRAIN_CPU_CLONES void column_log_sum_exp(const float* x, int64_t classes, int64_t stride, int64_t width,
-                                             float* lse, float* sum, float* log_prob) {
+ONNXTRAIN_CPU_CLONES void column_log_sum_exp(const float* x, int64_t classes, int64_t stride, int64_t width, float* lse,
+                                             float* sum, float* log_prob) {
 #pragma omp simd
   for (int64_t j = 0; j < width; ++j) lse[j] = x[j];
   for (int64_t c = 1; c < classes; ++c) {

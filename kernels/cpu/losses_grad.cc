@@ -23,10 +23,10 @@ namespace {
 using reference::LossGeometry;
 using reference::Reduction;
 
-constexpr int64_t kBlock = 256;  // positions of (N,C,D) outputs handled together
-constexpr int64_t kTile = 4096;  // outputs per tile of (N,C) rows (at least one row)
+constexpr int64_t kGradBlock = 256;  // positions of (N,C,D) outputs handled together
+constexpr int64_t kGradTile = 4096;  // outputs per tile of (N,C) rows (at least one row)
 
-struct Partial {
+struct GradPartial {
   double weight = 0;
   int64_t bad = -1;  // element index of the first label out of range
 };
@@ -82,7 +82,7 @@ class LossGradKernel final : public Kernel {
 
     // Pass 1: labels in range, Σ w over the elements not ignored.
     const int chunks = cpu::parallel_chunks(elements, 8192, [&](int chunk, int64_t begin, int64_t end) {
-      Partial p;
+      GradPartial p;
       for (int64_t e = begin; e < end; ++e) {
         const int64_t label = static_cast<int64_t>(labels[e]);
         if (ignored(label)) continue;
@@ -97,13 +97,13 @@ class LossGradKernel final : public Kernel {
     double total_weight = 0;
     for (int c = 0; c < chunks; ++c) {
       if (partials_[c].bad >= 0) {
-        reference::require_label_in_range(
-            g_, g_.softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad",
-            static_cast<int64_t>(labels[partials_[c].bad]), partials_[c].bad);
+        reference::require_label_in_range(g_,
+                                          g_.softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad",
+                                          static_cast<int64_t>(labels[partials_[c].bad]), partials_[c].bad);
       }
       total_weight += partials_[c].weight;
     }
-    const double k = g_.reduction == Reduction::None ? 0.0
+    const double k = g_.reduction == Reduction::None  ? 0.0
                      : g_.reduction == Reduction::Sum ? static_cast<double>(dloss[0])
                                                       : static_cast<double>(dloss[0]) / total_weight;
     // k·w[label] of element e, 0 when it is ignored.
@@ -117,8 +117,8 @@ class LossGradKernel final : public Kernel {
     if (inner == 1) {
       const int64_t grain = std::max<int64_t>(1, 16384 / classes);
       cpu::parallel_chunks(g_.batch, grain, [&](int, int64_t begin, int64_t end) {
-        const int64_t tile_rows = std::max<int64_t>(1, kTile / classes);
-        float scale[kTile];
+        const int64_t tile_rows = std::max<int64_t>(1, kGradTile / classes);
+        float scale[kGradTile];
         for (int64_t e0 = begin; e0 < end; e0 += tile_rows) {
           const int64_t rows = std::min(tile_rows, end - e0);
           for (int64_t r = 0; r < rows; ++r) scale[r] = scale_of(e0 + r, static_cast<int64_t>(labels[e0 + r]));
@@ -136,13 +136,13 @@ class LossGradKernel final : public Kernel {
       });
       return;
     }
-    const int64_t blocks_per_n = (inner + kBlock - 1) / kBlock;
+    const int64_t blocks_per_n = (inner + kGradBlock - 1) / kGradBlock;
     const int64_t grain = std::max<int64_t>(1, 64 / std::max<int64_t>(classes, 1));
     cpu::parallel_chunks(g_.batch * blocks_per_n, grain, [&](int, int64_t begin, int64_t end) {
-      float scale[kBlock];
+      float scale[kGradBlock];
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t n = t / blocks_per_n, d0 = (t % blocks_per_n) * kBlock;
-        const int64_t width = std::min(kBlock, inner - d0);
+        const int64_t n = t / blocks_per_n, d0 = (t % blocks_per_n) * kGradBlock;
+        const int64_t width = std::min(kGradBlock, inner - d0);
         const int64_t base = n * classes * inner + d0;
         for (int64_t j = 0; j < width; ++j) {
           const int64_t e = n * inner + d0 + j;
@@ -164,7 +164,7 @@ class LossGradKernel final : public Kernel {
  private:
   LossGeometry g_;
   size_t labels_, weights_;  // input slots
-  std::vector<Partial> partials_;
+  std::vector<GradPartial> partials_;
 };
 
 std::unique_ptr<Kernel> make_loss_grad(const KernelSpec& spec) {

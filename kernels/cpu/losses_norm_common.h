@@ -74,7 +74,7 @@ ONNXTRAIN_CPU_INLINE float log_simd(float x) {
   // x = m·2^e with m in [sqrt(1/2), sqrt(2)), ln x = ln m + e·ln 2, ln m by Cephes' logf polynomial.
   const int32_t bits = float_to_bits(x);
   const int32_t mantissa = (bits & 0x007fffff) | 0x3f000000;  // m' in [0.5, 1)
-  const int32_t small = (mantissa - 0x3f3504f3) >> 31;         // -1 when m' < sqrt(1/2): m = 2m'
+  const int32_t small = (mantissa - 0x3f3504f3) >> 31;        // -1 when m' < sqrt(1/2): m = 2m'
   const float fe = static_cast<float>(((bits >> 23) & 0xff) - 126 + small);
   const float m = bits_to_float(mantissa) + bits_to_float(mantissa & small) - 1.0f;  // m - 1
   const float z = m * m;

@@ -19,9 +19,9 @@ namespace {
 using namespace cpu;
 using reference::PadMode;
 
-constexpr int kInputsSince = 11;
+constexpr int kPadInputsSince = 11;
 constexpr int kAxesSince = 18;
-constexpr int kMaxRank = 32;
+constexpr int kPadMaxRank = 32;
 
 struct PadGeometry {
   int rank = 0;  // collapsed dims; the last is the row
@@ -38,7 +38,7 @@ struct PadGeometry {
   int64_t in_rows() const { return reference::product_of(in, 0, rank - 1); }
   int64_t out_rows() const { return reference::product_of(out, 0, rank - 1); }
 
-  // false when more than kMaxRank dims remain.
+  // false when more than kPadMaxRank dims remain.
   bool build(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>& out_sizes,
              const std::vector<int64_t>& begins, PadMode mode) {
     struct Dim {
@@ -56,7 +56,7 @@ struct PadGeometry {
       }
     }
     if (dims.empty()) dims.push_back({1, 1, 0});  // a scalar
-    if (dims.size() > kMaxRank) return false;
+    if (dims.size() > kPadMaxRank) return false;
     rank = static_cast<int>(dims.size());
     in.clear();
     out.clear();
@@ -98,7 +98,7 @@ class PadKernel final : public CpuDataMovementKernel {
  public:
   explicit PadKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {
     mode_ = reference::read_pad_mode(spec);
-    if (spec.opset < kInputsSince) {
+    if (spec.opset < kPadInputsSince) {
       pads_attribute_ = spec.opset <= 1 && spec.attributes.has("paddings") ? "paddings" : "pads";
       Tensor constant(spec.inputs[0].dtype, {1});
       reference::store_double(TensorView::of(constant), 0, spec.attributes.get_float("value", 0.0));
@@ -107,7 +107,7 @@ class PadKernel final : public CpuDataMovementKernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    const bool from_inputs = spec_.opset >= kInputsSince;
+    const bool from_inputs = spec_.opset >= kPadInputsSince;
     if (from_inputs ? key_.changed(inputs, outputs, {1, 3}) : key_.changed(inputs, outputs, {})) {
       valid_ = false;
       valid_ = plan(inputs, outputs[0].sizes);
@@ -131,7 +131,7 @@ class PadKernel final : public CpuDataMovementKernel {
   bool plan(std::span<const TensorView> inputs, const std::vector<int64_t>& out) {
     const std::vector<int64_t>& in = inputs[0].sizes;
     const auto rank = static_cast<int64_t>(in.size());
-    const bool from_inputs = spec_.opset >= kInputsSince;
+    const bool from_inputs = spec_.opset >= kPadInputsSince;
     const std::vector<int64_t> pads =
         from_inputs ? reference::read_int_values(inputs[1]) : spec_.attributes.get_ints(pads_attribute_);
     std::vector<int64_t> axes;
@@ -165,11 +165,11 @@ class PadKernel final : public CpuDataMovementKernel {
     const int64_t lo = g.lo, hi = g.hi, shift = g.lo - g.begin;
     const int64_t* left = g.left.data();
     const int64_t* right = g.right.data();
-    const int64_t* source[kMaxRank];
+    const int64_t* source[kPadMaxRank];
     for (int k = 0; k < outer; ++k) source[k] = g.source[k].data();
     const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / (width * static_cast<int64_t>(sizeof(T))));
     parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
-      int64_t index[kMaxRank];
+      int64_t index[kPadMaxRank];
       for (int64_t flat = begin, k = outer - 1; k >= 0; --k) {
         index[k] = flat % g.out[k];
         flat /= g.out[k];
@@ -262,8 +262,8 @@ class PadGradKernel final : public CpuDataMovementKernel {
     const int64_t width = g.in.back(), dy_width = g.out.back(), rows = g.in_rows();
     if (width == 0 || rows == 0) return;
     const int64_t lo = g.lo, hi = g.hi, shift = g.lo - g.begin;
-    int64_t dy_row_stride[kMaxRank];  // dY rows per step of outer dim k
-    const int64_t *readers_at[kMaxRank], *readers[kMaxRank];
+    int64_t dy_row_stride[kPadMaxRank];  // dY rows per step of outer dim k
+    const int64_t *readers_at[kPadMaxRank], *readers[kPadMaxRank];
     for (int64_t k = outer - 1, stride = 1; k >= 0; --k) {
       dy_row_stride[k] = stride;
       stride *= g.out[k];
@@ -274,7 +274,7 @@ class PadGradKernel final : public CpuDataMovementKernel {
     const int64_t* right = g.right.data();
     const int64_t grain = std::max<int64_t>(1, 16 * 1024 / std::max<int64_t>(1, dy_width));
     parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
-      int64_t index[kMaxRank], pick[kMaxRank], first[kMaxRank], count[kMaxRank];
+      int64_t index[kPadMaxRank], pick[kPadMaxRank], first[kPadMaxRank], count[kPadMaxRank];
       for (int64_t flat = begin, k = outer - 1; k >= 0; --k) {
         index[k] = flat % g.in[k];
         flat /= g.in[k];

@@ -19,15 +19,15 @@ namespace {
 using namespace reference;
 using cpu::parallel_for;
 
-constexpr int kLanes = 16;
-constexpr int64_t kTile = 256;
+constexpr int kArgLanes = 16;
+constexpr int64_t kArgTile = 256;
 
 template <bool IsMax>
 inline bool better(float v, float best) {
   return IsMax ? v > best : v < best;
 }
 
-// The reference's answer for one contiguous row of n >= 1 elements, in one pass: each of kLanes lanes keeps
+// The reference's answer for one contiguous row of n >= 1 elements, in one pass: each of kArgLanes lanes keeps
 // its best value and that value's first (last) index; a lane still holding NaN takes any element. Then the
 // best lane wins, ties going to the lower (higher) index, and the tail is scanned in order.
 template <bool IsMax>
@@ -35,18 +35,18 @@ ONNXTRAIN_REDUCE_CLONES int64_t arg_of_row(const float* x, int64_t n, bool last)
   if (x[0] != x[0]) return 0;  // a NaN first element is never replaced
   float best = x[0];
   int64_t at = 0, i = 0;
-  if (n >= 2 * kLanes) {
-    float lane_best[kLanes];
-    int32_t lane_at[kLanes];
-    for (int j = 0; j < kLanes; ++j) {
+  if (n >= 2 * kArgLanes) {
+    float lane_best[kArgLanes];
+    int32_t lane_at[kArgLanes];
+    for (int j = 0; j < kArgLanes; ++j) {
       lane_best[j] = x[j];
       lane_at[j] = j;
     }
-    for (i = kLanes; i + kLanes <= n; i += kLanes) {
+    for (i = kArgLanes; i + kArgLanes <= n; i += kArgLanes) {
       const auto base = static_cast<int32_t>(i);
       if (last) {
 #pragma omp simd
-        for (int j = 0; j < kLanes; ++j) {
+        for (int j = 0; j < kArgLanes; ++j) {
           const float v = x[i + j];
           const bool take = better<IsMax>(v, lane_best[j]) | (v == lane_best[j]) | (lane_best[j] != lane_best[j]);
           lane_best[j] = take ? v : lane_best[j];
@@ -54,7 +54,7 @@ ONNXTRAIN_REDUCE_CLONES int64_t arg_of_row(const float* x, int64_t n, bool last)
         }
       } else {
 #pragma omp simd
-        for (int j = 0; j < kLanes; ++j) {
+        for (int j = 0; j < kArgLanes; ++j) {
           const float v = x[i + j];
           const bool take = better<IsMax>(v, lane_best[j]) | (lane_best[j] != lane_best[j]);
           lane_best[j] = take ? v : lane_best[j];
@@ -62,7 +62,7 @@ ONNXTRAIN_REDUCE_CLONES int64_t arg_of_row(const float* x, int64_t n, bool last)
         }
       }
     }
-    for (int j = 0; j < kLanes; ++j) {
+    for (int j = 0; j < kArgLanes; ++j) {
       const float v = lane_best[j];
       if (v != v) continue;
       if (better<IsMax>(v, best) || (v == best && (last ? lane_at[j] > at : lane_at[j] < at))) {
@@ -86,8 +86,8 @@ ONNXTRAIN_REDUCE_CLONES int64_t arg_of_row(const float* x, int64_t n, bool last)
 template <bool IsMax>
 ONNXTRAIN_REDUCE_CLONES void arg_of_columns(const float* x, int64_t n, int64_t inner, int64_t cols, bool last,
                                             int64_t* y) {
-  float best[kTile];
-  int32_t index[kTile];
+  float best[kArgTile];
+  int32_t index[kArgTile];
   for (int64_t j = 0; j < cols; ++j) {
     best[j] = x[j];
     index[j] = 0;
@@ -131,11 +131,12 @@ std::unique_ptr<Kernel> make_arg_reduce(const KernelSpec& spec) {
       });
       return;
     }
-    const int64_t tiles = (inner + kTile - 1) / kTile;
-    parallel_for(outer * tiles, 16384 / (n * std::min(inner, kTile)) + 1, [&](int64_t begin, int64_t end) {
+    const int64_t tiles = (inner + kArgTile - 1) / kArgTile;
+    parallel_for(outer * tiles, 16384 / (n * std::min(inner, kArgTile)) + 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t o = t / tiles, j0 = (t % tiles) * kTile;
-        arg_of_columns<IsMax>(x + o * n * inner + j0, n, inner, std::min(kTile, inner - j0), last, y + o * inner + j0);
+        const int64_t o = t / tiles, j0 = (t % tiles) * kArgTile;
+        arg_of_columns<IsMax>(x + o * n * inner + j0, n, inner, std::min(kArgTile, inner - j0), last,
+                              y + o * inner + j0);
       }
     });
   });

@@ -13,7 +13,7 @@ using namespace cpu;
 using reference::read_int_values;
 using reference::row_major_strides;
 
-constexpr int kInputsSince = 10;
+constexpr int kSliceInputsSince = 10;
 
 // The view Slice reads: starts/ends/axes/steps from inputs first..first+3 (axes and steps optional).
 reference::SliceView view_of(const KernelSpec& spec, const std::vector<int64_t>& sizes,
@@ -34,7 +34,7 @@ class SliceKernel final : public CpuCopyKernel {
   explicit SliceKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    const bool from_attributes = spec_.opset < kInputsSince;
+    const bool from_attributes = spec_.opset < kSliceInputsSince;
     const bool changed =
         from_attributes ? key_.changed(inputs, outputs, {}) : key_.changed(inputs, outputs, {1, 2, 3, 4});
     run_copy(stream, inputs, outputs, changed, [&] {

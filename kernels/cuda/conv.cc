@@ -101,10 +101,10 @@ std::unique_ptr<Kernel> make_cudnn_conv(const KernelSpec& spec, const reference:
   if (!window.problem.empty()) kernel_fail(spec, window.problem);
   const TensorDesc& y = spec.outputs[0];
   const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
-  return std::make_unique<CudnnConv<Transpose>>(
-      require_cudnn_dims(spec, spec.inputs[0].sizes, "X"), require_cudnn_dims(spec, spec.inputs[1].sizes, "W"),
-      require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(group), has_bias, y.numel() == 0,
-      spec.inputs[0].dtype);
+  return std::make_unique<CudnnConv<Transpose>>(require_cudnn_dims(spec, spec.inputs[0].sizes, "X"),
+                                                require_cudnn_dims(spec, spec.inputs[1].sizes, "W"),
+                                                require_cudnn_dims(spec, y.sizes, "Y"), window, static_cast<int>(group),
+                                                has_bias, y.numel() == 0, spec.inputs[0].dtype);
 }
 
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {

@@ -75,8 +75,7 @@ size_t find_workspace_bytes(int algo_count, SizeOf&& size_of) {
 // and whether TF32 is allowed, read at prepare with the descriptor's math type (the direction and device
 // are added by the find functions).
 inline std::vector<int> conv_problem_key(const std::vector<int>& x, const std::vector<int>& w,
-                                         const std::vector<int>& y, const CudnnWindow& window, int group,
-                                         DType dtype) {
+                                         const std::vector<int>& y, const CudnnWindow& window, int group, DType dtype) {
   std::vector<int> key{group, allow_tf32() ? 1 : 0, static_cast<int>(dtype)};
   for (const std::vector<int>* part : {&x, &w, &y, &window.pads, &window.strides, &window.dilations}) {
     key.push_back(-1);  // separator: parts of different lengths never collide

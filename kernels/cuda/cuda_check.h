@@ -37,33 +37,33 @@ inline std::string cublas_error_reason(cublasStatus_t status) {
 
 }  // namespace onnxtrain::cuda
 
-#define ONNXTRAIN_CUDA_CHECK(call)                                                                              \
-  do {                                                                                                          \
-    const cudaError_t onnxtrain_err_ = (call);                                                                  \
-    if (onnxtrain_err_ != cudaSuccess)                                                                          \
+#define ONNXTRAIN_CUDA_CHECK(call)                                                                               \
+  do {                                                                                                           \
+    const cudaError_t onnxtrain_err_ = (call);                                                                   \
+    if (onnxtrain_err_ != cudaSuccess)                                                                           \
       ::onnxtrain::cuda::throw_vendor_error("CUDA", #call, ::onnxtrain::cuda::cuda_error_reason(onnxtrain_err_), \
-                                            __FILE__, __LINE__);                                                \
+                                            __FILE__, __LINE__);                                                 \
   } while (0)
 
 // After a <<<...>>> launch: a bad configuration is reported at once; faults inside the kernel surface at
 // the next synchronising call, which is checked too.
-#define ONNXTRAIN_CUDA_CHECK_LAUNCH(kernel_name) ONNXTRAIN_CUDA_CHECK((static_cast<void>(kernel_name), cudaGetLastError()))
+#define ONNXTRAIN_CUDA_CHECK_LAUNCH(kernel_name) \
+  ONNXTRAIN_CUDA_CHECK((static_cast<void>(kernel_name), cudaGetLastError()))
 
-#define ONNXTRAIN_CUBLAS_CHECK(call)                                                                         \
-  do {                                                                                                       \
-    const cublasStatus_t onnxtrain_status_ = (call);                                                         \
-    if (onnxtrain_status_ != CUBLAS_STATUS_SUCCESS)                                                          \
-      ::onnxtrain::cuda::throw_vendor_error("cuBLAS", #call,                                                 \
-                                            ::onnxtrain::cuda::cublas_error_reason(onnxtrain_status_), __FILE__, \
-                                            __LINE__);                                                       \
+#define ONNXTRAIN_CUBLAS_CHECK(call)                                                                       \
+  do {                                                                                                     \
+    const cublasStatus_t onnxtrain_status_ = (call);                                                       \
+    if (onnxtrain_status_ != CUBLAS_STATUS_SUCCESS)                                                        \
+      ::onnxtrain::cuda::throw_vendor_error(                                                               \
+          "cuBLAS", #call, ::onnxtrain::cuda::cublas_error_reason(onnxtrain_status_), __FILE__, __LINE__); \
   } while (0)
 
 #if ONNXTRAIN_HAVE_CUDNN
-#define ONNXTRAIN_CUDNN_CHECK(call)                                                                              \
-  do {                                                                                                           \
-    const cudnnStatus_t onnxtrain_status_ = (call);                                                              \
-    if (onnxtrain_status_ != CUDNN_STATUS_SUCCESS)                                                               \
+#define ONNXTRAIN_CUDNN_CHECK(call)                                                                           \
+  do {                                                                                                        \
+    const cudnnStatus_t onnxtrain_status_ = (call);                                                           \
+    if (onnxtrain_status_ != CUDNN_STATUS_SUCCESS)                                                            \
       ::onnxtrain::cuda::throw_vendor_error("cuDNN", #call, cudnnGetErrorString(onnxtrain_status_), __FILE__, \
-                                            __LINE__);                                                           \
+                                            __LINE__);                                                        \
   } while (0)
 #endif

@@ -5,8 +5,8 @@
 
 #include <cuda_runtime.h>
 
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -45,18 +45,17 @@ class DeviceIndexGuard {
 
 AllocatorBackend cuda_malloc_backend(int device) {
   return AllocatorBackend{
-      .allocate =
-          [device](size_t bytes) -> void* {
-            DeviceIndexGuard guard(device);
-            void* ptr = nullptr;
-            const cudaError_t err = cudaMalloc(&ptr, bytes);
-            if (err == cudaErrorMemoryAllocation) {
-              (void)cudaGetLastError();  // not sticky: clear it so the retry and later calls start clean
-              return nullptr;
-            }
-            ONNXTRAIN_CUDA_CHECK(err);
-            return ptr;
-          },
+      .allocate = [device](size_t bytes) -> void* {
+        DeviceIndexGuard guard(device);
+        void* ptr = nullptr;
+        const cudaError_t err = cudaMalloc(&ptr, bytes);
+        if (err == cudaErrorMemoryAllocation) {
+          (void)cudaGetLastError();  // not sticky: clear it so the retry and later calls start clean
+          return nullptr;
+        }
+        ONNXTRAIN_CUDA_CHECK(err);
+        return ptr;
+      },
       // cudaFree waits for the device to finish the work in flight, so a block still read by a queued
       // kernel is not freed under it.
       .release =
@@ -258,19 +257,18 @@ namespace {
 // Never destroyed, as the device allocators: tensors may outlive static destruction order.
 CachingAllocator& pinned_allocator() {
   static auto* allocator = new CachingAllocator(
-      "pinned host memory",
-      AllocatorBackend{.allocate =
-                           [](size_t bytes) -> void* {
-                             void* ptr = nullptr;
-                             const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
-                             if (err == cudaErrorMemoryAllocation) {
-                               (void)cudaGetLastError();
-                               return nullptr;
-                             }
-                             ONNXTRAIN_CUDA_CHECK(err);
-                             return ptr;
-                           },
-                       .release = [](void* ptr) { ONNXTRAIN_CUDA_CHECK(cudaFreeHost(ptr)); }});
+      "pinned host memory", AllocatorBackend{.allocate = [](size_t bytes) -> void* {
+                                               void* ptr = nullptr;
+                                               const cudaError_t err =
+                                                   cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+                                               if (err == cudaErrorMemoryAllocation) {
+                                                 (void)cudaGetLastError();
+                                                 return nullptr;
+                                               }
+                                               ONNXTRAIN_CUDA_CHECK(err);
+                                               return ptr;
+                                             },
+                                             .release = [](void* ptr) { ONNXTRAIN_CUDA_CHECK(cudaFreeHost(ptr)); }});
   return *allocator;
 }
 
@@ -293,7 +291,8 @@ Tensor pinned_tensor(int device, DType dtype, std::vector<int64_t> sizes) {
   // Host memory has no stream: every block is in one cache (key null).
   auto* block = static_cast<std::byte*>(pool.allocate(bytes, nullptr));
   std::memset(block, 0, bytes);
-  return Tensor::wrap(dtype, std::move(sizes), std::shared_ptr<std::byte>(block, [&pool](std::byte* p) { pool.free(p); }));
+  return Tensor::wrap(dtype, std::move(sizes),
+                      std::shared_ptr<std::byte>(block, [&pool](std::byte* p) { pool.free(p); }));
 }
 
 DeviceAllocatorStats pinned_allocator_stats() { return stats_of(pinned_allocator().stats()); }

@@ -127,7 +127,7 @@ struct DeviceAllocatorStats {
   uint64_t device_allocations = 0;  // cudaMalloc calls
   uint64_t cache_hits = 0;          // allocations served from the cache
   uint64_t bytes_in_use = 0;
-  uint64_t bytes_cached = 0;        // free blocks kept for reuse
+  uint64_t bytes_cached = 0;  // free blocks kept for reuse
   uint64_t peak_bytes_in_use = 0;
 };
 DeviceAllocatorStats allocator_stats(int device);

@@ -57,7 +57,8 @@ class CumSumKernel : public Kernel {
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    flag_.throw_if_raised(spec_, [&](int) { return "an axis out of range for x of sizes " + sizes_text(inputs[0].sizes); });
+    flag_.throw_if_raised(spec_,
+                          [&](int) { return "an axis out of range for x of sizes " + sizes_text(inputs[0].sizes); });
     const int64_t total = inputs[0].numel();
     if (total == 0) return;
     DeviceGuard guard(stream);
@@ -73,8 +74,10 @@ class CumSumKernel : public Kernel {
             flag_.device_ptr());
         ONNXTRAIN_CUDA_CHECK_LAUNCH((cumsum_kernel<T, I>));
       };
-      if (inputs[1].dtype == DType::Int32) launch(int32_t{});
-      else launch(int64_t{});
+      if (inputs[1].dtype == DType::Int32)
+        launch(int32_t{});
+      else
+        launch(int64_t{});
     });
   }
 

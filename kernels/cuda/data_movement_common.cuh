@@ -2,8 +2,8 @@
 // gather.cu, pad.cu) share: element-size dispatch (reference::dispatch_element_size: they move any
 // fixed-size dtype as 1/2/4/8-byte words),
 // pinned host bytes for small outputs computed on the host, the lazily checked device error flag
-// (device_error_flag.h), and the per-file register functions. Prepare-time checks reuse the reference's (kernels/reference/copy.h)
-// so the CUDA kernels reject exactly what the reference rejects, with the same messages.
+// (device_error_flag.h), and the per-file register functions. Prepare-time checks reuse the reference's
+// (kernels/reference/copy.h) so the CUDA kernels reject exactly what the reference rejects, with the same messages.
 //
 //   dispatch_element_size(dtype_size(dtype), [&](auto word) { using W = decltype(word); ... });
 #pragma once

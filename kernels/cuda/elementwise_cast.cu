@@ -21,7 +21,7 @@ using reference::kernel_fail;
 
 const std::vector<DType> kCastDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
 // The registered input dtypes: the cheap types and the half types (cast to and from float32 only).
-const std::vector<DType> kCastEntryDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
+const std::vector<DType> kCastEntryDTypes = {DType::Float32, DType::Float64, DType::Int32,   DType::Int64,
                                              DType::Bool,    DType::Float16, DType::BFloat16};
 
 bool castable(DType dtype) { return std::find(kCastDTypes.begin(), kCastDTypes.end(), dtype) != kCastDTypes.end(); }

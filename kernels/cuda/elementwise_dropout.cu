@@ -74,8 +74,8 @@ void launch_dropout(cudaStream_t stream, const TensorView& x, const TensorView& 
   if (n == 0) return;
   const unsigned int grid = grid_for(n / 2 + 1, kElementwiseBlock);
   if (mask == nullptr) {
-    dropout_kernel<T, uint8_t>
-        <<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, may_train, stream_seed, offset, n, s);
+    dropout_kernel<T, uint8_t><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), nullptr, may_train,
+                                                                       stream_seed, offset, n, s);
   } else if (mask->dtype == DType::Bool) {
     dropout_kernel<T, uint8_t><<<grid, kElementwiseBlock, 0, stream>>>(x.as<const T>(), y.as<T>(), mask->as<uint8_t>(),
                                                                        may_train, stream_seed, offset, n, s);

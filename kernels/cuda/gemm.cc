@@ -63,10 +63,9 @@ void gemm_strided_batched(cublasHandle_t handle, DType dtype, int m, int n, int 
                           int64_t c_stride, int count) {
   const float one = 1.0f, zero = 0.0f;
   if (dtype == DType::Float32) {
-    ONNXTRAIN_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
-                                                     static_cast<const float*>(a), lda, a_stride,
-                                                     static_cast<const float*>(b), ldb, b_stride, &zero,
-                                                     static_cast<float*>(c), ldc, c_stride, count));
+    ONNXTRAIN_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, static_cast<const float*>(a), lda, a_stride,
+        static_cast<const float*>(b), ldb, b_stride, &zero, static_cast<float*>(c), ldc, c_stride, count));
     return;
   }
   const cudaDataType_t type = cublas_data_type(dtype);

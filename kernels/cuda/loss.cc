@@ -71,7 +71,8 @@ std::unique_ptr<Kernel> make_cuda_loss_grad(const KernelSpec& spec) {
   cuda::LossParams p = loss_params(checked.geometry, spec.inputs[labels].dtype);
   auto flag = bad_label_flag(p);
   return cuda::make_float_launch_kernel(
-      spec, checked.dtype, [p, flag, spec, labels, weights](auto zero, Stream& stream, cuda::Views in, cuda::Views out) {
+      spec, checked.dtype,
+      [p, flag, spec, labels, weights](auto zero, Stream& stream, cuda::Views in, cuda::Views out) {
         using T = decltype(zero);
         flag->throw_if_raised(spec, bad_label_text);
         auto* scratch = static_cast<double*>(cuda::workspace(stream, cuda::loss_scratch_bytes(p)));

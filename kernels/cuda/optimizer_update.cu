@@ -53,7 +53,7 @@ void launch_prediction(const Fn& fn, float* out, const float* w, int64_t n, cons
   if (n <= 0) return;
   DeviceGuard guard(stream);
   prediction_kernel<<<grid_for(n, kOptimizerBlock), kOptimizerBlock, 0, native_stream(stream)>>>(fn, out, w, n,
-                                                                                                  states...);
+                                                                                                 states...);
   ONNXTRAIN_CUDA_CHECK_LAUNCH("prediction_kernel");
 }
 
@@ -115,8 +115,8 @@ void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpda
   launch_prediction(f, out, w, n, stream, estimate, m, h, hmax);
 }
 
-void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out,
-                     const float* w, const float* estimate, const float* sum, int64_t n, const Stream& stream) {
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* sum, int64_t n, const Stream& stream) {
   launch_prediction(f, out, w, n, stream, estimate, sum);
 }
 

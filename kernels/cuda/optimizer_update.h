@@ -56,8 +56,8 @@ void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpda
 void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdamUpdate>& f, float* out, const float* w,
                      const float* estimate, const float* m, const float* h, const float* hmax, int64_t n,
                      const Stream& stream);
-void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out,
-                     const float* w, const float* estimate, const float* sum, int64_t n, const Stream& stream);
+void predict_weights(const optimizer_math::PredictAhead<optimizer_math::AdagradUpdate>& f, float* out, const float* w,
+                     const float* estimate, const float* sum, int64_t n, const Stream& stream);
 void smooth_gradient(const optimizer_math::SmoothGradient& f, float* avg, const float* g, int64_t n,
                      const Stream& stream);
 

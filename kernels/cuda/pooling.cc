@@ -8,8 +8,8 @@
 // spatial dims; beyond that the problem fails at prepare naming the attribute. MaxPoolGrad always runs
 // the direct kernel: on tied maxima (ReLU zeros in a window are common) the reference gives dY to the
 // first maximum in window order, and cuDNN does not document which one it picks. Average pooling's
-// backward reads neither Y nor X, so AveragePoolGrad passes dY and dX in their places. Global pools use the whole plane as the window:
-// the native (H,W) or (D,H,W) window for 2 or 3 spatial dims, else the plane as one axis.
+// backward reads neither Y nor X, so AveragePoolGrad passes dY and dX in their places. Global pools use the whole plane
+// as the window: the native (H,W) or (D,H,W) window for 2 or 3 spatial dims, else the plane as one axis.
 #include "kernels/cuda/cuda_kernels.h"
 
 #if ONNXTRAIN_HAVE_CUDNN
@@ -117,8 +117,8 @@ std::unique_ptr<Kernel> make_window_pool(const KernelSpec& spec, PoolPass pass, 
                                   : include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                 : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
   return std::make_unique<CudnnPool>(pass == PoolPass::AverageGrad, mode, window,
-                                     require_cudnn_dims(spec, unpooled.sizes, "X"), require_cudnn_dims(spec, pooled.sizes, "Y"),
-                                     empty);
+                                     require_cudnn_dims(spec, unpooled.sizes, "X"),
+                                     require_cudnn_dims(spec, pooled.sizes, "Y"), empty);
 }
 
 std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec) {

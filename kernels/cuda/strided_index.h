@@ -188,8 +188,8 @@ ONNXTRAIN_HOST_DEVICE inline int resolve_slice(int rank, const int64_t* sizes, c
 
 // --- Pad: the input element a padded position reads (per-axis mapping: kernels/pad_index.h) ---
 
-using onnxtrain::PadMode;  // kernels/pad_index.h, shared with the reference
 using onnxtrain::pad_source_index;
+using onnxtrain::PadMode;  // kernels/pad_index.h, shared with the reference
 
 // Input and padded sizes of a Pad; begins[k] is the begin pad of axis k (negative crops).
 struct PadGeometry {

@@ -11,8 +11,7 @@ template <typename W, typename I>
 __global__ void trilu_kernel(const W* x, W* y, int64_t total, int64_t rows, int64_t cols, Scalar<I> k_scalar,
                              bool has_k, bool upper) {
   const int64_t k = has_k ? static_cast<int64_t>(k_scalar.get()) : 0;
-  for (int64_t at = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; at < total;
-       at += int64_t{blockDim.x} * gridDim.x) {
+  for (int64_t at = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; at < total; at += int64_t{blockDim.x} * gridDim.x) {
     const int64_t i = at / cols % rows, j = at % cols;
     const bool kept = upper ? j - i >= k : j - i <= k;
     y[at] = kept ? x[at] : W{};
@@ -52,8 +51,10 @@ class TriluKernel : public Kernel {
             inputs[0].as<const W>(), outputs[0].as<W>(), total, rows, cols, k, has_k_, upper_);
         ONNXTRAIN_CUDA_CHECK_LAUNCH((trilu_kernel<W, I>));
       };
-      if (has_k_ && inputs[1].dtype == DType::Int32) launch(int32_t{});
-      else launch(int64_t{});
+      if (has_k_ && inputs[1].dtype == DType::Int32)
+        launch(int32_t{});
+      else
+        launch(int64_t{});
     });
   }
 

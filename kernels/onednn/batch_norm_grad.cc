@@ -2,9 +2,9 @@
 // use_shift, float32) over X (N,C,D1..Dn), rank 2..5. Inference mode adds use_global_stats with the given
 // mean/var; training mode first runs a forward_training primitive on X for the batch mean and population
 // variance (kernel-owned buffers), then the backward primitive on them. Rank 3..5 runs in the
-// channel-blocked layout (dY and X reordered in, dX out): oneDNN's plain-layout path is several times slower. Outputs the caller omitted go to
-// kernel-owned buffers. Falls back to the reference kernel (same device) for float64 or mixed dtypes,
-// opset 7's spatial=0 (scale not per channel), rank 1 or above 5 and empty tensors.
+// channel-blocked layout (dY and X reordered in, dX out): oneDNN's plain-layout path is several times slower. Outputs
+// the caller omitted go to kernel-owned buffers. Falls back to the reference kernel (same device) for float64 or mixed
+// dtypes, opset 7's spatial=0 (scale not per channel), rank 1 or above 5 and empty tensors.
 #include <optional>
 
 #include "kernels/onednn/onednn_kernels.h"
@@ -43,7 +43,8 @@ void add_plain_steps(PrimitiveSequenceKernel& kernel, const dnnl::memory::desc& 
   if (p.statistics) {
     stats = add_statistics_step(kernel, *p.statistics, dnnl::batch_normalization_forward(*p.statistics), data, stat);
   }
-  const size_t backward = add_norm_backward_step(kernel, p.backward, dnnl::batch_normalization_backward(p.backward), data, stat);
+  const size_t backward =
+      add_norm_backward_step(kernel, p.backward, dnnl::batch_normalization_backward(p.backward), data, stat);
   if (stats) {
     set_statistics(kernel, backward, *stats);
   } else {
@@ -88,7 +89,7 @@ void add_blocked_steps(PrimitiveSequenceKernel& kernel, const KernelSpec& spec, 
   if (!spec.outputs.empty() && spec.outputs[0].present()) add_output_reorder(kernel, dx, 0, plain);
 }
 
-std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_batch_norm_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates inputs and outputs
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
   if (!all_float32_nonempty(spec) || x.size() < 2 || x.size() > 5 || spec.inputs[2].numel() != x[1]) return fallback;
@@ -115,7 +116,7 @@ std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_batch_norm_grad_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("BatchNormalizationGrad", &make_batch_norm_grad));
+  registry.add(training_entry("BatchNormalizationGrad", &make_onednn_batch_norm_grad));
 }
 
 }  // namespace onnxtrain

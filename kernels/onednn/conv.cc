@@ -78,11 +78,13 @@ class OnednnConv final : public Kernel {
     const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
     const memory::desc y_any(onednn::dims_of(y.sizes), f32, tag::any);
     const memory::desc bias_md = has_bias ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                         x_any, w_any, bias_md, y_any, strides, dilations, pad_l, pad_r);
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
+                                         w_any, bias_md, y_any, strides, dilations, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, onednn::user_scratchpad(), onednn::cpu_engine());
-    if (x_view) io_.src.prepare_view(*x_view, pd.src_desc());
-    else io_.src.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+    if (x_view)
+      io_.src.prepare_view(*x_view, pd.src_desc());
+    else
+      io_.src.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
     io_.prepare(pd, onednn::plain_desc(w_sizes), onednn::plain_desc(y.sizes), bias_md);
     conv_ = dnnl::convolution_forward(pd);
   }
@@ -105,8 +107,8 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   const size_t spatial = x.sizes.size() - 2;
   if (x.dtype != DType::Float32 || spatial < 1 || spatial > 3 || x.numel() == 0 || y.numel() == 0) return reference;
   const std::vector<int64_t> kernel(spec.inputs[1].sizes.begin() + 2, spec.inputs[1].sizes.end());
-  const reference::WindowGeometry w = reference::read_window_geometry(
-      spec, {x.sizes.begin() + 2, x.sizes.end()}, {y.sizes.begin() + 2, y.sizes.end()}, kernel);
+  const reference::WindowGeometry w = reference::read_window_geometry(spec, {x.sizes.begin() + 2, x.sizes.end()},
+                                                                      {y.sizes.begin() + 2, y.sizes.end()}, kernel);
   try {
     return std::make_unique<OnednnConv>(spec, w);
   } catch (const dnnl::error& e) {

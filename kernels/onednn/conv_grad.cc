@@ -107,17 +107,19 @@ class OnednnConvGrad final : public Kernel {
     }
     if (want_dw_) {
       const dnnl::convolution_backward_weights::desc desc =
-          bias_in_weights ? dnnl::convolution_backward_weights::desc(direct, x_any, w_any, bias_md, y_any, strides,
-                                                                     dilations, pad_l, pad_r)
-                          : dnnl::convolution_backward_weights::desc(direct, x_any, w_any, y_any, strides, dilations,
-                                                                     pad_l, pad_r);
+          bias_in_weights
+              ? dnnl::convolution_backward_weights::desc(direct, x_any, w_any, bias_md, y_any, strides, dilations,
+                                                         pad_l, pad_r)
+              : dnnl::convolution_backward_weights::desc(direct, x_any, w_any, y_any, strides, dilations, pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, onednn::cpu_engine(), hint);
       if (!dy_layout || *dy_layout != pd.diff_dst_desc()) {
         dy_for_weights_.emplace();
         dy_for_weights_->prepare(onednn::plain_desc(dy.sizes), pd.diff_dst_desc(), true);
       }
-      if (x_view) x_.prepare_view(*x_view, pd.src_desc());
-      else x_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
+      if (x_view)
+        x_.prepare_view(*x_view, pd.src_desc());
+      else
+        x_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
       dw_.prepare(onednn::plain_desc(w_sizes), pd.diff_weights_desc(), false);
       if (bias_in_weights) db_ = memory(bias_md, onednn::cpu_engine(), nullptr);
       weights_scratch_desc_ = pd.scratchpad_desc();
@@ -209,7 +211,7 @@ class OnednnConvGrad final : public Kernel {
   std::vector<dnnl_exec_arg_t> data_args_, weights_args_;  // the primitives' arguments, over the memories above
 };
 
-std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
   // The reference prepare checks sizes and attributes, so both implementations reject the same specs.
   std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
   const TensorDesc& dy = spec.inputs[0];
@@ -223,8 +225,8 @@ std::unique_ptr<Kernel> make_conv_grad(const KernelSpec& spec) {
   }
   if (!supported) return reference;
   const std::vector<int64_t> kernel(spec.inputs[2].sizes.begin() + 2, spec.inputs[2].sizes.end());
-  const reference::WindowGeometry w = reference::read_window_geometry(
-      spec, {x.sizes.begin() + 2, x.sizes.end()}, {dy.sizes.begin() + 2, dy.sizes.end()}, kernel);
+  const reference::WindowGeometry w = reference::read_window_geometry(spec, {x.sizes.begin() + 2, x.sizes.end()},
+                                                                      {dy.sizes.begin() + 2, dy.sizes.end()}, kernel);
   try {
     return std::make_unique<OnednnConvGrad>(spec, w);
   } catch (const dnnl::error& e) {
@@ -241,7 +243,7 @@ void register_onednn_conv_grad_kernels(KernelRegistry& registry) {
                 .device = DeviceKind::Cpu,
                 .dtypes = {DType::Float32},
                 .implementation = "onednn",
-                .factory = &make_conv_grad});
+                .factory = &make_onednn_conv_grad});
 }
 
 }  // namespace onnxtrain

@@ -50,8 +50,8 @@ std::optional<EltwiseParams> eltwise_params(Activation a, const derivatives::Act
   return std::nullopt;
 }
 
-std::unique_ptr<Kernel> make_activation_grad(const KernelSpec& spec) {
-  std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates sizes, dtypes and attributes
+std::unique_ptr<Kernel> make_onednn_activation_grad(const KernelSpec& spec) {
+  std::unique_ptr<Kernel> fallback = onednn::reference_kernel(spec);  // validates sizes, dtypes and attributes
   if (!all_float32_nonempty(spec)) return fallback;
   const Activation a = *derivatives::activation_from_name(spec.attributes.get_string("activation", ""));
   const std::optional<EltwiseParams> p = eltwise_params(a, derivatives::activation_params(a, spec.attributes));
@@ -79,7 +79,7 @@ std::unique_ptr<Kernel> make_activation_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_eltwise_backward_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("ActivationGrad", &make_activation_grad));
+  registry.add(training_entry("ActivationGrad", &make_onednn_activation_grad));
 }
 
 }  // namespace onnxtrain

@@ -11,7 +11,7 @@ namespace {
 
 using namespace onednn;
 
-std::unique_ptr<Kernel> make_layer_norm_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_layer_norm_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates axis, Scale and outputs
   if (!all_float32_nonempty(spec)) return fallback;
   const Rows rows = rows_at_axis(spec.inputs[1].sizes, spec.attributes.get_int("axis", -1));
@@ -46,7 +46,7 @@ std::unique_ptr<Kernel> make_layer_norm_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_layer_norm_grad_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("LayerNormalizationGrad", &make_layer_norm_grad));
+  registry.add(training_entry("LayerNormalizationGrad", &make_onednn_layer_norm_grad));
 }
 
 }  // namespace onnxtrain

@@ -14,7 +14,7 @@ namespace {
 
 using namespace onednn;
 
-std::unique_ptr<Kernel> make_lrn_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_lrn_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates shapes and attributes
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
   const std::optional<LrnParams> p = lrn_params(spec, x);
@@ -44,7 +44,7 @@ std::unique_ptr<Kernel> make_lrn_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_lrn_grad_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("LRNGrad", &make_lrn_grad));
+  registry.add(training_entry("LRNGrad", &make_onednn_lrn_grad));
 }
 
 }  // namespace onnxtrain

@@ -94,7 +94,9 @@ class OnednnMatMul final : public Kernel {
     }
     scratchpad_ = memory(pd->scratchpad_desc(), engine);
     matmul_ = dnnl::matmul(*pd);
-    args_ = {{DNNL_ARG_SRC, a_.get()}, {DNNL_ARG_WEIGHTS, b_.get()}, {DNNL_ARG_DST, y_.get()},
+    args_ = {{DNNL_ARG_SRC, a_.get()},
+             {DNNL_ARG_WEIGHTS, b_.get()},
+             {DNNL_ARG_DST, y_.get()},
              {DNNL_ARG_SCRATCHPAD, scratchpad_.get()}};
     if (c_arg_ >= 0) args_.push_back({c_arg_, c_.get()});
   }
@@ -119,8 +121,8 @@ class OnednnMatMul final : public Kernel {
   }
 
   KernelSpec spec_;
-  int c_arg_ = -1;                    // the argument C is passed as (bias or binary post-op operand), or -1
-  std::vector<int64_t> c_fill_;       // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
+  int c_arg_ = -1;               // the argument C is passed as (bias or binary post-op operand), or -1
+  std::vector<int64_t> c_fill_;  // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
   int64_t y_rows_ = 0, y_cols_ = 0;
   memory a_, b_, y_, c_, scratchpad_;
   dnnl::matmul matmul_;
@@ -169,8 +171,8 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
   if (spec.inputs[0].dtype != DType::Float32 || any_empty(spec)) return reference;
   const std::vector<int64_t>& y = spec.outputs[0].sizes;  // (M,N), checked by the reference prepare
-  const int64_t m = y[0], n = y[1], k = spec.attributes.get_int("transA", 0) ? spec.inputs[0].sizes[0]
-                                                                            : spec.inputs[0].sizes[1];
+  const int64_t m = y[0], n = y[1],
+                k = spec.attributes.get_int("transA", 0) ? spec.inputs[0].sizes[0] : spec.inputs[0].sizes[1];
   const double alpha = spec.attributes.get_float("alpha", 1.0);
   const double beta = spec.attributes.get_float("beta", 1.0);
   std::optional<memory::desc> c_desc;
@@ -183,8 +185,8 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   return onednn_or_reference(spec, std::move(reference), [&] {
     return std::make_unique<OnednnMatMul>(
         spec, strided_desc(a_dims, matrix_strides(a_dims, spec.attributes.get_int("transA", 0) != 0)),
-        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0)),
-        onednn::plain_desc(y), alpha, beta, c_desc);
+        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0)), onednn::plain_desc(y),
+        alpha, beta, c_desc);
   });
 }
 

@@ -8,9 +8,8 @@
 //   registry.add(training_entry("LRNGrad", &make_lrn_grad));   // a backward op (ai.onnxtrain)
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,8 +68,9 @@ auto checked(const KernelSpec& spec, const char* what, Body&& body) -> decltype(
   try {
     return body();
   } catch (const dnnl::error& e) {
-    throw Error(spec.op_type + " (oneDNN) " + what + (spec.node_name.empty() ? "" : " for node '" + spec.node_name + "'") +
-                ": " + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) + ")");
+    throw Error(spec.op_type + " (oneDNN) " + what +
+                (spec.node_name.empty() ? "" : " for node '" + spec.node_name + "'") + ": " + e.what() + " (status " +
+                std::to_string(static_cast<int>(e.status)) + ")");
   }
 }
 

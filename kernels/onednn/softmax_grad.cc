@@ -11,7 +11,7 @@ namespace {
 using namespace onednn;
 
 template <bool Log>
-std::unique_ptr<Kernel> make_softmax_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_softmax_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates shapes and the axis
   if (!all_float32_nonempty(spec)) return fallback;
   const std::vector<int64_t>& sizes = spec.inputs[1].sizes;
@@ -41,8 +41,8 @@ std::unique_ptr<Kernel> make_softmax_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_softmax_grad_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("SoftmaxGrad", &make_softmax_grad<false>));
-  registry.add(training_entry("LogSoftmaxGrad", &make_softmax_grad<true>));
+  registry.add(training_entry("SoftmaxGrad", &make_onednn_softmax_grad<false>));
+  registry.add(training_entry("LogSoftmaxGrad", &make_onednn_softmax_grad<true>));
 }
 
 }  // namespace onnxtrain

@@ -35,8 +35,7 @@ struct BFloat16 {
 static_assert(sizeof(Float16) == 2 && sizeof(BFloat16) == 2);
 
 // The compute kernels' dtypes: float32/float64 and the two half types.
-inline const std::vector<DType> kFloatAndHalfDTypes = {DType::Float32, DType::Float64, DType::Float16,
-                                                       DType::BFloat16};
+inline const std::vector<DType> kFloatAndHalfDTypes = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
 
 inline bool is_float_or_half(DType dtype) {
   return is_float32_or_64(dtype) || dtype == DType::Float16 || dtype == DType::BFloat16;

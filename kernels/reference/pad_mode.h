@@ -16,8 +16,8 @@
 
 namespace onnxtrain::reference {
 
-using onnxtrain::PadMode;
 using onnxtrain::pad_source_index;
+using onnxtrain::PadMode;
 
 // Pad's `mode` attribute (default constant); fails on an unknown name.
 inline PadMode read_pad_mode(const KernelSpec& spec) {

@@ -13,14 +13,14 @@ namespace {
 
 using namespace reference;
 
-constexpr int kInputsSince = 10;
+constexpr int kSliceInputsSince = 10;
 
 class SliceKernel : public DataMovementKernel {
  public:
   explicit SliceKernel(const KernelSpec& spec) : DataMovementKernel(spec) {
     require_inputs(spec, 1);
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
-    if (spec.opset < kInputsSince) {
+    if (spec.opset < kSliceInputsSince) {
       if (!spec.attributes.has("starts") || !spec.attributes.has("ends"))
         fail("the starts and ends attributes are required");
       return;
@@ -33,7 +33,7 @@ class SliceKernel : public DataMovementKernel {
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const TensorView& data = inputs[0];
-    const bool from_attributes = spec_.opset < kInputsSince;
+    const bool from_attributes = spec_.opset < kSliceInputsSince;
     const Attributes& attrs = spec_.attributes;
     std::vector<int64_t> starts = from_attributes ? attrs.get_ints("starts") : read_int_values(inputs[1]);
     std::vector<int64_t> ends = from_attributes ? attrs.get_ints("ends") : read_int_values(inputs[2]);

@@ -18,7 +18,8 @@ class TriluKernel : public DataMovementKernel {
       if (spec.inputs[1].numel() != 1) fail("k must be a scalar, got sizes " + sizes_to_string(spec.inputs[1].sizes));
     }
     require_output_dtype(spec, 0, spec.inputs[0].dtype);
-    if (spec.inputs[0].sizes.size() < 2) fail("x must have rank >= 2, got sizes " + sizes_to_string(spec.inputs[0].sizes));
+    if (spec.inputs[0].sizes.size() < 2)
+      fail("x must have rank >= 2, got sizes " + sizes_to_string(spec.inputs[0].sizes));
     upper_ = spec.attributes.get_int("upper", 1) != 0;
   }
 
@@ -34,8 +35,10 @@ class TriluKernel : public DataMovementKernel {
       const int64_t i = at / cols % rows, j = at % cols;
       const bool kept = upper_ ? j - i >= k : j - i <= k;
       auto* to = static_cast<std::byte*>(out.data) + at * element;
-      if (kept) std::memmove(to, static_cast<const std::byte*>(x.data) + at * element, element);
-      else std::memset(to, 0, element);
+      if (kept)
+        std::memmove(to, static_cast<const std::byte*>(x.data) + at * element, element);
+      else
+        std::memset(to, 0, element);
     }
   }
 

@@ -8,48 +8,72 @@ namespace {
 using Ints = std::vector<int64_t>;
 
 void add_conv_cases(std::vector<GradientCase>& cases) {
-  cases.push_back({.label = "Conv 2-D stride pad dilation bias", .op_type = "Conv",
+  cases.push_back({.label = "Conv 2-D stride pad dilation bias",
+                   .op_type = "Conv",
                    .attributes = {{"strides", Ints{2, 1}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 2}}},
                    .inputs = {normal({2, 3, 7, 6}), normal({4, 3, 3, 2}), normal({4})}});
-  cases.push_back({.label = "Conv 2-D groups", .op_type = "Conv",
+  cases.push_back({.label = "Conv 2-D groups",
+                   .op_type = "Conv",
                    .attributes = {{"group", int64_t{2}}, {"pads", Ints{1, 0, 1, 0}}},
                    .inputs = {normal({2, 4, 5, 5}), normal({6, 2, 3, 3}), normal({6})}});
-  cases.push_back({.label = "Conv depthwise", .op_type = "Conv",
+  cases.push_back({.label = "Conv depthwise",
+                   .op_type = "Conv",
                    .attributes = {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
                    .inputs = {normal({2, 3, 6, 6}), normal({3, 1, 3, 3}), normal({3})}});
-  cases.push_back({.label = "Conv 1-D", .op_type = "Conv",
+  cases.push_back({.label = "Conv 1-D",
+                   .op_type = "Conv",
                    .attributes = {{"strides", Ints{2}}, {"pads", Ints{2, 1}}, {"dilations", Ints{2}}},
                    .inputs = {normal({2, 3, 11}), normal({4, 3, 3}), normal({4})}});
   cases.push_back({.label = "Conv no bias", .op_type = "Conv", .inputs = {normal({2, 3, 5, 5}), normal({4, 3, 3, 3})}});
-  cases.push_back({.label = "Conv asymmetric pads", .op_type = "Conv",
+  cases.push_back({.label = "Conv asymmetric pads",
+                   .op_type = "Conv",
                    .attributes = {{"pads", Ints{0, 2, 1, 0}}, {"kernel_shape", Ints{3, 2}}},
                    .inputs = {normal({1, 2, 5, 4}), normal({3, 2, 3, 2}), normal({3})}});
-  cases.push_back({.label = "Conv auto_pad SAME_UPPER stride 2", .op_type = "Conv",
+  cases.push_back({.label = "Conv auto_pad SAME_UPPER stride 2",
+                   .op_type = "Conv",
                    .attributes = {{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}},
                    .inputs = {normal({2, 2, 6, 5}), normal({3, 2, 3, 3}), normal({3})}});
-  cases.push_back({.label = "Conv 3-D", .op_type = "Conv",
+  cases.push_back({.label = "Conv 3-D",
+                   .op_type = "Conv",
                    .attributes = {{"pads", Ints{1, 0, 1, 1, 0, 0}}, {"strides", Ints{1, 2, 1}}},
                    .inputs = {normal({1, 2, 4, 5, 3}), normal({3, 2, 2, 3, 2}), normal({3})}});
-  cases.push_back({.label = "Conv 1x1 stride 2", .op_type = "Conv", .attributes = {{"strides", Ints{2, 2}}},
+  cases.push_back({.label = "Conv 1x1 stride 2",
+                   .op_type = "Conv",
+                   .attributes = {{"strides", Ints{2, 2}}},
                    .inputs = {normal({2, 4, 6, 6}), normal({5, 4, 1, 1})}});
-  cases.push_back({.label = "Conv 1x1 stride 2 odd size", .op_type = "Conv", .attributes = {{"strides", Ints{2, 3}}},
+  cases.push_back({.label = "Conv 1x1 stride 2 odd size",
+                   .op_type = "Conv",
+                   .attributes = {{"strides", Ints{2, 3}}},
                    .inputs = {normal({2, 3, 5, 7}), normal({4, 3, 1, 1}), normal({4})}});
-  cases.push_back({.label = "Conv 1x1 strides 2 3", .op_type = "Conv", .attributes = {{"strides", Ints{2, 3}}},
+  cases.push_back({.label = "Conv 1x1 strides 2 3",
+                   .op_type = "Conv",
+                   .attributes = {{"strides", Ints{2, 3}}},
                    .inputs = {normal({2, 3, 6, 9}), normal({4, 3, 1, 1})}});
-  cases.push_back({.label = "Conv constant weight", .op_type = "Conv", .attributes = {{"pads", Ints{1, 1, 1, 1}}},
+  cases.push_back({.label = "Conv constant weight",
+                   .op_type = "Conv",
+                   .attributes = {{"pads", Ints{1, 1, 1, 1}}},
                    .inputs = {normal({2, 3, 4, 4}), constant(normal({4, 3, 3, 3})), normal({4})}});
-  cases.push_back({.label = "Conv constant input", .op_type = "Conv", .attributes = {{"strides", Ints{2, 2}}},
+  cases.push_back({.label = "Conv constant input",
+                   .op_type = "Conv",
+                   .attributes = {{"strides", Ints{2, 2}}},
                    .inputs = {constant(normal({2, 3, 5, 5})), normal({4, 3, 3, 3}), normal({4})}});
-  cases.push_back({.label = "Conv bias only", .op_type = "Conv",
+  cases.push_back({.label = "Conv bias only",
+                   .op_type = "Conv",
                    .inputs = {constant(normal({2, 3, 4, 4})), constant(normal({4, 3, 3, 3})), normal({4})}});
-  cases.push_back({.label = "ConvTranspose stride", .op_type = "ConvTranspose",
+  cases.push_back({.label = "ConvTranspose stride",
+                   .op_type = "ConvTranspose",
                    .attributes = {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 1}}},
                    .inputs = {normal({2, 3, 4, 3}), normal({3, 2, 3, 3}), normal({2})}});
-  cases.push_back({.label = "ConvTranspose output_padding groups", .op_type = "ConvTranspose",
-                   .attributes = {{"strides", Ints{2, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"output_padding", Ints{1, 2}},
-                                  {"group", int64_t{2}}, {"dilations", Ints{1, 2}}},
+  cases.push_back({.label = "ConvTranspose output_padding groups",
+                   .op_type = "ConvTranspose",
+                   .attributes = {{"strides", Ints{2, 3}},
+                                  {"pads", Ints{1, 1, 1, 1}},
+                                  {"output_padding", Ints{1, 2}},
+                                  {"group", int64_t{2}},
+                                  {"dilations", Ints{1, 2}}},
                    .inputs = {normal({1, 4, 3, 3}), normal({4, 2, 3, 2}), normal({4})}});
-  cases.push_back({.label = "ConvTranspose 1-D SAME_UPPER", .op_type = "ConvTranspose",
+  cases.push_back({.label = "ConvTranspose 1-D SAME_UPPER",
+                   .op_type = "ConvTranspose",
                    .attributes = {{"strides", Ints{2}}, {"auto_pad", std::string("SAME_UPPER")}},
                    .inputs = {normal({2, 3, 5}), normal({3, 2, 4})}});
 }
@@ -64,27 +88,35 @@ void add_gemm_cases(std::vector<GradientCase>& cases) {
                        .inputs = {normal(ta ? a_t : a), normal(tb ? b_t : b), normal({5})}});
     }
   }
-  cases.push_back({.label = "Gemm alpha beta C (1,N)", .op_type = "Gemm",
+  cases.push_back({.label = "Gemm alpha beta C (1,N)",
+                   .op_type = "Gemm",
                    .attributes = {{"alpha", 0.5}, {"beta", -1.5}, {"transB", int64_t{1}}},
                    .inputs = {normal(a), normal(b_t), normal({1, 5})}});
-  cases.push_back({.label = "Gemm C (M,1)", .op_type = "Gemm", .attributes = {{"beta", 2.0}},
+  cases.push_back({.label = "Gemm C (M,1)",
+                   .op_type = "Gemm",
+                   .attributes = {{"beta", 2.0}},
                    .inputs = {normal(a), normal(b), normal({4, 1})}});
-  cases.push_back({.label = "Gemm C (M,N) transA", .op_type = "Gemm",
+  cases.push_back({.label = "Gemm C (M,N) transA",
+                   .op_type = "Gemm",
                    .attributes = {{"transA", int64_t{1}}, {"alpha", 2.0}},
                    .inputs = {normal(a_t), normal(b), normal({4, 5})}});
-  cases.push_back({.label = "Gemm C scalar", .op_type = "Gemm", .attributes = {{"alpha", -0.7}, {"beta", 0.3}},
+  cases.push_back({.label = "Gemm C scalar",
+                   .op_type = "Gemm",
+                   .attributes = {{"alpha", -0.7}, {"beta", 0.3}},
                    .inputs = {normal(a), normal(b), normal({})}});
-  cases.push_back({.label = "Gemm no C", .op_type = "Gemm",
+  cases.push_back({.label = "Gemm no C",
+                   .op_type = "Gemm",
                    .attributes = {{"transA", int64_t{1}}, {"transB", int64_t{1}}},
                    .inputs = {normal(a_t), normal(b_t)}});
 }
 
 void add_matmul_cases(std::vector<GradientCase>& cases) {
   cases.push_back({.label = "MatMul 2-D", .op_type = "MatMul", .inputs = {normal({4, 3}), normal({3, 5})}});
-  cases.push_back({.label = "MatMul batched broadcast (2,1,3,4)x(3,4,5)", .op_type = "MatMul",
+  cases.push_back({.label = "MatMul batched broadcast (2,1,3,4)x(3,4,5)",
+                   .op_type = "MatMul",
                    .inputs = {normal({2, 1, 3, 4}), normal({3, 4, 5})}});
-  cases.push_back({.label = "MatMul batched (2,3,4)x(4,2)", .op_type = "MatMul",
-                   .inputs = {normal({2, 3, 4}), normal({4, 2})}});
+  cases.push_back(
+      {.label = "MatMul batched (2,3,4)x(4,2)", .op_type = "MatMul", .inputs = {normal({2, 3, 4}), normal({4, 2})}});
   cases.push_back({.label = "MatMul 1-D x 2-D", .op_type = "MatMul", .inputs = {normal({3}), normal({3, 4})}});
   cases.push_back({.label = "MatMul 2-D x 1-D", .op_type = "MatMul", .inputs = {normal({4, 3}), normal({3})}});
   cases.push_back({.label = "MatMul 1-D x batched", .op_type = "MatMul", .inputs = {normal({3}), normal({2, 3, 4})}});

@@ -1,5 +1,6 @@
 // Harness cases of the data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-// Slice, Gather, CumSum, Trilu, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad, DropoutGrad).
+// Slice, Gather, CumSum, Trilu, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad,
+// DropoutGrad).
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
@@ -189,12 +190,12 @@ std::vector<GradientCase> data_movement_gradient_cases() {
                    .op_type = "ScatterElements",
                    .attributes = {{"axis", int64_t{1}}},
                    .inputs = {normal({3, 5}), values({4, 0, -1, 2, 1, 3}, {3, 2}), normal({3, 2})}});
-  cases.push_back({.label = "ScatterElements none axis -1 int32 opset 13",
-                   .op_type = "ScatterElements",
-                   .attributes = {{"axis", int64_t{-1}}},
-                   .inputs = {normal({2, 3, 4}), values({-1, 0, 1, 2, 3, -4, 0, 2}, {2, 2, 2}, DType::Int32),
-                              normal({2, 2, 2})},
-                   .opset = 13});
+  cases.push_back(
+      {.label = "ScatterElements none axis -1 int32 opset 13",
+       .op_type = "ScatterElements",
+       .attributes = {{"axis", int64_t{-1}}},
+       .inputs = {normal({2, 3, 4}), values({-1, 0, 1, 2, 3, -4, 0, 2}, {2, 2, 2}, DType::Int32), normal({2, 2, 2})},
+       .opset = 13});
   cases.push_back({.label = "ScatterElements add repeated",
                    .op_type = "ScatterElements",
                    .attributes = {{"reduction", std::string("add")}},

@@ -19,22 +19,37 @@ HarnessInput reduce_input(const std::string& op, std::vector<int64_t> sizes) {
 void add_reduce_cases(std::vector<GradientCase>& cases, const std::string& op) {
   const std::vector<int64_t> x = {2, 3, 4};
   // Opset 13: axes is an attribute (ReduceSum is the exception, see its own cases below).
-  cases.push_back({.label = op + " opset13 axis 1 keepdims", .op_type = op,
-                   .attributes = {{"axes", std::vector<int64_t>{1}}}, .inputs = {reduce_input(op, x)}, .opset = 13});
-  cases.push_back({.label = op + " opset13 axes -1 0 no keepdims", .op_type = op,
+  cases.push_back({.label = op + " opset13 axis 1 keepdims",
+                   .op_type = op,
+                   .attributes = {{"axes", std::vector<int64_t>{1}}},
+                   .inputs = {reduce_input(op, x)},
+                   .opset = 13});
+  cases.push_back({.label = op + " opset13 axes -1 0 no keepdims",
+                   .op_type = op,
                    .attributes = {{"axes", std::vector<int64_t>{-1, 0}}, {"keepdims", int64_t{0}}},
-                   .inputs = {reduce_input(op, x)}, .opset = 13});
-  cases.push_back({.label = op + " opset13 all no keepdims", .op_type = op, .attributes = {{"keepdims", int64_t{0}}},
-                   .inputs = {reduce_input(op, {3, 2})}, .opset = 13});
+                   .inputs = {reduce_input(op, x)},
+                   .opset = 13});
+  cases.push_back({.label = op + " opset13 all no keepdims",
+                   .op_type = op,
+                   .attributes = {{"keepdims", int64_t{0}}},
+                   .inputs = {reduce_input(op, {3, 2})},
+                   .opset = 13});
   // Opset 18: axes is an input.
-  cases.push_back({.label = op + " opset18 axis 1 no keepdims", .op_type = op, .attributes = {{"keepdims", int64_t{0}}},
-                   .inputs = {reduce_input(op, x), int64s({1})}, .opset = 18});
-  cases.push_back({.label = op + " opset18 axes 0 -1 keepdims", .op_type = op,
-                   .inputs = {reduce_input(op, x), int64s({0, -1})}, .opset = 18});
-  cases.push_back({.label = op + " opset18 axis -2 of 4-D keepdims", .op_type = op,
-                   .inputs = {reduce_input(op, {2, 2, 3, 2}), int64s({-2})}, .opset = 18});
-  cases.push_back({.label = op + " opset18 all keepdims", .op_type = op, .inputs = {reduce_input(op, {3, 2})},
+  cases.push_back({.label = op + " opset18 axis 1 no keepdims",
+                   .op_type = op,
+                   .attributes = {{"keepdims", int64_t{0}}},
+                   .inputs = {reduce_input(op, x), int64s({1})},
                    .opset = 18});
+  cases.push_back({.label = op + " opset18 axes 0 -1 keepdims",
+                   .op_type = op,
+                   .inputs = {reduce_input(op, x), int64s({0, -1})},
+                   .opset = 18});
+  cases.push_back({.label = op + " opset18 axis -2 of 4-D keepdims",
+                   .op_type = op,
+                   .inputs = {reduce_input(op, {2, 2, 3, 2}), int64s({-2})},
+                   .opset = 18});
+  cases.push_back(
+      {.label = op + " opset18 all keepdims", .op_type = op, .inputs = {reduce_input(op, {3, 2})}, .opset = 18});
 }
 
 std::vector<double> labels(std::initializer_list<double> v) { return v; }
@@ -43,29 +58,46 @@ std::vector<double> labels(std::initializer_list<double> v) { return v; }
 
 std::vector<GradientCase> reduction_loss_gradient_cases() {
   std::vector<GradientCase> cases;
-  cases.push_back({.label = "ReduceSum axis 1 keepdims", .op_type = "ReduceSum", .inputs = {normal({2, 3, 4}), int64s({1})}});
-  cases.push_back({.label = "ReduceSum axes -1 0 no keepdims", .op_type = "ReduceSum",
-                   .attributes = {{"keepdims", int64_t{0}}}, .inputs = {normal({2, 3, 4}), int64s({-1, 0})}});
+  cases.push_back(
+      {.label = "ReduceSum axis 1 keepdims", .op_type = "ReduceSum", .inputs = {normal({2, 3, 4}), int64s({1})}});
+  cases.push_back({.label = "ReduceSum axes -1 0 no keepdims",
+                   .op_type = "ReduceSum",
+                   .attributes = {{"keepdims", int64_t{0}}},
+                   .inputs = {normal({2, 3, 4}), int64s({-1, 0})}});
   cases.push_back({.label = "ReduceSum all", .op_type = "ReduceSum", .inputs = {normal({3, 2})}});
-  cases.push_back({.label = "ReduceSum opset11 attribute axes 0 2", .op_type = "ReduceSum",
-                   .attributes = {{"axes", std::vector<int64_t>{0, 2}}}, .inputs = {normal({2, 3, 4})}, .opset = 11});
-  cases.push_back({.label = "ReduceSum opset13 all no keepdims", .op_type = "ReduceSum",
-                   .attributes = {{"keepdims", int64_t{0}}}, .inputs = {normal({3, 2})}, .opset = 13});
+  cases.push_back({.label = "ReduceSum opset11 attribute axes 0 2",
+                   .op_type = "ReduceSum",
+                   .attributes = {{"axes", std::vector<int64_t>{0, 2}}},
+                   .inputs = {normal({2, 3, 4})},
+                   .opset = 11});
+  cases.push_back({.label = "ReduceSum opset13 all no keepdims",
+                   .op_type = "ReduceSum",
+                   .attributes = {{"keepdims", int64_t{0}}},
+                   .inputs = {normal({3, 2})},
+                   .opset = 13});
   for (const char* op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp", "ReduceL1", "ReduceL2"}) {
     add_reduce_cases(cases, op);
   }
   // noop_with_empty_axes with no axes: the identity, dx = dy.
-  cases.push_back({.label = "ReduceMean opset18 noop with empty axes", .op_type = "ReduceMean",
-                   .attributes = {{"noop_with_empty_axes", int64_t{1}}}, .inputs = {normal({2, 3})}, .opset = 18});
-  cases.push_back({.label = "ReduceMax opset18 noop with empty axes input", .op_type = "ReduceMax",
+  cases.push_back({.label = "ReduceMean opset18 noop with empty axes",
+                   .op_type = "ReduceMean",
                    .attributes = {{"noop_with_empty_axes", int64_t{1}}},
-                   .inputs = {distinct({2, 3}), values({}, {0})}, .opset = 18});
+                   .inputs = {normal({2, 3})},
+                   .opset = 18});
+  cases.push_back({.label = "ReduceMax opset18 noop with empty axes input",
+                   .op_type = "ReduceMax",
+                   .attributes = {{"noop_with_empty_axes", int64_t{1}}},
+                   .inputs = {distinct({2, 3}), values({}, {0})},
+                   .opset = 18});
 
   // --- SoftmaxCrossEntropyLoss: scores (N,C[,d...]), labels (N[,d...]), optional weights (C) ---
   const auto sce = [&](std::string label, Attributes attributes, std::vector<HarnessInput> inputs, int outputs = 1) {
-    cases.push_back({.label = std::move(label), .op_type = "SoftmaxCrossEntropyLoss", .attributes = std::move(attributes),
-                     .inputs = std::move(inputs), .outputs = outputs});
+    cases.push_back({.label = std::move(label),
+                     .op_type = "SoftmaxCrossEntropyLoss",
+                     .attributes = std::move(attributes),
+                     .inputs = std::move(inputs),
+                     .outputs = outputs});
   };
   sce("SoftmaxCrossEntropyLoss 2-D mean", {}, {normal({3, 4}), values(labels({0, 3, 1}), {3})});
   sce("SoftmaxCrossEntropyLoss 2-D none", {{"reduction", std::string("none")}},
@@ -79,19 +111,25 @@ std::vector<GradientCase> reduction_loss_gradient_cases() {
   sce("SoftmaxCrossEntropyLoss 4-D mean int32 ignore_index", {{"ignore_index", int64_t{0}}},
       {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 0, 1}), {2, 2, 2}, DType::Int32)});
   sce("SoftmaxCrossEntropyLoss 4-D none weights int32", {{"reduction", std::string("none")}},
-      {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 2, 1}), {2, 2, 2}, DType::Int32), constant(positive({3}))});
-  sce("SoftmaxCrossEntropyLoss 3-D sum weights ignore_index", {{"reduction", std::string("sum")}, {"ignore_index", int64_t{2}}},
+      {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 2, 1}), {2, 2, 2}, DType::Int32),
+       constant(positive({3}))});
+  sce("SoftmaxCrossEntropyLoss 3-D sum weights ignore_index",
+      {{"reduction", std::string("sum")}, {"ignore_index", int64_t{2}}},
       {normal({2, 4, 3}), values(labels({2, 0, 3, 1, 2, 3}), {2, 3}), constant(positive({4}))});
   // log_prob in the loss too: its gradient flows back through the log-softmax.
   sce("SoftmaxCrossEntropyLoss 2-D mean with log_prob", {}, {normal({3, 4}), values(labels({1, 3, 0}), {3})}, 2);
-  cases.push_back({.label = "SoftmaxCrossEntropyLoss 4-D log_prob only", .op_type = "SoftmaxCrossEntropyLoss",
+  cases.push_back({.label = "SoftmaxCrossEntropyLoss 4-D log_prob only",
+                   .op_type = "SoftmaxCrossEntropyLoss",
                    .inputs = {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 2, 1}), {2, 2, 2})},
-                   .outputs = 2, .loss_outputs = {1}});
+                   .outputs = 2,
+                   .loss_outputs = {1}});
 
   // --- NegativeLogLikelihoodLoss: input (N,C[,d...]) of log-probabilities, target (N[,d...]), weight (C) ---
   const auto nll = [&](std::string label, Attributes attributes, std::vector<HarnessInput> inputs) {
-    cases.push_back({.label = std::move(label), .op_type = "NegativeLogLikelihoodLoss",
-                     .attributes = std::move(attributes), .inputs = std::move(inputs)});
+    cases.push_back({.label = std::move(label),
+                     .op_type = "NegativeLogLikelihoodLoss",
+                     .attributes = std::move(attributes),
+                     .inputs = std::move(inputs)});
   };
   nll("NegativeLogLikelihoodLoss 2-D mean", {}, {normal({3, 4}), values(labels({0, 3, 1}), {3})});
   nll("NegativeLogLikelihoodLoss 2-D none", {{"reduction", std::string("none")}},
@@ -102,8 +140,10 @@ std::vector<GradientCase> reduction_loss_gradient_cases() {
       {normal({5, 3}), values(labels({1, 2, 1, 0, 2}), {5}), constant(positive({3}))});
   nll("NegativeLogLikelihoodLoss 4-D mean int32 ignore_index -1", {{"ignore_index", int64_t{-1}}},
       {normal({2, 3, 2, 2}), values(labels({0, -1, 2, 1, 2, 0, -1, 1}), {2, 2, 2}, DType::Int32)});
-  nll("NegativeLogLikelihoodLoss 4-D none weights int32 ignore_index", {{"reduction", std::string("none")}, {"ignore_index", int64_t{2}}},
-      {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 2, 1}), {2, 2, 2}, DType::Int32), constant(positive({3}))});
+  nll("NegativeLogLikelihoodLoss 4-D none weights int32 ignore_index",
+      {{"reduction", std::string("none")}, {"ignore_index", int64_t{2}}},
+      {normal({2, 3, 2, 2}), values(labels({0, 1, 2, 1, 2, 0, 2, 1}), {2, 2, 2}, DType::Int32),
+       constant(positive({3}))});
   nll("NegativeLogLikelihoodLoss 3-D sum", {{"reduction", std::string("sum")}},
       {normal({2, 4, 3}), values(labels({2, 0, 3, 1, 2, 3}), {2, 3})});
   return cases;

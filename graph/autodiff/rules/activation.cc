@@ -1,6 +1,6 @@
 // Activations and unary math (Relu, LeakyRelu, Elu, Selu, Sigmoid, Tanh, Gelu, Erf, Softplus, HardSigmoid,
-// HardSwish, Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil): dx = ActivationGrad(dy, x) = dy * f'(x), one fused backward
-// op whose per-op f' (PyTorch's at the kinks: Relu'(0) = 0) is in kernels/elementwise_derivatives.h.
+// HardSwish, Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil): dx = ActivationGrad(dy, x) = dy * f'(x), one fused
+// backward op whose per-op f' (PyTorch's at the kinks: Relu'(0) = 0) is in kernels/elementwise_derivatives.h.
 #include "graph/autodiff/rules/rules.h"
 
 namespace onnxtrain::gradient_rules {

@@ -6,8 +6,8 @@ namespace onnxtrain::gradient_rules {
 
 void average_pool_gradient(GradientContext& ctx) {
   if (!ctx.needs_grad(0)) return;
-  ValueId dx = ctx.emit_training("AveragePoolGrad", {ctx.output_grad(0), ctx.shape_of(ctx.input(0))},
-                                 ctx.node().attributes);
+  ValueId dx =
+      ctx.emit_training("AveragePoolGrad", {ctx.output_grad(0), ctx.shape_of(ctx.input(0))}, ctx.node().attributes);
   ctx.add_input_grad(0, dx);
 }
 

@@ -55,8 +55,8 @@ Attributes backward_conv_attributes(const GradientContext& ctx) {
     pads[i] = begin;
     pads[i + n] = std::max<int64_t>(0, end);
   }
-  Attributes attrs{{"strides", strides}, {"dilations", dilations}, {"pads", pads},
-                   {"group", node.attr_int("group", 1)}};
+  Attributes attrs{
+      {"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", node.attr_int("group", 1)}};
   if (node.has_attribute("kernel_shape")) attrs["kernel_shape"] = node.attr_ints("kernel_shape");
   return attrs;
 }
@@ -71,8 +71,8 @@ void conv_transpose_gradient(GradientContext& ctx) {
     const Attributes attrs = backward_conv_attributes(ctx);
     if (dx) ctx.add_input_grad(0, ctx.emit("Conv", {dy, ctx.input(1)}, attrs));
     if (dw) {
-      ctx.add_input_grad(1, ctx.emit("ConvGrad", {ctx.input(0), dy, ctx.input(1)}, attrs, {false, true},
-                                     kTrainingDomain)[1]);
+      ctx.add_input_grad(
+          1, ctx.emit("ConvGrad", {ctx.input(0), dy, ctx.input(1)}, attrs, {false, true}, kTrainingDomain)[1]);
     }
   }
   if (db) {

@@ -74,7 +74,7 @@ void reduce_log_sum_gradient(GradientContext& ctx);
 void reduce_log_sum_exp_gradient(GradientContext& ctx);
 void reduce_l1_gradient(GradientContext& ctx);
 void reduce_l2_gradient(GradientContext& ctx);
-void softmax_cross_entropy_loss_gradient(GradientContext& ctx);  // losses.cc
+void softmax_cross_entropy_loss_gradient(GradientContext& ctx);    // losses.cc
 void negative_log_likelihood_loss_gradient(GradientContext& ctx);  // losses.cc
 // --- end reductions and losses ---
 
