@@ -187,6 +187,7 @@ void write_checkpoint_file(const fs::path& final_path, const TrainingCheckpoint&
                            {"next_batch", c.next_batch}, {"seed", c.seed},    {"config", c.config},
                            {"data_bytes", offset},       {"tensors", entries}};
   if (!c.shards.empty()) header["shards"] = c.shards;
+  if (!c.export_info.empty()) header["export"] = c.export_info;
   std::string text;
   try {
     text = header.dump();  // strict: a name or config string that is not UTF-8 throws
@@ -351,6 +352,10 @@ static TrainingCheckpoint read_checkpoint_file(const std::string& path, const st
   c.next_batch = field(h, "next_batch", is_count, "a non-negative integer", "").get<int64_t>();
   c.seed = field(h, "seed", is_u64, "a non-negative integer", "").get<uint64_t>();
   c.config = field(h, "config", is_any, "JSON", "");
+  if (h.contains("export")) {
+    auto is_object = [](const nlohmann::json& v) { return v.is_object(); };
+    c.export_info = field(h, "export", is_object, "an object", "");
+  }
   const uint64_t data_bytes = field(h, "data_bytes", is_u64, "a non-negative integer", "").get<uint64_t>();
   const nlohmann::json& tensors = field(h, "tensors", is_array, "an array", "");
 

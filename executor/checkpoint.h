@@ -28,8 +28,8 @@
 //   uint32     format version (1)
 //   uint64     header length H
 //   H bytes    header, UTF-8 JSON: {"format", "step", "next_epoch", "next_batch", "seed", "config",
-//              "data_bytes", "tensors": [{"name", "section": "param"|"optimizer"|"predictor", "dtype": "float32"
-//              (dtype_name), "sizes": [...], "offset" (from the data start), "bytes", "crc32"}]}
+//              "data_bytes", "export" (optional), "tensors": [{"name", "section": "param"|"optimizer"|"predictor",
+//              "dtype": "float32" (dtype_name), "sizes": [...], "offset" (from the data start), "bytes", "crc32"}]}
 //   uint32     CRC-32 (zlib's) of the H header bytes
 //   data_bytes the tensors' raw row-major little-endian bytes, back to back in table order
 // The file ends exactly there. Each tensor has its own CRC-32, so a flipped byte is reported with the
@@ -85,6 +85,10 @@ struct TrainingCheckpoint {
   // A manifest's shard files, relative to its directory (empty for a one-file checkpoint). read_checkpoint
   // of a manifest leaves the list here and the shards' union in tensors and optimizer_state.
   std::vector<std::string> shards;
+  // How `onnxtrain export` writes the checkpoint's model as ONNX: {"model": the source model's absolute
+  // path, "metadata": the written model's metadata_props, ...} (tools/export_command.cc). Informational:
+  // never compared on resume; empty in checkpoints written before 2026-12-02.
+  nlohmann::json export_info = nlohmann::json::object();
 };
 
 // The shard names of a checkpoint written by `ranks` ranks at `step`:

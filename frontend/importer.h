@@ -48,6 +48,10 @@ SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string
 // Throws onnxtrain::Error naming the file (and the node, op, domain and opset where one is at fault).
 ImportedModel import_model(const std::string& path, const ImportOptions& options = {});
 
+// The initializers of the .onnx file at `path`, by name, as stored (external data loaded, sizes checked),
+// without importing the graph: the weights of a model (train --init-from). Throws Error naming the file.
+std::map<std::string, Tensor> read_model_initializers(const std::string& path);
+
 // The opsets of the default domain onnxtrain accepts.
 constexpr int kMinOpset = 7;
 constexpr int kMaxOpset = 21;

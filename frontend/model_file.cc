@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "frontend/importer.h"
+#include "frontend/tensor_proto.h"
 #include "graph/dtype.h"
 #include "graph/error.h"
 
@@ -148,6 +150,21 @@ int default_opset(const onnx::ModelProto& model) {
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") return static_cast<int>(o.version());
   return 0;
+}
+
+std::map<std::string, Tensor> read_model_initializers(const std::string& path) {
+  onnx::ModelProto model = read_model_file(path);
+  load_external_data(model, path);
+  check_raw_data_sizes(model);
+  std::map<std::string, Tensor> tensors;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    try {
+      tensors.emplace(t.name(), tensor_from_proto(t));
+    } catch (const Error& e) {
+      throw Error(path + ": initializer '" + t.name() + "': " + e.what());
+    }
+  }
+  return tensors;
 }
 
 }  // namespace onnxtrain

@@ -250,5 +250,49 @@ TEST(TrainLoopCli, AMetricsFileThatCannotBeWrittenIsAnError) {
   EXPECT_FALSE(fs::exists(dir / "m.onnx"));
 }
 
+// --patience: with an lr too small to move a float32 weight the validation loss never gets lower, so the
+// run stops two epochs after the first, under one device and a pipeline alike (the one epoch loop);
+// --save-best wrote the first epoch's model once. Both need validation rows.
+TEST(TrainLoopCli, PatienceStopsWhenTheValidationLossStopsImprovingAndSaveBestKeepsTheBest) {
+  for (const std::string strategy : {"", " --strategy pipedream --stages 2"}) {
+    SCOPED_TRACE(strategy);
+    const fs::path dir = scratch("patience");
+    const std::string base = "train " + kModels +
+                             "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none --batch 64 "
+                             "--epochs 6 --optimizer sgd --lr 1e-30 --patience 2 --save-best " +
+                             (dir / "best.onnx").string() + strategy + " -o " + (dir / "m.onnx").string();
+    const CliRun r = run(base);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("early stop after epoch 3: no lower validation loss for 2 epochs"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("epoch 4:"), std::string::npos) << r.output;
+    size_t writes = 0;
+    for (size_t at = 0; (at = r.output.find("the lowest validation loss so far", at)) != std::string::npos; ++at)
+      ++writes;
+    EXPECT_EQ(writes, 1u) << r.output;
+    EXPECT_NE(r.output.find("epoch 1: the lowest validation loss so far; wrote"), std::string::npos) << r.output;
+    EXPECT_TRUE(fs::exists(dir / "best.onnx"));
+    EXPECT_TRUE(fs::exists(dir / "m.onnx"));
+  }
+  const CliRun r =
+      run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --validation 0 --patience 2 -o " +
+          (scratch("patience") / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("keep --validation above 0"), std::string::npos) << r.output;
+}
+
+// A run that learns writes --save-best at each epoch whose validation loss is the lowest so far: at least
+// at the first, and the file is a model that `eval` scores.
+TEST(TrainLoopCli, SaveBestWritesAModelThatEvalScores) {
+  const fs::path dir = scratch("save_best");
+  const CliRun r =
+      run(kTrainArgs + " --save-best " + (dir / "best.onnx").string() + " -o " + (dir / "m.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch 1: the lowest validation loss so far"), std::string::npos) << r.output;
+  const CliRun e = run("eval " + (dir / "best.onnx").string() + " --data synthetic:1,28,28:10:1280");
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("eval: loss"), std::string::npos) << e.output;
+}
+
 }  // namespace
 }  // namespace onnxtrain

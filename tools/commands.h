@@ -10,6 +10,7 @@ inline constexpr char kOnnxtrainVersion[] = "0.1.0";  // as project() in CMakeLi
 
 void add_bench_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_run_command(CLI::App& app);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("onnxtrain ") + onnxtrain::cli::kOnnxtrainVersion);
   onnxtrain::cli::add_bench_command(app);
   onnxtrain::cli::add_eval_command(app);
+  onnxtrain::cli::add_export_command(app);
   onnxtrain::cli::add_inspect_command(app);
   onnxtrain::cli::add_partition_command(app);
   onnxtrain::cli::add_run_command(app);

@@ -76,6 +76,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--freeze", o->freeze,
                   "parameters whose names match this regex (ECMAScript, searched anywhere in the name) are not "
                   "trained: fine-tuning as requires_grad_(False) does; they are written back unchanged");
+  auto* init = cmd->add_option(
+      "--init-from", o->init_from,
+      "start from these weights: a checkpoint (.otck, or the newest of a checkpoint directory) or an ONNX model "
+      "(initializers by name, as load_state_dict). Weights only: the optimizer, schedule and step start afresh, "
+      "as this run's options say (fine-tuning, or more epochs after a finished schedule). Parameters the source "
+      "lacks keep their initial values and are listed; a shape that differs is an error");
   cmd->add_option(
       "--x-key", o->x_key,
       "npz data: the array of the inputs (default: the model input's name, then x, inputs, x_train/x_test)");
@@ -174,12 +180,22 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
                   "how many of the newest checkpoints to keep (default 3; 0: all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--resume", o->resume,
-                "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged, naming the "
-                "newest intact one, or was written for another model or other options)");
-  cmd->add_option("--resume-from", o->resume_from,
-                  "continue from this checkpoint file (an older one of --checkpoint-dir, whose newer checkpoints are "
-                  "then renamed NAME.superseded; or one from elsewhere)");
+  cmd->add_option("--patience", o->patience,
+                  "early stopping: end the run after this many epochs without a lower validation loss (the test "
+                  "pass and -o then follow as after the last epoch; -o holds the last weights, --save-best the best)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--save-best", o->save_best,
+                  "also write the model of the epoch with the lowest validation loss so far to this .onnx file "
+                  "(rewritten at each improvement, like -o; score it with `onnxtrain eval`)");
+  auto* resume =
+      cmd->add_flag("--resume", o->resume,
+                    "continue from the newest checkpoint in --checkpoint-dir (refused when it is damaged, naming the "
+                    "newest intact one, or was written for another model or other options)");
+  auto* resume_from = cmd->add_option(
+      "--resume-from", o->resume_from,
+      "continue from this checkpoint file (an older one of --checkpoint-dir, whose newer checkpoints are "
+      "then renamed NAME.superseded; or one from elsewhere)");
+  init->excludes(resume)->excludes(resume_from);  // a resume restores the weights itself
   cmd->add_option(
          "--strategy", o->strategy,
          "single (one device, the default) | dp (--replicas data-parallel replicas on threads) | naive | "

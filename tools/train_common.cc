@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/device_option.h"
+#include "tools/init_from.h"
 #include "tools/model_import.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
@@ -272,6 +273,7 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
 
 void TrainingData::print_data_line() const {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
   const ModelParameters parameters = parameters_of(model.graph);
   if (parameters.frozen.empty()) return;
   std::string names;
@@ -292,7 +294,9 @@ TrainingData::TrainingData(const TrainOptions& o, const Device& device)
                      .allocate_input = batch_allocator(device)}),
       per_epoch(o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                     : loader.batches_per_epoch()),
-      total_steps(per_epoch * o.epochs) {}
+      total_steps(per_epoch * o.epochs) {
+  if (!o.init_from.empty()) init_line = init_from(model.graph, o.init_from);
+}
 
 std::string evaluation_text(const Trainer::Evaluation& e, const Dataset& data) {
   char text[160];
@@ -343,6 +347,31 @@ ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model,
     options.metadata = baked_preprocessing_metadata(options.metadata, *options.bake);
   }
   return options;
+}
+
+nlohmann::json checkpoint_export_info(const TrainOptions& o, const Graph& model, const Dataset& train) {
+  const ModelWriteOptions w = model_write_options(o, model, train);
+  nlohmann::json info{{"model", std::filesystem::absolute(o.model).lexically_normal().string()},
+                      {"inference_mode", w.inference_mode},
+                      {"metadata", w.metadata}};
+  if (w.bake) {
+    info["bake"] = {{"input", w.bake->input},
+                    {"raw_uint8", w.bake->raw_uint8},
+                    {"scale", w.bake->scale},
+                    {"mean", w.bake->mean},
+                    {"std", w.bake->std}};
+  }
+  return info;
+}
+
+TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch,
+                                     const nlohmann::json& config, const nlohmann::json& export_info) {
+  return {.step = step,
+          .next_epoch = step / per_epoch,
+          .next_batch = step % per_epoch,
+          .seed = o.seed,
+          .config = config,
+          .export_info = export_info};
 }
 
 // The options a resumed run must share with the run that wrote the checkpoint. The epoch count may

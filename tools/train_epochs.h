@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -95,6 +96,17 @@ int report_stop(const TrainOptions& o, int64_t step, const std::string& path);
 void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch, float loss,
                 double lr, double elapsed_s, bool terminal);
 
+// The epoch of the lowest validation loss so far (--patience, --save-best).
+struct BestEpoch {
+  double loss = std::numeric_limits<double>::infinity();
+  int64_t epoch = 0;
+  bool improves(double l, int64_t at) {
+    if (!(l < loss)) return false;
+    loss = l, epoch = at;
+    return true;
+  }
+};
+
 template <typename MultiBatchTrainer>
 int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& data, const RunRole& role) {
   DataLoader& loader = data.loader;
@@ -114,6 +126,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   int64_t done = role.first_step;
   bool stop_announced = false;
   NonFiniteGuard nonfinite(o.on_nonfinite);
+  BestEpoch best;  // --patience, --save-best (in a resumed run: since the resume)
   auto evaluate = [&](const Dataset& data, const std::string& split, const std::string& label) {
     const Trainer::Evaluation e = trainer.evaluate(data.model_inputs(), data.labels, std::max<int64_t>(o.batch, 256));
     std::printf("%s: %s %s\n", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
@@ -175,7 +188,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     // Without held-out rows the test split shows the progress (not after the last epoch: the final pass does).
     const Dataset* progress = val.size() > 0 ? &val : test && epoch + 1 < o.epochs ? &*test : nullptr;
     if (!progress) continue;
-    if (role.sync_model) role.sync_model();
+    const std::map<std::string, Tensor> synced = role.sync_model ? role.sync_model() : std::map<std::string, Tensor>{};
     if (!role.leads) continue;
     const Trainer::Evaluation e =
         evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
@@ -183,6 +196,19 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     nlohmann::json line{{"epoch", epoch + 1}};
     add_evaluation_fields(line, "val", e, val);
     metrics.write(line);
+    if (best.improves(e.loss, epoch + 1) && !o.save_best.empty()) {
+      const std::map<std::string, Tensor> model = role.sync_model ? synced : trainer.trained_initializers();
+      check_finite_model(model);
+      write_trained_model(o.model, o.save_best, model, model_write_options(o, data.model.graph, data.train));
+      std::printf("epoch %lld: the lowest validation loss so far; wrote %s\n", static_cast<long long>(epoch + 1),
+                  o.save_best.c_str());
+    }
+    if (o.patience > 0 && epoch + 1 - best.epoch >= o.patience) {
+      std::printf("early stop after epoch %lld: no lower validation loss for %lld epoch%s (best %.4f, epoch %lld)\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(o.patience), o.patience == 1 ? "" : "s",
+                  best.loss, static_cast<long long>(best.epoch));
+      break;
+    }
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (role.leads && role.print_report) role.print_report();

@@ -27,6 +27,8 @@ struct TrainOptions {
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t seq_len = 0;  // tokens:/text: data: tokens per sample (0: the model input's static length)
   int64_t checkpoint_every = 0, keep_checkpoints = 3;
+  int64_t patience = 0;   // early stopping: epochs without a better validation loss (0: never)
+  std::string save_best;  // where the model of the best validation loss so far is written
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
@@ -34,6 +36,7 @@ struct TrainOptions {
   bool bake_normalization = false;    // fold the input preprocessing into the written model
   std::string x_key, y_key;           // npz: the arrays of the inputs and the labels
   std::string freeze;                 // regex: matching parameters are not trained
+  std::string init_from;              // initial weights: a checkpoint or an ONNX model (tools/init_from.h)
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
   bool tf32 = false;  // CUDA: TF32 tensor cores for convolutions and matrix products (kernels/cuda/math_mode.h)
@@ -129,6 +132,12 @@ ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model,
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
+// How `onnxtrain export` writes a checkpoint's model as this run writes OUTPUT (TrainingCheckpoint::export_info):
+// the source model's absolute path and model_write_options as JSON (parsed back in export_command.cc).
+nlohmann::json checkpoint_export_info(const TrainOptions& o, const Graph& model, const Dataset& train);
+// A checkpoint after `step` steps without tensors: the data position, seed, config and export info.
+TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch,
+                                     const nlohmann::json& config, const nlohmann::json& export_info);
 // After `trainer` (one device, or a data-parallel replica) restored checkpoint `c` (file `path`): its
 // step, the optimizer's steps plus the fp16 steps skipped for inf/NaN gradients (they used their batch
 // too) and its data position must agree; Error otherwise.
@@ -147,10 +156,12 @@ struct TrainingData {
   Dataset train;
   std::optional<Dataset> test;
   DataLoader loader;
-  int64_t per_epoch;    // --limit-batches, else the loader's batches per epoch
-  int64_t total_steps;  // per_epoch × --epochs
+  int64_t per_epoch;      // --limit-batches, else the loader's batches per epoch
+  int64_t total_steps;    // per_epoch × --epochs
+  std::string init_line;  // --init-from: what was loaded (printed by print_data_line)
 
-  // Prints "data: ..." (the training data's description) and, with --freeze, the parameters it froze.
+  // Prints "data: ..." (the training data's description), with --freeze the parameters it froze, with
+  // --init-from what it loaded.
   void print_data_line() const;
 };
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of

@@ -266,12 +266,6 @@ int run_pipeline_training(const TrainOptions& o) {
 
 namespace {
 
-TrainingCheckpoint checkpoint_header(const TrainOptions& o, int64_t step, int64_t per_epoch,
-                                     const nlohmann::json& config) {
-  return {
-      .step = step, .next_epoch = step / per_epoch, .next_batch = step % per_epoch, .seed = o.seed, .config = config};
-}
-
 // Every process writes the shards it holds (`parts`: shard index and content), then, once all are on
 // disk, rank 0 writes the manifest of all `shards` (executor/checkpoint.h).
 // Returns the manifest's path (rank 0; "" elsewhere).
@@ -316,6 +310,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                       pipeline ? "--stages " + std::to_string(o.stages) : "--replicas " + std::to_string(o.replicas));
   TrainingData data(o, device);
   const int64_t per_epoch = data.per_epoch, total_steps = data.total_steps;
+  const nlohmann::json export_info = checkpoint_export_info(o, data.model.graph, data.train);
   const std::string where =
       world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
@@ -335,7 +330,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     });
     // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
     role.checkpoint = [&, replicas](const std::string& dir, int64_t step) {
-      TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config);
+      TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config, export_info);
       all.tensors = trainer.trained_initializers();
       all.optimizer_state = trainer.replica(0).optimizer().state_tensors();
       all.optimizer_state.merge(trainer.replica(0).loss_scaler_state());  // fp16: the scaler, for an exact resume
@@ -419,11 +414,12 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     std::vector<std::pair<int, TrainingCheckpoint>> parts;
     for (int k = 0; k < o.stages; ++k) {
       if (world && rank != k) continue;
-      parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config));
+      parts.emplace_back(k, checkpoint_header(o, step, per_epoch, config, export_info));
       std::tie(parts.back().second.tensors, parts.back().second.optimizer_state) = trainer.stage_state(k);
       parts.back().second.predictor_state = trainer.stage_predictor_state(k);
     }
-    return write_sharded(o, dir, world, rank, checkpoint_header(o, step, per_epoch, config), parts, o.stages);
+    return write_sharded(o, dir, world, rank, checkpoint_header(o, step, per_epoch, config, export_info), parts,
+                         o.stages);
   };
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
   if (!world) role.report = [&] { return pipeline_report_json(trainer.report()); };

@@ -124,6 +124,11 @@ void check_common_options(const TrainOptions& o) {
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
   check_output_path(o.output);  // before any step: a bad -o must not cost the training
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
+  if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
+    usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");
+  if (!o.save_best.empty()) check_output_path(o.save_best);
+  if (o.patience > 0 && detect_launch().size > 1)
+    usage_error("--patience stops one process, not all of them: not supported over several processes yet");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     usage_error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
@@ -163,6 +168,7 @@ int run_training(const TrainOptions& o) {
   const TrainerOptions options = trainer_options(o, total_steps, device, data.train);
   Trainer trainer(data.model.graph, options);
   const nlohmann::json config = checkpoint_config(o, total_steps);
+  const nlohmann::json export_info = checkpoint_export_info(o, data.model.graph, data.train);
 
   RunRole role{.step_by_step = true};
   role.first_step = resume_or_refuse(o, config, 0, [&](const TrainingCheckpoint& c, const std::string& path) {
@@ -171,13 +177,9 @@ int run_training(const TrainOptions& o) {
     check_resumed_step(c, trainer, per_epoch, path);
   });
   role.checkpoint = [&](const std::string& dir, int64_t step) {
-    TrainingCheckpoint c{.step = step,
-                         .next_epoch = step / per_epoch,
-                         .next_batch = step % per_epoch,
-                         .seed = o.seed,
-                         .config = config,
-                         .tensors = trainer.trained_initializers(),
-                         .optimizer_state = trainer.optimizer().state_tensors()};
+    TrainingCheckpoint c = checkpoint_header(o, step, per_epoch, config, export_info);
+    c.tensors = trainer.trained_initializers();
+    c.optimizer_state = trainer.optimizer().state_tensors();
     c.optimizer_state.merge(trainer.loss_scaler_state());  // fp16: the scaler, for an exact resume
     return write_checkpoint(dir, c, static_cast<int>(o.keep_checkpoints));
   };

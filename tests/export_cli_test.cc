@@ -1,0 +1,135 @@
+// `onnxtrain export` (a checkpoint written as the trained model) and `train --init-from` (weights from a
+// checkpoint or a model), as a user runs them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frontend/importer.h"
+#include "tests/cli_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using onnxtrain::testing_support::CliRun;
+CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli(args); }
+
+const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
+// 230 training rows after the 10% validation split: 4 batches of 64 per epoch.
+const std::string kData = " --data synthetic:1,28,28:10:256 --test-data none --batch 64";
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::map<std::string, std::vector<double>> weights_of(const std::string& path) {
+  std::map<std::string, std::vector<double>> w;
+  const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
+  for (onnxtrain::ValueId id : m.graph.initializers)
+    if (m.graph.value(id).data) w[m.graph.value(id).name] = m.graph.value(id).data->to_double();
+  return w;
+}
+
+class ExportCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("onnxtrain_export_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// The last checkpoint of a run holds its final state: exported, it is the file the run wrote, byte for
+// byte (inference mode, preprocessing metadata, or the baked nodes), for one device, replicas and a pipeline.
+TEST_F(ExportCli, TheLastCheckpointExportsAsTheModelTrainWrote) {
+  for (const std::string variant :
+       {"", " --bake-normalization", " --strategy dp --replicas 2", " --strategy pipedream --stages 2"}) {
+    SCOPED_TRACE(variant);
+    fs::remove_all(path("ckpt"));
+    const CliRun trained = run("train " + kModels + "cnn_opset17.onnx" + kData +
+                               " --epochs 2 --checkpoint-every 4 --checkpoint-dir " + path("ckpt") + variant + " -o " +
+                               path("trained.onnx"));
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    const CliRun exported = run("export " + path("ckpt") + " -o " + path("exported.onnx"));
+    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    EXPECT_NE(exported.output.find("exported step 8 of"), std::string::npos) << exported.output;
+    EXPECT_EQ(bytes_of(path("exported.onnx")), bytes_of(path("trained.onnx")));
+  }
+  // An earlier checkpoint is another model: the weights after 4 steps.
+  const CliRun earlier = run("export " + path("ckpt") + "/checkpoint-00000004.otck -o " + path("step4.onnx"));
+  ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
+  EXPECT_NE(weights_of(path("step4.onnx")), weights_of(path("trained.onnx")));
+}
+
+TEST_F(ExportCli, ExportErrorsNameTheFile) {
+  fs::create_directories(path("empty"));
+  CliRun r = run("export " + path("empty") + " -o " + path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds no checkpoint"), std::string::npos) << r.output;
+  r = run("export " + path("empty") + "/nothing.otck -o " + path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  r = run("export " + path("empty"));  // -o is required
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  // A checkpoint of the MLP exported with the CNN as its model: refused, nothing written.
+  ASSERT_EQ(run("train " + kModels + "mlp_opset17.onnx" + kData + " --checkpoint-every 4 --checkpoint-dir " +
+                path("ckpt") + " -o " + path("mlp.onnx"))
+                .exit_code,
+            0);
+  r = run("export " + path("ckpt") + " --model " + kModels + "cnn_opset17.onnx -o " + path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("a checkpoint of another model?"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("m.onnx")));
+}
+
+// --init-from: the frozen layer keeps the values it was loaded with (the source's, not the model file's),
+// from a model and from a checkpoint directory; the others train on.
+TEST_F(ExportCli, InitFromLoadsTheSourcesWeights) {
+  ASSERT_EQ(run("train " + kModels + "mlp_opset17.onnx" + kData + " --lr 0.1 --checkpoint-every 4 --checkpoint-dir " +
+                path("ckpt") + " -o " + path("first.onnx"))
+                .exit_code,
+            0);
+  const auto first = weights_of(path("first.onnx"));
+  const auto original = weights_of(kModels + "mlp_opset17.onnx");
+  ASSERT_NE(first.at("fc1.weight"), original.at("fc1.weight"));
+  for (const std::string source : {path("first.onnx"), path("ckpt")}) {
+    SCOPED_TRACE(source);
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + source +
+                         " --freeze '^fc1\\.' -o " + path("second.onnx"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("6 tensors loaded, 6 of the model's 6 parameters"), std::string::npos) << r.output;
+    const auto second = weights_of(path("second.onnx"));
+    EXPECT_EQ(second.at("fc1.weight"), first.at("fc1.weight"));
+    EXPECT_EQ(second.at("fc1.bias"), first.at("fc1.bias"));
+    EXPECT_NE(second.at("fc2.weight"), first.at("fc2.weight"));
+  }
+}
+
+TEST_F(ExportCli, InitFromRefusesAnotherModelAndAResume) {
+  ASSERT_EQ(run("train " + kModels + "cnn_opset17.onnx" + kData + " --limit-batches 1 -o " + path("cnn.onnx")).exit_code,
+            0);
+  CliRun r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("cnn.onnx") + " -o " +
+                 path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(path("cnn.onnx")), std::string::npos) << r.output;
+  r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("nothing.onnx") + " -o " +
+          path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no such file or directory"), std::string::npos) << r.output;
+  r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("cnn.onnx") +
+          " --resume --checkpoint-dir " + path("ckpt") + " -o " + path("m.onnx"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("excludes"), std::string::npos) << r.output;
+}
+
+}  // namespace
