@@ -190,6 +190,35 @@ TEST(Cli, FrozenParametersAreWrittenBackUnchanged) {
   std::filesystem::remove_all(dir);
 }
 
+// --label-smoothing: the first step's loss (the same batch and weights everywhere) moves away from the plain
+// cross-entropy's, by the same amount on one device, over dp replicas and through a gpipe pipeline, whose
+// last stage computes the smoothed loss (loss_test compares the loss and its gradient with PyTorch's).
+TEST(Cli, LabelSmoothingIsTheSameLossUnderEveryStrategy) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_smoothing_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto first_loss = [&](const std::string& options) {
+    const std::string metrics = (dir / "metrics.jsonl").string();
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none " +
+                         "--limit-batches 1 --metrics " + metrics + options + " -o " + (dir / "m.onnx").string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream in(metrics);
+    std::string line;
+    std::getline(in, line);
+    return nlohmann::json::parse(line).at("loss").get<double>();
+  };
+  const double plain = first_loss("");
+  const double smoothed = first_loss(" --label-smoothing 0.1");
+  EXPECT_GT(std::abs(smoothed - plain), 1e-3) << plain << " vs " << smoothed;
+  EXPECT_NEAR(first_loss(" --label-smoothing 0.1 --strategy dp --replicas 2"), smoothed, 1e-5);
+  EXPECT_NEAR(first_loss(" --label-smoothing 0.1 --strategy gpipe --stages 2"), smoothed, 1e-5);
+  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --loss mse " +
+                       "--label-smoothing 0.1 -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("use it with --loss cross-entropy"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

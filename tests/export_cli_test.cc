@@ -39,9 +39,8 @@ std::map<std::string, std::vector<double>> weights_of(const std::string& path) {
 class ExportCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("onnxtrain_export_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("onnxtrain_export_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -57,9 +56,9 @@ TEST_F(ExportCli, TheLastCheckpointExportsAsTheModelTrainWrote) {
        {"", " --bake-normalization", " --strategy dp --replicas 2", " --strategy pipedream --stages 2"}) {
     SCOPED_TRACE(variant);
     fs::remove_all(path("ckpt"));
-    const CliRun trained = run("train " + kModels + "cnn_opset17.onnx" + kData +
-                               " --epochs 2 --checkpoint-every 4 --checkpoint-dir " + path("ckpt") + variant + " -o " +
-                               path("trained.onnx"));
+    const CliRun trained =
+        run("train " + kModels + "cnn_opset17.onnx" + kData + " --epochs 2 --checkpoint-every 4 --checkpoint-dir " +
+            path("ckpt") + variant + " -o " + path("trained.onnx"));
     ASSERT_EQ(trained.exit_code, 0) << trained.output;
     const CliRun exported = run("export " + path("ckpt") + " -o " + path("exported.onnx"));
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
@@ -116,8 +115,8 @@ TEST_F(ExportCli, InitFromLoadsTheSourcesWeights) {
 }
 
 TEST_F(ExportCli, InitFromRefusesAnotherModelAndAResume) {
-  ASSERT_EQ(run("train " + kModels + "cnn_opset17.onnx" + kData + " --limit-batches 1 -o " + path("cnn.onnx")).exit_code,
-            0);
+  ASSERT_EQ(
+      run("train " + kModels + "cnn_opset17.onnx" + kData + " --limit-batches 1 -o " + path("cnn.onnx")).exit_code, 0);
   CliRun r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("cnn.onnx") + " -o " +
                  path("m.onnx"));
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -58,6 +58,7 @@ struct ParityCase {
   std::string reduction;
   DType label_dtype = DType::Int64;
   bool classes_last = false;  // (N, T, V) logits, as language models write them
+  double label_smoothing = 0;
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
@@ -83,6 +84,7 @@ TEST_P(MatchesPyTorch, LossAndLogitGradient) {
   spec.reduction = parse_loss_reduction(c.reduction);
   spec.label_dtype = c.label_dtype;
   spec.classes_last = c.classes_last;
+  spec.label_smoothing = c.label_smoothing;
   AttachedLoss attached = attach_loss(g, spec);
   EXPECT_EQ(attached.loss, "loss");
   EXPECT_EQ(attached.labels, "labels");
@@ -123,6 +125,8 @@ std::vector<ParityCase> parity_cases() {
     cases.push_back({"mse_" + r, "mse", r});
     cases.push_back({"l1_" + r, "l1", r});
     cases.push_back({"bce_" + r, "bce-with-logits", r});
+    cases.push_back({"sce_smooth_" + r, "cross-entropy", r, DType::Int64, false, 0.1});
+    cases.push_back({"sce_tokens_smooth_" + r, "cross-entropy", r, DType::Int64, true, 0.1});
   }
   cases.push_back({"sce_mean", "cross-entropy", "mean", DType::Int32});
   cases.push_back({"sce_ignore_sum", "cross-entropy", "sum", DType::Int32});

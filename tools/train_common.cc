@@ -168,6 +168,7 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
   t.loss.classes_last = train.per_position_labels();
+  t.loss.label_smoothing = o.label_smoothing;
   apply_optimizer_name(o.optimizer, t.optimizer);
   t.optimizer.weight_decay = o.weight_decay;
   if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
@@ -396,6 +397,7 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   if (o.seq_len > 0) c["seq_len"] = o.seq_len;
   if (!o.x_key.empty()) c["x_key"] = o.x_key;  // only when given: older checkpoints still resume
   if (!o.freeze.empty()) c["freeze"] = o.freeze;
+  if (o.label_smoothing > 0) c["label_smoothing"] = o.label_smoothing;
   if (!o.y_key.empty()) c["y_key"] = o.y_key;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";

@@ -127,6 +127,8 @@ void check_common_options(const TrainOptions& o) {
   if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
     usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");
   if (!o.save_best.empty()) check_output_path(o.save_best);
+  if (o.label_smoothing > 0 && o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy")
+    usage_error("--label-smoothing smooths the cross-entropy's targets: use it with --loss cross-entropy");
   if (o.patience > 0 && detect_launch().size > 1)
     usage_error("--patience stops one process, not all of them: not supported over several processes yet");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())

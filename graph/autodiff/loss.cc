@@ -48,6 +48,16 @@ class LossNodes {
     return add("Constant", {}, {{"value", t}});
   }
 
+  // A Constant node holding a scalar of `dtype` (float32 or float64).
+  ValueId constant_scalar(DType dtype, double value) {
+    Tensor t(dtype, {});
+    if (dtype == DType::Float64)
+      t.data<double>()[0] = value;
+    else
+      t.data<float>()[0] = static_cast<float>(value);
+    return add("Constant", {}, {{"value", t}});
+  }
+
   ValueId add_labels(DType dtype, Shape shape) {
     ValueId labels = graph_.add_value(
         {.name = fresh_name("labels"), .dtype = dtype, .shape = std::move(shape), .role = ValueRole::Input});
@@ -81,6 +91,34 @@ ValueId reduce_all(LossNodes& nodes, ValueId per_element, LossReduction reductio
   return nodes.add(op, {per_element}, {{"keepdims", int64_t{0}}});
 }
 
+// Label smoothing on top of the cross-entropy `nll` (reduced as spec says) of `logits` (classes on axis 1)
+// against `labels`: (1 − ε)·nll + ε·smooth, where smooth is −mean over the classes of log_softmax, zero at
+// the labels ignored, reduced as the NLL is (mean: divided by the labels not ignored), as PyTorch does.
+ValueId smoothed(LossNodes& nodes, Graph& graph, const LossSpec& spec, ValueId nll, ValueId logits, ValueId labels) {
+  const double epsilon = spec.label_smoothing;
+  if (!(epsilon > 0 && epsilon <= 1)) throw Error("label smoothing must be in (0, 1], got " + std::to_string(epsilon));
+  const DType dtype = graph.value(logits).dtype;
+  if (dtype != DType::Float32 && dtype != DType::Float64)
+    throw Error("label smoothing needs float32 or float64 logits, not " + std::string(dtype_name(dtype)));
+  const int64_t onnx_float_code = dtype == DType::Float64 ? 11 : 1;  // TensorProto.DOUBLE, FLOAT
+  const ValueId log_p = nodes.add("LogSoftmax", {logits}, {{"axis", int64_t{1}}});
+  const ValueId per_label = nodes.add(
+      "Neg", {nodes.add("ReduceMean", {log_p}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}})});
+  Tensor ignore(graph.value(labels).dtype, {});
+  if (ignore.dtype() == DType::Int32)
+    ignore.data<int32_t>()[0] = static_cast<int32_t>(spec.ignore_index);
+  else
+    ignore.data<int64_t>()[0] = spec.ignore_index;
+  const ValueId ignored = nodes.add("Equal", {labels, nodes.add("Constant", {}, {{"value", ignore}})});
+  const ValueId kept = nodes.add("Cast", {nodes.add("Not", {ignored})}, {{"to", onnx_float_code}});
+  ValueId smooth = nodes.add("Mul", {per_label, kept});
+  if (spec.reduction != LossReduction::None) smooth = reduce_all(nodes, smooth, LossReduction::Sum);
+  if (spec.reduction == LossReduction::Mean)
+    smooth = nodes.add("Div", {smooth, reduce_all(nodes, kept, LossReduction::Sum)});
+  return nodes.add("Add", {nodes.add("Mul", {nll, nodes.constant_scalar(dtype, 1 - epsilon)}),
+                           nodes.add("Mul", {smooth, nodes.constant_scalar(dtype, epsilon)})});
+}
+
 ValueId cross_entropy(LossNodes& nodes, Graph& graph, const LossSpec& spec, ValueId logits, ValueId& labels) {
   const Value& x = graph.value(logits);
   if (!x.shape.rank_known || x.shape.rank() < 2) {
@@ -96,14 +134,18 @@ ValueId cross_entropy(LossNodes& nodes, Graph& graph, const LossSpec& spec, Valu
   label_shape.dims.erase(classes_last ? label_shape.dims.end() - 1 : label_shape.dims.begin() + 1);
   labels = nodes.add_labels(spec.label_dtype, label_shape);
   const Attributes attributes{{"reduction", loss_reduction_name(spec.reduction)}, {"ignore_index", spec.ignore_index}};
-  if (!classes_last) return nodes.add("SoftmaxCrossEntropyLoss", {logits, labels}, attributes);
+  if (!classes_last) {
+    const ValueId loss = nodes.add("SoftmaxCrossEntropyLoss", {logits, labels}, attributes);
+    return spec.label_smoothing > 0 ? smoothed(nodes, graph, spec, loss, logits, labels) : loss;
+  }
   // (N, d1..dk, C) logits as (N·d1···dk, C) rows and the labels as one vector: reshapes are views, where
   // moving the classes to axis 1 would transpose the largest tensor of a language model (its logits
   // over the whole vocabulary) both ways every step. The mean over the labels not ignored is the same.
   if (!classes.is_static()) throw Error("cross-entropy over the last axis needs a static class count; " + described);
   const ValueId rows = nodes.add("Reshape", {logits, nodes.constant_ints({-1, classes.value()})});
   const ValueId flat_labels = nodes.add("Reshape", {labels, nodes.constant_ints({-1})});
-  const ValueId loss = nodes.add("SoftmaxCrossEntropyLoss", {rows, flat_labels}, attributes);
+  ValueId loss = nodes.add("SoftmaxCrossEntropyLoss", {rows, flat_labels}, attributes);
+  if (spec.label_smoothing > 0) loss = smoothed(nodes, graph, spec, loss, rows, flat_labels);
   if (spec.reduction != LossReduction::None) return loss;
   return nodes.add("Reshape", {loss, nodes.add("Shape", {labels})});  // per position, shaped like the labels
 }

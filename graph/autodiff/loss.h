@@ -14,6 +14,7 @@
 //    and int64 (or int32) class labels (N) or (N,d1..dk); labels equal to ignore_index (default -100, as
 //    in PyTorch) count for nothing, and mean divides by the labels not ignored. With classes_last the
 //    logits are (N,d1..dk,C), as language models write them.
+//    With label_smoothing ε, F.cross_entropy(..., label_smoothing=ε).
 //  - mse (F.mse_loss): (x − t)²;  l1 (F.l1_loss): |x − t|; float targets shaped like the logits.
 //  - bce_with_logits (F.binary_cross_entropy_with_logits), in the stable form
 //    max(x,0) − x·t + log(1 + exp(−|x|)) = Relu(x) − x·t + Softplus(−|x|); targets in [0, 1].
@@ -41,6 +42,10 @@ struct LossSpec {
   // Softmax cross-entropy only: the class axis of logits of rank 3 or more is the last, as in a language
   // model's (N, T, V) against (N, T) labels (a Transpose moves it to axis 1); otherwise it is axis 1.
   bool classes_last = false;
+  // Softmax cross-entropy only: PyTorch's label_smoothing ε. The target is (1 − ε) on the label plus ε/C on
+  // every class, so the loss is (1 − ε)·NLL + ε·mean over the classes of −log p, per label not ignored,
+  // reduced as the NLL (mean: over the labels not ignored).
+  double label_smoothing = 0;
   std::string model_output;  // kind ModelOutput: the value the model computes as its loss
   std::string attach_to;     // the value the loss is computed from; empty: the first graph output
 };

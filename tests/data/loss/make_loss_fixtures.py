@@ -4,7 +4,9 @@ targets (also a language model's (N,T,V) logits against (N,T) labels, sce_tokens
 
 Reduction "none" is trained as the sum of the per-element losses (attach_loss's documented rule), so its
 gradient is that of loss.sum(); NAME_loss.npy holds the per-element losses, NAME_grad.npy that gradient.
-Run from anywhere with /usr/bin/python3 (torch 1.13, numpy); it rewrites the files next to itself.
+Run from anywhere with a python that has torch and numpy; it rewrites the files next to itself. The files
+were made with torch 1.13 (Debian's python3-torch), the sce_smooth_* and sce_tokens_smooth_* ones (label
+smoothing) with torch 2.15 from the package index; 2.15 rewrites bce_none_loss.npy one ulp apart.
 """
 import os
 
@@ -68,6 +70,22 @@ def main():
     token_labels[0, 1] = token_labels[1, 4] = -100
     for reduction in ("mean", "sum", "none"):
         save("sce_tokens_" + reduction, tokens, token_labels, lambda x, t, r=reduction: token_cross_entropy(x, t, r))
+
+    # --label-smoothing 0.1 (F.cross_entropy's label_smoothing), with ignored labels, on (N,C) rows and on a
+    # language model's (N,T,V) logits. A stream of its own, so the fixtures above stay as they were.
+    smooth = np.random.default_rng(20261202)
+    rows = smooth.normal(0, 2, (6, 5)).astype(np.float32)
+    row_labels = smooth.integers(0, 5, 6).astype(np.int64)
+    row_labels[2] = -100
+    seq = smooth.normal(0, 2, (2, 4, 6)).astype(np.float32)
+    seq_labels = smooth.integers(0, 6, (2, 4)).astype(np.int64)
+    seq_labels[1, 3] = -100
+    for reduction in ("mean", "sum", "none"):
+        save("sce_smooth_" + reduction, rows, row_labels,
+             lambda x, t, r=reduction: F.cross_entropy(x, t, reduction=r, label_smoothing=0.1))
+        save("sce_tokens_smooth_" + reduction, seq, seq_labels,
+             lambda x, t, r=reduction: F.cross_entropy(x.reshape(-1, x.shape[-1]), t.reshape(-1), reduction=r,
+                                                       label_smoothing=0.1).reshape(t.shape if r == "none" else ()))
 
 
 if __name__ == "__main__":
