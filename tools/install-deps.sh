@@ -4,7 +4,7 @@
 #
 #   tools/install-deps.sh              # build + test dependencies
 #   tools/install-deps.sh --fixtures   # also Debian's PyTorch, torchvision and ONNX for models/make_fixtures.py and models/zoo/make_zoo.py
-#   tools/install-deps.sh --plots      # also matplotlib for tools/plot_bench.py
+#   tools/install-deps.sh --plots      # (accepted as before: matplotlib is installed by default)
 #   tools/install-deps.sh --yes        # never ask (also implied by CI=true or no terminal on stdin)
 #   tools/install-deps.sh --list       # print the package list and exit
 set -euo pipefail
@@ -20,11 +20,10 @@ packages=(
   clang-format  # tools/check-format.sh (clang-format 14 on Debian 12)
   clang-14 libclang-rt-14-dev  # the fuzz preset: clang++-14 and libFuzzer (libclang_rt.fuzzer), tools/run-fuzzers.sh
   python3 python3-venv
+  python3-matplotlib  # tools/plot_metrics.py and tools/plot_bench.py (plot_metrics_test runs the first)
 )
 # Only for regenerating the ONNX fixtures in models/; never needed to build or test.
 fixture_packages=(python3-torch python3-torchvision python3-onnx)
-# Only for the figures of onnxtrain bench (tools/plot_bench.py).
-plot_packages=(python3-matplotlib)
 
 assume_yes=false
 list_only=false
@@ -32,7 +31,7 @@ list_only=false
 for arg in "$@"; do
   case "$arg" in
     --fixtures) packages+=("${fixture_packages[@]}") ;;
-    --plots) packages+=("${plot_packages[@]}") ;;
+    --plots) ;;  # matplotlib is a default package now
     --yes | -y) assume_yes=true ;;
     --list) list_only=true ;;
     -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;

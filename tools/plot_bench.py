@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Figures of an `onnxtrain bench --json FILE` document, made with matplotlib (Debian's
-python3-matplotlib; tools/install-deps.sh --plots installs it). One PNG of each kind per model:
+python3-matplotlib; tools/install-deps.sh installs it). One PNG of each kind per model:
 
   throughput-MODEL.png   samples/s per strategy: the median as a bar, min-max as a whisker, the
                          prediction as a marker
@@ -22,7 +22,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError as e:
-    sys.exit("%s: %s (apt-get install python3-matplotlib, or tools/install-deps.sh --plots)" % (sys.argv[0], e))
+    sys.exit("%s: %s (apt-get install python3-matplotlib, or tools/install-deps.sh)" % (sys.argv[0], e))
 
 
 def finish(fig, ax, title, path, **legend):

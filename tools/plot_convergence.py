@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Validation-perplexity figure of tools/convergence_study.py's language-model runs, made with matplotlib
-(Debian's python3-matplotlib; tools/install-deps.sh --plots installs it). The study (standard library
+(Debian's python3-matplotlib; tools/install-deps.sh installs it). The study (standard library
 only) writes the curves as JSON and runs this with /usr/bin/python3:
 
     tools/plot_convergence.py OUT/convergence_gpt_curves.json OUT/convergence_gpt_perplexity.png
@@ -20,7 +20,7 @@ try:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 except ImportError as e:
-    sys.exit("%s: %s (apt-get install python3-matplotlib, or tools/install-deps.sh --plots)" % (sys.argv[0], e))
+    sys.exit("%s: %s (apt-get install python3-matplotlib, or tools/install-deps.sh)" % (sys.argv[0], e))
 
 
 def finite_prefix(xs, ys):
