@@ -219,6 +219,41 @@ TEST(Cli, LabelSmoothingIsTheSameLossUnderEveryStrategy) {
   std::filesystem::remove_all(dir);
 }
 
+// Every run writes the options it was given beside its model (OUT.onnx.toml); --config reads them back and
+// trains the same model byte for byte; an option on the command line wins over the file's.
+TEST(Cli, TheSavedConfigRerunsTheRunAndTheCommandLineWins) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_config_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string first = (dir / "first.onnx").string();
+  CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none " +
+                 "--optimizer adam --lr 0.002 --epochs 2 -o " + first);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = bytes(first + ".toml");
+  EXPECT_NE(config.find("lr=0.002"), std::string::npos) << config;
+  EXPECT_NE(config.find("# onnxtrain.preprocess.mean = "), std::string::npos) << config;
+  r = run("train --config " + first + ".toml -o " + (dir / "again.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(bytes(dir / "again.onnx"), bytes(first));
+  r = run("train --config " + first + ".toml --lr 0.004 -o " + (dir / "other.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("adam lr 0.004"), std::string::npos) << r.output;
+  EXPECT_NE(bytes(dir / "other.onnx"), bytes(first));
+  EXPECT_NE(bytes(dir / "other.onnx.toml").find("lr=0.004"), std::string::npos);
+  r = run("train --config " + (dir / "missing.toml").string() + " -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("missing.toml: --config"), std::string::npos) << r.output;
+  std::ofstream(dir / "sectioned.toml") << "[train]\nlr = 0.1\n";
+  r = run("train --config " + (dir / "sectioned.toml").string() + " -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("section [train]"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

@@ -11,6 +11,7 @@
 #include "graph/host_resources.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
+#include "tools/config_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -37,7 +38,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    app.parse(argc, argv);
+    // --config FILE: the file's options go in before the command line's (tools/config_file.h).
+    std::vector<std::string> args = onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc));
+    args.erase(args.begin());                // the program name
+    std::reverse(args.begin(), args.end());  // CLI11 takes the tokens last first
+    app.parse(args);
   } catch (const CLI::RuntimeError& e) {  // a command that ends early on purpose (train on SIGINT: 130)
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {

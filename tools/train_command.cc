@@ -44,10 +44,19 @@ void add_train_command(CLI::App& app) {
       "central-storage runs stop after the step in flight, pipelines and the parameter server where the pipeline\n"
       "next drains (the next --checkpoint-every boundary or the epoch's end); central storage and the parameter\n"
       "server write no checkpoint yet. Across processes the launcher's SIGTERM ends every rank (exit 143).");
+  // An option given twice takes its last value: a --config file's options come first (tools/config_file.h).
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--config", o->config_file,
+                  "read options from this TOML file first (key = value per option, as `--key value` would give it, "
+                  "e.g. lr = 0.1, strategy = \"pipedream\", model = \"m.onnx\"); options on the command line win. "
+                  "Every run writes the options it was given to OUT.onnx.toml, which --config reads back");
   cmd->add_option("model", o->model,
                   "the .onnx file to train (the loss attaches to its first output; a model with several data inputs, "
-                  "such as BERT's input_ids, attention_mask and token_type_ids, reads them from npz:FILE)")
-      ->required();
+                  "such as BERT's input_ids, attention_mask and token_type_ids, reads them from npz:FILE; required, on "
+                  "the command line or as model = \"FILE\" in --config)");
+  // The model as an option too, the key a --config file gives it (tools/config_file.h).
+  cmd->add_option("--model", o->model, "the model (as the positional MODEL; the spelling --config files use)")
+      ->group("");
   cmd->add_option("-o,--output", o->output,
                   "where to write the trained .onnx (atomically; checked by the ONNX checker). It is ready for "
                   "inference: BatchNormalization uses the trained running statistics (training_mode removed), Dropout "
@@ -268,7 +277,10 @@ void add_train_command(CLI::App& app) {
                 "steps ahead (s: the worker's measured staleness, the mean over its own pushes, rounded); prints the "
                 "staleness report either way");
   cmd->callback([o, cmd] {
+    // Not ->required(): CLI11 checks that before a --config file could give it.
+    if (o->model.empty()) usage_error("model is required: onnxtrain train MODEL ... (or model = \"FILE\" in --config)");
     stages_from_plan(*o, *cmd);
+    o->resolved_config = cmd->config_to_str(false, false);  // the options given (the rest: this version's defaults)
     if (const int code = run_training(*o); code != 0) throw CLI::RuntimeError(code);
   });
 }

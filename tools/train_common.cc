@@ -8,12 +8,15 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "kernels/cuda/cuda_runtime.h"
+#include "tools/commands.h"
 #include "tools/device_option.h"
 #include "tools/init_from.h"
 #include "tools/model_import.h"
+#include "tools/text_file.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
@@ -348,6 +351,18 @@ ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model,
     options.metadata = baked_preprocessing_metadata(options.metadata, *options.bake);
   }
   return options;
+}
+
+void write_run_config(const TrainOptions& o, const Dataset& train) {
+  if (o.resolved_config.empty()) return;
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::string text = "# onnxtrain " + std::string(kOnnxtrainVersion) + " train, finished " + when +
+                     "; again with: onnxtrain train --config " + o.output +
+                     ".toml\n# the options given; the others had this version's defaults\n";
+  for (const auto& [key, value] : preprocessing_metadata(train)) text += "# " + key + " = " + value + "\n";
+  write_text_file(o.output + ".toml", text + o.resolved_config);
 }
 
 nlohmann::json checkpoint_export_info(const TrainOptions& o, const Graph& model, const Dataset& train) {

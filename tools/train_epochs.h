@@ -223,6 +223,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   }
   check_finite_model(model);
   write_trained_model(o.model, o.output, model, model_write_options(o, data.model.graph, data.train));
+  write_run_config(o, data.train);
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done - role.first_step), seconds,
               o.output.c_str());
   return 0;

@@ -37,6 +37,8 @@ struct TrainOptions {
   bool bake_normalization = false;    // fold the input preprocessing into the written model
   std::string x_key, y_key;           // npz: the arrays of the inputs and the labels
   std::string freeze;                 // regex: matching parameters are not trained
+  std::string config_file;            // --config (expanded into options before parsing: tools/config_file.h)
+  std::string resolved_config;        // every option as CLI11's TOML (config_to_str), written to OUTPUT.toml
   std::string init_from;              // initial weights: a checkpoint or an ONNX model (tools/init_from.h)
   std::string on_nonfinite = "stop";  // stop | skip (the step, GradScaler-style; single and dp)
   std::string precision = "fp32";     // fp32 | bf16 | fp16: mixed precision (graph/mixed_precision.h)
@@ -133,6 +135,10 @@ ModelWriteOptions model_write_options(const TrainOptions& o, const Graph& model,
 // The options a resumed run must share with the run that wrote the checkpoint (any layout: one device,
 // replicas, processes).
 nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps);
+// OUTPUT.toml beside the written model: the options the run resolved (o.resolved_config, which `train
+// --config` reads back), headed by comments with the build's version, the time and the preprocessing
+// applied to `train` (scale, mean, std). Nothing when o.resolved_config is empty.
+void write_run_config(const TrainOptions& o, const Dataset& train);
 // How `onnxtrain export` writes a checkpoint's model as this run writes OUTPUT (TrainingCheckpoint::export_info):
 // the source model's absolute path and model_write_options as JSON (parsed back in export_command.cc).
 nlohmann::json checkpoint_export_info(const TrainOptions& o, const Graph& model, const Dataset& train);

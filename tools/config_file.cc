@@ -1,0 +1,49 @@
+#include "tools/config_file.h"
+
+#include <CLI/CLI.hpp>
+
+#include "graph/error.h"
+
+namespace onnxtrain::cli {
+
+std::vector<std::string> expand_config_file(const std::vector<std::string>& argv) {
+  if (argv.size() < 2) return argv;
+  std::vector<std::string> rest;  // the command line after the command, without --config FILE
+  std::string path;
+  for (size_t i = 2; i < argv.size(); ++i) {
+    if (argv[i] == "--config" && i + 1 < argv.size()) {
+      path = argv[++i];
+    } else if (argv[i].rfind("--config=", 0) == 0) {
+      path = argv[i].substr(9);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (path.empty()) return argv;
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::FileError&) {
+    throw Error(path + ": --config: no such file or not readable");
+  } catch (const CLI::ParseError& e) {
+    throw Error(path + ": --config: not a TOML file of options: " + e.what());
+  }
+  std::vector<std::string> expanded(argv.begin(), argv.begin() + 2);
+  for (const CLI::ConfigItem& item : items) {
+    if (!item.parents.empty()) {
+      throw Error(path + ": --config: section [" + item.parents.front() + "]: the file holds the options of one " +
+                  "command, as `key = value` lines without sections");
+    }
+    if (item.name == "++" || item.name == "--") continue;  // CLI11's section markers
+    if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
+      if (item.inputs[0] == "true") expanded.push_back("--" + item.name);
+      continue;
+    }
+    expanded.push_back("--" + item.name);
+    expanded.insert(expanded.end(), item.inputs.begin(), item.inputs.end());
+  }
+  expanded.insert(expanded.end(), rest.begin(), rest.end());
+  return expanded;
+}
+
+}  // namespace onnxtrain::cli
