@@ -11,6 +11,23 @@
 namespace onnxtrain {
 
 namespace {
+// torch.nn.utils.clip_grad_norm_: when the gradients' total 2-norm exceeds `max_norm`, each slot's gradient
+// is replaced by a copy scaled by max_norm / (norm + 1e-6), kept in `storage` (the caller's gradients stay
+// as they were).
+void clip_gradient_norm(std::vector<ParamSlot>& params, double max_norm, std::vector<std::vector<float>>& storage) {
+  double sum_of_squares = 0;
+  for (const ParamSlot& p : params)
+    for (float v : p.grad) sum_of_squares += static_cast<double>(v) * v;
+  const double coefficient = max_norm / (std::sqrt(sum_of_squares) + 1e-6);
+  if (coefficient >= 1) return;
+  storage.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    storage[i].resize(params[i].grad.size());
+    for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] = static_cast<float>(params[i].grad[k] * coefficient);
+    params[i].grad = storage[i];
+  }
+}
+
 // The checkpoint tensor of the steps skip_nonfinite_steps skipped (beside the optimizer state).
 constexpr const char* kNonfiniteSkips = "nonfinite/skipped_steps";
 
@@ -317,6 +334,8 @@ float Trainer::train_step(const DataInputs& x, const Tensor& y) {
   for (const Slot& s : slots_) {
     params.push_back({s.name, g.value(s.value).data->data<float>(), out.at(s.gradient).data<float>()});
   }
+  std::vector<std::vector<float>> clipped;
+  if (options_.clip_grad_norm > 0) clip_gradient_norm(params, options_.clip_grad_norm, clipped);
   optimizer_.step(params);
   update_running_stats(out, x.rows());
   return out.at(loss_.loss).data<float>()[0];
@@ -392,6 +411,8 @@ bool Trainer::apply_gradients(const std::map<std::string, Tensor>& gradients) {
   }
   if (!update_loss_scale(gradients)) return false;
   if (!device_optimizer_) {
+    std::vector<std::vector<float>> clipped;
+    if (options_.clip_grad_norm > 0) clip_gradient_norm(params, options_.clip_grad_norm, clipped);
     optimizer_.step(params);
     return true;
   }

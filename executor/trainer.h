@@ -102,6 +102,10 @@ struct TrainerOptions {
   // optimizer state, running statistics), as GradScaler skips an overflowing step; false: it is applied
   // (and the caller's divergence guard stops the run).
   bool skip_nonfinite_steps = false;
+  // --clip-grad-norm (CPU optimizer): before each update the gradients are scaled by
+  // min(1, clip_grad_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm over every parameter's gradient together, as
+  // torch.nn.utils.clip_grad_norm_ does. 0: no clipping.
+  double clip_grad_norm = 0;
 };
 
 class Trainer {

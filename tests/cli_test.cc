@@ -254,6 +254,42 @@ TEST(Cli, TheSavedConfigRerunsTheRunAndTheCommandLineWins) {
   std::filesystem::remove_all(dir);
 }
 
+// --clip-grad-norm: one plain SGD step of lr 1 moves the weights by exactly the clipped gradient, whose
+// total norm is the limit (torch.nn.utils.clip_grad_norm_'s max_norm / (norm + 1e-6) scaling), on one
+// device and over dp replicas (clipped after the all-reduce); unclipped the same step moves them far more.
+TEST(Cli, ClipGradNormBoundsTheUpdate) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_clip_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto weights = [](const std::string& path) {
+    std::map<std::string, std::vector<double>> w;
+    const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
+    for (onnxtrain::ValueId id : m.graph.initializers)
+      if (m.graph.value(id).data && m.graph.value(id).role == onnxtrain::ValueRole::Parameter)
+        w[m.graph.value(id).name] = m.graph.value(id).data->to_double();
+    return w;
+  };
+  const auto before = weights(kModels + "mlp_opset17.onnx");
+  auto step_norm = [&](const std::string& options) {
+    const std::string out = (dir / "m.onnx").string();
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none " +
+                         "--limit-batches 1 --optimizer sgd --lr 1" + options + " -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    double squares = 0;
+    for (const auto& [name, after] : weights(out))
+      for (size_t i = 0; i < after.size(); ++i)
+        squares += (after[i] - before.at(name)[i]) * (after[i] - before.at(name)[i]);
+    return std::sqrt(squares);
+  };
+  EXPECT_GT(step_norm(""), 0.05);
+  EXPECT_NEAR(step_norm(" --clip-grad-norm 0.005"), 0.005, 5e-5);
+  EXPECT_NEAR(step_norm(" --clip-grad-norm 0.005 --strategy dp --replicas 2"), 0.005, 5e-5);
+  const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --clip-grad-norm 1 " +
+                       "--strategy pipedream --stages 2 -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

@@ -189,6 +189,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
                   "how many of the newest checkpoints to keep (default 3; 0: all)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
+                  "scale the gradients down to this total 2-norm (over every parameter) when it is larger, before "
+                  "each update, as torch.nn.utils.clip_grad_norm_ (single and dp on the CPU; default 0: off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--label-smoothing", o->label_smoothing,
                   "cross-entropy against (1 - EPS) on the label plus EPS/C on every class (PyTorch's label_smoothing; "
                   "torchvision's recipes use 0.1). The validation and test losses include it, as the recipes "

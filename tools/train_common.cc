@@ -172,6 +172,7 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   t.loss = parse_loss_spec(o.loss);
   t.loss.classes_last = train.per_position_labels();
   t.loss.label_smoothing = o.label_smoothing;
+  t.clip_grad_norm = o.clip_grad_norm;
   apply_optimizer_name(o.optimizer, t.optimizer);
   t.optimizer.weight_decay = o.weight_decay;
   if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
@@ -413,6 +414,7 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   if (!o.x_key.empty()) c["x_key"] = o.x_key;  // only when given: older checkpoints still resume
   if (!o.freeze.empty()) c["freeze"] = o.freeze;
   if (o.label_smoothing > 0) c["label_smoothing"] = o.label_smoothing;
+  if (o.clip_grad_norm > 0) c["clip_grad_norm"] = o.clip_grad_norm;
   if (!o.y_key.empty()) c["y_key"] = o.y_key;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";

@@ -30,6 +30,7 @@ struct TrainOptions {
   int64_t patience = 0;   // early stopping: epochs without a better validation loss (0: never)
   std::string save_best;  // where the model of the best validation loss so far is written
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
+  double clip_grad_norm = 0;   // single and dp on the CPU: torch.nn.utils.clip_grad_norm_ (executor/trainer.h)
   double label_smoothing = 0;  // cross-entropy: PyTorch's label_smoothing (graph/autodiff/loss.h)
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;

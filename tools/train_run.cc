@@ -127,6 +127,12 @@ void check_common_options(const TrainOptions& o) {
   if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
     usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");
   if (!o.save_best.empty()) check_output_path(o.save_best);
+  if (o.clip_grad_norm > 0 && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
+    usage_error(
+        "--clip-grad-norm works with --strategy single and dp (the pipeline stages and parameter-server "
+        "shards hold parts of the gradient and do not share its norm yet)");
+  if (o.clip_grad_norm > 0 && o.device != "cpu")
+    usage_error("--clip-grad-norm clips on the CPU optimizer's path; the GPU optimizer does not clip yet");
   if (o.label_smoothing > 0 && o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy")
     usage_error("--label-smoothing smooths the cross-entropy's targets: use it with --loss cross-entropy");
   if (o.patience > 0 && detect_launch().size > 1)
