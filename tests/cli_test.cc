@@ -72,7 +72,8 @@ TEST(Cli, UsageErrorsExitTwoAndSuggestTheClosestName) {
   const std::string train = "train " + kModels + "mlp_opset17.onnx -o /tmp/onnxtrain_never_written.onnx ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"trian",
-       "command 'trian' is not one of bench, eval, export, inspect, partition, run, simulate, train, version: did you mean "
+       "command 'trian' is not one of bench, eval, export, inspect, partition, run, simulate, train, version: did you "
+       "mean "
        "'train'?"},
       {train + "--strategy ddp",
        "--strategy: 'ddp' is not one of single, dp, ps, naive, pipedream, spectrain, gpipe, "
