@@ -27,6 +27,17 @@ CliRun run(const std::string& args) { return onnxtrain::testing_support::run_cli
 
 const std::string kModels = std::string(ONNXTRAIN_SOURCE_DIR) + "/models/";
 
+// The values of a model file's parameters (Parameter initializers), by name.
+std::map<std::string, std::vector<double>> parameter_values(const std::string& path) {
+  std::map<std::string, std::vector<double>> values;
+  const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
+  for (onnxtrain::ValueId id : m.graph.initializers) {
+    const onnxtrain::Value& v = m.graph.value(id);
+    if (v.data && v.role == onnxtrain::ValueRole::Parameter) values[v.name] = v.data->to_double();
+  }
+  return values;
+}
+
 TEST(Cli, InspectPrintsTheModel) {
   CliRun r = run("inspect " + kModels + "cnn_opset17.onnx");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -160,14 +171,7 @@ TEST(Cli, FrozenParametersAreWrittenBackUnchanged) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("onnxtrain_cli_freeze_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto weights = [](const std::string& path) {
-    std::map<std::string, std::vector<double>> w;
-    const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
-    for (onnxtrain::ValueId id : m.graph.initializers)
-      if (m.graph.value(id).data) w[m.graph.value(id).name] = m.graph.value(id).data->to_double();
-    return w;
-  };
-  const auto before = weights(kModels + "mlp_opset17.onnx");
+  const auto before = parameter_values(kModels + "mlp_opset17.onnx");
   for (const std::string strategy : {"", " --strategy dp --replicas 2", " --strategy pipedream --stages 2"}) {
     SCOPED_TRACE(strategy);
     const std::string out = (dir / "m.onnx").string();
@@ -179,7 +183,7 @@ TEST(Cli, FrozenParametersAreWrittenBackUnchanged) {
     EXPECT_NE(r.output.find("frozen (--freeze): 2 of 6 parameters, not trained: fc1.weight, fc1.bias"),
               std::string::npos)
         << r.output;
-    const auto after = weights(out);
+    const auto after = parameter_values(out);
     EXPECT_EQ(after.at("fc1.weight"), before.at("fc1.weight"));
     EXPECT_EQ(after.at("fc1.bias"), before.at("fc1.bias"));
     EXPECT_NE(after.at("fc2.weight"), before.at("fc2.weight"));
@@ -262,22 +266,14 @@ TEST(Cli, ClipGradNormBoundsTheUpdate) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("onnxtrain_cli_clip_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto weights = [](const std::string& path) {
-    std::map<std::string, std::vector<double>> w;
-    const onnxtrain::ImportedModel m = onnxtrain::import_model(path);
-    for (onnxtrain::ValueId id : m.graph.initializers)
-      if (m.graph.value(id).data && m.graph.value(id).role == onnxtrain::ValueRole::Parameter)
-        w[m.graph.value(id).name] = m.graph.value(id).data->to_double();
-    return w;
-  };
-  const auto before = weights(kModels + "mlp_opset17.onnx");
+  const auto before = parameter_values(kModels + "mlp_opset17.onnx");
   auto step_norm = [&](const std::string& options) {
     const std::string out = (dir / "m.onnx").string();
     const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none " +
                          "--limit-batches 1 --optimizer sgd --lr 1" + options + " -o " + out);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     double squares = 0;
-    for (const auto& [name, after] : weights(out))
+    for (const auto& [name, after] : parameter_values(out))
       for (size_t i = 0; i < after.size(); ++i)
         squares += (after[i] - before.at(name)[i]) * (after[i] - before.at(name)[i]);
     return std::sqrt(squares);
