@@ -13,6 +13,7 @@
 #include "frontend/model_writer.h"
 #include "graph/error.h"
 #include "tools/commands.h"
+#include "tools/init_from.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -44,13 +45,8 @@ ModelWriteOptions write_options_of(const nlohmann::json& info, const std::string
 }
 
 void run_export(const ExportOptions& o) {
-  std::string path = o.checkpoint;
+  const std::string path = checkpoint_file_of(o.checkpoint, "export");
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    const std::optional<std::string> newest = latest_checkpoint(path);
-    if (!newest) throw Error(path + ": the directory holds no checkpoint (checkpoint-SSSSSSSS.otck)");
-    path = *newest;
-  }
   check_output_path(o.output);
   const TrainingCheckpoint c = read_checkpoint(path);
   std::string model = o.model;

@@ -16,16 +16,11 @@ namespace {
 // initializers. `kind` is set to what it was, for the messages.
 std::map<std::string, Tensor> source_tensors(const std::string& source, std::string& kind) {
   std::error_code ec;
-  if (std::filesystem::is_directory(source, ec)) {
-    const std::optional<std::string> newest = latest_checkpoint(source);
-    if (!newest) throw Error(source + ": --init-from names a directory that holds no checkpoint");
-    kind = "checkpoint " + *newest;
-    return read_checkpoint(*newest).tensors;
-  }
   if (!std::filesystem::exists(source, ec)) throw Error(source + ": --init-from: no such file or directory");
-  if (source.ends_with(".otck")) {
-    kind = "checkpoint " + source;
-    return read_checkpoint(source).tensors;
+  if (std::filesystem::is_directory(source, ec) || source.ends_with(".otck")) {
+    const std::string file = checkpoint_file_of(source, "--init-from");
+    kind = "checkpoint " + file;
+    return read_checkpoint(file).tensors;
   }
   kind = "model " + source;
   return read_model_initializers(source);
@@ -39,6 +34,15 @@ std::string listed(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+std::string checkpoint_file_of(const std::string& file_or_dir, const std::string& flag) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(file_or_dir, ec)) return file_or_dir;
+  const std::optional<std::string> newest = latest_checkpoint(file_or_dir);
+  if (!newest)
+    throw Error(file_or_dir + ": " + flag + ": the directory holds no checkpoint (checkpoint-SSSSSSSS.otck)");
+  return *newest;
+}
 
 std::string init_from(Graph& model, const std::string& source) {
   std::string kind;

@@ -9,6 +9,10 @@
 
 namespace onnxtrain::cli {
 
+// The checkpoint file `file_or_dir` names: itself, or the newest checkpoint of a checkpoint directory.
+// Throws Error naming `flag` (the option or argument that gave it) when the directory holds none.
+std::string checkpoint_file_of(const std::string& file_or_dir, const std::string& flag);
+
 // Replaces the data of every parameter (trained or frozen) and running statistic of `model` that `source`
 // holds under the same name. Throws Error naming the tensor when a dtype or shape differs, and when
 // `source` holds none of the model's initializers (another model). Returns the summary line for stderr:
