@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "executor/pipeline/stage_worker.h"  // micro_batch_rows
 #include "graph/op_schema.h"
 #include "kernels/kernel.h"
 
@@ -128,6 +129,9 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
     throw Error(
         "skipping steps with a non-finite loss or gradient (--on-nonfinite skip) is built for float32 and "
         "bfloat16 on the CPU; fp16 skips overflowing steps by itself (dynamic loss scaling)");
+  if (options_.accumulate < 1) throw Error("--accumulate must be 1 or more");
+  if (options_.accumulate > 1 && options_.device.kind == DeviceKind::Cuda)
+    throw Error("gradient accumulation (--accumulate) is built for the CPU; on a GPU use a larger --batch");
   training_ = std::make_unique<TrainingGraph>(std::move(recipe.training));
   session_ = std::make_unique<InferenceSession>(training_->graph, options_.kernels, options_.device);
   // On a CUDA device the evaluation session reads the training session's device copies (the graphs share
@@ -211,7 +215,62 @@ std::map<std::string, Tensor> Trainer::feed(const DataInputs& x, const Tensor& y
 
 std::map<std::string, Tensor> Trainer::run_step(const DataInputs& x, const Tensor& y,
                                                 const InferenceSession::OutputCallback& on_output) {
-  return session_->run(feed(x, y), on_output);
+  accumulated_stats_.clear();
+  if (options_.accumulate <= 1) return session_->run(feed(x, y), on_output);
+  return accumulated_run(x, y, on_output);
+}
+
+// Gradient accumulation (TrainerOptions::accumulate): the batch runs as K consecutive row slices, as a
+// PyTorch loop calls backward() K times before step(). A slice's gradients and loss are weighed by its
+// share of the rows (mean losses; 1 for sum), so the sums are the whole batch's mean gradient and loss. Each
+// slice draws its rows' Dropout masks of the whole batch (set_rows), so only the summation order differs
+// from one pass over the batch. BatchNorm's statistics are the slice's, as in PyTorch; its running
+// statistics follow the slices one after another: each slice's update is applied before the next slice
+// runs (its BatchNorm nodes read the running statistics), and the states are put back at the end, keeping
+// the result in accumulated_stats_ for update_running_stats, so that only the callers that update the
+// statistics (not compute_gradients) change them.
+std::map<std::string, Tensor> Trainer::accumulated_run(const DataInputs& x, const Tensor& y,
+                                                       const InferenceSession::OutputCallback& on_output) {
+  if (on_output) throw Error("gradient accumulation cannot stream gradients during the backward pass (--bucket-mb)");
+  const int64_t rows = x.rows(), k = options_.accumulate;
+  if (rows < k) {
+    throw Error("--accumulate " + std::to_string(k) + ": a batch of " + std::to_string(rows) +
+                " rows cannot be split into " + std::to_string(k) + " slices");
+  }
+  const bool mean = options_.loss.reduction == LossReduction::Mean;
+  std::map<std::string, Tensor> sum;
+  const int64_t first_row = first_row_;
+  Graph& g = training_->graph;
+  std::vector<Tensor> saved;
+  for (const RunningStat& r : running_stats_) saved.push_back(g.value(r.state).data->clone());
+  for (int64_t j = 0; j < k; ++j) {
+    const auto [begin, end] = micro_batch_rows(rows, k, j);
+    const float weight = mean ? static_cast<float>(end - begin) / static_cast<float>(rows) : 1.0f;
+    first_row_ = first_row + begin;
+    std::map<std::string, Tensor> out;
+    try {
+      out = session_->run(feed(x.slice_rows(begin, end), slice_rows(y, begin, end)));
+    } catch (...) {
+      first_row_ = first_row;
+      throw;
+    }
+    first_row_ = first_row;
+    apply_running_stats(out, end - begin);
+    auto add = [&](const std::string& name) {
+      std::span<const float> part = out.at(name).data<float>();
+      auto [it, fresh] = sum.try_emplace(name, DType::Float32, out.at(name).sizes());
+      std::span<float> total = it->second.data<float>();
+      for (size_t i = 0; i < part.size(); ++i) total[i] = (fresh ? 0.0f : total[i]) + weight * part[i];
+    };
+    add(loss_.loss);
+    for (const Slot& s : slots_) add(s.gradient);
+  }
+  for (size_t i = 0; i < running_stats_.size(); ++i) {
+    Tensor& state = *g.value(running_stats_[i].state).data;
+    accumulated_stats_.push_back(state.clone());
+    std::memcpy(state.raw(), saved[i].raw(), saved[i].nbytes());
+  }
+  return sum;
 }
 
 // The parameter Tensors are shared by the training and evaluation graphs: the running statistics are
@@ -219,6 +278,18 @@ std::map<std::string, Tensor> Trainer::run_step(const DataInputs& x, const Tenso
 // floats per channel) and their device copies are uploaded again at the next run of either session.
 void Trainer::update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
   if (skips_for_loss(out)) return;  // a NaN batch would poison the statistics for good
+  if (accumulated_stats_.empty()) return apply_running_stats(out, batch);
+  Graph& g = training_->graph;  // --accumulate: the statistics after the last slice (accumulated_run)
+  for (size_t i = 0; i < running_stats_.size(); ++i) {
+    Tensor& state = *g.value(running_stats_[i].state).data;
+    std::memcpy(state.raw(), accumulated_stats_[i].raw(), state.nbytes());
+    if (device_initializers_) device_initializers_->mark_host_changed(g.value(running_stats_[i].state).name);
+  }
+  accumulated_stats_.clear();
+}
+
+void Trainer::apply_running_stats(const std::map<std::string, Tensor>& out, int64_t batch) {
+  if (skips_for_loss(out)) return;
   Graph& g = training_->graph;
   for (const RunningStat& r : running_stats_) {
     r.update.apply(out.at(r.output).data<float>(), g.value(r.state).data->data<float>(), batch);

@@ -106,6 +106,9 @@ struct TrainerOptions {
   // min(1, clip_grad_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm over every parameter's gradient together, as
   // torch.nn.utils.clip_grad_norm_ does. 0: no clipping.
   double clip_grad_norm = 0;
+  // --accumulate K (CPU): every batch runs as K row slices whose gradients are summed, weighed by their
+  // share of the rows, before one update: the memory of a batch/K pass for the update of the whole batch.
+  int64_t accumulate = 1;
 };
 
 class Trainer {
@@ -237,7 +240,12 @@ class Trainer {
   };
   std::map<std::string, Tensor> run_step(const DataInputs& x, const Tensor& y,
                                          const InferenceSession::OutputCallback& on_output = {});
+  std::map<std::string, Tensor> accumulated_run(const DataInputs& x, const Tensor& y,
+                                                const InferenceSession::OutputCallback& on_output);
   std::map<std::string, Tensor> feed(const DataInputs& x, const Tensor& y);
+  // --accumulate: the running statistics after the last slice of the last run, in running_stats_ order,
+  // for update_running_stats to apply (cleared by every run).
+  std::vector<Tensor> accumulated_stats_;
   std::map<std::string, Tensor> named_inputs(const DataInputs& x) const;
   float train_step_on_device(const DataInputs& x, const Tensor& y);
   void require_device(const char* what) const;  // Error unless on a CUDA device
@@ -248,6 +256,7 @@ class Trainer {
   std::set<std::string> gradient_outputs_;  // the slots' gradient names: kept on the device by train_step
   std::map<std::string, Tensor> gradients_of(const std::map<std::string, Tensor>& out, float* loss) const;
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
+  void apply_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);  // one run's outputs
   std::vector<RunningStat> running_stats_;
   // fp16: the scaler and the training graph's scalar input that multiplies the loss before the backward pass.
   std::unique_ptr<LossScaler> scaler_;

@@ -287,6 +287,57 @@ TEST(Cli, ClipGradNormBoundsTheUpdate) {
   std::filesystem::remove_all(dir);
 }
 
+// --accumulate K: two steps of 64 rows in 4 passes each write the model that two plain steps of 64 write
+// (up to the summation order), on one device and over dp replicas (each accumulates its share before
+// the all-reduce); the strategies that cannot accumulate refuse it, exit 2.
+TEST(Cli, AccumulateGivesTheUpdateOfTheWholeBatch) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_accumulate_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto initial = parameter_values(kModels + "mlp_opset17.onnx");
+  auto train = [&](const std::string& options) {
+    const std::string out = (dir / "m.onnx").string();
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none " +
+                         "--validation 0 --limit-batches 2 --optimizer sgd --lr 0.5" + options + " -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::pair(parameter_values(out), r.output);
+  };
+  const auto [whole, whole_output] = train("");
+  double moved = 0;
+  for (const auto& [name, values] : whole)
+    for (size_t i = 0; i < values.size(); ++i) moved = std::max(moved, std::abs(values[i] - initial.at(name)[i]));
+  EXPECT_GT(moved, 1e-3);
+  for (const std::string& options : {" --accumulate 4", " --accumulate 2 --strategy dp --replicas 2"}) {
+    const auto [accumulated, output] = train(options);
+    EXPECT_NE(output.find("passes"), std::string::npos) << output;
+    for (const auto& [name, values] : whole)
+      for (size_t i = 0; i < values.size(); ++i)
+        ASSERT_NEAR(accumulated.at(name)[i], values[i], 1e-5) << options << ": " << name << "[" << i << "]";
+  }
+  // The flag does reach the trainer: with BatchNorm each pass normalises by its own rows' statistics,
+  // which changes the update.
+  auto resnet = [&](const std::string& options) {
+    const std::string out = (dir / "r.onnx").string();
+    const CliRun r = run("train " + kModels + "resnet_opset17.onnx --data synthetic:3,32,32:10:64 --test-data none " +
+                         "--validation 0 --limit-batches 1 --optimizer sgd --lr 0.5" + options + " -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return parameter_values(out);
+  };
+  const auto plain = resnet(""), sliced = resnet(" --accumulate 2");
+  double differs = 0;
+  for (const auto& [name, values] : plain)
+    for (size_t i = 0; i < values.size(); ++i) differs = std::max(differs, std::abs(values[i] - sliced.at(name)[i]));
+  EXPECT_GT(differs, 1e-4);
+  for (const std::string& options : {" --strategy gpipe --stages 2", " --strategy pipedream --stages 2",
+                                     " --strategy dp --replicas 2 --bucket-mb 1", " --device cuda"}) {
+    const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --accumulate 2" +
+                         options + " -o " + (dir / "m.onnx").string());
+    EXPECT_EQ(r.exit_code, 2) << options << ": " << r.output;
+    EXPECT_NE(r.output.find("--accumulate"), std::string::npos) << r.output;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

@@ -236,6 +236,82 @@ TEST(Trainer, RestoredTrainerContinuesBitForBit) {
   }
 }
 
+double max_difference(std::span<const float> a, std::span<const float> b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+// --accumulate K: a step over a batch in K row slices applies the batch's mean gradient. The transformer
+// (7 Dropout nodes, LayerNorm only) gives the same loss and update as one pass over the batch, up to the
+// summation order: each slice draws its rows' masks of the whole batch.
+TEST(Trainer, AccumulatedStepIsTheWholeBatchsStep) {
+  const Dataset data = token_data(32, 4);
+  DataLoader loader(data, {.batch = 16, .shuffle = false, .prefetch = false});
+  const Batch b = loader.next();
+  auto step = [&](int64_t accumulate, std::map<std::string, Tensor>& params) {
+    ImportedModel model = import_model(kModels + "transformer_opset17.onnx");
+    TrainerOptions o = sgd(0.5);
+    o.seed = 9;
+    o.accumulate = accumulate;
+    Trainer trainer(model.graph, o);
+    const float loss = trainer.train_step(b.x, b.y);
+    for (const auto& [name, t] : trainer.trained_initializers()) params[name] = t.clone();
+    return loss;
+  };
+  std::map<std::string, Tensor> whole, sliced, uneven;
+  const float loss = step(1, whole);
+  EXPECT_NEAR(step(4, sliced), loss, 1e-5);
+  EXPECT_NEAR(step(3, uneven), loss, 1e-5);  // slices of 6, 5 and 5 rows, weighed by their share
+  for (const auto& [name, t] : whole) {
+    EXPECT_LT(max_difference(t.data<float>(), sliced.at(name).data<float>()), 1e-5) << name;
+    EXPECT_LT(max_difference(t.data<float>(), uneven.at(name).data<float>()), 1e-5) << name;
+  }
+  // The step moved the weights far more than that tolerance.
+  ImportedModel initial = import_model(kModels + "transformer_opset17.onnx");
+  Trainer fresh(initial.graph, sgd(0.5));
+  double moved = 0;
+  for (const auto& [name, t] : fresh.trained_initializers())
+    moved = std::max(moved, max_difference(t.data<float>(), whole.at(name).data<float>()));
+  EXPECT_GT(moved, 1e-3);
+}
+
+// With BatchNorm each slice is normalised by its own statistics, as in PyTorch: the accumulated gradient
+// is the mean of the slices' gradients, and the running statistics follow the slices one after another.
+TEST(Trainer, AccumulatedStepFollowsEachSliceLikeConsecutivePasses) {
+  Dataset data = load_dataset("synthetic:3,32,32:10:16", {.normalize = Normalization::MeanStd, .seed = 2});
+  DataLoader loader(data, {.batch = 16, .shuffle = false, .prefetch = false});
+  const Batch b = loader.next();
+  ImportedModel model = import_model(kModels + "resnet_opset17.onnx"),
+                copy = import_model(kModels + "resnet_opset17.onnx");
+  TrainerOptions o = sgd(0.1);
+  o.accumulate = 2;
+  Trainer accumulating(model.graph, o), plain(copy.graph, sgd(0.1));
+  float loss = 0, first_loss = 0, second_loss = 0;
+  const std::map<std::string, Tensor> both = accumulating.forward_backward(b.x, b.y, &loss);
+  const std::map<std::string, Tensor> first =
+      plain.forward_backward(b.inputs().slice_rows(0, 8), slice_rows(b.y, 0, 8), &first_loss);
+  const std::map<std::string, Tensor> second =
+      plain.forward_backward(b.inputs().slice_rows(8, 16), slice_rows(b.y, 8, 16), &second_loss);
+  EXPECT_NEAR(loss, (first_loss + second_loss) / 2, 1e-5);
+  for (const auto& [name, g] : both) {
+    std::vector<float> mean(static_cast<size_t>(g.numel()));
+    for (size_t i = 0; i < mean.size(); ++i)
+      mean[i] = (first.at(name).data<float>()[i] + second.at(name).data<float>()[i]) / 2;
+    EXPECT_LT(max_difference(g.data<float>(), mean), 1e-5) << name;
+  }
+  const std::map<std::string, Tensor> stats = accumulating.running_statistics(), expected = plain.running_statistics();
+  ASSERT_FALSE(stats.empty());
+  for (const auto& [name, t] : stats)
+    EXPECT_LT(max_difference(t.data<float>(), expected.at(name).data<float>()), 1e-6) << name;
+  // 16 rows cannot be cut into 32 slices.
+  TrainerOptions many = sgd(0.1);
+  many.accumulate = 32;
+  ImportedModel third = import_model(kModels + "resnet_opset17.onnx");
+  Trainer too_many(third.graph, many);
+  EXPECT_THROW(too_many.train_step(b.x, b.y), Error);
+}
+
 TEST(Trainer, InferenceGraphTurnsBatchNormBackToInferenceMode) {
   ImportedModel model = import_model(kModels + "resnet_opset17.onnx");
   Trainer trainer(model.graph, sgd(0.01));

@@ -193,6 +193,13 @@ void add_train_command(CLI::App& app) {
                   "scale the gradients down to this total 2-norm (over every parameter) when it is larger, before "
                   "each update, as torch.nn.utils.clip_grad_norm_ (single and dp on the CPU; default 0: off)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--accumulate", o->accumulate,
+                  "gradient accumulation: each step's --batch runs as K forward and backward passes of batch/K rows "
+                  "(per replica for dp), whose gradients add up to the batch's before one update: the memory of a "
+                  "batch/K pass for the step of the whole batch, as DeepSpeed's gradient_accumulation_steps "
+                  "(--batch stays the samples per update). BatchNorm normalises each pass with its own statistics. "
+                  "Single and dp on the CPU (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--label-smoothing", o->label_smoothing,
                   "cross-entropy against (1 - EPS) on the label plus EPS/C on every class (PyTorch's label_smoothing; "
                   "torchvision's recipes use 0.1). The validation and test losses include it, as the recipes "

@@ -173,6 +173,7 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   t.loss.classes_last = train.per_position_labels();
   t.loss.label_smoothing = o.label_smoothing;
   t.clip_grad_norm = o.clip_grad_norm;
+  t.accumulate = o.accumulate;
   apply_optimizer_name(o.optimizer, t.optimizer);
   t.optimizer.weight_decay = o.weight_decay;
   if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
@@ -415,6 +416,7 @@ nlohmann::json checkpoint_config(const TrainOptions& o, int64_t total_steps) {
   if (!o.freeze.empty()) c["freeze"] = o.freeze;
   if (o.label_smoothing > 0) c["label_smoothing"] = o.label_smoothing;
   if (o.clip_grad_norm > 0) c["clip_grad_norm"] = o.clip_grad_norm;
+  if (o.accumulate > 1) c["accumulate"] = o.accumulate;
   if (!o.y_key.empty()) c["y_key"] = o.y_key;
   // Checkpoints from before the stratified split held out other rows (the last ones): they must not resume.
   if (o.validation > 0) c["validation_split"] = "stratified";
@@ -496,10 +498,12 @@ void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int
   }
 }
 
-std::string precision_summary(const TrainOptions& o) {
-  if (o.precision == "bf16") return ", Conv/Gemm/MatMul in bfloat16";
-  if (o.precision == "fp16") return ", Conv/Gemm/MatMul in float16 with dynamic loss scaling";
-  return "";
+std::string step_summary(const TrainOptions& o) {
+  std::string text;
+  if (o.precision == "bf16") text = ", Conv/Gemm/MatMul in bfloat16";
+  if (o.precision == "fp16") text = ", Conv/Gemm/MatMul in float16 with dynamic loss scaling";
+  if (o.accumulate > 1) text += ", gradients accumulated over " + std::to_string(o.accumulate) + " passes per step";
+  return text;
 }
 
 void print_nonfinite_skips(const Trainer& trainer) {

@@ -31,6 +31,7 @@ struct TrainOptions {
   std::string save_best;  // where the model of the best validation loss so far is written
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   double clip_grad_norm = 0;   // single and dp on the CPU: torch.nn.utils.clip_grad_norm_ (executor/trainer.h)
+  int64_t accumulate = 1;      // single and dp on the CPU: each step's batch runs as K passes, one update
   double label_smoothing = 0;  // cross-entropy: PyTorch's label_smoothing (graph/autodiff/loss.h)
   uint64_t seed = 0;
   bool momentum_given = false, resume = false;
@@ -122,9 +123,9 @@ Device training_device(const TrainOptions& o, int devices, int local_rank = 0, c
 // device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
 std::string test_spec(const TrainOptions& o);  // the data spec of the test pass; "" for none
-// For a strategy's start line: "" for fp32, ", Conv/Gemm/MatMul in bfloat16" (or float16 with dynamic
-// loss scaling).
-std::string precision_summary(const TrainOptions& o);
+// For a strategy's start line: "" for fp32 without --accumulate, ", Conv/Gemm/MatMul in bfloat16" (or
+// float16 with dynamic loss scaling), ", gradients accumulated over K passes per step".
+std::string step_summary(const TrainOptions& o);
 // The end of an fp16 run: the loss scale and the steps skipped (nothing without a scaler).
 void print_loss_scale(const LossScaler* scaler);
 // The end of an --on-nonfinite skip run: how many steps were skipped (nothing when none).

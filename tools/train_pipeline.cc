@@ -344,7 +344,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     if (rank == 0) {
       std::fprintf(
           stderr, "training %s with %d data-parallel replicas (%s)%s%s, %lld epochs x %lld mini-batches of %lld\n",
-          o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(), precision_summary(o).c_str(),
+          o.model.c_str(), replicas, world ? "processes" : "threads", where.c_str(), step_summary(o).c_str(),
           static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     }
     role.print_report = [&] {
@@ -398,7 +398,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     std::fprintf(
         stderr,
         "training %s with %s over %d stages%s%s%s (first nodes %s%s), %lld epochs x %lld mini-batches of %lld\n",
-        o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(), precision_summary(o).c_str(),
+        o.model.c_str(), o.strategy.c_str(), o.stages, copies.c_str(), where.c_str(), step_summary(o).c_str(),
         starts.c_str(), o.plan.empty() ? ", planned here" : ", from the plan", static_cast<long long>(o.epochs),
         static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
   }

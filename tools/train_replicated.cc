@@ -52,7 +52,7 @@ int run_replicated_training(const TrainOptions& o) {
     std::fprintf(stderr,
                  "training %s with central storage: %d replicas (threads%s), one master copy in host memory%s, %lld "
                  "epochs x %lld mini-batches of %lld\n",
-                 o.model.c_str(), o.replicas, on_gpus.c_str(), precision_summary(o).c_str(),
+                 o.model.c_str(), o.replicas, on_gpus.c_str(), step_summary(o).c_str(),
                  static_cast<long long>(o.epochs), static_cast<long long>(per_epoch), static_cast<long long>(o.batch));
     RunRole role{.step_by_step = true};
     role.print_report = [&] {
@@ -79,7 +79,7 @@ int run_replicated_training(const TrainOptions& o) {
                "training %s with a parameter server: %d shards in host memory, %d asynchronous workers%s%s%s, %lld "
                "epochs x %lld mini-batches of %lld\n",
                o.model.c_str(), o.servers, o.replicas, on_gpus.c_str(), o.ps_predict ? " with weight prediction" : "",
-               precision_summary(o).c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
+               step_summary(o).c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
                static_cast<long long>(o.batch));
   RunRole role;
   role.print_report = [&] { std::printf("%s", format_parameter_server_report(trainer.report()).c_str()); };

@@ -133,6 +133,16 @@ void check_common_options(const TrainOptions& o) {
         "shards hold parts of the gradient and do not share its norm yet)");
   if (o.clip_grad_norm > 0 && o.device != "cpu")
     usage_error("--clip-grad-norm clips on the CPU optimizer's path; the GPU optimizer does not clip yet");
+  if (o.accumulate > 1 && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
+    usage_error(
+        "--accumulate works with --strategy single and dp" +
+        std::string(o.strategy == "gpipe" || o.strategy == "1f1b" || o.strategy == "2bw"
+                        ? ": --strategy " + o.strategy + " accumulates over its --micro-batches already"
+                        : " (pipeline stages, parameter-server workers and central storage do not accumulate)"));
+  if (o.accumulate > 1 && o.device != "cpu")
+    usage_error("--accumulate runs on the CPU; on a GPU, give the batch that fits as --batch");
+  if (o.accumulate > 1 && o.bucket_mb > 0)
+    usage_error("--accumulate and --bucket-mb: the gradients are all-reduced once, after the last pass of the step");
   if (o.label_smoothing > 0 && o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy")
     usage_error("--label-smoothing smooths the cross-entropy's targets: use it with --loss cross-entropy");
   if (o.patience > 0 && detect_launch().size > 1)
@@ -202,10 +212,12 @@ int run_training(const TrainOptions& o) {
                  o.precision == "bf16" ? "bfloat16" : "float16", trainer.loss_scaler() ? ", dynamic loss scaling" : "");
   }
   std::fprintf(
-      stderr, "training %s: %lld epochs x %lld batches of %lld, %s lr %g (%s), loss %s; validation %lld samples%s\n",
+      stderr, "training %s: %lld epochs x %lld batches of %lld%s, %s lr %g (%s), loss %s; validation %lld samples%s\n",
       o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(per_epoch),
-      static_cast<long long>(o.batch), o.optimizer.c_str(), o.lr, lr_schedule_kind_name(options.schedule.kind),
-      o.loss.c_str(), static_cast<long long>(data.loader.validation().size()),
+      static_cast<long long>(o.batch),
+      o.accumulate > 1 ? (" in " + std::to_string(o.accumulate) + " passes").c_str() : "", o.optimizer.c_str(), o.lr,
+      lr_schedule_kind_name(options.schedule.kind), o.loss.c_str(),
+      static_cast<long long>(data.loader.validation().size()),
       trainer.running_stat_nodes()
           ? (", " + std::to_string(trainer.running_stat_nodes()) + " BatchNorm nodes with running statistics").c_str()
           : "");
