@@ -138,6 +138,10 @@ void add_train_command(CLI::App& app) {
       "per epoch {epoch,val_loss,val_accuracy} (and val_perplexity for per-position labels), and for dp and pipelines "
       "the run's report {report:{...}}. Epochs count from 1, as on the console; every line has wall_time (seconds "
       "since the Unix epoch, as TensorBoard's). A resumed run appends");
+  cmd->add_option("--tensorboard", o->tensorboard,
+                  "write the figures of --metrics as TensorBoard scalars to an event file in DIR (made if needed; "
+                  "`tensorboard --logdir DIR`): train/loss, train/lr, train/samples_per_s per step, val/loss and "
+                  "val/accuracy per epoch, test/loss and test/accuracy at the end, as SummaryWriter.add_scalar");
   cmd->add_option("--kernels", o->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", o->device,
                   "cpu (the default) | cuda | cuda:N: where the forward and backward passes run. With cuda, pipeline "

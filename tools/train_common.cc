@@ -102,7 +102,8 @@ StopSignals::~StopSignals() {
   std::signal(SIGTERM, SIG_DFL);
 }
 
-MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+MetricsFile::MetricsFile(const std::string& path, bool append, const std::string& tensorboard_dir) : path_(path) {
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardEvents>(tensorboard_dir);
   if (path.empty()) return;
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) throw Error(path + ": cannot write the metrics file: " + std::strerror(errno));
@@ -115,12 +116,30 @@ MetricsFile::~MetricsFile() {
 // Flushed line by line: a run that stops (or is killed) keeps every line it printed, and a full disk is
 // reported at the step that met it.
 void MetricsFile::write(nlohmann::json line) {
-  if (!file_) return;
   // TensorBoard's wall_time: seconds since the Unix epoch, so lines of several runs and processes align.
-  line["wall_time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (tensorboard_) write_scalars(line, wall_time);
+  if (!file_) return;
+  line["wall_time"] = wall_time;
   const std::string text = line.dump() + "\n";
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
     throw Error(path_ + ": writing the metrics file failed: " + std::strerror(errno));
+}
+
+void MetricsFile::write_scalars(const nlohmann::json& line, double wall_time) {
+  if (line.contains("report")) return;  // per-stage tables, not curves
+  const bool step_line = line.contains("step");
+  if (step_line) last_step_ = line["step"].get<int64_t>();
+  for (const auto& [key, value] : line.items()) {
+    if (!value.is_number() || key == "step" || key == "epoch" || key == "time_s") continue;
+    std::string tag = "train/" + key;
+    if (!step_line) {
+      const size_t split = key.find('_');  // val_loss -> val/loss, test_accuracy -> test/accuracy
+      if (split == std::string::npos) continue;
+      tag = key.substr(0, split) + "/" + key.substr(split + 1);
+    }
+    tensorboard_->scalar(tag, value.get<double>(), last_step_, wall_time);
+  }
 }
 
 std::string stop_checkpoint_dir(const TrainOptions& o) {

@@ -22,12 +22,14 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "frontend/data_loader.h"
 #include "frontend/model_writer.h"
+#include "frontend/tensorboard_events.h"
 #include "graph/error.h"
 #include "tools/train_options.h"
 
@@ -50,18 +52,24 @@ class StopSignals {
 
 // --metrics: one JSON object per line, every write checked (a full disk is an Error, not a short file).
 // A resumed run appends to the file, a fresh one starts it anew. Closed (not opened) when `path` is "".
+// --tensorboard DIR: the same figures as scalars in a TensorBoard event file (frontend/tensorboard_events.h):
+// a step line's fields as train/loss, train/lr, train/samples_per_s (and ps's staleness) at that step; an
+// epoch's val_* and the final test_* fields as val/loss, val/accuracy, test/accuracy, ... at the last step.
 class MetricsFile {
  public:
-  MetricsFile(const std::string& path, bool append);
+  MetricsFile(const std::string& path, bool append, const std::string& tensorboard_dir = "");
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
-  bool is_open() const { return file_ != nullptr; }
+  bool is_open() const { return file_ != nullptr || tensorboard_ != nullptr; }
   void write(nlohmann::json line);  // adds wall_time; a no-op when closed
 
  private:
+  void write_scalars(const nlohmann::json& line, double wall_time);
   std::string path_;
   std::FILE* file_ = nullptr;
+  std::unique_ptr<TensorBoardEvents> tensorboard_;
+  int64_t last_step_ = 0;  // the step of the last step line: where epoch and test figures go
 };
 
 // What this process does in a run over several processes (one process: everything).
@@ -113,7 +121,8 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   const std::optional<Dataset>& test = data.test;
   const int64_t per_epoch = data.per_epoch;
   // One writer per file across processes; a resumed run continues the file.
-  MetricsFile metrics(role.prints_progress ? o.metrics : "", o.resume || !o.resume_from.empty());
+  MetricsFile metrics(role.prints_progress ? o.metrics : "", o.resume || !o.resume_from.empty(),
+                      role.prints_progress ? o.tensorboard : "");
   const int64_t total_steps = data.total_steps;
   const LrSchedule schedule = lr_schedule(o, total_steps);
   const bool terminal = ::isatty(STDERR_FILENO);

@@ -27,8 +27,9 @@ struct TrainOptions {
   int64_t epochs = 1, batch = 64, warmup_steps = 0, limit_batches = 0, log_every = 100;
   int64_t seq_len = 0;  // tokens:/text: data: tokens per sample (0: the model input's static length)
   int64_t checkpoint_every = 0, keep_checkpoints = 3;
-  int64_t patience = 0;   // early stopping: epochs without a better validation loss (0: never)
-  std::string save_best;  // where the model of the best validation loss so far is written
+  int64_t patience = 0;     // early stopping: epochs without a better validation loss (0: never)
+  std::string save_best;    // where the model of the best validation loss so far is written
+  std::string tensorboard;  // a folder for TensorBoard event files (frontend/tensorboard_events.h)
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   double clip_grad_norm = 0;   // single and dp on the CPU: torch.nn.utils.clip_grad_norm_ (executor/trainer.h)
   int64_t accumulate = 1;      // single and dp on the CPU: each step's batch runs as K passes, one update
