@@ -93,6 +93,11 @@ std::vector<int64_t> validation_rows(const Dataset& dataset, int64_t held_out, d
 
 DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
   if (options_.batch < 1) throw Error("the batch size must be at least 1, got " + std::to_string(options_.batch));
+  if (options_.augment.any() && (dataset_.inputs.rank() != 4 || dataset_.inputs.dtype() != DType::Float32)) {
+    throw Error("--augment crops and flips images (N, C, H, W); the data are " +
+                std::string(dtype_name(dataset_.inputs.dtype())) + " " +
+                Shape::of(dataset_.inputs.sizes()).to_string());
+  }
   if (!(options_.validation_fraction >= 0.0 && options_.validation_fraction < 1.0)) {
     throw Error("the validation fraction must be in [0, 1), got " + std::to_string(options_.validation_fraction));
   }
@@ -173,6 +178,7 @@ Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
   };
   copy_rows(dataset_.inputs, b.x);
   copy_rows(dataset_.labels, b.y);
+  if (options_.augment.any()) augment_images(b.x, epoch, index);
   for (const auto& [name, from] : dataset_.extra_inputs) {
     std::vector<int64_t> extra_sizes = from.sizes();
     extra_sizes[0] = count;
@@ -180,6 +186,33 @@ Batch DataLoader::batch_at(int64_t epoch, int64_t index) const {
     copy_rows(from, b.extra.back().second);
   }
   return b;
+}
+
+// Black after the dataset's scaling and normalisation: what a zero pixel of the source became.
+void DataLoader::augment_images(Tensor& x, int64_t epoch, int64_t index) const {
+  const int64_t n = x.sizes()[0], c = x.sizes()[1], h = x.sizes()[2], w = x.sizes()[3];
+  const int64_t pad = options_.augment.crop_padding;
+  std::vector<float> black(static_cast<size_t>(c), 0.0f);
+  for (int64_t k = 0; k < c && static_cast<size_t>(k) < dataset_.mean.size(); ++k)
+    black[k] = -dataset_.mean[k] / dataset_.std[k];
+  std::mt19937_64 draws(options_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1)) ^
+                        (0xC2B2AE3D27D4EB4Full * static_cast<uint64_t>(index + 1)));
+  std::vector<float> image(static_cast<size_t>(c * h * w));
+  for (int64_t s = 0; s < n; ++s) {
+    // The window's offset in the padded image (0..2·pad each way) and the flip, drawn in that order.
+    const int64_t dy = pad ? static_cast<int64_t>(draws() % static_cast<uint64_t>(2 * pad + 1)) - pad : 0;
+    const int64_t dx = pad ? static_cast<int64_t>(draws() % static_cast<uint64_t>(2 * pad + 1)) - pad : 0;
+    const bool flip = options_.augment.flip && (draws() & 1);
+    float* sample = x.data<float>().data() + s * c * h * w;
+    std::copy(sample, sample + c * h * w, image.begin());
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t xo = 0; xo < w; ++xo) {
+          const int64_t sy = y + dy, sx = (flip ? w - 1 - xo : xo) + dx;
+          sample[(k * h + y) * w + xo] =
+              sy >= 0 && sy < h && sx >= 0 && sx < w ? image[static_cast<size_t>((k * h + sy) * w + sx)] : black[k];
+        }
+  }
 }
 
 DataInputs Batch::inputs() const {

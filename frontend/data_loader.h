@@ -40,6 +40,14 @@ struct LoaderOptions {
   // Makes each batch's input tensor (zero-filled, the given dtype and sizes); empty: Tensor(dtype, sizes).
   // Training on a GPU gives page-locked memory (cuda::pinned_tensor), so the upload is a plain DMA.
   std::function<Tensor(DType, std::vector<int64_t>)> allocate_input;
+  // Training-time augmentation of (N, C, H, W) float images, drawn per sample from (seed, epoch, batch),
+  // so a resumed run sees the same: torchvision's RandomCrop(size, padding) with black padding and
+  // RandomHorizontalFlip(0.5). Never applied to the validation split.
+  struct Augment {
+    int64_t crop_padding = 0;  // a random (H, W) window of the image padded by this many pixels
+    bool flip = false;         // mirrored left-right with probability 1/2
+    bool any() const { return crop_padding > 0 || flip; }
+  } augment;
 };
 
 struct Batch {
@@ -89,6 +97,7 @@ class DataLoader {
     std::exception_ptr error;
   };
   LoaderPosition after(LoaderPosition p) const;
+  void augment_images(Tensor& x, int64_t epoch, int64_t index) const;
   std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch) const;
   void produce();
 

@@ -25,6 +25,7 @@ struct LoadedData {
   std::string source, images_file, labels_file;
   std::vector<float> train_mean, train_std;  // known statistics of the training split
   NamedTensors extra_inputs;                 // npz: DatasetOptions::extra_inputs, as stored
+  std::vector<std::string> class_names;      // imagefolder: label k's folder name
 };
 
 std::vector<std::string> split_on(const std::string& text, char separator) {
@@ -106,6 +107,41 @@ LoadedData load_cifar10(const std::string& dir_arg, const DatasetOptions& option
   LoadedData d{raw.inputs, raw.labels, 10, "cifar10 " + options.split + " from " + dir, paths[0], paths[0]};
   d.train_mean = {0.4914f, 0.4822f, 0.4465f};  // population statistics of the 50000 training images
   d.train_std = {0.2470f, 0.2435f, 0.2616f};
+  return d;
+}
+
+// imagefolder:DIR. DIR/<class>/<image> is a training split alone; DIR/train/<class>/... with DIR/val (or
+// DIR/test) has both, the test split labelled by the training split's classes.
+LoadedData load_image_folder(const std::string& dir, const DatasetOptions& options) {
+  if (options.image_shape.size() != 3) {
+    throw Error("imagefolder: the model's input has no static (C, H, W) size to decode and resize the images to")
+        .in_file(dir);
+  }
+  const int64_t channels = options.image_shape[0];
+  if (channels != 1 && channels != 3)
+    throw Error("imagefolder: the model reads " + std::to_string(channels) +
+                " channels; images give 1 (gray) or 3 (RGB)");
+  const bool split_folders = std::filesystem::is_directory(dir + "/train");
+  std::string folder = split_folders ? dir + "/train" : dir;
+  std::vector<std::string> classes;
+  if (is_test_split(options)) {
+    if (!split_folders)
+      throw Error("imagefolder: no test split: expected DIR/train with DIR/val or DIR/test beside it").in_file(dir);
+    classes = image_folder_classes(folder);
+    folder = std::filesystem::is_directory(dir + "/val") ? dir + "/val" : dir + "/test";
+  }
+  ImageFolder images = read_image_folder(folder, channels, options.image_shape[1], options.image_shape[2], classes);
+  const auto count = std::to_string(images.data.labels.numel());
+  LoadedData d{images.data.inputs,
+               images.data.labels,
+               static_cast<int64_t>(images.class_names.size()),
+               "imagefolder " + folder + " (" + count + " images resized to " + std::to_string(options.image_shape[1]) +
+                   "x" + std::to_string(options.image_shape[2]) +
+                   (images.skipped_files ? ", " + std::to_string(images.skipped_files) + " other files skipped" : "") +
+                   ")",
+               folder,
+               folder};
+  d.class_names = std::move(images.class_names);
   return d;
 }
 
@@ -220,6 +256,7 @@ const std::vector<DataSource>& data_sources() {
       {"mnist", load_mnist},
       {"idx", load_idx},
       {"cifar10", load_cifar10},
+      {"imagefolder", load_image_folder},
       {"npz", load_npz},
       {"npy", load_npy_pair},
       {"synthetic", load_synthetic},
@@ -435,6 +472,7 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   data.hold_out_tail = prefix == "tokens" || prefix == "text";
   data.classes = options.classes > 0 && d.classes == 0 ? options.classes : d.classes;
   data.labels = checked_labels(d, data.inputs.sizes()[0], data.classes);
+  data.class_names = d.class_names;
   if (!options.extra_inputs.empty()) data.input_name = options.input_name;
   for (size_t i = 0; i < d.extra_inputs.size(); ++i) {
     const auto& [name, raw] = d.extra_inputs[i];
@@ -525,6 +563,18 @@ std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset
     m["onnxtrain.preprocess.std"] = full_precision_list(dataset.std);
   }
   m["onnxtrain.classes"] = std::to_string(dataset.classes);
+  if (!dataset.class_names.empty()) {
+    std::string names;  // a JSON array of strings: folder names may hold commas
+    for (const std::string& name : dataset.class_names) {
+      std::string quoted;
+      for (char c : name) {
+        if (c == '"' || c == '\\') quoted += '\\';
+        quoted += c;
+      }
+      names += (names.empty() ? "[\"" : ", \"") + quoted + "\"";
+    }
+    m["onnxtrain.class_names"] = names + "]";
+  }
   return m;
 }
 

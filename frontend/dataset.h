@@ -6,6 +6,9 @@
 //   mnist:DIR                 the four IDX files of the MNIST family in DIR (train-images-idx3-ubyte[.gz], ...)
 //   idx:IMAGES,LABELS         two IDX files, gzip or plain (told apart by their magic bytes)
 //   cifar10:DIR               CIFAR-10 binary batches: data_batch_1..5.bin (train), test_batch.bin (test)
+//   imagefolder:DIR           torchvision's ImageFolder layout, DIR/<class>/<image>.jpg|png (or DIR/train/...
+//                             with DIR/val or DIR/test for the test split), decoded as uint8 RGB or gray and
+//                             resized to DatasetOptions::image_shape (frontend/image_folder.cc)
 //   npz:FILE                  a NumPy .npz (stored or deflated): arrays `x`,`y`, else `inputs`,`labels`,
 //                             else `x_train`,`y_train` / `x_test`,`y_test` (Keras' layout) by split
 //   npy:X.npy,Y.npy           two .npy files
@@ -46,13 +49,14 @@ enum class Normalization { None, MeanStd };
 struct DatasetOptions {
   std::string split = "train";  // "train" | "test"
   Normalization normalize = Normalization::None;
-  std::vector<float> mean, std;  // per channel; override the statistics MeanStd uses
-  int64_t classes = 0;           // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
-  uint64_t seed = 0;             // synthetic data, and the window offset of token streams
-  int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
-  bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
-  std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
-  std::string x_key, y_key;      // npz: the arrays to read (--x-key/--y-key; either alone: the other x or y)
+  std::vector<float> mean, std;      // per channel; override the statistics MeanStd uses
+  int64_t classes = 0;               // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
+  uint64_t seed = 0;                 // synthetic data, and the window offset of token streams
+  int64_t seq_len = 0;               // tokens:/text:: the tokens per sample
+  bool integer_inputs = false;       // the model reads integer ids: integer data stays int64 (uint8 too)
+  std::string input_name;            // npz: the model input's name, tried (with `labels`) before x/y
+  std::string x_key, y_key;          // npz: the arrays to read (--x-key/--y-key; either alone: the other x or y)
+  std::vector<int64_t> image_shape;  // imagefolder: the (C, H, W) the images are decoded and resized to
   // npz: the model's other data inputs (BERT's attention_mask, token_type_ids), arrays of those names,
   // read with input_name and `labels`. Never scaled or normalised; integer ones stay int64, float ones
   // float32. Other sources refuse them.
@@ -70,11 +74,12 @@ struct Dataset {
   Tensor inputs;  // float32 (N, ...), or int64 token ids (N, T)
   Tensor labels;  // int64 (N), or (N, T): one per position
   int64_t classes = 0;
-  std::string description;            // one line: source, split, sizes, normalisation
-  std::vector<float> mean, std;       // the per-channel statistics applied (empty without normalisation)
-  float input_scale = 1.0f;           // the factor the source's values were multiplied by: 1/255 for uint8 pixels
-  std::string raw_dtype = "float32";  // the source's element type before that: uint8, float32, float64
-  bool hold_out_tail = false;         // token streams: validation takes the last rows (the stream's tail), not a draw
+  std::string description;               // one line: source, split, sizes, normalisation
+  std::vector<float> mean, std;          // the per-channel statistics applied (empty without normalisation)
+  float input_scale = 1.0f;              // the factor the source's values were multiplied by: 1/255 for uint8 pixels
+  std::string raw_dtype = "float32";     // the source's element type before that: uint8, float32, float64
+  std::vector<std::string> class_names;  // imagefolder: label k's class folder name (empty for other sources)
+  bool hold_out_tail = false;  // token streams: validation takes the last rows (the stream's tail), not a draw
   // A model with several data inputs: `inputs` is input_name's, these the others' (same rows).
   std::string input_name;
   NamedTensors extra_inputs;
@@ -106,6 +111,7 @@ void check_matches_model_input(const Tensor& data, const std::string& input_name
 //   onnxtrain.preprocess.mean / .std  per-channel values, comma-separated, full float precision
 //   onnxtrain.preprocess.layout  NCHW (images) or NC (feature vectors): the axis the statistics go along
 //   onnxtrain.classes            the class count of the labels
+//   onnxtrain.class_names        imagefolder: the class folder names, label order, as a JSON array
 std::map<std::string, std::string> preprocessing_metadata(const Dataset& dataset);
 // "0.286000013,0.352999985": floats comma-separated with the 9 digits that read back to the same float
 // (the metadata's format).

@@ -32,6 +32,18 @@ struct RawDataset {
   Tensor labels;  // int64
 };
 RawDataset read_cifar10_batches(const std::vector<std::string>& paths);
+// torchvision's ImageFolder layout, DIR/<class>/<image> (frontend/image_folder.cc): JPEG and PNG images as
+// uint8 (N, channels, height, width), resized (PIL's BILINEAR), labels by the sorted class folder names.
+struct ImageFolder {
+  RawDataset data;
+  std::vector<std::string> class_names;  // label k is class_names[k]
+  int64_t skipped_files = 0;             // files that are not .jpg, .jpeg or .png
+};
+// `classes` (a test split: the training split's names) fixes the labels; empty: DIR's own class folders.
+ImageFolder read_image_folder(const std::string& dir, int64_t channels, int64_t height, int64_t width,
+                              const std::vector<std::string>& classes = {});
+// DIR's class folder names, sorted (Error when DIR is not a folder).
+std::vector<std::string> image_folder_classes(const std::string& dir);
 
 // NPZ: the members of a zip archive (stored or deflated), each parsed as .npy. `names` lists the member
 // names present (without .npy) for error messages.

@@ -338,6 +338,37 @@ TEST(Cli, AccumulateGivesTheUpdateOfTheWholeBatch) {
   std::filesystem::remove_all(dir);
 }
 
+// imagefolder:DIR trains from torchvision's layout, with --augment, and the written model records the
+// class names; eval scores the folder's val/ split with them as the training run's final line did.
+TEST(Cli, ImageFolderTrainsWithAugmentationAndEvaluates) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_imagefolder_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string data = "imagefolder:" + std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/imagefolder";
+  const std::string out = (dir / "m.onnx").string();
+  const CliRun trained = run("train " + kModels + "resnet_opset17.onnx --data " + data +
+                             " --augment crop:4,flip --batch 3 --epochs 2 --validation 0 -o " + out);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("6 images resized to 32x32, 1 other files skipped"), std::string::npos)
+      << trained.output;
+  std::smatch final;
+  ASSERT_TRUE(
+      std::regex_search(trained.output, final, std::regex(R"(final: test .*accuracy ([0-9.]+)% \(2 samples\))")))
+      << trained.output;
+  onnx::ModelProto model;
+  std::ifstream in(out, std::ios::binary);
+  ASSERT_TRUE(model.ParseFromIstream(&in));
+  std::map<std::string, std::string> metadata;
+  for (const auto& p : model.metadata_props()) metadata[p.key()] = p.value();
+  EXPECT_EQ(metadata["onnxtrain.class_names"], "[\"ankle_boot\", \"bag\"]");
+  const CliRun r = run("eval " + out + " --data " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("accuracy " + final[1].str() + "% (top-1)"), std::string::npos) << r.output;
+  EXPECT_EQ(run("train " + kModels + "resnet_opset17.onnx --data " + data + " --augment crop:0 -o " + out).exit_code,
+            2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

@@ -178,7 +178,7 @@ void add_eval_command(CLI::App& app) {
       "said");
   cmd->add_option("model", o->model, "the .onnx file (its first output: the logits)")->required();
   cmd->add_option("--data", o->data,
-                  "the data, as train's --data (fashion-mnist, npz:FILE, cifar10:DIR, text:FILE, ...)")
+                  "the data, as train's --data (fashion-mnist, npz:FILE, cifar10:DIR, imagefolder:DIR, text:FILE, ...)")
       ->required();
   cmd->add_option("--split", o->split, "test (the default) or train: which split of a source that has both")
       ->check(CLI::IsMember({"test", "train"}));

@@ -34,6 +34,10 @@ DatasetOptions data_options_for(const Graph& model, int64_t seq_len) {
                                                     : 0,
                          .integer_inputs = is_integer(input.dtype),
                          .input_name = input.name};
+  const Shape& shape = input.shape;
+  if (shape.rank_known && shape.rank() == 4 && shape.dims[1].is_static() && shape.dims[2].is_static() &&
+      shape.dims[3].is_static())
+    options.image_shape = {shape.dims[1].value(), shape.dims[2].value(), shape.dims[3].value()};
   for (size_t i = 1; i < model.inputs.size(); ++i) {
     const Value& extra = model.value(model.inputs[i]);
     options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});

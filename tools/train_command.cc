@@ -74,7 +74,9 @@ void add_train_command(CLI::App& app) {
                 "only recorded (onnxtrain.preprocess.*). Integer token ids are never preprocessed");
   cmd->add_option(
       "--data", o->data,
-      "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, npz:FILE, "
+      "training data: fashion-mnist (default), mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, imagefolder:DIR "
+      "(torchvision's ImageFolder: DIR/<class>/<image>.jpg|png, or DIR/train with DIR/val or DIR/test; decoded and "
+      "resized to the model's input), npz:FILE, "
       "npy:X.npy,Y.npy, synthetic[:C,H,W:CLASSES:N], tokens:FILE (a token stream: .npy ids or nanoGPT's "
       "uint16 .bin), text:FILE (any file's bytes as tokens 0-255). An npz may name its arrays after the "
       "model's input, with `labels`; a model with several data inputs reads an npz with an array named after "
@@ -82,6 +84,10 @@ void add_train_command(CLI::App& app) {
       "(N,T) for language "
       "models, whose logits are then (N,T,V); -100 marks a label that counts for nothing. A model whose "
       "input is an integer type reads integer data as token ids, unscaled and not normalised");
+  cmd->add_option("--augment", o->augment,
+                  "training-time augmentation of images (N,C,H,W), new draws every epoch (by --seed): crop:P (a random "
+                  "window of the image padded by P black pixels, torchvision's RandomCrop(size, padding=P)) and/or "
+                  "flip (RandomHorizontalFlip), e.g. crop:4,flip as CIFAR recipes use; never on validation or test");
   cmd->add_option("--freeze", o->freeze,
                   "parameters whose names match this regex (ECMAScript, searched anywhere in the name) are not "
                   "trained: fine-tuning as requires_grad_(False) does; they are written back unchanged");

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <sstream>
 
 #include "kernels/cuda/cuda_runtime.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/device_option.h"
 #include "tools/init_from.h"
@@ -226,6 +228,12 @@ std::string test_spec(const TrainOptions& o) {
   for (const char* source : {"fashion-mnist", "mnist:", "cifar10:", "synthetic"}) {
     if (o.data.rfind(source, 0) == 0) return o.data;
   }
+  if (o.data.rfind("imagefolder:", 0) == 0) {  // DIR/train with DIR/val or DIR/test beside it
+    const std::string dir = o.data.substr(12);
+    if (std::filesystem::is_directory(dir + "/train") &&
+        (std::filesystem::is_directory(dir + "/val") || std::filesystem::is_directory(dir + "/test")))
+      return o.data;
+  }
   return "";
 }
 
@@ -316,7 +324,8 @@ TrainingData::TrainingData(const TrainOptions& o, const Device& device)
                      .seed = o.seed,
                      .drop_last = false,
                      .validation_fraction = o.validation,
-                     .allocate_input = batch_allocator(device)}),
+                     .allocate_input = batch_allocator(device),
+                     .augment = parse_augment(o.augment)}),
       per_epoch(o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                     : loader.batches_per_epoch()),
       total_steps(per_epoch * o.epochs) {
@@ -515,6 +524,25 @@ void check_resumed_step(const TrainingCheckpoint& c, const Trainer& trainer, int
     throw Error("checkpoint " + path + ": its step " + std::to_string(c.step) + " and data position (epoch " +
                 std::to_string(c.next_epoch) + ", batch " + std::to_string(c.next_batch) + ") disagree");
   }
+}
+
+LoaderOptions::Augment parse_augment(const std::string& text) {
+  LoaderOptions::Augment augment;
+  if (text.empty()) return augment;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item == "flip") {
+      augment.flip = true;
+    } else if (item.rfind("crop:", 0) == 0 && item.size() > 5 && item.size() <= 9 &&
+               item.find_first_not_of("0123456789", 5) == std::string::npos && std::stoll(item.substr(5)) > 0) {
+      augment.crop_padding = std::stoll(item.substr(5));
+    } else {
+      usage_error("--augment " + text + ": '" + item +
+                  "' is not an augmentation; expected crop:P (a random crop with P pixels of padding) and/or flip, "
+                  "e.g. --augment crop:4,flip");
+    }
+  }
+  return augment;
 }
 
 std::string step_summary(const TrainOptions& o) {

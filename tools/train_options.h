@@ -30,6 +30,7 @@ struct TrainOptions {
   int64_t patience = 0;     // early stopping: epochs without a better validation loss (0: never)
   std::string save_best;    // where the model of the best validation loss so far is written
   std::string tensorboard;  // a folder for TensorBoard event files (frontend/tensorboard_events.h)
+  std::string augment;      // "crop:P,flip": training-time image augmentation (LoaderOptions::Augment)
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
   double clip_grad_norm = 0;   // single and dp on the CPU: torch.nn.utils.clip_grad_norm_ (executor/trainer.h)
   int64_t accumulate = 1;      // single and dp on the CPU: each step's batch runs as K passes, one update
@@ -124,6 +125,8 @@ Device training_device(const TrainOptions& o, int devices, int local_rank = 0, c
 // device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
 std::string test_spec(const TrainOptions& o);  // the data spec of the test pass; "" for none
+// --augment "crop:P,flip" (either, in any order); a usage error (exit 2) for anything else.
+LoaderOptions::Augment parse_augment(const std::string& text);
 // For a strategy's start line: "" for fp32 without --accumulate, ", Conv/Gemm/MatMul in bfloat16" (or
 // float16 with dynamic loss scaling), ", gradients accumulated over K passes per step".
 std::string step_summary(const TrainOptions& o);

@@ -133,6 +133,7 @@ void check_common_options(const TrainOptions& o) {
         "shards hold parts of the gradient and do not share its norm yet)");
   if (o.clip_grad_norm > 0 && o.device != "cpu")
     usage_error("--clip-grad-norm clips on the CPU optimizer's path; the GPU optimizer does not clip yet");
+  parse_augment(o.augment);  // a bad --augment is a usage error before any data is read
   if (o.accumulate > 1 && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
     usage_error(
         "--accumulate works with --strategy single and dp" +

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Makes tests/data/imagefolder/: a small image folder in torchvision's ImageFolder layout and what
+torchvision's loading does to it, for `imagefolder:DIR` (frontend/image_folder.cc) to match.
+
+- train/ and val/ with classes ankle_boot and bag: JPEG (RGB and gray), PNG (RGB, RGBA, gray, palette),
+  of several sizes (some smaller than 32x32, some larger, one in a subfolder), and a .txt file that
+  ImageFolder skips.
+- expected.npz: for each split, the images in torchvision.datasets.ImageFolder's order, loaded by its
+  default loader (PIL, convert("RGB")) and resized by transforms.Resize((32, 32)) (PIL BILINEAR), as uint8
+  (N, 3, 32, 32) `train_rgb`/`val_rgb`; the same through convert("L") as (N, 1, 32, 32) `train_gray`;
+  and the labels `train_labels`/`val_labels`.
+
+Run with a Python that has torchvision (and so Pillow): python make_imagefolder_fixtures.py
+"""
+import os
+
+import numpy as np
+import torchvision
+from PIL import Image
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZE = (32, 32)
+
+
+def picture(rng, height, width):
+    """A smooth colour gradient with noise: JPEG and resampling both have something to do."""
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([255 * x / max(width - 1, 1), 255 * y / max(height - 1, 1), 128 + 100 * np.sin(x / 3.0)], -1)
+    return np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
+
+
+def write_images():
+    rng = np.random.default_rng(3)
+    files = {
+        "train/ankle_boot/a.jpg": ("RGB", 30, 40),
+        "train/ankle_boot/b.png": ("RGBA", 24, 20),
+        "train/ankle_boot/nested/c.jpg": ("L", 50, 50),
+        "train/bag/d.png": ("L", 48, 64),
+        "train/bag/e.png": ("P", 16, 16),
+        "train/bag/f.jpg": ("RGB", 32, 32),
+        "val/ankle_boot/g.jpg": ("RGB", 36, 36),
+        "val/bag/h.png": ("RGB", 28, 40),
+    }
+    for name, (mode, height, width) in files.items():
+        path = os.path.join(HERE, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        rgb = Image.fromarray(picture(rng, height, width))
+        if mode == "RGBA":
+            image = rgb.convert("RGBA")
+            image.putalpha(Image.fromarray(rng.integers(0, 256, (height, width), dtype=np.uint8)))
+        else:
+            image = rgb.convert(mode)
+        image.save(path, quality=90) if name.endswith(".jpg") else image.save(path)
+    with open(os.path.join(HERE, "train/bag/notes.txt"), "w") as f:
+        f.write("ImageFolder skips files that are not images\n")
+
+
+def expected():
+    arrays = {}
+    resize = torchvision.transforms.Resize(SIZE)  # PIL images: BILINEAR
+    for split in ("train", "val"):
+        folder = torchvision.datasets.ImageFolder(os.path.join(HERE, split))
+        assert folder.classes == ["ankle_boot", "bag"], folder.classes
+        rgb, gray, labels = [], [], []
+        for path, label in folder.samples:
+            image = folder.loader(path)  # PIL, convert("RGB")
+            rgb.append(np.asarray(resize(image)).transpose(2, 0, 1))
+            gray.append(np.asarray(resize(image.convert("L")))[None])
+            labels.append(label)
+        arrays[split + "_rgb"] = np.stack(rgb)
+        arrays[split + "_gray"] = np.stack(gray)
+        arrays[split + "_labels"] = np.array(labels, dtype=np.int64)
+        print(split, [os.path.relpath(p, HERE) for p, _ in folder.samples])
+    np.savez(os.path.join(HERE, "expected.npz"), **arrays)
+    print("torchvision", torchvision.__version__, {k: v.shape for k, v in arrays.items()})
+
+
+if __name__ == "__main__":
+    write_images()
+    expected()
