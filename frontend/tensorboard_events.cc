@@ -28,9 +28,7 @@ constexpr std::array<uint32_t, 256> crc32c_table() {
 
 constexpr std::array<uint32_t, 256> kCrc32cTable = crc32c_table();
 
-std::span<const uint8_t> bytes_of(const void* data, size_t size) {
-  return {static_cast<const uint8_t*>(data), size};
-}
+std::span<const uint8_t> bytes_of(const void* data, size_t size) { return {static_cast<const uint8_t*>(data), size}; }
 
 void put_le(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));

@@ -3,8 +3,6 @@
 // file refused with the record's offset, and a training run whose event file holds the figures of its
 // --metrics file, step for step. tests/tensorboard_reader_test.py reads the same kind of file with
 // TensorBoard's own reader.
-#include "frontend/tensorboard_events.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "frontend/tensorboard_events.h"
 #include "graph/error.h"
 #include "tests/cli_processes.h"
 #include "tests/cli_run.h"
