@@ -66,8 +66,7 @@ TEST(ImageFolder, TestSplitTakesTheTrainingClasses) {
   EXPECT_FLOAT_EQ(val.input_scale, 1.0f / 255);  // uint8 pixels, scaled as every image source
   EXPECT_EQ(preprocessing_metadata(val).at("onnxtrain.class_names"), "[\"ankle_boot\", \"bag\"]");
   // A folder without train/ is one split: no test split, and the whole folder trains.
-  EXPECT_THROW(load_dataset("imagefolder:" + kFolder + "/train", {.split = "test", .image_shape = {3, 32, 32}}),
-               Error);
+  EXPECT_THROW(load_dataset("imagefolder:" + kFolder + "/train", {.split = "test", .image_shape = {3, 32, 32}}), Error);
   EXPECT_EQ(load_dataset("imagefolder:" + kFolder + "/train", {.image_shape = {3, 32, 32}}).size(), 6);
   // The model's input size is needed.
   EXPECT_THROW(load_dataset("imagefolder:" + kFolder), Error);
@@ -105,8 +104,9 @@ TEST(Augment, CropsAndFlipsWithinThePaddingReproducibly) {
   Dataset data = load_dataset("synthetic:3,8,8:4:64", {.normalize = Normalization::MeanStd, .seed = 1});
   const int64_t pad = 2, c = 3, h = 8, w = 8;
   DataLoader plain(data, {.batch = 16, .shuffle = true, .seed = 5, .prefetch = false});
-  DataLoader augmented(data, {.batch = 16, .shuffle = true, .seed = 5, .prefetch = false,
-                              .augment = {.crop_padding = pad, .flip = true}});
+  DataLoader augmented(
+      data,
+      {.batch = 16, .shuffle = true, .seed = 5, .prefetch = false, .augment = {.crop_padding = pad, .flip = true}});
   std::set<std::tuple<int64_t, int64_t, bool>> seen;
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     const Batch before = plain.batch_at(epoch, 1), after = augmented.batch_at(epoch, 1);
