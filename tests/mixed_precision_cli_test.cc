@@ -47,6 +47,12 @@ TEST(MixedPrecisionCli, Bf16RunWritesAFloat32Model) {
   const auto r = run_cli(kArgs + "--precision bf16 --limit-batches 3 -o " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("precision bf16"), std::string::npos) << r.output;
+  // The CPU's half precision is the reference loops: said before the first step, with the CPU's ISA.
+  EXPECT_NE(r.output.find("warning: --precision bf16 on the CPU computes Conv, Gemm and MatMul in onnxtrain's "
+                          "reference loops"),
+            std::string::npos)
+      << r.output;
+  EXPECT_LT(r.output.find("warning: --precision bf16"), r.output.find("step 1/"));
   const ImportedModel trained = import_model(out.string());
   const ImportedModel input = import_model(kModels + "cnn_opset17.onnx");
   // The same nodes as the input model (no Cast written back) and float32 initializers with new values.

@@ -27,6 +27,7 @@
 #include "frontend/model_writer.h"
 #include "frontend/npy.h"
 #include "graph/error.h"
+#include "kernels/backend_info.h"
 #include "kernels/cuda/math_mode.h"
 #include "tools/cli_choices.h"
 #include "tools/train_epochs.h"
@@ -157,6 +158,17 @@ void check_common_options(const TrainOptions& o) {
         "workers step on their own and cannot agree on a skip; central storage does not check yet)");
   if (o.resume && o.checkpoint_dir.empty() && o.resume_from.empty())
     usage_error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
+  if (o.precision != "fp32" && o.device == "cpu") {
+    // Said before the first step, so that nobody waits on it unknowingly: half precision on the CPU is the
+    // kernels' reference loops (the README's mixed-precision section gives the measured slowdown).
+    const std::string isa = query_backend_info().cpu_isa;
+    const bool native = isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+    std::fprintf(stderr,
+                 "warning: --precision %s on the CPU computes Conv, Gemm and MatMul in onnxtrain's reference loops "
+                 "(oneDNN's half-precision primitives are not used yet; this CPU's oneDNN ISA is %s, %s AVX-512 "
+                 "BF16 or AMX): far slower than fp32, which is the faster choice on the CPU\n",
+                 o.precision.c_str(), isa.c_str(), native ? "with" : "without");
+  }
 }
 
 // Several processes started by a launcher each running --strategy single would train the same model
