@@ -369,6 +369,27 @@ TEST(Cli, ImageFolderTrainsWithAugmentationAndEvaluates) {
   std::filesystem::remove_all(dir);
 }
 
+// A model written with --bake-normalization takes the raw uint8 pixels: eval feeds them so, and scores what
+// the training run's final line said.
+TEST(Cli, EvalFeedsABakedModelTheRawPixels) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_eval_baked_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "baked.onnx").string();
+  const CliRun trained =
+      run("train " + kModels + "mlp_opset17.onnx --limit-batches 20 --lr 0.05 --bake-normalization -o " + out);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  std::smatch final;
+  ASSERT_TRUE(
+      std::regex_search(trained.output, final, std::regex(R"(final: test loss ([0-9.]+), accuracy ([0-9.]+)%)")))
+      << trained.output;
+  EXPECT_GT(std::stod(final[2].str()), 40.0) << "a model that learned nothing would make the agreement trivial";
+  const CliRun r = run("eval " + out + " --data fashion-mnist");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("accuracy " + final[2].str() + "% (top-1)"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

@@ -3,7 +3,8 @@
 // confusion matrix (up to 20 classes), and for language models (N, T, V) the perplexity and the token
 // accuracy. The data go through the preprocessing the model's metadata_props record (onnxtrain.preprocess.*:
 // the scale of uint8 pixels, the training run's mean and std), so a model written by `train` scores here
-// what its training run's final test line said.
+// what its training run's final test line said. A model written with --bake-normalization does its
+// preprocessing itself: it is fed the data as the files hold them (uint8 pixels as uint8).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -42,16 +43,11 @@ std::vector<float> floats_of(const std::string& text) {
   return values;
 }
 
-// The data options the model's metadata imply: its recorded mean and std (none: not normalised).
+// The data options the model's metadata imply: its recorded mean and std (none: not normalised; a baked
+// model records none, and its uint8 input reads the pixels as integers, unscaled).
 DatasetOptions data_options(const EvalOptions& o, const ImportedModel& imported) {
   const Graph& model = imported.graph;
   std::map<std::string, std::string> meta = imported.metadata;
-  if (meta.count("onnxtrain.preprocess.baked")) {
-    throw Error(o.model +
-                ": its preprocessing is baked into the graph (it takes raw values): eval reads data as "
-                "training does; evaluate the model written without --bake-normalization, or feed it with "
-                "`onnxtrain run`");
-  }
   DatasetOptions options = data_options_for(model, o.seq_len);
   options.split = o.split;
   options.x_key = o.x_key, options.y_key = o.y_key;
@@ -65,6 +61,21 @@ DatasetOptions data_options(const EvalOptions& o, const ImportedModel& imported)
     }
   }
   return options;
+}
+
+// A baked model's uint8 input: the pixels, read as integer values, back in uint8 (Error naming the file for
+// a value outside 0..255: data of another kind than the model was trained on).
+Tensor as_uint8_pixels(const Tensor& values, const std::string& data) {
+  Tensor pixels(DType::UInt8, values.sizes());
+  auto* out = reinterpret_cast<uint8_t*>(pixels.raw());
+  const std::vector<int64_t> all = values.to_int64();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i] < 0 || all[i] > 255)
+      throw Error(data + ": value " + std::to_string(all[i]) +
+                  " of the inputs is no uint8 pixel, which the model reads");
+    out[i] = static_cast<uint8_t>(all[i]);
+  }
+  return pixels;
 }
 
 struct Scores {
@@ -101,7 +112,9 @@ void run_eval(const EvalOptions& o) {
   if (model.graph.inputs.empty() || model.graph.outputs.empty())
     throw Error(o.model + ": eval needs a model with a data input and an output");
   const DatasetOptions options = data_options(o, model);
-  const Dataset data = load_dataset(o.data, options);
+  Dataset data = load_dataset(o.data, options);
+  if (model.graph.value(model.graph.inputs[0]).dtype == DType::UInt8)
+    data.inputs = as_uint8_pixels(data.inputs, o.data);
   std::map<std::string, std::vector<int64_t>> sizes;
   const DataInputs all = data.model_inputs();
   for (const auto& [name, tensor] : all.tensors) sizes[name.empty() ? options.input_name : name] = tensor.sizes();
