@@ -155,12 +155,14 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
     if (!n.is_onnx_op("BatchNormalization") || n.outputs.size() != 3) continue;
+    const size_t before = running_stats_.size();
     for (int k : {1, 2}) {
       if (!n.outputs[k].valid() || !g.value(n.inputs[k + 2]).data) continue;
       RunningStat stat{g.value(n.outputs[k]).name, n.inputs[k + 2],
                        RunningStatUpdate::of(g, n, k, options_.running_variance)};
       running_stats_.push_back(stat);
     }
+    running_stat_nodes_ += running_stats_.size() > before ? 1 : 0;
   }
   for (const Slot& s : slots_) gradient_outputs_.insert(s.gradient);
 }

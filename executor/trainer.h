@@ -215,8 +215,10 @@ class Trainer {
   const std::string& input_name() const { return inputs_.at(0); }
   const AttachedLoss& loss() const { return loss_; }
   const TrainingGraph& training_graph() const { return *training_; }
-  // BatchNormalization nodes whose running statistics are updated every step.
-  int running_stat_nodes() const { return static_cast<int>(running_stats_.size()); }
+  // BatchNormalization nodes whose running statistics are updated every step, and those statistics (a
+  // mean and a variance per node).
+  int running_stat_nodes() const { return running_stat_nodes_; }
+  int running_statistics_count() const { return static_cast<int>(running_stats_.size()); }
 
  private:
   TrainerOptions options_;
@@ -258,6 +260,7 @@ class Trainer {
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);
   void apply_running_stats(const std::map<std::string, Tensor>& out, int64_t batch);  // one run's outputs
   std::vector<RunningStat> running_stats_;
+  int running_stat_nodes_ = 0;
   // fp16: the scaler and the training graph's scalar input that multiplies the loss before the backward pass.
   std::unique_ptr<LossScaler> scaler_;
   std::string loss_scale_input_;

@@ -29,17 +29,12 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-VENV_PY = os.path.join(ROOT, "build", "ort-venv", "bin", "python")
+sys.path.insert(0, HERE)
+from test_venv import ROOT, use_test_venv  # noqa: E402
 
-try:
-    import numpy as np
-    import onnxruntime as ort
-except ImportError as e:
-    if not os.environ.get("ONNXTRAIN_ORT_REEXEC") and os.path.exists(VENV_PY):
-        os.environ["ONNXTRAIN_ORT_REEXEC"] = "1"
-        os.execv(VENV_PY, [VENV_PY] + sys.argv)
-    sys.exit("%s: %s: run tools/setup-ort.sh (it makes %s with onnxruntime and numpy)" % (sys.argv[0], e, VENV_PY))
+use_test_venv(["numpy", "onnxruntime"])
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 
 from synthetic_images import CLASSES, write_datasets  # noqa: E402 (needs numpy, imported above)
 

@@ -182,7 +182,7 @@ class StageGraphsModel : public ::testing::Test {
       EXPECT_TRUE(same_bits(it->second, whole.outputs.at(g.value(grad.gradient).name))) << "gradient of " << p.name;
     }
     EXPECT_EQ(r.gradients.size(), parameters);
-    EXPECT_EQ(static_cast<int>(r.running_stats.size()), trainer_->running_stat_nodes());
+    EXPECT_EQ(static_cast<int>(r.running_stats.size()), trainer_->running_statistics_count());
     for (const auto& [name, t] : r.running_stats) EXPECT_TRUE(same_bits(t, whole.outputs.at(name))) << name;
     return r.relays;
   }
