@@ -390,6 +390,58 @@ TEST(Cli, EvalFeedsABakedModelTheRawPixels) {
   std::filesystem::remove_all(dir);
 }
 
+// Export pitfalls are said before training: a final Softmax under cross-entropy (a warning), and a deep
+// convolutional network without normalisation nodes, which is what folding BatchNorm into the Conv
+// weights leaves (a note). The fixtures are edited copies: resnet with its BatchNormalization nodes made
+// Identity, mlp with a Softmax after its logits.
+TEST(Cli, ExportPitfallsAreSaidBeforeTraining) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_pitfalls_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto edited = [&](const std::string& model, const std::string& name, const auto& edit) {
+    onnx::ModelProto proto;
+    std::ifstream in(kModels + model, std::ios::binary);
+    EXPECT_TRUE(proto.ParseFromIstream(&in));
+    edit(*proto.mutable_graph());
+    const std::string path = (dir / name).string();
+    std::ofstream out(path, std::ios::binary);
+    EXPECT_TRUE(proto.SerializeToOstream(&out));
+    return path;
+  };
+  const std::string folded = edited("resnet_opset17.onnx", "folded.onnx", [](onnx::GraphProto& g) {
+    for (onnx::NodeProto& n : *g.mutable_node()) {
+      if (n.op_type() != "BatchNormalization") continue;
+      const std::string x = n.input(0), y = n.output(0);
+      n.Clear();
+      n.set_op_type("Identity");
+      n.add_input(x);
+      n.add_output(y);
+    }
+  });
+  const std::string softmax = edited("mlp_opset17.onnx", "softmax.onnx", [](onnx::GraphProto& g) {
+    onnx::NodeProto* n = g.add_node();
+    n->set_name("final_softmax");
+    n->set_op_type("Softmax");
+    n->add_input(g.output(0).name());
+    n->add_output("probabilities");
+    g.mutable_output(0)->set_name("probabilities");
+  });
+  const std::string common = " --limit-batches 1 --test-data none -o " + (dir / "m.onnx").string();
+  CliRun r = run("train " + folded + " --data synthetic:3,32,32:10:64" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: 6 Conv nodes and no normalisation node"), std::string::npos) << r.output;
+  r = run("train " + softmax + " --data synthetic:1,28,28:10:64" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the model's output 'probabilities' comes from a Softmax node ('final_softmax')"),
+            std::string::npos)
+      << r.output;
+  r = run("train " + kModels + "resnet_opset17.onnx --data synthetic:3,32,32:10:64" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("note:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning:"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunWritesOutputsAndBenchmarks) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("onnxtrain_cli_run_" + std::to_string(::getpid()))).string();

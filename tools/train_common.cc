@@ -304,8 +304,46 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
 }
 }  // namespace
 
-void TrainingData::print_data_line() const {
+// What a PyTorch export commonly gets wrong and onnxtrain would otherwise train in silence
+// (docs/bring-your-own-model.md): the probabilities of a final Softmax under cross-entropy, which applies its
+// own log-softmax; and a deep convolutional network without any normalisation node, which is what
+// TorchScript's export from eval() and dynamo's default optimize=True leave of BatchNorm layers (folded
+// into the convolutions). The second can be a network built so, hence a note, not a warning.
+std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& graph) {
+  std::vector<std::string> lines;
+  if (!graph.outputs.empty() && (o.loss == "cross-entropy" || o.loss == "softmax-cross-entropy")) {
+    const Value& logits = graph.value(graph.outputs.front());
+    if (logits.producer.valid()) {
+      const Node& last = graph.node(logits.producer);
+      if (last.is_onnx_op("Softmax") || last.is_onnx_op("LogSoftmax"))
+        lines.push_back("warning: the model's output '" + logits.name + "' comes from a " + last.op_type + " node ('" +
+                        last.name +
+                        "'), but cross-entropy applies its own log-softmax to logits: export the model without its "
+                        "final " +
+                        last.op_type +
+                        " (as PyTorch's CrossEntropyLoss expects), or training will be slow "
+                        "and poor");
+    }
+  }
+  int convs = 0, normalisations = 0;
+  for (NodeId id : graph.order()) {
+    const Node& n = graph.node(id);
+    convs += n.is_onnx_op("Conv") ? 1 : 0;
+    for (const char* op : {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization"})
+      normalisations += n.is_onnx_op(op) ? 1 : 0;
+  }
+  if (convs >= 5 && normalisations == 0)
+    lines.push_back("note: " + std::to_string(convs) +
+                    " Conv nodes and no normalisation node: if the PyTorch model has BatchNorm layers, the export "
+                    "folded them into the convolutions (TorchScript from eval() or with constant folding, dynamo "
+                    "with optimize=True), and they will not be trained; export from train() mode with "
+                    "training=TrainingMode.TRAINING, do_constant_folding=False (docs/bring-your-own-model.md)");
+  return lines;
+}
+
+void TrainingData::print_data_line(const TrainOptions& o) const {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
   const ModelParameters parameters = parameters_of(model.graph);
   if (parameters.frozen.empty()) return;

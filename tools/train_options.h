@@ -175,7 +175,8 @@ struct TrainingData {
 
   // Prints "data: ..." (the training data's description), with --freeze the parameters it froze, with
   // --init-from what it loaded.
-  void print_data_line() const;
+  // The data line, --init-from and --freeze, and warnings about the model's export (export_pitfalls).
+  void print_data_line(const TrainOptions& o) const;
 };
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for

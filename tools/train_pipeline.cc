@@ -314,7 +314,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   const std::string where =
       world ? " on " + std::to_string(ranks) + " processes (" + launch_kind_name(launch.kind) + ")" : "";
 
-  if (rank == 0) data.print_data_line();
+  if (rank == 0) data.print_data_line(o);
   if (!pipeline) {
     DataParallelTrainer trainer(data.model.graph, {.trainer = trainer_options(o, total_steps, device, data.train),
                                                    .replicas = world ? 1 : o.replicas,

@@ -39,7 +39,7 @@ int run_replicated_training(const TrainOptions& o) {
   const Device device = training_device(o, o.replicas, 0, "--replicas " + std::to_string(o.replicas));
   TrainingData data(o, device);
   const int64_t per_epoch = data.per_epoch, total_steps = data.total_steps;
-  data.print_data_line();
+  data.print_data_line(o);
   const std::string on_gpus =
       device.kind == DeviceKind::Cuda
           ? " on cuda:" + std::to_string(device.index) +

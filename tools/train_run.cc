@@ -219,7 +219,7 @@ int run_training(const TrainOptions& o) {
     print_nonfinite_skips(trainer);
   };
 
-  data.print_data_line();
+  data.print_data_line(o);
   if (o.precision != "fp32") {
     std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s\n", o.precision.c_str(),
                  o.precision == "bf16" ? "bfloat16" : "float16", trainer.loss_scaler() ? ", dynamic loss scaling" : "");
