@@ -281,6 +281,30 @@ TEST(TrainLoopCli, PatienceStopsWhenTheValidationLossStopsImprovingAndSaveBestKe
   EXPECT_NE(r.output.find("keep --validation above 0"), std::string::npos) << r.output;
 }
 
+// --patience over processes: rank 0 evaluates and decides, and every rank stops after the same epoch (a
+// rank that went on would wait for its peers until --comm-timeout); both exit 0 and rank 0 writes the model.
+TEST(TrainLoopCli, PatienceStopsEveryProcessAfterTheSameEpoch) {
+  for (const std::string strategy : {"--strategy dp", "--strategy pipedream --stages 2"}) {
+    SCOPED_TRACE(strategy);
+    const fs::path dir = scratch("patience_ranks");
+    const int port = 20000 + static_cast<int>((getpid() + 104729 + strategy.size()) % 20000);
+    const std::string args = "train " + kModels +
+                             "mlp_opset17.onnx --data synthetic:1,28,28:10:256 --test-data none --batch 64 "
+                             "--epochs 6 --optimizer sgd --lr 1e-30 --patience 2 --comm-timeout 60 " +
+                             strategy + " -o " + (dir / "m.onnx").string();
+    const auto started = std::chrono::steady_clock::now();
+    const pid_t rank0 = testing_support::start_torchrun_rank(0, 2, port, args, dir / "rank0.log");
+    const pid_t rank1 = testing_support::start_torchrun_rank(1, 2, port, args, dir / "rank1.log");
+    EXPECT_EQ(testing_support::wait_exit_code(rank1), 0) << read_bytes(dir / "rank1.log");
+    EXPECT_EQ(testing_support::wait_exit_code(rank0), 0) << read_bytes(dir / "rank0.log");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 50);
+    const std::string log = read_bytes(dir / "rank0.log");
+    EXPECT_NE(log.find("early stop after epoch 3: no lower validation loss for 2 epochs"), std::string::npos) << log;
+    EXPECT_EQ(log.find("epoch 4:"), std::string::npos) << log;
+    EXPECT_TRUE(fs::exists(dir / "m.onnx"));
+  }
+}
+
 // A run that learns writes --save-best at each epoch whose validation loss is the lowest so far: at least
 // at the first, and the file is a model that `eval` scores.
 TEST(TrainLoopCli, SaveBestWritesAModelThatEvalScores) {

@@ -94,6 +94,9 @@ struct RunRole {
   // The end of the run on the leading process, before the test pass: the strategy's report, the loss scale.
   std::function<void()> print_report;
   int64_t first_step = 0;  // steps already done (a resumed run)
+  // Across processes, a collective every process calls: the leading process's `decision` for all (the early
+  // stop of --patience, which only the leader evaluates); null in one process.
+  std::function<bool(bool decision, const std::string& what)> leader_decides;
 };
 
 // Where a stop signal puts its checkpoint: --checkpoint-dir, else OUTPUT.checkpoints.
@@ -198,26 +201,31 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     const Dataset* progress = val.size() > 0 ? &val : test && epoch + 1 < o.epochs ? &*test : nullptr;
     if (!progress) continue;
     const std::map<std::string, Tensor> synced = role.sync_model ? role.sync_model() : std::map<std::string, Tensor>{};
-    if (!role.leads) continue;
-    const Trainer::Evaluation e =
-        evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
-    if (progress != &val) continue;
-    nlohmann::json line{{"epoch", epoch + 1}};
-    add_evaluation_fields(line, "val", e, val);
-    metrics.write(line);
-    if (best.improves(e.loss, epoch + 1) && !o.save_best.empty()) {
-      const std::map<std::string, Tensor> model = role.sync_model ? synced : trainer.trained_initializers();
-      check_finite_model(model);
-      write_trained_model(o.model, o.save_best, model, model_write_options(o, data.model.graph, data.train));
-      std::printf("epoch %lld: the lowest validation loss so far; wrote %s\n", static_cast<long long>(epoch + 1),
-                  o.save_best.c_str());
-    }
-    if (o.patience > 0 && epoch + 1 - best.epoch >= o.patience) {
+    // The leading process evaluates; it alone decides an early stop (--patience), and tells the others.
+    auto validate = [&] {
+      const Trainer::Evaluation e =
+          evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
+      if (progress != &val) return false;
+      nlohmann::json line{{"epoch", epoch + 1}};
+      add_evaluation_fields(line, "val", e, val);
+      metrics.write(line);
+      if (best.improves(e.loss, epoch + 1) && !o.save_best.empty()) {
+        const std::map<std::string, Tensor> model = role.sync_model ? synced : trainer.trained_initializers();
+        check_finite_model(model);
+        write_trained_model(o.model, o.save_best, model, model_write_options(o, data.model.graph, data.train));
+        std::printf("epoch %lld: the lowest validation loss so far; wrote %s\n", static_cast<long long>(epoch + 1),
+                    o.save_best.c_str());
+      }
+      if (o.patience <= 0 || epoch + 1 - best.epoch < o.patience) return false;
       std::printf("early stop after epoch %lld: no lower validation loss for %lld epoch%s (best %.4f, epoch %lld)\n",
                   static_cast<long long>(epoch + 1), static_cast<long long>(o.patience), o.patience == 1 ? "" : "s",
                   best.loss, static_cast<long long>(best.epoch));
-      break;
-    }
+      return true;
+    };
+    bool stop = role.leads && validate();
+    if (o.patience > 0 && role.leader_decides)
+      stop = role.leader_decides(stop, "early stop after epoch " + std::to_string(epoch + 1));
+    if (stop) break;
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (role.leads && role.print_report) role.print_report();

@@ -211,6 +211,16 @@ nlohmann::json options_every_rank_shares(const TrainOptions& o) {
 // At rendezvous, before any collective of the strategy: rank 0's options go to every rank, each compares
 // them with its own, and all stop together when any differs (the differing rank names the option), so a
 // mismatch neither trains silently nor stalls until --comm-timeout.
+// RunRole::leader_decides over the processes of `world` (rank 0 leads): a one-byte broadcast. Null without one.
+std::function<bool(bool, const std::string&)> leader_decides_over(Communicator* world) {
+  if (!world) return nullptr;
+  return [world](bool decision, const std::string& what) {
+    uint8_t byte = decision ? 1 : 0;
+    world->broadcast({reinterpret_cast<std::byte*>(&byte), 1}, 0, what);
+    return byte != 0;
+  };
+}
+
 void check_every_rank_has_the_same_options(const TrainOptions& o, Communicator& world) {
   std::string text = options_every_rank_shares(o).dump();
   uint64_t length = text.size();
@@ -322,6 +332,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                                                    .world = world});
     const int replicas = trainer.global_replicas();
     RunRole role{.prints_progress = rank == 0, .leads = rank == 0, .step_by_step = true, .stops_on_signal = !world};
+    role.leader_decides = leader_decides_over(world);
     role.report = [&] { return data_parallel_report_json(trainer.timing(), trainer.global_replicas()); };
     const nlohmann::json config = checkpoint_config(o, total_steps);
     role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
@@ -422,6 +433,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
                          o.stages);
   };
   if (world) role.sync_model = [&] { return trainer.gather_trained_initializers(); };
+  role.leader_decides = leader_decides_over(world);
   if (!world) role.report = [&] { return pipeline_report_json(trainer.report()); };
   role.print_report = [&] {
     if (world) return;

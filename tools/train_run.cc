@@ -147,8 +147,6 @@ void check_common_options(const TrainOptions& o) {
     usage_error("--accumulate and --bucket-mb: the gradients are all-reduced once, after the last pass of the step");
   if (o.label_smoothing > 0 && o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy")
     usage_error("--label-smoothing smooths the cross-entropy's targets: use it with --loss cross-entropy");
-  if (o.patience > 0 && detect_launch().size > 1)
-    usage_error("--patience stops one process, not all of them: not supported over several processes yet");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     usage_error("--checkpoint-every " + std::to_string(o.checkpoint_every) +
                 " needs --checkpoint-dir DIR: where to write the checkpoints");
