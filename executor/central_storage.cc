@@ -125,6 +125,9 @@ float CentralStorageTrainer::train_step(const DataInputs& x, const Tensor& y) {
     }
     params.push_back({name, it->second.data<float>(), g.data<float>()});
   }
+  // The sum of the replicas' shares is the batch's gradient: clipped as one device's would be.
+  std::vector<std::vector<float>> clipped;
+  if (options_.trainer.clip_grad_norm > 0) clip_gradient_norm(params, options_.trainer.clip_grad_norm, clipped);
   // fp16: the unscaled sum decides, as Trainer::apply_gradients decides on its gradients.
   if (!scaler_ || scaler_->update(sum)) optimizer_.step(params);
   // BatchNorm running statistics: replica 0's (DataParallelTrainer's broadcast_buffers).

@@ -1,6 +1,7 @@
 #include "executor/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/error.h"
 
@@ -11,6 +12,17 @@ namespace {
 Error state_error(const std::string& what) { return Error("optimizer state: " + what); }
 
 std::string format(double v) { return std::to_string(v); }
+
+// clip_grad_norm_'s factor for gradients whose squares add up to `sum_of_squares`; 1 when within the limit.
+double clip_coefficient(double sum_of_squares, double max_norm) {
+  return std::min(1.0, max_norm / (std::sqrt(sum_of_squares) + 1e-6));
+}
+
+double squares(std::span<const float> values) {
+  double sum = 0;
+  for (float v : values) sum += static_cast<double>(v) * v;
+  return sum;
+}
 
 }  // namespace
 
@@ -198,6 +210,28 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& saved) {
   }
   global_step_ = global_step;
   states_ = std::move(states);
+}
+
+void clip_gradient_norm(std::vector<ParamSlot>& params, double max_norm, std::vector<std::vector<float>>& storage) {
+  double sum_of_squares = 0;
+  for (const ParamSlot& p : params) sum_of_squares += squares(p.grad);
+  const double coefficient = clip_coefficient(sum_of_squares, max_norm);
+  if (coefficient >= 1) return;
+  storage.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    storage[i].resize(params[i].grad.size());
+    for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] = static_cast<float>(params[i].grad[k] * coefficient);
+    params[i].grad = storage[i];
+  }
+}
+
+void clip_gradient_norm(std::map<std::string, Tensor>& gradients, double max_norm) {
+  double sum_of_squares = 0;
+  for (const auto& [name, g] : gradients) sum_of_squares += squares(g.data<float>());
+  const double coefficient = clip_coefficient(sum_of_squares, max_norm);
+  if (coefficient >= 1) return;
+  for (auto& [name, g] : gradients)
+    for (float& v : g.data<float>()) v = static_cast<float>(v * coefficient);
 }
 
 }  // namespace onnxtrain

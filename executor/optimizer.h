@@ -105,6 +105,13 @@ struct ParamSlot {
   std::span<const float> grad;
 };
 
+// torch.nn.utils.clip_grad_norm_: when the gradients' total 2-norm (over every one together) exceeds
+// `max_norm`, each is scaled by max_norm / (norm + 1e-6). The slot version points each slot's grad at a
+// scaled copy kept in `storage` (the caller's gradients stay as they were); the map version scales the
+// tensors in place.
+void clip_gradient_norm(std::vector<ParamSlot>& params, double max_norm, std::vector<std::vector<float>>& storage);
+void clip_gradient_norm(std::map<std::string, Tensor>& gradients, double max_norm);
+
 class Optimizer {
  public:
   explicit Optimizer(OptimizerConfig config, LrSchedule schedule = {});

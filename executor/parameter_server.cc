@@ -256,6 +256,8 @@ std::vector<float> ParameterServerTrainer::train(int64_t count, const BatchSourc
         // fp16: every worker has its own scaler (a GradScaler per process); a gradient with an inf or NaN is
         // not pushed, and that worker's scale backs off. The statistics still follow the batch.
         push.skipped = !w.trainer->update_loss_scale(grads);
+        // A push is one worker's whole gradient: clipped by its own norm before the shards apply their parts.
+        if (options_.trainer.clip_grad_norm > 0) clip_gradient_norm(grads, options_.trainer.clip_grad_norm);
         if (options_.before_push) options_.before_push(index, i);
         const std::map<std::string, Tensor> computed = w.trainer->trained_initializers();  // its new statistics
         push.shard_staleness.assign(shards_.size(), 0);

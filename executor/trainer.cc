@@ -12,23 +12,6 @@
 namespace onnxtrain {
 
 namespace {
-// torch.nn.utils.clip_grad_norm_: when the gradients' total 2-norm exceeds `max_norm`, each slot's gradient
-// is replaced by a copy scaled by max_norm / (norm + 1e-6), kept in `storage` (the caller's gradients stay
-// as they were).
-void clip_gradient_norm(std::vector<ParamSlot>& params, double max_norm, std::vector<std::vector<float>>& storage) {
-  double sum_of_squares = 0;
-  for (const ParamSlot& p : params)
-    for (float v : p.grad) sum_of_squares += static_cast<double>(v) * v;
-  const double coefficient = max_norm / (std::sqrt(sum_of_squares) + 1e-6);
-  if (coefficient >= 1) return;
-  storage.resize(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    storage[i].resize(params[i].grad.size());
-    for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] = static_cast<float>(params[i].grad[k] * coefficient);
-    params[i].grad = storage[i];
-  }
-}
-
 // The checkpoint tensor of the steps skip_nonfinite_steps skipped (beside the optimizer state).
 constexpr const char* kNonfiniteSkips = "nonfinite/skipped_steps";
 

@@ -199,9 +199,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
                   "how many of the newest checkpoints to keep (default 3; 0: all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
-                  "scale the gradients down to this total 2-norm (over every parameter) when it is larger, before "
-                  "each update, as torch.nn.utils.clip_grad_norm_ (single and dp on the CPU; default 0: off)")
+  cmd->add_option(
+         "--clip-grad-norm", o->clip_grad_norm,
+         "scale the gradients down to this total 2-norm (over every parameter) when it is larger, before "
+         "each update, as torch.nn.utils.clip_grad_norm_ (single, dp, central storage, and ps per push, on the CPU; "
+         "default 0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--accumulate", o->accumulate,
                   "gradient accumulation: each step's --batch runs as K forward and backward passes of batch/K rows "

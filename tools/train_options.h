@@ -32,7 +32,7 @@ struct TrainOptions {
   std::string tensorboard;  // a folder for TensorBoard event files (frontend/tensorboard_events.h)
   std::string augment;      // "crop:P,flip": training-time image augmentation (LoaderOptions::Augment)
   double lr = 0.01, momentum = 0.9, weight_decay = 0, validation = 0.1;
-  double clip_grad_norm = 0;   // single and dp on the CPU: torch.nn.utils.clip_grad_norm_ (executor/trainer.h)
+  double clip_grad_norm = 0;   // single, dp, cs, ps on the CPU: torch.nn.utils.clip_grad_norm_ (executor/optimizer.h)
   int64_t accumulate = 1;      // single and dp on the CPU: each step's batch runs as K passes, one update
   double label_smoothing = 0;  // cross-entropy: PyTorch's label_smoothing (graph/autodiff/loss.h)
   uint64_t seed = 0;

@@ -128,10 +128,11 @@ void check_common_options(const TrainOptions& o) {
   if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
     usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");
   if (!o.save_best.empty()) check_output_path(o.save_best);
-  if (o.clip_grad_norm > 0 && (o.central_storage || (o.strategy != "single" && o.strategy != "dp")))
+  if (o.clip_grad_norm > 0 && o.strategy != "single" && o.strategy != "dp" && o.strategy != "ps")
     usage_error(
-        "--clip-grad-norm works with --strategy single and dp (the pipeline stages and parameter-server "
-        "shards hold parts of the gradient and do not share its norm yet)");
+        "--clip-grad-norm works with --strategy single, dp (and --central-storage) and ps (each push's whole "
+        "gradient); pipeline stages hold parts of a mini-batch's gradient at different times and do not share its "
+        "norm");
   if (o.clip_grad_norm > 0 && o.device != "cpu")
     usage_error("--clip-grad-norm clips on the CPU optimizer's path; the GPU optimizer does not clip yet");
   parse_augment(o.augment);  // a bad --augment is a usage error before any data is read

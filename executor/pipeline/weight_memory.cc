@@ -178,6 +178,10 @@ void WeightMemory::load_prediction_state(const std::map<std::string, Tensor>& sa
 
 void WeightMemory::predict(Optimizer& optimizer, const std::string& param, float* out, const float* w, size_t n,
                            int64_t s) {
+  if (s == 0) {  // no prediction asked (a parameter server's plain pull): Ŵ = W, kept average or not
+    copy(out, w, n);
+    return;
+  }
   // Every parameter of a stage has its state once the stage has stepped (no state sync: on a device the
   // host state holds the step counts, the arrays are the device optimizer's).
   const int64_t updates = optimizer.global_step() > 0 ? optimizer.state(param).step : 0;
