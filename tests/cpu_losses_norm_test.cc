@@ -4,7 +4,8 @@
 // labels, weights, ignore_index, every reduction, log_prob), their Grad ops, InstanceNormalization(Grad)
 // (odd planes, 1-D to 3-D, a large mean, each subset of outputs) and ConvTranspose on oneDNN's
 // deconvolution (strides, pads, dilations, groups, output_padding, output_shape, auto_pad, 1-D to 3-D,
-// and the variants that fall back to the reference kernel).
+// and the variants that fall back to the reference kernel), and MaxPool and MaxPoolGrad (1-D to 3-D, pads,
+// strides, dilations, ceil_mode, ties between window elements).
 // The tests run with 4 OpenMP threads, so that the kernels split their work even on a small machine.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -445,3 +446,66 @@ TEST_F(CpuLossesNorm, ConvTransposeMatchesReference) {
 }
 
 }  // namespace
+
+namespace {
+
+// An (N, C, spatial...) pool's output sizes, as ONNX's MaxPool computes them.
+Ints pooled_sizes(const Ints& x, const Ints& kernel, const Ints& strides, const Ints& pads, const Ints& dilations,
+                  bool ceil_mode) {
+  Ints y{x[0], x[1]};
+  const size_t n = kernel.size();
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t span = x[d + 2] + pads[d] + pads[d + n] - ((kernel[d] - 1) * dilations[d] + 1);
+    y.push_back((ceil_mode ? (span + strides[d] - 1) / strides[d] : span / strides[d]) + 1);
+  }
+  return y;
+}
+
+// Small integers as floats, so that windows hold ties: the first maximal element must win.
+Tensor tied_tensor(std::mt19937& rng, const Ints& sizes) {
+  Tensor t(DType::Float32, sizes);
+  std::uniform_int_distribution<int> dist(0, 3);
+  for (float& v : t.data<float>()) v = static_cast<float>(dist(rng));
+  return t;
+}
+
+}  // namespace
+
+TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
+  std::mt19937 rng(11);
+  struct Pool {
+    std::string label;
+    Ints x, kernel, strides, pads, dilations;
+    bool ceil_mode = false;
+  };
+  const std::vector<Pool> pools = {
+      {"cnn 2x2/2", {3, 5, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {"2x2/2 on odd sizes", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {"2x2/2 ceil_mode past the edge", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},
+      {"resnet stem 3x3/2 pad 1", {2, 4, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {"ceil_mode, uneven pads", {2, 3, 7, 6}, {3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},
+      {"dilated", {1, 2, 10, 9}, {2, 3}, {1, 2}, {1, 0, 1, 2}, {2, 2}},
+      {"1-D", {2, 3, 13}, {3}, {2}, {1, 1}, {1}},
+      {"3-D", {1, 2, 5, 6, 4}, {2, 2, 2}, {2, 1, 2}, {0, 1, 0, 1, 0, 1}, {1, 1, 1}},
+  };
+  for (const Pool& p : pools) {
+    const Attributes attributes{{"kernel_shape", p.kernel},
+                                {"strides", p.strides},
+                                {"pads", p.pads},
+                                {"dilations", p.dilations},
+                                {"ceil_mode", int64_t{p.ceil_mode ? 1 : 0}}};
+    const Ints y = pooled_sizes(p.x, p.kernel, p.strides, p.pads, p.dilations, p.ceil_mode);
+    const Tensor x = tied_tensor(rng, p.x);
+    expect_agree({"MaxPool", "", 17, attributes, {x}, {f32(y)}}, p.label, "MaxPoolKernel", false, 0, 0);
+    // Exact: with windows that do not overlap no dX element sums two dY, and small integers sum exactly.
+    expect_agree({"MaxPoolGrad", kTrainingDomain, 17, attributes, {tied_tensor(rng, y), x}, {f32(p.x)}}, p.label,
+                 "MaxPoolGradKernel", false, 0, 0);
+    expect_agree({"MaxPool", "", 17, attributes, {random_tensor(rng, p.x)}, {f32(y)}}, p.label + ", distinct values",
+                 "MaxPoolKernel", false, 0, 0);
+  }
+  // The Indices output is the reference kernel's.
+  const Attributes pool2{{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  const Case indices{
+      "MaxPool", "", 17, pool2, {random_tensor(rng, {1, 2, 4, 4})}, {f32({1, 2, 2, 2}), {DType::Int64, {1, 2, 2, 2}}}};
+  EXPECT_FALSE(is_own(*prepare(indices, ""), "MaxPoolKernel"));
+}

@@ -34,6 +34,8 @@ void register_cpu_loss_grad_kernels(KernelRegistry& registry);
 void register_cpu_instance_norm_kernels(KernelRegistry& registry);
 void register_cpu_instance_norm_grad_kernels(KernelRegistry& registry);
 void register_cpu_conv_transpose_kernels(KernelRegistry& registry);
+void register_cpu_max_pool_kernels(KernelRegistry& registry);
+void register_cpu_max_pool_grad_kernels(KernelRegistry& registry);
 // --- end losses and normalisation ---
 
 }  // namespace onnxtrain

@@ -33,6 +33,10 @@ void register_cpu_kernels(KernelRegistry& registry) {
   register_cpu_instance_norm_grad_kernels(registry);
   register_cpu_conv_transpose_kernels(registry);
   // --- end losses and normalisation ---
+  // --- pooling ---
+  register_cpu_max_pool_kernels(registry);
+  register_cpu_max_pool_grad_kernels(registry);
+  // --- end pooling ---
   (void)registry;
 }
 

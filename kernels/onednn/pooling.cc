@@ -97,7 +97,8 @@ std::unique_ptr<Kernel> make_global_pool(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_pooling_kernels(KernelRegistry& registry) {
-  registry.add(onednn_entry("MaxPool", &make_window_pool<true>));
+  // MaxPool is the "cpu" family's (kernels/cpu/max_pool.cc): oneDNN's pooling on plain NCHW tensors is its
+  // scalar simple_nchw code, several times slower.
   registry.add(onednn_entry("AveragePool", &make_window_pool<false>));
   registry.add(onednn_entry("GlobalAveragePool", &make_global_pool<false>));
   registry.add(onednn_entry("GlobalMaxPool", &make_global_pool<true>));

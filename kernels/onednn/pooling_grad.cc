@@ -93,7 +93,7 @@ std::unique_ptr<Kernel> make_pool_grad(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_pooling_grad_kernels(KernelRegistry& registry) {
-  registry.add(training_entry("MaxPoolGrad", &make_pool_grad<true>));
+  // MaxPoolGrad is the "cpu" family's (kernels/cpu/max_pool_grad.cc), as MaxPool is (pooling.cc).
   registry.add(training_entry("AveragePoolGrad", &make_pool_grad<false>));
 }
 
