@@ -456,7 +456,9 @@ Ints pooled_sizes(const Ints& x, const Ints& kernel, const Ints& strides, const 
   const size_t n = kernel.size();
   for (size_t d = 0; d < n; ++d) {
     const int64_t span = x[d + 2] + pads[d] + pads[d + n] - ((kernel[d] - 1) * dilations[d] + 1);
-    y.push_back((ceil_mode ? (span + strides[d] - 1) / strides[d] : span / strides[d]) + 1);
+    int64_t out = (ceil_mode ? (span + strides[d] - 1) / strides[d] : span / strides[d]) + 1;
+    if (ceil_mode && (out - 1) * strides[d] >= x[d + 2] + pads[d]) --out;  // the last window starts inside
+    y.push_back(out);
   }
   return y;
 }
@@ -502,6 +504,32 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
                  "MaxPoolGradKernel", false, 0, 0);
     expect_agree({"MaxPool", "", 17, attributes, {random_tensor(rng, p.x)}, {f32(y)}}, p.label + ", distinct values",
                  "MaxPoolKernel", false, 0, 0);
+  }
+  // Random geometries, as onednn_nn_test draws them for AveragePool.
+  std::uniform_int_distribution<int64_t> one_to_three(1, 3);
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t spatial = static_cast<size_t>(1 + trial % 3);
+    Ints x{one_to_three(rng), one_to_three(rng)}, kernel, strides, dilations, pads(2 * spatial);
+    for (size_t d = 0; d < spatial; ++d) {
+      kernel.push_back(one_to_three(rng));
+      strides.push_back(one_to_three(rng));
+      dilations.push_back(1 + trial % 2);
+      pads[d] = std::uniform_int_distribution<int64_t>(0, kernel[d] - 1)(rng);
+      pads[d + spatial] = std::uniform_int_distribution<int64_t>(0, kernel[d] - 1)(rng);
+      x.push_back((kernel[d] - 1) * dilations[d] + 1 + one_to_three(rng) * (spatial == 3 ? 1 : 3));
+    }
+    const bool ceil_mode = trial % 4 < 2;
+    const Attributes a{{"kernel_shape", kernel},
+                       {"strides", strides},
+                       {"pads", pads},
+                       {"dilations", dilations},
+                       {"ceil_mode", int64_t{ceil_mode ? 1 : 0}}};
+    const Ints y = pooled_sizes(x, kernel, strides, pads, dilations, ceil_mode);
+    const Tensor input = tied_tensor(rng, x);
+    const std::string label = "trial " + std::to_string(trial);
+    expect_agree({"MaxPool", "", 19, a, {input}, {f32(y)}}, label, "MaxPoolKernel", false, 0, 0);
+    expect_agree({"MaxPoolGrad", kTrainingDomain, 19, a, {tied_tensor(rng, y), input}, {f32(x)}}, label,
+                 "MaxPoolGradKernel", false, 0, 0);
   }
   // The Indices output is the reference kernel's.
   const Attributes pool2{{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};

@@ -2,7 +2,8 @@
 // kernels: seeded random shapes and attribute variants, float32, |onednn - reference| <= atol + rtol·|ref|
 // with rtol 1e-4 and atol 1e-5; eltwise with rtol 1e-5 and atol 1e-6 (oneDNN's vectorised exp, tanh and
 // erf are approximations: Gelu's and Softplus's tails miss 1e-5 relative, never 1e-6 absolute).
-// Configurations that fall back to the reference kernel (MaxPool Indices, Clip from opset 11, even LRN
+// MaxPool is not oneDNN's (kernels/cpu/max_pool.cc, tested in cpu_losses_norm_test).
+// Configurations that fall back to the reference kernel (Clip from opset 11, even LRN
 // sizes, broadcast LayerNorm scale, ...) run through the same comparison.
 #include <gtest/gtest.h>
 
@@ -91,27 +92,17 @@ Ints random_sizes(std::mt19937& rng, size_t rank, int64_t lo, int64_t hi) {
 }
 
 TEST(OnednnNn, DefaultFindPrefersOnednnForFloat32) {
-  for (const char* op : {"MaxPool",
-                         "AveragePool",
-                         "GlobalAveragePool",
-                         "GlobalMaxPool",
-                         "BatchNormalization",
-                         "Relu",
-                         "LeakyRelu",
-                         "Elu",
-                         "Sigmoid",
-                         "Tanh",
-                         "Sqrt",
-                         "Exp",
-                         "Abs",
-                         "Gelu",
-                         "HardSwish",
-                         "Softplus",
-                         "Clip",
-                         "Softmax",
-                         "LogSoftmax",
-                         "LRN",
-                         "LayerNormalization"}) {
+  EXPECT_EQ(KernelRegistry::builtin().find("", "MaxPool", DeviceKind::Cpu, DType::Float32)->implementation, "cpu");
+  for (const char* op : {"AveragePool",   "GlobalAveragePool",
+                         "GlobalMaxPool", "BatchNormalization",
+                         "Relu",          "LeakyRelu",
+                         "Elu",           "Sigmoid",
+                         "Tanh",          "Sqrt",
+                         "Exp",           "Abs",
+                         "Gelu",          "HardSwish",
+                         "Softplus",      "Clip",
+                         "Softmax",       "LogSoftmax",
+                         "LRN",           "LayerNormalization"}) {
     const KernelEntry* entry = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32);
     ASSERT_NE(entry, nullptr) << op;
     EXPECT_EQ(entry->implementation, "onednn") << op;
@@ -167,46 +158,29 @@ TEST(OnednnNn, PoolingMatchesReference) {
   std::mt19937 rng(23);
   const int primitives_before = primitives;
   for (int trial = 0; trial < 60; ++trial) {
-    const bool max = trial % 2 == 0;
     const size_t spatial = static_cast<size_t>(1 + trial % 3);
-    Ints x{pick(rng, 1, 3), pick(rng, 1, 4)}, kernel, strides, dilations, pads(2 * spatial);
+    Ints x{pick(rng, 1, 3), pick(rng, 1, 4)}, kernel, strides, pads(2 * spatial);
     const bool ceil = pick(rng, 0, 1) == 1;
     for (size_t d = 0; d < spatial; ++d) {
       kernel.push_back(pick(rng, 1, 3));
       strides.push_back(pick(rng, 1, 3));
-      dilations.push_back(max ? pick(rng, 1, 2) : 1);
       pads[d] = pick(rng, 0, kernel[d] - 1);
       pads[d + spatial] = pick(rng, 0, kernel[d] - 1);
-      x.push_back(pick(rng, (kernel[d] - 1) * dilations[d] + 1, spatial == 3 ? 6 : 10));
+      x.push_back(pick(rng, kernel[d], spatial == 3 ? 6 : 10));
     }
     Ints y{x[0], x[1]};
     for (size_t d = 0; d < spatial; ++d)
-      y.push_back(pooled(x[2 + d], kernel[d], strides[d], dilations[d], pads[d], pads[d + spatial], ceil));
-    Attributes a{{"kernel_shape", kernel}, {"strides", strides}, {"pads", pads}, {"ceil_mode", int64_t{ceil}}};
-    if (max) {
-      a["dilations"] = dilations;
-    } else {
-      a["count_include_pad"] = pick(rng, 0, 1);
-    }
-    expect_agree({max ? "MaxPool" : "AveragePool", 19, a, {random_tensor(rng, x)}, {f32(y)}},
-                 "trial " + std::to_string(trial), Path::Either);
+      y.push_back(pooled(x[2 + d], kernel[d], strides[d], 1, pads[d], pads[d + spatial], ceil));
+    const Attributes a{{"kernel_shape", kernel},
+                       {"strides", strides},
+                       {"pads", pads},
+                       {"ceil_mode", int64_t{ceil}},
+                       {"count_include_pad", pick(rng, 0, 1)}};
+    expect_agree({"AveragePool", 19, a, {random_tensor(rng, x)}, {f32(y)}}, "trial " + std::to_string(trial),
+                 Path::Either);
   }
-  // Only AveragePool with count_include_pad and a ceil_mode overhang falls back among these.
-  EXPECT_GT(primitives - primitives_before, 45) << "random pooling cases that ran on oneDNN";
-  // SAME_UPPER, and MaxPool's Indices (reference fallback).
-  const Ints x{2, 3, 7, 8};
-  expect_agree({"MaxPool",
-                12,
-                {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}},
-                {random_tensor(rng, x)},
-                {f32({2, 3, 4, 4})}},
-               "same upper");
-  expect_agree({"MaxPool",
-                12,
-                {{"kernel_shape", Ints{2, 2}}},
-                {random_tensor(rng, x)},
-                {f32({2, 3, 6, 7}), TensorDesc{DType::Int64, {2, 3, 6, 7}}}},
-               "indices", Path::Fallback);
+  // Only count_include_pad with a ceil_mode overhang falls back among these.
+  EXPECT_GT(primitives - primitives_before, 40) << "random pooling cases that ran on oneDNN";
   for (size_t rank : {3, 4, 5}) {
     const Ints sizes = random_sizes(rng, rank, 1, 6);
     Ints y(rank, 1);

@@ -40,8 +40,7 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec) {
   std::unique_ptr<Kernel> reference = cpu::reference_kernel(spec);  // checks the spec as the reference does
   const bool indices = spec.outputs.size() > 1 && spec.outputs[1].present();
   if (spec.inputs[0].dtype != DType::Float32 || spec.inputs[0].numel() == 0 || indices) return reference;
-  const reference::PoolGeometry g =
-      reference::read_pool_geometry(spec, spec.inputs[0], "X", spec.outputs[0], "Y");
+  const reference::PoolGeometry g = reference::read_pool_geometry(spec, spec.inputs[0], "X", spec.outputs[0], "Y");
   cpu::MaxPoolWindow w;
   if (!cpu::MaxPoolWindow::of(g.window, w)) return reference;
   return std::make_unique<MaxPoolKernel>(w, g.planes);

@@ -1,7 +1,7 @@
-// oneDNN pooling (pooling_v2_forward, float32): MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
-// ceil_mode (or any output size the floor formula misses) becomes extra right padding, so the output
-// is exactly spec.outputs. Falls back to the reference kernel (same device) for: MaxPool's Indices
-// output, non-float32 or empty tensors, more than 3 spatial dims, AveragePool with count_include_pad
+// oneDNN pooling (pooling_v2_forward, float32): AveragePool, GlobalAveragePool, GlobalMaxPool (MaxPool is
+// the "cpu" family's, kernels/cpu/max_pool.cc). ceil_mode (or any output size the floor formula misses)
+// becomes extra right padding, so the output is exactly spec.outputs. Falls back to the reference kernel
+// (same device) for: non-float32 or empty tensors, more than 3 spatial dims, AveragePool with count_include_pad
 // whose windows overhang the padded input (ONNX/PyTorch do not count the overhang, oneDNN would), and
 // any geometry oneDNN refuses. Attribute errors are the reference kernel's (it validates first).
 #include "kernels/onednn/onednn_kernels.h"
@@ -40,19 +40,17 @@ bool pool_supported(const KernelSpec& spec) {
   return all_float32_nonempty(spec) && rank >= 3 && rank <= 5;
 }
 
-// MaxPool and AveragePool: windows from the attributes.
-template <bool Max>
-std::unique_ptr<Kernel> make_window_pool(const KernelSpec& spec) {
+// AveragePool: windows from the attributes.
+std::unique_ptr<Kernel> make_onednn_average_pool(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);
-  if (!pool_supported(spec) || (Max && spec.outputs.size() > 1 && spec.outputs[1].present())) return fallback;
+  if (!pool_supported(spec)) return fallback;
   const std::vector<int64_t>& x = spec.inputs[0].sizes;
   const std::vector<int64_t>& y = spec.outputs[0].sizes;
   const reference::WindowGeometry w = reference::read_window_geometry(
       spec, {x.begin() + 2, x.end()}, {y.begin() + 2, y.end()}, spec.attributes.get_ints("kernel_shape"));
-  const bool include_pad = !Max && spec.attributes.get_int("count_include_pad", 0) == 1;
+  const bool include_pad = spec.attributes.get_int("count_include_pad", 0) == 1;
   PoolParams p{
-      Max ? dnnl::algorithm::pooling_max
-          : (include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding),
+      include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding,
       {},
       {},
       {},
@@ -99,7 +97,7 @@ std::unique_ptr<Kernel> make_global_pool(const KernelSpec& spec) {
 void register_onednn_pooling_kernels(KernelRegistry& registry) {
   // MaxPool is the "cpu" family's (kernels/cpu/max_pool.cc): oneDNN's pooling on plain NCHW tensors is its
   // scalar simple_nchw code, several times slower.
-  registry.add(onednn_entry("AveragePool", &make_window_pool<false>));
+  registry.add(onednn_entry("AveragePool", &make_onednn_average_pool));
   registry.add(onednn_entry("GlobalAveragePool", &make_global_pool<false>));
   registry.add(onednn_entry("GlobalMaxPool", &make_global_pool<true>));
 }

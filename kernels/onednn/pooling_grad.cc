@@ -1,8 +1,6 @@
-// oneDNN MaxPoolGrad and AveragePoolGrad (pooling_v2_backward, float32), with the forward kernel's
-// geometry (pooling.cc): ceil_mode and any output size the floor formula misses become extra right
-// padding. MaxPoolGrad first runs a forward_training pooling over X into kernel-owned buffers for the
-// argmax workspace (both primitives prepared once); oneDNN then routes each dY to the first maximal
-// element, as the reference does. Falls back to the reference kernel (same device) where the forward
+// oneDNN AveragePoolGrad (pooling_v2_backward, float32), with the forward kernel's geometry (pooling.cc):
+// ceil_mode and any output size the floor formula misses become extra right padding. (MaxPoolGrad is the
+// "cpu" family's, kernels/cpu/max_pool_grad.cc.) Falls back to the reference kernel (same device) where the forward
 // kernel does: non-float32 or empty tensors, more than 3 spatial dims, count_include_pad windows that
 // overhang the padded input, windows wholly in the padding, and geometries oneDNN refuses.
 #include <optional>
@@ -49,20 +47,18 @@ std::optional<PoolParams> pool_params(const KernelSpec& spec, bool include_pad) 
   return p;
 }
 
-template <bool Max>
-std::unique_ptr<Kernel> make_pool_grad(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_onednn_average_pool_grad(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = reference_kernel(spec);  // validates inputs and attributes
   const size_t rank = spec.outputs[0].sizes.size();
-  // AveragePoolGrad's x_shape is int64: only dY, X and dX need to be float32.
+  // AveragePoolGrad's x_shape is int64: only dY and dX need to be float32.
   KernelSpec floats = spec;
-  if (!Max) floats.inputs.resize(1);
+  floats.inputs.resize(1);
   if (!all_float32_nonempty(floats) || rank < 3 || rank > 5) return fallback;
-  const bool include_pad = !Max && spec.attributes.get_int("count_include_pad", 0) == 1;
+  const bool include_pad = spec.attributes.get_int("count_include_pad", 0) == 1;
   const std::optional<PoolParams> p = pool_params(spec, include_pad);
   if (!p) return fallback;
   const dnnl::algorithm algorithm =
-      Max ? dnnl::algorithm::pooling_max
-          : (include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding);
+      include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
   try {
     const dnnl::memory::desc x = plain_desc(spec.outputs[0].sizes);
     const dnnl::memory::desc y = plain_desc(spec.inputs[0].sizes);
@@ -72,16 +68,7 @@ std::unique_ptr<Kernel> make_pool_grad(const KernelSpec& spec) {
     dnnl::pooling_v2_backward::desc bwd_desc(algorithm, x, y, p->strides, p->kernel, p->dilation, p->pad_l, p->pad_r);
     dnnl::pooling_v2_backward::primitive_desc bwd_pd(bwd_desc, user_scratchpad_attr(), cpu_engine(), fwd_pd);
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
-    dnnl::memory workspace;
-    if (Max) {
-      const size_t fwd = kernel->add_step(fwd_pd, dnnl::pooling_v2_forward(fwd_pd));
-      kernel->bind_input(fwd, DNNL_ARG_SRC, 1, x);
-      kernel->set(fwd, DNNL_ARG_DST, kernel->own(y));
-      workspace = kernel->own(fwd_pd.workspace_desc());
-      kernel->set(fwd, DNNL_ARG_WORKSPACE, workspace);
-    }
     const size_t bwd = kernel->add_step(bwd_pd, dnnl::pooling_v2_backward(bwd_pd));
-    if (Max) kernel->set(bwd, DNNL_ARG_WORKSPACE, workspace);
     kernel->bind_input(bwd, DNNL_ARG_DIFF_DST, 0, y);
     kernel->bind_output(bwd, DNNL_ARG_DIFF_SRC, 0, x);
     return kernel;
@@ -94,7 +81,7 @@ std::unique_ptr<Kernel> make_pool_grad(const KernelSpec& spec) {
 
 void register_onednn_pooling_grad_kernels(KernelRegistry& registry) {
   // MaxPoolGrad is the "cpu" family's (kernels/cpu/max_pool_grad.cc), as MaxPool is (pooling.cc).
-  registry.add(training_entry("AveragePoolGrad", &make_pool_grad<false>));
+  registry.add(training_entry("AveragePoolGrad", &make_onednn_average_pool_grad));
 }
 
 }  // namespace onnxtrain
