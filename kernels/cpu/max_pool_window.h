@@ -56,12 +56,16 @@ struct MaxPoolWindow {
   // Calls visit(output offset, input offset of the window's first maximal element, or -1 for a window
   // wholly in the padding) for every output position of the plane `x`, in row-major order. The common
   // 2x2 window of stride 2 inside the input (CNNs' pools) takes the four elements directly.
+  // A 2-D pool of 2x2 windows, stride 2, every window inside the input.
+  bool two_by_two() const {
+    return input[0] == 1 && kernel[0] == 1 && kernel[1] == 2 && kernel[2] == 2 && stride[1] == 2 && stride[2] == 2 &&
+           dilation[1] == 1 && dilation[2] == 1 && pad_begin[1] == 0 && pad_begin[2] == 0 &&
+           2 * output[1] <= input[1] && 2 * output[2] <= input[2];
+  }
+
   template <typename Visit>
   void for_each_argmax(const float* x, Visit&& visit) const {
-    const bool two_by_two = input[0] == 1 && kernel[1] == 2 && kernel[2] == 2 && stride[1] == 2 && stride[2] == 2 &&
-                            dilation[1] == 1 && dilation[2] == 1 && pad_begin[1] == 0 && pad_begin[2] == 0 &&
-                            2 * output[1] <= input[1] && 2 * output[2] <= input[2];
-    if (two_by_two) {
+    if (two_by_two()) {
       const int64_t w = input[2];
       for (int64_t oh = 0, o = 0; oh < output[1]; ++oh)
         for (int64_t ow = 0; ow < output[2]; ++ow, ++o) {
