@@ -59,6 +59,14 @@ std::string cpu_isa_name(dnnl_cpu_isa_t isa) {
 
 }  // namespace
 
+bool cpu_has_native_bf16() {
+  static const bool native = [] {
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+  }();
+  return native;
+}
+
 BackendInfo query_backend_info() {
   BackendInfo info;
   if (const dnnl_version_t* v = dnnl_version()) {

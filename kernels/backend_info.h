@@ -22,6 +22,11 @@ struct BackendInfo {
   cuda::CudaQuery cuda;            // compiled flag, versions, devices or the reason there are none
 };
 
+// Whether oneDNN computes bfloat16 natively on this CPU (its ISA is avx512_core_bf16 or avx512_core_amx:
+// AVX-512 BF16 or AMX). Then --precision bf16 runs Conv, ConvGrad, Gemm and MatMul on oneDNN's bfloat16
+// primitives; else on onnxtrain's reference loops.
+bool cpu_has_native_bf16();
+
 // Queries once per call; cheap (no kernels run), never throws for a missing GPU or driver.
 BackendInfo query_backend_info();
 

@@ -158,15 +158,23 @@ void check_common_options(const TrainOptions& o) {
   if (o.resume && o.checkpoint_dir.empty() && o.resume_from.empty())
     usage_error("--resume needs --checkpoint-dir: where to find the checkpoint (or --resume-from FILE)");
   if (o.precision != "fp32" && o.device == "cpu") {
-    // Said before the first step, so that nobody waits on it unknowingly: half precision on the CPU is the
-    // kernels' reference loops (the README's mixed-precision section gives the measured slowdown).
+    // Said before the first step, so that nobody waits on it unknowingly: where oneDNN has no half-precision
+    // primitive for this CPU, half precision is the kernels' reference loops (the README's mixed-precision
+    // section gives the measured slowdown).
     const std::string isa = query_backend_info().cpu_isa;
-    const bool native = isa == "avx512_core_bf16" || isa == "avx512_core_amx";
-    std::fprintf(stderr,
-                 "warning: --precision %s on the CPU computes Conv, Gemm and MatMul in onnxtrain's reference loops "
-                 "(oneDNN's half-precision primitives are not used yet; this CPU's oneDNN ISA is %s, %s AVX-512 "
-                 "BF16 or AMX): far slower than fp32, which is the faster choice on the CPU\n",
-                 o.precision.c_str(), isa.c_str(), native ? "with" : "without");
+    if (o.precision == "bf16" && cpu_has_native_bf16())
+      std::fprintf(stderr,
+                   "note: --precision bf16 on the CPU: Conv, Gemm and MatMul on oneDNN's bfloat16 primitives (%s)\n",
+                   isa.c_str());
+    else
+      std::fprintf(
+          stderr,
+          "warning: --precision %s on the CPU computes Conv, Gemm and MatMul in onnxtrain's reference loops "
+          "(oneDNN %s: far slower than fp32, which is the faster choice on the CPU\n",
+          o.precision.c_str(),
+          o.precision == "fp16"
+              ? "2.6 has no float16 primitives for the CPU)"
+              : ("has bfloat16 primitives only with AVX-512 BF16 or AMX; this CPU's ISA is " + isa + ")").c_str());
   }
 }
 

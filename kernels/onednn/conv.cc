@@ -7,7 +7,8 @@
 // primitive is the same 1x1 convolution with stride 1, so the source reorder moves only the pixels read.
 // Everything a run needs (memory objects, argument lists) is built at prepare; a run only sets the data
 // handles. The scratchpad is the kernel's own buffer, so one kernel object must not run on two threads at
-// once. Other variants use the reference kernel.
+// once. float32, and bfloat16 where the CPU has native bfloat16 (onednn::native_bf16: accumulation in float32,
+// the result rounded once). Other variants use the reference kernel.
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -31,7 +32,7 @@ memory::dims plain_strides(const memory::dims& dims) {
   return strides;
 }
 
-class OnednnConv final : public Kernel {
+class OnednnConv final : public Kernel, public onednn::ReportsImplementation {
  public:
   OnednnConv(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
     const TensorDesc& x = spec.inputs[0];
@@ -53,6 +54,7 @@ class OnednnConv final : public Kernel {
     }
     // The source as the primitive sees it: the caller's buffer, or for a strided unpadded 1x1 convolution
     // the strided view of the pixels it reads (then the convolution has stride 1).
+    const memory::data_type type = onednn::data_type_of(x.dtype);
     memory::dims x_dims = onednn::dims_of(x.sizes);
     std::optional<memory::desc> x_view;
     const auto all = [](const memory::dims& v, auto pred) { return std::all_of(v.begin(), v.end(), pred); };
@@ -68,26 +70,29 @@ class OnednnConv final : public Kernel {
       }
       if (fits) {
         x_dims = view_dims;
-        x_view = memory::desc(view_dims, memory::data_type::f32, view_strides);
+        x_view = memory::desc(view_dims, type, view_strides);
         std::fill(strides.begin(), strides.end(), 1);
         std::fill(dilations.begin(), dilations.end(), 0);
       }
     }
-    const auto f32 = memory::data_type::f32;
-    const memory::desc x_any(x_dims, f32, tag::any);
-    const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
-    const memory::desc y_any(onednn::dims_of(y.sizes), f32, tag::any);
-    const memory::desc bias_md = has_bias ? onednn::plain_desc(spec.inputs[2].sizes) : memory::desc();
+    const memory::desc x_any(x_dims, type, tag::any);
+    const memory::desc w_any(onednn::dims_of(w_sizes), type, tag::any);
+    const memory::desc y_any(onednn::dims_of(y.sizes), type, tag::any);
+    const memory::desc bias_md =
+        has_bias ? onednn::plain_desc(spec.inputs[2].sizes, spec.inputs[2].dtype) : memory::desc();
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
                                          w_any, bias_md, y_any, strides, dilations, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, onednn::user_scratchpad(), onednn::cpu_engine());
     if (x_view)
       io_.src.prepare_view(*x_view, pd.src_desc());
     else
-      io_.src.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
-    io_.prepare(pd, onednn::plain_desc(w_sizes), onednn::plain_desc(y.sizes), bias_md);
+      io_.src.prepare(onednn::plain_desc(x.sizes, x.dtype), pd.src_desc(), true);
+    io_.prepare(pd, onednn::plain_desc(w_sizes, x.dtype), onednn::plain_desc(y.sizes, x.dtype), bias_md);
     conv_ = dnnl::convolution_forward(pd);
+    implementation_ = pd.impl_info_str();
   }
+
+  std::string library_implementation() const override { return implementation_; }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     onednn::checked(spec_, "run", [&] { io_.run(conv_, inputs, outputs); });
@@ -97,6 +102,7 @@ class OnednnConv final : public Kernel {
   KernelSpec spec_;
   onednn::ConvOperands io_;
   dnnl::convolution_forward conv_;
+  std::string implementation_;
 };
 
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
@@ -105,7 +111,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   const TensorDesc& x = spec.inputs[0];
   const TensorDesc& y = spec.outputs[0];
   const size_t spatial = x.sizes.size() - 2;
-  if (x.dtype != DType::Float32 || spatial < 1 || spatial > 3 || x.numel() == 0 || y.numel() == 0) return reference;
+  if (!onednn::takes_dtype(x.dtype) || spatial < 1 || spatial > 3 || x.numel() == 0 || y.numel() == 0) return reference;
   const std::vector<int64_t> kernel(spec.inputs[1].sizes.begin() + 2, spec.inputs[1].sizes.end());
   const reference::WindowGeometry w = reference::read_window_geometry(spec, {x.sizes.begin() + 2, x.sizes.end()},
                                                                       {y.sizes.begin() + 2, y.sizes.end()}, kernel);
@@ -123,7 +129,7 @@ void register_onednn_conv_kernels(KernelRegistry& registry) {
   registry.add({.domain = "",
                 .op_type = "Conv",
                 .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32},
+                .dtypes = {DType::Float32, DType::BFloat16},
                 .implementation = "onednn",
                 .factory = &make_conv});
 }

@@ -1,8 +1,8 @@
-// ConvGrad (ai.onnxtrain) on oneDNN, float32, 1-D to 3-D: convolution_backward_data gives dX and
-// convolution_backward_weights gives dW, with the bias gradient folded in when dB is wanted too (dB alone
-// is a plain sum over dY). Both primitive descriptors are built at prepare time over format_tag::any with
-// a forward_training primitive descriptor as their hint, so they agree on layouts; prepared reorders move
-// the caller's plain buffers in (dY, X, W) and the results out (dX, dW) only where a primitive wants a
+// ConvGrad (ai.onnxtrain) on oneDNN, float32 (and bfloat16 where native, onednn::native_bf16), 1-D to 3-D:
+// convolution_backward_data gives dX and convolution_backward_weights gives dW, with the bias gradient folded in when
+// dB is wanted too (dB alone is a plain sum over dY). Both primitive descriptors are built at prepare time over
+// format_tag::any with a forward_training primitive descriptor as their hint, so they agree on layouts; prepared
+// reorders move the caller's plain buffers in (dY, X, W) and the results out (dX, dW) only where a primitive wants a
 // blocked layout, and dY is reordered once when both primitives want the same one. A 1x1 convolution
 // without pads and with strides touches only every stride-th pixel of X and dX: as in the forward kernel
 // (conv.cc) the primitives are those of the same 1x1 convolution with stride 1 over strided views of X and
@@ -30,7 +30,7 @@ using tag = memory::format_tag;
 using onednn::execute;
 using onednn::Operand;
 
-class OnednnConvGrad final : public Kernel {
+class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation {
  public:
   OnednnConvGrad(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
     const TensorDesc& dy = spec.inputs[0];
@@ -55,6 +55,8 @@ class OnednnConvGrad final : public Kernel {
     }
     // For a strided unpadded 1x1 convolution, X and dX as the primitives see them: strided views of the
     // caller's buffers with dY's spatial sizes (then the convolution has stride 1).
+    const DType dtype = x.dtype;
+    const memory::data_type type = onednn::data_type_of(dtype);
     memory::dims x_dims = onednn::dims_of(x.sizes);
     std::optional<memory::desc> x_view;
     const auto all = [](const memory::dims& v, int64_t value) {
@@ -72,18 +74,18 @@ class OnednnConvGrad final : public Kernel {
       }
       if (fits) {
         x_dims = view_dims;
-        x_view = memory::desc(view_dims, memory::data_type::f32, view_strides);
+        x_view = memory::desc(view_dims, type, view_strides);
         std::fill(strides.begin(), strides.end(), 1);
         std::fill(dilations.begin(), dilations.end(), 0);
-        x_bytes_ = static_cast<size_t>(x.numel()) * sizeof(float);
+        x_bytes_ = static_cast<size_t>(x.numel()) * dtype_size(dtype);
       }
     }
-    const auto f32 = memory::data_type::f32;
-    const memory::desc x_any(x_dims, f32, tag::any);
-    const memory::desc w_any(onednn::dims_of(w_sizes), f32, tag::any);
-    const memory::desc y_any(onednn::dims_of(dy.sizes), f32, tag::any);
+    const memory::desc x_any(x_dims, type, tag::any);
+    const memory::desc w_any(onednn::dims_of(w_sizes), type, tag::any);
+    const memory::desc y_any(onednn::dims_of(dy.sizes), type, tag::any);
     const bool bias_in_weights = want_dw_ && want_db_;
-    const memory::desc bias_md = bias_in_weights ? onednn::plain_desc({weight.sizes[0]}) : memory::desc();
+    const memory::desc bias_md = bias_in_weights ? onednn::plain_desc({weight.sizes[0]}, dtype) : memory::desc();
+    const auto plain = [dtype](const std::vector<int64_t>& sizes) { return onednn::plain_desc(sizes, dtype); };
     const auto direct = dnnl::algorithm::convolution_direct;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -97,10 +99,11 @@ class OnednnConvGrad final : public Kernel {
       dnnl::convolution_backward_data::primitive_desc pd(
           dnnl::convolution_backward_data::desc(direct, x_any, w_any, y_any, strides, dilations, pad_l, pad_r), attr,
           onednn::cpu_engine(), hint);
-      dy_.prepare(onednn::plain_desc(dy.sizes), pd.diff_dst_desc(), true);
+      dy_.prepare(plain(dy.sizes), pd.diff_dst_desc(), true);
       dy_layout = pd.diff_dst_desc();
-      weights_.prepare(onednn::plain_desc(w_sizes), pd.weights_desc(), true);
-      dx_.prepare(x_view ? *x_view : onednn::plain_desc(x.sizes), pd.diff_src_desc(), false);
+      weights_.prepare(plain(w_sizes), pd.weights_desc(), true);
+      dx_.prepare(x_view ? *x_view : plain(x.sizes), pd.diff_src_desc(), false);
+      implementation_ = pd.impl_info_str();
       data_scratch_desc_ = pd.scratchpad_desc();
       scratch_bytes = std::max(scratch_bytes, data_scratch_desc_.get_size());
       backward_data_ = dnnl::convolution_backward_data(pd);
@@ -114,13 +117,14 @@ class OnednnConvGrad final : public Kernel {
       dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, onednn::cpu_engine(), hint);
       if (!dy_layout || *dy_layout != pd.diff_dst_desc()) {
         dy_for_weights_.emplace();
-        dy_for_weights_->prepare(onednn::plain_desc(dy.sizes), pd.diff_dst_desc(), true);
+        dy_for_weights_->prepare(plain(dy.sizes), pd.diff_dst_desc(), true);
       }
       if (x_view)
         x_.prepare_view(*x_view, pd.src_desc());
       else
-        x_.prepare(onednn::plain_desc(x.sizes), pd.src_desc(), true);
-      dw_.prepare(onednn::plain_desc(w_sizes), pd.diff_weights_desc(), false);
+        x_.prepare(plain(x.sizes), pd.src_desc(), true);
+      dw_.prepare(plain(w_sizes), pd.diff_weights_desc(), false);
+      implementation_ += (implementation_.empty() ? "" : ", ") + std::string(pd.impl_info_str());
       if (bias_in_weights) db_ = memory(bias_md, onednn::cpu_engine(), nullptr);
       weights_scratch_desc_ = pd.scratchpad_desc();
       scratch_bytes = std::max(scratch_bytes, weights_scratch_desc_.get_size());
@@ -150,6 +154,9 @@ class OnednnConvGrad final : public Kernel {
     for (size_t i = 2; i < dy.sizes.size(); ++i) plane_ *= dy.sizes[i];
     batch_ = dy.sizes[0];
   }
+
+  // Backward data's, then backward weights' ("jit_bf16:avx512_core_bf16, jit_bf16:avx512_core_bf16").
+  std::string library_implementation() const override { return implementation_; }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     onednn::checked(spec_, "run", [&] {
@@ -195,6 +202,7 @@ class OnednnConvGrad final : public Kernel {
   }
 
   KernelSpec spec_;
+  std::string implementation_;
   bool want_dx_ = false, want_dw_ = false, want_db_ = false;
   int64_t batch_ = 0, out_channels_ = 0, plane_ = 0;
   size_t x_bytes_ = 0;  // X's size in bytes when X and dX are strided views (a strided 1x1 conv), else 0
@@ -217,10 +225,14 @@ std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
   const TensorDesc& dy = spec.inputs[0];
   const TensorDesc& x = spec.inputs[1];
   const size_t spatial = x.sizes.size() - 2;
-  bool supported = spatial >= 1 && spatial <= 3;
+  const DType dtype = dy.dtype;
+  // dB alone is summed here in float32 (sum_bias); in bfloat16 the reference kernel does it.
+  const bool bias_alone = spec.outputs.size() > 2 && spec.outputs[2].present() && !spec.outputs[1].present();
+  bool supported =
+      spatial >= 1 && spatial <= 3 && onednn::takes_dtype(dtype) && !(bias_alone && dtype != DType::Float32);
   for (const auto* list : {&spec.inputs, &spec.outputs}) {
     for (const TensorDesc& d : *list) {
-      supported = supported && (!d.present() || (d.dtype == DType::Float32 && d.numel() > 0));
+      supported = supported && (!d.present() || (d.dtype == dtype && d.numel() > 0));
     }
   }
   if (!supported) return reference;
@@ -241,7 +253,7 @@ void register_onednn_conv_grad_kernels(KernelRegistry& registry) {
   registry.add({.domain = "ai.onnxtrain",
                 .op_type = "ConvGrad",
                 .device = DeviceKind::Cpu,
-                .dtypes = {DType::Float32},
+                .dtypes = {DType::Float32, DType::BFloat16},
                 .implementation = "onednn",
                 .factory = &make_onednn_conv_grad});
 }

@@ -6,6 +6,8 @@
 // matmul's own bias when alpha and beta are 1 (unless oneDNN has only its reference implementation for
 // that broadcast), else a binary_add post-op when beta is 1, else it is copied into Y and added by a sum
 // post-op with scale beta. The argument list is built at prepare; a run only sets the data handles.
+// float32, and bfloat16 where the CPU has native bfloat16 (onednn::native_bf16; accumulation in float32, the
+// result rounded once; C then also bfloat16, but not with the copy into Y, which is float32 code).
 // Variants oneDNN has no implementation for, and zero-size tensors, use the reference kernel.
 // The scratchpad is the kernel's own buffer: one kernel object runs on one thread.
 #include <optional>
@@ -22,8 +24,8 @@ namespace {
 
 using dnnl::memory;
 
-memory::desc strided_desc(const memory::dims& dims, const memory::dims& strides) {
-  return memory::desc(dims, memory::data_type::f32, strides);
+memory::desc strided_desc(const memory::dims& dims, const memory::dims& strides, DType dtype) {
+  return memory::desc(dims, onednn::data_type_of(dtype), strides);
 }
 
 // Row-major strides of `dims`, with the last two swapped when `transposed` (the buffer holds the
@@ -45,7 +47,7 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
-class OnednnMatMul final : public Kernel {
+class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
  public:
   // `c_desc`: the (broadcast) desc of Gemm's C, or none. Post-ops compute alpha·AB + beta·C.
   OnednnMatMul(const KernelSpec& spec, const memory::desc& a, const memory::desc& b, const memory::desc& y,
@@ -94,12 +96,15 @@ class OnednnMatMul final : public Kernel {
     }
     scratchpad_ = memory(pd->scratchpad_desc(), engine);
     matmul_ = dnnl::matmul(*pd);
+    implementation_ = pd->impl_info_str();
     args_ = {{DNNL_ARG_SRC, a_.get()},
              {DNNL_ARG_WEIGHTS, b_.get()},
              {DNNL_ARG_DST, y_.get()},
              {DNNL_ARG_SCRATCHPAD, scratchpad_.get()}};
     if (c_arg_ >= 0) args_.push_back({c_arg_, c_.get()});
   }
+
+  std::string library_implementation() const override { return implementation_; }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     onednn::checked(spec_, "run", [&] {
@@ -121,6 +126,7 @@ class OnednnMatMul final : public Kernel {
   }
 
   KernelSpec spec_;
+  std::string implementation_;
   int c_arg_ = -1;               // the argument C is passed as (bias or binary post-op operand), or -1
   std::vector<int64_t> c_fill_;  // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
   int64_t y_rows_ = 0, y_cols_ = 0;
@@ -150,7 +156,8 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
   // The reference prepare checks the sizes, so both implementations reject the same specs.
   std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
   std::vector<int64_t> a = spec.inputs[0].sizes, b = spec.inputs[1].sizes;
-  if (spec.inputs[0].dtype != DType::Float32 || any_empty(spec)) return reference;
+  const DType dtype = spec.inputs[0].dtype;
+  if (!onednn::takes_dtype(dtype) || any_empty(spec)) return reference;
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
   const size_t rank = std::max(a.size(), b.size());
@@ -162,14 +169,15 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
   y[rank - 2] = a[rank - 2];
   y[rank - 1] = b[rank - 1];
   return onednn_or_reference(spec, std::move(reference), [&] {
-    return std::make_unique<OnednnMatMul>(spec, onednn::plain_desc(a), onednn::plain_desc(b), onednn::plain_desc(y),
-                                          1.0, 1.0, std::nullopt);
+    return std::make_unique<OnednnMatMul>(spec, onednn::plain_desc(a, dtype), onednn::plain_desc(b, dtype),
+                                          onednn::plain_desc(y, dtype), 1.0, 1.0, std::nullopt);
   });
 }
 
 std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
-  if (spec.inputs[0].dtype != DType::Float32 || any_empty(spec)) return reference;
+  const DType dtype = spec.inputs[0].dtype;
+  if (!onednn::takes_dtype(dtype) || any_empty(spec)) return reference;
   const std::vector<int64_t>& y = spec.outputs[0].sizes;  // (M,N), checked by the reference prepare
   const int64_t m = y[0], n = y[1],
                 k = spec.attributes.get_int("transA", 0) ? spec.inputs[0].sizes[0] : spec.inputs[0].sizes[1];
@@ -177,16 +185,17 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   const double beta = spec.attributes.get_float("beta", 1.0);
   std::optional<memory::desc> c_desc;
   if (spec.inputs.size() > 2 && spec.inputs[2].present() && beta != 0.0) {
-    std::vector<int64_t> c = spec.inputs[2].sizes;  // broadcasts onto (M,N): give it rank 2
+    if (beta != 1.0 && dtype != DType::Float32) return reference;  // fill_with_c copies floats
+    std::vector<int64_t> c = spec.inputs[2].sizes;                 // broadcasts onto (M,N): give it rank 2
     c.insert(c.begin(), 2 - c.size(), 1);
-    c_desc = onednn::plain_desc(c);
+    c_desc = onednn::plain_desc(c, dtype);
   }
   const memory::dims a_dims{m, k}, b_dims{k, n};
   return onednn_or_reference(spec, std::move(reference), [&] {
     return std::make_unique<OnednnMatMul>(
-        spec, strided_desc(a_dims, matrix_strides(a_dims, spec.attributes.get_int("transA", 0) != 0)),
-        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0)), onednn::plain_desc(y),
-        alpha, beta, c_desc);
+        spec, strided_desc(a_dims, matrix_strides(a_dims, spec.attributes.get_int("transA", 0) != 0), dtype),
+        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0), dtype),
+        onednn::plain_desc(y, dtype), alpha, beta, c_desc);
   });
 }
 
@@ -194,7 +203,7 @@ KernelEntry onednn_entry(const char* op, KernelFactory factory) {
   return {.domain = "",
           .op_type = op,
           .device = DeviceKind::Cpu,
-          .dtypes = {DType::Float32},
+          .dtypes = {DType::Float32, DType::BFloat16},
           .implementation = "onednn",
           .factory = factory};
 }

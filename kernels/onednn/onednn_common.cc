@@ -1,5 +1,7 @@
 #include "kernels/onednn/onednn_common.h"
 
+#include "kernels/backend_info.h"
+
 namespace onnxtrain::onednn {
 
 dnnl::engine& cpu_engine() {
@@ -15,8 +17,11 @@ dnnl::stream& cpu_stream() {
 
 dnnl::memory::data_type data_type_of(DType dtype) {
   if (dtype == DType::Float32) return dnnl::memory::data_type::f32;
-  throw Error("oneDNN kernels take float32, not " + std::string(dtype_name(dtype)));
+  if (dtype == DType::BFloat16) return dnnl::memory::data_type::bf16;
+  throw Error("oneDNN kernels take float32 or bfloat16, not " + std::string(dtype_name(dtype)));
 }
+
+bool takes_dtype(DType dtype) { return dtype == DType::Float32 || (dtype == DType::BFloat16 && cpu_has_native_bf16()); }
 
 dnnl::memory::dims dims_of(const std::vector<int64_t>& sizes) { return dnnl::memory::dims(sizes.begin(), sizes.end()); }
 

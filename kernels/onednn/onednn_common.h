@@ -25,7 +25,11 @@ dnnl::engine& cpu_engine();
 // A stream on the CPU engine; oneDNN CPU streams are cheap and execute in order.
 dnnl::stream& cpu_stream();
 
-dnnl::memory::data_type data_type_of(DType dtype);  // f32 (others: Error)
+dnnl::memory::data_type data_type_of(DType dtype);  // f32, bf16 (others: Error)
+// The dtypes the oneDNN Conv, ConvGrad, Gemm and MatMul kernels take: float32, and bfloat16 where the CPU
+// has it natively (cpu_has_native_bf16). Without it oneDNN has only its reference loops for bfloat16, and
+// those kernels stay onnxtrain's reference ones.
+bool takes_dtype(DType dtype);
 dnnl::memory::dims dims_of(const std::vector<int64_t>& sizes);
 // Plain row-major (abcd…) memory descriptor for the sizes.
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& sizes, DType dtype = DType::Float32);
@@ -44,6 +48,15 @@ inline Rows rows_at_axis(const std::vector<int64_t>& sizes, int64_t axis) {
   for (int64_t d = 0; d < rank; ++d) (d < axis ? rows.outer : rows.inner) *= sizes[d];
   return rows;
 }
+
+// Implemented by the kernels that run one oneDNN primitive (or a fixed pair) and can say which of oneDNN's
+// implementations it picked (impl_info_str: "jit_bf16:avx512_core_bf16", "brg:avx512_core"). Tests find
+// it with dynamic_cast; a kernel that fell back to the reference loops does not have it.
+class ReportsImplementation {
+ public:
+  virtual ~ReportsImplementation() = default;
+  virtual std::string library_implementation() const = 0;
+};
 
 // A CPU entry of the "onednn" implementation for float32 in the default domain.
 inline KernelEntry onednn_entry(std::string op_type, KernelFactory factory) {
