@@ -15,8 +15,9 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
-inline CliRun run_cli(const std::string& args) {
-  const std::string command = std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+// `prefix` goes before the binary: "env -u OMP_NUM_THREADS taskset -c 0".
+inline CliRun run_cli_prefixed(const std::string& prefix, const std::string& args) {
+  const std::string command = prefix + " " + std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   std::array<char, 4096> buffer;
@@ -24,5 +25,7 @@ inline CliRun run_cli(const std::string& args) {
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
+
+inline CliRun run_cli(const std::string& args) { return run_cli_prefixed("", args); }
 
 }  // namespace onnxtrain::testing_support

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "frontend/importer.h"
+#include "graph/cpu_budget.h"
 #include "graph/error.h"
 #include "simulator/recommend.h"
 #include "tools/bench_predict.h"
@@ -188,7 +189,7 @@ void run_bench(const BenchOptions& o_in) {
                   "': pipeline x data-parallel hybrids run over processes only "
                   "(mpirun -np N*R onnxtrain train --stages N --replicas R) and bench runs one process per strategy; "
                   "onnxtrain simulate plays them");
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : cpu_budget().cpus;
   const double load = load_average();
   if (load > 0.5) {
     std::fprintf(stderr,
@@ -276,7 +277,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--repeats", o->repeats, "runs per strategy; the table shows their median, min and max (default 3)")
       ->check(CLI::Range(1, 100));
-  cmd->add_option("--threads", o->threads, "CPU threads every run shares out (default: all logical CPUs)")
+  cmd->add_option(
+         "--threads", o->threads,
+         "CPU threads every run shares out (default: the CPUs this process may use, its affinity mask capped by "
+         "its cgroup's CPU quota)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", o->seed, "seed of the data and weights, the same for every run (default 0)");
   cmd->add_option("--loss", o->loss, "the loss attached to the first output (default cross-entropy)");

@@ -1,12 +1,16 @@
 // onnxtrain: train ONNX models. One binary, subcommands; exit code 0 on success, 1 on a user error
 // (the message names the file and node; also a path that cannot be used), 2 on bad usage, 3 an internal
 // error (a bug).
+#include <omp.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "graph/cpu_budget.h"
 #include "graph/error.h"
 #include "graph/host_resources.h"
 #include "tools/cli_choices.h"
@@ -37,6 +41,9 @@ int main(int argc, char** argv) {
               << "\nRun `onnxtrain --help` for the commands.\n";
     return 2;
   }
+  // The default thread count: the CPUs this process may use, its cgroup's quota included, which libgomp's
+  // own default (the affinity mask) ignores. OMP_NUM_THREADS, when set, decides.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(onnxtrain::cpu_budget().cpus);
   try {
     // --config FILE: the file's options go in before the command line's (tools/config_file.h).
     std::vector<std::string> args = onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc));

@@ -1,4 +1,5 @@
 // Helpers shared by the one-device and the pipeline paths of `onnxtrain train`.
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,11 +8,13 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
 
+#include "graph/cpu_budget.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
@@ -342,6 +345,11 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
 }
 
 void TrainingData::print_data_line(const TrainOptions& o) const {
+  if (o.device == "cpu") {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    std::fprintf(stderr, "threads: %d (%s)\n", omp_get_max_threads(),
+                 env ? ("OMP_NUM_THREADS=" + std::string(env)).c_str() : cpu_budget().describe().c_str());
+  }
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
