@@ -1,7 +1,33 @@
 #!/usr/bin/python3
 """Training speed of onnxtrain against PyTorch on the CPU, side by side: samples/s of one full training
 step (forward, softmax cross-entropy, backward, momentum-SGD update; BatchNorm in training mode updating
-its running statistics) of the same model, batch and thread count.
+its running statistics) of the same model, batch and thread count, and what that is in GFLOP/s.
+
+The models: the repository's fixtures cnn, mlp and resnet (models/make_fixtures.py, the files
+models/NAME_opset17.onnx), and networks built from torch/torchvision code, which the torch worker exports
+itself (seed 0; TorchScript exporter, opset 17, train() mode with training=TrainingMode.TRAINING and
+do_constant_folding=False, so every BatchNormalization and Dropout stays, with a symbolic batch, as
+models/torchvision/make_torchvision.py does) into the script's temporary folder, for onnxtrain to train:
+    mlp784        Flatten, Linear(784, 512), ReLU, Linear(512, 512), ReLU, Linear(512, 10); 1x28x28
+    resnet18      torchvision.models.resnet18(num_classes=10) at 3x32x32 (ImageNet stem)
+    vgg11         torchvision.models.vgg11(num_classes=10) at 3x32x32, changed: the features end 512x1x1
+                  there and the TorchScript exporter cannot export its AdaptiveAvgPool2d((7, 7)) from 1x1
+                  ("output size that are not factor of input size"), so `avgpool` is nn.Identity and the
+                  classifier's first Linear takes 512 inputs, Linear(512, 4096) (initialised as torchvision
+                  does: normal(0, 0.01), bias 0); the rest of the classifier (4096 -> 4096 -> 10, two
+                  Dropout(0.5)) is torchvision's. (models/zoo/make_zoo.py's vgg11_32 instead has the CIFAR
+                  classifier, one Linear(512, 10).)
+    mobilenet_v2  torchvision.models.mobilenet_v2(num_classes=10) at 3x32x32 (ImageNet stem)
+Both sides start from the same weights: the worker loads the ONNX file's initializers into its module, for
+the fixtures and its own exports alike (the running statistics in its exports are the fresh ones, mean 0
+and var 1, as constructed).
+
+FLOPs: the worker counts the forward FLOPs of one sample directly, 2 * the multiply-adds of every Conv and
+Linear (forward hooks, one sample in eval() mode; BatchNorm, activations, pooling, the loss and the update
+are not counted), and takes a training step as 3 x forward (forward, backward to the data, backward to the
+weights). GFLOP/s = samples/s * step FLOPs per sample / 1e9. The peak: once per thread count, the worker
+times float32 torch.mm of two 2048x2048 matrices (on --device, after warm-up, repeated for about a second):
+2 * 2048^3 * repetitions / seconds; "% of peak" is onnxtrain's GFLOP/s against it.
 
 onnxtrain: `onnxtrain train MODEL --data synthetic:... --metrics FILE` (OMP_NUM_THREADS=T: oneDNN and
 onnxtrain's own kernels both run on libgomp's threads); the per-step times come from the metrics file,
@@ -17,18 +43,24 @@ the median of the repeats and, in brackets, their min-max.
     benchmarks/compare_pytorch.py                       # CNN b64 and ResNet b32, 1 and 2 threads
     benchmarks/compare_pytorch.py --build build/release --repeats 7 --threads 1
     benchmarks/compare_pytorch.py --wait-idle 60       # on a shared machine: time only when it is idle
+    benchmarks/compare_pytorch.py --python /tmp/torchvenv/bin/python --threads 1,2 \
+        --models mlp784:64,resnet18:32,vgg11:32,mobilenet_v2:32   # the torchvision networks (torch 2.x, torchvision)
     benchmarks/compare_pytorch.py --python /work/venv/torchnew/bin/python   # torch 2.x instead of 1.13
     benchmarks/compare_pytorch.py --profile --models resnet:32 --threads 1  # + per-op profiles of both
     benchmarks/compare_pytorch.py --device cuda --models resnet:64 --threads 1   # both on cuda:0 (gpu-check.sh)
     benchmarks/compare_pytorch.py --device cuda --tf32 ...   # both with TF32 tensor cores (default: neither)
+    benchmarks/compare_pytorch.py --precision bf16 ...       # onnxtrain --precision bf16 against torch.autocast(bfloat16)
     benchmarks/compare_pytorch.py --binary /tmp/onnxtrain-gpu-bundle/onnxtrain ...   # an executable outside a build
 
 The default interpreter for torch is Debian's /usr/bin/python3 (torch 1.13), the one the fixture scripts
 use. This script itself needs only the standard library; the worker (this file run with --torch-worker
-by that interpreter) needs torch, onnx and numpy.
+by that interpreter) needs torch, onnx and numpy, and torchvision for resnet18, vgg11 and mobilenet_v2
+(the exports were checked with torch 2.15, torchvision 0.29, onnx 1.23: /tmp/torchvenv/bin/python as
+models/torchvision/make_torchvision.py makes it).
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -44,13 +76,23 @@ MODELS = os.path.join(ROOT, "models")
 DEFAULT_PYTHON = "/usr/bin/python3"
 LR, MOMENTUM = 0.01, 0.9
 CLASSES = 10
+# (C, H, W) of the image input: the fixtures of models/make_fixtures.py (models/NAME_opset17.onnx) ...
+FIXTURES = {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}
+# ... and the networks built from torch/torchvision code, which the worker exports itself (build_network).
+TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32)}
 # Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
-DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25}
+DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7}
+PEAK_N = 2048  # the float32 GEMM peak: torch.mm of two PEAK_N x PEAK_N matrices
+PEAK_SECONDS = 1.0
 
 
 def input_dims(name):
-    """(C, H, W) of the fixture's image input."""
-    return {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}[name]
+    """(C, H, W) of the model's image input."""
+    return FIXTURES[name] if name in FIXTURES else TORCH_NETWORKS[name]
+
+
+def fixture_path(name):
+    return os.path.join(MODELS, name + "_opset17.onnx")
 
 
 def thread_env(threads):
@@ -84,17 +126,20 @@ def wait_for_idle(limit_s):
 # ----------------------------------------------------------------------------------------------------
 # onnxtrain side
 # ----------------------------------------------------------------------------------------------------
-def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu", tf32=False):
-    """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process."""
+def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu", tf32=False, model=None,
+                     precision="fp32"):
+    """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process; `model`: the
+    ONNX file (default: the fixture's, models/NAME_opset17.onnx)."""
     c, h, w = input_dims(name)
     total = warmup + steps
     metrics = os.path.join(workdir, "metrics.jsonl")
-    cmd = [binary, "train", os.path.join(MODELS, name + "_opset17.onnx"),
+    cmd = [binary, "train", model or fixture_path(name),
            "--data", "synthetic:%d,%d,%d:%d:%d" % (c, h, w, CLASSES, batch * total),
            "--batch", str(batch), "--epochs", "1", "--validation", "0", "--lr", str(LR),
            "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
            "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
     cmd += ["--tf32"] if tf32 else []
+    cmd += ["--precision", precision] if precision != "fp32" else []
     return timed_train_run(cmd, metrics, threads, batch, warmup, steps)
 
 
@@ -119,14 +164,14 @@ def timed_train_run(cmd, metrics, threads, batch, warmup, steps):
     return steps * batch / (ends[total] - ends[warmup])
 
 
-def onnxtrain_profile(onnxtrain, name, batch, threads, steps):
+def onnxtrain_profile(onnxtrain, name, batch, threads, steps, model=None):
     """Per-op kernel times of the same step (benchmarks/training_step_profile.cc), when it is built in
-    the same build folder as the onnxtrain binary."""
+    the same build folder as the onnxtrain binary; `model` as in onnxtrain_repeat."""
     binary = os.path.join(os.path.dirname(os.path.dirname(onnxtrain)), "benchmarks", "training_step_profile")
     if not os.access(binary, os.X_OK):
         print("(no %s: build the training_step_profile target for onnxtrain's per-op times)\n" % binary)
         return
-    run = subprocess.run([binary, os.path.join(MODELS, name + "_opset17.onnx"), str(batch), str(steps)],
+    run = subprocess.run([binary, model or fixture_path(name), str(batch), str(steps)],
                          env=thread_env(threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print("onnxtrain profile, %s batch %d, %d threads (ms per step):\n%s" % (name, batch, threads, run.stdout), flush=True)
 
@@ -134,27 +179,153 @@ def onnxtrain_profile(onnxtrain, name, batch, threads, steps):
 # ----------------------------------------------------------------------------------------------------
 # torch side: a worker process (the chosen interpreter) that keeps one model and answers commands
 # ----------------------------------------------------------------------------------------------------
-def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False):
-    import numpy as np
+def build_network(name):
+    """The torch module of `name` in train() mode, seed 0: a fixture of models/make_fixtures.py or one of
+    TORCH_NETWORKS (see the module's docstring)."""
+    import torch
+    from torch import nn
+
+    if name in FIXTURES:
+        sys.path.insert(0, MODELS)
+        import make_fixtures
+        return make_fixtures.build(name)
+    import torchvision
+    torch.manual_seed(0)
+    if name == "mlp784":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                              nn.Linear(512, CLASSES))
+    elif name == "resnet18":
+        model = torchvision.models.resnet18(weights=None, num_classes=CLASSES)
+    elif name == "vgg11":
+        model = torchvision.models.vgg11(weights=None, num_classes=CLASSES)
+        # At 32x32 the features end 512x1x1; the exporter cannot export AdaptiveAvgPool2d((7, 7)) from 1x1.
+        model.avgpool = nn.Identity()
+        model.classifier[0] = nn.Linear(512, model.classifier[0].out_features)
+        nn.init.normal_(model.classifier[0].weight, 0, 0.01)  # torchvision's VGG initialises its Linears so
+        nn.init.constant_(model.classifier[0].bias, 0)
+    elif name == "mobilenet_v2":
+        model = torchvision.models.mobilenet_v2(weights=None, num_classes=CLASSES)
+    else:
+        sys.exit("unknown model %s" % name)
+    model.train()
+    return model
+
+
+def export_network(model, name, path):
+    """Exports `model` (a TORCH_NETWORKS module, unchanged by this) as models/torchvision/make_torchvision.py
+    does: TorchScript, opset 17, training mode with BatchNormalization and Dropout kept, symbolic batch. The
+    trace's forward in train() mode moves the BN running statistics; the file gets the module's ones."""
+    import contextlib
+    import copy
+    import warnings
     import onnx
     import torch
-    import torch.nn.functional as F
     from onnx import numpy_helper
 
-    sys.path.insert(0, MODELS)
-    import make_fixtures
+    buffers = {k: v.detach().clone() for k, v in model.state_dict().items() if "running_" in k}
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON channel
+        warnings.simplefilter("ignore")
+        torch.onnx.export(copy.deepcopy(model).train(), (torch.randn(2, *input_dims(name)),), path, dynamo=False,
+                          opset_version=17, export_params=True, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    m = onnx.load(path)
+    for i, t in enumerate(m.graph.initializer):
+        if t.name in buffers:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(buffers.pop(t.name).numpy(), t.name))
+    if buffers:
+        sys.exit("%s: BN buffers not found as initializers: %s" % (path, sorted(buffers)))
+    onnx.save_model(m, path)
+
+
+def load_onnx_weights(model, name, path):
+    """Loads the initializers of the ONNX file `path` into `model` by name (as models/expected/make_gradients.py
+    does); every parameter and buffer (but num_batches_tracked) must be there."""
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    weights = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    missing = [k for k in state if k not in weights and not k.endswith("num_batches_tracked")]
+    if missing:
+        sys.exit("%s: not in the ONNX file %s: %s" % (name, path, missing))
+    model.load_state_dict({k: weights[k] for k in state if k in weights}, strict=False)
+
+
+def forward_flops(model, name):
+    """Forward FLOPs of one sample: 2 * the multiply-adds of every Conv and Linear, counted by forward hooks
+    on one sample (eval() mode, so BatchNorm takes a single sample and its statistics stay)."""
+    import torch
+    from torch import nn
+
+    macs = [0]
+
+    def conv(m, inputs, out):
+        macs[0] += out.numel() * (m.in_channels // m.groups) * math.prod(m.kernel_size)
+
+    def linear(m, inputs, out):
+        macs[0] += out.numel() * m.in_features
+
+    hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))]
+    hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, nn.Linear)]
+    training = model.training
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros((1,) + input_dims(name)))
+    model.train(training)
+    for h in hooks:
+        h.remove()
+    return 2 * macs[0]
+
+
+def gemm_peak(device, n=PEAK_N, seconds=PEAK_SECONDS):
+    """float32 GEMM GFLOP/s of torch.mm on two n x n matrices on `device` at torch's thread count: warm-up,
+    then repetitions for about `seconds`; 2 n^3 repetitions / seconds."""
+    import torch
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(device)
+    b = torch.randn(n, n, generator=g).to(device)
+    c = torch.empty(n, n, device=device)
+    for _ in range(2 if device == "cpu" else 10):
+        torch.mm(a, b, out=c)
+    sync()
+    reps, chunk = 0, 1
+    start = time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            torch.mm(a, b, out=c)
+        sync()
+        reps += chunk
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            break
+        if device != "cpu":
+            chunk = min(2 * chunk, 64)  # a GPU's calls only queue: synchronise after blocks of them
+    return {"gflops": 2.0 * n ** 3 * reps / elapsed / 1e9, "n": n, "repetitions": reps, "seconds": elapsed}
+
+
+def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False, workdir=None, precision="fp32"):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
 
     torch.set_num_threads(threads)
     if torch.get_num_threads() != threads:
         sys.exit("torch runs %d threads, not %d" % (torch.get_num_threads(), threads))
-    model = make_fixtures.build(name)
-    weights = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
-               for t in onnx.load(os.path.join(MODELS, name + "_opset17.onnx")).graph.initializer}
-    state = model.state_dict()
-    missing = [k for k in state if k not in weights and not k.endswith("num_batches_tracked")]
-    if missing:
-        sys.exit("%s: not in the ONNX file: %s" % (name, missing))
-    model.load_state_dict({k: weights[k] for k in state if k in weights}, strict=False)
+    model = build_network(name)
+    if name in FIXTURES:
+        path = fixture_path(name)
+    else:
+        # Exported once per run of this script (every worker of the network builds the same module).
+        path = os.path.join(workdir or tempfile.gettempdir(), name + "_torch_opset17.onnx")
+        if not os.path.exists(path):
+            export_network(model, name, path + ".part")
+            os.replace(path + ".part", path)
+    load_onnx_weights(model, name, path)
+    flops = forward_flops(model, name)
     model.train()
     model.to(device)
     # torch's own defaults differ (cuDNN convolutions may use TF32, matmuls not): set both as onnxtrain runs.
@@ -173,14 +344,23 @@ def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False):
         counter[0] += 1
         x, y = xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch]
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        if precision == "bf16":  # autocast as onnxtrain's --precision bf16: Conv, Linear and matmul in bfloat16
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float(), y)
+        else:
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
         return loss.item()  # the loss reaches the host every step, as onnxtrain's progress reads it
 
-    print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+    print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads(), "model": path,
+                      "forward_flops_per_sample": flops}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
+        if command.get("peak"):
+            print(json.dumps(gemm_peak(device)), flush=True)
+            continue
         if command.get("profile"):
             for _ in range(command["warmup"]):
                 step()
@@ -224,10 +404,12 @@ class WorkerProcess:
 
 
 class TorchWorker(WorkerProcess):
-    def __init__(self, python, name, batch, threads, profile_steps, device, tf32):
+    """info: torch's version, the ONNX file onnxtrain trains ("model": the fixture, or the worker's export of a
+    TORCH_NETWORKS network into `workdir`) and its forward FLOPs per sample."""
+    def __init__(self, python, name, batch, threads, profile_steps, device, tf32, workdir, precision):
         super().__init__([python, os.path.abspath(__file__), "--torch-worker", "%s:%d" % (name, batch), "--threads",
-                          str(threads), "--profile-steps", str(profile_steps), "--device", device] +
-                         (["--tf32"] if tf32 else []), threads)
+                          str(threads), "--profile-steps", str(profile_steps), "--device", device,
+                          "--workdir", workdir, "--precision", precision] + (["--tf32"] if tf32 else []), threads)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -254,13 +436,20 @@ def fmt_rates(values):
     return "%.0f [%.0f-%.0f]" % (statistics.median(values), min(values), max(values))
 
 
+def fmt_peaks(peaks):
+    return ", ".join("%d thread%s %.1f GFLOP/s" % (t, "" if t == 1 else "s", peaks[t]["gflops"]) for t in sorted(peaks))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="onnxtrain build folder (default build/)")
     p.add_argument("--binary", help="the onnxtrain executable to time, instead of the one under --build "
                                     "(tools/gpu-check.sh --bundle passes its prebuilt one)")
     p.add_argument("--python", default=DEFAULT_PYTHON, help="interpreter with torch (default %s)" % DEFAULT_PYTHON)
-    p.add_argument("--models", default="cnn:64,resnet:32", help="NAME:BATCH,... of cnn, mlp, resnet")
+    p.add_argument("--models", default="cnn:64,resnet:32",
+                   help="NAME:BATCH,... of cnn, mlp, resnet (the fixtures) and %s (built from torch/torchvision "
+                        "code; the batches of the issue: mlp784:64,resnet18:32,vgg11:32,mobilenet_v2:32)"
+                        % ", ".join(TORCH_NETWORKS))
     p.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=5, help="steps discarded before each timed block")
@@ -278,31 +467,46 @@ def main():
     p.add_argument("--tf32", action="store_true",
                    help="cuda: both sides may use TF32 tensor cores for convolutions and matrix products (onnxtrain "
                         "--tf32; torch's cudnn and matmul allow_tf32); default: strict float32 on both")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: onnxtrain --precision bf16 against torch.autocast(dtype=torch.bfloat16) around the "
+                        "forward (default fp32 on both); GFLOP/s and %% of peak stay against the float32 GEMM peak")
     p.add_argument("--torch-worker", help=argparse.SUPPRESS)
+    p.add_argument("--workdir", help=argparse.SUPPRESS)
     args = p.parse_args()
 
     if args.torch_worker:
         name, batch = args.torch_worker.split(":")
-        torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device, args.tf32)
+        torch_worker(name, int(batch), int(args.threads), args.profile_steps, args.device, args.tf32, args.workdir,
+                     args.precision)
         return
 
     binary = find_onnxtrain(os.path.abspath(args.build), args.binary)
     configs = [(n, b, int(t)) for n, b in parse_models(args.models) for t in args.threads.split(",")]
     rows, torch_version = [], None
+    peaks = {}  # threads -> the worker's gemm_peak
     print("onnxtrain: %s\ntorch: %s; %d repeats, %d warm-up steps; load average %s" %
           (binary, args.python, args.repeats, args.warmup, " ".join("%.2f" % x for x in os.getloadavg())), flush=True)
     with tempfile.TemporaryDirectory(prefix="compare_pytorch_") as workdir:
         for name, batch, threads in configs:
             steps = args.steps or DEFAULT_STEPS[name]
-            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps, args.device, args.tf32)
+            worker = TorchWorker(args.python, name, batch, threads, args.profile_steps, args.device, args.tf32, workdir,
+                                 args.precision)
             torch_version = worker.info["torch"]
+            model = worker.info["model"]
+            step_flops = 3 * worker.info["forward_flops_per_sample"]  # forward, backward to data and to weights
+            if threads not in peaks:
+                if args.wait_idle:
+                    wait_for_idle(args.wait_idle)
+                peaks[threads] = worker.ask(peak=True)
+                print("  float32 GEMM peak (torch.mm %dx%d) at %d threads: %.1f GFLOP/s" %
+                      (PEAK_N, PEAK_N, threads, peaks[threads]["gflops"]), flush=True)
             ours, theirs = [], []
             busy_repeats = 0
             for _ in range(args.repeats):
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
                 ours.append(onnxtrain_repeat(binary, name, batch, threads, args.warmup, steps, workdir, args.device,
-                                             args.tf32))
+                                             args.tf32, model, args.precision))
                 if args.wait_idle and not wait_for_idle(args.wait_idle):
                     busy_repeats += 1
                 theirs.append(worker.ask(warmup=args.warmup, steps=steps)["samples_per_s"])
@@ -311,28 +515,51 @@ def main():
                 print("\ntorch %s profile, %s batch %d, %d threads, %d steps (ms per step: divide by %d):\n%s" %
                       (torch_version, name, batch, threads, answer["steps"], answer["steps"], answer["table"]),
                       flush=True)
-                onnxtrain_profile(binary, name, batch, threads, args.profile_steps)
+                onnxtrain_profile(binary, name, batch, threads, args.profile_steps, model)
             worker.close()
             ratios = [a / b for a, b in zip(ours, theirs)]
+            ours_gflops = statistics.median(ours) * step_flops / 1e9
+            theirs_gflops = statistics.median(theirs) * step_flops / 1e9
+            peak = peaks[threads]["gflops"]
             rows.append({"model": name, "batch": batch, "threads": threads, "steps": steps, "onnxtrain": ours,
                          "torch": theirs, "ratio": statistics.median(ours) / statistics.median(theirs),
-                         "ratio_per_repeat": ratios})
-            print("  %s b%d t%d: onnxtrain %s, torch %s samples/s%s" %
-                  (name, batch, threads, fmt_rates(ours), fmt_rates(theirs),
-                   ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""), flush=True)
+                         "ratio_per_repeat": ratios, "model_file": model,
+                         "forward_flops_per_sample": worker.info["forward_flops_per_sample"],
+                         "step_flops_per_sample": step_flops,
+                         "onnxtrain_gflops": ours_gflops, "torch_gflops": theirs_gflops,
+                         "onnxtrain_gflops_per_repeat": [v * step_flops / 1e9 for v in ours],
+                         "torch_gflops_per_repeat": [v * step_flops / 1e9 for v in theirs],
+                         "peak_gflops": peak, "onnxtrain_percent_of_peak": 100 * ours_gflops / peak,
+                         "torch_percent_of_peak": 100 * theirs_gflops / peak})
+            print("  %s b%d t%d: onnxtrain %s, torch %s samples/s; %.1f and %.1f GFLOP/s (%.1f MFLOP a sample's "
+                  "step)%s" % (name, batch, threads, fmt_rates(ours), fmt_rates(theirs), ours_gflops, theirs_gflops,
+                               step_flops / 1e6,
+                               ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""),
+                  flush=True)
 
-    print("\non %s%s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
+    print("\non %s%s, %s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
           "[min-max of the per-repeat ratios]; load average after: %s\n" %
-          (args.device, " with TF32" if args.tf32 else "", torch_version, args.python, args.repeats,
+          (args.device, " with TF32" if args.tf32 else "", args.precision, torch_version, args.python, args.repeats,
            " ".join("%.2f" % x for x in os.getloadavg())))
-    header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio")
+    print("float32 GEMM peak (torch.mm %dx%d, about %g s after warm-up)%s: %s; GFLOP/s = samples/s x step MFLOP "
+          "per sample (3 x the forward's 2 x multiply-adds of every Conv and Linear) / 1000 at the medians\n" %
+          (PEAK_N, PEAK_N, PEAK_SECONDS, " with TF32 allowed" if args.tf32 else "", fmt_peaks(peaks)))
+    header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio", "step MFLOP/sample",
+              "onnxtrain GFLOP/s", "torch GFLOP/s", "onnxtrain % of peak")
     lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
-                         "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])))
+                         "%.2f [%.2f-%.2f]" % (r["ratio"], min(r["ratio_per_repeat"]), max(r["ratio_per_repeat"])),
+                         "%.1f" % (r["step_flops_per_sample"] / 1e6), "%.1f" % r["onnxtrain_gflops"],
+                         "%.1f" % r["torch_gflops"], "%.1f%%" % r["onnxtrain_percent_of_peak"])
                         for r in rows]
     print_markdown_table(lines)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "rows": rows}, f, indent=1)
+            json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "precision": args.precision,
+                       "peak": {"what": "float32 torch.mm of two %dx%d matrices on %s, 2 n^3 repetitions / seconds"
+                                        % (PEAK_N, PEAK_N, args.device), "tf32": args.tf32,
+                                "by_threads": {str(t): v for t, v in sorted(peaks.items())}},
+                       "flops": "forward: 2 x multiply-adds of every Conv and Linear for one sample; step: 3 x forward",
+                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

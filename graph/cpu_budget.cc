@@ -101,8 +101,7 @@ std::string CpuBudget::describe() const {
   if (quota_cpus <= 0) return s + " (affinity)";
   char quota[32];
   std::snprintf(quota, sizeof quota, "%.2f", quota_cpus);
-  return s + " (cgroup quota " + quota + " CPUs in " + quota_file + "; affinity " + std::to_string(affinity_cpus) +
-         ")";
+  return s + " (cgroup quota " + quota + " CPUs in " + quota_file + "; affinity " + std::to_string(affinity_cpus) + ")";
 }
 
 CpuBudget cpu_budget(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
@@ -110,9 +109,10 @@ CpuBudget cpu_budget(const std::string& cgroup_root, const std::string& proc_sel
   budget.affinity_cpus = affinity_cpu_count();
   const CgroupPaths paths = read_cgroup_paths(proc_self_cgroup);
   // v1 mounts the cpu controller at cpu/ or cpu,cpuacct/; v2 is the root itself (or unified/ in hybrid mode).
-  const std::vector<std::pair<std::string, bool>> places = {
-      {cgroup_root + "/cpu", false}, {cgroup_root + "/cpu,cpuacct", false}, {cgroup_root, true},
-      {cgroup_root + "/unified", true}};
+  const std::vector<std::pair<std::string, bool>> places = {{cgroup_root + "/cpu", false},
+                                                            {cgroup_root + "/cpu,cpuacct", false},
+                                                            {cgroup_root, true},
+                                                            {cgroup_root + "/unified", true}};
   for (const auto& [mount, v2] : places) {
     const std::string& path = v2 ? paths.v2 : paths.v1_cpu;
     if (!v2 && path.empty()) continue;

@@ -14,10 +14,10 @@
 namespace onnxtrain {
 
 struct CpuBudget {
-  int affinity_cpus = 1;    // CPUs in the affinity mask (std::thread::hardware_concurrency if unreadable)
-  double quota_cpus = 0;    // the cgroup quota in CPUs (2.5 = 250 ms per 100 ms period); 0: no quota
-  std::string quota_file;   // where the quota was read, for messages
-  int cpus = 1;             // min(affinity, ceil(quota)), at least 1
+  int affinity_cpus = 1;   // CPUs in the affinity mask (std::thread::hardware_concurrency if unreadable)
+  double quota_cpus = 0;   // the cgroup quota in CPUs (2.5 = 250 ms per 100 ms period); 0: no quota
+  std::string quota_file;  // where the quota was read, for messages
+  int cpus = 1;            // min(affinity, ceil(quota)), at least 1
 
   // "2 CPUs (affinity)" or "1 CPU (cgroup quota 1.00 CPUs in /sys/fs/cgroup/cpu.max; affinity 2)".
   std::string describe() const;

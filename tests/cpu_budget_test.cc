@@ -90,10 +90,11 @@ TEST_F(CpuBudgetTest, UnreadableOrMalformedFilesMeanNoQuota) {
 }
 
 TEST(CpuBudgetCli, TrainRunsAsManyThreadsAsTheAffinityMaskHasCpus) {
-  const std::string train = std::string("train ") + ONNXTRAIN_SOURCE_DIR +
-                            "/models/cnn_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 --limit-batches 1 "
-                            "--test-data none -o " +
-                            (fs::temp_directory_path() / ("cpu_budget_cli_" + std::to_string(getpid()) + ".onnx")).string();
+  const std::string train =
+      std::string("train ") + ONNXTRAIN_SOURCE_DIR +
+      "/models/cnn_opset17.onnx --data synthetic:1,28,28:10:64 --batch 16 --limit-batches 1 "
+      "--test-data none -o " +
+      (fs::temp_directory_path() / ("cpu_budget_cli_" + std::to_string(getpid()) + ".onnx")).string();
   // `env -u` so that the test's own OMP_NUM_THREADS (if any) does not decide; taskset gives a 1-CPU mask.
   const auto r = testing_support::run_cli_prefixed("env -u OMP_NUM_THREADS taskset -c 0", train);
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -57,6 +57,15 @@ TEST(MixedPrecisionCli, Bf16RunWritesAFloat32Model) {
                               "CPU's ISA is";
   EXPECT_NE(r.output.find(said), std::string::npos) << r.output;
   EXPECT_LT(r.output.find(said), r.output.find("step 1/"));
+  // The other path on any CPU: oneDNN limited to AVX2 (its ONEDNN_MAX_CPU_ISA) has no bfloat16 primitives.
+  const auto avx2 = testing_support::run_cli_prefixed(
+      "env ONEDNN_MAX_CPU_ISA=AVX2",
+      kArgs + "--precision bf16 --limit-batches 1 -o " + scratch("bf16_avx2.onnx").string());
+  ASSERT_EQ(avx2.exit_code, 0) << avx2.output;
+  EXPECT_NE(avx2.output.find("reference loops (oneDNN has bfloat16 primitives only with AVX-512 BF16 or AMX; this "
+                             "CPU's ISA is avx2)"),
+            std::string::npos)
+      << avx2.output;
   const ImportedModel trained = import_model(out.string());
   const ImportedModel input = import_model(kModels + "cnn_opset17.onnx");
   // The same nodes as the input model (no Cast written back) and float32 initializers with new values.

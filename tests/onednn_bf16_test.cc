@@ -97,7 +97,10 @@ TEST(OnednnBFloat16, ConvMatchesReference) {
   for (const BfCase& c : std::vector<BfCase>{
            {"Conv", "", pad1, {{4, 16, 14, 14}, {32, 16, 3, 3}}, {{4, 32, 14, 14}}},
            {"Conv", "", {{"strides", Ints{2, 2}}}, {{2, 8, 9, 9}, {16, 8, 1, 1}}, {{2, 16, 5, 5}}},
-           {"Conv", "", {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}, {{2, 16, 7, 7}, {16, 4, 3, 3}},
+           {"Conv",
+            "",
+            {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}},
+            {{2, 16, 7, 7}, {16, 4, 3, 3}},
             {{2, 16, 7, 7}}},
            {"Conv", "", {}, {{3, 1, 28, 28}, {8, 1, 5, 5}}, {{3, 8, 24, 24}}},  // one input channel (first layer)
        })
@@ -108,9 +111,15 @@ TEST(OnednnBFloat16, ConvGradMatchesReference) {
   const Attributes pad1{{"pads", Ints{1, 1, 1, 1}}};
   uint32_t seed = 10;
   for (const BfCase& c : std::vector<BfCase>{
-           {"ConvGrad", "ai.onnxtrain", pad1, {{4, 32, 14, 14}, {4, 16, 14, 14}, {32, 16, 3, 3}},
+           {"ConvGrad",
+            "ai.onnxtrain",
+            pad1,
+            {{4, 32, 14, 14}, {4, 16, 14, 14}, {32, 16, 3, 3}},
             {{4, 16, 14, 14}, {32, 16, 3, 3}}},
-           {"ConvGrad", "ai.onnxtrain", {{"strides", Ints{2, 2}}}, {{2, 16, 5, 5}, {2, 8, 9, 9}, {16, 8, 1, 1}},
+           {"ConvGrad",
+            "ai.onnxtrain",
+            {{"strides", Ints{2, 2}}},
+            {{2, 16, 5, 5}, {2, 8, 9, 9}, {16, 8, 1, 1}},
             {{2, 8, 9, 9}, {16, 8, 1, 1}}},
            {"ConvGrad", "ai.onnxtrain", {}, {{3, 8, 24, 24}, {3, 1, 28, 28}, {8, 1, 5, 5}}, {{}, {8, 1, 5, 5}}},
        })
