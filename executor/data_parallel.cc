@@ -277,20 +277,23 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
     std::map<std::string, Tensor> grads = replica.forward_backward(x, y, &loss);
     loss = static_cast<float>(loss * weight);
     if (!options_.world) {
-      // Replica threads of one process: every gradient is weighed and all-reduced in place, tensor by
-      // tensor in name order (the same on every replica). The sums are element-wise in replica order, as
-      // with one flat buffer, bit for bit, without the two copies of every gradient a flat buffer costs
-      // (ResNet-18, 45 MB of gradients on this 2-core machine: 16-34 ms to flatten and 14-33 ms to copy
-      // back per replica and step, against 15 ms for the all-reduce itself).
-      waited_from = std::chrono::steady_clock::now();
+      // Replica threads of one process: every gradient is weighed, then all are all-reduced in place as
+      // one collective, tensor by tensor in name order (the same on every replica). The sums are
+      // element-wise in replica order, as with one flat buffer, bit for bit, without the two copies of
+      // every gradient a flat buffer costs (ResNet-18, 45 MB of gradients on a 2-core machine: 16-34 ms to
+      // flatten and 14-33 ms to copy back per replica and step, against 15 ms for the all-reduce itself),
+      // and with one hand-over between the replica threads per step instead of one per gradient.
+      std::vector<std::span<float>> tensors;
       int64_t bytes = 0;
       for (auto& [name, g] : grads) {
         std::span<float> values = g.data<float>();
         for (float& v : values) v = static_cast<float>(v * weight);
-        comm.all_reduce_sum(values, what);
+        tensors.push_back(values);
         bytes += static_cast<int64_t>(g.nbytes());
         reduced[name] = g;
       }
+      waited_from = std::chrono::steady_clock::now();
+      comm.all_reduce_sum_each(tensors, what);
       if (local == 0) timing_.allreduce_bytes_per_step = bytes;
     } else {
       // Across processes: one flat buffer per replica, one all-reduce per step, summed in rank order, with

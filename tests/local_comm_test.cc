@@ -139,6 +139,53 @@ TEST(LocalComm, FullChannelBlocksTheSenderUntilTheReceiverTakesOne) {
   EXPECT_EQ(values_of(group[1]->recv(0, CommTag{.micro_batch = 0}, "recv")), std::vector<float>{0.0f});
 }
 
+// Several tensors in one collective (what the data-parallel replicas do with their gradients): each is
+// the same rank-order sum as its own all_reduce_sum, bit for bit, on every rank; ranks that pass other
+// tensor counts or sizes are told which.
+TEST(LocalComm, AllReduceSumEachEqualsOneAllReducePerTensor) {
+  constexpr int kRanks = 3;
+  const std::vector<size_t> sizes = {5, 10000, 1, 4097};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  std::vector<std::vector<std::vector<float>>> each(kRanks), one_by_one(kRanks);  // [rank][tensor]
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t n : sizes) {
+      std::vector<float> v(n);
+      for (float& x : v) x = dist(rng);
+      each[static_cast<size_t>(r)].push_back(v);
+      one_by_one[static_cast<size_t>(r)].push_back(v);
+    }
+  auto group = make_local_group(kRanks, kLongTimeout);
+  auto errors = run_ranks(kRanks, [&](int r) {
+    std::vector<std::span<float>> spans;
+    for (auto& v : each[static_cast<size_t>(r)]) spans.push_back(v);
+    group[static_cast<size_t>(r)]->all_reduce_sum_each(spans, "step 1");
+    for (auto& v : one_by_one[static_cast<size_t>(r)]) group[static_cast<size_t>(r)]->all_reduce_sum(v, "step 1");
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      EXPECT_EQ(std::memcmp(each[static_cast<size_t>(r)][t].data(), one_by_one[0][t].data(), sizes[t] * sizeof(float)),
+                0)
+          << "rank " << r << " tensor " << t;
+    }
+  EXPECT_EQ(one_by_one[0][2][0], one_by_one[2][2][0]);
+
+  // The same 8 floats, as two tensors on rank 0 and one on rank 1: refused on both, naming the calls.
+  auto pair = make_local_group(2, kLongTimeout);
+  errors = run_ranks(2, [&](int r) {
+    std::vector<float> a(4), b(4), c(8);
+    const std::vector<std::span<float>> spans =
+        r == 0 ? std::vector<std::span<float>>{a, b} : std::vector<std::span<float>>{c};
+    pair[static_cast<size_t>(r)]->all_reduce_sum_each(spans, "step 2");
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("ranks disagree: rank 0 called all_reduce_sum of 8 floats in 2 tensors, rank 1 called "
+                     "all_reduce_sum of 8 floats"),
+              std::string::npos)
+        << e;
+}
+
 TEST(LocalComm, TimeoutsNameWhatTheRankAndThePeer) {
   auto group = make_local_group(3, 50ms, /*capacity=*/1);
   const auto start = std::chrono::steady_clock::now();

@@ -75,6 +75,12 @@ class Communicator {
   // all_reduce_sum: element-wise sum over ranks, added in rank order ((x0 + x1) + x2) + ..., so every rank
   // gets bit-identical results, the same on every run.
   virtual void all_reduce_sum(std::span<float> data, const std::string& what) = 0;
+  // all_reduce_sum of each of `tensors` (every rank passes as many, of the same sizes, in the same order),
+  // with the same results. A backend may do them as one collective: the local one does (one hand-over
+  // per step instead of one per gradient); the default calls all_reduce_sum for each in turn.
+  virtual void all_reduce_sum_each(std::span<const std::span<float>> tensors, const std::string& what) {
+    for (const std::span<float>& t : tensors) all_reduce_sum(t, what);
+  }
   // Copies root's `data` into every other rank's `data` (all the same size).
   virtual void broadcast(std::span<std::byte> data, int root, const std::string& what) = 0;
   virtual void barrier(const std::string& what) = 0;

@@ -38,8 +38,9 @@ struct Arrival {
   bool attended = false;  // arrived at the collective now gathering, even if it has withdrawn since
   CollectiveOp op = CollectiveOp::barrier;
   std::byte* data = nullptr;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0;  // all_reduce_sum: of all `parts` together
   int root = 0;
+  std::span<const std::span<float>> parts;  // all_reduce_sum: the tensors, summed each on its own
 };
 
 struct Collective {
@@ -108,14 +109,15 @@ class LocalGroup {
     return tensor;
   }
 
-  void collective(int me, CollectiveOp op, std::byte* data, std::size_t bytes, int root, const std::string& what) {
+  void collective(int me, CollectiveOp op, std::byte* data, std::size_t bytes, int root, const std::string& what,
+                  std::span<const std::span<float>> parts = {}) {
     const std::string doing = std::string("in ") + op_name(op);
     Collective& c = collective_;
     std::unique_lock lock(c.mutex);
     if (poisoned_) throw_aborted(what, me, doing);
     Arrival& mine = c.arrivals[static_cast<std::size_t>(me)];
     ONNXTRAIN_CHECK(!mine.arrived, "rank " + std::to_string(me) + " entered two collectives at once");
-    mine = Arrival{true, true, op, data, bytes, root};
+    mine = Arrival{true, true, op, data, bytes, root, parts};
     ++c.arrived_count;
     const uint64_t generation = c.generation;
     if (c.arrived_count == size_) {
@@ -196,7 +198,8 @@ class LocalGroup {
     const Arrival& first = c.arrivals[0];
     for (int r = 1; r < size_ && c.failure.empty(); ++r) {
       const Arrival& a = c.arrivals[static_cast<std::size_t>(r)];
-      if (a.op != first.op || a.bytes != first.bytes || (first.op == CollectiveOp::broadcast && a.root != first.root))
+      if (a.op != first.op || a.bytes != first.bytes || (first.op == CollectiveOp::broadcast && a.root != first.root) ||
+          !same_sizes(a.parts, first.parts))
         c.failure = "ranks disagree: rank 0 called " + describe_arrival(first) + ", rank " + std::to_string(r) +
                     " called " + describe_arrival(a);
     }
@@ -213,29 +216,40 @@ class LocalGroup {
     ++c.generation;
   }
 
-  // Sum in rank order per element, ((x0 + x1) + x2) + ..., then the same result to every rank. Blocked
-  // so the inner loops vectorise without changing the per-element order.
+  static bool same_sizes(std::span<const std::span<float>> a, std::span<const std::span<float>> b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i].size() != b[i].size()) return false;
+    return true;
+  }
+
+  // Sum in rank order per element, ((x0 + x1) + x2) + ..., then the same result to every rank; part by
+  // part. Blocked so the inner loops vectorise without changing the per-element order. (An OpenMP team
+  // here, while the other ranks' threads sleep, was tried: its pool threads then spin beside the replicas'
+  // own, and no gain could be told from this shared machine's noise.)
   void reduce_sum(Collective& c) {
-    const std::size_t n = c.arrivals[0].bytes / sizeof(float);
     constexpr std::size_t block = 4096;
-    std::vector<float> sum(std::min(n, block));
-    for (std::size_t begin = 0; begin < n; begin += block) {
-      const std::size_t count = std::min(block, n - begin);
-      const float* x0 = reinterpret_cast<const float*>(c.arrivals[0].data) + begin;
-      std::copy(x0, x0 + count, sum.data());
-      for (int r = 1; r < size_; ++r) {
-        const float* x = reinterpret_cast<const float*>(c.arrivals[static_cast<std::size_t>(r)].data) + begin;
-        for (std::size_t i = 0; i < count; ++i) sum[i] += x[i];
+    std::vector<float> sum(block);
+    for (std::size_t part = 0; part < c.arrivals[0].parts.size(); ++part) {
+      const auto at = [&](int r) { return c.arrivals[static_cast<std::size_t>(r)].parts[part].data(); };
+      const std::size_t n = c.arrivals[0].parts[part].size();
+      for (std::size_t begin = 0; begin < n; begin += block) {
+        const std::size_t count = std::min(block, n - begin);
+        std::copy(at(0) + begin, at(0) + begin + count, sum.data());
+        for (int r = 1; r < size_; ++r) {
+          const float* x = at(r) + begin;
+          for (std::size_t i = 0; i < count; ++i) sum[i] += x[i];
+        }
+        for (int r = 0; r < size_; ++r) std::copy(sum.data(), sum.data() + count, at(r) + begin);
       }
-      for (const Arrival& a : c.arrivals)
-        std::copy(sum.data(), sum.data() + count, reinterpret_cast<float*>(a.data) + begin);
     }
   }
 
   static std::string describe_arrival(const Arrival& a) {
     switch (a.op) {
       case CollectiveOp::all_reduce_sum:
-        return "all_reduce_sum of " + std::to_string(a.bytes / sizeof(float)) + " floats";
+        return "all_reduce_sum of " + std::to_string(a.bytes / sizeof(float)) + " floats" +
+               (a.parts.size() == 1 ? std::string() : " in " + std::to_string(a.parts.size()) + " tensors");
       case CollectiveOp::broadcast:
         return "broadcast of " + std::to_string(a.bytes) + " bytes from rank " + std::to_string(a.root);
       case CollectiveOp::barrier:
@@ -268,8 +282,12 @@ class LocalCommunicator final : public Communicator {
     return group_->recv(rank_, from, tag, what);
   }
   void all_reduce_sum(std::span<float> data, const std::string& what) override {
-    group_->collective(rank_, CollectiveOp::all_reduce_sum, reinterpret_cast<std::byte*>(data.data()),
-                       data.size_bytes(), 0, what);
+    all_reduce_sum_each(std::span<const std::span<float>>(&data, 1), what);
+  }
+  void all_reduce_sum_each(std::span<const std::span<float>> tensors, const std::string& what) override {
+    std::size_t bytes = 0;
+    for (const std::span<float>& t : tensors) bytes += t.size_bytes();
+    group_->collective(rank_, CollectiveOp::all_reduce_sum, nullptr, bytes, 0, what, tensors);
   }
   void broadcast(std::span<std::byte> data, int root, const std::string& what) override {
     if (root < 0 || root >= size())
