@@ -213,7 +213,9 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
       if (!forward_value) continue;
       size_t& last = last_reader[in.index];
       last = last == kNone ? owner[i] : std::max(last, owner[i]);
-      if (!forward) {
+      // A graph input the backward reads (the data, the labels) is fed again from the loader's batch, which
+      // holds it for every stage alike: not a stage's kept activation.
+      if (!forward && !is_graph_input[in.index]) {
         size_t& kept = kept_at[in.index];
         kept = std::min(kept, owner[i]);
       }

@@ -6,8 +6,8 @@
 //  - bytes: every input and output of each kernel, read once and written once;
 //  - parameter_bytes: trainable initializers, each at its first forward consumer; state_bytes: the other
 //    initializers a forward node reads first (BN running statistics, frozen parameters, integer buffers);
-//  - activation_bytes: forward-pass values (node outputs and graph inputs) that backward nodes read,
-//    each counted once, at the first forward node whose backward nodes read it (a value kept on both
+//  - activation_bytes: forward-node outputs that backward nodes read (graph inputs are the loader's batch,
+//    fed again to the backward, and count nowhere), each counted once, at the first forward node whose backward nodes read it (a value kept on both
 //    sides of a cut is also part of what the later stage receives: planners add the stage's incoming
 //    cut_activation_bytes to its stash);
 //  - seconds: per kernel device.kernel_seconds(flops, bytes) = overhead + max(compute at the efficiency,
