@@ -44,7 +44,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
     dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
     const dnnl::memory src = blocked ? add_input_reorder(*kernel, 0, plain, data) : dnnl::memory();
-    const dnnl::memory dst = blocked ? kernel->own(data) : dnnl::memory();
+    const dnnl::memory dst = blocked ? kernel->transient(data) : dnnl::memory();
     const size_t step = kernel->add_step(pd, dnnl::batch_normalization_forward(pd));
     if (blocked) {
       kernel->set(step, DNNL_ARG_SRC, src);

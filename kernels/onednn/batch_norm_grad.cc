@@ -62,7 +62,7 @@ void add_blocked_steps(PrimitiveSequenceKernel& kernel, const KernelSpec& spec, 
   const BackwardPrimitives p = primitives_for(blocked, epsilon, flags, training);
   const dnnl::memory dy = add_input_reorder(kernel, 0, plain, blocked);
   const dnnl::memory x = add_input_reorder(kernel, 1, plain, blocked);
-  const dnnl::memory dx = kernel.own(blocked);
+  const dnnl::memory dx = kernel.transient(blocked);
   const dnnl::memory mean = kernel.own(stat), variance = kernel.own(stat);
   if (p.statistics) {
     const size_t step = kernel.add_step(*p.statistics, dnnl::batch_normalization_forward(*p.statistics));
@@ -77,8 +77,8 @@ void add_blocked_steps(PrimitiveSequenceKernel& kernel, const KernelSpec& spec, 
   kernel.bind_input(backward, DNNL_ARG_SCALE, 2, stat);
   kernel.set(backward, DNNL_ARG_SHIFT, kernel.own(stat));  // read with use_shift, though dX does not depend on it
   kernel.set(backward, DNNL_ARG_DIFF_SRC, dx);
-  kernel.bind_output_or_own(backward, DNNL_ARG_DIFF_SCALE, 1, stat);
-  kernel.bind_output_or_own(backward, DNNL_ARG_DIFF_SHIFT, 2, stat);
+  kernel.bind_output_or_discard(backward, DNNL_ARG_DIFF_SCALE, 1, stat);
+  kernel.bind_output_or_discard(backward, DNNL_ARG_DIFF_SHIFT, 2, stat);
   if (p.statistics) {
     kernel.set(backward, DNNL_ARG_MEAN, mean);
     kernel.set(backward, DNNL_ARG_VARIANCE, variance);

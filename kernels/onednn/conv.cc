@@ -6,9 +6,9 @@
 // strided view of the caller's buffer with the output's spatial sizes, gathered into a dense buffer, and the
 // primitive is the same 1x1 convolution with stride 1, so the source reorder moves only the pixels read.
 // Everything a run needs (memory objects, argument lists) is built at prepare; a run only sets the data
-// handles. The scratchpad is the kernel's own buffer, so one kernel object must not run on two threads at
-// once. float32, and bfloat16 where the CPU has native bfloat16 (onednn::native_bf16: accumulation in float32,
-// the result rounded once). Other variants use the reference kernel.
+// handles (the layout copies and the scratchpad in the running thread's arena, kernels/scratch_arena.h), so
+// one kernel object must not run on two threads at once. float32, and bfloat16 where the CPU has native bfloat16
+// (onednn::native_bf16: accumulation in float32, the result rounded once). Other variants use the reference kernel.
 #include <algorithm>
 #include <optional>
 #include <vector>

@@ -7,8 +7,9 @@
 // without pads and with strides touches only every stride-th pixel of X and dX: as in the forward kernel
 // (conv.cc) the primitives are those of the same 1x1 convolution with stride 1 over strided views of X and
 // dX (X's pixels gathered into a dense buffer first; dX zeroed, then the computed pixels scattered into
-// it), so no reorder moves the pixels that are not read. A run only sets data handles and executes. The
-// scratchpad is the kernel's own, so one kernel object must not run on two threads at once. What oneDNN
+// it), so no reorder moves the pixels that are not read. A run only sets data handles and executes; the
+// layout copies and the scratchpad are the running thread's arena (kernels/scratch_arena.h), and the data
+// handles are the kernel's own state, so one kernel object must not run on two threads at once. What oneDNN
 // has no implementation for (and empty tensors) runs the reference kernel.
 #include <algorithm>
 #include <cstring>
@@ -130,9 +131,9 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       scratch_bytes = std::max(scratch_bytes, weights_scratch_desc_.get_size());
       backward_weights_ = dnnl::convolution_backward_weights(pd);
     }
-    scratchpad_.resize(std::max<size_t>(scratch_bytes, 1));
+    scratch_bytes_ = scratch_bytes;
     if (want_dx_) {
-      const memory scratch(data_scratch_desc_, onednn::cpu_engine(), scratchpad_.data());
+      const memory scratch(data_scratch_desc_, onednn::cpu_engine(), nullptr);
       data_args_ = {{DNNL_ARG_DIFF_DST, dy_.primitive_side().get()},
                     {DNNL_ARG_WEIGHTS, weights_.primitive_side().get()},
                     {DNNL_ARG_DIFF_SRC, dx_.primitive_side().get()},
@@ -140,7 +141,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       data_scratch_ = scratch;
     }
     if (want_dw_) {
-      const memory scratch(weights_scratch_desc_, onednn::cpu_engine(), scratchpad_.data());
+      const memory scratch(weights_scratch_desc_, onednn::cpu_engine(), nullptr);
       const memory& diff_dst = dy_for_weights_ ? dy_for_weights_->primitive_side() : dy_.primitive_side();
       weights_args_ = {{DNNL_ARG_SRC, x_.primitive_side().get()},
                        {DNNL_ARG_DIFF_DST, diff_dst.get()},
@@ -161,6 +162,14 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     onednn::checked(spec_, "run", [&] {
       dnnl::stream& stream = onednn::cpu_stream();
+      // The layout copies and the scratchpad (one, for backward data and then backward weights) live in
+      // the thread's arena for this run only.
+      ScratchArena::Lease lease;
+      for (Operand* o : {&dy_, &weights_, &dx_, &x_, &dw_}) o->place(lease);
+      if (dy_for_weights_) dy_for_weights_->place(lease);
+      std::byte* scratchpad = lease.take(scratch_bytes_);
+      for (memory* m : {&data_scratch_, &weights_scratch_})
+        if (*m) m->set_data_handle(scratchpad);
       if (want_dx_) {
         dy_.user.set_data_handle(inputs[0].data);
         weights_.user.set_data_handle(inputs[2].data);
@@ -212,7 +221,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
   std::optional<Operand> dy_for_weights_;
   memory db_;
   memory::desc data_scratch_desc_, weights_scratch_desc_;
-  std::vector<std::byte> scratchpad_;
+  size_t scratch_bytes_ = 0;
   memory data_scratch_, weights_scratch_;
   dnnl::convolution_backward_data backward_data_;
   dnnl::convolution_backward_weights backward_weights_;

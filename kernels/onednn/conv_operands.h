@@ -1,8 +1,9 @@
 // The memory side of oneDNN's convolution-like forward primitives (convolution_forward for Conv,
 // deconvolution_forward for the "cpu" ConvTranspose): each of X, W and Y is the caller's plain buffer plus,
 // when the primitive picked another layout, an internal buffer and a prepared reorder; the bias is used as
-// given; the scratchpad is the kernel's own (so one kernel object must not run on two threads at once).
-// Everything is built at prepare; a run only sets data handles, reorders and executes.
+// given. The internal buffers and the scratchpad are placed in the running thread's ScratchArena for the
+// run (kernels/scratch_arena.h), so they cost memory only while the kernel runs. Everything else is built
+// at prepare; a run only sets data handles, reorders and executes.
 //
 //   dnnl::primitive_attr attr = onednn::user_scratchpad();
 //   dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::cpu_engine());
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
 
@@ -37,7 +39,8 @@ inline dnnl::primitive_attr user_scratchpad() {
 // A tensor the primitive reads or writes: the caller's plain buffer, and when the primitive wants another
 // layout, an internal buffer with the reorder between them. A source may instead be a strided view of the
 // caller's buffer: it is gathered into a dense buffer of its own first, because oneDNN's reorders from the
-// dense buffer into a blocked layout are much faster than from the view.
+// dense buffer into a blocked layout are much faster than from the view. The buffers the operand owns
+// (`internal`, and `user` behind a view) have no memory until place() puts them in a run's lease.
 struct Operand {
   dnnl::memory user;                     // plain layout; its handle is set on every run (unless `view`)
   std::optional<dnnl::memory> internal;  // the primitive's layout, when it differs
@@ -50,9 +53,10 @@ struct Operand {
   void prepare(const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted, bool into_primitive,
                bool owned = false) {
     dnnl::engine& engine = cpu_engine();
-    user = owned ? dnnl::memory(plain, engine) : dnnl::memory(plain, engine, nullptr);
+    user = dnnl::memory(plain, engine, nullptr);
+    owns_user = owned;
     if (plain == wanted) return;
-    internal = dnnl::memory(wanted, engine);
+    internal = dnnl::memory(wanted, engine, nullptr);
     reorder = into_primitive ? dnnl::reorder(user, *internal) : dnnl::reorder(*internal, user);
     const dnnl::memory& from = into_primitive ? user : *internal;
     const dnnl::memory& to = into_primitive ? *internal : user;
@@ -70,6 +74,14 @@ struct Operand {
   }
   const dnnl::memory& primitive_side() const { return internal ? *internal : user; }
   void bind(void* data) { (view ? *view : user).set_data_handle(data); }
+  // Gives the buffers the operand owns their memory for one run.
+  void place(ScratchArena::Lease& lease) {
+    if (owns_user) user.set_data_handle(lease.take(user.get_desc().get_size()));
+    if (internal) internal->set_data_handle(lease.take(internal->get_desc().get_size()));
+  }
+
+ private:
+  bool owns_user = false;
 };
 
 // X, W, Y, the optional bias (input 2) and the scratchpad of a convolution-like primitive, and its argument list.
@@ -88,7 +100,7 @@ struct ConvOperands {
     dst.prepare(dst_plain, pd.dst_desc(), false);
     has_bias = !bias_desc.is_zero();
     if (has_bias) bias = dnnl::memory(bias_desc, cpu_engine(), nullptr);
-    scratchpad = dnnl::memory(pd.scratchpad_desc(), cpu_engine());
+    scratchpad = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), nullptr);
     args = {{DNNL_ARG_SRC, src.primitive_side().get()},
             {DNNL_ARG_WEIGHTS, weights.primitive_side().get()},
             {DNNL_ARG_DST, dst.primitive_side().get()},
@@ -99,6 +111,9 @@ struct ConvOperands {
   // Binds inputs (X, W[, B]) and output Y, reorders in, executes `primitive`, reorders out and waits.
   void run(const dnnl::primitive& primitive, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
     dnnl::stream& stream = cpu_stream();
+    ScratchArena::Lease lease;
+    for (Operand* o : {&src, &weights, &dst}) o->place(lease);
+    scratchpad.set_data_handle(lease.take(scratchpad.get_desc().get_size()));
     src.bind(inputs[0].data);
     weights.bind(inputs[1].data);
     dst.bind(outputs[0].data);

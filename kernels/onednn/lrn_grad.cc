@@ -25,10 +25,10 @@ std::unique_ptr<Kernel> make_onednn_lrn_grad(const KernelSpec& spec) {
                                              user_scratchpad_attr(), cpu_engine());
     dnnl::lrn_backward::primitive_desc bwd_pd(p->backward_desc(data), user_scratchpad_attr(), cpu_engine(), fwd_pd);
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
-    const dnnl::memory workspace = kernel->own(fwd_pd.workspace_desc());
+    const dnnl::memory workspace = kernel->transient(fwd_pd.workspace_desc());
     const size_t fwd = kernel->add_step(fwd_pd, dnnl::lrn_forward(fwd_pd));
     kernel->bind_input(fwd, DNNL_ARG_SRC, 1, data);
-    kernel->set(fwd, DNNL_ARG_DST, kernel->own(data));
+    kernel->set(fwd, DNNL_ARG_DST, kernel->transient(data));
     kernel->set(fwd, DNNL_ARG_WORKSPACE, workspace);
     const size_t bwd = kernel->add_step(bwd_pd, dnnl::lrn_backward(bwd_pd));
     kernel->bind_input(bwd, DNNL_ARG_SRC, 1, data);

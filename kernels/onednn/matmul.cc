@@ -9,7 +9,8 @@
 // float32, and bfloat16 where the CPU has native bfloat16 (onednn::native_bf16; accumulation in float32, the
 // result rounded once; C then also bfloat16, but not with the copy into Y, which is float32 code).
 // Variants oneDNN has no implementation for, and zero-size tensors, use the reference kernel.
-// The scratchpad is the kernel's own buffer: one kernel object runs on one thread.
+// The scratchpad is in the running thread's arena (kernels/scratch_arena.h), the data handles are the
+// kernel's own: one kernel object runs on one thread at a time.
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain {
 namespace {
@@ -94,7 +96,7 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
       attr.set_post_ops(ops);
       pd.emplace(dnnl::matmul::desc(a, b, y), attr, engine);
     }
-    scratchpad_ = memory(pd->scratchpad_desc(), engine);
+    scratchpad_ = memory(pd->scratchpad_desc(), engine, nullptr);
     matmul_ = dnnl::matmul(*pd);
     implementation_ = pd->impl_info_str();
     args_ = {{DNNL_ARG_SRC, a_.get()},
@@ -114,6 +116,8 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
       if (!c_fill_.empty()) fill_with_c(inputs[2].as<const float>(), outputs[0].as<float>());
       if (c_arg_ >= 0) c_.set_data_handle(inputs[2].data);
       dnnl::stream& stream = onednn::cpu_stream();
+      ScratchArena::Lease lease;
+      scratchpad_.set_data_handle(lease.take(scratchpad_.get_desc().get_size()));
       execute(matmul_, stream, args_);
       stream.wait();
     });

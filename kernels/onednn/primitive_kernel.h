@@ -19,10 +19,11 @@
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/reference_fallback.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
 
-// The attributes every primitive here is created with: a scratchpad the kernel owns.
+// The attributes every primitive here is created with: a user scratchpad (in the running thread's arena).
 inline dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -46,9 +47,7 @@ class PrimitiveKernel final : public Kernel {
 
   PrimitiveKernel(const KernelSpec& spec, const dnnl::primitive_desc& pd, dnnl::primitive primitive)
       : spec_(spec), primitive_(std::move(primitive)) {
-    const dnnl::memory::desc scratch = pd.scratchpad_desc();
-    scratchpad_.resize(scratch.get_size());
-    args_[DNNL_ARG_SCRATCHPAD] = dnnl::memory(scratch, cpu_engine(), scratchpad_.data());
+    args_[DNNL_ARG_SCRATCHPAD] = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), nullptr);
   }
 
   void bind_input(int arg, size_t index, const dnnl::memory::desc& desc) { bind(arg, index, false, desc); }
@@ -62,6 +61,9 @@ class PrimitiveKernel final : public Kernel {
   void set_finish(Finish finish) { finish_ = std::move(finish); }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    ScratchArena::Lease lease;
+    dnnl::memory& scratchpad = args_[DNNL_ARG_SCRATCHPAD];
+    scratchpad.set_data_handle(lease.take(scratchpad.get_desc().get_size()));
     for (Binding& b : bindings_) {
       std::span<const TensorView> views = b.output ? outputs : inputs;
       ONNXTRAIN_CHECK(b.index < views.size() && views[b.index].data != nullptr,
@@ -90,7 +92,6 @@ class PrimitiveKernel final : public Kernel {
   dnnl::primitive primitive_;
   std::unordered_map<int, dnnl::memory> args_;
   std::vector<Binding> bindings_;
-  std::vector<std::byte> scratchpad_;
   std::vector<std::vector<float>> owned_;
   Finish finish_;
 };

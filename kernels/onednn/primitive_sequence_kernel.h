@@ -1,12 +1,14 @@
 // A oneDNN kernel that runs several primitives in order, for backward ops that need a forward pass first:
 // a forward_training primitive gives the statistics (BatchNormalizationGrad, LayerNormalizationGrad) or the
-// workspace (MaxPoolGrad, LRNGrad) that the backward primitive then reads. Memories the steps share
-// (mean, variance, workspace) are kernel-owned buffers; caller buffers are bound per run; one scratchpad
-// serves every step (they run one after another). Everything is prepared once, at kernel preparation.
+// workspace (MaxPoolGrad, LRNGrad) that the backward primitive then reads. Small memories the steps share
+// (mean, variance) are kernel-owned buffers; data-sized ones only one run reads (blocked-layout copies,
+// a workspace, outputs nobody asked for) are transient: placed in the running thread's ScratchArena
+// (kernels/scratch_arena.h) for the run. Caller buffers are bound per run; one scratchpad serves every
+// step (they run one after another). Everything is prepared once, at kernel preparation.
 //
 //   PrimitiveSequenceKernel k(spec);
 //   size_t fwd = k.add_step(fwd_pd, dnnl::layer_normalization_forward(fwd_pd));
-//   dnnl::memory mean = k.own(stat);
+//   dnnl::memory mean = k.own(stat), dst = k.transient(data);
 //   k.bind_input(fwd, DNNL_ARG_SRC, 1, data);
 //   k.set(fwd, DNNL_ARG_MEAN, mean);
 #pragma once
@@ -21,6 +23,7 @@
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/primitive_kernel.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
 
@@ -31,6 +34,7 @@ class PrimitiveSequenceKernel final : public Kernel {
   // Appends a step; returns its index.
   size_t add_step(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive) {
     steps_.push_back({std::move(primitive), {}, pd.scratchpad_desc()});
+    steps_.back().args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), nullptr);
     return steps_.size() - 1;
   }
   void bind_input(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
@@ -39,23 +43,31 @@ class PrimitiveSequenceKernel final : public Kernel {
   void bind_output(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
     bind(step, arg, index, true, desc);
   }
-  // A kernel-owned buffer (statistics shared between steps, outputs the caller did not ask for).
+  // A kernel-owned buffer, kept between runs (statistics shared between steps, read by the finish step).
   dnnl::memory own(const dnnl::memory::desc& desc) {
     owned_.emplace_back(desc.get_size() / sizeof(float) + 1);
     return dnnl::memory(desc, cpu_engine(), owned_.back().data());
   }
+  // A buffer that holds memory only during a run, in the running thread's arena.
+  dnnl::memory transient(const dnnl::memory::desc& desc) {
+    transient_.emplace_back(desc, cpu_engine(), nullptr);
+    return transient_.back();
+  }
   void set(size_t step, int arg, const dnnl::memory& memory) { steps_.at(step).args[arg] = memory; }
-  // Output `index` where the caller asked for it, else a kernel-owned buffer.
-  void bind_output_or_own(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
+  // Output `index` where the caller asked for it, else a transient buffer.
+  void bind_output_or_discard(size_t step, int arg, size_t index, const dnnl::memory::desc& desc) {
     if (index < spec_.outputs.size() && spec_.outputs[index].present()) {
       bind_output(step, arg, index, desc);
     } else {
-      set(step, arg, own(desc));
+      set(step, arg, transient(desc));
     }
   }
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    if (scratchpad_.empty()) allocate_scratchpad();
+    ScratchArena::Lease lease;
+    for (dnnl::memory& m : transient_) m.set_data_handle(lease.take(m.get_desc().get_size()));
+    std::byte* scratchpad = lease.take(scratchpad_bytes());
+    for (Step& s : steps_) s.args[DNNL_ARG_SCRATCHPAD].set_data_handle(scratchpad);
     for (Binding& b : bindings_) {
       std::span<const TensorView> views = b.output ? outputs : inputs;
       ONNXTRAIN_CHECK(b.index < views.size() && views[b.index].data != nullptr,
@@ -89,18 +101,17 @@ class PrimitiveSequenceKernel final : public Kernel {
     steps_.at(step).args[arg] = dnnl::memory(desc, cpu_engine(), DNNL_MEMORY_NONE);
     bindings_.push_back({step, arg, index, output});
   }
-  void allocate_scratchpad() {
-    size_t size = 1;
+  size_t scratchpad_bytes() const {
+    size_t size = 0;
     for (const Step& s : steps_) size = std::max(size, s.scratchpad.get_size());
-    scratchpad_.resize(size);
-    for (Step& s : steps_) s.args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(s.scratchpad, cpu_engine(), scratchpad_.data());
+    return size;
   }
 
   KernelSpec spec_;
   std::vector<Step> steps_;
   std::vector<Binding> bindings_;
-  std::vector<std::byte> scratchpad_;
   std::vector<std::vector<float>> owned_;
+  std::vector<dnnl::memory> transient_;  // handles to the same memory objects the steps' arguments hold
   PrimitiveKernel::Finish finish_;
 };
 
@@ -135,10 +146,10 @@ inline dnnl::memory::desc channel_blocked_desc(const std::vector<int64_t>& sizes
   return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), dnnl::memory::data_type::f32, t);
 }
 
-// Appends a reorder of caller input `index` (plain) into a new kernel-owned buffer of `to`; returns it.
+// Appends a reorder of caller input `index` (plain) into a new transient buffer of `to`; returns it.
 inline dnnl::memory add_input_reorder(PrimitiveSequenceKernel& kernel, size_t index, const dnnl::memory::desc& plain,
                                       const dnnl::memory::desc& to) {
-  const dnnl::memory converted = kernel.own(to);
+  const dnnl::memory converted = kernel.transient(to);
   const dnnl::reorder::primitive_desc pd(cpu_engine(), plain, cpu_engine(), to, user_scratchpad_attr());
   const size_t step = kernel.add_step(pd, dnnl::reorder(pd));
   kernel.bind_input(step, DNNL_ARG_FROM, index, plain);
@@ -146,7 +157,7 @@ inline dnnl::memory add_input_reorder(PrimitiveSequenceKernel& kernel, size_t in
   return converted;
 }
 
-// Appends a reorder of `from` (kernel-owned) into caller output `index` (plain).
+// Appends a reorder of `from` (a transient buffer) into caller output `index` (plain).
 inline void add_output_reorder(PrimitiveSequenceKernel& kernel, const dnnl::memory& from, size_t index,
                                const dnnl::memory::desc& plain) {
   const dnnl::reorder::primitive_desc pd(cpu_engine(), from.get_desc(), cpu_engine(), plain, user_scratchpad_attr());
@@ -161,21 +172,21 @@ struct NormStatistics {
 };
 
 // Appends a forward_training step (normalization_flags::none) over X (input 1) for its mean and population
-// variance; its DST goes to a kernel-owned buffer.
+// variance; its DST goes to a transient buffer.
 inline NormStatistics add_statistics_step(PrimitiveSequenceKernel& kernel, const dnnl::primitive_desc& pd,
                                           dnnl::primitive primitive, const dnnl::memory::desc& data,
                                           const dnnl::memory::desc& stat) {
   const NormStatistics stats{kernel.own(stat), kernel.own(stat)};
   const size_t step = kernel.add_step(pd, std::move(primitive));
   kernel.bind_input(step, DNNL_ARG_SRC, 1, data);
-  kernel.set(step, DNNL_ARG_DST, kernel.own(data));
+  kernel.set(step, DNNL_ARG_DST, kernel.transient(data));
   kernel.set(step, DNNL_ARG_MEAN, stats.mean);
   kernel.set(step, DNNL_ARG_VARIANCE, stats.variance);
   return stats;
 }
 
 // Appends the backward step (prop_kind::backward, use_scale | use_shift): dY (input 0), X (1) and Scale (2)
-// in, dX, dScale and dBias out (outputs 0..2, kernel-owned where the caller omitted them). The caller sets
+// in, dX, dScale and dBias out (outputs 0..2, transient where the caller omitted them). The caller sets
 // or binds DNNL_ARG_MEAN and DNNL_ARG_VARIANCE on the returned step.
 inline size_t add_norm_backward_step(PrimitiveSequenceKernel& kernel, const dnnl::primitive_desc& pd,
                                      dnnl::primitive primitive, const dnnl::memory::desc& data,
@@ -187,9 +198,9 @@ inline size_t add_norm_backward_step(PrimitiveSequenceKernel& kernel, const dnnl
   // oneDNN counts SHIFT among the backward's inputs with use_shift (which makes it compute DIFF_SHIFT),
   // though the gradients do not depend on it.
   kernel.set(step, DNNL_ARG_SHIFT, kernel.own(weights));
-  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SRC, 0, data);
-  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SCALE, 1, weights);
-  kernel.bind_output_or_own(step, DNNL_ARG_DIFF_SHIFT, 2, weights);
+  kernel.bind_output_or_discard(step, DNNL_ARG_DIFF_SRC, 0, data);
+  kernel.bind_output_or_discard(step, DNNL_ARG_DIFF_SCALE, 1, weights);
+  kernel.bind_output_or_discard(step, DNNL_ARG_DIFF_SHIFT, 2, weights);
   return step;
 }
 
