@@ -7,9 +7,9 @@
 //  - parameter_bytes: trainable initializers, each at its first forward consumer; state_bytes: the other
 //    initializers a forward node reads first (BN running statistics, frozen parameters, integer buffers);
 //  - activation_bytes: forward-node outputs that backward nodes read (graph inputs are the loader's batch,
-//    fed again to the backward, and count nowhere), each counted once, at the first forward node whose backward nodes read it (a value kept on both
-//    sides of a cut is also part of what the later stage receives: planners add the stage's incoming
-//    cut_activation_bytes to its stash);
+//    fed again to the backward, and count nowhere), each counted once, at the first forward node whose
+//    backward nodes read it; a value the backward of several forward nodes reads is also listed in
+//    shared_kept, for the stages that hold a later reader and keep the copy they received;
 //  - seconds: per kernel device.kernel_seconds(flops, bytes) = overhead + max(compute at the efficiency,
 //    memory traffic), summed over the node's forward kernel and over its backward kernels.
 // Cuts: a value made by forward node p and used (by forward nodes, or by the backward nodes emitted for

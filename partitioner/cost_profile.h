@@ -24,6 +24,14 @@ struct NodeCost {
   int64_t activation_bytes = 0;                      // forward values kept alive for the backward pass, per micro-batch
 };
 
+// A forward value that the backward nodes of several forward nodes read (a Relu's output: its own gradient
+// and the next layer's weight gradient). NodeCost::activation_bytes counts it once, at the first reader;
+// a stage that holds a later reader and not the first keeps its own copy (the one it received) too.
+struct SharedKeptValue {
+  int64_t bytes = 0;
+  std::vector<size_t> readers;  // the forward nodes whose backward reads it, ascending, 2 or more
+};
+
 struct CostProfile {
   std::string model, device;  // for reports
   int64_t batch = 0;          // the micro-batch the costs are for
@@ -33,7 +41,8 @@ struct CostProfile {
   // How many tensors that carry a gradient cross cut i: 1 between a transformer's blocks (the residual
   // stream; masks and rotary tables carry none), 2 or more inside one. Empty in hand-made profiles.
   std::vector<int> cut_gradient_tensors;
-  bool has_attention = false;  // a Softmax feeds a MatMul: the model is made of attention blocks
+  std::vector<SharedKeptValue> shared_kept;  // empty in hand-made profiles
+  bool has_attention = false;                // a Softmax feeds a MatMul: the model is made of attention blocks
 };
 
 }  // namespace onnxtrain

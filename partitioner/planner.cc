@@ -109,7 +109,7 @@ class StagePricer {
     m.state = state_[end] - state_[first];
     const int64_t received = k > 0 ? profile_.cut_activation_bytes[first] : 0;
     const int64_t sent = k + 1 < options_.stages ? profile_.cut_activation_bytes[end] : 0;
-    const int64_t kept = activations_[end] - activations_[first];
+    const int64_t kept = activations_[end] - activations_[first] + kept_from_before(first, end);
     m.activations = kept * in_flight(k);
     // At the receive of micro-batch i, i's received tensors with the kept values of the others in flight;
     // after its forward, all in flight kept and i's outgoing tensors. The larger is the peak.
@@ -118,6 +118,17 @@ class StagePricer {
     return m;
   }
   int64_t memory_total(int k, int64_t first, int64_t end) const { return memory(k, first, end).total; }
+  // Values an earlier node's backward reads first that a backward of this stage reads too: the stage keeps
+  // the copy it received.
+  int64_t kept_from_before(int64_t first, int64_t end) const {
+    int64_t bytes = 0;
+    for (const SharedKeptValue& v : profile_.shared_kept) {
+      if (v.readers.front() >= static_cast<size_t>(first)) continue;
+      const auto later = std::lower_bound(v.readers.begin(), v.readers.end(), static_cast<size_t>(first));
+      if (later != v.readers.end() && *later < static_cast<size_t>(end)) bytes += v.bytes;
+    }
+    return bytes;
+  }
 
   double flops(int64_t first, int64_t end) const { return static_cast<double>(flops_[end] - flops_[first]); }
   double compute(int64_t first, int64_t end) const { return static_cast<double>(seconds_[end] - seconds_[first]); }

@@ -117,14 +117,22 @@ TEST(CostModel, FlopsParametersAndKeptActivationsOfTheSkipGraph) {
   EXPECT_EQ(p.nodes[2].parameter_bytes, 16 * 8 * 4);
   EXPECT_EQ(p.nodes[4].parameter_bytes, 8 * 16 * 4);
   EXPECT_EQ(p.nodes[1].parameter_bytes + p.nodes[3].parameter_bytes + p.nodes[5].parameter_bytes, 0);
-  // Kept for backward: Relu's gradient reads its input, the MatMuls' dW their data inputs; x, a graph input,
-  // is fed to the backward again from the loader's batch (as the pipeline's stage workers do) and is kept
-  // by no stage.
+  // Kept for backward: Relu's gradient reads its output, the MatMuls' dW their data inputs, so b and d are
+  // kept, at the Relus that make them (the first forward nodes whose backward reads them), and a and c,
+  // the Relus' inputs, are not; x, a graph input, is fed to the backward again from the loader's batch (as
+  // the pipeline's stage workers do) and is kept by no stage.
   EXPECT_EQ(p.nodes[0].activation_bytes, 0) << "x";
-  EXPECT_EQ(p.nodes[1].activation_bytes, 16 * 4 * batch) << "a";
-  EXPECT_EQ(p.nodes[2].activation_bytes, 16 * 4 * batch) << "b";
-  EXPECT_EQ(p.nodes[3].activation_bytes, 8 * 4 * batch) << "c";
-  EXPECT_EQ(p.nodes[4].activation_bytes, 8 * 4 * batch) << "d";
+  EXPECT_EQ(p.nodes[1].activation_bytes, 16 * 4 * batch) << "b";
+  EXPECT_EQ(p.nodes[2].activation_bytes, 0) << "c is no MatMul output the backward reads";
+  EXPECT_EQ(p.nodes[3].activation_bytes, 8 * 4 * batch) << "d";
+  EXPECT_EQ(p.nodes[4].activation_bytes, 0) << "e";
+  // b and d are each read by two forward nodes' backward (the Relu's own gradient and the next MatMul's
+  // dW): a stage that holds the second reader and not the first keeps its own copy.
+  ASSERT_EQ(p.shared_kept.size(), 2u);
+  EXPECT_EQ(p.shared_kept[0].bytes, 16 * 4 * batch);
+  EXPECT_EQ(p.shared_kept[0].readers, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(p.shared_kept[1].bytes, 8 * 4 * batch);
+  EXPECT_EQ(p.shared_kept[1].readers, (std::vector<size_t>{3, 4}));
   // Bytes: MatMul n0 reads x and W0 and writes a.
   EXPECT_DOUBLE_EQ(p.nodes[0].forward_bytes, (8 * 4 * batch) + (8 * 16 * 4) + (16 * 4 * batch));
   // Every backward node belongs to some forward node, and the seconds follow the device formula.
