@@ -74,6 +74,11 @@ class InferenceSession {
                                     const std::set<std::string>& keep_on_device,
                                     std::map<std::string, DeviceTensor>& device_outputs);
 
+  // Frees the CPU buffers kept for reuse by later runs (the pool of released intermediate values), so that
+  // another session (an evaluation between training epochs) or the writing of a model does not add its
+  // memory to theirs. The next run allocates afresh. Nothing to do on a CUDA device.
+  void release_buffers() { free_buffers_.clear(); }
+
   // The host copies of the initializers changed (a restore): a CUDA session uploads them again at the
   // next run, as does every session sharing its store. Nothing to do on the CPU, which reads them on
   // every run.

@@ -584,6 +584,7 @@ Trainer::Evaluation Trainer::evaluate(const DataInputs& inputs, const Tensor& la
   const bool class_scores = cross_entropy || classes > 0;  // the logits score classes: accuracy means something
   int64_t correct = 0, counted = 0;
   double loss_sum = 0;
+  session_->release_buffers();
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);
     const Tensor y = slice_rows(labels, begin, begin + b);
@@ -598,12 +599,18 @@ Trainer::Evaluation Trainer::evaluate(const DataInputs& inputs, const Tensor& la
     counted += cross_entropy ? batch_counted : b;
     correct = batch_correct < 0 || correct < 0 ? -1 : correct + batch_correct;
   }
+  eval_session_->release_buffers();
   e.samples = n;
   e.labels_counted = counted;
   e.loss = counted > 0 ? loss_sum / counted : std::numeric_limits<double>::quiet_NaN();
   e.accuracy = class_scores && correct >= 0 && counted > 0 ? static_cast<double>(correct) / counted
                                                            : std::numeric_limits<double>::quiet_NaN();
   return e;
+}
+
+void Trainer::release_buffers() {
+  session_->release_buffers();
+  eval_session_->release_buffers();
 }
 
 std::map<std::string, Tensor> Trainer::running_statistics() const {

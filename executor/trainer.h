@@ -194,6 +194,9 @@ class Trainer {
     int64_t samples = 0, labels_counted = 0;
   };
   Evaluation evaluate(const DataInputs& inputs, const Tensor& labels, int64_t batch);
+  // Frees the buffers both sessions keep for their next runs (InferenceSession::release_buffers).
+  // evaluate() frees the training session's before it runs and its own after, so the two never add up.
+  void release_buffers();
 
   // The trained Parameter and State (BatchNorm running statistics) initializers, by name: the graph's
   // own Tensors (sharing their buffers). On a CUDA device they are downloaded first when the device holds

@@ -230,6 +230,9 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (role.leads && role.print_report) role.print_report();
   if (role.report && metrics.is_open()) metrics.write(nlohmann::json{{"report", role.report()}});
+  // What the training steps kept for their next runs is not needed any more: the evaluation and the
+  // model's writing (its file is read again) start from that memory instead of adding to it.
+  if constexpr (requires { trainer.release_buffers(); }) trainer.release_buffers();
   const std::map<std::string, Tensor> model = role.sync_model ? role.sync_model() : trainer.trained_initializers();
   if (!role.leads) return 0;
   if (test) {
