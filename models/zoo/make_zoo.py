@@ -9,10 +9,12 @@ Exports are TorchScript, opset 17, training mode (BatchNormalization keeps batch
 do_constant_folding off), input (batch, C, H, W) with a symbolic batch, random initial weights (seed 0).
 The *_32 networks take CIFAR-sized input and have 10 classes: the CPU-sized zoo.
 """
+import inspect
 import json
 import os
 import sys
 
+import onnx
 import torch
 import torchvision
 
@@ -43,10 +45,16 @@ def export(entry):
     model = build(entry)
     model.train()
     path = os.path.join(HERE, entry["name"] + ".onnx")
+    # torch 2.9 and later export with dynamo by default, whose graph optimisation folds BatchNormalization
+    # into the convolutions even in training mode: ask for the TorchScript exporter where it is optional.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, torch.randn(2, *entry["input"]), path, opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, **legacy)
+    if not any(n.op_type == "BatchNormalization" for n in onnx.load(path, load_external_data=False).graph.node) \
+            and any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()):
+        sys.exit("%s: the exporter folded BatchNormalization away; onnxtrain would train a net without it" % path)
     params = sum(p.numel() for p in model.parameters())
     print("%-16s %8.1f MB  %d parameters" % (entry["name"], os.path.getsize(path) / 1e6, params))
 
