@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "kernels/kernel.h"
+#include "kernels/scratch_arena.h"
 
 using namespace onnxtrain;
 
@@ -176,3 +178,28 @@ TEST(OnednnKernels, GemmMatchesReferenceOnRandomShapes) {
 }
 
 }  // namespace
+
+// Kernels take their working memory (blocked copies, scratchpads) from the running thread's arena: the
+// arena serves the first Conv, and eight Convs run one after another need no more than one.
+TEST(OnednnKernels, ConvWorkingMemoryIsTheThreadsArenaNotTheKernels) {
+  std::mt19937 rng(7);
+  const std::vector<Tensor> inputs{random_tensor({4, 16, 28, 28}, rng), random_tensor({32, 16, 3, 3}, rng)};
+  const KernelSpec spec = make_spec("Conv", {{"pads", Ints{1, 1, 1, 1}}}, inputs, {4, 32, 28, 28});
+  const KernelEntry* entry = KernelRegistry::builtin().find("", "Conv", DeviceKind::Cpu, DType::Float32);
+  ASSERT_NE(entry, nullptr);
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (int k = 0; k < 8; ++k) kernels.push_back(entry->prepare(spec));
+  size_t after_one = 0, after_all = 0;
+  std::thread([&] {  // a fresh thread: an empty arena
+    Tensor out(DType::Float32, spec.outputs[0].sizes);
+    const std::vector<TensorView> in{TensorView::of(inputs[0]), TensorView::of(inputs[1])}, outs{TensorView::of(out)};
+    Stream stream;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      kernels[k]->run(stream, in, outs);
+      if (k == 0) after_one = ScratchArena::this_thread().capacity();
+    }
+    after_all = ScratchArena::this_thread().capacity();
+  }).join();
+  EXPECT_GT(after_one, 0u) << "the Conv kernel took no memory from the arena";
+  EXPECT_EQ(after_all, after_one);
+}
