@@ -199,7 +199,8 @@ TEST(OnednnKernels, ConvWorkingMemoryIsTheThreadsArenaNotTheKernels) {
       if (k == 0) after_one = ScratchArena::this_thread().capacity();
     }
     after_all = ScratchArena::this_thread().capacity();
-  }).join();
+  })
+      .join();
   EXPECT_GT(after_one, 0u) << "the Conv kernel took no memory from the arena";
   EXPECT_EQ(after_all, after_one);
 }
