@@ -33,6 +33,13 @@ void check_synthetic_size(int64_t features, int64_t classes, int64_t count) {
   }
 }
 
+// No clones under ThreadSanitizer (their ifunc resolvers run before TSan is initialised and crash) or clang
+// (the fuzz build), as kernels/cpu/losses_norm_common.h.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define LABEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define LABEL_CLONES
+#endif
 // Eight floats, and eight doubles: one lane per accumulator (GCC's vector extensions, lowered to
 // AVX-512, AVX2 or SSE2 by the clone picked at load time).
 using Floats8 = float __attribute__((vector_size(32)));
@@ -50,9 +57,8 @@ constexpr int64_t kFeaturesPerTile = 1024;  // a block's samples over a tile: 32
 // in blocks. Each score's additions keep their order (lane k adds the
 // features k, k + 8, ... in turn, then the tail and the lanes are summed as before), so the labels are
 // those of one sample at a time, bit for bit.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void best_classes(
-    const float* samples, int64_t count, const std::vector<float>& weights, int64_t classes, int64_t features,
-    int64_t* labels) {
+LABEL_CLONES void best_classes(const float* samples, int64_t count, const std::vector<float>& weights, int64_t classes,
+                               int64_t features, int64_t* labels) {
   // Eight floats widened (into `out`: a 64-byte vector returned by value would change the ABI in the
   // baseline clone).
   const auto load = [](const float* p, Doubles8& out) {
