@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TORCH_WORKER = r"""
 import sys, time, json
-start = float(sys.argv[1]); name = sys.argv[2]; batch, threads, steps, classes, side = map(int, sys.argv[3:8])
+start = float(sys.argv[1]); out = sys.argv[2]; name = sys.argv[3]
+batch, threads, steps, classes, side = map(int, sys.argv[4:9])
 import torch, torchvision
 torch.set_num_threads(threads)
 torch.manual_seed(0)
@@ -49,7 +49,7 @@ for _ in range(steps):
     torch.nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
     ends.append(time.time() - start)
-print(json.dumps(ends))
+open(out, "w").write(json.dumps(ends))
 """
 
 
@@ -88,9 +88,9 @@ def torch_side(args, workdir):
     out = os.path.join(workdir, "torch.json")
     script = os.path.join(workdir, "torch_worker.py")
     with open(script, "w") as f:
-        f.write(TORCH_WORKER.replace("print(json.dumps(ends))", "open(%r, 'w').write(json.dumps(ends))" % out))
+        f.write(TORCH_WORKER)
     # The worker measures from the time it is given, just before the fork: as the onnxtrain side's start.
-    cmd = [args.python, script, repr(time.time()), args.network] + [
+    cmd = [args.python, script, repr(time.time()), out, args.network] + [
         str(v) for v in (args.batch, args.threads, args.steps, args.classes, args.size)]
     rss, _ = measure(cmd, os.path.join(workdir, "torch.log"))
     with open(out) as f:

@@ -185,7 +185,6 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
       if (out.valid()) producer_position[out.index] = i;
 
   std::vector<bool> initializer_counted(g.value_count(), false);
-  std::vector<size_t> kept_at(g.value_count(), kNone);        // first forward node whose backward reads it
   std::vector<std::vector<size_t>> kept_by(g.value_count());  // every forward node whose backward reads it
   std::vector<size_t> last_reader(g.value_count(), kNone);    // last forward node using it, either pass
   const std::vector<bool> has_gradient = values_with_gradient(training);
@@ -218,8 +217,6 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
       // holds it for every stage alike: not a stage's kept activation.
       if (!forward && !is_graph_input[in.index]) {
         kept_by[in.index].push_back(owner[i]);
-        size_t& kept = kept_at[in.index];
-        kept = std::min(kept, owner[i]);
       }
     }
     for (ValueId out : node.outputs)
@@ -245,10 +242,11 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
   std::vector<int64_t> activation_diff(n + 1, 0), gradient_diff(n + 1, 0), tensors_diff(n + 1, 0);
   for (size_t v = 0; v < g.value_count(); ++v) {
     const ValueId id{static_cast<uint32_t>(v)};
-    if (kept_at[v] != kNone) profile.nodes[kept_at[v]].activation_bytes += bytes_of(id);
+    // Kept at the first forward node whose backward reads it; listed again when several do.
     std::vector<size_t>& readers = kept_by[v];
     std::sort(readers.begin(), readers.end());
     readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    if (!readers.empty()) profile.nodes[readers.front()].activation_bytes += bytes_of(id);
     if (readers.size() > 1) profile.shared_kept.push_back({bytes_of(id), std::move(readers)});
     const size_t p = producer_position[v];
     if (p == kNone || last_reader[v] == kNone || last_reader[v] <= p) continue;
