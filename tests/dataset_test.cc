@@ -328,6 +328,38 @@ TEST(NpyDataset, PairOfNpyFiles) {
   EXPECT_FLOAT_EQ(d.inputs.data<float>()[5], 2.5f / std::sqrt(17.5f / 6.0f));
 }
 
+// Beyond 4096 values a sample's label is the linear map of its means over runs of values (here pairs):
+// a linear classifier on those means, fitted on the train split, predicts the test split well (356 of 400;
+// 273 when the labels were the full map of the values).
+TEST(SyntheticDataset, LargeSamplesAreLabelledFromMeansOverRunsAndLearnable) {
+  constexpr int64_t kFeatures = 64 * 72, kMeans = kFeatures / 2, kTrain = 12000, kTest = 400;
+  const Dataset fit = load_dataset("synthetic:1,64,72:2:12000", {.normalize = Normalization::None, .seed = 5});
+  const Dataset test = load_dataset("synthetic:1,64,72:2:400", {.split = "test", .normalize = Normalization::None, .seed = 5});
+  const auto means = [](const Dataset& d) {
+    std::vector<double> m(static_cast<size_t>(d.inputs.sizes()[0] * kMeans));
+    const float* x = d.inputs.data<float>().data();
+    for (size_t i = 0; i < m.size(); ++i) m[i] = (x[2 * i] + x[2 * i + 1]) / 2.0 - 0.5;
+    return m;
+  };
+  const std::vector<double> a = means(fit), t = means(test);
+  std::vector<double> w(kMeans, 0.0);  // two classes: the sign of one score
+  const auto guess = [&](const double* x) {
+    double s = 0;
+    for (int64_t f = 0; f < kMeans; ++f) s += w[f] * x[f];
+    return s > 0 ? int64_t{1} : int64_t{0};
+  };
+  for (int epoch = 0; epoch < 8; ++epoch)
+    for (int64_t n = 0; n < kTrain; ++n) {
+      const double* x = a.data() + n * kMeans;
+      const int64_t truth = fit.labels.data<int64_t>()[n];
+      if (guess(x) == truth) continue;
+      for (int64_t f = 0; f < kMeans; ++f) w[f] += truth == 1 ? x[f] : -x[f];
+    }
+  int64_t correct = 0;
+  for (int64_t n = 0; n < kTest; ++n) correct += guess(t.data() + n * kMeans) == test.labels.data<int64_t>()[n];
+  EXPECT_GE(correct, kTest * 8 / 10) << "test accuracy of a linear classifier on the pair means, out of " << kTest;
+}
+
 TEST(SyntheticDataset, ReproducibleFromTheSeedAndLearnable) {
   const Dataset a = load_dataset("synthetic:3,4,4:5:200", {.seed = 11});
   const Dataset b = load_dataset("synthetic:3,4,4:5:200", {.seed = 11});
