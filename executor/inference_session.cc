@@ -239,11 +239,12 @@ void InferenceSession::infer_with_values(Graph& graph, NodeId id, const InputFac
 }
 
 // Buffers of released values are kept for the next output of the same dtype and size (this run or the
-// next), so a session that runs again allocates and zeroes nothing: fresh large allocations cost a page
-// fault per 4 KiB. Kernels write every element of their outputs, so a reused buffer needs no clearing.
+// next), so a session that runs again allocates nothing: fresh large allocations cost a page fault per
+// 4 KiB. Kernels write every element of their outputs, so neither a reused buffer nor a fresh one is
+// cleared (zeroing the first step's 2 GB of ResNet-50 buffers on one thread cost 0.4 s of start-up).
 Tensor InferenceSession::allocate(DType dtype, const std::vector<int64_t>& sizes) {
   auto it = free_buffers_.find({dtype, TensorDesc{dtype, sizes}.numel()});
-  if (it == free_buffers_.end() || it->second.empty()) return Tensor(dtype, sizes);
+  if (it == free_buffers_.end() || it->second.empty()) return Tensor::uninitialized(dtype, sizes);
   Tensor t = it->second.back().reshaped(sizes);
   it->second.pop_back();
   return t;

@@ -1,9 +1,14 @@
 #include "frontend/model_file.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <charconv>
+#include <climits>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "frontend/importer.h"
 #include "frontend/tensor_proto.h"
@@ -18,15 +23,30 @@ onnx::ModelProto read_model_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("no such file");
   if (fs::is_directory(path, ec)) throw Error("is a directory, expected an .onnx file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the file for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
-  if (bytes.empty()) throw Error("the file is empty, expected an ONNX model");
-
+  // The file is parsed where the page cache holds it (a read-only mapping): read into a string through a
+  // stream, a 100 MB model (ResNet-50) was copied three times and faulted in twice, 0.3 s of start-up.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open the file for reading");
+  struct stat info {};
+  const bool sized = ::fstat(fd, &info) == 0;
+  const size_t size = sized ? static_cast<size_t>(info.st_size) : 0;
+  if (!sized || size == 0) {
+    ::close(fd);
+    throw Error(sized ? "the file is empty, expected an ONNX model" : "cannot read the file's size");
+  }
+  if (size > static_cast<size_t>(INT_MAX)) {
+    ::close(fd);
+    throw Error("the file is " + std::to_string(size >> 20) +
+                " MiB; a protobuf message is at most 2 GiB, so a model this big keeps its weights in external data "
+                "(onnx.save_model(..., save_as_external_data=True))");
+  }
+  void* bytes = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (bytes == MAP_FAILED) throw Error("cannot read the file (mmap failed)");
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
+  const bool parsed = model.ParseFromArray(bytes, static_cast<int>(size));
+  ::munmap(bytes, size);
+  if (!parsed) {
     throw Error(
         "not an ONNX model: the file does not parse as an ONNX ModelProto (truncated or corrupt protobuf, "
         "or a different file format)");
