@@ -1,5 +1,7 @@
 #include "executor/inference_session.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "executor/host_memory.h"
@@ -205,6 +207,12 @@ void InferenceSession::prepare(const SymbolBindings& bindings) {
     if (v.known)
       for (Dim& d : *v.known) d = d.bind(bindings);
   }
+  kernels_by_threads_.clear();
+  prepare_kernels();
+  prepared_for_ = bindings;
+}
+
+void InferenceSession::prepare_kernels() {
   prepared_.clear();
   for (NodeId id : bound_.order()) {
     PreparedNode p{id, nullptr, {}};
@@ -212,7 +220,23 @@ void InferenceSession::prepare(const SymbolBindings& bindings) {
     if (outputs_static(bound_, id)) p.kernel = prepare_node(bound_, id, p.output_sizes);
     prepared_.push_back(std::move(p));
   }
-  prepared_for_ = bindings;
+  prepared_threads_ = omp_get_max_threads();
+}
+
+// oneDNN fixes a primitive's thread count when it is created (a convolution splits its work for that many
+// and runs that many whatever omp_set_num_threads says later), so a run at another thread count (the
+// trainer's, lowered while the machine is busy) gets kernels made at that count, kept for a return.
+void InferenceSession::use_kernels_for_threads(int threads) {
+  if (threads == prepared_threads_) return;
+  kernels_by_threads_[prepared_threads_] = std::move(prepared_);
+  auto kept = kernels_by_threads_.find(threads);
+  if (kept == kernels_by_threads_.end()) {
+    prepare_kernels();
+    return;
+  }
+  prepared_ = std::move(kept->second);
+  kernels_by_threads_.erase(kept);
+  prepared_threads_ = threads;
 }
 
 // Shape inference again for one node, now that its inputs exist: their real sizes, and the values of
@@ -276,6 +300,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, {}, on_output, nullptr, nullptr);
   const SymbolBindings bindings = bind_inputs(descs_of(inputs));
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
+  use_kernels_for_threads(omp_get_max_threads());
 
   std::vector<Tensor> values(graph_.value_count());
   for (ValueId id : graph_.initializers) values[id.index] = *graph_.value(id).data;

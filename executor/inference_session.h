@@ -116,6 +116,8 @@ class InferenceSession {
   std::unique_ptr<Kernel> prepare_node(const Graph& graph, NodeId id,
                                        std::vector<std::vector<int64_t>>& output_sizes) const;
   void prepare(const SymbolBindings& bindings);
+  void prepare_kernels();  // of bound_, at the current OpenMP thread count
+  void use_kernels_for_threads(int threads);
   // Sizes of an input of the node, and its data when it is small (shapes, bounds) or null.
   using InputFacts = std::function<std::pair<std::vector<int64_t>, const Tensor*>(ValueId)>;
   void infer_with_values(Graph& graph, NodeId id, const InputFacts& input) const;
@@ -136,6 +138,8 @@ class InferenceSession {
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;
   std::vector<PreparedNode> prepared_;
+  int prepared_threads_ = 0;                                      // the OpenMP threads prepared_ was made for
+  std::map<int, std::vector<PreparedNode>> kernels_by_threads_;  // other thread counts' kernels, same bindings
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
   uint64_t run_index_ = 0;                                                 // the index of the next run

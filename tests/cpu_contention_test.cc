@@ -1,6 +1,8 @@
 // graph/cpu_contention.h: /proc/stat parsed for the watched CPUs only (a file laid out as Linux writes it),
-// the arithmetic of others' share, and a real busy child process seen as about one busy CPU.
+// the arithmetic of others' share, and a real busy child process seen as about one busy CPU; and the thread
+// count graph/load_adaptive_threads.h picks from others' share.
 #include "graph/cpu_contention.h"
+#include "graph/load_adaptive_threads.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -51,8 +53,8 @@ TEST(CpuContention, ABusyChildProcessIsAboutOneCpu) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    for (volatile uint64_t spin = 0;; spin = spin + 1) {
-    }
+    volatile uint64_t spin = 0;
+    for (;;) spin += 1;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   const std::optional<double> others = contention.others_busy(1.0);
@@ -62,6 +64,23 @@ TEST(CpuContention, ABusyChildProcessIsAboutOneCpu) {
   // The child alone is 1 CPU; other processes (a parallel test run) only add to it, up to all the CPUs.
   EXPECT_GE(*others, 0.6);
   EXPECT_LE(*others, static_cast<double>(cpus.size()) + 0.2);
+}
+
+TEST(LoadAdaptiveThreads, GivesOthersTheirCpusAfterTwoIntervalsAndTakesThemBack) {
+  LoadAdaptiveThreads adapt(2);
+  EXPECT_EQ(adapt.update(0.1), 2);
+  EXPECT_EQ(adapt.update(0.9), 2) << "one busy interval moves nothing";
+  EXPECT_EQ(adapt.update(0.2), 2);
+  EXPECT_EQ(adapt.update(0.7), 2);
+  EXPECT_EQ(adapt.update(1.1), 1) << "two in a row";
+  EXPECT_EQ(adapt.update(1.0), 1);
+  EXPECT_EQ(adapt.update(3.0), 1) << "never below one thread";
+  EXPECT_EQ(adapt.update(0.3), 1);
+  EXPECT_EQ(adapt.update(0.0), 2) << "the CPU is free again";
+  LoadAdaptiveThreads wide(8);
+  EXPECT_EQ(wide.update(2.6), 8);
+  EXPECT_EQ(wide.update(3.4), 5);
+  EXPECT_EQ(LoadAdaptiveThreads(0).threads(), 1);
 }
 
 }  // namespace

@@ -12,9 +12,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "graph/cpu_budget.h"
+#include "graph/cpu_contention.h"
+#include "graph/load_adaptive_threads.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
@@ -344,11 +347,31 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
   return lines;
 }
 
+std::function<void()> load_adaptive_threads(const TrainOptions& o) {
+  if (o.device != "cpu" || std::getenv("OMP_NUM_THREADS") != nullptr || omp_get_max_threads() < 2) return {};
+  auto contention = std::make_shared<CpuContention>(affinity_cpus());
+  auto adapt = std::make_shared<LoadAdaptiveThreads>(omp_get_max_threads());
+  return [contention, adapt] {
+    const std::optional<double> others = contention->others_busy(0.5);
+    if (!others) return;
+    const int before = adapt->threads(), threads = adapt->update(*others);
+    if (threads == before) return;
+    omp_set_num_threads(threads);
+    std::fprintf(stderr, "%sthreads: %d of %d (other processes keep %.1f CPUs busy)\n",
+                 ::isatty(STDERR_FILENO) ? "\n" : "", threads, adapt->budget(), *others);
+  };
+}
+
 void TrainingData::print_data_line(const TrainOptions& o) const {
   if (o.device == "cpu") {
     const char* env = std::getenv("OMP_NUM_THREADS");
     std::fprintf(stderr, "threads: %d (%s)\n", omp_get_max_threads(),
-                 env ? ("OMP_NUM_THREADS=" + std::string(env)).c_str() : cpu_budget().describe().c_str());
+                 env ? ("OMP_NUM_THREADS=" + std::string(env)).c_str()
+                     : (cpu_budget().describe() + (o.strategy == "single" && omp_get_max_threads() > 1
+                                                       ? "; fewer while other processes keep CPUs busy, unless "
+                                                         "OMP_NUM_THREADS is set"
+                                                       : ""))
+                           .c_str());
   }
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());

@@ -97,6 +97,8 @@ struct RunRole {
   // Across processes, a collective every process calls: the leading process's `decision` for all (the early
   // stop of --patience, which only the leader evaluates); null in one process.
   std::function<bool(bool decision, const std::string& what)> leader_decides;
+  // Called on the training thread before each call of the trainer (load_adaptive_threads); may be null.
+  std::function<void()> between_steps;
 };
 
 // Where a stop signal puts its checkpoint: --checkpoint-dir, else OUTPUT.checkpoints.
@@ -158,6 +160,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
                           : per_epoch - at;
       if (role.step_by_step) chunk = 1;
       loader.seek(epoch, at);
+      if (role.between_steps) role.between_steps();
       trainer.train(
           chunk,
           [&] {

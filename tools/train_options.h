@@ -178,6 +178,11 @@ struct TrainingData {
   // The data line, --init-from and --freeze, and warnings about the model's export (export_pitfalls).
   void print_data_line(const TrainOptions& o) const;
 };
+// For a run on the CPU whose thread count OMP_NUM_THREADS does not fix: a step hook that samples how busy
+// other processes keep this process's CPUs (at most every 0.5 s) and lowers or restores the OpenMP thread
+// count to match (graph/load_adaptive_threads.h), printing each change. Null otherwise: then runs repeat bit
+// for bit, whereas a thread count that changes changes the last bits of oneDNN's reductions.
+std::function<void()> load_adaptive_threads(const TrainOptions& o);
 // --resume / --resume-from: reads the checkpoint to continue from (--resume-from FILE, else the newest of
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
 // a fresh run. A fresh run into a directory that holds checkpoints is refused (rotation would keep the old

@@ -208,7 +208,7 @@ int run_training(const TrainOptions& o) {
   const nlohmann::json config = checkpoint_config(o, total_steps);
   const nlohmann::json export_info = checkpoint_export_info(o, data.model.graph, data.train);
 
-  RunRole role{.step_by_step = true};
+  RunRole role{.step_by_step = true, .between_steps = load_adaptive_threads(o)};
   role.first_step = resume_or_refuse(o, config, 0, [&](const TrainingCheckpoint& c, const std::string& path) {
     check_checkpoint_matches(c, trainer.trained_initializers(), path);
     trainer.restore(c.tensors, c.optimizer_state);
