@@ -138,7 +138,7 @@ class InferenceSession {
   std::string implementation_;
   std::optional<SymbolBindings> prepared_for_;
   std::vector<PreparedNode> prepared_;
-  int prepared_threads_ = 0;                                      // the OpenMP threads prepared_ was made for
+  int prepared_threads_ = 0;                                     // the OpenMP threads prepared_ was made for
   std::map<int, std::vector<PreparedNode>> kernels_by_threads_;  // other thread counts' kernels, same bindings
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count

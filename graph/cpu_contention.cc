@@ -60,7 +60,9 @@ std::optional<CpuSample> CpuContention::sample() const {
   if (!busy) return std::nullopt;
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return CpuSample{wall, *busy, seconds(usage.ru_utime) + seconds(usage.ru_stime)};
 }

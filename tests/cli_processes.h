@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/cli_run.h"
+
 namespace onnxtrain::testing_support {
 
 namespace fs = std::filesystem;
@@ -35,7 +37,8 @@ inline fs::path scratch_dir(const std::string& prefix, const std::string& name) 
 inline pid_t start(const std::string& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string command = "exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+    const std::string command = std::string(kFixedThreads) + "exec " + std::string(ONNXTRAIN_BINARY) + " " + args +
+                                " > " + log.string() + " 2>&1";
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

@@ -15,9 +15,15 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
+// The command's environment: OMP_NUM_THREADS as the test has it, else 2. Unset, `train` lowers its thread
+// count while other processes keep the CPUs busy (as a parallel test run does), and the tests that compare
+// two runs bit for bit need one fixed count.
+inline const char* kFixedThreads = "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}; ";
+
 // `prefix` goes before the binary: "env -u OMP_NUM_THREADS taskset -c 0".
 inline CliRun run_cli_prefixed(const std::string& prefix, const std::string& args) {
-  const std::string command = prefix + " " + std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+  const std::string command =
+      std::string(kFixedThreads) + prefix + " " + std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   std::array<char, 4096> buffer;

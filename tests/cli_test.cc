@@ -602,7 +602,8 @@ namespace fs = std::filesystem;
 
 // `onnxtrain ARGS` after the shell commands `setup` (limits, environment), stdout and stderr together.
 CliRun run_after(const std::string& setup, const std::string& args) {
-  const std::string command = setup + "; exec " + std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
+  const std::string command = onnxtrain::testing_support::kFixedThreads + setup + "; exec " +
+                              std::string(ONNXTRAIN_BINARY) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "graph/cpu_contention.h"
 #include "tests/cli_run.h"
 
 namespace onnxtrain {
@@ -102,6 +105,41 @@ TEST(CpuBudgetCli, TrainRunsAsManyThreadsAsTheAffinityMaskHasCpus) {
   const auto env = testing_support::run_cli_prefixed("env OMP_NUM_THREADS=3 taskset -c 0", train);
   EXPECT_NE(env.output.find("threads: 3 (OMP_NUM_THREADS=3)"), std::string::npos) << env.output;
   fs::remove(fs::temp_directory_path() / ("cpu_budget_cli_" + std::to_string(getpid()) + ".onnx"));
+}
+
+// Beside a process that keeps one of its two CPUs busy, a run whose thread count OMP_NUM_THREADS does not fix
+// drops to one thread (graph/load_adaptive_threads.h) and says so; with OMP_NUM_THREADS set it keeps two.
+TEST(CpuBudgetCli, TrainGivesABusyCpuBackUnlessOmpNumThreadsIsSet) {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs in the affinity mask; this process may use 1";
+  const pid_t busy = fork();
+  ASSERT_GE(busy, 0);
+  if (busy == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[1], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    volatile uint64_t spin = 0;
+    for (;;) spin += 1;
+  }
+  const std::string out =
+      (fs::temp_directory_path() / ("cpu_budget_busy_" + std::to_string(getpid()) + ".onnx")).string();
+  // 400 steps: a few seconds, of which the run needs two half-second intervals to see the busy CPU.
+  const std::string train = std::string("train ") + ONNXTRAIN_SOURCE_DIR +
+                            "/models/cnn_opset17.onnx --data synthetic:1,28,28:10:25600 --batch 64 --limit-batches 400 "
+                            "--test-data none --validation 0 -o " +
+                            out;
+  const std::string mask = " taskset -c " + std::to_string(cpus[0]) + "," + std::to_string(cpus[1]);
+  const auto adaptive = testing_support::run_cli_prefixed("env -u OMP_NUM_THREADS" + mask, train);
+  const auto fixed = testing_support::run_cli_prefixed("env OMP_NUM_THREADS=2" + mask, train);
+  kill(busy, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  fs::remove(out);
+  ASSERT_EQ(adaptive.exit_code, 0) << adaptive.output;
+  EXPECT_NE(adaptive.output.find("threads: 1 of 2 (other processes keep"), std::string::npos) << adaptive.output;
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
+  EXPECT_NE(fixed.output.find("threads: 2 (OMP_NUM_THREADS=2)"), std::string::npos) << fixed.output;
+  EXPECT_EQ(fixed.output.find("other processes keep"), std::string::npos) << fixed.output;
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // the arithmetic of others' share, and a real busy child process seen as about one busy CPU; and the thread
 // count graph/load_adaptive_threads.h picks from others' share.
 #include "graph/cpu_contention.h"
-#include "graph/load_adaptive_threads.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "graph/load_adaptive_threads.h"
 
 namespace onnxtrain {
 namespace {

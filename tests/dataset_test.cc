@@ -334,7 +334,8 @@ TEST(NpyDataset, PairOfNpyFiles) {
 TEST(SyntheticDataset, LargeSamplesAreLabelledFromMeansOverRunsAndLearnable) {
   constexpr int64_t kFeatures = 64 * 72, kMeans = kFeatures / 2, kTrain = 12000, kTest = 400;
   const Dataset fit = load_dataset("synthetic:1,64,72:2:12000", {.normalize = Normalization::None, .seed = 5});
-  const Dataset test = load_dataset("synthetic:1,64,72:2:400", {.split = "test", .normalize = Normalization::None, .seed = 5});
+  const Dataset test =
+      load_dataset("synthetic:1,64,72:2:400", {.split = "test", .normalize = Normalization::None, .seed = 5});
   const auto means = [](const Dataset& d) {
     std::vector<double> m(static_cast<size_t>(d.inputs.sizes()[0] * kMeans));
     const float* x = d.inputs.data<float>().data();
