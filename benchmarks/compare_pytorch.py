@@ -222,10 +222,14 @@ def export_network(model, name, path):
     import torch
     from onnx import numpy_helper
 
+    import inspect
+
     buffers = {k: v.detach().clone() for k, v in model.state_dict().items() if "running_" in k}
+    # torch 2.x defaults to the dynamo exporter, which folds BatchNormalization away; 1.13 has only TorchScript.
+    exporter = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON channel
         warnings.simplefilter("ignore")
-        torch.onnx.export(copy.deepcopy(model).train(), (torch.randn(2, *input_dims(name)),), path, dynamo=False,
+        torch.onnx.export(copy.deepcopy(model).train(), (torch.randn(2, *input_dims(name)),), path, **exporter,
                           opset_version=17, export_params=True, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
