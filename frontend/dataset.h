@@ -13,8 +13,7 @@
 //                             else `x_train`,`y_train` / `x_test`,`y_test` (Keras' layout) by split
 //   npy:X.npy,Y.npy           two .npy files
 //   synthetic[:C,H,W:CLASSES:N]  seeded uniform inputs, labels = argmax of a fixed random linear map
-//                             of them (learnable; of their means over runs of values beyond 4096
-//                             values); default synthetic:1,28,28:10:1024
+//                             of them (learnable); default synthetic:1,28,28:10:1024
 //   tokens:FILE               a flat token stream (.npy integers, or nanoGPT's raw uint16 .bin) cut into
 //                             windows of DatasetOptions::seq_len with next-token labels (N,T)
 //   text:FILE                 the bytes of any file as tokens 0-255, the same way (256 classes)

@@ -5,18 +5,10 @@
 
 namespace onnxtrain {
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> sizes) : Tensor(uninitialized(dtype, std::move(sizes))) {
-  std::memset(bytes_.get(), 0, nbytes_);
-}
-
-Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> sizes) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.sizes_ = std::move(sizes);
-  for (int64_t s : t.sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
-  t.nbytes_ = static_cast<size_t>(t.numel()) * dtype_size(dtype);
-  t.bytes_ = std::shared_ptr<std::byte>(new std::byte[t.nbytes_], std::default_delete<std::byte[]>());
-  return t;
+Tensor::Tensor(DType dtype, std::vector<int64_t> sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
+  for (int64_t s : sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
+  nbytes_ = static_cast<size_t>(numel()) * dtype_size(dtype);
+  bytes_ = std::shared_ptr<std::byte>(new std::byte[nbytes_](), std::default_delete<std::byte[]>());  // zeroed
 }
 
 Tensor Tensor::wrap(DType dtype, std::vector<int64_t> sizes, std::shared_ptr<std::byte> storage) {

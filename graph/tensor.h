@@ -25,9 +25,6 @@ class Tensor {
   // A tensor over `storage`, which holds at least numel · dtype size bytes and is released by its own
   // deleter when the last copy of the tensor goes.
   static Tensor wrap(DType dtype, std::vector<int64_t> sizes, std::shared_ptr<std::byte> storage);
-  // A tensor whose elements are not set: for an output its kernel writes whole (a session's buffers). Its
-  // pages are first touched by the kernel's threads, not by one thread's zeroing ahead of it.
-  static Tensor uninitialized(DType dtype, std::vector<int64_t> sizes);
   static Tensor scalar_int64(int64_t v);
   static Tensor vector_int64(const std::vector<int64_t>& values);
 
