@@ -39,7 +39,10 @@ void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a model on the CPU and write it with the trained parameters (and BatchNorm running statistics).\n"
-      "Deterministic: the same command and seed give the same parameters bit for bit (same machine and threads).\n"
+      "Threads: the CPUs this process may use (affinity mask, cgroup quota); on one device, fewer while other\n"
+      "processes keep some of them busy, back when they stop. OMP_NUM_THREADS=N fixes the count.\n"
+      "Deterministic: the same command and seed give the same parameters bit for bit (same machine and a thread\n"
+      "count OMP_NUM_THREADS fixes, or one that did not change).\n"
       "SIGINT/SIGTERM write a checkpoint and stop (exit code 130); --resume continues from it. One-device, dp and\n"
       "central-storage runs stop after the step in flight, pipelines and the parameter server where the pipeline\n"
       "next drains (the next --checkpoint-every boundary or the epoch's end); central storage and the parameter\n"
