@@ -267,9 +267,10 @@ void InferenceSession::infer_with_values(Graph& graph, NodeId id, const InputFac
 // 4 KiB. Kernels write every element of their outputs, so neither a reused buffer nor a fresh one is
 // cleared (zeroing the first step's 2 GB of ResNet-50 buffers on one thread cost 0.4 s of start-up).
 Tensor InferenceSession::allocate(DType dtype, const std::vector<int64_t>& sizes) {
-  auto it = free_buffers_.find({dtype, TensorDesc{dtype, sizes}.numel()});
+  const int64_t numel = TensorDesc{dtype, sizes}.numel();
+  auto it = free_buffers_.find({dtype, numel});
   if (it == free_buffers_.end() || it->second.empty()) {
-    const size_t bytes = static_cast<size_t>(TensorDesc{dtype, sizes}.numel()) * dtype_size(dtype);
+    const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
     return Tensor::wrap(dtype, sizes,
                         std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>()));
   }

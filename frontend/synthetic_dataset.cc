@@ -49,17 +49,18 @@ constexpr int kLanes = 8;
 constexpr int64_t kSamplesPerBlock = 8;     // share each read of the map
 constexpr int64_t kFeaturesPerTile = 1024;  // a block's samples over a tile: 32 KB, in the L1 cache
 
-// The classes whose rows of `weights` score each of `count` samples − 0.5 highest, into `labels`. Eight
-// double accumulators per score, not one: a single running sum is a chain of dependent adds that no compiler
-// may reorder or vectorise; the partial sums differ from one chain's in the last bits only, far below the gap
-// between two class scores. Blocks of samples share each read of the map, tile by tile of features: the map
-// is classes × features floats (600 MB for ImageNet-sized samples and 1000 classes), and reading it once
-// per sample made the labelling memory-bound. 96 such samples on 2 cores: 5.0 s one sample at a time, 3.3 s
-// in blocks. Each score's additions keep their order (lane k adds the
-// features k, k + 8, ... in turn, then the tail and the lanes are summed as before), so the labels are
-// those of one sample at a time, bit for bit.
-LABEL_CLONES void best_classes(const float* samples, int64_t count, const std::vector<float>& weights, int64_t classes,
-                               int64_t features, int64_t* labels) {
+// The classes whose rows of `weights` score each of a block of `block` samples (at most kSamplesPerBlock)
+// − 0.5 highest, into `labels`; `lanes` is the caller's scratch (classes × kSamplesPerBlock × kLanes).
+// Eight double accumulators per score, not one: a single running sum is a chain of dependent adds that no
+// compiler may reorder or vectorise; the partial sums differ from one chain's in the last bits only, far
+// below the gap between two class scores. The block's samples share each read of the map, tile by tile of
+// features: reading the map once per sample made the labelling memory-bound (600 MB for ImageNet-sized
+// samples and 1000 classes before they were averaged over runs; 96 of them on 2 cores: 5.0 s one sample at
+// a time, 3.3 s in blocks). Each score's additions keep their order (lane k adds the features k, k + 8, ...
+// in turn, then the tail and the lanes are summed as before), so the labels are those of one sample at a
+// time, bit for bit.
+LABEL_CLONES void best_classes(const float* samples, int64_t block, const std::vector<float>& weights, int64_t classes,
+                               int64_t features, int64_t* labels, std::vector<double>& lanes) {
   // Eight floats widened (into `out`: a 64-byte vector returned by value would change the ABI in the
   // baseline clone).
   const auto load = [](const float* p, Doubles8& out) {
@@ -68,45 +69,40 @@ LABEL_CLONES void best_classes(const float* samples, int64_t count, const std::v
     out = __builtin_convertvector(v, Doubles8);
   };
   const int64_t whole = features / kLanes * kLanes;  // the features the lanes take; the rest is each score's tail
-  // Each score's lanes between tiles, by class and sample (plain doubles: std::allocator does not promise
-  // a vector type's 64-byte alignment; the tile's work is on aligned copies).
-  std::vector<double> lanes(static_cast<size_t>(classes * kSamplesPerBlock * kLanes));
-  for (int64_t first = 0; first < count; first += kSamplesPerBlock) {
-    // A short block repeats its last sample (those scores are computed and dropped): the loop over the
-    // block has a fixed length, so its accumulators stay in registers.
-    const int64_t block = std::min(kSamplesPerBlock, count - first);
-    const float* rows[kSamplesPerBlock];
-    for (int64_t b = 0; b < kSamplesPerBlock; ++b) rows[b] = samples + (first + std::min(b, block - 1)) * features;
-    const float* x = samples + first * features;
-    std::fill(lanes.begin(), lanes.end(), 0.0);
-    for (int64_t tile = 0; tile < whole; tile += kFeaturesPerTile) {
-      const int64_t end = std::min(tile + kFeaturesPerTile, whole);
-      for (int64_t c = 0; c < classes; ++c) {
-        const float* w = weights.data() + c * features;
-        double* kept = lanes.data() + c * kSamplesPerBlock * kLanes;
-        Doubles8 acc[kSamplesPerBlock];
-        std::memcpy(acc, kept, sizeof acc);
-        for (int64_t f = tile; f < end; f += kLanes) {
-          Doubles8 wf, xf;
-          load(w + f, wf);
-#pragma GCC unroll 8
-          for (int64_t b = 0; b < kSamplesPerBlock; ++b) {
-            load(rows[b] + f, xf);
-            acc[b] += wf * (xf - 0.5);
-          }
-        }
-        std::memcpy(kept, acc, sizeof acc);
-      }
-    }
-    double best_score[kSamplesPerBlock] = {};
+  // A short block repeats its last sample (those scores are computed and dropped): the loop over the block
+  // has a fixed length, so its accumulators stay in registers.
+  const float* rows[kSamplesPerBlock];
+  for (int64_t b = 0; b < kSamplesPerBlock; ++b) rows[b] = samples + std::min(b, block - 1) * features;
+  // Each score's lanes between tiles, by class and sample (plain doubles: std::allocator does not promise a
+  // vector type's 64-byte alignment; the tile's work is on aligned copies).
+  lanes.assign(static_cast<size_t>(classes * kSamplesPerBlock * kLanes), 0.0);
+  for (int64_t tile = 0; tile < whole; tile += kFeaturesPerTile) {
+    const int64_t end = std::min(tile + kFeaturesPerTile, whole);
     for (int64_t c = 0; c < classes; ++c) {
       const float* w = weights.data() + c * features;
-      for (int64_t b = 0; b < block; ++b) {
-        double score = 0;
-        for (int64_t f = whole; f < features; ++f) score += double{w[f]} * (double{x[b * features + f]} - 0.5);
-        for (int k = 0; k < kLanes; ++k) score += lanes[(c * kSamplesPerBlock + b) * kLanes + k];
-        if (c == 0 || score > best_score[b]) labels[first + b] = c, best_score[b] = score;
+      double* kept = lanes.data() + c * kSamplesPerBlock * kLanes;
+      Doubles8 acc[kSamplesPerBlock];
+      std::memcpy(acc, kept, sizeof acc);
+      for (int64_t f = tile; f < end; f += kLanes) {
+        Doubles8 wf, xf;
+        load(w + f, wf);
+#pragma GCC unroll 8
+        for (int64_t b = 0; b < kSamplesPerBlock; ++b) {
+          load(rows[b] + f, xf);
+          acc[b] += wf * (xf - 0.5);
+        }
       }
+      std::memcpy(kept, acc, sizeof acc);
+    }
+  }
+  double best_score[kSamplesPerBlock] = {};
+  for (int64_t c = 0; c < classes; ++c) {
+    const float* w = weights.data() + c * features;
+    for (int64_t b = 0; b < block; ++b) {
+      double score = 0;
+      for (int64_t f = whole; f < features; ++f) score += double{w[f]} * (double{samples[b * features + f]} - 0.5);
+      for (int k = 0; k < kLanes; ++k) score += lanes[(c * kSamplesPerBlock + b) * kLanes + k];
+      if (c == 0 || score > best_score[b]) labels[b] = c, best_score[b] = score;
     }
   }
 }
@@ -161,11 +157,12 @@ RawDataset make_synthetic(const std::vector<int64_t>& sample_shape, int64_t clas
   std::atomic<int64_t> next{0};
   auto label = [&] {
     std::vector<float> pooled(group > 1 ? static_cast<size_t>(kSamplesPerBlock * label_features) : 0);
+    std::vector<double> lanes;
     for (int64_t n = next.fetch_add(kSamplesPerBlock); n < count; n = next.fetch_add(kSamplesPerBlock)) {
       const int64_t block = std::min(kSamplesPerBlock, count - n);
       const float* samples = x.data() + n * features;
       if (group > 1) samples = average_groups(samples, block, features, group, pooled.data());
-      best_classes(samples, block, weights, classes, label_features, y.data() + n);
+      best_classes(samples, block, weights, classes, label_features, y.data() + n, lanes);
     }
   };
   const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);

@@ -11,6 +11,13 @@
 #include <utility>
 
 namespace onnxtrain {
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 std::vector<int> affinity_cpus() {
   cpu_set_t set;
@@ -63,8 +70,7 @@ std::optional<CpuSample> CpuContention::sample() const {
   const auto seconds = [](const timeval& t) {
     return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
   };
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  return CpuSample{wall, *busy, seconds(usage.ru_utime) + seconds(usage.ru_stime)};
+  return CpuSample{steady_seconds(), *busy, seconds(usage.ru_utime) + seconds(usage.ru_stime)};
 }
 
 std::optional<double> CpuContention::others_busy(double min_interval_s) {
@@ -72,8 +78,7 @@ std::optional<double> CpuContention::others_busy(double min_interval_s) {
     last_ = sample();
     return std::nullopt;
   }
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_->wall_s < min_interval_s) return std::nullopt;
+  if (steady_seconds() - last_->wall_s < min_interval_s) return std::nullopt;
   const std::optional<CpuSample> current = sample();
   if (!current) return std::nullopt;
   const double others = others_busy_between(*last_, *current);
