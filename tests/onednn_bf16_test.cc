@@ -103,6 +103,11 @@ TEST(OnednnBFloat16, ConvMatchesReference) {
             {{2, 16, 7, 7}, {16, 4, 3, 3}},
             {{2, 16, 7, 7}}},
            {"Conv", "", {}, {{3, 1, 28, 28}, {8, 1, 5, 5}}, {{3, 8, 24, 24}}},  // one input channel (first layer)
+           {"Conv",  // a single output pixel: a matrix product (single_pixel_conv.h)
+            "",
+            {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+            {{4, 16, 2, 2}, {32, 16, 3, 3}, {32}},
+            {{4, 32, 1, 1}}},
        })
     expect_matches_reference(c, seed++);
 }
@@ -122,6 +127,12 @@ TEST(OnednnBFloat16, ConvGradMatchesReference) {
             {{2, 16, 5, 5}, {2, 8, 9, 9}, {16, 8, 1, 1}},
             {{2, 8, 9, 9}, {16, 8, 1, 1}}},
            {"ConvGrad", "ai.onnxtrain", {}, {{3, 8, 24, 24}, {3, 1, 28, 28}, {8, 1, 5, 5}}, {{}, {8, 1, 5, 5}}},
+           // A single output pixel: matrix products (single_pixel_conv.h), the bias gradient included.
+           {"ConvGrad",
+            "ai.onnxtrain",
+            pad1,
+            {{4, 32, 1, 1}, {4, 16, 1, 1}, {32, 16, 3, 3}},
+            {{4, 16, 1, 1}, {32, 16, 3, 3}, {32}}},
        })
     expect_matches_reference(c, seed++);
 }

@@ -9,6 +9,7 @@
 // handles (the layout copies and the scratchpad in the running thread's arena, kernels/scratch_arena.h), so
 // one kernel object must not run on two threads at once. float32, and bfloat16 where the CPU has native bfloat16
 // (onednn::native_bf16: accumulation in float32, the result rounded once). Other variants use the reference kernel.
+// A convolution whose output is a single pixel is a matrix product instead (single_pixel_conv.h).
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
+#include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -116,6 +118,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   const reference::WindowGeometry w = reference::read_window_geometry(spec, {x.sizes.begin() + 2, x.sizes.end()},
                                                                       {y.sizes.begin() + 2, y.sizes.end()}, kernel);
   try {
+    if (std::unique_ptr<Kernel> matrix_product = onednn::make_single_pixel_conv(spec, w)) return matrix_product;
     return std::make_unique<OnednnConv>(spec, w);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for

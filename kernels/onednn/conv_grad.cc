@@ -10,7 +10,8 @@
 // it), so no reorder moves the pixels that are not read. A run only sets data handles and executes; the
 // layout copies and the scratchpad are the running thread's arena (kernels/scratch_arena.h), and the data
 // handles are the kernel's own state, so one kernel object must not run on two threads at once. What oneDNN
-// has no implementation for (and empty tensors) runs the reference kernel.
+// has no implementation for (and empty tensors) runs the reference kernel. A convolution whose output is a
+// single pixel runs as matrix products instead (single_pixel_conv.h).
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
+#include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -249,6 +251,7 @@ std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
   const reference::WindowGeometry w = reference::read_window_geometry(spec, {x.sizes.begin() + 2, x.sizes.end()},
                                                                       {dy.sizes.begin() + 2, dy.sizes.end()}, kernel);
   try {
+    if (std::unique_ptr<Kernel> matrix_products = onednn::make_single_pixel_conv_grad(spec, w)) return matrix_products;
     return std::make_unique<OnednnConvGrad>(spec, w);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for

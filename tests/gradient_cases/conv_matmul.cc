@@ -49,6 +49,10 @@ void add_conv_cases(std::vector<GradientCase>& cases) {
                    .op_type = "Conv",
                    .attributes = {{"strides", Ints{2, 3}}},
                    .inputs = {normal({2, 3, 6, 9}), normal({4, 3, 1, 1})}});
+  cases.push_back({.label = "Conv single output pixel (matrix products)",
+                   .op_type = "Conv",
+                   .attributes = {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+                   .inputs = {normal({2, 3, 2, 2}), normal({4, 3, 3, 3}), normal({4})}});
   cases.push_back({.label = "Conv constant weight",
                    .op_type = "Conv",
                    .attributes = {{"pads", Ints{1, 1, 1, 1}}},

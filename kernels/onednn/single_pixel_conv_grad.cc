@@ -1,0 +1,101 @@
+// The single-pixel convolution's ConvGrad (single_pixel_conv.h): with dY as the (N×M) matrix it is,
+//   dXv (N×K) = dY · Wv,   dWv (M×K) = dY^T · Xv,   dB (1×M) = 1 (1×N) · dY,
+// each one oneDNN matmul on plain layouts, then dX and dW written with zeros where no tap reads (no
+// scatter where the taps cover the tensor). dB is a product with a row of ones so that bfloat16 sums
+// in float32 as the other products do.
+#include <cstring>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/single_pixel_conv.h"
+#include "kernels/scratch_arena.h"
+
+namespace onnxtrain::onednn {
+namespace {
+
+class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementation {
+ public:
+  SinglePixelConvGradKernel(const KernelSpec& spec, SinglePixelConv g) : spec_(spec), g_(std::move(g)) {
+    const auto wanted = [&](size_t i) { return i < spec.outputs.size() && spec.outputs[i].present(); };
+    want_dx_ = wanted(0);
+    want_dw_ = wanted(1);
+    want_db_ = wanted(2);
+    const DType dtype = spec.inputs[0].dtype;
+    element_ = dtype_size(dtype);
+    const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
+    if (want_dx_) input_gradient_ = MatrixProduct(matrix_desc(n, m, dtype), matrix_desc(m, k, dtype), matrix_desc(n, k, dtype));
+    if (want_dw_)
+      weight_gradient_ = MatrixProduct(matrix_desc(m, n, dtype, /*transposed=*/true), matrix_desc(n, k, dtype),
+                                       matrix_desc(m, k, dtype));
+    if (want_db_) {
+      bias_gradient_ = MatrixProduct(matrix_desc(1, n, dtype), matrix_desc(n, m, dtype), matrix_desc(1, m, dtype));
+      ones_.resize(static_cast<size_t>(n) * element_);
+      for (int64_t i = 0; i < n; ++i) {
+        if (element_ == 4) {
+          const float one = 1.0f;
+          std::memcpy(&ones_[i * 4], &one, 4);
+        } else {
+          const uint16_t one = 0x3F80;  // bfloat16 1.0
+          std::memcpy(&ones_[i * 2], &one, 2);
+        }
+      }
+    }
+    for (const MatrixProduct* p : {&input_gradient_, &weight_gradient_, &bias_gradient_}) {
+      if (p->implementation().empty()) continue;
+      implementation_ += (implementation_.empty() ? "matmul " : ", ") + p->implementation();
+    }
+  }
+
+  std::string library_implementation() const override { return implementation_; }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    checked(spec_, "run", [&] {
+      ScratchArena::Lease lease;
+      const auto bytes = [&](int64_t rows) { return static_cast<size_t>(rows * g_.depth()) * element_; };
+      const void* dy = inputs[0].data;
+      if (want_dx_) {
+        const void* wv = inputs[2].data;
+        if (!g_.w_whole()) {
+          void* buffer = lease.take(bytes(g_.out_channels));
+          g_.gather_w(inputs[2].data, buffer, element_);
+          wv = buffer;
+        }
+        void* dxv = g_.x_whole() ? outputs[0].data : lease.take(bytes(g_.batch));
+        input_gradient_.run(dy, wv, dxv);
+        if (!g_.x_whole()) g_.scatter_x(dxv, outputs[0].data, element_);
+      }
+      if (want_dw_) {
+        const void* xv = inputs[1].data;
+        if (!g_.x_whole()) {
+          void* buffer = lease.take(bytes(g_.batch));
+          g_.gather_x(inputs[1].data, buffer, element_);
+          xv = buffer;
+        }
+        void* dwv = g_.w_whole() ? outputs[1].data : lease.take(bytes(g_.out_channels));
+        weight_gradient_.run(dy, xv, dwv);
+        if (!g_.w_whole()) g_.scatter_w(dwv, outputs[1].data, element_);
+      }
+      if (want_db_) bias_gradient_.run(ones_.data(), dy, outputs[2].data);
+    });
+  }
+
+ private:
+  KernelSpec spec_;
+  SinglePixelConv g_;
+  size_t element_ = 4;
+  bool want_dx_ = false, want_dw_ = false, want_db_ = false;
+  MatrixProduct input_gradient_, weight_gradient_, bias_gradient_;
+  std::vector<std::byte> ones_;  // N ones of the dtype: the bias gradient's left operand
+  std::string implementation_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_single_pixel_conv_grad(const KernelSpec& spec, const reference::WindowGeometry& window) {
+  // ConvGrad(dY, X, W) -> (dX, dW, dB)
+  std::optional<SinglePixelConv> g =
+      SinglePixelConv::of(spec.inputs[1].sizes, spec.inputs[2].sizes, window, spec.attributes.get_int("group", 1));
+  if (!g) return nullptr;
+  return std::make_unique<SinglePixelConvGradKernel>(spec, std::move(*g));
+}
+
+}  // namespace onnxtrain::onednn

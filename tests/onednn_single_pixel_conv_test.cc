@@ -1,0 +1,133 @@
+// The single-pixel convolution (kernels/onednn/single_pixel_conv.h): Conv and ConvGrad whose output is
+// one pixel run as matrix products over the taps inside the input. Checked against the reference kernels
+// (the oracle) on the shapes that take that path (ResNet's 3x3 over a 1x1 input, a strided 3x3 whose
+// window hangs over two edges, 1x1 kernels, a kernel the size of the input, 1-D and 3-D, dilations), that
+// they did take it, and that a convolution with more than one output pixel or more than one group does not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/onednn/onednn_common.h"
+#include "tests/reference_kernel_call.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace testing_support;
+using Ints = std::vector<int64_t>;
+
+Tensor random_tensor(std::mt19937& rng, const Ints& sizes) {
+  std::uniform_real_distribution<float> real(-1, 1);
+  Tensor t(DType::Float32, sizes);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = real(rng);
+  return t;
+}
+
+struct ConvCase {
+  std::string label;
+  Attributes attributes;
+  Ints x, w, y;
+  bool bias = true;
+};
+
+const std::vector<ConvCase>& single_pixel_cases() {
+  static const std::vector<ConvCase> cases = {
+      {"ResNet layer4: 3x3 pads 1 over 1x1", {{"pads", Ints{1, 1, 1, 1}}}, {4, 24, 1, 1}, {20, 24, 3, 3}, {4, 20, 1, 1}},
+      {"3x3 stride 2 pads 1 over 2x2",
+       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+       {3, 16, 2, 2},
+       {12, 16, 3, 3},
+       {3, 12, 1, 1}},
+      {"1x1 stride 2 over 2x2", {{"strides", Ints{2, 2}}}, {2, 8, 2, 2}, {6, 8, 1, 1}, {2, 6, 1, 1}, false},
+      {"1x1 over 1x1", {}, {5, 7, 1, 1}, {9, 7, 1, 1}, {5, 9, 1, 1}},
+      {"kernel the size of the input", {}, {2, 3, 4, 5}, {7, 3, 4, 5}, {2, 7, 1, 1}},
+      {"asymmetric pads and a dilation",
+       {{"pads", Ints{2, 0, 0, 1}}, {"dilations", Ints{2, 1}}},
+       {2, 5, 3, 2},
+       {4, 5, 3, 3},
+       {2, 4, 1, 1}},
+      {"1-D", {{"pads", Ints{1, 1}}}, {3, 6, 1}, {5, 6, 3}, {3, 5, 1}},
+      {"3-D", {{"pads", Ints{1, 0, 1, 1, 0, 1}}}, {2, 4, 1, 2, 1}, {3, 4, 3, 2, 3}, {2, 3, 1, 1, 1}},
+  };
+  return cases;
+}
+
+// Runs `spec` on the "onednn" and the "reference" entries and compares every output asked for.
+// Returns what the oneDNN kernel reports it ran ("" for the reference loops).
+std::string expect_matches_reference(const KernelSpec& spec, const std::vector<Tensor>& inputs) {
+  const auto entry = [&](const char* implementation) {
+    const KernelEntry* e =
+        KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation);
+    if (!e) throw Error("no " + std::string(implementation) + " kernel for " + spec.op_type);
+    return e;
+  };
+  const std::unique_ptr<Kernel> onednn = entry("onednn")->prepare(spec);
+  const auto* reports = dynamic_cast<const onednn::ReportsImplementation*>(onednn.get());
+  const std::vector<Tensor> got = run_prepared(*onednn, inputs, spec.outputs);
+  const std::vector<Tensor> want = run_prepared(*entry("reference")->prepare(spec), inputs, spec.outputs);
+  for (size_t o = 0; o < got.size(); ++o) {
+    if (!spec.outputs[o].present()) continue;
+    int failures = 0;
+    for (int64_t i = 0; i < got[o].numel() && failures < 5; ++i) {
+      const float g = got[o].data<float>()[i], w = want[o].data<float>()[i];
+      if (std::abs(g - w) > 1e-5f + 1e-4f * std::abs(w)) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": onednn " << g << ", reference " << w;
+        ++failures;
+      }
+    }
+  }
+  return reports ? reports->library_implementation() : "";
+}
+
+TEST(SinglePixelConv, ConvMatchesReferenceAsAMatrixProduct) {
+  std::mt19937 rng(31);
+  for (const ConvCase& c : single_pixel_cases()) {
+    SCOPED_TRACE(c.label);
+    std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w)};
+    if (c.bias) inputs.push_back(random_tensor(rng, {c.w[0]}));
+    KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+    spec.inputs = input_descs(inputs);
+    spec.outputs = {{DType::Float32, c.y}};
+    EXPECT_EQ(expect_matches_reference(spec, inputs).rfind("matmul ", 0), 0u) << "not run as a matrix product";
+  }
+}
+
+TEST(SinglePixelConv, ConvGradMatchesReferenceForEveryOutputSubset) {
+  std::mt19937 rng(32);
+  // (dX, dW, dB) asked for: all, the weight gradients of a first layer, and dX alone.
+  const std::vector<std::array<bool, 3>> subsets = {{true, true, true}, {false, true, true}, {true, false, false}};
+  for (const ConvCase& c : single_pixel_cases()) {
+    for (const auto& wanted : subsets) {
+      SCOPED_TRACE(c.label + " outputs " + std::to_string(wanted[0]) + std::to_string(wanted[1]) +
+                   std::to_string(wanted[2]));
+      const std::vector<Tensor> inputs{random_tensor(rng, c.y), random_tensor(rng, c.x), random_tensor(rng, c.w)};
+      KernelSpec spec{
+          .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+      spec.inputs = input_descs(inputs);
+      const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
+      for (int o = 0; o < 3; ++o) spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+      EXPECT_EQ(expect_matches_reference(spec, inputs).rfind("matmul ", 0), 0u) << "not run as matrix products";
+    }
+  }
+}
+
+TEST(SinglePixelConv, MoreThanOnePixelOrGroupKeepsTheDirectConvolution) {
+  std::mt19937 rng(33);
+  const std::vector<ConvCase> cases = {
+      {"2x2 output", {{"pads", Ints{1, 1, 1, 1}}}, {2, 8, 2, 2}, {8, 8, 3, 3}, {2, 8, 2, 2}},
+      {"two groups", {{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{2}}}, {2, 8, 1, 1}, {6, 4, 3, 3}, {2, 6, 1, 1}},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w), random_tensor(rng, {c.w[0]})};
+    KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+    spec.inputs = input_descs(inputs);
+    spec.outputs = {{DType::Float32, c.y}};
+    const std::string implementation = expect_matches_reference(spec, inputs);
+    EXPECT_EQ(implementation.find("matmul"), std::string::npos) << implementation;
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
