@@ -1,8 +1,8 @@
 // The "cpu" loss and normalisation kernels against the reference kernels, float32: SoftmaxCrossEntropyLoss
 // and its Grad on classifier (64,10), language-model (1024,1000) rows and (N,C,D) scores both ways round,
 // NegativeLogLikelihoodLoss(Grad), InstanceNormalization(Grad) on ResNet (32,16,32,32) maps and transformer
-// (64,16,128) activations, ConvTranspose (oneDNN deconvolution) on DCGAN-like layers. Counters: GB/s
-// (bytes the op must read and write) or GFLOP/s (ConvTranspose), and for the cpu kernels
+// (64,16,128) activations, MaxPool(Grad) on ResNet's stem pool, ConvTranspose (oneDNN deconvolution) on DCGAN-like
+// layers. Counters: GB/s (bytes the op must read and write) or GFLOP/s (ConvTranspose), and for the cpu kernels
 // speedup_vs_reference (reference time / cpu time, the reference timed over a few calls beforehand), all
 // on wall-clock time (the cpu kernels run on several threads).
 // Threads: OMP_NUM_THREADS (the reference kernels use one).
@@ -165,6 +165,20 @@ void register_all() {
                     {x, c, c}};
         },
         12.0 * numel);
+  }
+  // ResNet's stem pool (3x3, stride 2, pads 1) at 32x32 and at 224x224 inputs: GB/s of X and Y (and dY, dX).
+  for (const Ints& x : {Ints{32, 64, 16, 16}, Ints{16, 64, 112, 112}}) {
+    const Ints y{x[0], x[1], (x[2] - 1) / 2 + 1, (x[3] - 1) / 2 + 1};
+    const double bytes = 4.0 * static_cast<double>(x[0] * x[1]) * static_cast<double>(x[2] * x[3] + y[2] * y[3]);
+    const Attributes pool{{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}};
+    add(
+        "MaxPool/" + shape_name(x), [=] { return Op{"", "MaxPool", 17, pool, {random_tensor(x)}, {y}}; }, bytes);
+    add(
+        "MaxPoolGrad/" + shape_name(x),
+        [=] {
+          return Op{kTrainingDomain, "MaxPoolGrad", 17, pool, {random_tensor(y), random_tensor(x)}, {x}};
+        },
+        2 * bytes);
   }
   struct Deconv {
     std::string name;

@@ -485,6 +485,9 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
       {"2x2/2 on odd sizes", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
       {"2x2/2 ceil_mode past the edge", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},
       {"resnet stem 3x3/2 pad 1", {2, 4, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      // Output rows longer than one vectorised chunk of 16 windows, and a chunk cut short.
+      {"resnet stem, wide rows", {2, 3, 6, 75}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {"3x3/1, wide rows", {1, 2, 5, 40}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
       {"ceil_mode, uneven pads", {2, 3, 7, 6}, {3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},
       {"dilated", {1, 2, 10, 9}, {2, 3}, {1, 2}, {1, 0, 1, 2}, {2, 2}},
       {"1-D", {2, 3, 13}, {3}, {2}, {1, 1}, {1}},

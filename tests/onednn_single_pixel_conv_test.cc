@@ -33,7 +33,11 @@ struct ConvCase {
 
 const std::vector<ConvCase>& single_pixel_cases() {
   static const std::vector<ConvCase> cases = {
-      {"ResNet layer4: 3x3 pads 1 over 1x1", {{"pads", Ints{1, 1, 1, 1}}}, {4, 24, 1, 1}, {20, 24, 3, 3}, {4, 20, 1, 1}},
+      {"ResNet layer4: 3x3 pads 1 over 1x1",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {4, 24, 1, 1},
+       {20, 24, 3, 3},
+       {4, 20, 1, 1}},
       {"3x3 stride 2 pads 1 over 2x2",
        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
        {3, 16, 2, 2},
@@ -106,7 +110,8 @@ TEST(SinglePixelConv, ConvGradMatchesReferenceForEveryOutputSubset) {
           .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
       spec.inputs = input_descs(inputs);
       const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
-      for (int o = 0; o < 3; ++o) spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+      for (int o = 0; o < 3; ++o)
+        spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
       EXPECT_EQ(expect_matches_reference(spec, inputs).rfind("matmul ", 0), 0u) << "not run as matrix products";
     }
   }

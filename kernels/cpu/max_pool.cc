@@ -1,6 +1,7 @@
 // MaxPool, float32, 1 to 3 spatial axes: each output the first maximal element of its window (-inf for a
 // window wholly in the padding), as kernels/reference/pooling.cc; the (n, c) planes split over the
 // threads. The Indices output, other dtypes and more axes go to the reference kernel.
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/cpu_common.h"
@@ -29,6 +30,67 @@ ONNXTRAIN_CPU_CLONES void max_pool_2x2(const float* x, int64_t width, int64_t ou
     }
   }
 }
+
+// One pass over the window's taps for `span` starts, as a loop the compiler vectorises.
+ONNXTRAIN_CPU_INLINE void running_argmax_loop(const float* x, const int64_t* rows, int64_t row_count, int32_t first,
+                                              int32_t span, int64_t kernel_width, int64_t dilation, float* best_value,
+                                              int32_t* best) {
+  const auto start = static_cast<int32_t>(rows[0] + first);
+#pragma omp simd
+  for (int32_t i = 0; i < span; ++i) {
+    best[i] = start + i;
+    best_value[i] = x[start + i];
+  }
+  for (int64_t r = 0; r < row_count; ++r)
+    for (int64_t kw = r == 0 ? 1 : 0; kw < kernel_width; ++kw) {
+      const auto base = static_cast<int32_t>(rows[r] + first + kw * dilation);
+      const float* xs = x + base;
+#pragma omp simd
+      for (int32_t i = 0; i < span; ++i) {
+        const float v = xs[i];
+        const bool take = v > best_value[i];
+        best_value[i] = take ? v : best_value[i];
+        best[i] = take ? base + i : best[i];
+      }
+    }
+}
+
+}  // namespace
+
+// Declared in max_pool_window.h: strict `>` keeps the first maximal element (NaN first included), as the
+// scalar search does. Blocks of 16 starts whose loads stay inside the plane keep their running maximum
+// and position in registers across the taps (GCC vector types: one AVX-512 register, two AVX2 ones); the
+// loop above stores them to memory after every tap, and its masked stores stall the next tap's loads
+// (3x slower on ResNet's stem pool at 32x32).
+ONNXTRAIN_CPU_CLONES void cpu::running_argmax(const float* x, const int64_t* rows, int64_t row_count, int32_t first,
+                                              int32_t span, int64_t readable, int64_t kernel_width, int64_t dilation,
+                                              float* best_value, int32_t* best) {
+  using Floats = float __attribute__((vector_size(64)));
+  using Ints = int32_t __attribute__((vector_size(64)));
+  const Ints lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  int32_t i0 = 0;
+  for (; i0 < span && i0 + 16 <= readable; i0 += 16) {
+    const auto start = static_cast<int32_t>(rows[0] + first + i0);
+    Floats best_values;
+    std::memcpy(&best_values, x + start, sizeof best_values);
+    Ints positions = start + lane;
+    for (int64_t r = 0; r < row_count; ++r)
+      for (int64_t kw = r == 0 ? 1 : 0; kw < kernel_width; ++kw) {
+        const auto base = static_cast<int32_t>(rows[r] + first + kw * dilation + i0);
+        Floats v;
+        std::memcpy(&v, x + base, sizeof v);
+        const Ints take = v > best_values;
+        best_values = take ? v : best_values;
+        positions = take ? base + lane : positions;
+      }
+    std::memcpy(best_value + i0, &best_values, sizeof best_values);
+    std::memcpy(best + i0, &positions, sizeof positions);
+  }
+  if (i0 < span)
+    running_argmax_loop(x, rows, row_count, first + i0, span - i0, kernel_width, dilation, best_value + i0, best + i0);
+}
+
+namespace {
 
 class MaxPoolKernel final : public Kernel {
  public:

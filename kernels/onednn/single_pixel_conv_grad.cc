@@ -22,7 +22,8 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
     const DType dtype = spec.inputs[0].dtype;
     element_ = dtype_size(dtype);
     const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
-    if (want_dx_) input_gradient_ = MatrixProduct(matrix_desc(n, m, dtype), matrix_desc(m, k, dtype), matrix_desc(n, k, dtype));
+    if (want_dx_)
+      input_gradient_ = MatrixProduct(matrix_desc(n, m, dtype), matrix_desc(m, k, dtype), matrix_desc(n, k, dtype));
     if (want_dw_)
       weight_gradient_ = MatrixProduct(matrix_desc(m, n, dtype, /*transposed=*/true), matrix_desc(n, k, dtype),
                                        matrix_desc(m, k, dtype));
