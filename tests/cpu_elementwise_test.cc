@@ -168,7 +168,7 @@ TEST_P(CpuElementwise, RegistryPicksCpu) {
                          "Max",         "Min",        "Sum",         "Mean",    "PRelu",
                          "Equal",       "Less",       "LessOrEqual", "Greater", "GreaterOrEqual",
                          "Neg",         "Reciprocal", "Log",         "Erf",     "Selu",
-                         "HardSigmoid", "Dropout"}) {
+                         "HardSigmoid", "Dropout",    "Clip"}) {
     const KernelEntry* e = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32);
     ASSERT_NE(e, nullptr) << op;
     EXPECT_EQ(e->implementation, "cpu") << op;
@@ -320,6 +320,24 @@ TEST_P(CpuElementwise, Unary) {
                 .attributes = {{"alpha", 0.3}, {"beta", 0.4}},
                 .inputs = {random_float({1001}, -5, 5)},
                 .outputs = {{DType::Float32, {1001}}}});
+}
+
+// Clip: bounds as attributes (opset 6) and as runtime inputs (opset 13: both, min only, max only, none,
+// min above max), over values with NaN and infinities.
+TEST_P(CpuElementwise, Clip) {
+  Tensor x = random_float({1001}, -8, 8);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 6.0f, 0.0f};
+  for (int64_t i = 0; i < 1001; i += 97) reinterpret_cast<float*>(x.raw())[i] = specials[(i / 97) % 5];
+  const TensorDesc out{DType::Float32, {1001}};
+  expect_agree({.op = "Clip", .opset = 6, .attributes = {{"min", 0.0}, {"max", 6.0}}, .inputs = {x}, .outputs = {out}});
+  expect_agree({.op = "Clip", .opset = 6, .attributes = {{"max", -1.5}}, .inputs = {x}, .outputs = {out}});
+  for (const auto& [lo, hi] : std::vector<std::pair<Tensor, Tensor>>{{scalar_float(0), scalar_float(6)},
+                                                                     {scalar_float(-2.5f), Tensor()},
+                                                                     {Tensor(), scalar_float(1)},
+                                                                     {Tensor(), Tensor()},
+                                                                     {scalar_float(3), scalar_float(-3)}}) {
+    expect_agree({.op = "Clip", .opset = 13, .inputs = {x, lo, hi}, .outputs = {out}});
+  }
 }
 
 // Dropout draws the reference kernel's masks bit for bit, run after run; a run's mask depends on its

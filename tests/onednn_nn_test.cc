@@ -2,8 +2,9 @@
 // kernels: seeded random shapes and attribute variants, float32, |onednn - reference| <= atol + rtol·|ref|
 // with rtol 1e-4 and atol 1e-5; eltwise with rtol 1e-5 and atol 1e-6 (oneDNN's vectorised exp, tanh and
 // erf are approximations: Gelu's and Softplus's tails miss 1e-5 relative, never 1e-6 absolute).
-// MaxPool is not oneDNN's (kernels/cpu/max_pool.cc, tested in cpu_losses_norm_test).
-// Configurations that fall back to the reference kernel (Clip from opset 11, even LRN
+// MaxPool and Clip are not oneDNN's (kernels/cpu/max_pool.cc, tested in cpu_losses_norm_test;
+// kernels/cpu/elementwise_unary.cc, in cpu_elementwise_test).
+// Configurations that fall back to the reference kernel (even LRN
 // sizes, broadcast LayerNorm scale, ...) run through the same comparison.
 #include <gtest/gtest.h>
 
@@ -93,16 +94,9 @@ Ints random_sizes(std::mt19937& rng, size_t rank, int64_t lo, int64_t hi) {
 
 TEST(OnednnNn, DefaultFindPrefersOnednnForFloat32) {
   EXPECT_EQ(KernelRegistry::builtin().find("", "MaxPool", DeviceKind::Cpu, DType::Float32)->implementation, "cpu");
-  for (const char* op : {"AveragePool",   "GlobalAveragePool",
-                         "GlobalMaxPool", "BatchNormalization",
-                         "Relu",          "LeakyRelu",
-                         "Elu",           "Sigmoid",
-                         "Tanh",          "Sqrt",
-                         "Exp",           "Abs",
-                         "Gelu",          "HardSwish",
-                         "Softplus",      "Clip",
-                         "Softmax",       "LogSoftmax",
-                         "LRN",           "LayerNormalization"}) {
+  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "Relu", "LeakyRelu",
+                         "Elu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Abs", "Gelu", "HardSwish", "Softplus", "Softmax",
+                         "LogSoftmax", "LRN", "LayerNormalization"}) {
     const KernelEntry* entry = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32);
     ASSERT_NE(entry, nullptr) << op;
     EXPECT_EQ(entry->implementation, "onednn") << op;
@@ -136,14 +130,6 @@ TEST(OnednnNn, EltwiseMatchesReference) {
       expect_agree(c, "trial " + std::to_string(trial), Path::Primitive, 1e-5, 1e-6);
     }
   }
-  const Ints sizes{3, 17};
-  expect_agree({"Clip", 6, {{"min", -0.5}, {"max", 1.25}}, {random_tensor(rng, sizes)}, {f32(sizes)}}, "attributes");
-  expect_agree({"Clip", 6, {}, {random_tensor(rng, sizes)}, {f32(sizes)}}, "no bounds");
-  Tensor lo(DType::Float32, {}), hi(DType::Float32, {});
-  lo.data<float>()[0] = -1;
-  hi.data<float>()[0] = 0.5f;
-  expect_agree({"Clip", 13, {}, {random_tensor(rng, sizes), lo, hi}, {f32(sizes)}}, "inputs (fallback)",
-               Path::Fallback);
 }
 
 // ONNX's pooled size, PyTorch's ceil_mode rule included (a last window must start inside input or left pad).

@@ -1,8 +1,9 @@
 // The single-pixel convolution (kernels/onednn/single_pixel_conv.h): Conv and ConvGrad whose output is
-// one pixel run as matrix products over the taps inside the input. Checked against the reference kernels
-// (the oracle) on the shapes that take that path (ResNet's 3x3 over a 1x1 input, a strided 3x3 whose
-// window hangs over two edges, 1x1 kernels, a kernel the size of the input, 1-D and 3-D, dilations), that
-// they did take it, and that a convolution with more than one output pixel or more than one group does not.
+// one pixel run as matrix products over the taps inside the input (per-channel loops when depthwise).
+// Checked against the reference kernels (the oracle) on the shapes that take that path (ResNet's 3x3
+// over a 1x1 input, a strided 3x3 whose window hangs over two edges, 1x1 kernels, a kernel the size of
+// the input, 1-D and 3-D, dilations, MobileNet's depthwise layers), that they did take it, and that a
+// convolution with more than one output pixel or with groups that are not depthwise does not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,12 +54,30 @@ const std::vector<ConvCase>& single_pixel_cases() {
        {2, 4, 1, 1}},
       {"1-D", {{"pads", Ints{1, 1}}}, {3, 6, 1}, {5, 6, 3}, {3, 5, 1}},
       {"3-D", {{"pads", Ints{1, 0, 1, 1, 0, 1}}}, {2, 4, 1, 2, 1}, {3, 4, 3, 2, 3}, {2, 3, 1, 1, 1}},
+      // Depthwise (group = C = M): per-channel loops, not matrix products.
+      {"depthwise 3x3 pads 1 over 1x1",
+       {{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{24}}},
+       {4, 24, 1, 1},
+       {24, 1, 3, 3},
+       {4, 24, 1, 1}},
+      {"depthwise 3x3 stride 2 pads 1 over 2x2",
+       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{16}}},
+       {3, 16, 2, 2},
+       {16, 1, 3, 3},
+       {3, 16, 1, 1}},
   };
   return cases;
 }
 
+// Whether the kernel that ran is the single-pixel one: matrix products, or a depthwise case's loops.
+bool single_pixel_path(const ConvCase& c, const std::string& implementation) {
+  const bool depthwise = c.attributes.count("group") > 0;
+  return implementation.rfind(depthwise ? "depthwise loops" : "matmul ", 0) == 0;
+}
+
 // Runs `spec` on the "onednn" and the "reference" entries and compares every output asked for.
 // Returns what the oneDNN kernel reports it ran ("" for the reference loops).
+
 std::string expect_matches_reference(const KernelSpec& spec, const std::vector<Tensor>& inputs) {
   const auto entry = [&](const char* implementation) {
     const KernelEntry* e =
@@ -93,7 +112,8 @@ TEST(SinglePixelConv, ConvMatchesReferenceAsAMatrixProduct) {
     KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
     spec.inputs = input_descs(inputs);
     spec.outputs = {{DType::Float32, c.y}};
-    EXPECT_EQ(expect_matches_reference(spec, inputs).rfind("matmul ", 0), 0u) << "not run as a matrix product";
+    const std::string implementation = expect_matches_reference(spec, inputs);
+    EXPECT_TRUE(single_pixel_path(c, implementation)) << implementation;
   }
 }
 
@@ -112,7 +132,8 @@ TEST(SinglePixelConv, ConvGradMatchesReferenceForEveryOutputSubset) {
       const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
       for (int o = 0; o < 3; ++o)
         spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
-      EXPECT_EQ(expect_matches_reference(spec, inputs).rfind("matmul ", 0), 0u) << "not run as matrix products";
+      const std::string implementation = expect_matches_reference(spec, inputs);
+      EXPECT_TRUE(single_pixel_path(c, implementation)) << implementation;
     }
   }
 }

@@ -1,10 +1,10 @@
 // oneDNN eltwise (eltwise_forward, float32) over the flattened tensor: Relu, LeakyRelu, Elu, Sigmoid
-// (logistic), Tanh, Sqrt, Exp, Abs, Gelu (erf and tanh), HardSwish, Softplus (soft_relu) and Clip
-// with min/max attributes (before opset 11; clip_v2). oneDNN's vectorised exp/tanh/erf are
-// approximations, not bit for bit: Gelu's tails are off by ~1e-7 absolute. Log is not here: 2.6's
-// eltwise_log is off by ~1.5e-6 absolute near 1 (log(1) = -1e-6), outside the ONNX node tests' atol.
-// Falls back to the reference kernel (same device) for: Clip from opset 11 (min/max are runtime inputs),
-// empty tensors and anything oneDNN refuses. oneDNN 2.6 has no hardsigmoid, so HardSigmoid is not here.
+// (logistic), Tanh, Sqrt, Exp, Abs, Gelu (erf and tanh), HardSwish and Softplus (soft_relu). Clip is the
+// "cpu" kernel's (kernels/cpu/elementwise_unary.cc: its bounds are runtime inputs). oneDNN's vectorised exp/tanh/erf
+// are approximations, not bit for bit: Gelu's tails are off by ~1e-7 absolute. Log is not here: 2.6's eltwise_log is
+// off by ~1.5e-6 absolute near 1 (log(1) = -1e-6), outside the ONNX node tests' atol. Falls back to the reference
+// kernel (same device) for: empty tensors and anything oneDNN refuses. oneDNN 2.6 has no hardsigmoid, so HardSigmoid is
+// not here.
 #include <cmath>
 #include <limits>
 
@@ -63,14 +63,6 @@ EltwiseParams gelu(const KernelSpec& s) {
   return {s.attributes.get_string("approximate", "none") == "tanh" ? A::eltwise_gelu_tanh : A::eltwise_gelu_erf};
 }
 
-std::unique_ptr<Kernel> make_clip(const KernelSpec& spec) {
-  std::unique_ptr<Kernel> fallback = reference_kernel(spec);
-  if (spec.opset >= 11) return fallback;
-  const float inf = std::numeric_limits<float>::infinity();
-  const EltwiseParams p{A::eltwise_clip_v2, attr(spec, "min", -inf), attr(spec, "max", inf)};
-  return make_eltwise_kernel(spec, p, std::move(fallback));
-}
-
 }  // namespace
 
 void register_onednn_eltwise_kernels(KernelRegistry& registry) {
@@ -85,7 +77,6 @@ void register_onednn_eltwise_kernels(KernelRegistry& registry) {
   registry.add(onednn_entry("Gelu", &make_eltwise<gelu>));
   registry.add(onednn_entry("HardSwish", &make_eltwise<hard_swish>));
   registry.add(onednn_entry("Softplus", &make_eltwise<softplus>));
-  registry.add(onednn_entry("Clip", &make_clip));
 }
 
 }  // namespace onnxtrain

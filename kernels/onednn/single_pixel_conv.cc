@@ -60,10 +60,13 @@ bool SinglePixelConv::x_whole() const {
 
 std::optional<SinglePixelConv> SinglePixelConv::of(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                                                    const reference::WindowGeometry& window, int64_t group) {
-  if (group != 1 || x.size() < 3 || w.size() != x.size()) return std::nullopt;
+  if (x.size() < 3 || w.size() != x.size()) return std::nullopt;
+  const bool depthwise = group > 1 && group == x[1] && w[0] == group && w[1] == 1;
+  if (group != 1 && !depthwise) return std::nullopt;
   for (int64_t out : window.output)
     if (out != 1) return std::nullopt;
   SinglePixelConv g;
+  g.depthwise = depthwise;
   g.batch = x[0];
   g.in_channels = x[1];
   g.out_channels = w[0];
@@ -190,12 +193,49 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
   MatrixProduct product_;
 };
 
+// The depthwise case: Y[n][c] = B[c] + sum over taps of W[c][tap]·X[n][c][tap], the (n, c) rows split over
+// the threads.
+class DepthwiseSinglePixelConvKernel final : public Kernel, public ReportsImplementation {
+ public:
+  DepthwiseSinglePixelConvKernel(const KernelSpec& spec, SinglePixelConv g) : g_(std::move(g)) {
+    has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
+  }
+
+  std::string library_implementation() const override { return "depthwise loops (no oneDNN primitive)"; }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    const float* x = inputs[0].as<const float>();
+    const float* w = inputs[1].as<const float>();
+    const float* b = has_bias_ ? inputs[2].as<const float>() : nullptr;
+    float* y = outputs[0].as<float>();
+    const int64_t channels = g_.in_channels, taps = g_.taps();
+    cpu::parallel_for(g_.batch * channels, 1024 / (taps + 1) + 1, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t c = row % channels;
+        const float* xr = x + row * g_.in_plane;
+        const float* wr = w + c * g_.kernel_plane;
+        float sum = b ? b[c] : 0.0f;
+        for (int64_t t = 0; t < taps; ++t) sum += wr[g_.w_offsets[t]] * xr[g_.x_offsets[t]];
+        y[row] = sum;
+      }
+    });
+  }
+
+ private:
+  SinglePixelConv g_;
+  bool has_bias_ = false;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_single_pixel_conv(const KernelSpec& spec, const reference::WindowGeometry& window) {
   std::optional<SinglePixelConv> g =
       SinglePixelConv::of(spec.inputs[0].sizes, spec.inputs[1].sizes, window, spec.attributes.get_int("group", 1));
   if (!g) return nullptr;
+  if (g->depthwise) {
+    if (spec.inputs[0].dtype != DType::Float32) return nullptr;
+    return std::make_unique<DepthwiseSinglePixelConvKernel>(spec, std::move(*g));
+  }
   return std::make_unique<SinglePixelConvKernel>(spec, std::move(*g));
 }
 

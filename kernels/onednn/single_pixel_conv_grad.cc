@@ -3,8 +3,10 @@
 // each one oneDNN matmul on plain layouts, then dX and dW written with zeros where no tap reads (no
 // scatter where the taps cover the tensor). dB is a product with a row of ones so that bfloat16 sums
 // in float32 as the other products do.
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/scratch_arena.h"
@@ -89,6 +91,60 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
   std::string implementation_;
 };
 
+// The depthwise case, per channel c over the batch: dX[n][c][tap] = dY[n][c]·W[c][tap] (zero at the
+// positions no tap reads), dW[c][tap] = sum over n of dY[n][c]·X[n][c][tap] (zero at the taps in the
+// padding), dB[c] = sum over n of dY[n][c]; the channels split over the threads.
+class DepthwiseSinglePixelConvGradKernel final : public Kernel, public ReportsImplementation {
+ public:
+  DepthwiseSinglePixelConvGradKernel(const KernelSpec& spec, SinglePixelConv g) : g_(std::move(g)) {
+    for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
+  }
+
+  std::string library_implementation() const override { return "depthwise loops (no oneDNN primitive)"; }
+
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    const float* dy = inputs[0].as<const float>();
+    const float* x = inputs[1].as<const float>();
+    const float* w = inputs[2].as<const float>();
+    float* dx = wanted_[0] ? outputs[0].as<float>() : nullptr;
+    float* dw = wanted_[1] ? outputs[1].as<float>() : nullptr;
+    float* db = wanted_[2] ? outputs[2].as<float>() : nullptr;
+    const int64_t batch = g_.batch, channels = g_.in_channels, taps = g_.taps();
+    const int64_t in_plane = g_.in_plane, kernel_plane = g_.kernel_plane;
+    cpu::parallel_for(channels, 4096 / (batch * (taps + 1)) + 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const float* wc = w + c * kernel_plane;
+        if (dw) {
+          float* dwc = dw + c * kernel_plane;
+          std::fill(dwc, dwc + kernel_plane, 0.0f);
+          for (int64_t t = 0; t < taps; ++t) {
+            float sum = 0;
+            for (int64_t n = 0; n < batch; ++n)
+              sum += dy[n * channels + c] * x[(n * channels + c) * in_plane + g_.x_offsets[t]];
+            dwc[g_.w_offsets[t]] = sum;
+          }
+        }
+        if (db) {
+          float sum = 0;
+          for (int64_t n = 0; n < batch; ++n) sum += dy[n * channels + c];
+          db[c] = sum;
+        }
+        if (dx) {
+          for (int64_t n = 0; n < batch; ++n) {
+            float* dxr = dx + (n * channels + c) * in_plane;
+            std::fill(dxr, dxr + in_plane, 0.0f);
+            for (int64_t t = 0; t < taps; ++t) dxr[g_.x_offsets[t]] = dy[n * channels + c] * wc[g_.w_offsets[t]];
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  SinglePixelConv g_;
+  bool wanted_[3] = {false, false, false};
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_single_pixel_conv_grad(const KernelSpec& spec, const reference::WindowGeometry& window) {
@@ -96,6 +152,10 @@ std::unique_ptr<Kernel> make_single_pixel_conv_grad(const KernelSpec& spec, cons
   std::optional<SinglePixelConv> g =
       SinglePixelConv::of(spec.inputs[1].sizes, spec.inputs[2].sizes, window, spec.attributes.get_int("group", 1));
   if (!g) return nullptr;
+  if (g->depthwise) {
+    if (spec.inputs[0].dtype != DType::Float32) return nullptr;
+    return std::make_unique<DepthwiseSinglePixelConvGradKernel>(spec, std::move(*g));
+  }
   return std::make_unique<SinglePixelConvGradKernel>(spec, std::move(*g));
 }
 

@@ -53,6 +53,10 @@ void add_conv_cases(std::vector<GradientCase>& cases) {
                    .op_type = "Conv",
                    .attributes = {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
                    .inputs = {normal({2, 3, 2, 2}), normal({4, 3, 3, 3}), normal({4})}});
+  cases.push_back({.label = "Conv depthwise single output pixel",
+                   .op_type = "Conv",
+                   .attributes = {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}},
+                   .inputs = {normal({2, 3, 1, 1}), normal({3, 1, 3, 3}), normal({3})}});
   cases.push_back({.label = "Conv constant weight",
                    .op_type = "Conv",
                    .attributes = {{"pads", Ints{1, 1, 1, 1}}},
