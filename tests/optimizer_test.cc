@@ -6,13 +6,16 @@
 #include "executor/optimizer.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "executor/optim/threaded_update.h"
 #include "frontend/npy.h"
 #include "frontend/tensor_file.h"
 
@@ -316,6 +319,39 @@ TEST(OptimizerState, SaveAndLoadContinuesBitForBit) {
     EXPECT_EQ(a, a2);
     EXPECT_EQ(b, b2);
   }
+}
+
+// A parameter above kThreadedUpdateElements is updated by the OpenMP team (executor/optim/
+// threaded_update.h): every element's update is its own, so one thread and two give the same bits.
+TEST(OptimizerThreads, UpdatesAreBitForBitAtAnyThreadCount) {
+  const int threads_before = omp_get_max_threads();
+  for (OptimizerConfig config : {OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9},
+                                 OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9, .nesterov = true},
+                                 OptimizerConfig{.kind = OptimizerKind::adamw, .weight_decay = 0.1, .amsgrad = true},
+                                 OptimizerConfig{.kind = OptimizerKind::adagrad, .initial_accumulator_value = 0.1}}) {
+    SCOPED_TRACE(optimizer_kind_name(config.kind));
+    const auto train = [&](int threads) {
+      omp_set_num_threads(threads);
+      const size_t large = 3 * optim::kThreadedUpdateElements + 7, small = 1000;
+      std::vector<float> a(large), b(small);
+      for (size_t i = 0; i < large; ++i) a[i] = std::cos(0.01f * static_cast<float>(i));
+      for (size_t i = 0; i < small; ++i) b[i] = std::sin(0.03f * static_cast<float>(i));
+      Optimizer optimizer(config, LrSchedule{.base_lr = 0.05});
+      for (int t = 0; t < 3; ++t) {
+        std::vector<float> ga(large), gb(small);
+        for (size_t i = 0; i < large; ++i) ga[i] = std::sin(0.7f * t + 0.001f * static_cast<float>(i));
+        for (size_t i = 0; i < small; ++i) gb[i] = std::cos(0.3f * t + 0.01f * static_cast<float>(i));
+        optimizer.step({{"a", a, ga}, {"b", b, gb}});
+      }
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    const std::vector<float> one = train(1), two = train(2);
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+    EXPECT_NE(one[5], std::cos(0.05f)) << "the parameters were not updated";
+  }
+  omp_set_num_threads(threads_before);
 }
 
 TEST(OptimizerState, RefusesForeignOrMismatchedState) {

@@ -3,6 +3,7 @@
 //   sum = sum + g·g (sum starts at initial_accumulator_value);  w = w + (−clr)·g / (√sum + eps)
 // The per-element math is kernels/optimizer_math.h's, chosen by adagrad_rule (shared with the device
 // optimizer, executor/device_optimizer.h, whose CUDA kernels run the same functor).
+#include "executor/optim/threaded_update.h"
 #include "executor/optimizer.h"
 #include "kernels/optimizer_math.h"
 
@@ -18,7 +19,7 @@ void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<cons
   const float* __restrict gp = g.data();
   float* __restrict sum = state_tensor(s, "sum", n, initial_state_value(c, "sum")).data();
   const optimizer_math::AdagradUpdate f = std::get<optimizer_math::AdagradUpdate>(adagrad_rule(c, s.step, lr));
-#pragma omp simd
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
   for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], sum[i]);
   ++s.step;
 }

@@ -8,6 +8,7 @@
 // with the device optimizer, executor/device_optimizer.h, whose CUDA kernels run the same functor).
 #include <cmath>
 
+#include "executor/optim/threaded_update.h"
 #include "executor/optimizer.h"
 #include "kernels/optimizer_math.h"
 
@@ -18,7 +19,7 @@ namespace {
 template <bool kAmsgrad>
 void adam_loop(const optimizer_math::AdamUpdate& f, size_t n, float* __restrict w, const float* __restrict g,
                float* __restrict m, float* __restrict h, float* __restrict hmax) {
-#pragma omp simd
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
   for (size_t i = 0; i < n; ++i) {
     if constexpr (kAmsgrad)
       f(w[i], g[i], m[i], h[i], hmax[i]);

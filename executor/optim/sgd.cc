@@ -5,6 +5,7 @@
 // executor/device_optimizer.h, whose CUDA kernels run the same functors).
 #include <algorithm>
 
+#include "executor/optim/threaded_update.h"
 #include "executor/optimizer.h"
 #include "kernels/optimizer_math.h"
 
@@ -23,7 +24,7 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   const UpdateRule rule = sgd_rule(c, s.step, lr);
   if (c.momentum == 0) {
     const optimizer_math::SgdUpdate f = std::get<optimizer_math::SgdUpdate>(rule);
-#pragma omp simd
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i]);
     ++s.step;
     return;
@@ -31,11 +32,11 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   float* __restrict buf = state_tensor(s, "momentum_buffer", n, initial_state_value(c, "momentum_buffer")).data();
   if (c.nesterov) {
     const optimizer_math::SgdNesterovUpdate f = std::get<optimizer_math::SgdNesterovUpdate>(rule);
-#pragma omp simd
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
   } else {
     const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
-#pragma omp simd
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
   }
   ++s.step;
