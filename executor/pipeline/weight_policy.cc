@@ -48,14 +48,28 @@ std::vector<float> WeightPolicy::master(size_t parameter) const {
   return out;
 }
 
+WeightArray WeightPolicy::array_for_copy(size_t n) const {
+  for (size_t i = spare_.size(); i-- > 0;) {
+    if (spare_[i].size != n) continue;
+    WeightArray a = std::move(spare_[i]);
+    spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+    return a;
+  }
+  return memory_.make(n);
+}
+
+void WeightPolicy::release(WeightArray&& array) {
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(array));
+}
+
 WeightArray WeightPolicy::copy_of(const WeightArray& source) const {
-  WeightArray a = memory_.make(source.size);
+  WeightArray a = array_for_copy(source.size);
   memory_.copy(a.data(), source.data(), source.size);
   return a;
 }
 
 WeightArray WeightPolicy::copy_of_working() const {
-  WeightArray copy = memory_.make(master_.size);
+  WeightArray copy = array_for_copy(master_.size);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& p = parameters_[i];
     memory_.copy(copy.data() + offsets_[i], memory_.working(p.name, p.working), sizes_[i]);
@@ -122,7 +136,10 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
     case WeightHandling::stash: {
       if (vertical_sync_) {
         // Later forwards ask for versions >= this one (stage 0's versions only grow): older ones go.
-        while (!history_.empty() && history_.front().first < pass.sync_version) history_.pop_front();
+        while (!history_.empty() && history_.front().first < pass.sync_version) {
+          release(std::move(history_.front().second));
+          history_.pop_front();
+        }
         read = pass.sync_version;
       }
       const int64_t s = predict_stashed_ ? std::max<int64_t>(pass.s, 0) : 0;
@@ -176,7 +193,10 @@ int64_t WeightPolicy::before_backward(const Pass& pass) {
     const int64_t holds = id.second == 0 ? read : -1;
     if (working_version_ != holds || holds < 0) write_working(stash.weights);
     working_version_ = holds;
-    if (--stash.readers == 0) stashes_.erase(id);
+    if (--stash.readers == 0) {
+      release(std::move(stash.weights));
+      stashes_.erase(id);
+    }
     stash_of_.erase(it);
   } else if (weights_ == WeightHandling::predict && pass.s != 0) {
     read = version() + pass.s;
