@@ -287,6 +287,12 @@ void InferenceSession::release(Tensor& tensor, ValueId id) {
   tensor = Tensor();
 }
 
+void InferenceSession::recycle(Tensor&& tensor) {
+  if (device_.kind == DeviceKind::Cpu && !tensor.empty() && tensor.numel() > 0 && tensor.sole_owner())
+    free_buffers_[{tensor.dtype(), tensor.numel()}].push_back(std::move(tensor));
+  tensor = Tensor();
+}
+
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs) {
   return run(inputs, {});
 }

@@ -34,6 +34,8 @@ class Tensor {
   int64_t numel() const;
   std::size_t nbytes() const { return nbytes_; }
   bool empty() const { return !bytes_; }
+  // No other tensor shares the buffer: its holder may hand it on for reuse (InferenceSession::recycle).
+  bool sole_owner() const { return bytes_.use_count() == 1; }
 
   std::byte* raw() { return bytes_.get(); }
   const std::byte* raw() const { return bytes_.get(); }

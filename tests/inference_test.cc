@@ -111,6 +111,28 @@ TEST(InferenceSession, NewBatchSizeRepreparesAndAgrees) {
   expect_close(row, expected_row, 1e-4, 1e-5);
 }
 
+// A recycled output's buffer holds the next run's output; one whose buffer a copy still shares is never
+// handed out again (the copy keeps its values).
+TEST(InferenceSession, RecycledOutputsServeTheNextRunButSharedOnesAreKept) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  const Tensor x = read_npy(kModels + "expected/fashion_batch3_input.npy");
+  InferenceSession session(model.graph);
+  Tensor first = session.run({{"input", x}}).at("logits");
+  const Tensor expected = first.clone();
+  const std::byte* buffer = first.raw();
+  session.recycle(std::move(first));
+  Tensor second = session.run({{"input", x}}).at("logits");
+  EXPECT_EQ(second.raw(), buffer) << "the recycled buffer was not reused";
+  expect_close(second, expected, 0, 0);
+
+  const Tensor copy = second;  // shares the buffer
+  session.recycle(std::move(second));
+  Tensor third = session.run({{"input", x}}).at("logits");
+  EXPECT_NE(third.raw(), copy.raw()) << "a buffer still in use was handed out again";
+  expect_close(copy, expected, 0, 0);
+  expect_close(third, expected, 0, 0);
+}
+
 TEST(InferenceSession, ValidatesInputs) {
   ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
   InferenceSession session(model.graph);

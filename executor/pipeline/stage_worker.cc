@@ -31,6 +31,14 @@ std::vector<const float*> floats_of(const std::vector<StageValue>& values) {
   return out;
 }
 
+// Host values the stage is done with go back to the session whose outputs they were, for its next run
+// (InferenceSession::recycle); device values and shared buffers are only dropped.
+template <typename Values, typename HostOf>
+void recycle_into(InferenceSession& session, Values& values, HostOf host_of) {
+  for (auto& v : values) session.recycle(std::move(host_of(v).host));
+  values.clear();
+}
+
 }  // namespace
 
 BatchFeed::Batch BatchFeed::get(int64_t mini_batch) {
@@ -359,7 +367,7 @@ void StageWorker::backward(int64_t micro) {
   }
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
-  mb.kept.clear();
+  recycle_into(*forward_session_, mb.kept, [](auto& entry) -> StageValue& { return entry.second; });
   mb.received.clear();
   mb.outgoing.clear();
   for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
@@ -384,6 +392,8 @@ void StageWorker::backward(int64_t micro) {
         weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
     }
     weights_->accumulate(floats_of(grads), weight);
+    out.clear();
+    recycle_into(*backward_session_, grads, [](StageValue& g) -> StageValue& { return g; });
   } else {
     last_gradients_ = std::move(grads);  // kept alive until the OptimizerStep that follows
     last_mini_ = mini;
@@ -460,7 +470,7 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
         round_.feed->release(mini);
       } else {
         weights_->step(config_.replica_group ? reduce_over_replicas() : floats_of(last_gradients_));
-        last_gradients_.clear();
+        recycle_into(*backward_session_, last_gradients_, [](StageValue& g) -> StageValue& { return g; });
       }
       return true;
   }
