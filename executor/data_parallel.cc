@@ -172,6 +172,7 @@ void DataParallelTrainer::build_replicas(const Graph& forward) {
     }
   } else {
     comms_ = make_local_group(r, options_.timeout);
+    gradient_sum_ = std::make_unique<ReplicaGradientSum>(r);
     replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
   }
   if (options_.trainer.device.kind == DeviceKind::Cuda) {
@@ -277,23 +278,23 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
     std::map<std::string, Tensor> grads = replica.forward_backward(x, y, &loss);
     loss = static_cast<float>(loss * weight);
     if (!options_.world) {
-      // Replica threads of one process: every gradient is weighed, then all are all-reduced in place as
-      // one collective, tensor by tensor in name order (the same on every replica). The sums are
-      // element-wise in replica order, as with one flat buffer, bit for bit, without the two copies of
-      // every gradient a flat buffer costs (ResNet-18, 45 MB of gradients on a 2-core machine: 16-34 ms to
-      // flatten and 14-33 ms to copy back per replica and step, against 15 ms for the all-reduce itself),
-      // and with one hand-over between the replica threads per step instead of one per gradient.
+      // Replica threads of one process: every replica publishes its gradients, then sums its share of
+      // every tensor's elements over all replicas into all their copies (ReplicaGradientSum: the
+      // all-reduce of weighed gradients, bit for bit, in parallel), between two barriers. No flat buffer:
+      // its two copies of every gradient cost more than the sum (ResNet-18, 45 MB of gradients on a 2-core
+      // machine: 16-34 ms to flatten and 14-33 ms to copy back per replica and step).
       std::vector<std::span<float>> tensors;
       int64_t bytes = 0;
       for (auto& [name, g] : grads) {
-        std::span<float> values = g.data<float>();
-        for (float& v : values) v = static_cast<float>(v * weight);
-        tensors.push_back(values);
+        tensors.push_back(g.data<float>());
         bytes += static_cast<int64_t>(g.nbytes());
         reduced[name] = g;
       }
       waited_from = std::chrono::steady_clock::now();
-      comm.all_reduce_sum_each(tensors, what);
+      gradient_sum_->publish(local, std::move(tensors), weight);
+      comm.barrier(what + " (gradients ready)");
+      gradient_sum_->sum_share(local);
+      comm.barrier(what + " (sums ready)");
       if (local == 0) timing_.allreduce_bytes_per_step = bytes;
     } else {
       // Across processes: one flat buffer per replica, one all-reduce per step, summed in rank order, with

@@ -45,6 +45,7 @@
 
 #include "executor/comm/comm.h"
 #include "executor/comm/nccl_comm.h"
+#include "executor/replica_gradient_sum.h"
 #include "executor/trainer.h"
 #include "executor/worker_threads.h"
 
@@ -132,6 +133,7 @@ class DataParallelTrainer {
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::unique_ptr<ReplicaGradientSum> gradient_sum_;     // replica threads of one process, without buckets
   std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
   std::unique_ptr<WorkerThreads> replica_threads_;       // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;

@@ -6,3 +6,4 @@ onnxtrain_add_test(parameter_server_test SOURCES parameter_server_test.cc LIBS o
 onnxtrain_add_test(replicated_cli_test SOURCES replicated_cli_test.cc LIBS onnxtrain_frontend LABELS unit)
 target_compile_definitions(replicated_cli_test PRIVATE ONNXTRAIN_BINARY="$<TARGET_FILE:onnxtrain>")
 add_dependencies(replicated_cli_test onnxtrain)
+onnxtrain_add_test(replica_gradient_sum_test SOURCES replica_gradient_sum_test.cc LIBS onnxtrain_executor LABELS "unit;threads")
