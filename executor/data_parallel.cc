@@ -203,9 +203,10 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Dat
   replicas_[local]->set_first_row(begin);  // the slice's Dropout masks are the whole batch's
   if (!nccl_.empty()) return device_replica_step(local, x.slice_rows(begin, end), slice_rows(y, begin, end), weight);
   float loss = 0;
-  const std::map<std::string, Tensor> reduced =
+  std::map<std::string, Tensor> reduced =
       reduce_gradients(local, comm, x.slice_rows(begin, end), slice_rows(y, begin, end), weight, loss);
   replicas_[local]->apply_gradients(reduced);
+  replicas_[local]->recycle(reduced);
   return loss;
 }
 

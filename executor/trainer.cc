@@ -394,7 +394,14 @@ float Trainer::train_step(const DataInputs& x, const Tensor& y) {
   if (options_.clip_grad_norm > 0) clip_gradient_norm(params, options_.clip_grad_norm, clipped);
   optimizer_.step(params);
   update_running_stats(out, x.rows());
-  return out.at(loss_.loss).data<float>()[0];
+  const float loss = out.at(loss_.loss).data<float>()[0];
+  recycle(out);
+  return loss;
+}
+
+void Trainer::recycle(std::map<std::string, Tensor>& values) {
+  for (auto& [name, t] : values) session_->recycle(std::move(t));
+  values.clear();
 }
 
 std::map<std::string, Tensor> Trainer::gradients_of(const std::map<std::string, Tensor>& out, float* loss) const {
