@@ -61,7 +61,9 @@ class StagePricer {
       case WeightHandling::predict:
         return 2 + (options_.prediction_metrics ? 2 * (n - k - 1) : 0);
       case WeightHandling::stash: {
-        if (!traits().accumulates) return 2 + static_cast<int>(in_flight);
+        // pipedream copies a version only when an update comes while a pass still reads it
+        // (WeightPolicy's lazy stash): the newest of the N−k mini-batches in flight reads the master.
+        if (!traits().accumulates) return 1 + static_cast<int>(in_flight);
         const int64_t m = options_.micro_batches;
         return 2 + static_cast<int>(std::min<int64_t>(in_flight, (in_flight + m - 1) / m + 1));
       }

@@ -36,7 +36,8 @@
 // every copy the executor's WeightPolicy keeps: the master W and the working copy the stage's graphs read
 // (2 copies), plus, from the strategy's row of the table (executor/pipeline/schedule.h: its weight
 // handling, flush, fill-drain and accumulation),
-//   versions_k / in_flight_k:  pipedream 2 + N−k / N−k   (a stash per mini-batch in flight, 1F1B)
+//   versions_k / in_flight_k:  pipedream 1 + N−k / N−k   (a stash per mini-batch in flight but the newest,
+//                                        which reads W until an update: the last stage copies nothing)
 //                              naive     2     / N−k     (1F1B without stashing)
 //                              spectrain 2 + 2(N−k−1) / N−k (with prediction_metrics: the report's host
 //                                        copies of Ŵ and W per prediction waiting for its target)

@@ -304,7 +304,8 @@ TEST(Planner, StagePricingFollowsTheFormulas) {
     // scoring copies; a flush's gradient sum.
     int versions = stages == 1 ? 1 : 2;
     int64_t in_flight = stages - k;
-    if (stages > 1 && o.schedule == PipelineStrategy::pipedream) versions += stages - k;
+    // pipedream: a stash per mini-batch in flight but the newest (the lazy stash reads W until an update).
+    if (stages > 1 && o.schedule == PipelineStrategy::pipedream) versions += stages - k - 1;
     if (stages > 1 && o.schedule == PipelineStrategy::spectrain && o.prediction_metrics)
       versions += 2 * (stages - k - 1);
     if (stages > 1 && o.schedule == PipelineStrategy::two_bw) {  // the distinct versions of N−k micro-batches
@@ -419,9 +420,10 @@ TEST(Planner, ScheduleStashDepth) {
   for (int k = 0; k < 4; ++k) {
     const auto at = [k](const Plan& p) { return p.stages[static_cast<size_t>(k)]; };
     const StagePlan& d = at(dream);
-    EXPECT_EQ(d.weight_versions, 2 + 4 - k);  // master, working copy, a stash per mini-batch in flight
+    // master, working copy, a stash per mini-batch in flight but the newest (it reads W until an update)
+    EXPECT_EQ(d.weight_versions, 1 + 4 - k);
     EXPECT_EQ(d.memory.weights, 2000);
-    EXPECT_EQ(d.memory.stashed_weights, 2000 * (1 + 4 - k));
+    EXPECT_EQ(d.memory.stashed_weights, 2000 * (4 - k));
     EXPECT_EQ(d.memory.optimizer_state, 4000);
     EXPECT_EQ(d.memory.activations, 1000 * (4 - k));
     EXPECT_EQ(at(naive).memory.stashed_weights, 2000);  // the working copy

@@ -16,6 +16,7 @@ WeightPolicy::WeightPolicy(PipelineStrategy strategy, bool vertical_sync, std::v
       parameters_(std::move(parameters)),
       optimizer_(std::move(optimizer)),
       memory_(std::move(memory)) {
+  lazy_stash_ = strategy == PipelineStrategy::pipedream && !vertical_sync_;
   size_t total = 0;
   for (const Parameter& p : parameters_) {
     if (p.working.dtype() != DType::Float32) {
@@ -158,7 +159,13 @@ int64_t WeightPolicy::before_forward(const Pass& pass) {
         const WeightArray& w = version_weights(read);
         if (working_version_ != read) write_working(w);
         working_version_ = read;
-        if (stash.readers == 0) stash.weights = copy_of(w);
+        if (stash.readers == 0) {
+          if (lazy_stash_ && read == version()) {
+            stash.on_master = true;
+          } else {
+            stash.weights = copy_of(w);
+          }
+        }
       }
       ++stash.readers;
       stash_of_[pass.stash_key] = id;
@@ -191,10 +198,15 @@ int64_t WeightPolicy::before_backward(const Pass& pass) {
     Stash& stash = stashes_.at(id);
     // The stash is W at that version, or Ŵ(s) from it.
     const int64_t holds = id.second == 0 ? read : -1;
-    if (working_version_ != holds || holds < 0) write_working(stash.weights);
+    if (stash.on_master) {
+      ONNXTRAIN_CHECK(read == version(), "pipedream: a stash kept on the master outlived its version");
+      if (working_version_ != holds) write_working(master_);
+    } else if (working_version_ != holds || holds < 0) {
+      write_working(stash.weights);
+    }
     working_version_ = holds;
     if (--stash.readers == 0) {
-      release(std::move(stash.weights));
+      if (!stash.on_master) release(std::move(stash.weights));
       stashes_.erase(id);
     }
     stash_of_.erase(it);
@@ -210,8 +222,18 @@ int64_t WeightPolicy::before_backward(const Pass& pass) {
   return read;
 }
 
+void WeightPolicy::materialize_stashes() {
+  for (auto& [id, stash] : stashes_) {
+    if (!stash.on_master) continue;
+    stash.weights = copy_of(master_);
+    stash.on_master = false;
+  }
+  note_stash();
+}
+
 void WeightPolicy::step_with(std::span<const float* const> gradients) {
   ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
+  materialize_stashes();  // the stashes still reading the master keep the version it is leaving
   std::vector<DeviceParamSlot> slots;
   slots.reserve(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -305,6 +327,7 @@ void WeightPolicy::sync_working() {
 void WeightPolicy::restore(const std::map<std::string, Tensor>& values,
                            const std::map<std::string, Tensor>& optimizer_state,
                            const std::map<std::string, Tensor>& predictor_state) {
+  materialize_stashes();
   std::map<std::string, Tensor> mine;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const std::string& name = parameters_[i].name;
