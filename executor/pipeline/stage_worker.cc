@@ -31,11 +31,10 @@ std::vector<const float*> floats_of(const std::vector<StageValue>& values) {
   return out;
 }
 
-// Host values the stage is done with go back to the session whose outputs they were, for its next run
-// (InferenceSession::recycle); device values and shared buffers are only dropped.
-template <typename Values, typename HostOf>
-void recycle_into(InferenceSession& session, Values& values, HostOf host_of) {
-  for (auto& v : values) session.recycle(std::move(host_of(v).host));
+// Values the stage is done with go back to the session whose outputs they were, for its next run
+// (InferenceSession::recycle: device values, whose host side is empty, and shared buffers are dropped).
+void recycle_into(InferenceSession& session, std::vector<StageValue>& values) {
+  for (StageValue& v : values) session.recycle(std::move(v.host));
   values.clear();
 }
 
@@ -367,7 +366,8 @@ void StageWorker::backward(int64_t micro) {
   }
   DeviceOutputs device_out;
   std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
-  recycle_into(*forward_session_, mb.kept, [](auto& entry) -> StageValue& { return entry.second; });
+  for (auto& [name, kept] : mb.kept) forward_session_->recycle(std::move(kept.host));
+  mb.kept.clear();
   mb.received.clear();
   mb.outgoing.clear();
   for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
@@ -393,7 +393,7 @@ void StageWorker::backward(int64_t micro) {
     }
     weights_->accumulate(floats_of(grads), weight);
     out.clear();
-    recycle_into(*backward_session_, grads, [](StageValue& g) -> StageValue& { return g; });
+    recycle_into(*backward_session_, grads);
   } else {
     last_gradients_ = std::move(grads);  // kept alive until the OptimizerStep that follows
     last_mini_ = mini;
@@ -470,7 +470,7 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
         round_.feed->release(mini);
       } else {
         weights_->step(config_.replica_group ? reduce_over_replicas() : floats_of(last_gradients_));
-        recycle_into(*backward_session_, last_gradients_, [](StageValue& g) -> StageValue& { return g; });
+        recycle_into(*backward_session_, last_gradients_);
       }
       return true;
   }

@@ -20,17 +20,24 @@ namespace {
 using namespace cpu;
 using namespace cpu::elementwise;
 
+// y = fn(x) per element of input 0 into output 0, split over the threads.
+template <typename Fn>
+void map_elements(std::span<const TensorView> inputs, std::span<const TensorView> outputs, int64_t grain, Fn fn) {
+  const float* x = inputs[0].as<const float>();
+  float* y = outputs[0].as<float>();
+  parallel_for(outputs[0].numel(), grain, [&](int64_t begin, int64_t end) {
+    const Fn local = fn;  // a copy per thread: stores to y cannot alias its parameters
+    binary_segment(x + begin, true, x + begin, true, y + begin, end - begin,
+                   [local](float v, float) { return local(v); });
+  });
+}
+
 template <typename Fn>
 class UnaryKernel final : public Kernel {
  public:
   UnaryKernel(Fn fn, int64_t grain) : fn_(fn), grain_(grain) {}
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    const float* x = inputs[0].as<const float>();
-    float* y = outputs[0].as<float>();
-    parallel_for(outputs[0].numel(), grain_, [&](int64_t begin, int64_t end) {
-      const Fn fn = fn_;  // a local copy: stores to y cannot alias its parameters
-      binary_segment(x + begin, true, x + begin, true, y + begin, end - begin, [fn](float v, float) { return fn(v); });
-    });
+    map_elements(inputs, outputs, grain_, fn_);
   }
 
  private:
@@ -114,42 +121,31 @@ std::unique_ptr<Kernel> make_hard_sigmoid(const KernelSpec& spec) {
       kCheapGrain);
 }
 
-// Clip: min and max from the attributes before opset 11, from the optional scalar inputs 1 and 2 after
-// (read at every run; absent is unbounded). NaN stays NaN (elementwise::Clip, the reference's functor).
-class ClipKernel final : public Kernel {
+// Clip from opset 11: min and max from the optional scalar inputs 1 and 2, read at every run (absent is
+// unbounded). NaN stays NaN (elementwise::Clip, the reference's functor).
+class ClipWithBoundInputsKernel final : public Kernel {
  public:
-  ClipKernel(float lo, float hi, bool bounds_as_inputs) : lo_(lo), hi_(hi), bounds_as_inputs_(bounds_as_inputs) {}
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
-    float lo = lo_, hi = hi_;
-    if (bounds_as_inputs_) {
-      if (inputs.size() > 1 && inputs[1].present()) lo = inputs[1].as<const float>()[0];
-      if (inputs.size() > 2 && inputs[2].present()) hi = inputs[2].as<const float>()[0];
-    }
-    const float* x = inputs[0].as<const float>();
-    float* y = outputs[0].as<float>();
-    const ::onnxtrain::elementwise::Clip<float> clip{lo, hi};
-    parallel_for(outputs[0].numel(), kCheapGrain, [&](int64_t begin, int64_t end) {
-      binary_segment(x + begin, true, x + begin, true, y + begin, end - begin,
-                     [clip](float v, float) { return clip(v); });
-    });
+    float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+    if (inputs.size() > 1 && inputs[1].present()) lo = inputs[1].as<const float>()[0];
+    if (inputs.size() > 2 && inputs[2].present()) hi = inputs[2].as<const float>()[0];
+    map_elements(inputs, outputs, kCheapGrain, ::onnxtrain::elementwise::Clip<float>{lo, hi});
   }
-
- private:
-  float lo_, hi_;
-  bool bounds_as_inputs_;
 };
 
+// Clip: before opset 11 min and max are attributes, fixed with the kernel.
 std::unique_ptr<Kernel> make_clip(const KernelSpec& spec) {
-  std::unique_ptr<Kernel> fallback = elementwise_reference_kernel(spec);  // validates the bounds' shapes
-  if (spec.inputs[0].dtype != DType::Float32) return fallback;
+  if (spec.opset >= 11) {
+    std::unique_ptr<Kernel> fallback = elementwise_reference_kernel(spec);  // validates the bounds' shapes
+    if (spec.inputs[0].dtype != DType::Float32) return fallback;
+    return std::make_unique<ClipWithBoundInputsKernel>();
+  }
   const float lowest = std::numeric_limits<float>::lowest(), highest = std::numeric_limits<float>::max();
-  const bool bounds_as_inputs = spec.opset >= 11;
-  if (bounds_as_inputs) return std::make_unique<ClipKernel>(lowest, highest, true);
   const auto bound = [&](const char* name, float unbounded) {
     const double v = spec.attributes.get_float(name, unbounded);
     return static_cast<float>(std::clamp<double>(v, lowest, highest));
   };
-  return std::make_unique<ClipKernel>(bound("min", lowest), bound("max", highest), false);
+  return unary(spec, ::onnxtrain::elementwise::Clip<float>{bound("min", lowest), bound("max", highest)}, kCheapGrain);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 // kernel (same device) for: empty tensors and anything oneDNN refuses. oneDNN 2.6 has no hardsigmoid, so HardSigmoid is
 // not here.
 #include <cmath>
-#include <limits>
 
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/primitive_kernel.h"

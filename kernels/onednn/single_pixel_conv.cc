@@ -93,15 +93,29 @@ std::optional<SinglePixelConv> SinglePixelConv::of(const std::vector<int64_t>& x
   return g;
 }
 
-void SinglePixelConv::gather_x(const void* x, void* xv, size_t element) const {
+std::optional<SinglePixelConv> SinglePixelConv::for_spec(const KernelSpec& spec, size_t x_input,
+                                                         const reference::WindowGeometry& window) {
+  std::optional<SinglePixelConv> g =
+      of(spec.inputs[x_input].sizes, spec.inputs[x_input + 1].sizes, window, spec.attributes.get_int("group", 1));
+  if (g && g->depthwise && spec.inputs[x_input].dtype != DType::Float32) return std::nullopt;
+  return g;
+}
+
+const void* SinglePixelConv::x_matrix(const void* x, ScratchArena::Lease& lease, size_t element) const {
+  if (x_whole()) return x;
+  void* xv = lease.take(static_cast<size_t>(batch * depth()) * element);
   by_element(element, [&]<typename T>(T) {
     gather(static_cast<const T*>(x), static_cast<T*>(xv), batch * in_channels, in_plane, x_offsets);
   });
+  return xv;
 }
-void SinglePixelConv::gather_w(const void* w, void* wv, size_t element) const {
+const void* SinglePixelConv::w_matrix(const void* w, ScratchArena::Lease& lease, size_t element) const {
+  if (w_whole()) return w;
+  void* wv = lease.take(static_cast<size_t>(out_channels * depth()) * element);
   by_element(element, [&]<typename T>(T) {
     gather(static_cast<const T*>(w), static_cast<T*>(wv), out_channels * in_channels, kernel_plane, w_offsets);
   });
+  return wv;
 }
 void SinglePixelConv::scatter_x(const void* dxv, void* dx, size_t element) const {
   by_element(element, [&]<typename T>(T) {
@@ -169,19 +183,8 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     checked(spec_, "run", [&] {
       ScratchArena::Lease lease;
-      const void* xv = inputs[0].data;
-      const void* wv = inputs[1].data;
-      if (!g_.x_whole()) {
-        void* buffer = lease.take(static_cast<size_t>(g_.batch * g_.depth()) * element_);
-        g_.gather_x(inputs[0].data, buffer, element_);
-        xv = buffer;
-      }
-      if (!g_.w_whole()) {
-        void* buffer = lease.take(static_cast<size_t>(g_.out_channels * g_.depth()) * element_);
-        g_.gather_w(inputs[1].data, buffer, element_);
-        wv = buffer;
-      }
-      product_.run(xv, wv, outputs[0].data, has_bias_ ? inputs[2].data : nullptr);
+      product_.run(g_.x_matrix(inputs[0].data, lease, element_), g_.w_matrix(inputs[1].data, lease, element_),
+                   outputs[0].data, has_bias_ ? inputs[2].data : nullptr);
     });
   }
 
@@ -229,13 +232,9 @@ class DepthwiseSinglePixelConvKernel final : public Kernel, public ReportsImplem
 }  // namespace
 
 std::unique_ptr<Kernel> make_single_pixel_conv(const KernelSpec& spec, const reference::WindowGeometry& window) {
-  std::optional<SinglePixelConv> g =
-      SinglePixelConv::of(spec.inputs[0].sizes, spec.inputs[1].sizes, window, spec.attributes.get_int("group", 1));
+  std::optional<SinglePixelConv> g = SinglePixelConv::for_spec(spec, 0, window);
   if (!g) return nullptr;
-  if (g->depthwise) {
-    if (spec.inputs[0].dtype != DType::Float32) return nullptr;
-    return std::make_unique<DepthwiseSinglePixelConvKernel>(spec, std::move(*g));
-  }
+  if (g->depthwise) return std::make_unique<DepthwiseSinglePixelConvKernel>(spec, std::move(*g));
   return std::make_unique<SinglePixelConvKernel>(spec, std::move(*g));
 }
 

@@ -22,6 +22,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/window.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
 
@@ -47,10 +48,15 @@ struct SinglePixelConv {
   // case: one group or depthwise, every output spatial size 1, at least one tap inside the input.
   static std::optional<SinglePixelConv> of(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                                            const reference::WindowGeometry& window, int64_t group);
+  // The same for a kernel spec whose X is input `x_input` and W the next (Conv: 0, ConvGrad: 1), with
+  // its group attribute; nullopt also for a depthwise one that is not float32.
+  static std::optional<SinglePixelConv> for_spec(const KernelSpec& spec, size_t x_input,
+                                                 const reference::WindowGeometry& window);
 
-  // Xv (N×K) from X, Wv (M×K) from W; `element` is the dtype's size (4 or 2 bytes).
-  void gather_x(const void* x, void* xv, size_t element) const;
-  void gather_w(const void* w, void* wv, size_t element) const;
+  // Xv (N×K) of X and Wv (M×K) of W: the tensor itself when it is the matrix (x_whole, w_whole), else its
+  // taps gathered into memory of `lease`; `element` is the dtype's size (4 or 2 bytes).
+  const void* x_matrix(const void* x, ScratchArena::Lease& lease, size_t element) const;
+  const void* w_matrix(const void* w, ScratchArena::Lease& lease, size_t element) const;
   // dX from dXv and dW from dWv, zero at the positions no tap reads.
   void scatter_x(const void* dxv, void* dx, size_t element) const;
   void scatter_w(const void* dwv, void* dw, size_t element) const;

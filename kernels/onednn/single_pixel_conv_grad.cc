@@ -56,25 +56,13 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
       const auto bytes = [&](int64_t rows) { return static_cast<size_t>(rows * g_.depth()) * element_; };
       const void* dy = inputs[0].data;
       if (want_dx_) {
-        const void* wv = inputs[2].data;
-        if (!g_.w_whole()) {
-          void* buffer = lease.take(bytes(g_.out_channels));
-          g_.gather_w(inputs[2].data, buffer, element_);
-          wv = buffer;
-        }
         void* dxv = g_.x_whole() ? outputs[0].data : lease.take(bytes(g_.batch));
-        input_gradient_.run(dy, wv, dxv);
+        input_gradient_.run(dy, g_.w_matrix(inputs[2].data, lease, element_), dxv);
         if (!g_.x_whole()) g_.scatter_x(dxv, outputs[0].data, element_);
       }
       if (want_dw_) {
-        const void* xv = inputs[1].data;
-        if (!g_.x_whole()) {
-          void* buffer = lease.take(bytes(g_.batch));
-          g_.gather_x(inputs[1].data, buffer, element_);
-          xv = buffer;
-        }
         void* dwv = g_.w_whole() ? outputs[1].data : lease.take(bytes(g_.out_channels));
-        weight_gradient_.run(dy, xv, dwv);
+        weight_gradient_.run(dy, g_.x_matrix(inputs[1].data, lease, element_), dwv);
         if (!g_.w_whole()) g_.scatter_w(dwv, outputs[1].data, element_);
       }
       if (want_db_) bias_gradient_.run(ones_.data(), dy, outputs[2].data);
@@ -149,13 +137,9 @@ class DepthwiseSinglePixelConvGradKernel final : public Kernel, public ReportsIm
 
 std::unique_ptr<Kernel> make_single_pixel_conv_grad(const KernelSpec& spec, const reference::WindowGeometry& window) {
   // ConvGrad(dY, X, W) -> (dX, dW, dB)
-  std::optional<SinglePixelConv> g =
-      SinglePixelConv::of(spec.inputs[1].sizes, spec.inputs[2].sizes, window, spec.attributes.get_int("group", 1));
+  std::optional<SinglePixelConv> g = SinglePixelConv::for_spec(spec, 1, window);
   if (!g) return nullptr;
-  if (g->depthwise) {
-    if (spec.inputs[0].dtype != DType::Float32) return nullptr;
-    return std::make_unique<DepthwiseSinglePixelConvGradKernel>(spec, std::move(*g));
-  }
+  if (g->depthwise) return std::make_unique<DepthwiseSinglePixelConvGradKernel>(spec, std::move(*g));
   return std::make_unique<SinglePixelConvGradKernel>(spec, std::move(*g));
 }
 
