@@ -26,10 +26,24 @@ void make_constant(Graph& graph, ValueId id, Tensor data) {
   graph.initializers.push_back(id);
 }
 
+// Folding declines an output larger than this: the node then stays and runs at training time like any
+// other node. A hostile Range or ConstantOfShape (2^40 elements) would otherwise allocate at import.
+constexpr int64_t kMaxFoldedBytes = int64_t{64} << 20;
+
+bool too_big_to_fold(const Value& output) {
+  if (!output.shape.is_static()) return false;  // inference found no size: the evaluator's own checks apply
+  std::optional<int64_t> count = output.shape.numel();
+  int64_t bytes = 0;
+  return !count || __builtin_mul_overflow(*count, static_cast<int64_t>(dtype_size(output.dtype)), &bytes) ||
+         bytes > kMaxFoldedBytes;
+}
+
 // Evaluates the node with the schema's constant evaluator; false when it cannot be folded.
 bool fold_with_evaluator(Graph& graph, NodeId id, const OpSchema& schema) {
   const Node& node = graph.node(id);
   if (!schema.fold) return false;
+  for (ValueId out : node.outputs)
+    if (out.valid() && too_big_to_fold(graph.value(out))) return false;
   auto type_only = [&](size_t i) {
     return std::find(schema.type_only_inputs.begin(), schema.type_only_inputs.end(), i) !=
            schema.type_only_inputs.end();

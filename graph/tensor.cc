@@ -1,13 +1,39 @@
 #include "graph/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
 namespace onnxtrain {
 
+namespace {
+
+// The byte size of a tensor of `sizes`; an Error naming the shape when it does not fit in memory's
+// address range (a hostile model's Range or ConstantOfShape), instead of a wrapped count.
+size_t checked_byte_count(DType dtype, const std::vector<int64_t>& sizes) {
+  int64_t count = 1;
+  bool overflow = false;
+  for (int64_t s : sizes) {
+    ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
+    overflow = overflow || __builtin_mul_overflow(count, s, &count);
+  }
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;  // empty, however large the rest
+  uint64_t bytes = 0;
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 39;  // 512 GiB: under ASan's 1 TiB, beyond a tensor of any model
+  if (overflow || __builtin_mul_overflow(static_cast<uint64_t>(count), dtype_size(dtype), &bytes) ||
+      bytes > kMaxBytes) {
+    std::string shape;
+    for (int64_t s : sizes) shape += (shape.empty() ? "" : ",") + std::to_string(s);
+    throw Error("a tensor of shape [" + shape + "] (" + std::string(dtype_name(dtype)) +
+                ") needs more than 512 GiB of memory");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+}  // namespace
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
-  for (int64_t s : sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
-  nbytes_ = static_cast<size_t>(numel()) * dtype_size(dtype);
+  nbytes_ = checked_byte_count(dtype_, sizes_);
   bytes_ = std::shared_ptr<std::byte>(new std::byte[nbytes_](), std::default_delete<std::byte[]>());  // zeroed
 }
 
@@ -16,8 +42,7 @@ Tensor Tensor::wrap(DType dtype, std::vector<int64_t> sizes, std::shared_ptr<std
   Tensor t;
   t.dtype_ = dtype;
   t.sizes_ = std::move(sizes);
-  for (int64_t s : t.sizes_) ONNXTRAIN_CHECK(s >= 0, "negative tensor size");
-  t.nbytes_ = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  t.nbytes_ = checked_byte_count(dtype, t.sizes_);
   t.bytes_ = std::move(storage);
   return t;
 }

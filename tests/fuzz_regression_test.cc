@@ -252,3 +252,26 @@ TEST_F(FuzzRegression, OnnxDataPropagationCrashIsAnError) {
       std::string::npos)
       << message;
 }
+
+// Constant-input Range and ConstantOfShape nodes whose outputs need terabytes (the first found by
+// fuzz_model_bytes: a Range of 0x7a800000088 bytes folded at import, an ASan abort): made by
+// tests/data/fuzz_sources/make_huge_constant_models.py. Folding declines them, so the model imports with
+// the node kept, and any allocation of that size is an Error naming the shape, not a wrapped count.
+TEST_F(FuzzRegression, HugeConstantOutputsAreNotFoldedAtImport) {
+  for (const char* file : {"huge_range_int64_2e40.onnx", "huge_range_int64_full_span.onnx",
+                           "huge_range_float_1e30.onnx", "huge_constant_of_shape_2e20_squared.onnx"}) {
+    write("model.onnx", bytes_of(kFindings / "fuzz_model_bytes" / file));
+    ImportedModel model = import_model((dir_ / "model.onnx").string());
+    EXPECT_EQ(model.folded_nodes, 0) << file;
+    EXPECT_EQ(model.graph.node_count(), 1u) << file;
+  }
+  try {
+    Tensor(DType::Int64, {int64_t{1} << 40});
+    ADD_FAILURE() << "a 8 TiB tensor was allocated";
+  } catch (const Error& e) {
+    EXPECT_NE(e.describe().find("a tensor of shape [1099511627776] (int64) needs more than 512 GiB of memory"),
+              std::string::npos)
+        << e.describe();
+  }
+  EXPECT_THROW(Tensor(DType::Float32, {int64_t{1} << 40, int64_t{1} << 40}), Error);  // the count overflows
+}

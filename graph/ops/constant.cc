@@ -2,6 +2,7 @@
 // ConstantOfShape (opset 9: fill a shape given as an input) and Range (opset 11). A Range over a symbolic
 // limit (Range(0, Gather(Shape(x), 1), 1) in transformer exports) keeps the symbol as its length.
 #include <cmath>
+#include <limits>
 
 #include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
@@ -115,14 +116,19 @@ std::vector<Tensor> fold_constant_of_shape(const FoldContext& ctx) {
 }
 
 // Element count of Range: max(ceil((limit - start) / delta), 0).
+// Lengths beyond int64 (start and limit at opposite ends of the type) are clamped to its maximum, which
+// no allocation can meet, so the caller fails on the size instead of wrapping around to a small one.
 int64_t range_length_int(int64_t start, int64_t limit, int64_t delta) {
-  int64_t distance = limit - start;
-  if (delta > 0) return distance > 0 ? (distance + delta - 1) / delta : 0;
-  return distance < 0 ? (distance + delta + 1) / delta : 0;
+  __int128 distance = static_cast<__int128>(limit) - start, length = 0;
+  if (delta > 0 && distance > 0) length = (distance + delta - 1) / delta;
+  if (delta < 0 && distance < 0) length = (distance + delta + 1) / delta;
+  return static_cast<int64_t>(std::min<__int128>(length, std::numeric_limits<int64_t>::max()));
 }
 
 int64_t range_length_float(double start, double limit, double delta) {
-  return std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+  double length = std::ceil((limit - start) / delta);
+  if (!(length > 0)) return 0;  // NaN included
+  return length >= 0x1p63 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(length);
 }
 
 void infer_range(InferContext& ctx) {
