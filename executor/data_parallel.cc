@@ -174,6 +174,9 @@ void DataParallelTrainer::build_replicas(const Graph& forward) {
     comms_ = make_local_group(r, options_.timeout);
     gradient_sum_ = std::make_unique<ReplicaGradientSum>(r);
     replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
+    if (buckets_.empty() && options_.trainer.device.kind != DeviceKind::Cuda &&
+        replicas_[0]->applies_optimizer_step_alone())
+      sharded_step_ = std::make_unique<ShardedOptimizerStep>();
   }
   if (options_.trainer.device.kind == DeviceKind::Cuda) {
     timing_.on_devices = true;
@@ -205,7 +208,7 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Dat
   float loss = 0;
   std::map<std::string, Tensor> reduced =
       reduce_gradients(local, comm, x.slice_rows(begin, end), slice_rows(y, begin, end), weight, loss);
-  replicas_[local]->apply_gradients(reduced);
+  if (!sharded_step_) replicas_[local]->apply_gradients(reduced);  // the sharded step has updated the weights
   replicas_[local]->recycle(reduced);
   return loss;
 }
@@ -284,18 +287,34 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
       // all-reduce of weighed gradients, bit for bit, in parallel), between two barriers. No flat buffer:
       // its two copies of every gradient cost more than the sum (ResNet-18, 45 MB of gradients on a 2-core
       // machine: 16-34 ms to flatten and 14-33 ms to copy back per replica and step).
-      std::vector<std::span<float>> tensors;
+      std::vector<std::span<float>> tensors, weights;
+      std::vector<std::pair<std::string, size_t>> params;
       int64_t bytes = 0;
       for (auto& [name, g] : grads) {
         tensors.push_back(g.data<float>());
+        if (sharded_step_) {
+          weights.push_back(replica.parameter_values(name));
+          params.emplace_back(name, static_cast<size_t>(g.numel()));
+        }
         bytes += static_cast<int64_t>(g.nbytes());
         reduced[name] = g;
       }
       waited_from = std::chrono::steady_clock::now();
-      gradient_sum_->publish(local, std::move(tensors), weight);
+      // Replica 0 readies the sharded step (its rules and state) before anyone can read it: the barrier.
+      if (sharded_step_ && local == 0) sharded_step_->prepare(replica.optimizer_for_outside_update(), params);
+      gradient_sum_->publish(local, std::move(tensors), weight, std::move(weights));
       comm.barrier(what + " (gradients ready)");
-      gradient_sum_->sum_share(local);
+      if (sharded_step_)
+        gradient_sum_->step_share(local, *sharded_step_);
+      else
+        gradient_sum_->sum_share(local);
       comm.barrier(what + " (sums ready)");
+      if (sharded_step_) {  // every replica's step count (lr schedule, checkpoints); replica 0's state too
+        if (local == 0)
+          sharded_step_->finish(replica.optimizer_for_outside_update());
+        else
+          replica.optimizer_for_outside_update().count_step();
+      }
       if (local == 0) timing_.allreduce_bytes_per_step = bytes;
     } else {
       // Across processes: one flat buffer per replica, one all-reduce per step, summed in rank order, with

@@ -33,7 +33,14 @@
 // replica's loss is scaled, the combined gradient is unscaled and checked (on the host as each replica's
 // backward pass returns its gradients, on GPUs after NCCL's sum), and every replica's own scaler skips or
 // takes the step; they see the same sum, so they stay in step. Not with --bucket-mb on the CPU.
-#pragma once
+//
+// Replica threads on the CPU without buckets step sharded (ZeRO-1 within the process): each replica sums
+// its share of every gradient's elements and applies replica 0's optimizer to that share of replica 0's
+// weights as it goes, then copies the updated share into the other replicas' weights
+// (ReplicaGradientSum::step_share). Replica 0's optimizer state is the only one (the others' stay empty:
+// R - 1 fewer copies of it), and its checkpoint is the run's, as before. Bit for bit the weights of
+// every replica applying the summed gradients. Not where apply_gradients does more than the optimizer's
+// step: fp16's loss scaling, --on-nonfinite skip, --clip-grad-norm.
 
 #include <chrono>
 #include <functional>
@@ -46,6 +53,7 @@
 #include "executor/comm/comm.h"
 #include "executor/comm/nccl_comm.h"
 #include "executor/replica_gradient_sum.h"
+#include "executor/sharded_optimizer_step.h"
 #include "executor/trainer.h"
 #include "executor/worker_threads.h"
 
@@ -134,6 +142,7 @@ class DataParallelTrainer {
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::unique_ptr<ReplicaGradientSum> gradient_sum_;     // replica threads of one process, without buckets
+  std::unique_ptr<ShardedOptimizerStep> sharded_step_;   // with gradient_sum_, where the update is the step alone
   std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
   std::unique_ptr<WorkerThreads> replica_threads_;       // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;

@@ -3,43 +3,84 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "executor/sharded_optimizer_step.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
 
 ReplicaGradientSum::ReplicaGradientSum(int replicas)
-    : gradients_(static_cast<size_t>(replicas)), weights_(static_cast<size_t>(replicas), 1.0) {}
+    : gradients_(static_cast<size_t>(replicas)),
+      weights_(static_cast<size_t>(replicas)),
+      row_weights_(static_cast<size_t>(replicas), 1.0) {}
 
-void ReplicaGradientSum::publish(int replica, std::vector<std::span<float>> gradients, double weight) {
+void ReplicaGradientSum::publish(int replica, std::vector<std::span<float>> gradients, double weight,
+                                 std::vector<std::span<float>> weights) {
   gradients_.at(static_cast<size_t>(replica)) = std::move(gradients);
-  weights_.at(static_cast<size_t>(replica)) = weight;
+  weights_.at(static_cast<size_t>(replica)) = std::move(weights);
+  row_weights_.at(static_cast<size_t>(replica)) = weight;
 }
 
-void ReplicaGradientSum::sum_share(int replica) {
-  const size_t r = gradients_.size(), me = static_cast<size_t>(replica);
+void ReplicaGradientSum::check_published() const {
   const std::vector<std::span<float>>& first = gradients_[0];
-  for (size_t k = 1; k < r; ++k) {
+  for (size_t k = 1; k < gradients_.size(); ++k) {
     ONNXTRAIN_CHECK(gradients_[k].size() == first.size(), "replica gradient sum: replicas publish different tensors");
     for (size_t t = 0; t < first.size(); ++t)
       ONNXTRAIN_CHECK(gradients_[k][t].size() == first[t].size(), "replica gradient sum: tensor sizes differ");
   }
-  // Blocks of a few KiB keep the running sum in L1 while each replica's block streams through once.
-  constexpr size_t kBlock = 2048;
+}
+
+namespace {
+
+// Blocks of a few KiB keep the running sum in L1 while each replica's block streams through once.
+constexpr size_t kBlock = 2048;
+
+// sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order.
+void sum_block(const std::vector<std::vector<std::span<float>>>& gradients, const std::vector<double>& row_weights,
+               size_t t, size_t from, size_t count, float* sum) {
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    const float* g = gradients[k][t].data() + from;
+    const double w = row_weights[k];
+    if (k == 0) {
+      for (size_t i = 0; i < count; ++i) sum[i] = static_cast<float>(g[i] * w);
+    } else {
+      for (size_t i = 0; i < count; ++i) sum[i] += static_cast<float>(g[i] * w);
+    }
+  }
+}
+
+}  // namespace
+
+void ReplicaGradientSum::sum_share(int replica) {
+  check_published();
+  const size_t r = gradients_.size(), me = static_cast<size_t>(replica);
   float sum[kBlock];
-  for (size_t t = 0; t < first.size(); ++t) {
-    const size_t n = first[t].size(), begin = n * me / r, end = n * (me + 1) / r;
+  for (size_t t = 0; t < gradients_[0].size(); ++t) {
+    const size_t n = gradients_[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
-      for (size_t k = 0; k < r; ++k) {
-        const float* g = gradients_[k][t].data() + from;
-        const double w = weights_[k];
-        if (k == 0) {
-          for (size_t i = 0; i < count; ++i) sum[i] = static_cast<float>(g[i] * w);
-        } else {
-          for (size_t i = 0; i < count; ++i) sum[i] += static_cast<float>(g[i] * w);
-        }
-      }
+      sum_block(gradients_, row_weights_, t, from, count, sum);
       for (size_t k = 0; k < r; ++k) std::copy_n(sum, count, gradients_[k][t].data() + from);
+    }
+  }
+}
+
+void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step) {
+  check_published();
+  const size_t r = gradients_.size(), me = static_cast<size_t>(replica);
+  for (size_t k = 0; k < r; ++k) {
+    ONNXTRAIN_CHECK(weights_[k].size() == gradients_[0].size(), "replica gradient sum: weights not published");
+    for (size_t t = 0; t < weights_[k].size(); ++t)
+      ONNXTRAIN_CHECK(weights_[k][t].size() == gradients_[0][t].size(), "replica gradient sum: weight sizes differ");
+  }
+  float sum[kBlock];
+  for (size_t t = 0; t < gradients_[0].size(); ++t) {
+    const size_t n = gradients_[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
+    for (size_t from = begin; from < end; from += kBlock) {
+      const size_t count = std::min(kBlock, end - from);
+      sum_block(gradients_, row_weights_, t, from, count, sum);
+      float* master = weights_[0][t].data() + from;
+      step.apply(t, from, from + count, master, sum);
+      for (size_t k = 1; k < r; ++k) std::copy_n(master, count, weights_[k][t].data() + from);
     }
   }
 }

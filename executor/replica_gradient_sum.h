@@ -10,6 +10,16 @@
 //   ReplicaGradientSum sum(replicas);
 //   // on replica k's thread:
 //   sum.publish(k, spans_of(grads), rows_k / rows);  comm.barrier(...);  sum.sum_share(k);  comm.barrier(...);
+//
+// The sharded step (step_share) goes one pass further: each replica updates its share of the first
+// replica's weights with the sums as it makes them (ShardedOptimizerStep: that replica's optimizer state
+// is the only one), then copies the updated share into the other replicas' weights. The gradients are
+// left as they were. Per replica and step it reads its share of the R gradients and of the weights and
+// state and writes the weights R times and the state once, where sum_share and then R whole updates
+// write the sums R times and read and write every copy of the weights and state.
+//
+//   sum.publish(k, spans_of(grads), rows_k / rows, spans_of(weights_k));  comm.barrier(...);
+//   sum.step_share(k, step);  comm.barrier(...);   // step prepared before the first barrier
 #pragma once
 
 #include <span>
@@ -17,19 +27,29 @@
 
 namespace onnxtrain {
 
+class ShardedOptimizerStep;
+
 class ReplicaGradientSum {
  public:
   explicit ReplicaGradientSum(int replicas);
 
   // Replica `replica`'s gradients (the same tensors, in the same order, on every replica) and weight.
   // The spans stay valid, and the replica writes no more to them, until the step's second barrier.
-  void publish(int replica, std::vector<std::span<float>> gradients, double weight);
+  // With the sharded step, also its weights (the parameters of the gradients, in the same order).
+  void publish(int replica, std::vector<std::span<float>> gradients, double weight,
+               std::vector<std::span<float>> weights = {});
   // Sums `replica`'s share of the elements; call after every replica has published.
   void sum_share(int replica);
+  // Sums `replica`'s share and steps it (`step` indexes the gradients' order): the first replica's weights
+  // updated, then copied into the others'. Call after every replica has published its weights too.
+  void step_share(int replica, const ShardedOptimizerStep& step);
 
  private:
+  void check_published() const;
+
   std::vector<std::vector<std::span<float>>> gradients_;  // by replica
-  std::vector<double> weights_;
+  std::vector<std::vector<std::span<float>>> weights_;    // by replica; empty without the sharded step
+  std::vector<double> row_weights_;
 };
 
 }  // namespace onnxtrain

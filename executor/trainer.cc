@@ -530,6 +530,16 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
   if (device_optimizer_) device_optimizer_->state_loaded();
 }
 
+bool Trainer::applies_optimizer_step_alone() const {
+  return !device_optimizer_ && !scaler_ && !options_.skip_nonfinite_steps && options_.clip_grad_norm <= 0;
+}
+
+std::span<float> Trainer::parameter_values(const std::string& name) {
+  for (const Slot& s : slots_)
+    if (s.name == name) return training_->graph.value(s.value).data->data<float>();
+  throw Error("no trained parameter '" + name + "'");
+}
+
 bool Trainer::update_loss_scale(const std::map<std::string, Tensor>& gradients) {
   if (scaler_) return scaler_->update(gradients);
   if (!options_.skip_nonfinite_steps) return true;

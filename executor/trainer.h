@@ -162,6 +162,13 @@ class Trainer {
   // scaler updated as GradScaler.update does after a step or a skip; without a scaler true, and nothing
   // changes. For callers that apply the gradients elsewhere (a parameter server's shards).
   bool update_loss_scale(const std::map<std::string, Tensor>& gradients);
+  // For an update applied from outside (DataParallelTrainer's sharded step, executor/sharded_optimizer_step.h):
+  // whether apply_gradients would be the optimizer's step alone (on the CPU, without loss scaling,
+  // non-finite skipping or gradient clipping); the values of a trained parameter, which an outside update
+  // writes in place; and the optimizer, whose state and step counts it keeps.
+  bool applies_optimizer_step_alone() const;
+  std::span<float> parameter_values(const std::string& name);
+  Optimizer& optimizer_for_outside_update() { return optimizer_; }
 
   // The batches this trainer is given are rows [first_row, …) of the mini-batch (a data-parallel replica's
   // slice): its Dropout nodes draw those rows' masks of the whole mini-batch (Stream::set_rows). 0 default.

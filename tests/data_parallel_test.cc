@@ -209,6 +209,43 @@ TEST(DataParallel, BucketedOverlapEqualsOneAllReduceBitForBit) {
   }
 }
 
+// Replica threads step sharded (each sums its share of the gradients and updates that share of replica 0's
+// weights and optimizer state, then copies it to the others): the same weights, losses and replica-0
+// optimizer state, bit for bit, as every replica applying the summed gradients with its own optimizer,
+// which --clip-grad-norm (here never reached) still does; and only replica 0 holds optimizer state.
+TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerState) {
+  const auto batches = batches_of("synthetic:3,32,32:10:96", 12, 3);
+  TrainerOptions unsharded_options = momentum_sgd();
+  unsharded_options.clip_grad_norm = 1e30;  // apply_gradients clips (never here): every replica steps itself
+  std::vector<std::map<std::string, Tensor>> weights, states;
+  std::vector<std::vector<float>> losses;
+  for (const TrainerOptions& options : {momentum_sgd(), unsharded_options}) {
+    ImportedModel m = import_model(kModels + "resnet_opset17.onnx");
+    DataParallelTrainer dp(m.graph, {.trainer = options, .replicas = 3});
+    size_t i = 0;
+    losses.push_back(dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; }));
+    weights.emplace_back();
+    for (const auto& [name, t] : dp.trained_initializers()) weights.back()[name] = t.clone();
+    states.push_back(dp.replica(0).optimizer().state_tensors());
+    for (int r = 1; r < 3; ++r) {
+      EXPECT_EQ(dp.replica(r).step(), 3) << "replica " << r;
+      for (const auto& [name, t] : dp.replica(r).trained_initializers())
+        EXPECT_EQ(std::memcmp(t.raw(), weights.back().at(name).raw(), t.nbytes()), 0) << "replica " << r << " " << name;
+    }
+    const bool sharded = options.clip_grad_norm == 0;
+    EXPECT_EQ(dp.replica(1).optimizer().states().empty(), sharded);
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  for (const auto& [name, t] : weights[1])
+    EXPECT_EQ(std::memcmp(t.raw(), weights[0].at(name).raw(), t.nbytes()), 0) << name;
+  ASSERT_EQ(states[0].size(), states[1].size());
+  EXPECT_GT(states[0].size(), 1u);
+  for (const auto& [name, t] : states[1]) {
+    ASSERT_TRUE(states[0].count(name)) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), states[0].at(name).raw(), t.nbytes()), 0) << name;
+  }
+}
+
 TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
   ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
   DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = 4});

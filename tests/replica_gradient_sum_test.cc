@@ -1,7 +1,9 @@
 // ReplicaGradientSum (executor/replica_gradient_sum.h): R replica threads, each summing its share of the
 // elements, give every replica exactly what weighing each gradient in place and the local Communicator's
-// all-reduce give, whatever the tensor sizes (a share may be empty). Labelled `threads`: it also runs
-// under ThreadSanitizer.
+// all-reduce give, whatever the tensor sizes (a share may be empty); and their sharded step
+// (step_share with executor/sharded_optimizer_step.h) gives every replica's weights, and the first
+// replica's optimizer state, exactly what the sum and then Optimizer::step give, step after step, for
+// every optimizer. Labelled `threads`: it also runs under ThreadSanitizer.
 #include "executor/replica_gradient_sum.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "executor/comm/local_comm.h"
+#include "executor/optimizer.h"
+#include "executor/sharded_optimizer_step.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -82,6 +86,98 @@ TEST(ReplicaGradientSum, ReplicasWithDifferentTensorsAreAnError) {
   sum.publish(1, spans_of(b), 0.5);
   EXPECT_THROW(sum.sum_share(0), std::logic_error);
 }
+
+TEST(ReplicaGradientSum, StepWithoutPublishedWeightsIsAnError) {
+  ReplicaGradientSum sum(2);
+  Tensors a{std::vector<float>(4)}, b{std::vector<float>(4)};
+  sum.publish(0, spans_of(a), 0.5);
+  sum.publish(1, spans_of(b), 0.5);
+  ShardedOptimizerStep step;
+  EXPECT_THROW(sum.step_share(0, step), std::logic_error);
+}
+
+Tensors random_tensors(const std::vector<size_t>& sizes, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensors tensors;
+  for (size_t n : sizes) {
+    tensors.emplace_back(n);
+    for (float& v : tensors.back()) v = normal(rng);
+  }
+  return tensors;
+}
+
+struct OptimizerCase {
+  const char* name;
+  OptimizerConfig config;
+};
+
+class ShardedStep : public ::testing::TestWithParam<OptimizerCase> {};
+
+TEST_P(ShardedStep, EqualsTheSumThenTheOptimizerStepBitForBit) {
+  const int replicas = 3, steps = 3;
+  const std::vector<size_t> sizes{1, 2, 4099, 10000};
+  const std::vector<std::string> names{"a", "b", "c", "d"};
+  const std::vector<double> row_weights{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0};
+  const LrSchedule schedule{.kind = LrScheduleKind::cosine, .base_lr = 0.05, .t_max = steps};
+  std::mt19937 rng(11);
+  const Tensors initial = random_tensors(sizes, rng);
+  Optimizer reference_optimizer(GetParam().config, schedule), first_optimizer(GetParam().config, schedule);
+  Tensors reference_weights = initial;
+  std::vector<Tensors> weights(replicas, initial);
+  const auto barrier = make_local_group(replicas, std::chrono::seconds(60));
+  ReplicaGradientSum sum(replicas), reference_sum(replicas);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Tensors> grads(replicas), reference_grads(replicas);
+    for (int k = 0; k < replicas; ++k) grads[k] = reference_grads[k] = random_tensors(sizes, rng);
+    // The reference: the sum into every replica's gradients, then one whole optimizer step.
+    on_replica_threads(replicas, [&](int k) {
+      reference_sum.publish(k, spans_of(reference_grads[k]), row_weights[k]);
+      barrier[k]->barrier("published");
+      reference_sum.sum_share(k);
+      barrier[k]->barrier("summed");
+    });
+    std::vector<ParamSlot> slots;
+    for (size_t t = 0; t < sizes.size(); ++t) slots.push_back({names[t], reference_weights[t], reference_grads[0][t]});
+    reference_optimizer.step(slots);
+
+    ShardedOptimizerStep step;
+    std::vector<std::pair<std::string, size_t>> params;
+    for (size_t t = 0; t < sizes.size(); ++t) params.emplace_back(names[t], sizes[t]);
+    step.prepare(first_optimizer, params);
+    on_replica_threads(replicas, [&](int k) {
+      sum.publish(k, spans_of(grads[k]), row_weights[k], spans_of(weights[k]));
+      barrier[k]->barrier("published");
+      sum.step_share(k, step);
+      barrier[k]->barrier("stepped");
+    });
+    step.finish(first_optimizer);
+  }
+  for (int k = 0; k < replicas; ++k)
+    for (size_t t = 0; t < sizes.size(); ++t)
+      ASSERT_EQ(std::memcmp(weights[k][t].data(), reference_weights[t].data(), sizes[t] * sizeof(float)), 0)
+          << "replica " << k << ", tensor " << t;
+  EXPECT_NE(std::memcmp(weights[0][3].data(), initial[3].data(), sizes[3] * sizeof(float)), 0);
+  EXPECT_EQ(first_optimizer.global_step(), steps);
+  const std::map<std::string, Tensor> mine = first_optimizer.state_tensors(),
+                                      reference = reference_optimizer.state_tensors();
+  ASSERT_EQ(mine.size(), reference.size());
+  for (const auto& [name, t] : reference) {
+    ASSERT_TRUE(mine.count(name)) << name;
+    ASSERT_EQ(mine.at(name).nbytes(), t.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(mine.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, ShardedStep,
+    ::testing::Values(OptimizerCase{"sgd", {.kind = OptimizerKind::sgd, .weight_decay = 1e-3}},
+                      OptimizerCase{"momentum", {.kind = OptimizerKind::sgd, .weight_decay = 5e-4, .momentum = 0.9}},
+                      OptimizerCase{"nesterov", {.kind = OptimizerKind::sgd, .momentum = 0.9, .nesterov = true}},
+                      OptimizerCase{"adam_amsgrad", {.kind = OptimizerKind::adam, .amsgrad = true}},
+                      OptimizerCase{"adamw", {.kind = OptimizerKind::adamw, .weight_decay = 0.01}},
+                      OptimizerCase{"adagrad",
+                                    {.kind = OptimizerKind::adagrad, .eps = 1e-10, .initial_accumulator_value = 0.1}}),
+    [](const ::testing::TestParamInfo<OptimizerCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace onnxtrain
