@@ -170,6 +170,7 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
   profile.model = g.info.path;
   profile.device = device.name;
   profile.batch = batch;
+  profile.memory_bandwidth = device.memory_bandwidth * device.memory_efficiency;
   profile.nodes.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.node(order[i]);

@@ -43,6 +43,9 @@ struct CostProfile {
   std::vector<int> cut_gradient_tensors;
   std::vector<SharedKeptValue> shared_kept;  // empty in hand-made profiles
   bool has_attention = false;                // a Softmax feeds a MatMul: the model is made of attention blocks
+  // Bytes/s the device's memory-bound loops reach (its bandwidth times its memory efficiency): the
+  // planner prices each stage's optimizer update with it. 0 (hand-made profiles): updates cost nothing.
+  double memory_bandwidth = 0;
 };
 
 }  // namespace onnxtrain

@@ -85,7 +85,15 @@ class StagePricer {
     const double compute = static_cast<double>(seconds_[end] - seconds_[first]);
     const double sends = send_forward(k, end) + send_backward(k, first);
     const int64_t updates_every = flushes() ? options_.micro_batches : 1;
-    return (compute + sends) / r + allreduce(first, end, r) / (static_cast<double>(r) * updates_every);
+    return (compute + sends) / r +
+           (allreduce(first, end, r) + update(first, end)) / (static_cast<double>(r) * updates_every);
+  }
+  // The stage's optimizer step over its parameters: memory-bound, reading the weights, gradients and state
+  // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes).
+  double update(int64_t first, int64_t end) const {
+    if (profile_.memory_bandwidth <= 0) return 0.0;
+    const double passes = 3.0 + 2.0 * options_.optimizer_slots;
+    return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
   }
   double send_forward(int k, int64_t end) const {
     return k + 1 < options_.stages ? transfer(profile_.cut_activation_bytes[end], options_.link) : 0.0;
@@ -262,6 +270,7 @@ bool solve(const StagePricer& pricer, const PlanOptions& o, Cost cost, Allowed a
 }  // namespace
 
 std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan& plan) {
+  const StagePricer pricer(profile, plan.options);
   std::vector<StageTimes> times;
   for (const StagePlan& s : plan.stages) {
     StageTimes t;
@@ -272,7 +281,7 @@ std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan&
     const double r = s.replicas;
     t.forward_s /= r;
     t.backward_s /= r;
-    t.update_s = s.allreduce_seconds / r;
+    t.update_s = (s.allreduce_seconds + pricer.update(s.first_node, s.end_node)) / r;
     t.activation_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_forward) / r));
     t.gradient_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_backward) / r));
     t.kept_bytes_per_micro_batch = s.in_flight > 0 ? s.memory.activations / s.in_flight : 0;
@@ -317,6 +326,11 @@ Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::spa
     plan.fits_memory_cap &= s.fits_memory_cap;
     sum_time += s.time_seconds;
     plan.stages.push_back(std::move(s));
+  }
+  {  // one device steps every parameter too, once per micro-batch or per flush
+    const StagePricer pricer(profile, options);
+    plan.single_device_seconds +=
+        pricer.update(0, n) / static_cast<double>(pricer.flushes() ? options.micro_batches : 1);
   }
   const PipelineSimulation sim = simulate_plan(profile, plan);
   const double m = static_cast<double>(options.micro_batches);

@@ -22,10 +22,14 @@
 //     pipeline is thus paid exactly once, and a cut with zero bytes costs nothing (no message).
 //     A skip connection is in cut_*_bytes of every cut it crosses, so it is paid at every boundary.
 //   allreduce_k = 2(R−1)·latency + 2(R−1)/R · parameter_bytes / allreduce bandwidth (ring; 0 when R=1)
-//   time_k      = (compute_k + send_fwd_k + send_bwd_k) / R_k + allreduce_k / (R_k · U)
+//   update_k    = (3 + 2·optimizer_slots) · parameter_bytes / profile.memory_bandwidth   (0 without one)
+//     the stage's optimizer step: it reads weights, gradients and state and writes weights and state
+//     (momentum SGD: 5 passes). Without it ResNet-18's 2-stage split on a 2-core CPU gave the stage with
+//     layer4 (75% of the weights) 1.3x the other's time: pipedream 1.57x -> 1.74x of one thread with it.
+//   time_k      = (compute_k + send_fwd_k + send_bwd_k) / R_k + (allreduce_k + update_k) / (R_k · U)
 //     R replicas take micro-batches round-robin (PipeDream), so a stage accepts R per slot; they
-//     synchronise their gradients once per weight update: U = 1 micro-batch per replica for the 1F1B
-//     schedules (an update after every backward), U = M for GPipe (one update per mini-batch).
+//     synchronise their gradients and step once per weight update: U = 1 micro-batch per replica for the
+//     1F1B schedules (an update after every backward), U = M for GPipe (one update per mini-batch).
 //   bottleneck  = max_k time_k, minimised by the DP; ties are broken by the least Σ_k time_k (fewest
 //     bytes cut), then by the earliest cuts and the fewest devices.
 // Memory per device of stage k (bytes, exact integers), P/S/A = its parameter/state/activation bytes:
@@ -50,10 +54,10 @@
 // schedules flush only at the end of a run: pass the run's number of mini-batches, or a large M) come
 // from the event simulation of the strategy's schedule (simulate_plan, simulator/pipeline_simulation.h):
 // each stage runs its instruction list with forward = Σ forward_seconds / R_k, backward likewise, an
-// update of allreduce_k / R_k, and its messages on the link (a replicated stage is simulated as one
-// device R_k times as fast, its messages R_k times smaller).
-//   makespan  = the simulated time of M micro-batches    single = M · Σ_k compute_k (one device)
-//   speedup   = single / makespan;  steady_speedup = Σ_k compute_k / bottleneck
+// update of (allreduce_k + update_k) / R_k, and its messages on the link (a replicated stage is simulated
+// as one device R_k times as fast, its messages R_k times smaller).
+//   makespan  = the simulated time of M micro-batches    single = M · (Σ_k compute_k + Σ_k update_k / U)
+//   speedup   = single / makespan;  steady_speedup = (single / M) / bottleneck
 //   utilisation     = Σ_k busy_k / (N · makespan)     (busy: the stage's passes and update)
 //   bubble_fraction = 1 − utilisation                  (fill, drain, imbalance and waiting on links;
 //                                                       (N−1)/(M+N−1) for equal stages and free links)

@@ -476,6 +476,28 @@ TEST(Planner, ReplicasAddTheRingAllReduce) {
   EXPECT_EQ(dp.stages[0].end_node, 1);
 }
 
+// With the device's memory bandwidth in the profile, each stage's optimizer step costs (3 + 2 · slots)
+// passes over its parameters, once per update: a stage heavy in parameters is given fewer nodes
+// (ResNet-18's layer4: 75% of the weights, a quarter of the FLOPs), and one device pays every update.
+TEST(Planner, StagesPayTheirOptimizerUpdate) {
+  CostProfile p = uniform_profile(6);
+  for (size_t i = 3; i < 6; ++i) p.nodes[i].parameter_bytes = 1'000'000;  // the late layers hold the weights
+  const PlanLink link{"l", 1e9, 0};  // no cut bytes in this profile: sends are free
+  const PlanOptions o{.stages = 2, .micro_batches = 8, .link = link, .optimizer_slots = 1};
+  EXPECT_EQ(plan_pipeline(p, o).stages[0].end_node, 3);  // no bandwidth: the updates are free, an even split
+  p.memory_bandwidth = 1e9;  // 5 passes over 1 MB: 5 ms per node, more than its 3 ms of compute
+  const Plan plan = plan_pipeline(p, o);
+  EXPECT_EQ(plan.stages[0].end_node, 4);  // 12 ms + one heavy update (17 ms) against 6 + 10 ms
+  EXPECT_DOUBLE_EQ(plan.stages[1].time_seconds, 2 * 3e-3 + 5.0 * 2'000'000 / 1e9);
+  EXPECT_DOUBLE_EQ(plan.stages[0].time_seconds, 4 * 3e-3 + 5.0 * (3 * 1000 + 1'000'000) / 1e9);
+  EXPECT_DOUBLE_EQ(plan.single_device_seconds, 6 * 3e-3 + 5.0 * (3 * 1000 + 3 * 1'000'000) / 1e9);
+  // GPipe updates once per flush of M micro-batches: an M-th of the update per micro-batch.
+  const Plan gpipe = evaluate_split(
+      p, std::vector<int64_t>{3},
+      {.stages = 2, .schedule = PipelineStrategy::gpipe, .micro_batches = 8, .link = link, .optimizer_slots = 1});
+  EXPECT_DOUBLE_EQ(gpipe.stages[1].time_seconds, 3 * 3e-3 + 5.0 * 3'000'000 / 1e9 / 8);
+}
+
 TEST(Planner, UserErrors) {
   const CostProfile p = uniform_profile(5);
   const PlanOptions o{.stages = 3, .link = {"l", 1e9, 0}};
