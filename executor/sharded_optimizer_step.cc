@@ -28,8 +28,9 @@ void ShardedOptimizerStep::apply(size_t index, size_t begin, size_t end, float* 
   const Param& p = params_.at(index);
   const size_t n = end - begin;
   std::visit(
-      [&](const auto& f) {
-        using Rule = std::decay_t<decltype(f)>;
+      [&](const auto& rule) {
+        using Rule = std::decay_t<decltype(rule)>;
+        const Rule f = rule;  // a local copy: the stores below cannot alias its fields, which stay in registers
         optim::call_with_state_arrays<Rule>(std::span<float* const>(p.states), [&](auto*... state) {
 #pragma omp simd
           for (size_t i = 0; i < n; ++i) f(w[i], g[i], state[begin + i]...);
