@@ -119,8 +119,8 @@ void optimizer_step(benchmark::State& state, OptimizerConfig config, double pass
   auto optimizer = std::make_shared<Optimizer>(config, LrSchedule{.base_lr = 1e-4});
   auto slots = std::make_shared<std::vector<ParamSlot>>(slots_of(*w, *g));
   omp_set_num_threads(threads);
-  report(state, [=] { optimizer->step(*slots); }, passes * static_cast<double>(total(sizes)) * sizeof(float),
-         threads);
+  report(
+      state, [=] { optimizer->step(*slots); }, passes * static_cast<double>(total(sizes)) * sizeof(float), threads);
 }
 
 // Two replicas on two threads (the caller and one worker), as DataParallelTrainer runs them.
