@@ -324,6 +324,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
 
   Stream stream(DeviceKind::Cpu, run_index_++);
   stream.set_rows(first_row_, rows_);
+  stream.enable_derived_values();  // the weights and every value stay as they are while they are alive
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
@@ -361,8 +362,12 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
       for (ValueId out : node.outputs)
         if (out.valid()) scratch->value(out).shape = Shape::of(values[out.index].sizes());
     }
-    for (ValueId in : node.inputs)
-      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) release(values[in.index], in);
+    for (ValueId in : node.inputs) {
+      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) {
+        stream.forget_derived(values[in.index].raw());  // its buffer may hold another value next
+        release(values[in.index], in);
+      }
+    }
   }
 
   std::map<std::string, Tensor> outputs;

@@ -25,6 +25,22 @@ uint64_t random_stream_seed(uint64_t seed, uint64_t run_index) {
   return splitmix64(seed ^ splitmix64(run_index));
 }
 
+Stream::Derived Stream::derived(const void* source, const std::string& how) const {
+  if (!keeps_derived_) return nullptr;
+  auto it = derived_.find({source, how});
+  return it == derived_.end() ? nullptr : it->second;
+}
+
+void Stream::keep_derived(const void* source, const std::string& how, Derived value) {
+  if (keeps_derived_) derived_[{source, how}] = std::move(value);
+}
+
+void Stream::forget_derived(const void* source) {
+  // Entries of one address are adjacent: the map orders by address first.
+  auto it = derived_.lower_bound({source, std::string()});
+  while (it != derived_.end() && it->first.first == source) it = derived_.erase(it);
+}
+
 static int64_t product(const std::vector<int64_t>& sizes) {
   return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
 }

@@ -105,6 +105,19 @@ class Stream {
     return rows_ > 0 && count % rows_ == 0 ? first_row_ * static_cast<uint64_t>(count / rows_) : 0;
   }
 
+  // Values a kernel derives from an input that a later kernel of the same run may read instead of deriving
+  // them again (onednn/single_pixel_conv.h: the weight taps a forward convolution gathers, which its
+  // backward gathers too), keyed by the input's address and how they were derived. Off unless the owner
+  // of the stream enables it: InferenceSession::run does, for the one run the stream lives for, and
+  // forgets a value's entries when its buffer goes back to the pool, so that an entry never outlives the
+  // content it was derived from.
+  using Derived = std::shared_ptr<const std::vector<std::byte>>;
+  void enable_derived_values() { keeps_derived_ = true; }
+  bool keeps_derived_values() const { return keeps_derived_; }
+  Derived derived(const void* source, const std::string& how) const;  // null when none is kept
+  void keep_derived(const void* source, const std::string& how, Derived value);
+  void forget_derived(const void* source);
+
  private:
   DeviceKind device_;
   uint64_t run_index_;
@@ -112,6 +125,8 @@ class Stream {
   int64_t rows_ = 0;
   void* native_handle_;
   int device_index_;
+  bool keeps_derived_ = false;
+  std::map<std::pair<const void*, std::string>, Derived> derived_;
 };
 
 // The key (stream seed) of a random kernel's Philox draws in run `run_index` (splitmix64 of the pair:

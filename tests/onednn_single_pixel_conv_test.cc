@@ -3,7 +3,9 @@
 // Checked against the reference kernels (the oracle) on the shapes that take that path (ResNet's 3x3
 // over a 1x1 input, a strided 3x3 whose window hangs over two edges, 1x1 kernels, a kernel the size of
 // the input, 1-D and 3-D, dilations, MobileNet's depthwise layers), that they did take it, and that a
-// convolution with more than one output pixel or with groups that are not depthwise does not.
+// convolution with more than one output pixel or with groups that are not depthwise does not; and that
+// within one run (a stream that keeps derived values) the backward reads the weight taps the forward
+// gathered, and gathers afresh once they are forgotten.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -136,6 +138,50 @@ TEST(SinglePixelConv, ConvGradMatchesReferenceForEveryOutputSubset) {
       EXPECT_TRUE(single_pixel_path(c, implementation)) << implementation;
     }
   }
+}
+
+TEST(SinglePixelConv, TheBackwardReadsTheForwardsGatheredTapsWithinARun) {
+  std::mt19937 rng(34);
+  const ConvCase& c = single_pixel_cases()[0];  // ResNet's layer4: the centre tap of a 3x3 kernel
+  const Tensor x = random_tensor(rng, c.x), w = random_tensor(rng, c.w), dy = random_tensor(rng, c.y);
+  const auto prepare = [&](KernelSpec spec) {
+    return KernelRegistry::builtin()
+        .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "onednn")
+        ->prepare(spec);
+  };
+  KernelSpec conv{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "conv"};
+  conv.inputs = input_descs({x, w});
+  conv.outputs = {{DType::Float32, c.y}};
+  KernelSpec grad{
+      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "grad"};
+  grad.inputs = input_descs({dy, x, w});
+  grad.outputs = {{DType::Float32, c.x}, TensorDesc{}, TensorDesc{}};  // dX alone: the product with Wv
+  const std::unique_ptr<Kernel> forward = prepare(conv), backward = prepare(grad);
+  const std::vector<Tensor> alone = run_prepared(*backward, {dy, x, w}, grad.outputs);
+
+  Stream run(DeviceKind::Cpu, 1);
+  run.enable_derived_values();
+  Tensor y(DType::Float32, c.y), dx(DType::Float32, c.x);
+  forward->run(run, views_of({x, w}), views_of({y}));
+  const std::string key = "single-pixel W taps 20x24x9 of 4 bytes at 4";  // the centre of 3x3
+  const Stream::Derived taps = run.derived(w.raw(), key);
+  ASSERT_NE(taps, nullptr) << "the forward kept no taps under '" << key << "'";
+  ASSERT_EQ(taps->size(), 20u * 24u * sizeof(float));
+  for (int64_t m = 0; m < 20; ++m)
+    for (int64_t ch = 0; ch < 24; ++ch)
+      ASSERT_EQ(reinterpret_cast<const float*>(taps->data())[m * 24 + ch], w.data<float>()[(m * 24 + ch) * 9 + 4]);
+  backward->run(run, views_of({dy, x, w}), views_of({dx, Tensor(), Tensor()}));
+  EXPECT_EQ(values<float>(dx), values<float>(alone[0])) << "the kept taps are W's own";
+
+  // What the backward reads is the kept value: zeros kept under the key give a zero dX; forgotten, it
+  // gathers W's taps again.
+  run.keep_derived(w.raw(), key, std::make_shared<const std::vector<std::byte>>(taps->size()));
+  backward->run(run, views_of({dy, x, w}), views_of({dx, Tensor(), Tensor()}));
+  EXPECT_EQ(values<float>(dx), std::vector<float>(dx.numel(), 0.0f));
+  run.forget_derived(w.raw());
+  EXPECT_EQ(run.derived(w.raw(), key), nullptr);
+  backward->run(run, views_of({dy, x, w}), views_of({dx, Tensor(), Tensor()}));
+  EXPECT_EQ(values<float>(dx), values<float>(alone[0]));
 }
 
 TEST(SinglePixelConv, MoreThanOnePixelOrGroupKeepsTheDirectConvolution) {

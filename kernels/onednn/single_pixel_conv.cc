@@ -117,6 +117,30 @@ const void* SinglePixelConv::w_matrix(const void* w, ScratchArena::Lease& lease,
   });
   return wv;
 }
+std::string SinglePixelConv::w_taps_key(size_t element) const {
+  std::string key = "single-pixel W taps " + std::to_string(out_channels) + "x" + std::to_string(in_channels) + "x" +
+                    std::to_string(kernel_plane) + " of " + std::to_string(element) + " bytes at";
+  for (int64_t offset : w_offsets) key += " " + std::to_string(offset);
+  return key;
+}
+const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, std::shared_ptr<std::vector<std::byte>>& kept,
+                                           ScratchArena::Lease& lease, size_t element) const {
+  if (w_whole() || !stream.keeps_derived_values()) return w_matrix(w, lease, element);
+  const size_t bytes = static_cast<size_t>(out_channels * depth()) * element;
+  if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
+  by_element(element, [&]<typename T>(T) {
+    gather(static_cast<const T*>(w), reinterpret_cast<T*>(kept->data()), out_channels * in_channels, kernel_plane,
+           w_offsets);
+  });
+  stream.keep_derived(w, w_taps_key(element), kept);
+  return kept->data();
+}
+const void* SinglePixelConv::w_matrix_from_forward(const void* w, const Stream& stream, ScratchArena::Lease& lease,
+                                                   size_t element) const {
+  if (!w_whole())
+    if (const Stream::Derived kept = stream.derived(w, w_taps_key(element))) return kept->data();
+  return w_matrix(w, lease, element);
+}
 void SinglePixelConv::scatter_x(const void* dxv, void* dx, size_t element) const {
   by_element(element, [&]<typename T>(T) {
     scatter(static_cast<const T*>(dxv), static_cast<T*>(dx), batch * in_channels, in_plane, x_offsets);
@@ -180,11 +204,12 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
 
   std::string library_implementation() const override { return "matmul " + product_.implementation(); }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     checked(spec_, "run", [&] {
       ScratchArena::Lease lease;
-      product_.run(g_.x_matrix(inputs[0].data, lease, element_), g_.w_matrix(inputs[1].data, lease, element_),
-                   outputs[0].data, has_bias_ ? inputs[2].data : nullptr);
+      product_.run(g_.x_matrix(inputs[0].data, lease, element_),
+                   g_.w_matrix_kept(inputs[1].data, stream, kept_taps_, lease, element_), outputs[0].data,
+                   has_bias_ ? inputs[2].data : nullptr);
     });
   }
 
@@ -194,6 +219,9 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
   size_t element_ = 4;
   bool has_bias_ = false;
   MatrixProduct product_;
+  // The gathered weight taps this run keeps for its backward (Stream::derived); reused by the next run
+  // once the stream that held them is gone.
+  std::shared_ptr<std::vector<std::byte>> kept_taps_;
 };
 
 // The depthwise case: Y[n][c] = B[c] + sum over taps of W[c][tap]·X[n][c][tap], the (n, c) rows split over

@@ -50,14 +50,15 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
 
   std::string library_implementation() const override { return implementation_; }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     checked(spec_, "run", [&] {
       ScratchArena::Lease lease;
       const auto bytes = [&](int64_t rows) { return static_cast<size_t>(rows * g_.depth()) * element_; };
       const void* dy = inputs[0].data;
       if (want_dx_) {
         void* dxv = g_.x_whole() ? outputs[0].data : lease.take(bytes(g_.batch));
-        input_gradient_.run(dy, g_.w_matrix(inputs[2].data, lease, element_), dxv);
+        // The forward convolution of this run gathered the same taps of the same W (Stream::derived).
+        input_gradient_.run(dy, g_.w_matrix_from_forward(inputs[2].data, stream, lease, element_), dxv);
         if (!g_.x_whole()) g_.scatter_x(dxv, outputs[0].data, element_);
       }
       if (want_dw_) {
