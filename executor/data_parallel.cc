@@ -143,8 +143,19 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
 void DataParallelTrainer::build_replicas(const Graph& forward) {
   const int r = options_.replicas;
   models_.reserve(static_cast<size_t>(r));  // the trainers keep references into their graphs
+  // With the sharded step every replica reads one copy of the weights, which only the step writes, between
+  // the exchange's barriers while no replica computes: replicas 1.. share replica 0's initializers but
+  // their BatchNorm statistics, which each updates in its forward pass.
+  const bool shared_weights = steps_sharded();
   for (int k = 0; k < r; ++k) {
-    models_.push_back(copy_with_own_initializers(forward));
+    if (k > 0 && shared_weights) {
+      Graph shared = models_[0];  // Tensor copies share their buffers
+      for (ValueId id : shared.initializers)
+        if (Value& v = shared.value(id); v.role == ValueRole::State && v.data) v.data = v.data->clone();
+      models_.push_back(std::move(shared));
+    } else {
+      models_.push_back(copy_with_own_initializers(forward));
+    }
     TrainerOptions t = options_.trainer;
     // Dropout: every replica has the model's seeds and draws its rows' masks of the whole batch (set_first_row).
     if (t.device.kind == DeviceKind::Cuda) t.device.index += k;  // replica threads on cuda:0..R-1
@@ -174,9 +185,7 @@ void DataParallelTrainer::build_replicas(const Graph& forward) {
     comms_ = make_local_group(r, options_.timeout);
     gradient_sum_ = std::make_unique<ReplicaGradientSum>(r);
     replica_threads_ = std::make_unique<WorkerThreads>(r - 1);
-    if (buckets_.empty() && options_.trainer.device.kind != DeviceKind::Cuda &&
-        replicas_[0]->applies_optimizer_step_alone())
-      sharded_step_ = std::make_unique<ShardedOptimizerStep>();
+    if (steps_sharded()) sharded_step_ = std::make_unique<ShardedOptimizerStep>();
   }
   if (options_.trainer.device.kind == DeviceKind::Cuda) {
     timing_.on_devices = true;
@@ -196,6 +205,10 @@ void DataParallelTrainer::build_replicas(const Graph& forward) {
 }
 
 DataParallelTrainer::~DataParallelTrainer() = default;
+
+bool DataParallelTrainer::steps_sharded() const {
+  return !options_.world && options_.bucket_bytes <= 0 && Trainer::applies_optimizer_step_alone(options_.trainer);
+}
 
 float DataParallelTrainer::replica_step(int local, Communicator& comm, const DataInputs& x, const Tensor& y) {
   const int k = first_replica() + local, r = global_replicas();

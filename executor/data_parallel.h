@@ -37,8 +37,10 @@
 // Replica threads on the CPU without buckets step sharded (ZeRO-1 within the process): each replica sums
 // its share of every gradient's elements and applies replica 0's optimizer to that share of replica 0's
 // weights as it goes, then copies the updated share into the other replicas' weights
-// (ReplicaGradientSum::step_share). Replica 0's optimizer state is the only one (the others' stay empty:
-// R - 1 fewer copies of it), and its checkpoint is the run's, as before. Bit for bit the weights of
+// (ReplicaGradientSum::step_share). The replicas then share one copy of the weights (their BatchNorm
+// statistics stay their own), which the step writes between the exchange's barriers while no replica
+// computes, and replica 0's optimizer state is the only one: R - 1 fewer copies of both. Replica 0's
+// checkpoint is the run's, as before. Bit for bit the weights of
 // every replica applying the summed gradients. Not where apply_gradients does more than the optimizer's
 // step: fp16's loss scaling, --on-nonfinite skip, --clip-grad-norm.
 
@@ -141,8 +143,10 @@ class DataParallelTrainer {
   std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
-  std::unique_ptr<ReplicaGradientSum> gradient_sum_;     // replica threads of one process, without buckets
-  std::unique_ptr<ShardedOptimizerStep> sharded_step_;   // with gradient_sum_, where the update is the step alone
+  std::unique_ptr<ReplicaGradientSum> gradient_sum_;    // replica threads of one process, without buckets
+  std::unique_ptr<ShardedOptimizerStep> sharded_step_;  // where steps_sharded(): the replicas share their weights
+  // Replica threads of one process without buckets, whose update is the optimizer's step alone.
+  bool steps_sharded() const;
   std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
   std::unique_ptr<WorkerThreads> replica_threads_;       // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;

@@ -80,7 +80,9 @@ void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& ste
       sum_block(gradients_, row_weights_, t, from, count, sum);
       float* master = weights_[0][t].data() + from;
       step.apply(t, from, from + count, master, sum);
-      for (size_t k = 1; k < r; ++k) std::copy_n(master, count, weights_[k][t].data() + from);
+      for (size_t k = 1; k < r; ++k)
+        if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
+          std::copy_n(master, count, weights_[k][t].data() + from);
     }
   }
 }

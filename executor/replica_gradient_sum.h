@@ -13,10 +13,12 @@
 //
 // The sharded step (step_share) goes one pass further: each replica updates its share of the first
 // replica's weights with the sums as it makes them (ShardedOptimizerStep: that replica's optimizer state
-// is the only one), then copies the updated share into the other replicas' weights. The gradients are
+// is the only one), then copies the updated share into the other replicas' weights, unless they are the
+// first replica's (DataParallelTrainer shares one copy among its replica threads). The gradients are
 // left as they were. Per replica and step it reads its share of the R gradients and of the weights and
-// state and writes the weights R times and the state once, where sum_share and then R whole updates
-// write the sums R times and read and write every copy of the weights and state.
+// state and writes the weights and the state once (R times the weights when each replica has its own),
+// where sum_share and then R whole updates write the sums R times and read and write every copy of the
+// weights and state.
 //
 //   sum.publish(k, spans_of(grads), rows_k / rows, spans_of(weights_k));  comm.barrier(...);
 //   sum.step_share(k, step);  comm.barrier(...);   // step prepared before the first barrier

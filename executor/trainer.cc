@@ -530,8 +530,10 @@ void Trainer::restore(const std::map<std::string, Tensor>& initializers,
   if (device_optimizer_) device_optimizer_->state_loaded();
 }
 
-bool Trainer::applies_optimizer_step_alone() const {
-  return !device_optimizer_ && !scaler_ && !options_.skip_nonfinite_steps && options_.clip_grad_norm <= 0;
+bool Trainer::applies_optimizer_step_alone(const TrainerOptions& options) {
+  // No device optimizer (CUDA), no loss scaler (fp16): the constructor makes them from these options.
+  return options.device.kind != DeviceKind::Cuda && options.precision != Precision::fp16 &&
+         !options.skip_nonfinite_steps && options.clip_grad_norm <= 0;
 }
 
 std::span<float> Trainer::parameter_values(const std::string& name) {

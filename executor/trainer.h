@@ -166,7 +166,8 @@ class Trainer {
   // whether apply_gradients would be the optimizer's step alone (on the CPU, without loss scaling,
   // non-finite skipping or gradient clipping); the values of a trained parameter, which an outside update
   // writes in place; and the optimizer, whose state and step counts it keeps.
-  bool applies_optimizer_step_alone() const;
+  bool applies_optimizer_step_alone() const { return applies_optimizer_step_alone(options_); }
+  static bool applies_optimizer_step_alone(const TrainerOptions& options);
   std::span<float> parameter_values(const std::string& name);
   Optimizer& optimizer_for_outside_update() { return optimizer_; }
 

@@ -212,7 +212,8 @@ TEST(DataParallel, BucketedOverlapEqualsOneAllReduceBitForBit) {
 // Replica threads step sharded (each sums its share of the gradients and updates that share of replica 0's
 // weights and optimizer state, then copies it to the others): the same weights, losses and replica-0
 // optimizer state, bit for bit, as every replica applying the summed gradients with its own optimizer,
-// which --clip-grad-norm (here never reached) still does; and only replica 0 holds optimizer state.
+// which --clip-grad-norm (here never reached) still does; and only replica 0 holds optimizer state and
+// the replicas share one copy of the weights.
 TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerState) {
   const auto batches = batches_of("synthetic:3,32,32:10:96", 12, 3);
   TrainerOptions unsharded_options = momentum_sgd();
@@ -234,6 +235,12 @@ TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerStat
     }
     const bool sharded = options.clip_grad_norm == 0;
     EXPECT_EQ(dp.replica(1).optimizer().states().empty(), sharded);
+    // Sharded, the replicas read one copy of the weights; their BatchNorm statistics stay their own.
+    const std::map<std::string, Tensor> statistics = dp.replica(0).running_statistics();
+    for (const auto& [name, t] : dp.replica(2).trained_initializers()) {
+      const bool shares = t.raw() == dp.trained_initializers().at(name).raw();
+      EXPECT_EQ(shares, sharded && !statistics.count(name)) << name;
+    }
   }
   EXPECT_EQ(losses[0], losses[1]);
   for (const auto& [name, t] : weights[1])
