@@ -51,20 +51,26 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   // `workers` profiles at once, each on its own thread with the OpenMP threads one worker of the strategy
   // has: the workers of a run share the caches and the memory bandwidth, and their kernels are slower
   // together than one alone. Each node's time is the mean over the workers.
+  // Worker 0 runs on this thread: a second OpenMP team (a team started from another thread) would make
+  // libgomp count more threads than CPUs and throttle its spin-wait, after which every parallel region wakes
+  // its workers through the kernel: ResNet-18's node times on 2 threads summed to those of 1 thread (67
+  // against 37 ms), so bench predicted `single` on 2 threads at 0.57 of its measured speed.
   std::vector<NodeTimes> times(static_cast<size_t>(workers));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+  const auto measure = [&](int w) {
+    try {
+      omp_set_num_threads(threads);
+      times[static_cast<size_t>(w)] =
+          measure_node_times(training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20});
+    } catch (...) {
+      errors[static_cast<size_t>(w)] = std::current_exception();
+    }
+  };
   std::vector<std::thread> running;
-  for (int w = 0; w < workers; ++w) {
-    running.emplace_back([&, w] {
-      try {
-        omp_set_num_threads(threads);
-        times[static_cast<size_t>(w)] =
-            measure_node_times(training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20});
-      } catch (...) {
-        errors[static_cast<size_t>(w)] = std::current_exception();
-      }
-    });
-  }
+  for (int w = 1; w < workers; ++w) running.emplace_back(measure, w);
+  const int saved_threads = omp_get_max_threads();
+  measure(0);
+  omp_set_num_threads(saved_threads);
   for (std::thread& t : running) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
