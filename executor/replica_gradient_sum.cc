@@ -48,43 +48,46 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients, cons
   }
 }
 
-}  // namespace
-
-void ReplicaGradientSum::sum_share(int replica) {
-  check_published();
-  const size_t r = gradients_.size(), me = static_cast<size_t>(replica);
+// Calls done(t, from, count, sum) for every block of replica `replica`'s share of every tensor t, with sum
+// the block's weighed sum over the replicas.
+template <typename Done>
+void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gradients,
+                           const std::vector<double>& row_weights, int replica, Done&& done) {
+  const size_t r = gradients.size(), me = static_cast<size_t>(replica);
   float sum[kBlock];
-  for (size_t t = 0; t < gradients_[0].size(); ++t) {
-    const size_t n = gradients_[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
+  for (size_t t = 0; t < gradients[0].size(); ++t) {
+    const size_t n = gradients[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
-      sum_block(gradients_, row_weights_, t, from, count, sum);
-      for (size_t k = 0; k < r; ++k) std::copy_n(sum, count, gradients_[k][t].data() + from);
+      sum_block(gradients, row_weights, t, from, count, sum);
+      done(t, from, count, sum);
     }
   }
 }
 
+}  // namespace
+
+void ReplicaGradientSum::sum_share(int replica) {
+  check_published();
+  for_each_summed_block(gradients_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
+    for (std::vector<std::span<float>>& tensors : gradients_) std::copy_n(sum, count, tensors[t].data() + from);
+  });
+}
+
 void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step) {
   check_published();
-  const size_t r = gradients_.size(), me = static_cast<size_t>(replica);
-  for (size_t k = 0; k < r; ++k) {
+  for (size_t k = 0; k < weights_.size(); ++k) {
     ONNXTRAIN_CHECK(weights_[k].size() == gradients_[0].size(), "replica gradient sum: weights not published");
     for (size_t t = 0; t < weights_[k].size(); ++t)
       ONNXTRAIN_CHECK(weights_[k][t].size() == gradients_[0][t].size(), "replica gradient sum: weight sizes differ");
   }
-  float sum[kBlock];
-  for (size_t t = 0; t < gradients_[0].size(); ++t) {
-    const size_t n = gradients_[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
-    for (size_t from = begin; from < end; from += kBlock) {
-      const size_t count = std::min(kBlock, end - from);
-      sum_block(gradients_, row_weights_, t, from, count, sum);
-      float* master = weights_[0][t].data() + from;
-      step.apply(t, from, from + count, master, sum);
-      for (size_t k = 1; k < r; ++k)
-        if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
-          std::copy_n(master, count, weights_[k][t].data() + from);
-    }
-  }
+  for_each_summed_block(gradients_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
+    float* master = weights_[0][t].data() + from;
+    step.apply(t, from, from + count, master, sum);
+    for (size_t k = 1; k < weights_.size(); ++k)
+      if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
+        std::copy_n(master, count, weights_[k][t].data() + from);
+  });
 }
 
 }  // namespace onnxtrain
