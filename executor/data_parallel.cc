@@ -131,10 +131,12 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
     throw Error("data parallel across processes: one replica per process (got " + std::to_string(r) +
                 " replicas in each of " + std::to_string(options_.world->size()) + " processes)");
   }
-  // R copies of the weights, gradients and optimizer state, and R - 1 threads: refused with one line before
+  // R copies of the gradients (and of the weights and optimizer state unless the replicas share them), and
+  // R - 1 threads: refused with one line before
   // anything is allocated when they cannot fit (1000 replicas under `ulimit -v 4000000` aborted).
   if (!options_.world)
-    check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r));
+    check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r),
+                                 steps_sharded());
   // What the estimate cannot see (activations, kernels' buffers) may still run out: "out of memory ...".
   with_out_of_resources_as_error("building " + std::to_string(r) + " data-parallel replicas",
                                  [&] { build_replicas(forward); });

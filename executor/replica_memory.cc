@@ -34,34 +34,44 @@ uint64_t optimizer_slots(const OptimizerConfig& o) {
 }  // namespace
 
 ReplicaMemoryEstimate estimate_replica_memory(const Graph& forward, int replicas, int threads,
-                                              const TrainerOptions& options) {
-  uint64_t initializer_bytes = 0, parameter_bytes = 0;
+                                              const TrainerOptions& options, bool shared_weights) {
+  uint64_t initializer_bytes = 0, parameter_bytes = 0, state_bytes = 0;
   for (ValueId id : forward.initializers) {
     const Value& v = forward.value(id);
     if (!v.data) continue;
     initializer_bytes = saturating_add(initializer_bytes, v.data->nbytes());
     if (v.role == ValueRole::Parameter) parameter_bytes = saturating_add(parameter_bytes, v.data->nbytes());
+    if (v.role == ValueRole::State) state_bytes = saturating_add(state_bytes, v.data->nbytes());
   }
   ReplicaMemoryEstimate e;
-  // The replica's own copy of the initializers in host memory; on the CPU also the gradients and the
-  // optimizer state (on a GPU those live in device memory).
-  e.per_replica_bytes = initializer_bytes;
-  if (options.device.kind != DeviceKind::Cuda)
-    e.per_replica_bytes =
-        saturating_add(e.per_replica_bytes, saturating_mul(parameter_bytes, 1 + optimizer_slots(options.optimizer)));
+  const uint64_t optimizer_bytes = saturating_mul(parameter_bytes, optimizer_slots(options.optimizer));
+  if (shared_weights) {  // only on the CPU
+    e.shared_bytes = saturating_add(initializer_bytes - state_bytes, optimizer_bytes);
+    e.per_replica_bytes = saturating_add(state_bytes, parameter_bytes);
+  } else {
+    // The replica's own copy of the initializers in host memory; on the CPU also the gradients and the
+    // optimizer state (on a GPU those live in device memory).
+    e.per_replica_bytes = initializer_bytes;
+    if (options.device.kind != DeviceKind::Cuda)
+      e.per_replica_bytes = saturating_add(e.per_replica_bytes, saturating_add(parameter_bytes, optimizer_bytes));
+  }
   e.thread_stack_bytes = default_thread_stack_bytes();
-  e.resident_bytes = saturating_mul(e.per_replica_bytes, static_cast<uint64_t>(std::max(replicas, 0)));
+  e.resident_bytes =
+      saturating_add(e.shared_bytes, saturating_mul(e.per_replica_bytes, static_cast<uint64_t>(std::max(replicas, 0))));
   e.address_space_bytes = saturating_add(
       e.resident_bytes, saturating_mul(e.thread_stack_bytes, static_cast<uint64_t>(std::max(threads, 0))));
   return e;
 }
 
 void check_replicas_fit_in_memory(const Graph& forward, int replicas, int threads, const TrainerOptions& options,
-                                  const std::string& option) {
-  const ReplicaMemoryEstimate e = estimate_replica_memory(forward, replicas, threads, options);
+                                  const std::string& option, bool shared_weights) {
+  const ReplicaMemoryEstimate e = estimate_replica_memory(forward, replicas, threads, options, shared_weights);
   const std::string what = option + ": not enough memory: " + std::to_string(replicas) + " replicas need at least ";
   const std::string each =
-      " (" + format_memory_size(e.per_replica_bytes) + " each for their weights, gradients and optimizer state";
+      shared_weights
+          ? " (" + format_memory_size(e.shared_bytes) + " for the weights and optimizer state they share, " +
+                format_memory_size(e.per_replica_bytes) + " each for their gradients and statistics"
+          : " (" + format_memory_size(e.per_replica_bytes) + " each for their weights, gradients and optimizer state";
   const uint64_t physical = physical_memory_bytes();
   if (physical > 0 && e.resident_bytes > physical)
     throw Error(what + format_memory_size(e.resident_bytes) + each + "), more than this machine's " +

@@ -275,6 +275,13 @@ TEST(DataParallel, ReplicasThatCannotFitAreRefusedBeforeAnyIsBuilt) {
   EXPECT_GE(e.per_replica_bytes, 3u * 4u * 109386u);
   EXPECT_LT(e.per_replica_bytes, 3u * 4u * 109386u + 4096u);
   EXPECT_EQ(e.address_space_bytes, 1000 * e.per_replica_bytes + 999 * e.thread_stack_bytes);
+  // Replicas that share the weights (the sharded step): one copy of them and of the momentum, and per
+  // replica its gradients (the MLP has no BatchNorm statistics).
+  const ReplicaMemoryEstimate shared = estimate_replica_memory(m.graph, 1000, 999, momentum_sgd(), true);
+  EXPECT_EQ(shared.per_replica_bytes, 4u * 109386u);
+  EXPECT_GE(shared.shared_bytes, 2u * 4u * 109386u);
+  EXPECT_LT(shared.shared_bytes, 2u * 4u * 109386u + 4096u);
+  EXPECT_EQ(shared.resident_bytes, shared.shared_bytes + 1000 * shared.per_replica_bytes);
   if (testing_support::kSanitized) GTEST_SKIP() << "sanitizer runtimes do not survive RLIMIT_AS";
   const testing_support::ChildResult r = testing_support::run_in_child([&] {
     testing_support::limit_address_space_growth(uint64_t{1} << 30);
