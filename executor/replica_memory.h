@@ -1,6 +1,7 @@
 // Whether R replicas of a model fit in this process before any is built (`--strategy dp|ps --replicas R`,
 // `--central-storage`): each replica holds its own copy of the weights, their gradients and its optimizer's
-// state, and every replica but the first runs on a thread of its own, whose stack takes address space.
+// state (dp's sharded replicas share one copy of the weights and the state: see shared_weights), and every
+// replica but the first runs on a thread of its own, whose stack takes address space.
 //
 //   check_replicas_fit_in_memory(model.graph, 1000, trainer_options, "--replicas 1000");
 //   // Error: "--replicas 1000: not enough memory: ... (ulimit -v ...); use fewer replicas"
