@@ -132,8 +132,8 @@ DataParallelTrainer::DataParallelTrainer(const Graph& forward, DataParallelOptio
                 " replicas in each of " + std::to_string(options_.world->size()) + " processes)");
   }
   // R copies of the gradients (and of the weights and optimizer state unless the replicas share them), and
-  // R - 1 threads: refused with one line before
-  // anything is allocated when they cannot fit (1000 replicas under `ulimit -v 4000000` aborted).
+  // R - 1 threads: refused with one line before anything is allocated when they cannot fit (1000 replicas
+  // under `ulimit -v 4000000` aborted).
   if (!options_.world)
     check_replicas_fit_in_memory(forward, r, r - 1, options_.trainer, "--replicas " + std::to_string(r),
                                  steps_sharded());
@@ -307,10 +307,8 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
       int64_t bytes = 0;
       for (auto& [name, g] : grads) {
         tensors.push_back(g.data<float>());
-        if (sharded_step_) {
-          weights.push_back(replica.parameter_values(name));
-          params.emplace_back(name, static_cast<size_t>(g.numel()));
-        }
+        if (sharded_step_) weights.push_back(replica.parameter_values(name));
+        if (sharded_step_ && local == 0) params.emplace_back(name, static_cast<size_t>(g.numel()));
         bytes += static_cast<int64_t>(g.nbytes());
         reduced[name] = g;
       }

@@ -34,15 +34,15 @@
 // backward pass returns its gradients, on GPUs after NCCL's sum), and every replica's own scaler skips or
 // takes the step; they see the same sum, so they stay in step. Not with --bucket-mb on the CPU.
 //
-// Replica threads on the CPU without buckets step sharded (ZeRO-1 within the process): each replica sums
-// its share of every gradient's elements and applies replica 0's optimizer to that share of replica 0's
-// weights as it goes, then copies the updated share into the other replicas' weights
-// (ReplicaGradientSum::step_share). The replicas then share one copy of the weights (their BatchNorm
-// statistics stay their own), which the step writes between the exchange's barriers while no replica
-// computes, and replica 0's optimizer state is the only one: R - 1 fewer copies of both. Replica 0's
-// checkpoint is the run's, as before. Bit for bit the weights of
-// every replica applying the summed gradients. Not where apply_gradients does more than the optimizer's
-// step: fp16's loss scaling, --on-nonfinite skip, --clip-grad-norm.
+// Replica threads on the CPU without buckets step sharded (ZeRO-1 within the process): the replicas share
+// one copy of the weights (their BatchNorm statistics stay their own), and each sums its share of every
+// gradient's elements and applies replica 0's optimizer to that share of the weights as it goes
+// (ReplicaGradientSum::step_share), between the exchange's barriers while no replica computes. Replica 0's
+// optimizer state is the only one: R - 1 fewer copies of it and of the weights. Replica 0's checkpoint is
+// the run's, as before. Bit for bit the weights of every replica applying the summed gradients. Not where
+// apply_gradients does more than the optimizer's step: fp16's loss scaling, --on-nonfinite skip,
+// --clip-grad-norm.
+#pragma once
 
 #include <chrono>
 #include <functional>
@@ -140,7 +140,8 @@ class DataParallelTrainer {
   std::map<std::string, int64_t> parameter_numels_;  // trained initializers' element counts, by name
 
   DataParallelOptions options_;
-  std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers
+  std::vector<Graph> models_;  // one copy of the model per replica, with its own initializer buffers (sharded:
+                               // replica 0's weights, its own BatchNorm statistics)
   std::vector<std::unique_ptr<Trainer>> replicas_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::unique_ptr<ReplicaGradientSum> gradient_sum_;    // replica threads of one process, without buckets

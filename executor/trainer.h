@@ -163,10 +163,9 @@ class Trainer {
   // changes. For callers that apply the gradients elsewhere (a parameter server's shards).
   bool update_loss_scale(const std::map<std::string, Tensor>& gradients);
   // For an update applied from outside (DataParallelTrainer's sharded step, executor/sharded_optimizer_step.h):
-  // whether apply_gradients would be the optimizer's step alone (on the CPU, without loss scaling,
-  // non-finite skipping or gradient clipping); the values of a trained parameter, which an outside update
-  // writes in place; and the optimizer, whose state and step counts it keeps.
-  bool applies_optimizer_step_alone() const { return applies_optimizer_step_alone(options_); }
+  // whether a trainer of these options applies the optimizer's step alone in apply_gradients (on the CPU,
+  // without loss scaling, non-finite skipping or gradient clipping); the values of a trained parameter, which an
+  // outside update writes in place; and the optimizer, whose state and step counts it keeps.
   static bool applies_optimizer_step_alone(const TrainerOptions& options);
   std::span<float> parameter_values(const std::string& name);
   Optimizer& optimizer_for_outside_update() { return optimizer_; }

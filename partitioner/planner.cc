@@ -84,10 +84,11 @@ class StagePricer {
   double time(int k, int64_t first, int64_t end, int r) const {
     const double compute = static_cast<double>(seconds_[end] - seconds_[first]);
     const double sends = send_forward(k, end) + send_backward(k, first);
-    const int64_t updates_every = flushes() ? options_.micro_batches : 1;
     return (compute + sends) / r +
-           (allreduce(first, end, r) + update(first, end)) / (static_cast<double>(r) * updates_every);
+           (allreduce(first, end, r) + update(first, end)) / (static_cast<double>(r) * updates_every());
   }
+  // U: micro-batches per weight update (per replica): M where a flush or accumulation sums them, else 1.
+  int64_t updates_every() const { return flushes() ? options_.micro_batches : 1; }
   // The stage's optimizer step over its parameters: memory-bound, reading the weights, gradients and state
   // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes).
   double update(int64_t first, int64_t end) const {
@@ -329,8 +330,7 @@ Plan build_plan(const CostProfile& profile, const PlanOptions& options, std::spa
   }
   {  // one device steps every parameter too, once per micro-batch or per flush
     const StagePricer pricer(profile, options);
-    plan.single_device_seconds +=
-        pricer.update(0, n) / static_cast<double>(pricer.flushes() ? options.micro_batches : 1);
+    plan.single_device_seconds += pricer.update(0, n) / static_cast<double>(pricer.updates_every());
   }
   const PipelineSimulation sim = simulate_plan(profile, plan);
   const double m = static_cast<double>(options.micro_batches);

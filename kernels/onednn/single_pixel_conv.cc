@@ -123,8 +123,9 @@ std::string SinglePixelConv::w_taps_key(size_t element) const {
   for (int64_t offset : w_offsets) key += " " + std::to_string(offset);
   return key;
 }
-const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, std::shared_ptr<std::vector<std::byte>>& kept,
-                                           ScratchArena::Lease& lease, size_t element) const {
+const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, const std::string& key,
+                                           std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease,
+                                           size_t element) const {
   if (w_whole() || !stream.keeps_derived_values()) return w_matrix(w, lease, element);
   const size_t bytes = static_cast<size_t>(out_channels * depth()) * element;
   if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
@@ -132,13 +133,13 @@ const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, std::s
     gather(static_cast<const T*>(w), reinterpret_cast<T*>(kept->data()), out_channels * in_channels, kernel_plane,
            w_offsets);
   });
-  stream.keep_derived(w, w_taps_key(element), kept);
+  stream.keep_derived(w, key, kept);
   return kept->data();
 }
-const void* SinglePixelConv::w_matrix_from_forward(const void* w, const Stream& stream, ScratchArena::Lease& lease,
-                                                   size_t element) const {
+const void* SinglePixelConv::w_matrix_from_forward(const void* w, const Stream& stream, const std::string& key,
+                                                   ScratchArena::Lease& lease, size_t element) const {
   if (!w_whole())
-    if (const Stream::Derived kept = stream.derived(w, w_taps_key(element))) return kept->data();
+    if (const Stream::Derived kept = stream.derived(w, key)) return kept->data();
   return w_matrix(w, lease, element);
 }
 void SinglePixelConv::scatter_x(const void* dxv, void* dx, size_t element) const {
@@ -196,6 +197,7 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
   SinglePixelConvKernel(const KernelSpec& spec, SinglePixelConv g) : spec_(spec), g_(std::move(g)) {
     const DType dtype = spec.inputs[0].dtype;
     element_ = dtype_size(dtype);
+    taps_key_ = g_.w_taps_key(element_);
     has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
     const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
     product_ = MatrixProduct(matrix_desc(n, k, dtype), matrix_desc(k, m, dtype, /*transposed=*/true),
@@ -208,7 +210,7 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
     checked(spec_, "run", [&] {
       ScratchArena::Lease lease;
       product_.run(g_.x_matrix(inputs[0].data, lease, element_),
-                   g_.w_matrix_kept(inputs[1].data, stream, kept_taps_, lease, element_), outputs[0].data,
+                   g_.w_matrix_kept(inputs[1].data, stream, taps_key_, kept_taps_, lease, element_), outputs[0].data,
                    has_bias_ ? inputs[2].data : nullptr);
     });
   }
@@ -219,8 +221,9 @@ class SinglePixelConvKernel final : public Kernel, public ReportsImplementation 
   size_t element_ = 4;
   bool has_bias_ = false;
   MatrixProduct product_;
-  // The gathered weight taps this run keeps for its backward (Stream::derived); reused by the next run
-  // once the stream that held them is gone.
+  // The gathered weight taps this run keeps for its backward (Stream::derived), under taps_key_; reused by
+  // the next run once the stream that held them is gone.
+  std::string taps_key_;
   std::shared_ptr<std::vector<std::byte>> kept_taps_;
 };
 

@@ -58,13 +58,14 @@ struct SinglePixelConv {
   const void* x_matrix(const void* x, ScratchArena::Lease& lease, size_t element) const;
   const void* w_matrix(const void* w, ScratchArena::Lease& lease, size_t element) const;
   // Wv as the forward convolution gathers it for the backward of the same run: into `kept` (reused when
-  // the stream no longer holds it), kept on the stream under w's address and w_taps_key(); a backward
-  // with the same W and geometry reads it instead of gathering again (Stream::derived). W itself where
-  // it is the matrix, or where the stream keeps nothing.
-  const void* w_matrix_kept(const void* w, Stream& stream, std::shared_ptr<std::vector<std::byte>>& kept,
-                            ScratchArena::Lease& lease, size_t element) const;
-  const void* w_matrix_from_forward(const void* w, const Stream& stream, ScratchArena::Lease& lease,
-                                    size_t element) const;
+  // the stream no longer holds it), kept on the stream under w's address and `key` (w_taps_key, which the
+  // kernels make once); a backward with the same W and geometry reads it instead of gathering again
+  // (Stream::derived). W itself where it is the matrix, or where the stream keeps nothing.
+  const void* w_matrix_kept(const void* w, Stream& stream, const std::string& key,
+                            std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease,
+                            size_t element) const;
+  const void* w_matrix_from_forward(const void* w, const Stream& stream, const std::string& key,
+                                    ScratchArena::Lease& lease, size_t element) const;
   std::string w_taps_key(size_t element) const;
   // dX from dXv and dW from dWv, zero at the positions no tap reads.
   void scatter_x(const void* dxv, void* dx, size_t element) const;

@@ -23,6 +23,7 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
     want_db_ = wanted(2);
     const DType dtype = spec.inputs[0].dtype;
     element_ = dtype_size(dtype);
+    taps_key_ = g_.w_taps_key(element_);
     const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
     if (want_dx_)
       input_gradient_ = MatrixProduct(matrix_desc(n, m, dtype), matrix_desc(m, k, dtype), matrix_desc(n, k, dtype));
@@ -58,7 +59,7 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
       if (want_dx_) {
         void* dxv = g_.x_whole() ? outputs[0].data : lease.take(bytes(g_.batch));
         // The forward convolution of this run gathered the same taps of the same W (Stream::derived).
-        input_gradient_.run(dy, g_.w_matrix_from_forward(inputs[2].data, stream, lease, element_), dxv);
+        input_gradient_.run(dy, g_.w_matrix_from_forward(inputs[2].data, stream, taps_key_, lease, element_), dxv);
         if (!g_.x_whole()) g_.scatter_x(dxv, outputs[0].data, element_);
       }
       if (want_dw_) {
@@ -74,6 +75,7 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
   KernelSpec spec_;
   SinglePixelConv g_;
   size_t element_ = 4;
+  std::string taps_key_;  // where the forward of this run keeps W's gathered taps (Stream::derived)
   bool want_dx_ = false, want_dw_ = false, want_db_ = false;
   MatrixProduct input_gradient_, weight_gradient_, bias_gradient_;
   std::vector<std::byte> ones_;  // N ones of the dtype: the bias gradient's left operand
