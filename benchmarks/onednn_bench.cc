@@ -177,7 +177,10 @@ void register_all() {
                                                                 {"conv_16to16_3x3_32x32", {16, 16, 3, 1, 32, 1}},
                                                                 {"conv_16to32_3x3_s2", {16, 32, 3, 2, 32, 1}},
                                                                 {"conv_32to32_3x3_16x16", {32, 32, 3, 1, 16, 1}},
-                                                                {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}}};
+                                                                {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}},
+                                                                // ResNet-18's layer3 at 32x32 (tap_product_conv.h)
+                                                                {"conv_256to256_3x3_2x2", {256, 256, 3, 1, 2, 1}},
+                                                                {"conv_128to256_3x3_s2_4x4", {128, 256, 3, 2, 4, 1}}};
   for (const auto& [name, s] : convs) {
     benchmark::RegisterBenchmark(("ours/" + name).c_str(), [s = s](benchmark::State& state) {
       const Attributes attrs{{"strides", Ints{s.stride, s.stride}}, {"pads", Ints{s.pad, s.pad, s.pad, s.pad}}};

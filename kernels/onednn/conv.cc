@@ -9,7 +9,8 @@
 // handles (the layout copies and the scratchpad in the running thread's arena, kernels/scratch_arena.h), so
 // one kernel object must not run on two threads at once. float32, and bfloat16 where the CPU has native bfloat16
 // (onednn::native_bf16: accumulation in float32, the result rounded once). Other variants use the reference kernel.
-// A convolution whose output is a single pixel is a matrix product instead (single_pixel_conv.h).
+// A convolution whose output is a single pixel is a matrix product instead (single_pixel_conv.h), one
+// whose output plane has 2 to 4 positions a product per kernel tap (tap_product_conv.h).
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/single_pixel_conv.h"
+#include "kernels/onednn/tap_product_conv.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -119,6 +121,7 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
                                                                       {y.sizes.begin() + 2, y.sizes.end()}, kernel);
   try {
     if (std::unique_ptr<Kernel> matrix_product = onednn::make_single_pixel_conv(spec, w)) return matrix_product;
+    if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv(spec, w)) return tap_products;
     return std::make_unique<OnednnConv>(spec, w);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for

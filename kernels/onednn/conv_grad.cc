@@ -11,7 +11,8 @@
 // layout copies and the scratchpad are the running thread's arena (kernels/scratch_arena.h), and the data
 // handles are the kernel's own state, so one kernel object must not run on two threads at once. What oneDNN
 // has no implementation for (and empty tensors) runs the reference kernel. A convolution whose output is a
-// single pixel runs as matrix products instead (single_pixel_conv.h).
+// single pixel runs as matrix products instead (single_pixel_conv.h), one whose output plane has 2 to 4
+// positions as products per kernel tap (tap_product_conv.h).
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/single_pixel_conv.h"
+#include "kernels/onednn/tap_product_conv.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -252,6 +254,7 @@ std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
                                                                       {dy.sizes.begin() + 2, dy.sizes.end()}, kernel);
   try {
     if (std::unique_ptr<Kernel> matrix_products = onednn::make_single_pixel_conv_grad(spec, w)) return matrix_products;
+    if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv_grad(spec, w)) return tap_products;
     return std::make_unique<OnednnConvGrad>(spec, w);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for

@@ -1,0 +1,191 @@
+// The tap-product convolution's geometry, transposes and products, and its Conv kernel (tap_product_conv.h).
+#include "kernels/onednn/tap_product_conv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/scratch_arena.h"
+
+namespace onnxtrain::onednn {
+
+std::optional<TapProductConv> TapProductConv::of(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                                                 const reference::WindowGeometry& window, int64_t group) {
+  if (group != 1 || x.size() < 3 || w.size() != x.size()) return std::nullopt;
+  TapProductConv g;
+  g.batch = x[0];
+  g.in_channels = x[1];
+  g.out_channels = w[0];
+  for (size_t a = 0; a < window.spatial(); ++a) {
+    g.in_plane *= window.input[a];
+    g.out_plane *= window.output[a];
+    g.kernel_plane *= window.kernel[a];
+  }
+  // A 1x1 kernel reads no padding, and oneDNN's 1x1 convolution runs it without reorders.
+  if (g.out_plane < 2 || g.out_plane > kMaxOutputPositions || g.kernel_plane == 1) return std::nullopt;
+  for (int64_t tap = 0; tap < g.kernel_plane; ++tap) {
+    Run run{.tap = tap};
+    for (int64_t out = 0; out < g.out_plane; ++out) {
+      // The input position of (out, tap), axis by axis from the last (row-major indices).
+      int64_t in = 0, in_stride = 1, out_rest = out, tap_rest = tap;
+      bool inside = true;
+      for (size_t a = window.spatial(); a-- > 0;) {
+        const int64_t at = window.input_position(a, out_rest % window.output[a], tap_rest % window.kernel[a]);
+        inside = inside && at >= 0 && at < window.input[a];
+        in += at * in_stride;
+        in_stride *= window.input[a];
+        out_rest /= window.output[a];
+        tap_rest /= window.kernel[a];
+      }
+      if (!inside) continue;
+      if (run.length > 0 && out == run.out_begin + run.length && in == run.in_begin + run.length) {
+        ++run.length;
+        continue;
+      }
+      if (run.length > 0) g.runs.push_back(run);
+      run = Run{.tap = tap, .out_begin = out, .in_begin = in, .length = 1};
+    }
+    if (run.length > 0) g.runs.push_back(run);
+  }
+  if (g.runs.empty()) return std::nullopt;  // every tap in the padding: Y is the bias
+  return g;
+}
+
+std::optional<TapProductConv> TapProductConv::for_spec(const KernelSpec& spec, size_t x_input,
+                                                       const reference::WindowGeometry& window) {
+  if (spec.inputs[x_input].dtype != DType::Float32) return std::nullopt;
+  return of(spec.inputs[x_input].sizes, spec.inputs[x_input + 1].sizes, window, spec.attributes.get_int("group", 1));
+}
+
+void TapProductConv::to_positions(const float* from, float* to, int64_t n, int64_t k, int64_t p) {
+  const int64_t rows = n * k;
+  cpu::parallel_for(rows, 8192 / p + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t q = 0; q < p; ++q)
+      for (int64_t r = begin; r < end; ++r) to[q * rows + r] = from[r * p + q];
+  });
+}
+
+void TapProductConv::to_plane(const float* from, float* to, int64_t n, int64_t k, int64_t p, const float* bias) {
+  const int64_t rows = n * k;
+  cpu::parallel_for(rows, 8192 / p + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float b = bias ? bias[r % k] : 0.0f;
+      for (int64_t q = 0; q < p; ++q) to[r * p + q] = from[q * rows + r] + b;
+    }
+  });
+}
+
+namespace {
+
+// W (M, C, T) and W' (T, C, M) as oneDNN memory descriptors of the same (M, C, T) tensor.
+dnnl::memory::desc weight_desc(int64_t m, int64_t c, int64_t t, bool tap_major) {
+  const dnnl::memory::dims strides = tap_major ? dnnl::memory::dims{1, m, c * m} : dnnl::memory::dims{c * t, t, 1};
+  return dnnl::memory::desc({m, c, t}, dnnl::memory::data_type::f32, strides);
+}
+
+}  // namespace
+
+TapProductConv::WeightTranspose::WeightTranspose(const TapProductConv& g, bool to_tap_major) {
+  const dnnl::memory::desc plain = weight_desc(g.out_channels, g.in_channels, g.kernel_plane, false);
+  const dnnl::memory::desc tap_major = weight_desc(g.out_channels, g.in_channels, g.kernel_plane, true);
+  const dnnl::memory::desc& from = to_tap_major ? plain : tap_major;
+  const dnnl::memory::desc& to = to_tap_major ? tap_major : plain;
+  reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+  from_ = dnnl::memory(from, cpu_engine(), nullptr);
+  to_ = dnnl::memory(to, cpu_engine(), nullptr);
+}
+
+void TapProductConv::WeightTranspose::run(const float* from, float* to) {
+  from_.set_data_handle(const_cast<float*>(from));
+  to_.set_data_handle(to);
+  dnnl::stream& stream = cpu_stream();
+  reorder_.execute(stream, from_, to_);
+  stream.wait();
+}
+
+std::string TapProductConv::tap_major_key() const {
+  return "tap-major W " + std::to_string(out_channels) + "x" + std::to_string(in_channels) + "x" +
+         std::to_string(kernel_plane);
+}
+
+const float* TapProductConv::tap_major_kept(const float* w, WeightTranspose& transpose, Stream& stream,
+                                            std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const {
+  if (!stream.keeps_derived_values()) {
+    transpose.run(w, scratch);
+    return scratch;
+  }
+  const size_t bytes = static_cast<size_t>(weight_elements()) * sizeof(float);
+  if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
+  auto* wt = reinterpret_cast<float*>(kept->data());
+  transpose.run(w, wt);
+  stream.keep_derived(w, tap_major_key(), kept);
+  return wt;
+}
+
+const float* TapProductConv::tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
+                                                    float* scratch) const {
+  if (const Stream::Derived kept = stream.derived(w, tap_major_key()))
+    return reinterpret_cast<const float*>(kept->data());
+  transpose.run(w, scratch);
+  return scratch;
+}
+
+void gemm(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(a_transposed ? 'T' : 'N', b_transposed ? 'T' : 'N', rows, cols, depth, 1.0f,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) throw dnnl::error(status, "dnnl_sgemm");
+}
+
+namespace {
+
+class TapProductConvKernel final : public Kernel, public ReportsImplementation {
+ public:
+  TapProductConvKernel(const KernelSpec& spec, TapProductConv g)
+      : spec_(spec), g_(std::move(g)), to_tap_major_(g_, /*to_tap_major=*/true) {
+    has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
+  }
+
+  std::string library_implementation() const override {
+    return "tap products (" + std::to_string(g_.runs.size()) + " sgemm)";
+  }
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    checked(spec_, "run", [&] {
+      const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
+      ScratchArena::Lease lease;
+      auto* xt = lease.take<float>(static_cast<size_t>(g_.in_plane * n * c));
+      auto* yt = lease.take<float>(static_cast<size_t>(g_.out_plane * n * m));
+      auto* scratch =
+          stream.keeps_derived_values() ? nullptr : lease.take<float>(static_cast<size_t>(g_.weight_elements()));
+      TapProductConv::to_positions(inputs[0].as<const float>(), xt, n, c, g_.in_plane);
+      const float* wt = g_.tap_major_kept(inputs[1].as<const float>(), to_tap_major_, stream, kept_, scratch);
+      std::fill(yt, yt + g_.out_plane * n * m, 0.0f);
+      for (const TapProductConv::Run& r : g_.runs)
+        gemm(false, false, r.length * n, m, c, xt + r.in_begin * n * c, c, wt + r.tap * c * m, m, 1.0f,
+             yt + r.out_begin * n * m, m);
+      TapProductConv::to_plane(yt, outputs[0].as<float>(), n, m, g_.out_plane,
+                               has_bias_ ? inputs[2].as<const float>() : nullptr);
+    });
+  }
+
+ private:
+  KernelSpec spec_;
+  TapProductConv g_;
+  bool has_bias_ = false;
+  TapProductConv::WeightTranspose to_tap_major_;
+  // W' this run keeps for its backward (Stream::derived); reused by the next run once the stream that
+  // held it is gone.
+  std::shared_ptr<std::vector<std::byte>> kept_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_tap_product_conv(const KernelSpec& spec, const reference::WindowGeometry& window) {
+  std::optional<TapProductConv> g = TapProductConv::for_spec(spec, 0, window);
+  if (!g) return nullptr;
+  return std::make_unique<TapProductConvKernel>(spec, std::move(*g));
+}
+
+}  // namespace onnxtrain::onednn

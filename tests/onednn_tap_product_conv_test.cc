@@ -1,0 +1,165 @@
+// The tap-product convolution (kernels/onednn/tap_product_conv.h): Conv and ConvGrad with one group and an
+// output plane of 2 to 4 positions run as matrix products per kernel tap. Checked against the reference
+// kernels (the oracle) on the shapes that take that path (ResNet's layer3 3x3 over 2x2, its strided 3x3
+// from 4x4, 2x1 and 1x3 planes, asymmetric pads, a dilation, a tap that reads only padding, 1-D and 3-D),
+// that they did take it, and that a 1x1 kernel, a grouped convolution and a 3x3 plane do not; that the
+// runs of a 3x3 kernel over 2x2 are the expected products; and that within one run the backward reads
+// the tap-major weight the forward made.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <random>
+
+#include "kernels/onednn/tap_product_conv.h"
+#include "tests/onednn_conv_oracle.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace testing_support;
+
+const std::vector<ConvCase>& tap_product_cases() {
+  static const std::vector<ConvCase> cases = {
+      {"ResNet layer3: 3x3 pads 1 over 2x2",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {4, 24, 2, 2},
+       {20, 24, 3, 3},
+       {4, 20, 2, 2}},
+      {"3x3 stride 2 pads 1 from 4x4",
+       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+       {3, 16, 4, 4},
+       {12, 16, 3, 3},
+       {3, 12, 2, 2}},
+      {"2x1 output", {{"pads", Ints{1, 0, 1, 0}}}, {2, 8, 2, 1}, {6, 8, 3, 1}, {2, 6, 2, 1}, false},
+      {"1x3 output of a 2x2 kernel", {{"pads", Ints{0, 1, 1, 0}}}, {2, 5, 2, 3}, {7, 5, 3, 2}, {2, 7, 1, 3}},
+      {"asymmetric pads and a dilation",
+       {{"pads", Ints{2, 0, 0, 1}}, {"dilations", Ints{2, 1}}},
+       {2, 5, 3, 3},
+       {4, 5, 3, 3},
+       {2, 4, 1, 2}},
+      // Pads 2 on a 3x3 kernel over 1x2: row 0 and row 2 of the kernel read only padding for every output.
+      {"taps only in the padding", {{"pads", Ints{1, 2, 1, 2}}}, {2, 3, 1, 2}, {4, 3, 3, 3}, {2, 4, 1, 4}},
+      {"1-D", {{"pads", Ints{1, 1}}}, {3, 6, 3}, {5, 6, 3}, {3, 5, 3}},
+      {"3-D", {{"pads", Ints{1, 0, 1, 1, 0, 1}}}, {2, 4, 1, 2, 2}, {3, 4, 3, 2, 3}, {2, 3, 1, 1, 2}},
+  };
+  return cases;
+}
+
+bool tap_product_path(const std::string& implementation) { return implementation.rfind("tap products", 0) == 0; }
+
+std::unique_ptr<Kernel> prepare_onednn(const KernelSpec& spec) {
+  return KernelRegistry::builtin()
+      .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "onednn")
+      ->prepare(spec);
+}
+
+KernelSpec conv_spec(const ConvCase& c, const std::vector<Tensor>& inputs) {
+  KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+  spec.inputs = input_descs(inputs);
+  spec.outputs = {{DType::Float32, c.y}};
+  return spec;
+}
+
+KernelSpec conv_grad_spec(const ConvCase& c, const std::vector<Tensor>& inputs, const std::array<bool, 3>& wanted) {
+  KernelSpec spec{
+      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+  spec.inputs = input_descs(inputs);
+  const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
+  for (int o = 0; o < 3; ++o) spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+  return spec;
+}
+
+TEST(TapProductConv, ConvMatchesReference) {
+  std::mt19937 rng(41);
+  for (const ConvCase& c : tap_product_cases()) {
+    SCOPED_TRACE(c.label);
+    std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w)};
+    if (c.bias) inputs.push_back(random_tensor(rng, {c.w[0]}));
+    const std::string implementation = expect_matches_reference(conv_spec(c, inputs), inputs);
+    EXPECT_TRUE(tap_product_path(implementation)) << implementation;
+  }
+}
+
+TEST(TapProductConv, ConvGradMatchesReferenceForEveryOutputSubset) {
+  std::mt19937 rng(42);
+  const std::vector<std::array<bool, 3>> subsets = {{true, true, true}, {false, true, true}, {true, false, false}};
+  for (const ConvCase& c : tap_product_cases()) {
+    for (const auto& wanted : subsets) {
+      SCOPED_TRACE(c.label + " outputs " + std::to_string(wanted[0]) + std::to_string(wanted[1]) +
+                   std::to_string(wanted[2]));
+      const std::vector<Tensor> inputs{random_tensor(rng, c.y), random_tensor(rng, c.x), random_tensor(rng, c.w)};
+      const std::string implementation = expect_matches_reference(conv_grad_spec(c, inputs, wanted), inputs);
+      EXPECT_TRUE(tap_product_path(implementation)) << implementation;
+    }
+  }
+}
+
+TEST(TapProductConv, ThreeByThreeOverTwoByTwoIsElevenProducts) {
+  const ConvCase& c = tap_product_cases()[0];
+  const reference::WindowGeometry window{.input = {2, 2},
+                                         .output = {2, 2},
+                                         .kernel = {3, 3},
+                                         .strides = {1, 1},
+                                         .dilations = {1, 1},
+                                         .pad_begin = {1, 1},
+                                         .pad_end = {1, 1}};
+  const std::optional<onednn::TapProductConv> g = onednn::TapProductConv::of(c.x, c.w, window, 1);
+  ASSERT_TRUE(g.has_value());
+  // The centre tap reads the whole plane in order (one product over 4 positions), the taps above and below
+  // the centre two positions each (one product), the others one position per product.
+  std::vector<std::array<int64_t, 4>> runs;
+  for (const auto& r : g->runs) runs.push_back({r.tap, r.out_begin, r.in_begin, r.length});
+  const std::vector<std::array<int64_t, 4>> expected = {{0, 3, 0, 1}, {1, 2, 0, 2}, {2, 2, 1, 1}, {3, 1, 0, 1},
+                                                        {3, 3, 2, 1}, {4, 0, 0, 4}, {5, 0, 1, 1}, {5, 2, 3, 1},
+                                                        {6, 1, 2, 1}, {7, 0, 2, 2}, {8, 0, 3, 1}};
+  EXPECT_EQ(runs, expected);
+}
+
+TEST(TapProductConv, OneByOneKernelsGroupsAndLargerPlanesKeepTheDirectConvolution) {
+  std::mt19937 rng(43);
+  const std::vector<ConvCase> cases = {
+      {"1x1 stride 2 from 4x4", {{"strides", Ints{2, 2}}}, {2, 8, 4, 4}, {6, 8, 1, 1}, {2, 6, 2, 2}},
+      {"two groups", {{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{2}}}, {2, 8, 2, 2}, {6, 4, 3, 3}, {2, 6, 2, 2}},
+      {"3x3 output", {{"pads", Ints{1, 1, 1, 1}}}, {2, 8, 3, 3}, {8, 8, 3, 3}, {2, 8, 3, 3}},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w), random_tensor(rng, {c.w[0]})};
+    const std::string implementation = expect_matches_reference(conv_spec(c, inputs), inputs);
+    EXPECT_FALSE(tap_product_path(implementation)) << implementation;
+  }
+}
+
+TEST(TapProductConv, TheBackwardReadsTheForwardsTapMajorWeightWithinARun) {
+  std::mt19937 rng(44);
+  const ConvCase& c = tap_product_cases()[0];
+  const Tensor x = random_tensor(rng, c.x), w = random_tensor(rng, c.w), dy = random_tensor(rng, c.y);
+  const KernelSpec conv = conv_spec(c, {x, w});
+  const KernelSpec grad = conv_grad_spec(c, {dy, x, w}, {true, false, false});  // dX alone: products with W'
+  const std::unique_ptr<Kernel> forward = prepare_onednn(conv), backward = prepare_onednn(grad);
+  const std::vector<Tensor> alone = run_prepared(*backward, {dy, x, w}, grad.outputs);
+
+  Stream run(DeviceKind::Cpu, 1);
+  run.enable_derived_values();
+  Tensor y(DType::Float32, c.y), dx(DType::Float32, c.x);
+  forward->run(run, views_of({x, w}), views_of({y}));
+  const std::string key = "tap-major W 20x24x9";
+  const Stream::Derived kept = run.derived(w.raw(), key);
+  ASSERT_NE(kept, nullptr) << "the forward kept no W' under '" << key << "'";
+  ASSERT_EQ(kept->size(), 20u * 24u * 9u * sizeof(float));
+  const auto* wt = reinterpret_cast<const float*>(kept->data());
+  for (int64_t m = 0; m < 20; ++m)
+    for (int64_t ch = 0; ch < 24; ++ch)
+      for (int64_t t = 0; t < 9; ++t)
+        ASSERT_EQ(wt[(t * 24 + ch) * 20 + m], w.data<float>()[(m * 24 + ch) * 9 + t]) << m << " " << ch << " " << t;
+  backward->run(run, views_of({dy, x, w}), views_of({dx, Tensor(), Tensor()}));
+  EXPECT_EQ(values<float>(dx), values<float>(alone[0]));
+
+  // Zeros kept under the key give a zero dX: the backward read the kept value, not W.
+  run.keep_derived(w.raw(), key, std::make_shared<const std::vector<std::byte>>(kept->size()));
+  backward->run(run, views_of({dy, x, w}), views_of({dx, Tensor(), Tensor()}));
+  EXPECT_EQ(values<float>(dx), std::vector<float>(dx.numel(), 0.0f));
+}
+
+}  // namespace
+}  // namespace onnxtrain
