@@ -2,7 +2,8 @@
 // Inference: use_global_stats | use_scale | use_shift with input_mean/input_var. Training (training_mode=1
 // from opset 14, any output beyond Y before it): oneDNN's batch mean and population variance, then the
 // running statistics input·momentum + batch·(1-momentum) on the host, exactly as the reference kernel
-// (ONNX's rule, population variance); before opset 14 the saved mean/var outputs are the batch ones.
+// (ONNX's rule, population variance); before opset 14 the saved mean/var outputs are the batch ones. The
+// batch statistics are kept for the gradient of the same run (batch_statistics_key).
 // Falls back to the reference kernel (same device) for: float64 or mixed-dtype scale/B/mean/var or
 // outputs (opset 15), spatial=0 (opset 7), rank 1 or above 5, empty X. Attribute errors are the
 // reference kernel's (it validates first).
@@ -78,6 +79,13 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
       store(2, [&](int64_t c) { return input_var[c] * momentum + var[c] * (1 - momentum); });
       store(3, [&](int64_t c) { return mean[c]; });
       store(4, [&](int64_t c) { return var[c]; });
+    });
+    // The batch statistics for the gradient of this run (BatchNormalizationGrad's statistics step).
+    kernel->set_keep([=, key = batch_statistics_key(channels)](Stream& stream, std::span<const TensorView> in) {
+      auto kept = std::make_shared<std::vector<std::byte>>(2 * static_cast<size_t>(channels) * sizeof(float));
+      std::memcpy(kept->data(), mean, static_cast<size_t>(channels) * sizeof(float));
+      std::memcpy(kept->data() + channels * sizeof(float), var, static_cast<size_t>(channels) * sizeof(float));
+      stream.keep_derived(in[0].data, key, std::move(kept));
     });
     return kernel;
   } catch (const dnnl::error&) {

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,7 +65,12 @@ class PrimitiveSequenceKernel final : public Kernel {
     }
   }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  // Per run, step `step` is skipped where `check` returns true; the check may write what the step would
+  // have (statistics an earlier kernel of the run kept, Stream::derived).
+  using SkipCheck = std::function<bool(const Stream&, std::span<const TensorView> inputs)>;
+  void skip_when(size_t step, SkipCheck check) { steps_.at(step).skip = std::move(check); }
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     ScratchArena::Lease lease;
     for (dnnl::memory& m : transient_) m.set_data_handle(lease.take(m.get_desc().get_size()));
     std::byte* scratchpad = lease.take(scratchpad_bytes());
@@ -75,20 +82,28 @@ class PrimitiveSequenceKernel final : public Kernel {
       steps_[b.step].args[b.arg].set_data_handle(views[b.index].data);
     }
     checked(spec_, "execution", [&] {
-      for (Step& s : steps_) s.primitive.execute(cpu_stream(), s.args);
+      for (Step& s : steps_) {
+        if (s.skip && s.skip(stream, inputs)) continue;
+        s.primitive.execute(cpu_stream(), s.args);
+      }
       cpu_stream().wait();
     });
     if (finish_) finish_(inputs, outputs);
+    if (keep_ && stream.keeps_derived_values()) keep_(stream, inputs);
   }
 
   // A host step after the primitives (running statistics).
   void set_finish(PrimitiveKernel::Finish finish) { finish_ = std::move(finish); }
+  // A host step after that, on streams that keep derived values: what a later kernel of the run may read.
+  using Keep = std::function<void(Stream&, std::span<const TensorView> inputs)>;
+  void set_keep(Keep keep) { keep_ = std::move(keep); }
 
  private:
   struct Step {
     dnnl::primitive primitive;
     std::unordered_map<int, dnnl::memory> args;
     dnnl::memory::desc scratchpad;
+    SkipCheck skip;
   };
   struct Binding {
     size_t step;
@@ -113,6 +128,7 @@ class PrimitiveSequenceKernel final : public Kernel {
   std::vector<std::vector<float>> owned_;
   std::vector<dnnl::memory> transient_;  // handles to the same memory objects the steps' arguments hold
   PrimitiveKernel::Finish finish_;
+  Keep keep_;
 };
 
 // --- blocked layouts: a step that converts between the caller's plain buffer and a kernel-owned one ---
@@ -169,6 +185,7 @@ inline void add_output_reorder(PrimitiveSequenceKernel& kernel, const dnnl::memo
 // --- the steps BatchNormalizationGrad and LayerNormalizationGrad share ---
 struct NormStatistics {
   dnnl::memory mean, variance;  // kernel-owned
+  size_t step = 0;              // the step that computes them
 };
 
 // Appends a forward_training step (normalization_flags::none) over X (input 1) for its mean and population
@@ -176,8 +193,8 @@ struct NormStatistics {
 inline NormStatistics add_statistics_step(PrimitiveSequenceKernel& kernel, const dnnl::primitive_desc& pd,
                                           dnnl::primitive primitive, const dnnl::memory::desc& data,
                                           const dnnl::memory::desc& stat) {
-  const NormStatistics stats{kernel.own(stat), kernel.own(stat)};
-  const size_t step = kernel.add_step(pd, std::move(primitive));
+  NormStatistics stats{kernel.own(stat), kernel.own(stat)};
+  const size_t step = stats.step = kernel.add_step(pd, std::move(primitive));
   kernel.bind_input(step, DNNL_ARG_SRC, 1, data);
   kernel.set(step, DNNL_ARG_DST, kernel.transient(data));
   kernel.set(step, DNNL_ARG_MEAN, stats.mean);
@@ -207,6 +224,30 @@ inline size_t add_norm_backward_step(PrimitiveSequenceKernel& kernel, const dnnl
 inline void set_statistics(PrimitiveSequenceKernel& kernel, size_t step, const NormStatistics& stats) {
   kernel.set(step, DNNL_ARG_MEAN, stats.mean);
   kernel.set(step, DNNL_ARG_VARIANCE, stats.variance);
+}
+
+// The batch mean and population variance a training-mode BatchNormalization keeps for its gradient in the
+// same run, under its X's address (Stream::derived): C floats of each, in that order. The gradient's
+// statistics step recomputed exactly these (the same primitive over the same X in the same layout).
+inline std::string batch_statistics_key(int64_t channels) {
+  return "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
+}
+
+// Skips `step` (statistics over X, input `x_input`) where the forward of the run kept them, copying them
+// into `stats`.
+inline void reuse_forward_statistics(PrimitiveSequenceKernel& kernel, size_t step, const NormStatistics& stats,
+                                     size_t x_input, int64_t channels) {
+  auto* mean = static_cast<float*>(stats.mean.get_data_handle());
+  auto* variance = static_cast<float*>(stats.variance.get_data_handle());
+  kernel.skip_when(step,
+                   [=, key = batch_statistics_key(channels)](const Stream& stream, std::span<const TensorView> inputs) {
+                     const Stream::Derived kept = stream.derived(inputs[x_input].data, key);
+                     if (!kept) return false;
+                     const auto* values = reinterpret_cast<const float*>(kept->data());
+                     std::memcpy(mean, values, static_cast<size_t>(channels) * sizeof(float));
+                     std::memcpy(variance, values + channels, static_cast<size_t>(channels) * sizeof(float));
+                     return true;
+                   });
 }
 
 }  // namespace onnxtrain::onednn

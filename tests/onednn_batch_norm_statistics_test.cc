@@ -1,0 +1,106 @@
+// A training-mode BatchNormalization keeps its batch mean and variance for its gradient in the same run
+// (kernels/onednn/primitive_sequence_kernel.h, batch_statistics_key), so that BatchNormalizationGrad does
+// not recompute them. Checked on the blocked (N,C,H,W) and the plain (N,C) paths: the forward keeps the
+// statistics of X under X's address, the gradient given them matches the gradient that computes its own,
+// it reads what is kept (other statistics give another dX), and computes its own once they are forgotten.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/onednn/primitive_sequence_kernel.h"
+#include "tests/reference_kernel_call.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace testing_support;
+using Ints = std::vector<int64_t>;
+
+Tensor random_tensor(std::mt19937& rng, const Ints& sizes, float lo, float hi) {
+  std::uniform_real_distribution<float> real(lo, hi);
+  Tensor t(DType::Float32, sizes);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = real(rng);
+  return t;
+}
+
+std::unique_ptr<Kernel> prepare_onednn(const KernelSpec& spec) {
+  return KernelRegistry::builtin()
+      .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "onednn")
+      ->prepare(spec);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5 + 1e-4 * std::abs(want.data<float>()[i]))
+        << what << " element " << i;
+}
+
+TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) {
+  for (const Ints& shape : {Ints{4, 32, 3, 3}, Ints{8, 16}}) {
+    SCOPED_TRACE(std::to_string(shape.size()) + "-D");
+    std::mt19937 rng(51);
+    const int64_t channels = shape[1];
+    const Tensor x = random_tensor(rng, shape, -1, 3), dy = random_tensor(rng, shape, -1, 1);
+    const Tensor scale = random_tensor(rng, {channels}, 0.5, 1.5), bias = random_tensor(rng, {channels}, -1, 1);
+    const Tensor running_mean = random_tensor(rng, {channels}, -1, 1),
+                 running_var = random_tensor(rng, {channels}, 1, 2);
+    KernelSpec forward_spec{
+        .op_type = "BatchNormalization", .opset = 15, .attributes = {{"training_mode", int64_t{1}}}, .node_name = "bn"};
+    forward_spec.inputs = input_descs({x, scale, bias, running_mean, running_var});
+    forward_spec.outputs = {{DType::Float32, shape}, {DType::Float32, {channels}}, {DType::Float32, {channels}}};
+    KernelSpec grad_spec{.op_type = "BatchNormalizationGrad",
+                         .domain = "ai.onnxtrain",
+                         .opset = 15,
+                         .attributes = {{"training_mode", int64_t{1}}, {"epsilon", 1e-5f}},
+                         .node_name = "bn_grad"};
+    const std::vector<Tensor> grad_inputs{dy, x, scale, running_mean, running_var};
+    grad_spec.inputs = input_descs(grad_inputs);
+    grad_spec.outputs = {{DType::Float32, shape}, {DType::Float32, {channels}}, {DType::Float32, {channels}}};
+    const std::unique_ptr<Kernel> forward = prepare_onednn(forward_spec), backward = prepare_onednn(grad_spec);
+    const std::vector<Tensor> alone = run_prepared(*backward, grad_inputs, grad_spec.outputs);
+
+    Stream run(DeviceKind::Cpu, 1);
+    run.enable_derived_values();
+    Tensor y(DType::Float32, shape), new_mean(DType::Float32, {channels}), new_var(DType::Float32, {channels});
+    forward->run(run, views_of({x, scale, bias, running_mean, running_var}), views_of({y, new_mean, new_var}));
+    const std::string key = "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
+    const Stream::Derived kept = run.derived(x.raw(), key);
+    ASSERT_NE(kept, nullptr) << "the forward kept no statistics under '" << key << "'";
+    ASSERT_EQ(kept->size(), 2 * channels * sizeof(float));
+    const auto* stats = reinterpret_cast<const float*>(kept->data());
+    const int64_t per_channel = x.numel() / channels, inner = per_channel / shape[0];
+    for (int64_t c = 0; c < channels; ++c) {  // the batch mean and population variance, in double
+      double sum = 0, squares = 0;
+      for (int64_t n = 0; n < shape[0]; ++n)
+        for (int64_t i = 0; i < inner; ++i) {
+          const double v = x.data<float>()[(n * channels + c) * inner + i];
+          sum += v;
+          squares += v * v;
+        }
+      const double mean = sum / per_channel;
+      EXPECT_NEAR(stats[c], mean, 1e-5) << "mean of channel " << c;
+      EXPECT_NEAR(stats[channels + c], squares / per_channel - mean * mean, 1e-4) << "variance of channel " << c;
+    }
+    std::vector<Tensor> with_kept{Tensor(DType::Float32, shape), Tensor(DType::Float32, {channels}),
+                                  Tensor(DType::Float32, {channels})};
+    backward->run(run, views_of(grad_inputs), views_of(with_kept));
+    for (size_t o = 0; o < 3; ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
+
+    // Statistics of mean 0 and variance 1 kept instead: dX is no longer the gradient at X's statistics.
+    auto other = std::make_shared<std::vector<std::byte>>(kept->size());
+    for (int64_t c = 0; c < channels; ++c) reinterpret_cast<float*>(other->data())[channels + c] = 1.0f;
+    run.keep_derived(x.raw(), key, other);
+    backward->run(run, views_of(grad_inputs), views_of(with_kept));
+    double difference = 0;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
+    EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
+    run.forget_derived(x.raw());
+    backward->run(run, views_of(grad_inputs), views_of(with_kept));
+    expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
