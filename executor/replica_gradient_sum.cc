@@ -34,16 +34,30 @@ namespace {
 // Blocks of a few KiB keep the running sum in L1 while each replica's block streams through once.
 constexpr size_t kBlock = 2048;
 
-// sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order.
+// sum[0..count) += or = g[0..count) · w, each product rounded to float once. W is a float or a double.
+template <typename W>
+void add_weighed(const float* __restrict g, W w, size_t count, bool first, float* __restrict sum) {
+  if (first) {
+    for (size_t i = 0; i < count; ++i) sum[i] = static_cast<float>(g[i] * w);
+  } else {
+    for (size_t i = 0; i < count; ++i) sum[i] += static_cast<float>(g[i] * w);
+  }
+}
+
+// sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row
+// weight is a float (0.5 for two replicas of equal rows) the products are float multiplications: the same
+// bits as the double product rounded to float (the double product of two floats is exact, so both are
+// the exact product rounded once), at twice the lanes and without the conversions.
 void sum_block(const std::vector<std::vector<std::span<float>>>& gradients, const std::vector<double>& row_weights,
                size_t t, size_t from, size_t count, float* sum) {
   for (size_t k = 0; k < gradients.size(); ++k) {
     const float* g = gradients[k][t].data() + from;
     const double w = row_weights[k];
-    if (k == 0) {
-      for (size_t i = 0; i < count; ++i) sum[i] = static_cast<float>(g[i] * w);
+    const auto as_float = static_cast<float>(w);
+    if (static_cast<double>(as_float) == w) {
+      add_weighed(g, as_float, count, k == 0, sum);
     } else {
-      for (size_t i = 0; i < count; ++i) sum[i] += static_cast<float>(g[i] * w);
+      add_weighed(g, w, count, k == 0, sum);
     }
   }
 }

@@ -39,44 +39,52 @@ void on_replica_threads(int replicas, Body body) {
   for (std::thread& t : threads) t.join();
 }
 
+// Row weights that are not floats (the products in double, rounded to float), that are (float products:
+// the same bits), and both in one step; gradients with values whose weighed products are subnormal or
+// near the float range's end.
 TEST(ReplicaGradientSum, EqualsWeighingAndTheAllReduceBitForBit) {
   const int replicas = 3;
   const std::vector<size_t> sizes{1, 2, 4099, 10000};  // shares of 0 elements, and blocks that do not divide
-  const std::vector<double> weights{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0};
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<Tensors> mine(replicas), reference(replicas);
-  for (int k = 0; k < replicas; ++k) {
-    for (size_t n : sizes) {
-      mine[k].emplace_back(n);
-      for (float& v : mine[k].back()) v = normal(rng);
+  for (const std::vector<double>& weights : std::vector<std::vector<double>>{
+           {3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0}, {0.5, 0.25, 0.25}, {0.5, 1.0 / 3.0, 1.0 / 6.0}}) {
+    SCOPED_TRACE("row weights " + std::to_string(weights[0]) + ", " + std::to_string(weights[1]));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<Tensors> mine(replicas), reference(replicas);
+    for (int k = 0; k < replicas; ++k) {
+      for (size_t n : sizes) {
+        mine[k].emplace_back(n);
+        for (float& v : mine[k].back()) v = normal(rng);
+      }
+      mine[k][3][5] = 1.17e-38f * static_cast<float>(k + 1);  // subnormal once weighed
+      mine[k][3][6] = 3.1e38f;
+      reference[k] = mine[k];
     }
-    reference[k] = mine[k];
-  }
 
-  const auto group = make_local_group(replicas, std::chrono::seconds(60));
-  on_replica_threads(replicas, [&](int k) {
-    for (std::vector<float>& t : reference[k])
-      for (float& v : t) v = static_cast<float>(v * weights[k]);
-    group[k]->all_reduce_sum_each(spans_of(reference[k]), "reference all-reduce");
-  });
+    const auto group = make_local_group(replicas, std::chrono::seconds(60));
+    on_replica_threads(replicas, [&](int k) {
+      for (std::vector<float>& t : reference[k])
+        for (float& v : t) v = static_cast<float>(v * weights[k]);
+      group[k]->all_reduce_sum_each(spans_of(reference[k]), "reference all-reduce");
+    });
 
-  ReplicaGradientSum sum(replicas);
-  const auto barrier = make_local_group(replicas, std::chrono::seconds(60));
-  on_replica_threads(replicas, [&](int k) {
-    sum.publish(k, spans_of(mine[k]), weights[k]);
-    barrier[k]->barrier("published");
-    sum.sum_share(k);
-    barrier[k]->barrier("summed");
-  });
+    ReplicaGradientSum sum(replicas);
+    const auto barrier = make_local_group(replicas, std::chrono::seconds(60));
+    on_replica_threads(replicas, [&](int k) {
+      sum.publish(k, spans_of(mine[k]), weights[k]);
+      barrier[k]->barrier("published");
+      sum.sum_share(k);
+      barrier[k]->barrier("summed");
+    });
 
-  for (int k = 0; k < replicas; ++k) {
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      ASSERT_EQ(std::memcmp(mine[k][t].data(), reference[k][t].data(), sizes[t] * sizeof(float)), 0)
-          << "replica " << k << ", tensor " << t << " (" << sizes[t] << " elements)";
+    for (int k = 0; k < replicas; ++k) {
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        ASSERT_EQ(std::memcmp(mine[k][t].data(), reference[k][t].data(), sizes[t] * sizeof(float)), 0)
+            << "replica " << k << ", tensor " << t << " (" << sizes[t] << " elements)";
+      }
     }
+    EXPECT_NE(mine[0][3][0], 0.0f);
   }
-  EXPECT_NE(mine[0][3][0], 0.0f);
 }
 
 TEST(ReplicaGradientSum, ReplicasWithDifferentTensorsAreAnError) {
