@@ -325,6 +325,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   Stream stream(DeviceKind::Cpu, run_index_++);
   stream.set_rows(first_row_, rows_);
   stream.enable_derived_values();  // the weights and every value stay as they are while they are alive
+  if (carried_) stream.adopt_derived(*carried_);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
@@ -369,6 +370,8 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
       }
     }
   }
+  if (carried_)
+    for (ValueId id : graph_.initializers) stream.copy_derived_of(values[id.index].raw(), *carried_);
 
   std::map<std::string, Tensor> outputs;
   for (ValueId id : graph_.outputs) outputs[graph_.value(id).name] = values[id.index];

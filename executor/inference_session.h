@@ -103,6 +103,13 @@ class InferenceSession {
     rows_ = rows;
   }
 
+  // Values kernels derive from the initializers (weight taps, transposes: Stream::derived) go into `store`
+  // after each CPU run and are given to the next runs, of this session and of every session given the same
+  // store, instead of being derived again. The caller clears the store whenever an initializer's content
+  // changes (a pipeline stage between weight updates: executor/pipeline/stage_worker.h); null, the
+  // default, carries nothing.
+  void carry_weight_derived_values(std::shared_ptr<Stream::DerivedMap> store) { carried_ = std::move(store); }
+
   // The nodes without a kernel for their dtype on the session's device, as "Op (dtype)"; empty when the
   // graph runs.
   std::vector<std::string> missing_kernels() const;
@@ -151,6 +158,7 @@ class InferenceSession {
   uint64_t run_index_ = 0;                                                 // the index of the next run
   uint64_t first_row_ = 0;
   int64_t rows_ = 0;
+  std::shared_ptr<Stream::DerivedMap> carried_;  // carry_weight_derived_values
 };
 
 }  // namespace onnxtrain

@@ -35,6 +35,16 @@ void Stream::keep_derived(const void* source, const std::string& how, Derived va
   if (keeps_derived_) derived_[{source, how}] = std::move(value);
 }
 
+void Stream::adopt_derived(const DerivedMap& from) {
+  if (keeps_derived_)
+    for (const auto& [key, value] : from) derived_[key] = value;
+}
+
+void Stream::copy_derived_of(const void* source, DerivedMap& to) const {
+  for (auto it = derived_.lower_bound({source, std::string()}); it != derived_.end() && it->first.first == source; ++it)
+    to[it->first] = it->second;
+}
+
 void Stream::forget_derived(const void* source) {
   // Entries of one address are adjacent: the map orders by address first.
   auto it = derived_.lower_bound({source, std::string()});

@@ -117,6 +117,11 @@ class Stream {
   Derived derived(const void* source, const std::string& how) const;  // null when none is kept
   void keep_derived(const void* source, const std::string& how, Derived value);
   void forget_derived(const void* source);
+  // Entries carried between runs (InferenceSession::carry_weight_derived_values): `from`'s copied in, and
+  // `source`'s copied out into `to`.
+  using DerivedMap = std::map<std::pair<const void*, std::string>, Derived>;
+  void adopt_derived(const DerivedMap& from);
+  void copy_derived_of(const void* source, DerivedMap& to) const;
 
  private:
   DeviceKind device_;
@@ -126,7 +131,7 @@ class Stream {
   void* native_handle_;
   int device_index_;
   bool keeps_derived_ = false;
-  std::map<std::pair<const void*, std::string>, Derived> derived_;
+  DerivedMap derived_;
 };
 
 // The key (stream seed) of a random kernel's Philox draws in run `run_index` (splitmix64 of the pair:

@@ -284,6 +284,16 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
   return out;
 }
 
+void StageWorker::carry_weight_derived(int64_t read) {
+  // Other strategies change the working weights between passes (a stash, a prediction, an update).
+  const bool carry = flush_round(round_) && read >= 0 && config_.device.kind == DeviceKind::Cpu;
+  if (!carry || read != weight_derived_version_) weight_derived_->clear();
+  weight_derived_version_ = carry ? read : -1;
+  const std::shared_ptr<Stream::DerivedMap> store = carry ? weight_derived_ : nullptr;
+  forward_session_->carry_weight_derived_values(store);
+  backward_session_->carry_weight_derived_values(store);
+}
+
 void StageWorker::forward(int64_t micro) {
   const Schedule& s = *round_.schedule;
   const int k = graphs_.index;
@@ -307,6 +317,7 @@ void StageWorker::forward(int64_t micro) {
   }
   const int64_t read = weights_->before_forward(pass);
   observe(false, micro, read);
+  carry_weight_derived(read);
 
   // On a GPU what the backward reads stays there, and so do the activations sent.
   std::set<std::string> keep_on_device;
@@ -357,6 +368,7 @@ void StageWorker::backward(int64_t micro) {
   }
   const int64_t read = weights_->before_backward(pass);
   observe(true, micro, read);
+  carry_weight_derived(read);
 
   // On a GPU the gradients sent on and the parameter gradients (for the policy's device step) stay there.
   std::set<std::string> keep_on_device;
@@ -549,6 +561,8 @@ void StageWorker::restore(const std::map<std::string, Tensor>& values,
                           const std::map<std::string, Tensor>& optimizer_state,
                           const std::map<std::string, Tensor>& predictor_state) {
   weights_->restore(values, optimizer_state, predictor_state);
+  weight_derived_->clear();  // the restored version may have the number of the one carried
+  weight_derived_version_ = -1;
   for (auto& [name, stat] : running_statistics()) {
     auto it = values.find(name);
     if (it == values.end() || it->second.nbytes() != stat.nbytes())

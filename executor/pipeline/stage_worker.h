@@ -185,11 +185,21 @@ class StageWorker {
   void check_gradient(size_t parameter, const StageValue& gradient) const;
   void observe(bool backward, int64_t micro, int64_t read);
   void note_activations();
+  // Before a pass that reads weight version `read` (-1: a prediction): gpipe and 1f1b on the CPU carry
+  // what kernels derive from the weights between the stage's passes of one version.
+  void carry_weight_derived(int64_t read);
 
   StageGraphs graphs_;
   StageConfig config_;
   std::unique_ptr<InferenceSession> forward_session_, backward_session_;
   std::unique_ptr<WeightPolicy> weights_;
+  // The values kernels derive from the weights (kernels/onednn/single_pixel_conv.h's gathered taps,
+  // tap_product_conv.h's transposed weight), shared by both sessions while the passes of a flushing round
+  // read one version, which the weights keep until the flush: a micro-batch's passes stop paying for
+  // the weight-sized gathers and transposes (InferenceSession::carry_weight_derived_values). Cleared when
+  // the version read changes, and on a restore.
+  std::shared_ptr<Stream::DerivedMap> weight_derived_ = std::make_shared<Stream::DerivedMap>();
+  int64_t weight_derived_version_ = -1;
   std::vector<std::string> parameter_names_;
   std::vector<Tensor> working_;
   std::vector<std::string> gradient_outputs_;  // per parameter

@@ -127,6 +127,7 @@ const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, const 
                                            std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease,
                                            size_t element) const {
   if (w_whole() || !stream.keeps_derived_values()) return w_matrix(w, lease, element);
+  if (const Stream::Derived carried = stream.derived(w, key)) return carried->data();  // W's again, or carried
   const size_t bytes = static_cast<size_t>(out_channels * depth()) * element;
   if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
   by_element(element, [&]<typename T>(T) {

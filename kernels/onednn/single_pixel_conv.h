@@ -60,7 +60,9 @@ struct SinglePixelConv {
   // Wv as the forward convolution gathers it for the backward of the same run: into `kept` (reused when
   // the stream no longer holds it), kept on the stream under w's address and `key` (w_taps_key, which the
   // kernels make once); a backward with the same W and geometry reads it instead of gathering again
-  // (Stream::derived). W itself where it is the matrix, or where the stream keeps nothing.
+  // (Stream::derived). The stream's own where it holds one already (the same W read twice in a run, or
+  // carried from an earlier run: InferenceSession::carry_weight_derived_values). W itself where it is the
+  // matrix, or where the stream keeps nothing.
   const void* w_matrix_kept(const void* w, Stream& stream, const std::string& key,
                             std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease,
                             size_t element) const;

@@ -115,6 +115,8 @@ const float* TapProductConv::tap_major_kept(const float* w, WeightTranspose& tra
     transpose.run(w, scratch);
     return scratch;
   }
+  if (const Stream::Derived carried = stream.derived(w, tap_major_key()))  // W's again, or carried
+    return reinterpret_cast<const float*>(carried->data());
   const size_t bytes = static_cast<size_t>(weight_elements()) * sizeof(float);
   if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
   auto* wt = reinterpret_cast<float*>(kept->data());

@@ -68,8 +68,9 @@ struct TapProductConv {
   };
   // W' as the forward convolution makes it for the backward of the same run: into `kept` (reused when the
   // stream no longer holds it), kept on the stream under w's address and tap_major_key(); a backward with
-  // the same W reads it instead of transposing again (Stream::derived). In `scratch` where the stream
-  // keeps nothing.
+  // the same W reads it instead of transposing again (Stream::derived). The stream's own where it holds
+  // one already (the same W twice in a run, or carried from an earlier run). In `scratch` where the
+  // stream keeps nothing.
   const float* tap_major_kept(const float* w, WeightTranspose& transpose, Stream& stream,
                               std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const;
   const float* tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
