@@ -172,7 +172,55 @@ void measure(benchmark::State& state, const std::function<void()>& fn, double fl
   }
 }
 
+// oneDNN's training batch norm alone on the channel-blocked layout it is fastest on (no reorders): the
+// forward (statistics and normalisation), or the forward for the statistics and the backward (scale and
+// shift gradients too), as our BatchNormalizationGrad computes them when no forward kept them.
+std::function<void()> raw_batch_norm(const Ints& x, bool backward) {
+  const memory::desc data(memory::dims(x.begin(), x.end()), memory::data_type::f32, memory::format_tag::nChw16c);
+  const memory::desc stat({x[1]}, memory::data_type::f32, memory::format_tag::a);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  const dnnl::batch_normalization_forward::primitive_desc forward(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, 1e-5f, flags), engine());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, filled(data)},   {DNNL_ARG_DST, filled(data)},
+                                       {DNNL_ARG_SCALE, filled(stat)}, {DNNL_ARG_SHIFT, filled(stat)},
+                                       {DNNL_ARG_MEAN, filled(stat)},  {DNNL_ARG_VARIANCE, filled(stat)}};
+  const std::function<void()> statistics = raw_primitive(dnnl::batch_normalization_forward(forward), args);
+  if (!backward) return statistics;
+  const dnnl::batch_normalization_backward::primitive_desc pd(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data, 1e-5f, flags), engine(), forward);
+  args[DNNL_ARG_DIFF_DST] = filled(data);
+  args[DNNL_ARG_DIFF_SRC] = filled(data);
+  args[DNNL_ARG_DIFF_SCALE] = filled(stat);
+  args[DNNL_ARG_DIFF_SHIFT] = filled(stat);
+  const std::function<void()> gradient = raw_primitive(dnnl::batch_normalization_backward(pd), args);
+  return [statistics, gradient] {
+    statistics();
+    gradient();
+  };
+}
+
+void register_batch_norms() {
+  // ResNet-18's at 32x32, batch 32: the stem's, layer1's, layer3's and layer4's.
+  for (const Ints& x : {Ints{32, 64, 16, 16}, Ints{32, 64, 8, 8}, Ints{32, 256, 2, 2}, Ints{32, 512, 1, 1}}) {
+    const Ints c{x[1]};
+    std::string name = std::to_string(x[0]);
+    for (size_t d = 1; d < x.size(); ++d) name += "x" + std::to_string(x[d]);
+    const double elements = static_cast<double>(x[0] * x[1] * x[2] * x[3]);
+    const Attributes training{{"training_mode", int64_t{1}}};
+    benchmark::RegisterBenchmark(("ours/batch_norm_training_" + name).c_str(), [=](benchmark::State& state) {
+      // FLOPs: about 8 per element (two passes of statistics, the normalisation)
+      measure(state, our_kernel("", "BatchNormalization", training, {x, c, c, c, c}, {x, c, c}), 8 * elements,
+              raw_batch_norm(x, false));
+    });
+    benchmark::RegisterBenchmark(("bwd/ours/batch_norm_training_" + name).c_str(), [=](benchmark::State& state) {
+      measure(state, our_kernel("ai.onnxtrain", "BatchNormalizationGrad", training, {x, x, c, c, c}, {x, c, c}),
+              16 * elements, raw_batch_norm(x, true));
+    });
+  }
+}
+
 void register_all() {
+  register_batch_norms();
   const std::vector<std::pair<std::string, ConvShape>> convs = {{"conv_3to16_3x3_32x32", {3, 16, 3, 1, 32, 1}},
                                                                 {"conv_16to16_3x3_32x32", {16, 16, 3, 1, 32, 1}},
                                                                 {"conv_16to32_3x3_s2", {16, 32, 3, 2, 32, 1}},

@@ -1,8 +1,9 @@
 // A training-mode BatchNormalization keeps its batch mean and variance for its gradient in the same run
 // (kernels/onednn/primitive_sequence_kernel.h, batch_statistics_key), so that BatchNormalizationGrad does
-// not recompute them. Checked on the blocked (N,C,H,W) and the plain (N,C) paths: the forward keeps the
-// statistics of X under X's address, the gradient given them matches the gradient that computes its own,
-// it reads what is kept (other statistics give another dX), and computes its own once they are forgotten.
+// not recompute them. Checked on oneDNN's (N,C) path and the plain-layout loops of ranks 3 to 5
+// (kernels/onednn/plain_batch_norm.h), whose gradient is also checked against the reference kernel: the forward keeps
+// the statistics of X under X's address, the gradient given them matches the gradient that computes its own, it reads
+// what is kept (other statistics give another dX), and computes its own once they are forgotten.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,9 +25,9 @@ Tensor random_tensor(std::mt19937& rng, const Ints& sizes, float lo, float hi) {
   return t;
 }
 
-std::unique_ptr<Kernel> prepare_onednn(const KernelSpec& spec) {
+std::unique_ptr<Kernel> prepare(const KernelSpec& spec, const char* implementation = "onednn") {
   return KernelRegistry::builtin()
-      .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "onednn")
+      .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation)
       ->prepare(spec);
 }
 
@@ -37,7 +38,8 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 }
 
 TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) {
-  for (const Ints& shape : {Ints{4, 32, 3, 3}, Ints{8, 16}}) {
+  // oneDNN's (N,C) path and the plain-layout loops of ranks 3-5 (1x1 planes, channels not a multiple of 16).
+  for (const Ints& shape : {Ints{4, 32, 3, 3}, Ints{8, 16}, Ints{5, 20, 1, 1}, Ints{3, 18, 2, 1, 3}}) {
     SCOPED_TRACE(std::to_string(shape.size()) + "-D");
     std::mt19937 rng(51);
     const int64_t channels = shape[1];
@@ -57,8 +59,12 @@ TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) 
     const std::vector<Tensor> grad_inputs{dy, x, scale, running_mean, running_var};
     grad_spec.inputs = input_descs(grad_inputs);
     grad_spec.outputs = {{DType::Float32, shape}, {DType::Float32, {channels}}, {DType::Float32, {channels}}};
-    const std::unique_ptr<Kernel> forward = prepare_onednn(forward_spec), backward = prepare_onednn(grad_spec);
+    const std::unique_ptr<Kernel> forward = prepare(forward_spec), backward = prepare(grad_spec);
     const std::vector<Tensor> alone = run_prepared(*backward, grad_inputs, grad_spec.outputs);
+    const std::vector<Tensor> reference =
+        run_prepared(*prepare(grad_spec, "reference"), grad_inputs, grad_spec.outputs);
+    for (size_t o = 0; o < 3; ++o)
+      expect_close(alone[o], reference[o], "against the reference, output " + std::to_string(o));
 
     Stream run(DeviceKind::Cpu, 1);
     run.enable_derived_values();

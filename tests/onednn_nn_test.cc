@@ -44,8 +44,10 @@ std::vector<Tensor> run(const Case& c, const std::string& implementation, Path* 
   const KernelEntry* entry = KernelRegistry::builtin().find("", c.op, DeviceKind::Cpu, DType::Float32, implementation);
   if (!entry) throw std::runtime_error("no " + implementation + " kernel for " + c.op);
   std::unique_ptr<Kernel> kernel = entry->prepare(spec);
+  // A primitive, or loops of the onednn implementation's own (ReportsImplementation: plain_batch_norm.h).
   const bool primitive = dynamic_cast<onednn::PrimitiveKernel*>(kernel.get()) ||
-                         dynamic_cast<onednn::PrimitiveSequenceKernel*>(kernel.get());
+                         dynamic_cast<onednn::PrimitiveSequenceKernel*>(kernel.get()) ||
+                         dynamic_cast<onednn::ReportsImplementation*>(kernel.get());
   if (path) *path = primitive ? Path::Primitive : Path::Fallback;
   return testing_support::run_prepared(*kernel, c.inputs, c.outputs);
 }

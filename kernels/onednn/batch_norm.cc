@@ -8,6 +8,7 @@
 // outputs (opset 15), spatial=0 (opset 7), rank 1 or above 5, empty X. Attribute errors are the
 // reference kernel's (it validates first).
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/plain_batch_norm.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
 
 namespace onnxtrain {
@@ -28,6 +29,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
   const bool per_channel = spec.opset >= 9 || spec.attributes.get_int("spatial", 1) != 0;
   if (!all_float32_nonempty(spec) || !per_channel || x.size() < 2 || x.size() > 5) return fallback;
   const bool training = is_training(spec);
+  if (std::unique_ptr<Kernel> plain = make_plain_batch_norm(spec, training)) return plain;
   const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
   const double momentum = spec.attributes.get_float("momentum", 0.9);
   const int64_t channels = x[1];

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/plain_batch_norm.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
 
 namespace onnxtrain {
@@ -96,6 +97,7 @@ std::unique_ptr<Kernel> make_onednn_batch_norm_grad(const KernelSpec& spec) {
   const std::vector<int64_t>& x = spec.inputs[1].sizes;
   if (!all_float32_nonempty(spec) || x.size() < 2 || x.size() > 5 || spec.inputs[2].numel() != x[1]) return fallback;
   const bool training = spec.attributes.get_int("training_mode", 0) != 0;
+  if (std::unique_ptr<Kernel> plain = make_plain_batch_norm_grad(spec, training)) return plain;
   const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
   try {
     using dnnl::normalization_flags;

@@ -1,0 +1,230 @@
+// The plain-layout training BatchNormalization and its gradient (plain_batch_norm.h).
+#include "kernels/onednn/plain_batch_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/primitive_kernel.h"
+#include "kernels/onednn/primitive_sequence_kernel.h"
+
+namespace onnxtrain::onednn {
+namespace {
+
+constexpr int64_t kChannelBlock = 16;
+
+// X (N, C, P) with P the product of the spatial sizes.
+struct ChannelGeometry {
+  int64_t n = 0, c = 0, p = 1;
+  int64_t per_channel() const { return n * p; }
+
+  static ChannelGeometry of(const std::vector<int64_t>& sizes) {
+    ChannelGeometry g{.n = sizes[0], .c = sizes[1]};
+    for (size_t d = 2; d < sizes.size(); ++d) g.p *= sizes[d];
+    return g;
+  }
+};
+
+// Calls fn(c0, c1) for every block of channels [c0, c1), the blocks split over the threads.
+template <typename Fn>
+void for_each_channel_block(const ChannelGeometry& g, Fn&& fn) {
+  const int64_t blocks = (g.c + kChannelBlock - 1) / kChannelBlock;
+  cpu::parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) fn(b * kChannelBlock, std::min(g.c, (b + 1) * kChannelBlock));
+  });
+}
+
+// Per channel j = c - c0 of [c0, c1): sums[j] = the sum of term(at, j) over its elements, `at` an element's
+// index in (N, C, P). Each sample's row is a float sum in SIMD lanes, added up in double; with P = 1 (1x1
+// planes) the lanes go across the block's channels instead, contiguous then, each summed in double.
+template <typename Term>
+void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term) {
+  std::fill(sums, sums + (c1 - c0), 0.0);
+  for (int64_t s = 0; s < g.n; ++s) {
+    if (g.p == 1) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) sums[c - c0] += term(s * g.c + c, c - c0);
+      continue;
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t row = (s * g.c + c) * g.p;
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < g.p; ++i) sum += term(row + i, c - c0);
+      sums[c - c0] += sum;
+    }
+  }
+}
+
+// Calls fn(at, j) for every element of channels [c0, c1) (at, j as channel_sums), in SIMD lanes along the
+// rows, or across the block's channels with P = 1.
+template <typename Fn>
+void for_each_element(const ChannelGeometry& g, int64_t c0, int64_t c1, Fn&& fn) {
+  for (int64_t s = 0; s < g.n; ++s) {
+    if (g.p == 1) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) fn(s * g.c + c, c - c0);
+      continue;
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t row = (s * g.c + c) * g.p;
+#pragma omp simd
+      for (int64_t i = 0; i < g.p; ++i) fn(row + i, c - c0);
+    }
+  }
+}
+
+// The batch mean and population variance of channels [c0, c1) of x into mean[c - c0], var[c - c0].
+void block_statistics(const ChannelGeometry& g, const float* x, int64_t c0, int64_t c1, float* mean, float* var) {
+  double sums[kChannelBlock];
+  const auto count = static_cast<double>(g.per_channel());
+  // The mean first, then the variance around it (as the reference kernel): X's block is in the cache.
+  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t) { return x[at]; });
+  for (int64_t j = 0; j < c1 - c0; ++j) mean[j] = static_cast<float>(sums[j] / count);
+  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t j) {
+    const float d = x[at] - mean[j];
+    return d * d;
+  });
+  for (int64_t j = 0; j < c1 - c0; ++j) var[j] = static_cast<float>(sums[j] / count);
+}
+
+class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
+ public:
+  explicit PlainBatchNormKernel(const KernelSpec& spec)
+      : g_(ChannelGeometry::of(spec.inputs[0].sizes)),
+        epsilon_(static_cast<float>(spec.attributes.get_float("epsilon", 1e-5))),
+        momentum_(spec.attributes.get_float("momentum", 0.9)),
+        key_(batch_statistics_key(g_.c)),
+        mean_(static_cast<size_t>(g_.c)),
+        var_(static_cast<size_t>(g_.c)) {}
+
+  std::string library_implementation() const override { return "plain-layout loops (no oneDNN primitive)"; }
+
+  void run(Stream& stream, std::span<const TensorView> in, std::span<const TensorView> out) override {
+    const float* x = in[0].as<const float>();
+    const float* scale = in[1].as<const float>();
+    const float* bias = in[2].as<const float>();
+    float* y = out[0].as<float>();
+    for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
+      block_statistics(g_, x, c0, c1, mean_.data() + c0, var_.data() + c0);
+      float a[kChannelBlock], b[kChannelBlock];  // y = x·a + b
+      for (int64_t c = c0; c < c1; ++c) {
+        a[c - c0] = scale[c] / std::sqrt(var_[c] + epsilon_);
+        b[c - c0] = bias[c] - mean_[c] * a[c - c0];
+      }
+      for_each_element(g_, c0, c1, [&](int64_t at, int64_t j) { y[at] = x[at] * a[j] + b[j]; });
+    });
+    store_statistics(in, out);
+    if (stream.keeps_derived_values()) {
+      const size_t bytes = static_cast<size_t>(g_.c) * sizeof(float);
+      auto kept = std::make_shared<std::vector<std::byte>>(2 * bytes);
+      std::memcpy(kept->data(), mean_.data(), bytes);
+      std::memcpy(kept->data() + bytes, var_.data(), bytes);
+      stream.keep_derived(x, key_, std::move(kept));
+    }
+  }
+
+ private:
+  // The running statistics input·momentum + batch·(1 − momentum) (ONNX's rule, the population variance,
+  // as the reference kernel), and before opset 14 the batch ones (saved mean and variance).
+  void store_statistics(std::span<const TensorView> in, std::span<const TensorView> out) const {
+    const float* input_mean = in[3].as<const float>();
+    const float* input_var = in[4].as<const float>();
+    auto store = [&](size_t i, auto value) {
+      if (i >= out.size() || out[i].data == nullptr) return;
+      float* o = out[i].as<float>();
+      for (int64_t c = 0; c < g_.c; ++c) o[c] = static_cast<float>(value(c));
+    };
+    store(1, [&](int64_t c) { return input_mean[c] * momentum_ + mean_[c] * (1 - momentum_); });
+    store(2, [&](int64_t c) { return input_var[c] * momentum_ + var_[c] * (1 - momentum_); });
+    store(3, [&](int64_t c) { return mean_[c]; });
+    store(4, [&](int64_t c) { return var_[c]; });
+  }
+
+  ChannelGeometry g_;
+  float epsilon_;
+  double momentum_;
+  std::string key_;
+  std::vector<float> mean_, var_;
+};
+
+// dX = scale/sqrt(σ² + ε)·(dY − mean(dY) − x̂·mean(dY·x̂)), dScale = Σ dY·x̂, dB = Σ dY.
+class PlainBatchNormGradKernel final : public Kernel, public ReportsImplementation {
+ public:
+  explicit PlainBatchNormGradKernel(const KernelSpec& spec)
+      : g_(ChannelGeometry::of(spec.inputs[1].sizes)),
+        epsilon_(static_cast<float>(spec.attributes.get_float("epsilon", 1e-5))),
+        key_(batch_statistics_key(g_.c)) {
+    for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
+  }
+
+  std::string library_implementation() const override { return "plain-layout loops (no oneDNN primitive)"; }
+
+  void run(Stream& stream, std::span<const TensorView> in, std::span<const TensorView> out) override {
+    const float* dy = in[0].as<const float>();
+    const float* x = in[1].as<const float>();
+    const float* scale = in[2].as<const float>();
+    float* dx = wanted_[0] ? out[0].as<float>() : nullptr;
+    float* dscale = wanted_[1] ? out[1].as<float>() : nullptr;
+    float* dbias = wanted_[2] ? out[2].as<float>() : nullptr;
+    const Stream::Derived kept = stream.derived(x, key_);  // the forward's statistics
+    const auto count = static_cast<double>(g_.per_channel());
+    for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
+      float mean[kChannelBlock], var[kChannelBlock];
+      if (kept) {
+        const auto* stats = reinterpret_cast<const float*>(kept->data());
+        std::copy(stats + c0, stats + c1, mean);
+        std::copy(stats + g_.c + c0, stats + g_.c + c1, var);
+      } else {
+        block_statistics(g_, x, c0, c1, mean, var);
+      }
+      double sum_dy[kChannelBlock], sum_dy_xc[kChannelBlock];  // Σ dY, Σ dY·(x − μ)
+      channel_sums(g_, c0, c1, sum_dy, [&](int64_t at, int64_t) { return dy[at]; });
+      channel_sums(g_, c0, c1, sum_dy_xc, [&](int64_t at, int64_t j) { return dy[at] * (x[at] - mean[j]); });
+      float k1[kChannelBlock], k2[kChannelBlock], k3[kChannelBlock];  // dX = k1·dY − k2 − (x − μ)·k3
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t j = c - c0;
+        const double inv_std = 1.0 / std::sqrt(static_cast<double>(var[j]) + epsilon_);
+        if (dscale) dscale[c] = static_cast<float>(sum_dy_xc[j] * inv_std);
+        if (dbias) dbias[c] = static_cast<float>(sum_dy[j]);
+        const double a = scale[c] * inv_std;
+        k1[j] = static_cast<float>(a);
+        k2[j] = static_cast<float>(a * sum_dy[j] / count);
+        k3[j] = static_cast<float>(a * inv_std * inv_std * sum_dy_xc[j] / count);
+      }
+      if (!dx) return;
+      for_each_element(g_, c0, c1,
+                       [&](int64_t at, int64_t j) { dx[at] = k1[j] * dy[at] - k2[j] - (x[at] - mean[j]) * k3[j]; });
+    });
+  }
+
+ private:
+  ChannelGeometry g_;
+  float epsilon_;
+  std::string key_;
+  bool wanted_[3] = {false, false, false};
+};
+
+// Float32 throughout, per-channel scale, rank 3..5, nothing empty.
+bool plain_case(const KernelSpec& spec, size_t x_input, bool training) {
+  const std::vector<int64_t>& x = spec.inputs[x_input].sizes;
+  return training && all_float32_nonempty(spec) && x.size() >= 3 && x.size() <= 5 &&
+         spec.inputs[x_input + 1].numel() == x[1];
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_plain_batch_norm(const KernelSpec& spec, bool training) {
+  if (!plain_case(spec, 0, training)) return nullptr;
+  return std::make_unique<PlainBatchNormKernel>(spec);
+}
+
+std::unique_ptr<Kernel> make_plain_batch_norm_grad(const KernelSpec& spec, bool training) {
+  if (!plain_case(spec, 1, training)) return nullptr;
+  return std::make_unique<PlainBatchNormGradKernel>(spec);
+}
+
+}  // namespace onnxtrain::onednn
