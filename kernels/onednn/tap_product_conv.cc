@@ -49,6 +49,8 @@ std::optional<TapProductConv> TapProductConv::of(const std::vector<int64_t>& x, 
     if (run.length > 0) g.runs.push_back(run);
   }
   if (g.runs.empty()) return std::nullopt;  // every tap in the padding: Y is the bias
+  g.key = "tap-major W " + std::to_string(g.out_channels) + "x" + std::to_string(g.in_channels) + "x" +
+          std::to_string(g.kernel_plane);
   return g;
 }
 
@@ -104,31 +106,25 @@ void TapProductConv::WeightTranspose::run(const float* from, float* to) {
   stream.wait();
 }
 
-std::string TapProductConv::tap_major_key() const {
-  return "tap-major W " + std::to_string(out_channels) + "x" + std::to_string(in_channels) + "x" +
-         std::to_string(kernel_plane);
-}
-
 const float* TapProductConv::tap_major_kept(const float* w, WeightTranspose& transpose, Stream& stream,
                                             std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const {
   if (!stream.keeps_derived_values()) {
     transpose.run(w, scratch);
     return scratch;
   }
-  if (const Stream::Derived carried = stream.derived(w, tap_major_key()))  // W's again, or carried
+  if (const Stream::Derived carried = stream.derived(w, key))  // W's again, or carried
     return reinterpret_cast<const float*>(carried->data());
   const size_t bytes = static_cast<size_t>(weight_elements()) * sizeof(float);
   if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
   auto* wt = reinterpret_cast<float*>(kept->data());
   transpose.run(w, wt);
-  stream.keep_derived(w, tap_major_key(), kept);
+  stream.keep_derived(w, key, kept);
   return wt;
 }
 
 const float* TapProductConv::tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
                                                     float* scratch) const {
-  if (const Stream::Derived kept = stream.derived(w, tap_major_key()))
-    return reinterpret_cast<const float*>(kept->data());
+  if (const Stream::Derived kept = stream.derived(w, key)) return reinterpret_cast<const float*>(kept->data());
   transpose.run(w, scratch);
   return scratch;
 }

@@ -41,6 +41,7 @@ struct TapProductConv {
   int64_t batch = 0, in_channels = 0, out_channels = 0;
   int64_t in_plane = 1, out_plane = 1, kernel_plane = 1;  // products of the spatial sizes
   std::vector<Run> runs;                                  // in tap order
+  std::string key;                                        // of W' on the stream (Stream::derived): "tap-major W MxCxT"
 
   // The geometry of a Conv/ConvGrad with X (N,C,...), W (M,C,k...) and `window` when it is this case:
   // one group, a kernel of more than one tap, 2..kMaxOutputPositions output positions, at least one tap
@@ -67,7 +68,7 @@ struct TapProductConv {
     dnnl::memory from_, to_;
   };
   // W' as the forward convolution makes it for the backward of the same run: into `kept` (reused when the
-  // stream no longer holds it), kept on the stream under w's address and tap_major_key(); a backward with
+  // stream no longer holds it), kept on the stream under w's address and `key`; a backward with
   // the same W reads it instead of transposing again (Stream::derived). The stream's own where it holds
   // one already (the same W twice in a run, or carried from an earlier run). In `scratch` where the
   // stream keeps nothing.
@@ -75,7 +76,6 @@ struct TapProductConv {
                               std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const;
   const float* tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
                                       float* scratch) const;
-  std::string tap_major_key() const;
   int64_t weight_elements() const { return out_channels * in_channels * kernel_plane; }
 };
 
