@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,7 +28,7 @@ namespace onnxtrain::derivatives {
 // The forward ops ActivationGrad differentiates (its `activation` attribute names one of them).
 enum class Activation {
   Relu, LeakyRelu, Elu, Selu, Sigmoid, Tanh, Gelu, Erf, Softplus, HardSigmoid, HardSwish,
-  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil,
+  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil, Clip,
 };
 
 inline constexpr struct {
@@ -40,7 +41,7 @@ inline constexpr struct {
     {"HardSigmoid", Activation::HardSigmoid}, {"HardSwish", Activation::HardSwish}, {"Abs", Activation::Abs},
     {"Sqrt", Activation::Sqrt}, {"Exp", Activation::Exp}, {"Log", Activation::Log},
     {"Reciprocal", Activation::Reciprocal}, {"Sin", Activation::Sin}, {"Cos", Activation::Cos},
-    {"Ceil", Activation::Ceil},
+    {"Ceil", Activation::Ceil}, {"Clip", Activation::Clip},
 };
 // clang-format on
 
@@ -64,6 +65,8 @@ struct ActivationParams {
       case Activation::Elu: return {.alpha = 1.0};
       case Activation::Selu: return {.alpha = 1.67326319217681884765625, .gamma = 1.05070102214813232421875};
       case Activation::HardSigmoid: return {.alpha = 0.2, .beta = 0.5};
+      case Activation::Clip: return {.alpha = -std::numeric_limits<double>::infinity(),
+                                     .beta = std::numeric_limits<double>::infinity()};
       default: return {};
     }
     // clang-format on
@@ -204,6 +207,12 @@ struct CeilGrad {  // 0 everywhere, as PyTorch's ceil backward (a step function)
   ONNXTRAIN_HOST_DEVICE T operator()(T, T) const { return T(0); }
 };
 
+template <typename T>
+struct ClipGrad {  // dy where lo <= x <= hi (torch.clamp's backward: the gradient passes at the bounds), else 0
+  T lo, hi;
+  ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return x >= lo && x <= hi ? dy : T(0); }
+};
+
 // Calls fn(functor) with the derivative functor of `a` for element type T (host code: a CPU loop, or
 // the launch of a kernel templated on the functor).
 template <typename T, typename Fn>
@@ -230,6 +239,7 @@ void with_activation_grad(Activation a, const ActivationParams& p, Fn&& fn) {
     case Activation::Sin: return fn(SinGrad<T>{});
     case Activation::Cos: return fn(CosGrad<T>{});
     case Activation::Ceil: return fn(CeilGrad<T>{});
+    case Activation::Clip: return fn(ClipGrad<T>{alpha, beta});
   }
   // clang-format on
 }

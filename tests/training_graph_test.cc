@@ -66,6 +66,61 @@ TEST(TrainingGraph, SumsEveryUseOfAValue) {
   EXPECT_FLOAT_EQ(out.at("loss").data<float>()[0], 3 * (1.5f * 1.5f + 1.5f));
 }
 
+// Clip with constant bounds (ReLU6's 0 and 6) differentiates as one ActivationGrad (activation "Clip"),
+// torch.clamp's gradient: dY where lo <= x <= hi, the bounds included; bounds fed at run time keep the
+// elementwise decomposition, with the same values. Both on the reference and on the default kernels.
+TEST(TrainingGraph, ClipWithConstantBoundsIsOneActivationGrad) {
+  for (bool constant_bounds : {true, false}) {
+    SCOPED_TRACE(constant_bounds ? "constant bounds" : "bounds fed as inputs");
+    Graph g;
+    ValueId w = add_parameter(g, "w", {6}, 0.0f);
+    const std::vector<float> at = {-1.0f, 0.0f, 0.5f, 6.0f, 7.0f, 3.0f};  // below, at lo, inside, at hi, above
+    std::copy(at.begin(), at.end(), g.value(w).data->data<float>().begin());
+    const auto bound = [&](const std::string& name, float value) {
+      Tensor t(DType::Float32, {});
+      t.data<float>()[0] = value;
+      ValueId id = g.add_value({.name = name,
+                                .dtype = DType::Float32,
+                                .shape = Shape::of({}),
+                                .role = constant_bounds ? ValueRole::Constant : ValueRole::Input,
+                                .data = constant_bounds ? std::optional<Tensor>(t) : std::nullopt});
+      (constant_bounds ? g.initializers : g.inputs).push_back(id);
+      return id;
+    };
+    ValueId lo = bound("lo", 0.0f), hi = bound("hi", 6.0f);
+    Tensor k(DType::Float32, {6});
+    for (int i = 0; i < 6; ++i) k.data<float>()[i] = static_cast<float>(i + 1);
+    ValueId weights = g.add_value(
+        {.name = "k", .dtype = DType::Float32, .shape = Shape::of({6}), .role = ValueRole::Constant, .data = k});
+    g.initializers.push_back(weights);
+    ValueId loss = sum_all(g, add_node(g, "Mul", {add_node(g, "Clip", {w, lo, hi}), weights}));
+    g.value(loss).name = "loss";
+    TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+    int fused = 0, decomposed = 0;
+    for (NodeId n : t.graph.order()) {
+      const Node& node = t.graph.node(n);
+      fused += node.op_type == "ActivationGrad" && node.attr_string("activation", "") == "Clip";
+      decomposed += node.op_type == "Where" || node.op_type == "GreaterOrEqual" || node.op_type == "LessOrEqual";
+    }
+    EXPECT_EQ(fused, constant_bounds ? 1 : 0);
+    EXPECT_EQ(decomposed, constant_bounds ? 0 : 3);
+    std::map<std::string, Tensor> feed;
+    if (!constant_bounds) {
+      for (const auto& [name, value] : {std::pair{"lo", 0.0f}, std::pair{"hi", 6.0f}}) {
+        Tensor b(DType::Float32, {});
+        b.data<float>()[0] = value;
+        feed[name] = b;
+      }
+    }
+    for (const char* kernels : {"reference", ""}) {  // "": the default kernels (oneDNN, then the "cpu" ones)
+      const auto out = InferenceSession(t.graph, kernels).run(feed);
+      const std::vector<float> expected = {0.0f, 2.0f, 3.0f, 4.0f, 0.0f, 6.0f};
+      const auto got = out.at("w_grad").data<float>();
+      EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected) << kernels;
+    }
+  }
+}
+
 TEST(TrainingGraph, ReportsUnreachableParametersByName) {
   Graph g;
   ValueId a = add_parameter(g, "used", {2}, 1.0f);

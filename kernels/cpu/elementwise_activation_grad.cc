@@ -2,7 +2,7 @@
 // kernels/elementwise_derivatives.h over the flat tensor split across threads, with Erf's and Selu's exp
 // from libmvec (elementwise_vector_math.h). The registry's default for ActivationGrad is the oneDNN
 // kernel (kernels/onednn/eltwise_backward.cc); it prepares this one for the activations oneDNN 2.6 lacks
-// (Selu, Erf, HardSigmoid). Other dtypes run the reference kernel.
+// (Selu, Erf, HardSigmoid, and Clip with torch.clamp's gradient at the bounds). Other dtypes run the reference kernel.
 #include <algorithm>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -38,6 +38,12 @@ class ActivationGradKernel final : public Kernel {
           const float z = alpha * v + beta;
           return select_float((z > 0.0f) & (z < 1.0f), g * alpha, 0.0f);
         });
+        return;
+      }
+      if (activation_ == Activation::Clip) {  // ClipGrad as a select that vectorises
+        const auto lo = static_cast<float>(params_.alpha), hi = static_cast<float>(params_.beta);
+        binary_segment(dy + begin, true, x + begin, true, dx + begin, n,
+                       [lo, hi](float g, float v) { return select_float((v >= lo) & (v <= hi), g, 0.0f); });
         return;
       }
       derivatives::with_activation_grad<float>(activation_, params_, [&](auto grad) {

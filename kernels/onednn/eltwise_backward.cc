@@ -1,8 +1,9 @@
 // oneDNN kernel of ai.onnxtrain::ActivationGrad(dY, X) (float32): eltwise_backward over the flattened
 // tensor with the forward op's algorithm (the mapping of eltwise.cc), taking X as its src. Reciprocal is
-// eltwise_pow with alpha 1, beta -1. oneDNN 2.6 has no selu, erf or hardsigmoid, so Selu, Erf and
-// HardSigmoid run the "cpu" kernel (kernels/cpu/elementwise_activation_grad.cc); empty tensors and
-// anything oneDNN refuses fall back to the reference kernel (same device).
+// eltwise_pow with alpha 1, beta -1. oneDNN 2.6 has no selu, erf or hardsigmoid (and its clip passes no
+// gradient at the bounds, where torch.clamp's does), so Selu, Erf, HardSigmoid and Clip run the "cpu" kernel
+// (kernels/cpu/elementwise_activation_grad.cc); empty tensors and anything oneDNN refuses fall back to the reference
+// kernel (same device).
 #include <optional>
 
 #include "kernels/elementwise_derivatives.h"
@@ -44,7 +45,8 @@ std::optional<EltwiseParams> eltwise_params(Activation a, const derivatives::Act
     case Activation::Sin:
     case Activation::Cos:
     case Activation::Ceil:
-    case Activation::HardSigmoid: return std::nullopt;
+    case Activation::HardSigmoid:
+    case Activation::Clip: return std::nullopt;
   }
   // clang-format on
   return std::nullopt;

@@ -1,6 +1,7 @@
 // ai.onnxtrain::ActivationGrad(dY, X) -> dX = dY * f'(X): the backward op of the activations and unary
 // math ops. `activation` names the forward op; the forward node's alpha, beta, gamma and approximate
-// ride along (absent ones take the forward op's defaults). dX has X's type and shape.
+// ride along (absent ones take the forward op's defaults). Clip's constant bounds come as alpha (min) and
+// beta (max), infinite where absent. dX has X's type and shape.
 // Cost: ~4 FLOPs per element (a transcendental counted as one).
 #include <array>
 #include <string>
@@ -14,9 +15,9 @@ namespace {
 using namespace op_helpers;
 
 // The forward ops the kernels differentiate (kernels/elementwise_derivatives.h has the math).
-constexpr std::array<const char*, 19> kActivations = {
+constexpr std::array<const char*, 20> kActivations = {
     "Relu",      "LeakyRelu", "Elu",  "Selu", "Sigmoid", "Tanh",       "Gelu", "Erf", "Softplus", "HardSigmoid",
-    "HardSwish", "Abs",       "Sqrt", "Exp",  "Log",     "Reciprocal", "Sin",  "Cos", "Ceil"};
+    "HardSwish", "Abs",       "Sqrt", "Exp",  "Log",     "Reciprocal", "Sin",  "Cos", "Ceil",     "Clip"};
 
 void infer_activation_grad(InferContext& ctx) {
   const std::string activation = ctx.node().attr_string("activation", "");
