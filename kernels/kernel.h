@@ -117,6 +117,19 @@ class Stream {
   Derived derived(const void* source, const std::string& how) const;  // null when none is kept
   void keep_derived(const void* source, const std::string& how, Derived value);
   void forget_derived(const void* source);
+  // The value derived from `source` as `how` where this stream keeps values: its own where it holds one
+  // (the same input read twice in a run, or carried from an earlier run), else `bytes` written by
+  // fill(data) into `buffer` and kept. `buffer` is the deriving kernel's, reused once no stream holds it.
+  template <typename Fill>
+  const std::byte* derive(const void* source, const std::string& how, size_t bytes,
+                          std::shared_ptr<std::vector<std::byte>>& buffer, Fill&& fill) {
+    if (const Derived held = derived(source, how)) return held->data();
+    if (!buffer || buffer.use_count() > 1 || buffer->size() != bytes)
+      buffer = std::make_shared<std::vector<std::byte>>(bytes);
+    fill(buffer->data());
+    keep_derived(source, how, buffer);
+    return buffer->data();
+  }
   // Entries carried between runs (InferenceSession::carry_weight_derived_values): `from`'s copied in, and
   // `source`'s copied out into `to`.
   using DerivedMap = std::map<std::pair<const void*, std::string>, Derived>;

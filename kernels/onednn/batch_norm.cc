@@ -84,10 +84,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
     });
     // The batch statistics for the gradient of this run (BatchNormalizationGrad's statistics step).
     kernel->set_keep([=, key = batch_statistics_key(channels)](Stream& stream, std::span<const TensorView> in) {
-      auto kept = std::make_shared<std::vector<std::byte>>(2 * static_cast<size_t>(channels) * sizeof(float));
-      std::memcpy(kept->data(), mean, static_cast<size_t>(channels) * sizeof(float));
-      std::memcpy(kept->data() + channels * sizeof(float), var, static_cast<size_t>(channels) * sizeof(float));
-      stream.keep_derived(in[0].data, key, std::move(kept));
+      keep_batch_statistics(stream, in[0].data, key, mean, var, channels);
     });
     return kernel;
   } catch (const dnnl::error&) {

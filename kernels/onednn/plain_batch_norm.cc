@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
@@ -118,13 +117,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
       for_each_element(g_, c0, c1, [&](int64_t at, int64_t j) { y[at] = x[at] * a[j] + b[j]; });
     });
     store_statistics(in, out);
-    if (stream.keeps_derived_values()) {
-      const size_t bytes = static_cast<size_t>(g_.c) * sizeof(float);
-      auto kept = std::make_shared<std::vector<std::byte>>(2 * bytes);
-      std::memcpy(kept->data(), mean_.data(), bytes);
-      std::memcpy(kept->data() + bytes, var_.data(), bytes);
-      stream.keep_derived(x, key_, std::move(kept));
-    }
+    if (stream.keeps_derived_values()) keep_batch_statistics(stream, x, key_, mean_.data(), var_.data(), g_.c);
   }
 
  private:

@@ -233,6 +233,16 @@ inline std::string batch_statistics_key(int64_t channels) {
   return "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
 }
 
+// Keeps `channels` means and variances under X's address for the gradient of the run (batch_statistics_key).
+inline void keep_batch_statistics(Stream& stream, const void* x, const std::string& key, const float* mean,
+                                  const float* variance, int64_t channels) {
+  const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
+  auto kept = std::make_shared<std::vector<std::byte>>(2 * bytes);
+  std::memcpy(kept->data(), mean, bytes);
+  std::memcpy(kept->data() + bytes, variance, bytes);
+  stream.keep_derived(x, key, std::move(kept));
+}
+
 // Skips `step` (statistics over X, input `x_input`) where the forward of the run kept them, copying them
 // into `stats`.
 inline void reuse_forward_statistics(PrimitiveSequenceKernel& kernel, size_t step, const NormStatistics& stats,

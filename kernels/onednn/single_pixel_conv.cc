@@ -127,15 +127,11 @@ const void* SinglePixelConv::w_matrix_kept(const void* w, Stream& stream, const 
                                            std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease,
                                            size_t element) const {
   if (w_whole() || !stream.keeps_derived_values()) return w_matrix(w, lease, element);
-  if (const Stream::Derived carried = stream.derived(w, key)) return carried->data();  // W's again, or carried
-  const size_t bytes = static_cast<size_t>(out_channels * depth()) * element;
-  if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
-  by_element(element, [&]<typename T>(T) {
-    gather(static_cast<const T*>(w), reinterpret_cast<T*>(kept->data()), out_channels * in_channels, kernel_plane,
-           w_offsets);
+  return stream.derive(w, key, static_cast<size_t>(out_channels * depth()) * element, kept, [&](std::byte* wv) {
+    by_element(element, [&]<typename T>(T) {
+      gather(static_cast<const T*>(w), reinterpret_cast<T*>(wv), out_channels * in_channels, kernel_plane, w_offsets);
+    });
   });
-  stream.keep_derived(w, key, kept);
-  return kept->data();
 }
 const void* SinglePixelConv::w_matrix_from_forward(const void* w, const Stream& stream, const std::string& key,
                                                    ScratchArena::Lease& lease, size_t element) const {

@@ -2,7 +2,6 @@
 #include "kernels/onednn/tap_product_conv.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/onednn/onednn_common.h"
@@ -107,26 +106,20 @@ void TapProductConv::WeightTranspose::run(const float* from, float* to) {
 }
 
 const float* TapProductConv::tap_major_kept(const float* w, WeightTranspose& transpose, Stream& stream,
-                                            std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const {
-  if (!stream.keeps_derived_values()) {
-    transpose.run(w, scratch);
-    return scratch;
-  }
-  if (const Stream::Derived carried = stream.derived(w, key))  // W's again, or carried
-    return reinterpret_cast<const float*>(carried->data());
+                                            std::shared_ptr<std::vector<std::byte>>& kept,
+                                            ScratchArena::Lease& lease) const {
+  if (!stream.keeps_derived_values()) return tap_major_from_forward(w, transpose, stream, lease);  // transposes
   const size_t bytes = static_cast<size_t>(weight_elements()) * sizeof(float);
-  if (!kept || kept.use_count() > 1 || kept->size() != bytes) kept = std::make_shared<std::vector<std::byte>>(bytes);
-  auto* wt = reinterpret_cast<float*>(kept->data());
-  transpose.run(w, wt);
-  stream.keep_derived(w, key, kept);
-  return wt;
+  return reinterpret_cast<const float*>(
+      stream.derive(w, key, bytes, kept, [&](std::byte* wt) { transpose.run(w, reinterpret_cast<float*>(wt)); }));
 }
 
 const float* TapProductConv::tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
-                                                    float* scratch) const {
+                                                    ScratchArena::Lease& lease) const {
   if (const Stream::Derived kept = stream.derived(w, key)) return reinterpret_cast<const float*>(kept->data());
-  transpose.run(w, scratch);
-  return scratch;
+  float* wt = lease.take<float>(static_cast<size_t>(weight_elements()));
+  transpose.run(w, wt);
+  return wt;
 }
 
 void gemm(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float* a, int64_t lda,
@@ -155,10 +148,8 @@ class TapProductConvKernel final : public Kernel, public ReportsImplementation {
       ScratchArena::Lease lease;
       auto* xt = lease.take<float>(static_cast<size_t>(g_.in_plane * n * c));
       auto* yt = lease.take<float>(static_cast<size_t>(g_.out_plane * n * m));
-      auto* scratch =
-          stream.keeps_derived_values() ? nullptr : lease.take<float>(static_cast<size_t>(g_.weight_elements()));
       TapProductConv::to_positions(inputs[0].as<const float>(), xt, n, c, g_.in_plane);
-      const float* wt = g_.tap_major_kept(inputs[1].as<const float>(), to_tap_major_, stream, kept_, scratch);
+      const float* wt = g_.tap_major_kept(inputs[1].as<const float>(), to_tap_major_, stream, kept_, lease);
       std::fill(yt, yt + g_.out_plane * n * m, 0.0f);
       for (const TapProductConv::Run& r : g_.runs)
         gemm(false, false, r.length * n, m, c, xt + r.in_begin * n * c, c, wt + r.tap * c * m, m, 1.0f,

@@ -24,6 +24,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/window.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
 
@@ -70,12 +71,12 @@ struct TapProductConv {
   // W' as the forward convolution makes it for the backward of the same run: into `kept` (reused when the
   // stream no longer holds it), kept on the stream under w's address and `key`; a backward with
   // the same W reads it instead of transposing again (Stream::derived). The stream's own where it holds
-  // one already (the same W twice in a run, or carried from an earlier run). In `scratch` where the
-  // stream keeps nothing.
+  // one already (the same W twice in a run, or carried from an earlier run). In memory of `lease` where
+  // the stream keeps nothing.
   const float* tap_major_kept(const float* w, WeightTranspose& transpose, Stream& stream,
-                              std::shared_ptr<std::vector<std::byte>>& kept, float* scratch) const;
+                              std::shared_ptr<std::vector<std::byte>>& kept, ScratchArena::Lease& lease) const;
   const float* tap_major_from_forward(const float* w, WeightTranspose& transpose, const Stream& stream,
-                                      float* scratch) const;
+                                      ScratchArena::Lease& lease) const;
   int64_t weight_elements() const { return out_channels * in_channels * kernel_plane; }
 };
 

@@ -28,22 +28,24 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     checked(spec_, "run", [&] {
       const int64_t n = g_.batch, m = g_.out_channels;
       ScratchArena::Lease lease;
-      const auto take = [&](int64_t elements) { return lease.take<float>(static_cast<size_t>(elements)); };
       const float* dy = inputs[0].as<const float>();
-      float* dyt = take(g_.out_plane * n * m);
+      float* dyt = take(lease, g_.out_plane * n * m);
       TapProductConv::to_positions(dy, dyt, n, m, g_.out_plane);
-      if (wanted_[0]) input_gradient(dyt, inputs[2].as<const float>(), stream, outputs[0].as<float>(), take);
-      if (wanted_[1]) weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), take);
+      if (wanted_[0]) input_gradient(dyt, inputs[2].as<const float>(), stream, outputs[0].as<float>(), lease);
+      if (wanted_[1]) weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease);
       if (wanted_[2]) bias_gradient(dy, outputs[2].as<float>());
     });
   }
 
  private:
-  template <typename Take>
-  void input_gradient(const float* dyt, const float* w, const Stream& stream, float* dx, Take& take) {
+  static float* take(ScratchArena::Lease& lease, int64_t elements) {
+    return lease.take<float>(static_cast<size_t>(elements));
+  }
+
+  void input_gradient(const float* dyt, const float* w, const Stream& stream, float* dx, ScratchArena::Lease& lease) {
     const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
-    const float* wt = g_.tap_major_from_forward(w, to_tap_major_, stream, take(g_.weight_elements()));
-    float* dxt = take(g_.in_plane * n * c);
+    const float* wt = g_.tap_major_from_forward(w, to_tap_major_, stream, lease);
+    float* dxt = take(lease, g_.in_plane * n * c);
     std::fill(dxt, dxt + g_.in_plane * n * c, 0.0f);
     for (const TapProductConv::Run& r : g_.runs)
       gemm(false, true, r.length * n, c, m, dyt + r.out_begin * n * m, m, wt + r.tap * c * m, m, 1.0f,
@@ -51,12 +53,11 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     TapProductConv::to_plane(dxt, dx, n, c, g_.in_plane);
   }
 
-  template <typename Take>
-  void weight_gradient(const float* dyt, const float* x, float* dw, Take& take) {
+  void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease) {
     const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
-    float* xt = take(g_.in_plane * n * c);
+    float* xt = take(lease, g_.in_plane * n * c);
     TapProductConv::to_positions(x, xt, n, c, g_.in_plane);
-    float* dwt = take(g_.weight_elements());
+    float* dwt = take(lease, g_.weight_elements());
     std::vector<bool> written(static_cast<size_t>(g_.kernel_plane), false);
     for (const TapProductConv::Run& r : g_.runs) {
       gemm(true, false, c, m, r.length * n, xt + r.in_begin * n * c, c, dyt + r.out_begin * n * m, m,
