@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "executor/host_memory.h"
 #include "graph/error.h"
@@ -54,15 +55,32 @@ bool outputs_static(const Graph& graph, NodeId id) {
   return true;
 }
 
+// Adds a node's output (a fresh buffer) into the caller's buffer that the output goes into (run_into).
+void add_into(const Tensor& value, const Tensor& target) {
+  const float* from = value.data<float>().data();
+  float* to = const_cast<float*>(target.data<float>().data());
+  const int64_t n = value.numel();
+#pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 16))
+  for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+}
+
 }  // namespace
 
 InferenceSession::InferenceSession(const Graph& graph, std::string implementation, Device device,
                                    std::shared_ptr<DeviceInitializerStore> initializers)
-    : graph_(graph), device_(device), implementation_(std::move(implementation)), last_use_(graph.value_count(), 0) {
+    : graph_(graph),
+      device_(device),
+      implementation_(std::move(implementation)),
+      last_use_(graph.value_count(), 0),
+      consumed_(graph.value_count(), false) {
   const auto& order = graph_.order();
-  for (size_t i = 0; i < order.size(); ++i)
-    for (ValueId in : graph_.node(order[i]).inputs)
-      if (in.valid()) last_use_[in.index] = i;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (ValueId in : graph_.node(order[i]).inputs) {
+      if (!in.valid()) continue;
+      last_use_[in.index] = i;
+      consumed_[in.index] = true;
+    }
+  }
   for (ValueId out : graph_.outputs) last_use_[out.index] = SIZE_MAX;  // never released
   retain_freed_host_memory();  // the session's outputs are fresh buffers on every run
   if (device_.kind == DeviceKind::Cuda) {
@@ -309,6 +327,44 @@ Kernel& InferenceSession::kernel_for_run(PreparedNode& p, std::optional<Graph>& 
 std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, Tensor>& inputs,
                                                     const OutputCallback& on_output) {
   if (device_.kind == DeviceKind::Cuda) return run_on_cuda(inputs, {}, on_output, nullptr, nullptr);
+  return run_on_cpu(inputs, on_output, {}, false);
+}
+
+std::map<std::string, Tensor> InferenceSession::run_into(const std::map<std::string, Tensor>& inputs,
+                                                         const std::map<std::string, Tensor>& into, bool add) {
+  if (device_.kind != DeviceKind::Cpu) {
+    throw Error("outputs written into the caller's buffers need a CPU session; this one runs on " + device_.name());
+  }
+  return run_on_cpu(inputs, {}, into, add);
+}
+
+void InferenceSession::finish_sums() {
+  for (auto& [buffer, sum] : output_sums_)
+    if (sum.finish) sum.finish(const_cast<void*>(buffer), sum.partial);
+  output_sums_.clear();
+}
+
+std::vector<const Tensor*> InferenceSession::targets_of(const std::map<std::string, Tensor>& into) const {
+  std::vector<const Tensor*> targets(graph_.value_count(), nullptr);
+  for (const auto& [name, buffer] : into) {
+    auto it = std::find_if(graph_.outputs.begin(), graph_.outputs.end(),
+                           [&](ValueId id) { return graph_.value(id).name == name; });
+    if (it == graph_.outputs.end()) throw Error("'" + name + "' is not a graph output, so no buffer can take it");
+    const Value& v = graph_.value(*it);
+    if (v.dtype != DType::Float32 || buffer.dtype() != DType::Float32)
+      throw Error("output '" + name + "' goes into a buffer only as float32; it is " +
+                  std::string(dtype_name(v.dtype)));
+    targets[it->index] = &buffer;
+  }
+  return targets;
+}
+
+std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::string, Tensor>& inputs,
+                                                           const OutputCallback& on_output,
+                                                           const std::map<std::string, Tensor>& into, bool add) {
+  const std::vector<const Tensor*> target = targets_of(into);
+  std::vector<bool> produced(graph_.value_count(), false);  // by a node of this run
+  if (!into.empty() && !add) output_sums_.clear();          // a write starts every sum anew
   const SymbolBindings bindings = bind_inputs(descs_of(inputs));
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
   use_kernels_for_threads(omp_get_max_threads());
@@ -325,6 +381,7 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
   Stream stream(DeviceKind::Cpu, run_index_++);
   stream.set_rows(first_row_, rows_);
   stream.enable_derived_values();  // the weights and every value stay as they are while they are alive
+  if (!into.empty()) stream.sum_outputs(&output_sums_);
   if (carried_) stream.adopt_derived(*carried_);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];
@@ -345,7 +402,21 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
         out_views.emplace_back();
         continue;
       }
-      values[out.index] = allocate(graph_.value(out).dtype, p.output_sizes[o]);
+      const Tensor* buffer = target[out.index];
+      if (buffer && buffer->numel() != TensorDesc{DType::Float32, p.output_sizes[o]}.numel()) {
+        throw node_error(node, "output '" + graph_.value(out).name + "' " + Shape::of(p.output_sizes[o]).to_string() +
+                                   " goes into a buffer of " + std::to_string(buffer->numel()) + " elements");
+      }
+      // Straight into the caller's buffer when it is written, or when the kernel sums it and no later node
+      // reads the output (it would see the sum, or nothing yet); else into a fresh buffer, added after the
+      // node.
+      const bool summed = buffer && kernel->sums_output(o) && !consumed_[out.index];
+      if (buffer && (!add || summed)) {
+        values[out.index] = buffer->reshaped(p.output_sizes[o]);
+        if (summed) output_sums_[buffer->raw()].first = !add;
+      } else {
+        values[out.index] = allocate(graph_.value(out).dtype, p.output_sizes[o]);
+      }
       out_views.push_back(TensorView::of(values[out.index]));
     }
     try {
@@ -353,6 +424,11 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
     } catch (Error& e) {
       e.at_node(node.name, node.op_type, node.domain, node.opset);
       throw;
+    }
+    for (ValueId out : node.outputs) {
+      if (out.valid() && target[out.index] && values[out.index].raw() != target[out.index]->raw())
+        add_into(values[out.index], *target[out.index]);
+      if (out.valid()) produced[out.index] = true;
     }
     if (on_output) {
       for (ValueId out : node.outputs)
@@ -374,7 +450,22 @@ std::map<std::string, Tensor> InferenceSession::run(const std::map<std::string, 
     for (ValueId id : graph_.initializers) stream.copy_derived_of(values[id.index].raw(), *carried_);
 
   std::map<std::string, Tensor> outputs;
-  for (ValueId id : graph_.outputs) outputs[graph_.value(id).name] = values[id.index];
+  for (ValueId id : graph_.outputs) {
+    const Tensor* buffer = target[id.index];
+    if (!buffer) {
+      outputs[graph_.value(id).name] = values[id.index];
+    } else if (!produced[id.index]) {  // a graph input or initializer that is an output too
+      if (values[id.index].numel() != buffer->numel() || values[id.index].dtype() != DType::Float32)
+        throw Error("output '" + graph_.value(id).name + "' does not fit the buffer it goes into");
+      if (add) {
+        add_into(values[id.index], *buffer);
+      } else {
+        std::memcpy(const_cast<std::byte*>(buffer->raw()), values[id.index].raw(), buffer->nbytes());
+      }
+    } else if (values[id.index].raw() != buffer->raw()) {
+      release(values[id.index], id);  // the fresh buffer added into the caller's
+    }
+  }
   // What no node consumed (unused optional outputs) goes back to the pool too; graph outputs are the caller's.
   for (size_t v = 0; v < values.size(); ++v) {
     const ValueId id{static_cast<uint32_t>(v)};

@@ -57,7 +57,20 @@ class InferenceSession {
   // all-reducing the first gradients while the backward pass computes the others.
   using OutputCallback = std::function<void(const std::string& name, const Tensor& value)>;
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output);
-  // CUDA only: the same, but the graph outputs named in `keep_on_device` are not downloaded: they are
+  // CPU: the same, but the graph outputs named in `into` go into the caller's buffers instead of fresh
+  // ones and are not returned: written, or added to what the buffers hold when `add` (a pipeline stage's
+  // parameter gradients summed over the micro-batches of a mini-batch in place, without a gradient-sized
+  // temporary and a separate pass per micro-batch). Each buffer is float32 with the output's element
+  // count. A kernel that sums its output itself does (Kernel::sums_output: a convolution whose weight
+  // gradient is mostly zeros sums only its taps, in a buffer of its own until finish_sums); for the others
+  // the session adds the output after the node has run. Throws Error naming an output that is not the
+  // graph's or a buffer that does not fit.
+  std::map<std::string, Tensor> run_into(const std::map<std::string, Tensor>& inputs,
+                                         const std::map<std::string, Tensor>& into, bool add);
+  // Ends the sums of run_into: what kernels kept in forms of their own goes into the buffers now. Call it
+  // after the last run of a sum, before reading the buffers; the next run_into without `add` starts anew.
+  void finish_sums();
+  // CUDA only: the same as run(inputs), but the graph outputs named in `keep_on_device` are not downloaded: they are
   // returned in `device_outputs` (by name, in device memory on the session's stream); the others come back
   // as host Tensors after the run's one synchronisation. Throws Error on a CPU session or for a name that
   // is not a graph output.
@@ -141,6 +154,10 @@ class InferenceSession {
                                             const OutputCallback& on_output,
                                             const std::set<std::string>* keep_on_device,
                                             std::map<std::string, DeviceTensor>* device_outputs);
+  std::map<std::string, Tensor> run_on_cpu(const std::map<std::string, Tensor>& inputs, const OutputCallback& on_output,
+                                           const std::map<std::string, Tensor>& into, bool add);
+  // Per value: the caller's buffer `into` names for it (a graph output), else null; Error for a misfit.
+  std::vector<const Tensor*> targets_of(const std::map<std::string, Tensor>& into) const;
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
 
@@ -154,11 +171,13 @@ class InferenceSession {
   int prepared_threads_ = 0;                                     // the OpenMP threads prepared_ was made for
   std::map<int, std::vector<PreparedNode>> kernels_by_threads_;  // other thread counts' kernels, same bindings
   std::vector<size_t> last_use_;  // per value: index into the node order of its last consumer
+  std::vector<bool> consumed_;    // per value: some node reads it
   std::map<std::pair<DType, int64_t>, std::vector<Tensor>> free_buffers_;  // by dtype and element count
   uint64_t run_index_ = 0;                                                 // the index of the next run
   uint64_t first_row_ = 0;
   int64_t rows_ = 0;
   std::shared_ptr<Stream::DerivedMap> carried_;  // carry_weight_derived_values
+  Stream::OutputSums output_sums_;               // run_into's sums that kernels keep, by caller buffer
 };
 
 }  // namespace onnxtrain

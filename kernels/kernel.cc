@@ -40,6 +40,12 @@ void Stream::adopt_derived(const DerivedMap& from) {
     for (const auto& [key, value] : from) derived_[key] = value;
 }
 
+Stream::OutputSum* Stream::output_sum(const void* buffer) const {
+  if (!sums_) return nullptr;
+  auto it = sums_->find(buffer);
+  return it == sums_->end() ? nullptr : &it->second;
+}
+
 void Stream::copy_derived_of(const void* source, DerivedMap& to) const {
   for (auto it = derived_.lower_bound({source, std::string()}); it != derived_.end() && it->first.first == source; ++it)
     to[it->first] = it->second;

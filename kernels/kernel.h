@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -136,6 +137,20 @@ class Stream {
   void adopt_derived(const DerivedMap& from);
   void copy_derived_of(const void* source, DerivedMap& to) const;
 
+  // An output summed over runs (InferenceSession::run_into: a pipeline stage's micro-batch gradients summed
+  // in place), given only to a kernel that says it sums (Kernel::sums_output). The kernel either writes
+  // (`first`) or adds into the buffer at once, or keeps the sum in a form of its own in `partial` (kept
+  // between the runs) and sets `finish`, which the session calls once when the sum ends, to write it into
+  // the buffer: a convolution's weight gradient that is mostly zeros sums only its taps.
+  struct OutputSum {
+    bool first = true;  // this run starts the sum: the buffer's content is not part of it
+    std::vector<std::byte> partial;
+    std::function<void(void* buffer, const std::vector<std::byte>& partial)> finish;
+  };
+  using OutputSums = std::map<const void*, OutputSum>;  // by output buffer
+  void sum_outputs(OutputSums* sums) { sums_ = sums; }
+  OutputSum* output_sum(const void* buffer) const;  // null: the buffer is written as usual
+
  private:
   DeviceKind device_;
   uint64_t run_index_;
@@ -145,6 +160,7 @@ class Stream {
   int device_index_;
   bool keeps_derived_ = false;
   DerivedMap derived_;
+  OutputSums* sums_ = nullptr;
 };
 
 // The key (stream seed) of a random kernel's Philox draws in run `run_index` (splitmix64 of the pair:
@@ -157,6 +173,10 @@ class Kernel {
   // Inputs and outputs in the op's order, with the sizes given at prepare time; outputs are allocated
   // by the caller. Throws Error for data the op rejects (an index out of range, say).
   virtual void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) = 0;
+  // Whether run() sums output `index` over runs where the stream asks (Stream::output_sum). Kernels that
+  // do it for less than a write and a separate sum say so (the convolutions' weight gradients that are
+  // mostly zeros: onednn/single_pixel_conv.h); the session sums the others' outputs itself.
+  virtual bool sums_output(size_t /*index*/) const { return false; }
 };
 
 // Prepares a kernel; throws Error when the op's attributes or dtypes are not supported.

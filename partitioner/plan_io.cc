@@ -141,7 +141,8 @@ std::string plan_to_json(const Plan& p) {
                        {"optimizer_slots", o.optimizer_slots},
                        {"prediction_average", o.prediction_average},
                        {"prediction_metrics", o.prediction_metrics},
-                       {"memory_cap", o.memory_cap}}},
+                       {"memory_cap", o.memory_cap},
+                       {"gradients_into_sum", o.gradients_into_sum}}},
                      {"stages", stages},
                      {"predicted",
                       {{"bottleneck_seconds", p.bottleneck_seconds},
@@ -205,6 +206,7 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
   if (o.contains("prediction_average")) opt.prediction_average = r.boolean(o, "prediction_average", ow);
   if (o.contains("prediction_metrics")) opt.prediction_metrics = r.boolean(o, "prediction_metrics", ow);
   opt.memory_cap = r.integer(o, "memory_cap", ow);
+  if (o.contains("gradients_into_sum")) opt.gradients_into_sum = r.boolean(o, "gradients_into_sum", ow);
 
   const json& stages = r.array(doc, "stages", "");
   const int64_t n = static_cast<int64_t>(p.node_names.size());

@@ -113,7 +113,7 @@ class StagePricer {
     const int64_t p = params_[end] - params_[first];
     m.weights = p;
     m.stashed_weights = p * (weight_versions(k) - 1);
-    m.gradients = p * (flushes() && options_.stages > 1 ? 2 : 1);
+    m.gradients = p * (flushes() && options_.stages > 1 && !options_.gradients_into_sum ? 2 : 1);
     const bool average =
         traits().weights == WeightHandling::predict && options_.prediction_average && options_.stages > 1;
     m.optimizer_state = p * (options_.optimizer_slots + (average ? 1 : 0));

@@ -102,6 +102,9 @@ struct PlanOptions {
   bool prediction_average = false;
   bool prediction_metrics = true;
   int64_t memory_cap = 0;  // bytes per device; 0: no cap
+  // Flushing strategies: the backward writes its gradients into the gradient sum (the CPU executor,
+  // InferenceSession::run_into) instead of into buffers of its own that are added after (a GPU).
+  bool gradients_into_sum = false;
   // For a model of attention blocks (CostProfile::has_attention): cut only where one gradient-carrying
   // tensor crosses (cut_gradient_tensors), between blocks or sublayers, never through an attention,
   // unless no such split fits the memory cap or its bottleneck is over 10% slower than the best split.

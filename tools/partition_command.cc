@@ -183,6 +183,7 @@ void partition_model(const PartitionOptions& o) {
   p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
   p.prediction_metrics = o.prediction_metrics == "on";
   if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
+  p.gradients_into_sum = o.device == "cpu" && o.device_profile.empty();  // as the CPU executor sums them
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 
   if (o.json) {

@@ -253,7 +253,8 @@ void StageWorker::update_running_stats(const std::map<std::string, Tensor>& out,
 
 std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
                                                     const std::set<std::string>& keep_on_device,
-                                                    DeviceOutputs& device_outputs) {
+                                                    DeviceOutputs& device_outputs,
+                                                    const std::map<std::string, Tensor>& into, bool adds) {
   MicroBatch& mb = in_flight_.at(micro);
   std::map<std::string, Tensor> inputs;
   std::map<std::string, const DeviceTensor*> device_inputs;
@@ -277,7 +278,8 @@ std::map<std::string, Tensor> StageWorker::run_pass(InferenceSession& session, c
   session.set_run_index(static_cast<uint64_t>(mini_batch_of(micro)));
   const auto [begin, end] = rows_of(micro);
   session.set_rows(static_cast<uint64_t>(begin), end - begin);
-  if (config_.device.kind != DeviceKind::Cuda) return session.run(inputs);
+  if (config_.device.kind != DeviceKind::Cuda)
+    return into.empty() ? session.run(inputs) : session.run_into(inputs, into, adds);
   std::map<std::string, DeviceTensor> kept_on_device;
   std::map<std::string, Tensor> out = session.run(inputs, device_inputs, keep_on_device, kept_on_device);
   for (auto& [name, t] : kept_on_device) device_outputs[name] = std::make_shared<const DeviceTensor>(std::move(t));
@@ -376,14 +378,42 @@ void StageWorker::backward(int64_t micro) {
     keep_on_device.insert(graphs_.send_gradients.begin(), graphs_.send_gradients.end());
     keep_on_device.insert(gradient_outputs_.begin(), gradient_outputs_.end());
   }
+  // gpipe, 1f1b: micro-batch j's gradient weighs rows_j·M/B for mean losses (1 when the rows split evenly),
+  // and the flush scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
+  const bool accumulates = flush || strategy_traits(s.strategy).accumulates;
+  float weight = 1.0f;
+  if (accumulates && config_.reduction == LossReduction::Mean) {
+    const int64_t rows = round_.feed->get(mini).rows, m = micros_per_mini();
+    if (mb.rows * m != rows) weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
+  }
+  // On the CPU, unweighted sums go straight into the accumulator: no gradient-sized buffers per micro-batch,
+  // and kernels that can add touch only what they change (a layer4 convolution's 9.4 MB weight gradient of
+  // which 1 MB is not zero).
+  std::map<std::string, Tensor> into;
+  bool adds = false;
+  if (accumulates && weight == 1.0f && config_.device.kind == DeviceKind::Cpu) {
+    std::vector<Tensor> sums = weights_->accumulate_in_place(adds);
+    for (size_t i = 0; i < gradient_outputs_.size(); ++i) into[gradient_outputs_[i]] = std::move(sums[i]);
+  }
   DeviceOutputs device_out;
-  std::map<std::string, Tensor> out = run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out);
+  std::map<std::string, Tensor> out =
+      run_pass(*backward_session_, graphs_.backward, micro, keep_on_device, device_out, into, adds);
   for (auto& [name, kept] : mb.kept) forward_session_->recycle(std::move(kept.host));
   mb.kept.clear();
   mb.received.clear();
   mb.outgoing.clear();
   for (const std::string& name : graphs_.send_gradients) mb.outgoing.push_back(value_of(name, out, device_out));
+  if (into.empty()) {
+    backward_session_->finish_sums();  // earlier micro-batches' sums in place, before `accumulate` adds
+    collect_gradients(out, device_out, accumulates, weight, mini);
+  }
+  if (k == 0) in_flight_.erase(micro);
+}
 
+// The backward's parameter gradients, not summed in place: into the accumulator (weighted), or kept for the
+// optimizer step that follows.
+void StageWorker::collect_gradients(std::map<std::string, Tensor>& out, const DeviceOutputs& device_out,
+                                    bool accumulates, float weight, int64_t mini) {
   std::vector<StageValue> grads;  // parameter order; they own their buffers
   grads.reserve(gradient_outputs_.size());
   for (size_t i = 0; i < gradient_outputs_.size(); ++i) {
@@ -393,16 +423,7 @@ void StageWorker::backward(int64_t micro) {
   int64_t gradient_bytes = 0;
   for (const StageValue& g : grads) gradient_bytes += g.nbytes();
   peak_gradient_bytes = std::max(peak_gradient_bytes, gradient_bytes);
-  if (flush || strategy_traits(s.strategy).accumulates) {
-    // Mean losses: micro-batch j's gradient weighs rows_j·M/B (1 when the rows split evenly), and the flush
-    // scales the sum by 1/M, so the update sees the whole mini-batch's mean gradient.
-    float weight = 1.0f;
-    const int64_t m = micros_per_mini();
-    if (config_.reduction == LossReduction::Mean) {
-      const int64_t rows = round_.feed->get(mini).rows;
-      if (mb.rows * m != rows)
-        weight = static_cast<float>(static_cast<double>(mb.rows * m) / static_cast<double>(rows));
-    }
+  if (accumulates) {
     weights_->accumulate(floats_of(grads), weight);
     out.clear();
     recycle_into(*backward_session_, grads);
@@ -412,7 +433,6 @@ void StageWorker::backward(int64_t micro) {
     last_weight_ = share_of_rows(mini);
     round_.feed->release(mini);
   }
-  if (k == 0) in_flight_.erase(micro);
 }
 
 const cuda::DeviceStream& StageWorker::device_stream() const {
@@ -474,6 +494,7 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
         const bool mean = config_.reduction == LossReduction::Mean;
         const int64_t m = micros_per_mini();
         const int64_t mini = flush_round(round_) ? round_.first : mini_batch_of(in.micro_batch);
+        backward_session_->finish_sums();  // the gradients summed in place (backward)
         if (config_.replica_group) {
           const double share = share_of_rows(mini);
           weights_->reduce_accumulated([&](std::span<float> sum) { sum_over_replicas(sum, share, mini); });

@@ -171,12 +171,16 @@ class StageWorker {
   std::pair<int64_t, int64_t> rows_of(int64_t micro);
   // Runs `session` (of `graph`) on micro-batch `micro`: its inputs are the micro-batch's kept and received
   // values (host or device) and the data. The outputs named in `keep_on_device` come back in
-  // `device_outputs`, the others as host tensors.
+  // `device_outputs`, the others as host tensors, except those named in `into` (CPU), which go into
+  // those buffers, added when `adds` (InferenceSession::run_into).
   using DeviceOutputs = std::map<std::string, std::shared_ptr<const DeviceTensor>>;
   std::map<std::string, Tensor> run_pass(InferenceSession& session, const Graph& graph, int64_t micro,
-                                         const std::set<std::string>& keep_on_device, DeviceOutputs& device_outputs);
+                                         const std::set<std::string>& keep_on_device, DeviceOutputs& device_outputs,
+                                         const std::map<std::string, Tensor>& into = {}, bool adds = false);
   void forward(int64_t micro);
   void backward(int64_t micro);
+  void collect_gradients(std::map<std::string, Tensor>& out, const DeviceOutputs& device_out, bool accumulates,
+                         float weight, int64_t mini);
   void update_running_stats(const std::map<std::string, Tensor>& out, int64_t rows, int64_t micro);
   void apply_running_stat(RunningStat& r, std::span<const float> computed, int64_t rows);
   double share_of_rows(int64_t mini) const;

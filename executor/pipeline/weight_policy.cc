@@ -262,6 +262,21 @@ void WeightPolicy::accumulate(std::span<const float* const> gradients, float wei
   accumulating_ = true;
 }
 
+std::vector<Tensor> WeightPolicy::accumulate_in_place(bool& adds) {
+  ONNXTRAIN_CHECK(!memory_.on_device(), "gradients accumulate in place only in host memory");
+  if (accumulated_.size != master_.size) accumulated_ = memory_.make(master_.size);
+  std::vector<Tensor> sums;
+  sums.reserve(parameters_.size());
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    auto* at = reinterpret_cast<std::byte*>(accumulated_.data() + offsets_[i]);
+    sums.push_back(Tensor::wrap(DType::Float32, parameters_[i].working.sizes(),
+                                std::shared_ptr<std::byte>(at, [](std::byte*) {})));  // accumulated_'s memory
+  }
+  adds = accumulating_;
+  accumulating_ = true;
+  return sums;
+}
+
 void WeightPolicy::flush(float scale) {
   ONNXTRAIN_CHECK(accumulating_, "gpipe flush without accumulated gradients");
   if (scale != 1.0f) memory_.scale(accumulated_.data(), accumulated_.size, scale);

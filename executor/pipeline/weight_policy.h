@@ -81,6 +81,11 @@ class WeightPolicy {
   void step(std::span<const float* const> gradients);
   // gpipe: adds weight·gradient to the accumulator (the first add sets it).
   void accumulate(std::span<const float* const> gradients, float weight);
+  // gpipe in host memory: the accumulator of each parameter (parameter order, shaped as the parameter),
+  // for a backward pass that writes its gradients straight into it (the first micro-batch of a mini-batch:
+  // `adds` false) or adds them (the later ones), as InferenceSession::run_into does, instead of handing
+  // them to `accumulate` (weight 1). Only valid until the next flush.
+  std::vector<Tensor> accumulate_in_place(bool& adds);
   // gpipe: multiplies the accumulated gradients by `scale` (1: nothing), steps W with them and clears them.
   void flush(float scale);
   // Pipeline × data parallelism: `reduce` gets the accumulated gradients on the host (downloaded from a

@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/single_pixel_conv.h"
+#include "kernels/onednn/tap_product_conv.h"  // gemm
 #include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
@@ -50,6 +51,8 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
   }
 
   std::string library_implementation() const override { return implementation_; }
+  // dW (float32): summed over runs as the taps' dWv, written into dW once the sum ends.
+  bool sums_output(size_t index) const override { return index == 1 && element_ == 4; }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     checked(spec_, "run", [&] {
@@ -62,7 +65,9 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
         input_gradient_.run(dy, g_.w_matrix_from_forward(inputs[2].data, stream, taps_key_, lease, element_), dxv);
         if (!g_.x_whole()) g_.scatter_x(dxv, outputs[0].data, element_);
       }
-      if (want_dw_) {
+      if (Stream::OutputSum* sum = want_dw_ ? stream.output_sum(outputs[1].data) : nullptr) {
+        sum_weight_gradient(*sum, dy, g_.x_matrix(inputs[1].data, lease, element_));
+      } else if (want_dw_) {
         void* dwv = g_.w_whole() ? outputs[1].data : lease.take(bytes(g_.out_channels));
         weight_gradient_.run(dy, g_.x_matrix(inputs[1].data, lease, element_), dwv);
         if (!g_.w_whole()) g_.scatter_w(dwv, outputs[1].data, element_);
@@ -72,6 +77,28 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
   }
 
  private:
+  // dWv (M×K) = dY^T · Xv summed over the runs of a sum in the sum's own buffer (sgemm with beta 1 after
+  // the first), then written into dW (M, C, k...) once: with its zeros where the sum started, else added
+  // at the taps (a sum that started from the buffer's content).
+  void sum_weight_gradient(Stream::OutputSum& sum, const void* dy, const void* xv) const {
+    const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
+    const bool started = !sum.partial.empty();
+    if (!started) sum.partial.resize(static_cast<size_t>(m * k) * sizeof(float));
+    auto* dwv = reinterpret_cast<float*>(sum.partial.data());
+    gemm(true, false, m, k, n, static_cast<const float*>(dy), m, static_cast<const float*>(xv), k,
+         started ? 1.0f : 0.0f, dwv, k);
+    if (started) return;
+    sum.finish = [g = g_, overwrite = sum.first](void* dw, const std::vector<std::byte>& partial) {
+      if (!overwrite) {
+        g.add_w(reinterpret_cast<const float*>(partial.data()), static_cast<float*>(dw));
+      } else if (g.w_whole()) {
+        std::memcpy(dw, partial.data(), partial.size());
+      } else {
+        g.scatter_w(partial.data(), dw, sizeof(float));
+      }
+    };
+  }
+
   KernelSpec spec_;
   SinglePixelConv g_;
   size_t element_ = 4;
@@ -92,14 +119,18 @@ class DepthwiseSinglePixelConvGradKernel final : public Kernel, public ReportsIm
   }
 
   std::string library_implementation() const override { return "depthwise loops (no oneDNN primitive)"; }
+  // dW: after the first run of a sum, added at the taps.
+  bool sums_output(size_t index) const override { return index == 1; }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const float* dy = inputs[0].as<const float>();
     const float* x = inputs[1].as<const float>();
     const float* w = inputs[2].as<const float>();
     float* dx = wanted_[0] ? outputs[0].as<float>() : nullptr;
     float* dw = wanted_[1] ? outputs[1].as<float>() : nullptr;
     float* db = wanted_[2] ? outputs[2].as<float>() : nullptr;
+    const Stream::OutputSum* dw_sum = dw ? stream.output_sum(dw) : nullptr;
+    const bool add_dw = dw_sum && !dw_sum->first;
     const int64_t batch = g_.batch, channels = g_.in_channels, taps = g_.taps();
     const int64_t in_plane = g_.in_plane, kernel_plane = g_.kernel_plane;
     cpu::parallel_for(channels, 4096 / (batch * (taps + 1)) + 1, [&](int64_t begin, int64_t end) {
@@ -107,12 +138,12 @@ class DepthwiseSinglePixelConvGradKernel final : public Kernel, public ReportsIm
         const float* wc = w + c * kernel_plane;
         if (dw) {
           float* dwc = dw + c * kernel_plane;
-          std::fill(dwc, dwc + kernel_plane, 0.0f);
+          if (!add_dw) std::fill(dwc, dwc + kernel_plane, 0.0f);
           for (int64_t t = 0; t < taps; ++t) {
             float sum = 0;
             for (int64_t n = 0; n < batch; ++n)
               sum += dy[n * channels + c] * x[(n * channels + c) * in_plane + g_.x_offsets[t]];
-            dwc[g_.w_offsets[t]] = sum;
+            dwc[g_.w_offsets[t]] += sum;  // zero-filled above unless the sum adds
           }
         }
         if (db) {

@@ -87,12 +87,18 @@ dnnl::memory::desc weight_desc(int64_t m, int64_t c, int64_t t, bool tap_major) 
 
 }  // namespace
 
-TapProductConv::WeightTranspose::WeightTranspose(const TapProductConv& g, bool to_tap_major) {
+TapProductConv::WeightTranspose::WeightTranspose(const TapProductConv& g, bool to_tap_major, bool adds) {
   const dnnl::memory::desc plain = weight_desc(g.out_channels, g.in_channels, g.kernel_plane, false);
   const dnnl::memory::desc tap_major = weight_desc(g.out_channels, g.in_channels, g.kernel_plane, true);
   const dnnl::memory::desc& from = to_tap_major ? plain : tap_major;
   const dnnl::memory::desc& to = to_tap_major ? tap_major : plain;
-  reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+  dnnl::primitive_attr attr;
+  if (adds) {  // the reorder's sum post-op: to = transposed from + to
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr.set_post_ops(sum);
+  }
+  reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr));
   from_ = dnnl::memory(from, cpu_engine(), nullptr);
   to_ = dnnl::memory(to, cpu_engine(), nullptr);
 }

@@ -58,10 +58,10 @@ struct TapProductConv {
   static void to_positions(const float* from, float* to, int64_t n, int64_t k, int64_t p);
   static void to_plane(const float* from, float* to, int64_t n, int64_t k, int64_t p, const float* bias = nullptr);
   // W (M, C, T) -> W' (T, C, M), or back (the weight gradient): a oneDNN reorder (threaded, several times
-  // faster than element loops on this 2.4 MB transpose).
+  // faster than element loops on this 2.4 MB transpose); `adds`: added to what `to` holds.
   class WeightTranspose {
    public:
-    WeightTranspose(const TapProductConv& g, bool to_tap_major);
+    WeightTranspose(const TapProductConv& g, bool to_tap_major, bool adds = false);
     void run(const float* from, float* to);
 
    private:

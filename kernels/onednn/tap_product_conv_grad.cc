@@ -16,13 +16,20 @@ namespace {
 class TapProductConvGradKernel final : public Kernel, public ReportsImplementation {
  public:
   TapProductConvGradKernel(const KernelSpec& spec, TapProductConv g)
-      : spec_(spec), g_(std::move(g)), to_tap_major_(g_, true), from_tap_major_(g_, false) {
+      : spec_(spec),
+        g_(std::move(g)),
+        to_tap_major_(g_, true),
+        from_tap_major_(g_, false),
+        added_from_tap_major_(g_, false, /*adds=*/true) {
     for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
   }
 
   std::string library_implementation() const override {
     return "tap products (" + std::to_string(g_.runs.size()) + " sgemm per gradient)";
   }
+
+  // dW: after the first run of a sum, the transpose back from tap-major adds instead of writing.
+  bool sums_output(size_t index) const override { return index == 1; }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     checked(spec_, "run", [&] {
@@ -32,12 +39,19 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
       float* dyt = take(lease, g_.out_plane * n * m);
       TapProductConv::to_positions(dy, dyt, n, m, g_.out_plane);
       if (wanted_[0]) input_gradient(dyt, inputs[2].as<const float>(), stream, outputs[0].as<float>(), lease);
-      if (wanted_[1]) weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease);
+      if (wanted_[1]) {
+        weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease,
+                        adds(stream, outputs[1].data) ? added_from_tap_major_ : from_tap_major_);
+      }
       if (wanted_[2]) bias_gradient(dy, outputs[2].as<float>());
     });
   }
 
  private:
+  static bool adds(const Stream& stream, const void* output) {
+    const Stream::OutputSum* sum = stream.output_sum(output);
+    return sum && !sum->first;
+  }
   static float* take(ScratchArena::Lease& lease, int64_t elements) {
     return lease.take<float>(static_cast<size_t>(elements));
   }
@@ -53,7 +67,8 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     TapProductConv::to_plane(dxt, dx, n, c, g_.in_plane);
   }
 
-  void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease) {
+  void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease,
+                       TapProductConv::WeightTranspose& back) {
     const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
     float* xt = take(lease, g_.in_plane * n * c);
     TapProductConv::to_positions(x, xt, n, c, g_.in_plane);
@@ -66,7 +81,7 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     }
     for (int64_t t = 0; t < g_.kernel_plane; ++t)
       if (!written[t]) std::fill(dwt + t * c * m, dwt + (t + 1) * c * m, 0.0f);  // a tap only in the padding
-    from_tap_major_.run(dwt, dw);
+    back.run(dwt, dw);
   }
 
   void bias_gradient(const float* dy, float* db) const {
@@ -84,7 +99,7 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   KernelSpec spec_;
   TapProductConv g_;
   bool wanted_[3] = {false, false, false};
-  TapProductConv::WeightTranspose to_tap_major_, from_tap_major_;
+  TapProductConv::WeightTranspose to_tap_major_, from_tap_major_, added_from_tap_major_;
 };
 
 }  // namespace

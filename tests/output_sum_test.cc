@@ -1,0 +1,205 @@
+// Outputs summed over runs in the caller's buffers (InferenceSession::run_into, finish_sums): a pipeline
+// stage's weight gradients summed over the micro-batches of a mini-batch. Checked on a one-ConvGrad graph
+// for every way the oneDNN kernels compute dW: the single-pixel products (which keep the sum of the taps in
+// a buffer of their own until finish_sums), their 1x1 and depthwise cases, the tap products (whose transpose
+// back adds), and oneDNN's direct convolution (which does not sum: the session adds a fresh output). After
+// a write and two adds the buffers hold the sum of three plain runs, dB included (the session's sum for all
+// of them); a graph output that a later node reads is summed by the session even where the kernel could;
+// misfit buffers and names are errors; a new write starts the sums anew.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "executor/inference_session.h"
+#include "graph/error.h"
+#include "tests/error_of.h"
+
+namespace onnxtrain {
+namespace {
+
+using Ints = std::vector<int64_t>;
+using testing_support::error_of;
+
+Tensor random_tensor(std::mt19937& rng, const Ints& sizes) {
+  std::uniform_real_distribution<float> real(-1, 1);
+  Tensor t(DType::Float32, sizes);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = real(rng);
+  return t;
+}
+
+struct SumCase {
+  std::string label;
+  Attributes attributes;
+  Ints x, w, y;
+  bool kernel_sums;  // the kernel the path takes sums dW itself (Kernel::sums_output)
+};
+
+const std::vector<SumCase>& cases() {
+  static const std::vector<SumCase> all = {
+      {"single pixel: 3x3 pads 1 over 1x1",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {4, 12, 1, 1},
+       {10, 12, 3, 3},
+       {4, 10, 1, 1},
+       true},
+      {"single pixel: 1x1 over 1x1 (W is the matrix)", {}, {4, 12, 1, 1}, {10, 12, 1, 1}, {4, 10, 1, 1}, true},
+      {"depthwise single pixel",
+       {{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{8}}},
+       {4, 8, 1, 1},
+       {8, 1, 3, 3},
+       {4, 8, 1, 1},
+       true},
+      {"tap products: 3x3 pads 1 over 2x2",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {4, 12, 2, 2},
+       {10, 12, 3, 3},
+       {4, 10, 2, 2},
+       true},
+      {"direct: 3x3 pads 1 over 6x6", {{"pads", Ints{1, 1, 1, 1}}}, {2, 6, 6, 6}, {5, 6, 3, 3}, {2, 5, 6, 6}, false},
+  };
+  return all;
+}
+
+// dY, X, W -> ConvGrad -> dX, dW, dB, all graph outputs; with `read_dw`, a Neg of dW is one too.
+Graph conv_grad_graph(const SumCase& c, bool read_dw) {
+  Graph g;
+  const auto input = [&](const std::string& name, const Ints& sizes) {
+    ValueId v =
+        g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
+    g.inputs.push_back(v);
+    return v;
+  };
+  const auto value = [&](const std::string& name, const Ints& sizes) {
+    return g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes)});
+  };
+  const ValueId dy = input("dY", c.y), x = input("X", c.x), w = input("W", c.w);
+  const ValueId dx = value("dX", c.x), dw = value("dW", c.w), db = value("dB", {c.w[0]});
+  g.add_node({.name = "conv_grad",
+              .op_type = "ConvGrad",
+              .domain = "ai.onnxtrain",
+              .opset = 1,
+              .inputs = {dy, x, w},
+              .outputs = {dx, dw, db},
+              .attributes = c.attributes});
+  g.outputs = {dx, dw, db};
+  if (read_dw) {
+    const ValueId neg = value("neg_dW", c.w);
+    g.add_node({.name = "neg", .op_type = "Neg", .opset = 17, .inputs = {dw}, .outputs = {neg}});
+    g.outputs.push_back(neg);
+  }
+  g.sort();
+  return g;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-4 + 1e-4 * std::abs(want.data<float>()[i]))
+        << what << " element " << i;
+}
+
+bool kernel_sums_dw(const SumCase& c) {
+  KernelSpec spec{
+      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 1, .attributes = c.attributes, .node_name = "t"};
+  spec.inputs = {{DType::Float32, c.y}, {DType::Float32, c.x}, {DType::Float32, c.w}};
+  spec.outputs = {{DType::Float32, c.x}, {DType::Float32, c.w}, {DType::Float32, {c.w[0]}}};
+  return KernelRegistry::builtin()
+      .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32)
+      ->prepare(spec)
+      ->sums_output(1);
+}
+
+// Three runs of `session`: the first writes the buffers, the others add; returns the plain runs' sums.
+std::map<std::string, Tensor> sum_three_runs(const Graph& g, InferenceSession& session, const SumCase& c,
+                                             std::mt19937& rng, const std::map<std::string, Tensor>& into) {
+  InferenceSession plain(g);
+  std::map<std::string, Tensor> want;
+  for (int run = 0; run < 3; ++run) {
+    const std::map<std::string, Tensor> inputs{
+        {"dY", random_tensor(rng, c.y)}, {"X", random_tensor(rng, c.x)}, {"W", random_tensor(rng, c.w)}};
+    const std::map<std::string, Tensor> returned = session.run_into(inputs, into, /*add=*/run > 0);
+    for (const auto& [name, buffer] : into) EXPECT_FALSE(returned.contains(name)) << name;
+    for (const auto& [name, value] : plain.run(inputs)) {
+      if (!want.contains(name)) {
+        want[name] = value.clone();
+        continue;
+      }
+      for (int64_t i = 0; i < value.numel(); ++i) want[name].data<float>()[i] += value.data<float>()[i];
+    }
+  }
+  session.finish_sums();
+  return want;
+}
+
+TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
+  std::mt19937 rng(61);
+  for (const SumCase& c : cases()) {
+    SCOPED_TRACE(c.label);
+    EXPECT_EQ(kernel_sums_dw(c), c.kernel_sums);
+    const Graph g = conv_grad_graph(c, false);
+    InferenceSession session(g);
+    std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, c.w)}, {"dB", Tensor(DType::Float32, {c.w[0]})}};
+    for (const auto& [name, buffer] : into)  // garbage where a write must replace it
+      for (float& v : const_cast<Tensor&>(buffer).data<float>()) v = 1e6f;
+    const std::map<std::string, Tensor> want = sum_three_runs(g, session, c, rng, into);
+    expect_close(into.at("dW"), want.at("dW"), "dW");
+    expect_close(into.at("dB"), want.at("dB"), "dB");
+
+    // A write starts anew: one run and its finish give that run's gradients.
+    const std::map<std::string, Tensor> inputs{
+        {"dY", random_tensor(rng, c.y)}, {"X", random_tensor(rng, c.x)}, {"W", random_tensor(rng, c.w)}};
+    session.run_into(inputs, into, false);
+    session.finish_sums();
+    InferenceSession plain(g);
+    expect_close(into.at("dW"), plain.run(inputs).at("dW"), "dW after a new write");
+  }
+}
+
+TEST(OutputSum, AnOutputThatANodeReadsIsSummedByTheSession) {
+  std::mt19937 rng(62);
+  const SumCase& c = cases().front();  // single pixel: the kernel would keep the sum to itself
+  const Graph g = conv_grad_graph(c, true);
+  InferenceSession session(g);
+  std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, c.w)}};
+  InferenceSession plain(g);
+  Tensor want_dw, last_neg;
+  for (int run = 0; run < 3; ++run) {
+    const std::map<std::string, Tensor> inputs{
+        {"dY", random_tensor(rng, c.y)}, {"X", random_tensor(rng, c.x)}, {"W", random_tensor(rng, c.w)}};
+    const std::map<std::string, Tensor> out = session.run_into(inputs, into, run > 0);
+    const std::map<std::string, Tensor> ref = plain.run(inputs);
+    // Neg read this run's dW, not the sum.
+    expect_close(out.at("neg_dW"), ref.at("neg_dW"), "neg_dW of run " + std::to_string(run));
+    if (run == 0) {
+      want_dw = ref.at("dW").clone();
+    } else {
+      for (int64_t i = 0; i < want_dw.numel(); ++i) want_dw.data<float>()[i] += ref.at("dW").data<float>()[i];
+    }
+  }
+  session.finish_sums();
+  expect_close(into.at("dW"), want_dw, "dW");
+}
+
+TEST(OutputSum, MisfitBuffersAndNamesAreErrors) {
+  const SumCase& c = cases().front();
+  const Graph g = conv_grad_graph(c, false);
+  InferenceSession session(g);
+  std::mt19937 rng(63);
+  const std::map<std::string, Tensor> inputs{
+      {"dY", random_tensor(rng, c.y)}, {"X", random_tensor(rng, c.x)}, {"W", random_tensor(rng, c.w)}};
+  EXPECT_NE(error_of([&] {
+              session.run_into(inputs, {{"dW", Tensor(DType::Float32, {3})}}, false);
+            }).find("goes into a buffer of 3 elements"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              session.run_into(inputs, {{"X", Tensor(DType::Float32, c.x)}}, false);
+            }).find("'X' is not a graph output"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              session.run_into(inputs, {{"dW", Tensor(DType::Int64, c.w)}}, false);
+            }).find("only as float32"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace onnxtrain
