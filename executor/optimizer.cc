@@ -118,7 +118,7 @@ void Optimizer::step(std::span<const ParamSlot> params) {
   const double lr = current_lr();
   for (const ParamSlot& p : params) {
     try {
-      update(p.value, p.grad, states_[p.name], lr);
+      update(p.value, p.grad, states_[p.name], lr, p.grad_scale);
     } catch (Error& e) {
       throw Error("parameter '" + p.name + "': " + e.message());
     }
@@ -126,18 +126,19 @@ void Optimizer::step(std::span<const ParamSlot> params) {
   ++global_step_;
 }
 
-void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState& state, double lr) const {
+void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState& state, double lr,
+                       float grad_scale) const {
   if (w.size() != g.size())
     throw Error("optimizer update: the gradient has " + std::to_string(g.size()) + " elements, the parameter " +
                 std::to_string(w.size()));
   switch (config_.kind) {
     case OptimizerKind::sgd:
-      return optim::sgd_update(config_, w, g, state, lr);
+      return optim::sgd_update(config_, w, g, state, lr, grad_scale);
     case OptimizerKind::adam:
     case OptimizerKind::adamw:
-      return optim::adam_update(config_, w, g, state, lr);
+      return optim::adam_update(config_, w, g, state, lr, grad_scale);
     case OptimizerKind::adagrad:
-      return optim::adagrad_update(config_, w, g, state, lr);
+      return optim::adagrad_update(config_, w, g, state, lr, grad_scale);
   }
 }
 

@@ -99,10 +99,13 @@ struct ParamState {
 };
 
 // A parameter to update: its name (the key of its state), value and gradient (same element count).
+// `grad_scale` multiplies each gradient element as the update reads it (a pipeline's gradient sum over M
+// micro-batches times 1/M: the same float products as scaling the sum first, without that pass).
 struct ParamSlot {
   std::string name;
   std::span<float> value;
   std::span<const float> grad;
+  float grad_scale = 1.0f;
 };
 
 // torch.nn.utils.clip_grad_norm_: when the gradients' total 2-norm (over every one together) exceeds
@@ -129,7 +132,8 @@ class Optimizer {
 
   // One update of one tensor with an explicit state and learning rate (creates missing state tensors,
   // increments state.step). Throws Error when sizes of w, g and the state tensors disagree.
-  void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr) const;
+  void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr,
+              float grad_scale = 1.0f) const;
 
   // The state tensors each parameter gets, in order ("momentum_buffer"; "exp_avg", "exp_avg_sq"
   // [, "max_exp_avg_sq"]; "sum"; none for plain sgd).
@@ -214,9 +218,12 @@ float initial_state_value(const OptimizerConfig& c, const std::string& name);
 // The state tensor `name` of s, created with `numel` elements set to `initial` when missing; throws Error
 // when an existing (loaded) one has another element count.
 std::span<float> state_tensor(ParamState& s, const std::string& name, size_t numel, float initial = 0.0f);
-void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
-void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
-void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr);
+void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                float grad_scale = 1.0f);
+void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                 float grad_scale = 1.0f);
+void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                    float grad_scale = 1.0f);
 }  // namespace optim
 
 }  // namespace onnxtrain

@@ -354,6 +354,38 @@ TEST(OptimizerThreads, UpdatesAreBitForBitAtAnyThreadCount) {
   omp_set_num_threads(threads_before);
 }
 
+// ParamSlot::grad_scale (a pipeline's gradient sum times 1/M) multiplies each gradient element as the update
+// reads it: the same bits as scaling the gradient first, for every rule, with a scale that is not a power
+// of two (so that a rounding difference would show).
+TEST(OptimizerGradScale, ScalingInTheUpdateEqualsScalingTheGradientFirst) {
+  for (OptimizerConfig config : {OptimizerConfig{.kind = OptimizerKind::sgd, .weight_decay = 0.01},
+                                 OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9},
+                                 OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9, .nesterov = true},
+                                 OptimizerConfig{.kind = OptimizerKind::adam},
+                                 OptimizerConfig{.kind = OptimizerKind::adamw, .weight_decay = 0.1, .amsgrad = true},
+                                 OptimizerConfig{.kind = OptimizerKind::adagrad, .initial_accumulator_value = 0.1}}) {
+    SCOPED_TRACE(optimizer_kind_name(config.kind));
+    const float scale = 1.0f / 3.0f;
+    const size_t n = optim::kThreadedUpdateElements + 5;  // the threaded loop too
+    const auto train = [&](bool in_step) {
+      std::vector<float> w(n);
+      for (size_t i = 0; i < n; ++i) w[i] = std::cos(0.01f * static_cast<float>(i));
+      Optimizer optimizer(config, LrSchedule{.base_lr = 0.05});
+      for (int t = 0; t < 3; ++t) {
+        std::vector<float> g(n);
+        for (size_t i = 0; i < n; ++i) g[i] = std::sin(0.7f * t + 0.001f * static_cast<float>(i));
+        if (!in_step)
+          for (float& v : g) v *= scale;
+        optimizer.step({ParamSlot{"w", w, g, in_step ? scale : 1.0f}});
+      }
+      return w;
+    };
+    const std::vector<float> first = train(false), in_step = train(true);
+    EXPECT_EQ(std::memcmp(first.data(), in_step.data(), n * sizeof(float)), 0);
+    EXPECT_NE(first[1], std::cos(0.01f)) << "not updated";
+  }
+}
+
 TEST(OptimizerState, RefusesForeignOrMismatchedState) {
   Optimizer adam({.kind = OptimizerKind::adam});
   std::vector<float> w = {1.0f, 2.0f}, g = {0.1f, 0.2f};

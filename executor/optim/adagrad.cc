@@ -13,14 +13,15 @@ UpdateRule adagrad_rule(const OptimizerConfig& c, int64_t count_before, double l
   return optimizer_math::adagrad_update(lr, c.weight_decay, c.lr_decay, c.eps, count_before);
 }
 
-void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr) {
+void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                    float grad_scale) {
   const size_t n = w.size();
   float* __restrict wp = w.data();
   const float* __restrict gp = g.data();
   float* __restrict sum = state_tensor(s, "sum", n, initial_state_value(c, "sum")).data();
   const optimizer_math::AdagradUpdate f = std::get<optimizer_math::AdagradUpdate>(adagrad_rule(c, s.step, lr));
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-  for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], sum[i]);
+  for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, sum[i]);
   ++s.step;
 }
 

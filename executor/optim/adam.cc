@@ -18,13 +18,13 @@ namespace {
 
 template <bool kAmsgrad>
 void adam_loop(const optimizer_math::AdamUpdate& f, size_t n, float* __restrict w, const float* __restrict g,
-               float* __restrict m, float* __restrict h, float* __restrict hmax) {
+               float grad_scale, float* __restrict m, float* __restrict h, float* __restrict hmax) {
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
   for (size_t i = 0; i < n; ++i) {
     if constexpr (kAmsgrad)
-      f(w[i], g[i], m[i], h[i], hmax[i]);
+      f(w[i], g[i] * grad_scale, m[i], h[i], hmax[i]);
     else
-      f(w[i], g[i], m[i], h[i]);
+      f(w[i], g[i] * grad_scale, m[i], h[i]);
   }
 }
 
@@ -35,16 +35,17 @@ UpdateRule adam_rule(const OptimizerConfig& c, int64_t count_before, double lr) 
                                      c.weight_decay, c.beta1, c.beta2, c.eps, c.post_update_decay, count_before);
 }
 
-void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr) {
+void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                 float grad_scale) {
   const size_t n = w.size();
   float* m = state_tensor(s, "exp_avg", n, initial_state_value(c, "exp_avg")).data();
   float* h = state_tensor(s, "exp_avg_sq", n, initial_state_value(c, "exp_avg_sq")).data();
   const optimizer_math::AdamUpdate f = std::get<optimizer_math::AdamUpdate>(adam_rule(c, s.step, lr));
   if (c.amsgrad) {
-    adam_loop<true>(f, n, w.data(), g.data(), m, h,
+    adam_loop<true>(f, n, w.data(), g.data(), grad_scale, m, h,
                     state_tensor(s, "max_exp_avg_sq", n, initial_state_value(c, "max_exp_avg_sq")).data());
   } else {
-    adam_loop<false>(f, n, w.data(), g.data(), m, h, nullptr);
+    adam_loop<false>(f, n, w.data(), g.data(), grad_scale, m, h, nullptr);
   }
   ++s.step;
 }

@@ -17,7 +17,8 @@ UpdateRule sgd_rule(const OptimizerConfig& c, int64_t count_before, double lr) {
   return optimizer_math::sgd_momentum_update(lr, c.weight_decay, c.momentum, c.dampening, count_before);
 }
 
-void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr) {
+void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
+                float grad_scale) {
   const size_t n = w.size();
   float* __restrict wp = w.data();
   const float* __restrict gp = g.data();
@@ -25,7 +26,7 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   if (c.momentum == 0) {
     const optimizer_math::SgdUpdate f = std::get<optimizer_math::SgdUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i]);
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale);
     ++s.step;
     return;
   }
@@ -33,11 +34,11 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
   if (c.nesterov) {
     const optimizer_math::SgdNesterovUpdate f = std::get<optimizer_math::SgdNesterovUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
   } else {
     const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i], buf[i]);
+    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
   }
   ++s.step;
 }

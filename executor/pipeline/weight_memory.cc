@@ -103,7 +103,9 @@ void WeightMemory::sync_working_to_host() const {
   if (store_) store_->sync_to_host();
 }
 
-void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> params) {
+void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> params, float grad_scale) {
+  ONNXTRAIN_CHECK(grad_scale == 1.0f || scales_in_step(),
+                  "gradients scaled in the step on a device or for a predictor");
   if (keep_averages_)
     for (const DeviceParamSlot& p : params) observe_gradient(p.name, p.grad, static_cast<size_t>(p.numel));
   if (store_) {
@@ -114,7 +116,7 @@ void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> p
   slots.reserve(params.size());
   for (const DeviceParamSlot& p : params) {
     const auto n = static_cast<size_t>(p.numel);
-    slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n)});
+    slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n), grad_scale});
   }
   optimizer.step(slots);
 }

@@ -61,7 +61,10 @@ class WeightMemory {
   // export). Nothing on the host.
   void sync_working_to_host() const;
   // One optimizer step with weights and gradients in this memory (lr, steps: as Optimizer::step).
-  void step(Optimizer& optimizer, std::span<const DeviceParamSlot> params);
+  // `grad_scale` multiplies the gradients as the update reads them (host memory; 1 on a device and where
+  // step() shows the gradients to the predictor: scale_in_step says).
+  void step(Optimizer& optimizer, std::span<const DeviceParamSlot> params, float grad_scale = 1.0f);
+  bool scales_in_step() const { return !store_ && !keep_averages_; }
   // SpecTrain (executor/weight_prediction.h): from now on, step() shows every gradient to the predictor
   // first, which keeps its own average of them when `optimizer`'s state holds no gradient estimate.
   void enable_prediction(const Optimizer& optimizer);

@@ -231,7 +231,7 @@ void WeightPolicy::materialize_stashes() {
   note_stash();
 }
 
-void WeightPolicy::step_with(std::span<const float* const> gradients) {
+void WeightPolicy::step_with(std::span<const float* const> gradients, float grad_scale) {
   ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
   materialize_stashes();  // the stashes still reading the master keep the version it is leaving
   std::vector<DeviceParamSlot> slots;
@@ -242,7 +242,7 @@ void WeightPolicy::step_with(std::span<const float* const> gradients) {
                      .grad = gradients[i],
                      .numel = static_cast<int64_t>(sizes_[i])});
   }
-  memory_.step(optimizer_, slots);
+  memory_.step(optimizer_, slots, grad_scale);
   score_predictions();
 }
 
@@ -279,10 +279,12 @@ std::vector<Tensor> WeightPolicy::accumulate_in_place(bool& adds) {
 
 void WeightPolicy::flush(float scale) {
   ONNXTRAIN_CHECK(accumulating_, "gpipe flush without accumulated gradients");
-  if (scale != 1.0f) memory_.scale(accumulated_.data(), accumulated_.size, scale);
+  // In host memory the update multiplies by `scale` as it reads the sum: one pass over it less.
+  const bool in_step = memory_.scales_in_step();
+  if (scale != 1.0f && !in_step) memory_.scale(accumulated_.data(), accumulated_.size, scale);
   std::vector<const float*> grads;
   for (size_t i = 0; i < parameters_.size(); ++i) grads.push_back(accumulated_.data() + offsets_[i]);
-  step_with(grads);
+  step_with(grads, in_step ? scale : 1.0f);
   accumulating_ = false;
 }
 

@@ -139,7 +139,7 @@ class WeightPolicy {
   void write_predicted(int64_t s);
   std::vector<float> working_values() const;
   void note_stash();
-  void step_with(std::span<const float* const> gradients);
+  void step_with(std::span<const float* const> gradients, float grad_scale = 1.0f);
   WeightArray copy_of(const WeightArray& source) const;
   WeightArray copy_of_working() const;  // the working weights, as one arena
   // An array of n floats for a copy: a released one when there is one of that size, else a new one. A
