@@ -38,6 +38,7 @@ struct DeviceParamSlot {
   float* value = nullptr;
   const float* grad = nullptr;
   int64_t numel = 0;
+  float* mirror = nullptr;  // host memory only: also written with the updated value (ParamSlot::mirror)
 };
 
 // Calls launch(f) with the update rule's functor f followed by the state arrays its operator() takes,

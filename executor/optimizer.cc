@@ -118,7 +118,7 @@ void Optimizer::step(std::span<const ParamSlot> params) {
   const double lr = current_lr();
   for (const ParamSlot& p : params) {
     try {
-      update(p.value, p.grad, states_[p.name], lr, p.grad_scale);
+      update(p.value, p.grad, states_[p.name], lr, p.grad_scale, p.mirror);
     } catch (Error& e) {
       throw Error("parameter '" + p.name + "': " + e.message());
     }
@@ -126,20 +126,26 @@ void Optimizer::step(std::span<const ParamSlot> params) {
   ++global_step_;
 }
 
-void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState& state, double lr,
-                       float grad_scale) const {
+void Optimizer::update(std::span<float> w, std::span<const float> g, ParamState& state, double lr, float grad_scale,
+                       std::span<float> mirror) const {
   if (w.size() != g.size())
     throw Error("optimizer update: the gradient has " + std::to_string(g.size()) + " elements, the parameter " +
                 std::to_string(w.size()));
+  if (!mirror.empty() && mirror.size() != w.size())
+    throw Error("optimizer update: the mirror has " + std::to_string(mirror.size()) + " elements, the parameter " +
+                std::to_string(w.size()));
   switch (config_.kind) {
     case OptimizerKind::sgd:
-      return optim::sgd_update(config_, w, g, state, lr, grad_scale);
+      return optim::sgd_update(config_, w, g, state, lr, grad_scale, mirror.empty() ? nullptr : mirror.data());
     case OptimizerKind::adam:
     case OptimizerKind::adamw:
-      return optim::adam_update(config_, w, g, state, lr, grad_scale);
+      optim::adam_update(config_, w, g, state, lr, grad_scale);
+      break;
     case OptimizerKind::adagrad:
-      return optim::adagrad_update(config_, w, g, state, lr, grad_scale);
+      optim::adagrad_update(config_, w, g, state, lr, grad_scale);
+      break;
   }
+  if (!mirror.empty()) std::copy(w.begin(), w.end(), mirror.begin());  // the rules without a mirrored loop
 }
 
 std::vector<std::string> Optimizer::state_names() const {

@@ -101,11 +101,14 @@ struct ParamState {
 // A parameter to update: its name (the key of its state), value and gradient (same element count).
 // `grad_scale` multiplies each gradient element as the update reads it (a pipeline's gradient sum over M
 // micro-batches times 1/M: the same float products as scaling the sum first, without that pass).
+// `mirror`, when given (value's size), gets the updated value too: a pipeline stage's working weights, the
+// copy of W its passes read, written in the update's pass over W (momentum SGD) instead of a copy of its own.
 struct ParamSlot {
   std::string name;
   std::span<float> value;
   std::span<const float> grad;
   float grad_scale = 1.0f;
+  std::span<float> mirror = {};
 };
 
 // torch.nn.utils.clip_grad_norm_: when the gradients' total 2-norm (over every one together) exceeds
@@ -132,8 +135,8 @@ class Optimizer {
 
   // One update of one tensor with an explicit state and learning rate (creates missing state tensors,
   // increments state.step). Throws Error when sizes of w, g and the state tensors disagree.
-  void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr,
-              float grad_scale = 1.0f) const;
+  void update(std::span<float> w, std::span<const float> g, ParamState& state, double lr, float grad_scale = 1.0f,
+              std::span<float> mirror = {}) const;
 
   // The state tensors each parameter gets, in order ("momentum_buffer"; "exp_avg", "exp_avg_sq"
   // [, "max_exp_avg_sq"]; "sum"; none for plain sgd).
@@ -219,7 +222,7 @@ float initial_state_value(const OptimizerConfig& c, const std::string& name);
 // when an existing (loaded) one has another element count.
 std::span<float> state_tensor(ParamState& s, const std::string& name, size_t numel, float initial = 0.0f);
 void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
-                float grad_scale = 1.0f);
+                float grad_scale = 1.0f, float* mirror = nullptr);
 void adam_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
                  float grad_scale = 1.0f);
 void adagrad_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,

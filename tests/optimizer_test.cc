@@ -386,6 +386,33 @@ TEST(OptimizerGradScale, ScalingInTheUpdateEqualsScalingTheGradientFirst) {
   }
 }
 
+// ParamSlot::mirror (a pipeline stage's working weights) holds the updated value after every step, for
+// every rule (momentum SGD writes it in its own loop, the others copy), and the update is unchanged.
+TEST(OptimizerMirror, TheMirrorHoldsTheUpdatedValue) {
+  for (OptimizerConfig config :
+       {OptimizerConfig{.kind = OptimizerKind::sgd}, OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9},
+        OptimizerConfig{.kind = OptimizerKind::sgd, .momentum = 0.9, .nesterov = true},
+        OptimizerConfig{.kind = OptimizerKind::adamw, .weight_decay = 0.1},
+        OptimizerConfig{.kind = OptimizerKind::adagrad}}) {
+    SCOPED_TRACE(optimizer_kind_name(config.kind));
+    const size_t n = optim::kThreadedUpdateElements + 5;
+    std::vector<float> w(n), plain(n), mirror(n, -7.0f);
+    for (size_t i = 0; i < n; ++i) w[i] = plain[i] = std::cos(0.01f * static_cast<float>(i));
+    Optimizer mirrored(config, LrSchedule{.base_lr = 0.05}), reference(config, LrSchedule{.base_lr = 0.05});
+    for (int t = 0; t < 3; ++t) {
+      std::vector<float> g(n);
+      for (size_t i = 0; i < n; ++i) g[i] = std::sin(0.7f * t + 0.001f * static_cast<float>(i));
+      mirrored.step({ParamSlot{"w", w, g, 1.0f, mirror}});
+      reference.step({ParamSlot{"w", plain, g}});
+      ASSERT_EQ(std::memcmp(mirror.data(), w.data(), n * sizeof(float)), 0) << "step " << t;
+    }
+    EXPECT_EQ(std::memcmp(w.data(), plain.data(), n * sizeof(float)), 0);
+  }
+  std::vector<float> w(4), g(4), short_mirror(3);
+  Optimizer optimizer({.kind = OptimizerKind::sgd, .momentum = 0.9}, LrSchedule{.base_lr = 0.1});
+  EXPECT_THROW(optimizer.step({ParamSlot{"w", w, g, 1.0f, short_mirror}}), Error);
+}
+
 TEST(OptimizerState, RefusesForeignOrMismatchedState) {
   Optimizer adam({.kind = OptimizerKind::adam});
   std::vector<float> w = {1.0f, 2.0f}, g = {0.1f, 0.2f};

@@ -18,7 +18,7 @@ UpdateRule sgd_rule(const OptimizerConfig& c, int64_t count_before, double lr) {
 }
 
 void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const float> g, ParamState& s, double lr,
-                float grad_scale) {
+                float grad_scale, float* mirror) {
   const size_t n = w.size();
   float* __restrict wp = w.data();
   const float* __restrict gp = g.data();
@@ -27,6 +27,7 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
     const optimizer_math::SgdUpdate f = std::get<optimizer_math::SgdUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale);
+    if (mirror) std::copy(wp, wp + n, mirror);
     ++s.step;
     return;
   }
@@ -37,9 +38,20 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
   } else {
     const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
+    if (mirror) {
+      float* __restrict mp = mirror;
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
+      for (size_t i = 0; i < n; ++i) {
+        f(wp[i], gp[i] * grad_scale, buf[i]);
+        mp[i] = wp[i];
+      }
+      ++s.step;
+      return;
+    }
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
   }
+  if (mirror) std::copy(wp, wp + n, mirror);  // plain and Nesterov SGD: no mirrored loop
   ++s.step;
 }
 

@@ -109,6 +109,7 @@ void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> p
   if (keep_averages_)
     for (const DeviceParamSlot& p : params) observe_gradient(p.name, p.grad, static_cast<size_t>(p.numel));
   if (store_) {
+    for (const DeviceParamSlot& p : params) ONNXTRAIN_CHECK(!p.mirror, "a mirrored update on a device");
     device_optimizer_->step(optimizer, params);
     return;
   }
@@ -116,7 +117,8 @@ void WeightMemory::step(Optimizer& optimizer, std::span<const DeviceParamSlot> p
   slots.reserve(params.size());
   for (const DeviceParamSlot& p : params) {
     const auto n = static_cast<size_t>(p.numel);
-    slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n), grad_scale});
+    slots.push_back({p.name, std::span<float>(p.value, n), std::span<const float>(p.grad, n), grad_scale,
+                     p.mirror ? std::span<float>(p.mirror, n) : std::span<float>()});
   }
   optimizer.step(slots);
 }

@@ -234,15 +234,23 @@ void WeightPolicy::materialize_stashes() {
 void WeightPolicy::step_with(std::span<const float* const> gradients, float grad_scale) {
   ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
   materialize_stashes();  // the stashes still reading the master keep the version it is leaving
+  // naive, gpipe, 1f1b in host memory: the update writes the working weights too, which the next pass
+  // reads as they are (no copy of W before it).
+  const bool mirror = weights_ == WeightHandling::current && !memory_.on_device();
   std::vector<DeviceParamSlot> slots;
   slots.reserve(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {
     slots.push_back({.name = parameters_[i].name,
                      .value = master_.data() + offsets_[i],
                      .grad = gradients[i],
-                     .numel = static_cast<int64_t>(sizes_[i])});
+                     .numel = static_cast<int64_t>(sizes_[i]),
+                     .mirror = mirror ? parameters_[i].working.data<float>().data() : nullptr});
   }
   memory_.step(optimizer_, slots, grad_scale);
+  if (mirror) {
+    ++working_writes_;
+    working_version_ = version();
+  }
   score_predictions();
 }
 
