@@ -228,6 +228,46 @@ float DataParallelTrainer::replica_step(int local, Communicator& comm, const Dat
   return loss;
 }
 
+// Replica threads of one process with the sharded step (steps_sharded): the replica's gradients stay in
+// its trainer's buffers, dense or as a convolution's taps (Trainer::forward_backward_kept); every replica
+// publishes them with its weights, then each sums its share of every tensor's elements over all replicas
+// and updates that share of the shared weights (ReplicaGradientSum::step_share), between two barriers.
+// Returns when the exchange began.
+std::chrono::steady_clock::time_point DataParallelTrainer::sum_and_step_in_place(int local, Communicator& comm,
+                                                                                 const DataInputs& x, const Tensor& y,
+                                                                                 double weight, float& loss,
+                                                                                 const std::string& what) {
+  Trainer& replica = *replicas_[local];
+  const std::map<std::string, Trainer::KeptGradient> grads = replica.forward_backward_kept(x, y, &loss);
+  loss = static_cast<float>(loss * weight);
+  std::vector<std::span<float>> tensors, weights;
+  std::vector<ReplicaGradientSum::Taps> taps;
+  std::vector<std::pair<std::string, size_t>> params;
+  int64_t bytes = 0;
+  for (const auto& [name, g] : grads) {
+    tensors.push_back(g.dense);
+    taps.push_back(g.taps ? ReplicaGradientSum::Taps{g.taps->partial.data(), &g.taps->layout}
+                          : ReplicaGradientSum::Taps{});
+    weights.push_back(replica.parameter_values(name));
+    if (local == 0) params.emplace_back(name, g.dense.size());
+    bytes += static_cast<int64_t>(g.dense.size_bytes());
+  }
+  const auto waited_from = std::chrono::steady_clock::now();
+  // Replica 0 readies the sharded step (its rules and state) before anyone can read it: the barrier.
+  if (local == 0) sharded_step_->prepare(replica.optimizer_for_outside_update(), params);
+  gradient_sum_->publish(local, std::move(tensors), weight, std::move(weights), std::move(taps));
+  comm.barrier(what + " (gradients ready)");
+  gradient_sum_->step_share(local, *sharded_step_);
+  comm.barrier(what + " (sums ready)");
+  // Every replica's step count (lr schedule, checkpoints); replica 0's state too.
+  if (local == 0)
+    sharded_step_->finish(replica.optimizer_for_outside_update());
+  else
+    replica.optimizer_for_outside_update().count_step();
+  if (local == 0) timing_.allreduce_bytes_per_step = bytes;
+  return waited_from;
+}
+
 float DataParallelTrainer::device_replica_step(int local, const DataInputs& x, const Tensor& y, double weight) {
 #if !ONNXTRAIN_WITH_CUDA
   (void)local, (void)x, (void)y, (void)weight;
@@ -293,6 +333,8 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
         reduced[name] = std::move(t);
       }
     }
+  } else if (sharded_step_) {
+    waited_from = sum_and_step_in_place(local, comm, x, y, weight, loss, what);
   } else {
     std::map<std::string, Tensor> grads = replica.forward_backward(x, y, &loss);
     loss = static_cast<float>(loss * weight);
@@ -302,32 +344,18 @@ std::map<std::string, Tensor> DataParallelTrainer::reduce_gradients(int local, C
       // all-reduce of weighed gradients, bit for bit, in parallel), between two barriers. No flat buffer:
       // its two copies of every gradient cost more than the sum (ResNet-18, 45 MB of gradients on a 2-core
       // machine: 16-34 ms to flatten and 14-33 ms to copy back per replica and step).
-      std::vector<std::span<float>> tensors, weights;
-      std::vector<std::pair<std::string, size_t>> params;
+      std::vector<std::span<float>> tensors;
       int64_t bytes = 0;
       for (auto& [name, g] : grads) {
         tensors.push_back(g.data<float>());
-        if (sharded_step_) weights.push_back(replica.parameter_values(name));
-        if (sharded_step_ && local == 0) params.emplace_back(name, static_cast<size_t>(g.numel()));
         bytes += static_cast<int64_t>(g.nbytes());
         reduced[name] = g;
       }
       waited_from = std::chrono::steady_clock::now();
-      // Replica 0 readies the sharded step (its rules and state) before anyone can read it: the barrier.
-      if (sharded_step_ && local == 0) sharded_step_->prepare(replica.optimizer_for_outside_update(), params);
-      gradient_sum_->publish(local, std::move(tensors), weight, std::move(weights));
+      gradient_sum_->publish(local, std::move(tensors), weight);
       comm.barrier(what + " (gradients ready)");
-      if (sharded_step_)
-        gradient_sum_->step_share(local, *sharded_step_);
-      else
-        gradient_sum_->sum_share(local);
+      gradient_sum_->sum_share(local);
       comm.barrier(what + " (sums ready)");
-      if (sharded_step_) {  // every replica's step count (lr schedule, checkpoints); replica 0's state too
-        if (local == 0)
-          sharded_step_->finish(replica.optimizer_for_outside_update());
-        else
-          replica.optimizer_for_outside_update().count_step();
-      }
       if (local == 0) timing_.allreduce_bytes_per_step = bytes;
     } else {
       // Across processes: one flat buffer per replica, one all-reduce per step, summed in rank order, with

@@ -148,6 +148,9 @@ class DataParallelTrainer {
   std::unique_ptr<ShardedOptimizerStep> sharded_step_;  // where steps_sharded(): the replicas share their weights
   // Replica threads of one process without buckets, whose update is the optimizer's step alone.
   bool steps_sharded() const;
+  std::chrono::steady_clock::time_point sum_and_step_in_place(int local, Communicator& comm, const DataInputs& x,
+                                                              const Tensor& y, double weight, float& loss,
+                                                              const std::string& what);
   std::vector<std::unique_ptr<NcclCommunicator>> nccl_;  // on GPUs: one per local replica
   std::unique_ptr<WorkerThreads> replica_threads_;       // replicas 1..R-1 (replica 0 runs on the caller's thread)
   std::vector<int> threads_;

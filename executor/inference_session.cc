@@ -338,10 +338,27 @@ std::map<std::string, Tensor> InferenceSession::run_into(const std::map<std::str
   return run_on_cpu(inputs, {}, into, add);
 }
 
+void InferenceSession::start_or_continue_sum(const void* buffer, bool add) {
+  auto [it, added] = output_sums_.try_emplace(buffer);
+  Stream::OutputSum& sum = it->second;
+  sum.first = !add;
+  if (!add || added) {  // a new sum; the taps a kernel kept for an earlier one are dropped (the buffer kept)
+    sum.kept = false;
+    sum.overwrite = !add;
+  }
+}
+
+const Stream::OutputSum* InferenceSession::kept_sum(const void* buffer) const {
+  auto it = output_sums_.find(buffer);
+  return it != output_sums_.end() && it->second.kept ? &it->second : nullptr;
+}
+
 void InferenceSession::finish_sums() {
-  for (auto& [buffer, sum] : output_sums_)
-    if (sum.finish) sum.finish(const_cast<void*>(buffer), sum.partial);
-  output_sums_.clear();
+  for (auto& [buffer, sum] : output_sums_) {
+    if (!sum.kept) continue;
+    expand_taps(sum.layout, sum.partial.data(), static_cast<float*>(const_cast<void*>(buffer)), !sum.overwrite);
+    sum.kept = false;
+  }
 }
 
 std::vector<const Tensor*> InferenceSession::targets_of(const std::map<std::string, Tensor>& into) const {
@@ -364,7 +381,6 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
                                                            const std::map<std::string, Tensor>& into, bool add) {
   const std::vector<const Tensor*> target = targets_of(into);
   std::vector<bool> produced(graph_.value_count(), false);  // by a node of this run
-  if (!into.empty() && !add) output_sums_.clear();          // a write starts every sum anew
   const SymbolBindings bindings = bind_inputs(descs_of(inputs));
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
   use_kernels_for_threads(omp_get_max_threads());
@@ -413,7 +429,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
       const bool summed = buffer && kernel->sums_output(o) && !consumed_[out.index];
       if (buffer && (!add || summed)) {
         values[out.index] = buffer->reshaped(p.output_sizes[o]);
-        if (summed) output_sums_[buffer->raw()].first = !add;
+        if (summed) start_or_continue_sum(buffer->raw(), add);
       } else {
         values[out.index] = allocate(graph_.value(out).dtype, p.output_sizes[o]);
       }

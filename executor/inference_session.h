@@ -67,9 +67,13 @@ class InferenceSession {
   // graph's or a buffer that does not fit.
   std::map<std::string, Tensor> run_into(const std::map<std::string, Tensor>& inputs,
                                          const std::map<std::string, Tensor>& into, bool add);
-  // Ends the sums of run_into: what kernels kept in forms of their own goes into the buffers now. Call it
+  // Ends the sums of run_into: the taps kernels kept (Stream::OutputSum) go into the buffers now. Call it
   // after the last run of a sum, before reading the buffers; the next run_into without `add` starts anew.
   void finish_sums();
+  // The taps a kernel keeps of the sum going into `buffer` (its layout says where they go), until
+  // finish_sums or the next sum; null where the buffer holds the sum itself. For a caller that reads the
+  // taps instead (DataParallelTrainer's sharded step).
+  const Stream::OutputSum* kept_sum(const void* buffer) const;
   // CUDA only: the same as run(inputs), but the graph outputs named in `keep_on_device` are not downloaded: they are
   // returned in `device_outputs` (by name, in device memory on the session's stream); the others come back
   // as host Tensors after the run's one synchronisation. Throws Error on a CPU session or for a name that
@@ -158,6 +162,7 @@ class InferenceSession {
                                            const std::map<std::string, Tensor>& into, bool add);
   // Per value: the caller's buffer `into` names for it (a graph output), else null; Error for a misfit.
   std::vector<const Tensor*> targets_of(const std::map<std::string, Tensor>& into) const;
+  void start_or_continue_sum(const void* buffer, bool add);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
 
@@ -177,7 +182,7 @@ class InferenceSession {
   uint64_t first_row_ = 0;
   int64_t rows_ = 0;
   std::shared_ptr<Stream::DerivedMap> carried_;  // carry_weight_derived_values
-  Stream::OutputSums output_sums_;               // run_into's sums that kernels keep, by caller buffer
+  Stream::OutputSums output_sums_;               // run_into's sums, by caller buffer
 };
 
 }  // namespace onnxtrain

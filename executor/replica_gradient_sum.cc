@@ -11,12 +11,19 @@ namespace onnxtrain {
 ReplicaGradientSum::ReplicaGradientSum(int replicas)
     : gradients_(static_cast<size_t>(replicas)),
       weights_(static_cast<size_t>(replicas)),
+      taps_(static_cast<size_t>(replicas)),
       row_weights_(static_cast<size_t>(replicas), 1.0) {}
 
 void ReplicaGradientSum::publish(int replica, std::vector<std::span<float>> gradients, double weight,
-                                 std::vector<std::span<float>> weights) {
+                                 std::vector<std::span<float>> weights, std::vector<Taps> taps) {
+  ONNXTRAIN_CHECK(taps.empty() || taps.size() == gradients.size(), "replica gradient sum: one taps entry per tensor");
+  for (size_t t = 0; t < taps.size(); ++t) {
+    ONNXTRAIN_CHECK(!taps[t].values || taps[t].layout->elements() == static_cast<int64_t>(gradients[t].size()),
+                    "replica gradient sum: a gradient's taps do not cover its tensor");
+  }
   gradients_.at(static_cast<size_t>(replica)) = std::move(gradients);
   weights_.at(static_cast<size_t>(replica)) = std::move(weights);
+  taps_.at(static_cast<size_t>(replica)) = std::move(taps);
   row_weights_.at(static_cast<size_t>(replica)) = weight;
 }
 
@@ -44,20 +51,48 @@ void add_weighed(const float* __restrict g, W w, size_t count, bool first, float
   }
 }
 
+// The same for a gradient given by its taps: elements [from, from + count) of the full tensor, the zeros
+// written (first) or left alone (0·w adds nothing), the taps' products set (first) or added.
+template <typename W>
+void add_weighed_taps(const ReplicaGradientSum::Taps& taps, W w, size_t from, size_t count, bool first,
+                      float* __restrict sum) {
+  if (first) std::fill(sum, sum + count, 0.0f);
+  const TapLayout& layout = *taps.layout;
+  const auto begin = static_cast<int64_t>(from), end = static_cast<int64_t>(from + count);
+  const int64_t n = layout.taps();
+  for (int64_t r = begin / layout.plane; r * layout.plane < end; ++r) {
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t e = r * layout.plane + layout.offsets[t];
+      if (e < begin || e >= end) continue;
+      const auto product = static_cast<float>(taps.values[r * n + t] * w);
+      sum[e - begin] = first ? product : sum[e - begin] + product;
+    }
+  }
+}
+
 // sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row
 // weight is a float (0.5 for two replicas of equal rows) the products are float multiplications: the same
 // bits as the double product rounded to float (the double product of two floats is exact, so both are
 // the exact product rounded once), at twice the lanes and without the conversions.
-void sum_block(const std::vector<std::vector<std::span<float>>>& gradients, const std::vector<double>& row_weights,
+void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
+               const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps, const std::vector<double>& row_weights,
                size_t t, size_t from, size_t count, float* sum) {
   for (size_t k = 0; k < gradients.size(); ++k) {
     const float* g = gradients[k][t].data() + from;
+    const ReplicaGradientSum::Taps* tapped = taps[k].empty() || !taps[k][t].values ? nullptr : &taps[k][t];
     const double w = row_weights[k];
     const auto as_float = static_cast<float>(w);
+    const auto add = [&](auto weight) {
+      if (tapped) {
+        add_weighed_taps(*tapped, weight, from, count, k == 0, sum);
+      } else {
+        add_weighed(g, weight, count, k == 0, sum);
+      }
+    };
     if (static_cast<double>(as_float) == w) {
-      add_weighed(g, as_float, count, k == 0, sum);
+      add(as_float);
     } else {
-      add_weighed(g, w, count, k == 0, sum);
+      add(w);
     }
   }
 }
@@ -66,6 +101,7 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients, cons
 // the block's weighed sum over the replicas.
 template <typename Done>
 void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gradients,
+                           const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps,
                            const std::vector<double>& row_weights, int replica, Done&& done) {
   const size_t r = gradients.size(), me = static_cast<size_t>(replica);
   float sum[kBlock];
@@ -73,7 +109,7 @@ void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gra
     const size_t n = gradients[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
-      sum_block(gradients, row_weights, t, from, count, sum);
+      sum_block(gradients, taps, row_weights, t, from, count, sum);
       done(t, from, count, sum);
     }
   }
@@ -83,9 +119,13 @@ void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gra
 
 void ReplicaGradientSum::sum_share(int replica) {
   check_published();
-  for_each_summed_block(gradients_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
-    for (std::vector<std::span<float>>& tensors : gradients_) std::copy_n(sum, count, tensors[t].data() + from);
-  });
+  for (const std::vector<Taps>& taps : taps_)
+    for (const Taps& t : taps) ONNXTRAIN_CHECK(!t.values, "replica gradient sum: sum_share of a gradient's taps");
+  for_each_summed_block(gradients_, taps_, row_weights_, replica,
+                        [&](size_t t, size_t from, size_t count, const float* sum) {
+                          for (std::vector<std::span<float>>& tensors : gradients_)
+                            std::copy_n(sum, count, tensors[t].data() + from);
+                        });
 }
 
 void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step) {
@@ -95,13 +135,14 @@ void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& ste
     for (size_t t = 0; t < weights_[k].size(); ++t)
       ONNXTRAIN_CHECK(weights_[k][t].size() == gradients_[0][t].size(), "replica gradient sum: weight sizes differ");
   }
-  for_each_summed_block(gradients_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
-    float* master = weights_[0][t].data() + from;
-    step.apply(t, from, from + count, master, sum);
-    for (size_t k = 1; k < weights_.size(); ++k)
-      if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
-        std::copy_n(master, count, weights_[k][t].data() + from);
-  });
+  for_each_summed_block(
+      gradients_, taps_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
+        float* master = weights_[0][t].data() + from;
+        step.apply(t, from, from + count, master, sum);
+        for (size_t k = 1; k < weights_.size(); ++k)
+          if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
+            std::copy_n(master, count, weights_[k][t].data() + from);
+      });
 }
 
 }  // namespace onnxtrain

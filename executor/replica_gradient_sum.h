@@ -22,10 +22,16 @@
 //
 //   sum.publish(k, spans_of(grads), rows_k / rows, spans_of(weights_k));  comm.barrier(...);
 //   sum.step_share(k, step);  comm.barrier(...);   // step prepared before the first barrier
+//
+// A replica may give a gradient by its taps instead (kernels/tap_layout.h: a convolution's weight gradient
+// that is zero but at some taps, as the kernel kept it: Trainer::forward_backward_kept): the sharded step
+// then adds those and never reads, nor has the replica written, the zeros. The sums are the same bits.
 #pragma once
 
 #include <span>
 #include <vector>
+
+#include "kernels/tap_layout.h"
 
 namespace onnxtrain {
 
@@ -38,9 +44,15 @@ class ReplicaGradientSum {
   // Replica `replica`'s gradients (the same tensors, in the same order, on every replica) and weight.
   // The spans stay valid, and the replica writes no more to them, until the step's second barrier.
   // With the sharded step, also its weights (the parameters of the gradients, in the same order).
+  // A gradient given by its taps: `values` (layout->rows × layout->taps()) and where they go; null values:
+  // the dense span holds the gradient.
+  struct Taps {
+    const float* values = nullptr;
+    const TapLayout* layout = nullptr;
+  };
   void publish(int replica, std::vector<std::span<float>> gradients, double weight,
-               std::vector<std::span<float>> weights = {});
-  // Sums `replica`'s share of the elements; call after every replica has published.
+               std::vector<std::span<float>> weights = {}, std::vector<Taps> taps = {});
+  // Sums `replica`'s share of the elements; call after every replica has published (dense gradients only).
   void sum_share(int replica);
   // Sums `replica`'s share and steps it (`step` indexes the gradients' order): the first replica's weights
   // updated, then copied into the others'. Call after every replica has published its weights too.
@@ -51,6 +63,7 @@ class ReplicaGradientSum {
 
   std::vector<std::vector<std::span<float>>> gradients_;  // by replica
   std::vector<std::vector<std::span<float>>> weights_;    // by replica; empty without the sharded step
+  std::vector<std::vector<Taps>> taps_;                   // by replica; empty: every gradient dense
   std::vector<double> row_weights_;
 };
 

@@ -442,6 +442,25 @@ std::map<std::string, Tensor> Trainer::forward_backward(const DataInputs& x, con
   return gradients_of(out, loss);
 }
 
+std::map<std::string, Trainer::KeptGradient> Trainer::forward_backward_kept(const DataInputs& x, const Tensor& y,
+                                                                            float* loss) {
+  ONNXTRAIN_CHECK(applies_optimizer_step_alone(options_) && options_.accumulate <= 1,
+                  "forward_backward_kept: the step has a loss scaler, a check, clipping or accumulation");
+  Graph& g = training_->graph;
+  if (gradient_buffers_.empty())
+    for (const Slot& s : slots_) gradient_buffers_[s.gradient] = Tensor(DType::Float32, g.value(s.value).data->sizes());
+  accumulated_stats_.clear();
+  const std::map<std::string, Tensor> out = session_->run_into(feed(x, y), gradient_buffers_, /*add=*/false);
+  update_running_stats(out, x.rows());
+  if (loss) *loss = out.at(loss_.loss).data<float>()[0];
+  std::map<std::string, KeptGradient> gradients;
+  for (const Slot& s : slots_) {
+    Tensor& buffer = gradient_buffers_.at(s.gradient);
+    gradients[s.name] = {.dense = buffer.data<float>(), .taps = session_->kept_sum(buffer.raw())};
+  }
+  return gradients;
+}
+
 std::vector<std::string> Trainer::gradient_order() const {
   const Graph& g = training_->graph;
   std::map<std::string, size_t> produced_at;  // value name -> position of its producer in the node order

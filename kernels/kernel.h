@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -20,6 +19,7 @@
 #include "graph/attributes.h"
 #include "graph/dtype.h"
 #include "graph/tensor.h"
+#include "kernels/tap_layout.h"
 
 namespace onnxtrain {
 
@@ -139,13 +139,15 @@ class Stream {
 
   // An output summed over runs (InferenceSession::run_into: a pipeline stage's micro-batch gradients summed
   // in place), given only to a kernel that says it sums (Kernel::sums_output). The kernel either writes
-  // (`first`) or adds into the buffer at once, or keeps the sum in a form of its own in `partial` (kept
-  // between the runs) and sets `finish`, which the session calls once when the sum ends, to write it into
-  // the buffer: a convolution's weight gradient that is mostly zeros sums only its taps.
+  // (`first`) or adds into the buffer at once, or keeps the sum's taps in `partial` (`layout`: the output is
+  // zero elsewhere) between the runs, which the session writes into the buffer once, when the sum ends: a
+  // convolution's weight gradient that is mostly zeros sums only its taps.
   struct OutputSum {
-    bool first = true;  // this run starts the sum: the buffer's content is not part of it
-    std::vector<std::byte> partial;
-    std::function<void(void* buffer, const std::vector<std::byte>& partial)> finish;
+    bool first = true;      // this run starts the sum: the buffer's content is not part of it
+    bool kept = false;      // `partial` holds this sum's taps (false: the kernel starts them afresh)
+    bool overwrite = true;  // session: the sum started with a write, so the expansion writes the zeros too
+    std::vector<float> partial;
+    TapLayout layout;
   };
   using OutputSums = std::map<const void*, OutputSum>;  // by output buffer
   void sum_outputs(OutputSums* sums) { sums_ = sums; }

@@ -253,6 +253,35 @@ TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerStat
   }
 }
 
+// The sharded step sums a convolution's weight gradient from the taps its kernel kept, without the zeros
+// (Trainer::forward_backward_kept, ReplicaGradientSum::Taps), where a layer's output is one pixel: on a
+// model whose last convolution is such a layer, the same weights, bit for bit, as the unsharded step on the
+// dense gradients (clipping at 1e30 never clips but makes every replica step on its own).
+TEST(DataParallel, ShardedStepOnKeptTapsEqualsTheDenseGradients) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const auto batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
+  TrainerOptions unsharded_options = momentum_sgd();
+  unsharded_options.clip_grad_norm = 1e30;
+  std::vector<std::map<std::string, Tensor>> weights;
+  for (const TrainerOptions& options : {momentum_sgd(), unsharded_options}) {
+    ImportedModel m = import_model(model);
+    DataParallelTrainer dp(m.graph, {.trainer = options, .replicas = 2});
+    size_t i = 0;
+    dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+    weights.emplace_back();
+    for (const auto& [name, t] : dp.trained_initializers()) weights.back()[name] = t.clone();
+  }
+  ImportedModel m = import_model(model);
+  Trainer probe(m.graph, momentum_sgd());
+  float loss = 0;
+  int tapped = 0;
+  for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))
+    tapped += g.taps != nullptr;
+  EXPECT_GE(tapped, 1) << "no kernel kept a gradient's taps: the test does not reach that path";
+  for (const auto& [name, t] : weights[1])
+    EXPECT_EQ(std::memcmp(t.raw(), weights[0].at(name).raw(), t.nbytes()), 0) << name;
+}
+
 TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
   ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
   DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = 4});

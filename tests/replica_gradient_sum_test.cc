@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <span>
@@ -112,6 +113,72 @@ Tensors random_tensors(const std::vector<size_t>& sizes, std::mt19937& rng) {
     for (float& v : tensors.back()) v = normal(rng);
   }
   return tensors;
+}
+
+// Gradients given by their taps (a convolution's weight gradient without its zeros: TapLayout), by some
+// replicas or all, give the sharded step exactly what their dense expansions give, step after step; the
+// dense buffers of the tapped gradients are NaN and never read. Layouts: one tap in nine (ResNet's layer4),
+// three taps in nine, every position a tap; the blocks of 2048 elements cut rows.
+TEST(ReplicaGradientSum, TapsGiveTheDenseGradientsStepBitForBit) {
+  const int replicas = 3, steps = 2;
+  const std::vector<TapLayout> layouts{{.rows = 500, .plane = 9, .offsets = {4}},
+                                       {.rows = 301, .plane = 9, .offsets = {1, 4, 7}},
+                                       {.rows = 70, .plane = 4, .offsets = {0, 1, 2, 3}}};
+  for (const std::vector<bool>& tapped : {std::vector<bool>{true, true, true}, std::vector<bool>{false, true, false}}) {
+    for (const std::vector<double>& row_weights :
+         {std::vector<double>{0.5, 0.25, 0.25}, std::vector<double>{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0}}) {
+      std::vector<size_t> sizes;
+      std::vector<std::pair<std::string, size_t>> params;
+      for (size_t t = 0; t < layouts.size(); ++t) {
+        sizes.push_back(static_cast<size_t>(layouts[t].elements()));
+        params.emplace_back("p" + std::to_string(t), sizes.back());
+      }
+      std::mt19937 rng(17);
+      const Tensors initial = random_tensors(sizes, rng);
+      Optimizer dense_optimizer({.kind = OptimizerKind::sgd, .momentum = 0.9}, LrSchedule{.base_lr = 0.05}),
+          taps_optimizer({.kind = OptimizerKind::sgd, .momentum = 0.9}, LrSchedule{.base_lr = 0.05});
+      std::vector<Tensors> dense_weights(replicas, initial), taps_weights(replicas, initial);
+      const auto barrier = make_local_group(replicas, std::chrono::seconds(60));
+      ReplicaGradientSum dense_sum(replicas), taps_sum(replicas);
+      for (int s = 0; s < steps; ++s) {
+        std::vector<Tensors> taps(replicas), dense(replicas), nan(replicas);
+        for (int k = 0; k < replicas; ++k) {
+          for (const TapLayout& layout : layouts) {
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            taps[k].emplace_back(static_cast<size_t>(layout.rows * layout.taps()));
+            for (float& v : taps[k].back()) v = normal(rng);
+            dense[k].emplace_back(static_cast<size_t>(layout.elements()));
+            expand_taps(layout, taps[k].back().data(), dense[k].back().data(), false);
+            nan[k].emplace_back(static_cast<size_t>(layout.elements()), std::nanf(""));
+          }
+        }
+        const auto run = [&](ReplicaGradientSum& sum, Optimizer& optimizer, std::vector<Tensors>& weights,
+                             bool with_taps) {
+          ShardedOptimizerStep step;
+          step.prepare(optimizer, params);
+          on_replica_threads(replicas, [&](int k) {
+            std::vector<ReplicaGradientSum::Taps> given;
+            const bool mine = with_taps && tapped[static_cast<size_t>(k)];
+            for (size_t t = 0; t < layouts.size(); ++t)
+              given.push_back(mine ? ReplicaGradientSum::Taps{taps[k][t].data(), &layouts[t]}
+                                   : ReplicaGradientSum::Taps{});
+            sum.publish(k, spans_of(mine ? nan[k] : dense[k]), row_weights[k], spans_of(weights[k]), std::move(given));
+            barrier[k]->barrier("published");
+            sum.step_share(k, step);
+            barrier[k]->barrier("stepped");
+          });
+          step.finish(optimizer);
+        };
+        run(dense_sum, dense_optimizer, dense_weights, false);
+        run(taps_sum, taps_optimizer, taps_weights, true);
+      }
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        ASSERT_EQ(std::memcmp(taps_weights[0][t].data(), dense_weights[0][t].data(), sizes[t] * sizeof(float)), 0)
+            << "tensor " << t;
+        EXPECT_NE(std::memcmp(taps_weights[0][t].data(), initial[t].data(), sizes[t] * sizeof(float)), 0);
+      }
+    }
+  }
 }
 
 struct OptimizerCase {

@@ -149,13 +149,6 @@ void SinglePixelConv::scatter_w(const void* dwv, void* dw, size_t element) const
     scatter(static_cast<const T*>(dwv), static_cast<T*>(dw), out_channels * in_channels, kernel_plane, w_offsets);
   });
 }
-void SinglePixelConv::add_w(const float* dwv, float* dw) const {
-  const int64_t taps = this->taps(), plane = kernel_plane;
-  cpu::parallel_for(out_channels * in_channels, 4096 / plane + 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      for (int64_t t = 0; t < taps; ++t) dw[r * plane + w_offsets[t]] += dwv[r * taps + t];
-  });
-}
 
 dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, DType dtype, bool transposed) {
   const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};

@@ -72,8 +72,6 @@ struct SinglePixelConv {
   // dX from dXv and dW from dWv, zero at the positions no tap reads.
   void scatter_x(const void* dxv, void* dx, size_t element) const;
   void scatter_w(const void* dwv, void* dw, size_t element) const;
-  // dW += dWv at the taps read (float32): a sum of gradients that touches only the taps, not the zeros.
-  void add_w(const float* dwv, float* dw) const;
 };
 
 // One oneDNN matmul C = A·B (+ bias) over plain 2-D buffers, the strides given (a transposed operand is

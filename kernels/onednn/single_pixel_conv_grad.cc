@@ -77,26 +77,18 @@ class SinglePixelConvGradKernel final : public Kernel, public ReportsImplementat
   }
 
  private:
-  // dWv (M×K) = dY^T · Xv summed over the runs of a sum in the sum's own buffer (sgemm with beta 1 after
-  // the first), then written into dW (M, C, k...) once: with its zeros where the sum started, else added
-  // at the taps (a sum that started from the buffer's content).
+  // dWv (M×K) = dY^T · Xv summed over the runs of a sum as the sum's kept taps (sgemm with beta 1 after
+  // the first), which the session writes into dW (M, C, k...) once (TapLayout: rows M·C, the taps' offsets).
   void sum_weight_gradient(Stream::OutputSum& sum, const void* dy, const void* xv) const {
     const int64_t n = g_.batch, m = g_.out_channels, k = g_.depth();
-    const bool started = !sum.partial.empty();
-    if (!started) sum.partial.resize(static_cast<size_t>(m * k) * sizeof(float));
-    auto* dwv = reinterpret_cast<float*>(sum.partial.data());
-    gemm(true, false, m, k, n, static_cast<const float*>(dy), m, static_cast<const float*>(xv), k,
-         started ? 1.0f : 0.0f, dwv, k);
-    if (started) return;
-    sum.finish = [g = g_, overwrite = sum.first](void* dw, const std::vector<std::byte>& partial) {
-      if (!overwrite) {
-        g.add_w(reinterpret_cast<const float*>(partial.data()), static_cast<float*>(dw));
-      } else if (g.w_whole()) {
-        std::memcpy(dw, partial.data(), partial.size());
-      } else {
-        g.scatter_w(partial.data(), dw, sizeof(float));
-      }
-    };
+    const bool begins = !sum.kept;
+    if (begins) {
+      sum.partial.resize(static_cast<size_t>(m * k));
+      sum.layout = {.rows = m * g_.in_channels, .plane = g_.kernel_plane, .offsets = g_.w_offsets};
+      sum.kept = true;
+    }
+    gemm(true, false, m, k, n, static_cast<const float*>(dy), m, static_cast<const float*>(xv), k, begins ? 0.0f : 1.0f,
+         sum.partial.data(), k);
   }
 
   KernelSpec spec_;
