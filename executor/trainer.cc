@@ -444,8 +444,15 @@ std::map<std::string, Tensor> Trainer::forward_backward(const DataInputs& x, con
 
 std::map<std::string, Trainer::KeptGradient> Trainer::forward_backward_kept(const DataInputs& x, const Tensor& y,
                                                                             float* loss) {
-  ONNXTRAIN_CHECK(applies_optimizer_step_alone(options_) && options_.accumulate <= 1,
-                  "forward_backward_kept: the step has a loss scaler, a check, clipping or accumulation");
+  ONNXTRAIN_CHECK(applies_optimizer_step_alone(options_),
+                  "forward_backward_kept: the step has a loss scaler, a check or clipping");
+  std::map<std::string, KeptGradient> gradients;
+  if (options_.accumulate > 1) {  // the slices' sums (accumulated_run) are fresh outputs, dense
+    recycle(accumulated_gradients_);
+    accumulated_gradients_ = forward_backward(x, y, loss);
+    for (auto& [name, t] : accumulated_gradients_) gradients[name] = {.dense = t.data<float>()};
+    return gradients;
+  }
   Graph& g = training_->graph;
   if (gradient_buffers_.empty())
     for (const Slot& s : slots_) gradient_buffers_[s.gradient] = Tensor(DType::Float32, g.value(s.value).data->sizes());
@@ -453,7 +460,6 @@ std::map<std::string, Trainer::KeptGradient> Trainer::forward_backward_kept(cons
   const std::map<std::string, Tensor> out = session_->run_into(feed(x, y), gradient_buffers_, /*add=*/false);
   update_running_stats(out, x.rows());
   if (loss) *loss = out.at(loss_.loss).data<float>()[0];
-  std::map<std::string, KeptGradient> gradients;
   for (const Slot& s : slots_) {
     Tensor& buffer = gradient_buffers_.at(s.gradient);
     gradients[s.name] = {.dense = buffer.data<float>(), .taps = session_->kept_sum(buffer.raw())};

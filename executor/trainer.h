@@ -132,11 +132,11 @@ class Trainer {
   using GradientCallback = std::function<void(const std::string& parameter, const Tensor& gradient)>;
   std::map<std::string, Tensor> forward_backward(const DataInputs& x, const Tensor& y, float* loss,
                                                  const GradientCallback& on_gradient);
-  // The same for a step whose optimizer runs outside (applies_optimizer_step_alone; no --accumulate), with
-  // each parameter's gradient written into a buffer of this trainer's (InferenceSession::run_into), or,
-  // where a kernel kept only its taps (a convolution's weight gradient that is mostly zeros), given by
-  // those: DataParallelTrainer's sharded step sums them without reading the zeros. Valid until the next
-  // call.
+  // The same for a step whose optimizer runs outside (applies_optimizer_step_alone), with each parameter's
+  // gradient written into a buffer of this trainer's (InferenceSession::run_into), or, where a kernel kept
+  // only its taps (a convolution's weight gradient that is mostly zeros), given by those:
+  // DataParallelTrainer's sharded step sums them without reading the zeros. With --accumulate all are
+  // dense. Valid until the next call.
   struct KeptGradient {
     std::span<float> dense;                   // the gradient's buffer; holds it where `taps` is null
     const Stream::OutputSum* taps = nullptr;  // else its taps and their layout
@@ -272,7 +272,8 @@ class Trainer {
   // --accumulate: the running statistics after the last slice of the last run, in running_stats_ order,
   // for update_running_stats to apply (cleared by every run).
   std::vector<Tensor> accumulated_stats_;
-  std::map<std::string, Tensor> gradient_buffers_;  // forward_backward_kept's, by gradient output
+  std::map<std::string, Tensor> gradient_buffers_;       // forward_backward_kept's, by gradient output
+  std::map<std::string, Tensor> accumulated_gradients_;  // forward_backward_kept's with --accumulate
   std::map<std::string, Tensor> named_inputs(const DataInputs& x) const;
   float train_step_on_device(const DataInputs& x, const Tensor& y);
   void require_device(const char* what) const;  // Error unless on a CUDA device

@@ -390,7 +390,7 @@ TEST(WeightPolicy, SpecTrainPredictsTwoConstantGradientStepsAhead) {
 }
 
 // The policy writes the working weights only when the version a pass reads changes: naive once per
-// update (the passes in between read the same W), spectrain every predicted pass.
+// update (in the update itself; the passes in between read the same W), spectrain every predicted pass.
 TEST(WeightPolicy, CountsWritesOfTheWorkingWeights) {
   const std::vector<float> g = {0.5f, -0.5f};
   const std::vector<const float*> grads = {g.data()};
@@ -401,6 +401,9 @@ TEST(WeightPolicy, CountsWritesOfTheWorkingWeights) {
   naive.before_backward({.mini_batch = 0});
   EXPECT_EQ(naive.working_writes(), start) << "W unchanged since the working weights were made from it";
   naive.step(grads);
+  // In host memory the update wrote them (ParamSlot::mirror): the next pass copies nothing.
+  EXPECT_EQ(naive.working_writes(), start + 1);
+  EXPECT_EQ(w.data<float>()[0], naive.master()[0]);
   naive.before_forward({.mini_batch = 1});
   naive.before_backward({.mini_batch = 1});
   EXPECT_EQ(naive.working_writes(), start + 1);

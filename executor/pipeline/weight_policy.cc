@@ -234,9 +234,10 @@ void WeightPolicy::materialize_stashes() {
 void WeightPolicy::step_with(std::span<const float* const> gradients, float grad_scale) {
   ONNXTRAIN_CHECK(gradients.size() == parameters_.size(), "weight policy: one gradient per parameter expected");
   materialize_stashes();  // the stashes still reading the master keep the version it is leaving
-  // naive, gpipe, 1f1b in host memory: the update writes the working weights too, which the next pass
-  // reads as they are (no copy of W before it).
-  const bool mirror = weights_ == WeightHandling::current && !memory_.on_device();
+  // In host memory the update writes the working weights too: a next pass that reads W reads them as they
+  // are (no copy of W before it); one that reads a stash or a prediction writes its weights over them, as
+  // before. Nothing else is in the working weights across a step.
+  const bool mirror = !memory_.on_device();
   std::vector<DeviceParamSlot> slots;
   slots.reserve(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {
