@@ -13,19 +13,14 @@
 #include "executor/inference_session.h"
 #include "graph/error.h"
 #include "tests/error_of.h"
+#include "tests/onednn_conv_oracle.h"
 
 namespace onnxtrain {
 namespace {
 
-using Ints = std::vector<int64_t>;
 using testing_support::error_of;
-
-Tensor random_tensor(std::mt19937& rng, const Ints& sizes) {
-  std::uniform_real_distribution<float> real(-1, 1);
-  Tensor t(DType::Float32, sizes);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = real(rng);
-  return t;
-}
+using testing_support::Ints;
+using testing_support::random_tensor;
 
 struct SumCase {
   std::string label;
