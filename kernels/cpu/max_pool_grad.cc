@@ -1,7 +1,7 @@
 // MaxPoolGrad(dY, X) -> dX, float32, 1 to 3 spatial axes: dX is zero but where each window's first
 // maximal X element gets its dY added, as kernels/reference/pooling_grad.cc (which sums in double: with
 // overlapping windows an element that wins several may differ in the last bit). The (n, c) planes split
-// over the threads.
+// over the threads; 2x2 windows of stride 2 have a pass of their own (max_pool_grad_2x2).
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
@@ -13,6 +13,39 @@
 namespace onnxtrain {
 namespace {
 
+// The 2x2 windows of stride 2 inside the input (MaxPoolWindow::two_by_two: a CNN's pools): no input
+// element is in two windows, so dX is written in one pass, vectorised across a row's windows, the
+// window's first maximal element getting dY and the other three zero, and the rows and columns no
+// window covers zero. for_each_argmax's window at a time, with dX zeroed first, took 12% of a gpipe
+// stage's time on the Fashion-MNIST CNN.
+ONNXTRAIN_CPU_CLONES void max_pool_grad_2x2(const float* x, const float* dy, int64_t height, int64_t width,
+                                            int64_t out_height, int64_t out_width, float* dx) {
+  for (int64_t oh = 0; oh < out_height; ++oh) {
+    const float* top = x + 2 * oh * width;
+    const float* bottom = top + width;
+    float* dtop = dx + 2 * oh * width;
+    float* dbottom = dtop + width;
+    const float* g = dy + oh * out_width;
+#pragma omp simd
+    for (int64_t ow = 0; ow < out_width; ++ow) {
+      // The first maximal of a b / c d, as for_each_argmax picks it (a NaN never wins a comparison), in
+      // float selects only, which GCC vectorises (bool logic or an index made it keep the loop scalar).
+      const float a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow], d = bottom[2 * ow + 1];
+      const float ab = b > a ? b : a;
+      const float abc = c > ab ? c : ab;
+      const float v = g[ow];
+      const float unless_d = d > abc ? 0.0f : v;
+      const float unless_cd = c > ab ? 0.0f : unless_d;
+      dbottom[2 * ow + 1] = d > abc ? v : 0.0f;
+      dbottom[2 * ow] = c > ab ? unless_d : 0.0f;
+      dtop[2 * ow + 1] = b > a ? unless_cd : 0.0f;
+      dtop[2 * ow] = b > a ? 0.0f : unless_cd;
+    }
+    for (int64_t w = 2 * out_width; w < width; ++w) dtop[w] = dbottom[w] = 0.0f;
+  }
+  std::memset(dx + 2 * out_height * width, 0, static_cast<size_t>((height - 2 * out_height) * width) * sizeof(float));
+}
+
 class MaxPoolGradKernel final : public Kernel {
  public:
   MaxPoolGradKernel(const cpu::MaxPoolWindow& w, int64_t planes) : w_(w), planes_(planes) {}
@@ -23,6 +56,13 @@ class MaxPoolGradKernel final : public Kernel {
     float* dx = outputs[0].as<float>();
     const int64_t in_plane = w_.in_plane(), out_plane = w_.out_plane();
     cpu::parallel_for(planes_, 4096 / (out_plane + 1) + 1, [&](int64_t begin, int64_t end) {
+      if (w_.two_by_two()) {
+        for (int64_t p = begin; p < end; ++p) {
+          max_pool_grad_2x2(x + p * in_plane, dy + p * out_plane, w_.input[1], w_.input[2], w_.output[1], w_.output[2],
+                            dx + p * in_plane);
+        }
+        return;
+      }
       std::memset(dx + begin * in_plane, 0, static_cast<size_t>((end - begin) * in_plane) * sizeof(float));
       for (int64_t p = begin; p < end; ++p) {
         const float* dyp = dy + p * out_plane;
