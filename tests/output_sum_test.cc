@@ -150,6 +150,46 @@ TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
   }
 }
 
+// A Gemm's weight gradient (dY^T · X: transA) sums by a oneDNN sum post-op after the first run, and a
+// Gemm with alpha does not sum (the session adds); both give the plain runs' sum.
+TEST(OutputSum, RunIntoSumsAGemmsOutput) {
+  std::mt19937 rng(64);
+  for (const double alpha : {1.0, 0.5}) {
+    SCOPED_TRACE("alpha " + std::to_string(alpha));
+    const Attributes attributes{{"transA", int64_t{1}}, {"alpha", alpha}};
+    KernelSpec spec{.op_type = "Gemm", .opset = 13, .attributes = attributes, .node_name = "t"};
+    spec.inputs = {{DType::Float32, {6, 5}}, {DType::Float32, {6, 7}}};
+    spec.outputs = {{DType::Float32, {5, 7}}};
+    const bool sums =
+        KernelRegistry::builtin().find("", "Gemm", DeviceKind::Cpu, DType::Float32)->prepare(spec)->sums_output(0);
+    EXPECT_EQ(sums, alpha == 1.0);
+    Graph g;
+    const auto input = [&](const std::string& name, const Ints& sizes) {
+      ValueId v =
+          g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
+      g.inputs.push_back(v);
+      return v;
+    };
+    const ValueId dy = input("dY", {6, 5}), x = input("X", {6, 7});
+    const ValueId dw = g.add_value({.name = "dW", .dtype = DType::Float32, .shape = Shape::of({5, 7})});
+    g.add_node(
+        {.name = "gemm", .op_type = "Gemm", .opset = 13, .inputs = {dy, x}, .outputs = {dw}, .attributes = attributes});
+    g.outputs = {dw};
+    g.sort();
+    InferenceSession session(g), plain(g);
+    const std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, {5, 7})}};
+    Tensor want(DType::Float32, {5, 7});
+    for (int run = 0; run < 3; ++run) {
+      const std::map<std::string, Tensor> inputs{{"dY", random_tensor(rng, {6, 5})}, {"X", random_tensor(rng, {6, 7})}};
+      session.run_into(inputs, into, run > 0);
+      const Tensor one = plain.run(inputs).at("dW");
+      for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += one.data<float>()[i];
+    }
+    session.finish_sums();
+    expect_close(into.at("dW"), want, "dW");
+  }
+}
+
 TEST(OutputSum, AnOutputThatANodeReadsIsSummedByTheSession) {
   std::mt19937 rng(62);
   const SumCase& c = cases().front();  // single pixel: the kernel would keep the sum to itself

@@ -54,7 +54,9 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   // `c_desc`: the (broadcast) desc of Gemm's C, or none. Post-ops compute alpha·AB + beta·C.
   OnednnMatMul(const KernelSpec& spec, const memory::desc& a, const memory::desc& b, const memory::desc& y,
                double alpha, double beta, const std::optional<memory::desc>& c_desc)
-      : spec_(spec) {
+      : spec_(spec), a_desc_(a), b_desc_(b), y_desc_(y) {
+    // Y = AB alone (a MatMul, or a Gemm's weight gradient) can also be added into Y: sums_output.
+    sums_ = !c_desc && alpha == 1.0 && y.data_type() == memory::data_type::f32;
     dnnl::engine& engine = onednn::cpu_engine();
     a_ = memory(a, engine, nullptr);
     b_ = memory(b, engine, nullptr);
@@ -107,19 +109,25 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   }
 
   std::string library_implementation() const override { return implementation_; }
+  // Y summed over runs (a pipeline's micro-batch gradients): after the first, Y += AB by a sum post-op.
+  bool sums_output(size_t index) const override { return index == 0 && sums_; }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     onednn::checked(spec_, "run", [&] {
       a_.set_data_handle(inputs[0].data);
       b_.set_data_handle(inputs[1].data);
       y_.set_data_handle(outputs[0].data);
       if (!c_fill_.empty()) fill_with_c(inputs[2].as<const float>(), outputs[0].as<float>());
       if (c_arg_ >= 0) c_.set_data_handle(inputs[2].data);
-      dnnl::stream& stream = onednn::cpu_stream();
+      const Stream::OutputSum* sum = sums_ ? stream.output_sum(outputs[0].data) : nullptr;
+      const bool adds = sum && !sum->first;
+      if (adds && !adding_) prepare_adding();
+      dnnl::stream& onednn_stream = onednn::cpu_stream();
       ScratchArena::Lease lease;
-      scratchpad_.set_data_handle(lease.take(scratchpad_.get_desc().get_size()));
-      execute(matmul_, stream, args_);
-      stream.wait();
+      memory& scratchpad = adds ? adding_scratchpad_ : scratchpad_;
+      scratchpad.set_data_handle(lease.take(scratchpad.get_desc().get_size()));
+      execute(adds ? *adding_ : matmul_, onednn_stream, adds ? adding_args_ : args_);
+      onednn_stream.wait();
     });
   }
 
@@ -129,7 +137,28 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
       for (int64_t j = 0; j < y_cols_; ++j) y[i * y_cols_ + j] = c[i * c_fill_[2] + j * c_fill_[3]];
   }
 
+  // The Y += AB primitive, made at the first run that adds (most matmuls never do).
+  void prepare_adding() {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(ops);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc_, b_desc_, y_desc_), attr, onednn::cpu_engine());
+    adding_.emplace(pd);
+    adding_scratchpad_ = memory(pd.scratchpad_desc(), onednn::cpu_engine(), nullptr);
+    adding_args_ = {{DNNL_ARG_SRC, a_.get()},
+                    {DNNL_ARG_WEIGHTS, b_.get()},
+                    {DNNL_ARG_DST, y_.get()},
+                    {DNNL_ARG_SCRATCHPAD, adding_scratchpad_.get()}};
+  }
+
   KernelSpec spec_;
+  memory::desc a_desc_, b_desc_, y_desc_;
+  bool sums_ = false;
+  std::optional<dnnl::matmul> adding_;
+  memory adding_scratchpad_;
+  std::vector<dnnl_exec_arg_t> adding_args_;
   std::string implementation_;
   int c_arg_ = -1;               // the argument C is passed as (bias or binary post-op operand), or -1
   std::vector<int64_t> c_fill_;  // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
