@@ -483,6 +483,12 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
   const std::vector<Pool> pools = {
       {"cnn 2x2/2", {3, 5, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
       {"2x2/2 on odd sizes", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      // Rows of windows that are not a whole number of vector passes (the last pass overlaps the one
+      // before), shorter than the narrowest pass, and the CNN's 14 and 7.
+      {"2x2/2, rows of 7 windows", {2, 3, 6, 14}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {"2x2/2, rows of 14 windows", {1, 2, 4, 28}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {"2x2/2, rows of 21 windows and a column left", {1, 2, 5, 43}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {"2x2/2, rows of 3 windows", {1, 2, 4, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
       {"2x2/2 ceil_mode past the edge", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},
       {"resnet stem 3x3/2 pad 1", {2, 4, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
       // Output rows longer than one vectorised chunk of 16 windows, and a chunk cut short.

@@ -14,10 +14,46 @@ namespace onnxtrain {
 namespace {
 
 // The 2x2 windows of stride 2 inside the input (MaxPoolWindow::two_by_two: a CNN's pools): no input
-// element is in two windows, so dX is written in one pass, vectorised across a row's windows, the
-// window's first maximal element getting dY and the other three zero, and the rows and columns no
-// window covers zero. for_each_argmax's window at a time, with dX zeroed first, took 12% of a gpipe
-// stage's time on the Fashion-MNIST CNN.
+// element is in two windows, so dX is written in one pass, the window's first maximal element getting dY
+// and the other three zero, and the rows and columns no window covers zero. for_each_argmax's window at
+// a time, with dX zeroed first, took 12% of a gpipe stage's time on the Fashion-MNIST CNN.
+//
+// kLanes windows of a row pair at a time: a loop of constant trip count, which vectorises into one pass,
+// in float selects only (bool logic or an index kept GCC's loop scalar). A row's last windows are the
+// last kLanes again, overlapping windows already done (they are written with the same values): the
+// compiler's scalar remainder loop, with its branches, cost as much as the rest on the CNN's rows of 14
+// and 7 windows, and padded copies of them more.
+template <int kLanes>
+ONNXTRAIN_CPU_INLINE void max_pool_grad_2x2_block(const float* top, const float* bottom, const float* g, float* dtop,
+                                                  float* dbottom) {
+#pragma omp simd
+  for (int i = 0; i < kLanes; ++i) {
+    // The first maximal of a b / c d, as for_each_argmax picks it (a NaN never wins a comparison).
+    const float a = top[2 * i], b = top[2 * i + 1], c = bottom[2 * i], d = bottom[2 * i + 1];
+    const float ab = b > a ? b : a;
+    const float abc = c > ab ? c : ab;
+    const float v = g[i];
+    const float unless_d = d > abc ? 0.0f : v;
+    const float unless_cd = c > ab ? 0.0f : unless_d;
+    dbottom[2 * i + 1] = d > abc ? v : 0.0f;
+    dbottom[2 * i] = c > ab ? unless_d : 0.0f;
+    dtop[2 * i + 1] = b > a ? unless_cd : 0.0f;
+    dtop[2 * i] = b > a ? 0.0f : unless_cd;
+  }
+}
+
+template <int kLanes>
+ONNXTRAIN_CPU_INLINE void max_pool_grad_2x2_row(const float* top, const float* bottom, const float* g, float* dtop,
+                                                float* dbottom, int64_t out_width) {
+  int64_t ow = 0;
+  for (; ow + kLanes <= out_width; ow += kLanes)
+    max_pool_grad_2x2_block<kLanes>(top + 2 * ow, bottom + 2 * ow, g + ow, dtop + 2 * ow, dbottom + 2 * ow);
+  if (ow < out_width) {
+    ow = out_width - kLanes;
+    max_pool_grad_2x2_block<kLanes>(top + 2 * ow, bottom + 2 * ow, g + ow, dtop + 2 * ow, dbottom + 2 * ow);
+  }
+}
+
 ONNXTRAIN_CPU_CLONES void max_pool_grad_2x2(const float* x, const float* dy, int64_t height, int64_t width,
                                             int64_t out_height, int64_t out_width, float* dx) {
   for (int64_t oh = 0; oh < out_height; ++oh) {
@@ -26,20 +62,14 @@ ONNXTRAIN_CPU_CLONES void max_pool_grad_2x2(const float* x, const float* dy, int
     float* dtop = dx + 2 * oh * width;
     float* dbottom = dtop + width;
     const float* g = dy + oh * out_width;
-#pragma omp simd
-    for (int64_t ow = 0; ow < out_width; ++ow) {
-      // The first maximal of a b / c d, as for_each_argmax picks it (a NaN never wins a comparison), in
-      // float selects only, which GCC vectorises (bool logic or an index made it keep the loop scalar).
-      const float a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow], d = bottom[2 * ow + 1];
-      const float ab = b > a ? b : a;
-      const float abc = c > ab ? c : ab;
-      const float v = g[ow];
-      const float unless_d = d > abc ? 0.0f : v;
-      const float unless_cd = c > ab ? 0.0f : unless_d;
-      dbottom[2 * ow + 1] = d > abc ? v : 0.0f;
-      dbottom[2 * ow] = c > ab ? unless_d : 0.0f;
-      dtop[2 * ow + 1] = b > a ? unless_cd : 0.0f;
-      dtop[2 * ow] = b > a ? 0.0f : unless_cd;
+    if (out_width >= 16) {
+      max_pool_grad_2x2_row<16>(top, bottom, g, dtop, dbottom, out_width);
+    } else if (out_width >= 8) {
+      max_pool_grad_2x2_row<8>(top, bottom, g, dtop, dbottom, out_width);
+    } else if (out_width >= 4) {
+      max_pool_grad_2x2_row<4>(top, bottom, g, dtop, dbottom, out_width);
+    } else {
+      max_pool_grad_2x2_row<1>(top, bottom, g, dtop, dbottom, out_width);
     }
     for (int64_t w = 2 * out_width; w < width; ++w) dtop[w] = dbottom[w] = 0.0f;
   }
