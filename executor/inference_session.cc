@@ -380,7 +380,6 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
                                                            const OutputCallback& on_output,
                                                            const std::map<std::string, Tensor>& into, bool add) {
   const std::vector<const Tensor*> target = targets_of(into);
-  std::vector<bool> produced(graph_.value_count(), false);  // by a node of this run
   const SymbolBindings bindings = bind_inputs(descs_of(inputs));
   if (!prepared_for_ || *prepared_for_ != bindings) prepare(bindings);
   use_kernels_for_threads(omp_get_max_threads());
@@ -444,7 +443,6 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
     for (ValueId out : node.outputs) {
       if (out.valid() && target[out.index] && values[out.index].raw() != target[out.index]->raw())
         add_into(values[out.index], *target[out.index]);
-      if (out.valid()) produced[out.index] = true;
     }
     if (on_output) {
       for (ValueId out : node.outputs)
@@ -470,7 +468,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
     const Tensor* buffer = target[id.index];
     if (!buffer) {
       outputs[graph_.value(id).name] = values[id.index];
-    } else if (!produced[id.index]) {  // a graph input or initializer that is an output too
+    } else if (!graph_.value(id).producer.valid()) {  // a graph input or initializer that is an output too
       if (values[id.index].numel() != buffer->numel() || values[id.index].dtype() != DType::Float32)
         throw Error("output '" + graph_.value(id).name + "' does not fit the buffer it goes into");
       if (add) {

@@ -24,4 +24,9 @@ struct TapLayout {
 // The full tensor (rows × plane) from the taps (rows × taps): written, zero elsewhere, or added at the taps.
 void expand_taps(const TapLayout& layout, const float* taps, float* full, bool add);
 
+// to[r·plane + offsets[t]] = from[r·offsets.size() + t] for rows [0, rows), zero elsewhere, split over the
+// threads: expand_taps's write, for any 4- or 2-byte element (T float, or uint16_t for bfloat16).
+template <typename T>
+void scatter_taps(const T* from, T* to, int64_t rows, int64_t plane, const std::vector<int64_t>& offsets);
+
 }  // namespace onnxtrain

@@ -27,29 +27,26 @@ void sgd_update(const OptimizerConfig& c, std::span<float> w, std::span<const fl
     const optimizer_math::SgdUpdate f = std::get<optimizer_math::SgdUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
     for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale);
-    if (mirror) std::copy(wp, wp + n, mirror);
-    ++s.step;
-    return;
-  }
-  float* __restrict buf = state_tensor(s, "momentum_buffer", n, initial_state_value(c, "momentum_buffer")).data();
-  if (c.nesterov) {
-    const optimizer_math::SgdNesterovUpdate f = std::get<optimizer_math::SgdNesterovUpdate>(rule);
-#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
   } else {
-    const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
-    if (mirror) {
+    float* __restrict buf = state_tensor(s, "momentum_buffer", n, initial_state_value(c, "momentum_buffer")).data();
+    if (c.nesterov) {
+      const optimizer_math::SgdNesterovUpdate f = std::get<optimizer_math::SgdNesterovUpdate>(rule);
+#pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
+      for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
+    } else if (mirror) {  // momentum SGD, the default: the mirror written in the update's own pass
+      const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
       float* __restrict mp = mirror;
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
       for (size_t i = 0; i < n; ++i) {
         f(wp[i], gp[i] * grad_scale, buf[i]);
         mp[i] = wp[i];
       }
-      ++s.step;
-      return;
-    }
+      mirror = nullptr;
+    } else {
+      const optimizer_math::SgdMomentumUpdate f = std::get<optimizer_math::SgdMomentumUpdate>(rule);
 #pragma omp parallel for simd if (n >= kThreadedUpdateElements) schedule(static)
-    for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
+      for (size_t i = 0; i < n; ++i) f(wp[i], gp[i] * grad_scale, buf[i]);
+    }
   }
   if (mirror) std::copy(wp, wp + n, mirror);  // plain and Nesterov SGD: no mirrored loop
   ++s.step;

@@ -24,23 +24,6 @@ void gather(const T* from, T* to, int64_t rows, int64_t plane, const std::vector
   });
 }
 
-// The inverse: to[r·plane + offsets[t]] = from[r·taps + t], zero elsewhere. Rows go in blocks that stay
-// in the cache between the zeroing and the scatter.
-template <typename T>
-void scatter(const T* from, T* to, int64_t rows, int64_t plane, const std::vector<int64_t>& offsets) {
-  const auto taps = static_cast<int64_t>(offsets.size());
-  constexpr int64_t kBlockElements = 8192;
-  const int64_t block_rows = kBlockElements / plane + 1;
-  cpu::parallel_for(rows, block_rows, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; b += block_rows) {
-      const int64_t e = std::min(end, b + block_rows);
-      std::memset(to + b * plane, 0, static_cast<size_t>((e - b) * plane) * sizeof(T));
-      for (int64_t r = b; r < e; ++r)
-        for (int64_t t = 0; t < taps; ++t) to[r * plane + offsets[t]] = from[r * taps + t];
-    }
-  });
-}
-
 template <typename Fn>
 void by_element(size_t element, Fn&& fn) {
   if (element == 4)
@@ -141,12 +124,12 @@ const void* SinglePixelConv::w_matrix_from_forward(const void* w, const Stream& 
 }
 void SinglePixelConv::scatter_x(const void* dxv, void* dx, size_t element) const {
   by_element(element, [&]<typename T>(T) {
-    scatter(static_cast<const T*>(dxv), static_cast<T*>(dx), batch * in_channels, in_plane, x_offsets);
+    scatter_taps(static_cast<const T*>(dxv), static_cast<T*>(dx), batch * in_channels, in_plane, x_offsets);
   });
 }
 void SinglePixelConv::scatter_w(const void* dwv, void* dw, size_t element) const {
   by_element(element, [&]<typename T>(T) {
-    scatter(static_cast<const T*>(dwv), static_cast<T*>(dw), out_channels * in_channels, kernel_plane, w_offsets);
+    scatter_taps(static_cast<const T*>(dwv), static_cast<T*>(dw), out_channels * in_channels, kernel_plane, w_offsets);
   });
 }
 
