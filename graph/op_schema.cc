@@ -126,7 +126,12 @@ void infer_node(Graph& graph, NodeId id, const OpSchema& schema) {
       ctx.fail("input " + std::to_string(i) + " ('" + graph.value(node.inputs[i]).name + "') has no known type");
     }
   }
-  schema.infer(ctx);
+  try {
+    schema.infer(ctx);
+  } catch (Error& e) {  // Dim arithmetic's overflow, for one, does not know the node it ran for
+    e.at_node(node.name, node.op_type, node.domain, node.opset);
+    throw;
+  }
 }
 
 OpCost node_cost(const Graph& graph, NodeId id, const OpSchema& schema, const SymbolBindings& bindings) {

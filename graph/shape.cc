@@ -6,6 +6,24 @@
 
 namespace onnxtrain {
 
+namespace {
+
+// Dims come from model files: a hostile or broken one can hold 2^62 x 64. Such a shape describes no tensor
+// that can exist, so arithmetic that leaves int64 is the model's error, never a wrapped (negative) size.
+int64_t checked(int64_t a, char op, int64_t b) {
+  int64_t r = 0;
+  const bool overflow = op == '*'   ? __builtin_mul_overflow(a, b, &r)
+                        : op == '+' ? __builtin_add_overflow(a, b, &r)
+                                    : __builtin_sub_overflow(a, b, &r);
+  if (overflow) {
+    throw Error("shape arithmetic leaves int64: " + std::to_string(a) + " " + op + " " + std::to_string(b) +
+                " (a dim of the model is too large)");
+  }
+  return r;
+}
+
+}  // namespace
+
 Dim Dim::symbol(std::string name, int64_t factor) {
   Dim d;
   d.kind_ = Kind::Symbolic;
@@ -23,7 +41,8 @@ std::optional<int64_t> Dim::evaluate(const SymbolBindings& bindings) const {
   if (is_static()) return value_;
   if (is_symbolic()) {
     auto it = bindings.find(symbol_);
-    if (it != bindings.end()) return value_ * it->second;
+    int64_t v = 0;  // a value past int64 is not known, as in numel
+    if (it != bindings.end() && !__builtin_mul_overflow(value_, it->second, &v)) return v;
   }
   return std::nullopt;
 }
@@ -34,33 +53,36 @@ Dim Dim::bind(const SymbolBindings& bindings) const {
 }
 
 Dim Dim::operator*(const Dim& other) const {
-  if (is_static() && other.is_static()) return Dim(value_ * other.value_);
+  if (is_static() && other.is_static()) return Dim(checked(value_, '*', other.value_));
   if (is_static() && value_ == 0) return Dim(0);
   if (other.is_static() && other.value_ == 0) return Dim(0);
-  if (is_symbolic() && other.is_static()) return symbol(symbol_, value_ * other.value_);
-  if (is_static() && other.is_symbolic()) return symbol(other.symbol_, value_ * other.value_);
+  if (is_symbolic() && other.is_static()) return symbol(symbol_, checked(value_, '*', other.value_));
+  if (is_static() && other.is_symbolic()) return symbol(other.symbol_, checked(value_, '*', other.value_));
   return unknown();
 }
 
 Dim Dim::operator+(const Dim& other) const {
-  if (is_static() && other.is_static()) return Dim(value_ + other.value_);
-  if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_) return symbol(symbol_, value_ + other.value_);
+  if (is_static() && other.is_static()) return Dim(checked(value_, '+', other.value_));
+  if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_)
+    return symbol(symbol_, checked(value_, '+', other.value_));
   if (is_static() && value_ == 0) return other;
   if (other.is_static() && other.value_ == 0) return *this;
   return unknown();
 }
 
 Dim Dim::operator-(const Dim& other) const {
-  if (is_static() && other.is_static()) return Dim(value_ - other.value_);
+  if (is_static() && other.is_static()) return Dim(checked(value_, '-', other.value_));
   if (is_symbolic() && other.is_symbolic() && symbol_ == other.symbol_) {
-    return value_ == other.value_ ? Dim(0) : symbol(symbol_, value_ - other.value_);
+    return value_ == other.value_ ? Dim(0) : symbol(symbol_, checked(value_, '-', other.value_));
   }
   if (other.is_static() && other.value_ == 0) return *this;
   return unknown();
 }
 
 Dim Dim::divide_exact(const Dim& other) const {
-  if (other.is_static() && other.value_ != 0) {
+  // 0 divides nothing, and INT64_MIN / -1 leaves int64.
+  if (other.is_unknown() || other.value_ == 0 || (other.value_ == -1 && value_ == INT64_MIN)) return unknown();
+  if (other.is_static()) {
     if (is_static() && value_ % other.value_ == 0) return Dim(value_ / other.value_);
     if (is_symbolic() && value_ % other.value_ == 0) return symbol(symbol_, value_ / other.value_);
   }

@@ -131,6 +131,19 @@ TEST(Shape, NumelNeverWraps) {
   EXPECT_EQ(Shape({Dim(int64_t{1} << 40), Dim(int64_t{1} << 40), Dim(0)}).numel(), 0);
 }
 
+// A model's dims are untrusted: products and sums past int64 are the model's error, never a wrapped size.
+TEST(Shape, DimArithmeticNeverWraps) {
+  const Dim big(INT64_MAX / 2 + 1);
+  EXPECT_THROW(big * Dim(2), Error);
+  EXPECT_THROW(Dim::symbol("N", INT64_MAX / 2 + 1) * Dim(2), Error);
+  EXPECT_THROW(big + big, Error);
+  EXPECT_THROW(Dim(INT64_MIN) - Dim(1), Error);
+  EXPECT_TRUE(Dim(INT64_MIN).divide_exact(Dim(-1)).is_unknown());
+  EXPECT_TRUE(Dim(6).divide_exact(Dim(0)).is_unknown());
+  EXPECT_FALSE(Dim::symbol("N", int64_t{1} << 40).evaluate({{"N", int64_t{1} << 40}}).has_value());
+  EXPECT_EQ((big * Dim(1)).value(), INT64_MAX / 2 + 1);
+}
+
 // Counts beyond int64 are unknown (0), never wrapped; the same model at a batch that fits is counted exactly.
 TEST(ModelSummary, FlopsAndBytesOfAHugeBatchAreNeverNegative) {
   using testing_support::add_inferred_node;

@@ -226,6 +226,28 @@ TEST_F(MalformedModel, ShapeInferenceFailureBeyondOnnxLibrary) {
   EXPECT_TRUE(e.has_node());
 }
 
+// The fuzzer's finding: an input of dims (2^63-1, 64) into a Reshape; the element count overflowed int64
+// inside shape inference (undefined behaviour, a wrapped count). Now the node is named and the dims told.
+TEST_F(MalformedModel, DimsWhoseProductLeavesInt64) {
+  auto m = relu_model(13);
+  auto* g = m.mutable_graph();
+  auto* shape = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim(0)->set_dim_value(INT64_MAX);
+  shape->add_dim()->set_dim_value(64);
+  auto* n = g->mutable_node(0);
+  n->set_name("reshape");
+  n->set_op_type("Reshape");
+  n->add_input("target");
+  auto* target = g->add_initializer();
+  target->set_name("target");
+  target->set_data_type(onnx::TensorProto::INT64);
+  target->add_dims(1);
+  target->add_int64_data(-1);
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->clear_dim_value();
+  Error e = expect_error(write("huge_dims.onnx", m), "leaves int64: 9223372036854775807 * 64");
+  EXPECT_EQ(e.node(), "reshape");
+}
+
 TEST_F(MalformedModel, TruncatedInitializer) {
   auto m = relu_model(13);
   auto* w = m.mutable_graph()->add_initializer();
