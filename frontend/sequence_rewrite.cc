@@ -2,8 +2,8 @@
 // SequenceAt with constant positions; GPT-2's fused query/key/value projection is split this way.
 // onnxtrain's graph holds tensors only, so each such chain becomes one Split (one output per chunk) and
 // each SequenceAt an Identity of its chunk. Chains it cannot resolve statically (a split or position that
-// is not a constant, a sequence used by other ops, an unknown size along the axis) are left alone:
-// their ops then have no schema and the importer names them.
+// is not a constant, a sequence used by other ops, an unknown size along the axis, more than 2^16 chunks)
+// are left alone: their ops then have no schema and the importer names them.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -15,14 +15,24 @@ namespace onnxtrain {
 
 namespace {
 
-// The int64 values of a value that an initializer or a Constant node (attribute `value`) holds.
+// More chunks than this are not rewritten (the chain is left alone and named as unsupported): a model's
+// sizes are untrusted, and a split of 2^40 chunks would only exhaust memory building its outputs.
+constexpr int64_t kMaxChunks = int64_t{1} << 16;
+
+// The integer values of a value that an initializer or a Constant node (attribute `value`) holds; none for
+// other types (a float split is the checker's or Split's error to report, not a reason to crash here).
 std::optional<std::vector<int64_t>> constant_ints(const onnx::GraphProto& graph, const std::string& name) {
+  auto ints = [](const onnx::TensorProto& t) -> std::optional<std::vector<int64_t>> {
+    Tensor tensor = tensor_from_proto(t);
+    if (!is_integer(tensor.dtype())) return std::nullopt;
+    return tensor.to_int64();
+  };
   for (const onnx::TensorProto& t : graph.initializer())
-    if (t.name() == name) return tensor_from_proto(t).to_int64();
+    if (t.name() == name) return ints(t);
   for (const onnx::NodeProto& n : graph.node()) {
     if (n.op_type() != "Constant" || n.output_size() != 1 || n.output(0) != name) continue;
     for (const onnx::AttributeProto& a : n.attribute())
-      if (a.name() == "value" && a.has_t()) return tensor_from_proto(a.t()).to_int64();
+      if (a.name() == "value" && a.has_t()) return ints(a.t());
   }
   return std::nullopt;
 }
@@ -48,6 +58,7 @@ std::optional<std::vector<int64_t>> chunk_sizes(const onnx::GraphProto& graph, c
   if (!shape || axis >= shape->rank() || !shape->dims[axis].is_static())
     return std::vector<int64_t>(static_cast<size_t>(chunks_read), size);
   const int64_t length = shape->dims[axis].value();
+  if (length < 0 || length / size >= kMaxChunks) return std::nullopt;
   std::vector<int64_t> sizes(static_cast<size_t>(length / size), size);
   if (length % size) sizes.push_back(length % size);
   return sizes;
@@ -76,7 +87,7 @@ int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& inf
       const onnx::NodeProto& reader = graph.node(r);
       const std::optional<std::vector<int64_t>> at =
           reader.op_type() == "SequenceAt" ? constant_ints(graph, reader.input(1)) : std::nullopt;
-      if (!at || at->size() != 1) {
+      if (!at || at->size() != 1 || (*at)[0] >= kMaxChunks) {
         resolved = false;
         break;
       }

@@ -32,6 +32,16 @@ std::optional<std::vector<Dim>> InferContext::input_known(size_t i) const {
   return std::nullopt;
 }
 
+std::vector<int64_t> FoldContext::input_ints(size_t i) const {
+  const DType dtype = inputs.at(i).dtype();
+  if (!is_integer(dtype) && dtype != DType::Bool) {
+    throw Error(node.op_type + ": input " + std::to_string(i) + " must be an integer tensor, got " +
+                std::string(dtype_name(dtype)))
+        .at_node(node.name, node.op_type, node.domain, node.opset);
+  }
+  return inputs[i].to_int64();
+}
+
 std::optional<std::vector<int64_t>> InferContext::input_ints(size_t i) const {
   if (const Tensor* t = input_constant(i); t && (is_integer(t->dtype()) || t->dtype() == DType::Bool)) {
     return t->to_int64();

@@ -82,6 +82,9 @@ struct FoldContext {
   std::vector<Tensor> inputs;
   std::vector<Shape> output_shapes;  // from shape inference
   bool has_input(size_t i) const { return i < inputs.size() && !inputs[i].empty(); }
+  // Input i's values as int64 (an integer or bool tensor); an Error naming the node for any other type: a
+  // model can feed a float constant where the op takes sizes or indices.
+  std::vector<int64_t> input_ints(size_t i) const;
 };
 
 struct OpSchema {

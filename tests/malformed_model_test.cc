@@ -248,6 +248,61 @@ TEST_F(MalformedModel, DimsWhoseProductLeavesInt64) {
   EXPECT_EQ(e.node(), "reshape");
 }
 
+// A fuzzer's finding: a Slice of constants whose starts and ends are float tensors reached constant folding,
+// which read them as int64: an internal error (logic_error) instead of the model's.
+TEST_F(MalformedModel, FloatSizesOfAConstantSlice) {
+  auto m = relu_model(17);
+  m.set_ir_version(10);  // newer than Debian's ONNX library: its inference (which would say it) is skipped
+  auto* g = m.mutable_graph();
+  auto* n = g->mutable_node(0);
+  n->set_name("slice");
+  n->set_op_type("Slice");
+  n->set_input(0, "data");
+  n->add_input("starts");
+  n->add_input("ends");
+  for (const char* name : {"data", "starts", "ends"}) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(0.0f);
+  }
+  g->clear_input();
+  Error e = expect_error(write("float_slice.onnx", m), "input 1 must be an integer tensor, got float32");
+  EXPECT_EQ(e.node(), "slice");
+}
+
+// A fuzzer's finding: SplitToSequence into chunks of 1 along a dim of 2^40 made the Split rewrite allocate
+// 2^40 chunk sizes. More than 2^16 chunks are left alone: the import lists the ops as unsupported (inspect
+// shows them; train refuses them).
+TEST_F(MalformedModel, SplitIntoTooManyChunks) {
+  auto m = relu_model(13);
+  auto* g = m.mutable_graph();
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(int64_t{1}
+                                                                                                             << 40);
+  g->mutable_node(0)->set_output(0, "relu");  // ONNX's inference gives relu's shape, the length to split
+  auto* split = g->add_node();
+  split->set_name("split");
+  split->set_op_type("SplitToSequence");
+  split->add_input("relu");
+  split->add_input("chunk");
+  split->add_output("sequence");
+  auto* at = g->add_node();
+  at->set_name("at");
+  at->set_op_type("SequenceAt");
+  at->add_input("sequence");
+  at->add_input("position");
+  at->add_output("y");
+  for (const char* name : {"chunk", "position"}) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(std::string(name) == "chunk" ? 1 : 0);
+  }
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
+  const ImportedModel imported = import_model(write("many_chunks.onnx", m));
+  EXPECT_EQ(imported.unsupported_ops, (std::vector<std::string>{"SequenceAt", "SplitToSequence"}));
+}
+
 TEST_F(MalformedModel, TruncatedInitializer) {
   auto m = relu_model(13);
   auto* w = m.mutable_graph()->add_initializer();

@@ -107,7 +107,7 @@ void infer_constant_of_shape(InferContext& ctx) {
 
 std::vector<Tensor> fold_constant_of_shape(const FoldContext& ctx) {
   Tensor value = fill_value(ctx.node);
-  std::vector<int64_t> sizes = ctx.inputs[0].to_int64();
+  std::vector<int64_t> sizes = ctx.input_ints(0);
   for (int64_t s : sizes)
     if (s < 0) fail_fold(ctx, "shape " + ints_to_string(sizes) + " has a negative size");
   Tensor out(value.dtype(), sizes);

@@ -26,7 +26,7 @@ void infer_cumsum(InferContext& ctx) {
 
 std::vector<Tensor> fold_cumsum(const FoldContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  auto axis = normalize_axis(ctx.inputs[1].to_int64().at(0), x.rank());
+  auto axis = normalize_axis(ctx.input_ints(1).at(0), x.rank());
   if (!axis) fail_fold(ctx, "axis is out of range for x of rank " + std::to_string(x.rank()));
   const bool exclusive = ctx.node.attr_int("exclusive", 0) != 0, reverse = ctx.node.attr_int("reverse", 0) != 0;
   int64_t outer = 1, n = x.sizes()[*axis], inner = 1;

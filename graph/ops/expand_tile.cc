@@ -50,7 +50,7 @@ void infer_expand(InferContext& ctx) {
 
 std::vector<Tensor> fold_expand(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
-  std::vector<int64_t> target = ctx.inputs[1].to_int64();
+  std::vector<int64_t> target = ctx.input_ints(1);
   auto sizes = broadcast_sizes(data.sizes(), target);
   if (!sizes) fail_fold(ctx, "cannot expand " + ints_to_string(data.sizes()) + " to shape " + ints_to_string(target));
   return {broadcast_to(data, *sizes)};
@@ -91,7 +91,7 @@ void infer_tile(InferContext& ctx) {
 
 std::vector<Tensor> fold_tile(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
-  std::vector<int64_t> repeats = ctx.inputs[1].to_int64();
+  std::vector<int64_t> repeats = ctx.input_ints(1);
   if (static_cast<int64_t>(repeats.size()) != data.rank()) fail_fold(ctx, "repeats must have one entry per dim");
   std::vector<int64_t> sizes = data.sizes();
   for (size_t k = 0; k < sizes.size(); ++k) {

@@ -58,7 +58,7 @@ std::vector<Tensor> fold_gather(const FoldContext& ctx) {
   const auto& sizes = data.sizes();
   auto axis = normalize_axis(ctx.node.attr_int("axis", 0), data.rank());
   if (!axis) fail_fold(ctx, "axis is out of range for data of rank " + std::to_string(data.rank()));
-  std::vector<int64_t> indices = ctx.inputs[1].to_int64();
+  std::vector<int64_t> indices = ctx.input_ints(1);
   int64_t outer = 1, inner = 1, n = sizes[*axis];
   for (int64_t k = 0; k < *axis; ++k) outer *= sizes[k];
   for (int64_t k = *axis + 1; k < data.rank(); ++k) inner *= sizes[k];

@@ -106,10 +106,10 @@ std::vector<Tensor> fold_pad(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
   const std::string mode = node.attr_string("mode", "constant");
   const bool inputs = node.opset >= kPadInputsSince;
-  std::vector<int64_t> pads = inputs ? ctx.inputs[1].to_int64() : node.attr_ints(pads_attribute(node));
+  std::vector<int64_t> pads = inputs ? ctx.input_ints(1) : node.attr_ints(pads_attribute(node));
   std::vector<int64_t> axes = all_axes(data.rank());
   if (inputs && node.opset >= kAxesSince && ctx.has_input(3)) {
-    axes = ctx.inputs[3].to_int64();
+    axes = ctx.input_ints(3);
     for (int64_t& a : axes) {
       auto n = normalize_axis(a, data.rank());
       if (!n) fail_fold(ctx, "axis " + std::to_string(a) + " is out of range");

@@ -173,7 +173,7 @@ std::vector<Tensor> fold_reduce(const FoldContext& ctx) {
   const Node& node = ctx.node;
   const bool axes_as_input = node.opset >= axes_input_since(node);
   const std::vector<int64_t> axes =
-      axes_as_input ? (ctx.has_input(1) ? ctx.inputs[1].to_int64() : std::vector<int64_t>{}) : node.attr_ints("axes");
+      axes_as_input ? (ctx.has_input(1) ? ctx.input_ints(1) : std::vector<int64_t>{}) : node.attr_ints("axes");
   if (axes.empty() && axes_as_input && node.attr_int("noop_with_empty_axes", 0) != 0) return {x};
   const std::vector<int64_t>& sizes = x.sizes();
   std::vector<bool> reduced(sizes.size(), axes.empty());

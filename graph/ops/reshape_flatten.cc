@@ -117,8 +117,7 @@ void infer_reshape(InferContext& ctx) {
 
 std::vector<Tensor> fold_reshape(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
-  std::vector<int64_t> target =
-      ctx.node.opset < kShapeInputSince ? ctx.node.attr_ints("shape") : ctx.inputs[1].to_int64();
+  std::vector<int64_t> target = ctx.node.opset < kShapeInputSince ? ctx.node.attr_ints("shape") : ctx.input_ints(1);
   const bool allow_zero = ctx.node.opset >= kAllowZeroSince && ctx.node.attr_int("allowzero", 0) != 0;
   int64_t known_product = 1;
   std::optional<size_t> inferred;

@@ -50,7 +50,7 @@ IntList read_int_list(const InferContext& ctx, const std::string& name, size_t i
 std::optional<std::vector<int64_t>> fold_int_list(const FoldContext& ctx, const std::string& name, size_t input,
                                                   int input_since) {
   if (ctx.node.opset < input_since && ctx.node.has_attribute(name)) return ctx.node.attr_ints(name);
-  if (ctx.has_input(input)) return ctx.inputs[input].to_int64();
+  if (ctx.has_input(input)) return ctx.input_ints(input);
   return std::nullopt;
 }
 

@@ -135,14 +135,14 @@ std::vector<Tensor> fold_slice(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
   const Node& node = ctx.node;
   const bool attrs = node.opset < kSliceInputsSince;
-  std::vector<int64_t> starts = attrs ? node.attr_ints("starts") : ctx.inputs[1].to_int64();
-  std::vector<int64_t> ends = attrs ? node.attr_ints("ends") : ctx.inputs[2].to_int64();
+  std::vector<int64_t> starts = attrs ? node.attr_ints("starts") : ctx.input_ints(1);
+  std::vector<int64_t> ends = attrs ? node.attr_ints("ends") : ctx.input_ints(2);
   std::vector<int64_t> axes, steps(starts.size(), 1);
   if (attrs ? node.has_attribute("axes") : ctx.has_input(3))
-    axes = attrs ? node.attr_ints("axes") : ctx.inputs[3].to_int64();
+    axes = attrs ? node.attr_ints("axes") : ctx.input_ints(3);
   else
     for (size_t j = 0; j < starts.size(); ++j) axes.push_back(static_cast<int64_t>(j));
-  if (!attrs && ctx.has_input(4)) steps = ctx.inputs[4].to_int64();
+  if (!attrs && ctx.has_input(4)) steps = ctx.input_ints(4);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
     fail_fold(ctx, "starts, ends, axes and steps must have the same length");
   }

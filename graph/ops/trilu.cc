@@ -25,7 +25,7 @@ void infer_trilu(InferContext& ctx) {
 
 std::vector<Tensor> fold_trilu(const FoldContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const int64_t k = ctx.has_input(1) ? ctx.inputs[1].to_int64().at(0) : 0;
+  const int64_t k = ctx.has_input(1) ? ctx.input_ints(1).at(0) : 0;
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = x.sizes()[x.rank() - 2], cols = x.sizes()[x.rank() - 1];
   std::vector<Tensor> result;
