@@ -338,16 +338,6 @@ std::map<std::string, Tensor> InferenceSession::run_into(const std::map<std::str
   return run_on_cpu(inputs, {}, into, add);
 }
 
-void InferenceSession::start_or_continue_sum(const void* buffer, bool add) {
-  auto [it, added] = output_sums_.try_emplace(buffer);
-  Stream::OutputSum& sum = it->second;
-  sum.first = !add;
-  if (!add || added) {  // a new sum; the taps a kernel kept for an earlier one are dropped (the buffer kept)
-    sum.kept = false;
-    sum.overwrite = !add;
-  }
-}
-
 const Stream::OutputSum* InferenceSession::kept_sum(const void* buffer) const {
   auto it = output_sums_.find(buffer);
   return it != output_sums_.end() && it->second.kept ? &it->second : nullptr;
@@ -428,7 +418,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
       const bool summed = buffer && kernel->sums_output(o) && !consumed_[out.index];
       if (buffer && (!add || summed)) {
         values[out.index] = buffer->reshaped(p.output_sizes[o]);
-        if (summed) start_or_continue_sum(buffer->raw(), add);
+        if (summed) Stream::start_or_continue_sum(output_sums_, buffer->raw(), add);
       } else {
         values[out.index] = allocate(graph_.value(out).dtype, p.output_sizes[o]);
       }

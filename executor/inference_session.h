@@ -162,7 +162,6 @@ class InferenceSession {
                                            const std::map<std::string, Tensor>& into, bool add);
   // Per value: the caller's buffer `into` names for it (a graph output), else null; Error for a misfit.
   std::vector<const Tensor*> targets_of(const std::map<std::string, Tensor>& into) const;
-  void start_or_continue_sum(const void* buffer, bool add);
   Tensor allocate(DType dtype, const std::vector<int64_t>& sizes);
   void release(Tensor& tensor, ValueId id);
 

@@ -40,6 +40,16 @@ void Stream::adopt_derived(const DerivedMap& from) {
     for (const auto& [key, value] : from) derived_[key] = value;
 }
 
+void Stream::start_or_continue_sum(OutputSums& sums, const void* buffer, bool add) {
+  auto [it, added] = sums.try_emplace(buffer);
+  OutputSum& sum = it->second;
+  sum.first = !add;
+  if (!add || added) {
+    sum.kept = false;
+    sum.overwrite = !add;
+  }
+}
+
 Stream::OutputSum* Stream::output_sum(const void* buffer) const {
   if (!sums_) return nullptr;
   auto it = sums_->find(buffer);

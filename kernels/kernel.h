@@ -150,6 +150,9 @@ class Stream {
     TapLayout layout;
   };
   using OutputSums = std::map<const void*, OutputSum>;  // by output buffer
+  // Before a run that writes (`add` false: a new sum) or adds (`add`) into `buffer`: a new sum drops the
+  // taps a kernel kept for an earlier one (their buffer kept).
+  static void start_or_continue_sum(OutputSums& sums, const void* buffer, bool add);
   void sum_outputs(OutputSums* sums) { sums_ = sums; }
   OutputSum* output_sum(const void* buffer) const;  // null: the buffer is written as usual
 

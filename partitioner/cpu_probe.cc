@@ -62,6 +62,21 @@ Tensor random_tensor(std::vector<int64_t> sizes, std::mt19937& rng) {
 
 }  // namespace
 
+double measure_memory_bandwidth(int threads) {
+  // 64 MiB read and 64 MiB written per run, twice the last-level cache of large server CPUs' core
+  // complexes, so the rate is DRAM's (the memory figure GPU datasheets give too).
+  constexpr int64_t n = 16 << 20;
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  auto relu = prepare("Relu", 14, {{DType::Float32, {n}}}, {{DType::Float32, {n}}});
+  // Zeros: Relu's speed does not depend on the values, and drawing 16M random numbers would take longer
+  // than the measurement.
+  std::vector<Tensor> in = {Tensor(DType::Float32, {n})}, out = {Tensor(DType::Float32, {n})};
+  const std::vector<double> runs = time_runs(*relu, in, out, 0.03, 3, 20);
+  omp_set_num_threads(saved_threads);
+  return 2.0 * n * sizeof(float) / *std::min_element(runs.begin(), runs.end());
+}
+
 CpuProbe probe_local_cpu() {
   const auto start = Clock::now();
   CpuProbe probe;
@@ -78,16 +93,7 @@ CpuProbe probe_local_cpu() {
     const std::vector<double> runs = time_runs(*matmul, in, out, 0.05, 3, 50);
     probe.gemm_flops = 2.0 * n * n * n / *std::min_element(runs.begin(), runs.end());
   }
-  {  // Streaming: 64 MiB read and 64 MiB written per run, twice the last-level cache of large server
-     // CPUs' core complexes, so the rate is DRAM's (the memory figure GPU datasheets give too).
-    constexpr int64_t n = 16 << 20;
-    auto relu = prepare("Relu", 14, {{DType::Float32, {n}}}, {{DType::Float32, {n}}});
-    // Zeros: Relu's speed does not depend on the values, and drawing 16M random numbers would take longer
-    // than the measurement.
-    std::vector<Tensor> in = {Tensor(DType::Float32, {n})}, out = {Tensor(DType::Float32, {n})};
-    const std::vector<double> runs = time_runs(*relu, in, out, 0.03, 3, 20);
-    probe.memory_bandwidth = 2.0 * n * sizeof(float) / *std::min_element(runs.begin(), runs.end());
-  }
+  probe.memory_bandwidth = measure_memory_bandwidth(probe.threads);
   {  // Overhead: a kernel with next to no work.
     auto relu = prepare("Relu", 14, {{DType::Float32, {16}}}, {{DType::Float32, {16}}});
     std::vector<Tensor> in = {random_tensor({16}, rng)}, out = {Tensor(DType::Float32, {16})};

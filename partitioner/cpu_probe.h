@@ -30,6 +30,11 @@ struct CpuProbe {
 
 CpuProbe probe_local_cpu();
 
+// Bytes/s read + written by the Relu kernel over 64 MiB on `threads` OpenMP threads (the probe's figure
+// is on all of them). One thread reaches well under half of two on this kind of machine (12 against
+// 38 GB/s on the 2-core Xeon): what a pipeline stage's optimizer step, on its stage's one thread, gets.
+double measure_memory_bandwidth(int threads);
+
 // The probe's figures as a device: compute efficiency 0.7 (Conv and small GEMMs reach less than the
 // probe's large GEMM), memory efficiency 1 (measured with a kernel), memory size from the OS; the link is
 // shared memory between threads: half the measured traffic rate (a copy reads and writes), 1 µs latency.

@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr const char* kCacheFormat = "onnxtrain-node-profile";
-constexpr int kCacheVersion = 1;
+constexpr int kCacheVersion = 2;  // 2: derived values kept within a run, micro-batch mode
 
 Error node_error(const Node& node, const std::string& message) {
   return Error(message).at_node(node.name, node.op_type, node.domain, node.opset);
@@ -134,15 +134,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-json cache_key(const std::string& model_path, int64_t batch, int threads, const std::string& graph) {
+json cache_key(const std::string& model_path, int64_t batch, int threads, const std::string& graph,
+               int micro_batches_summed) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(model_path, ec);
   const auto mtime = std::filesystem::last_write_time(model_path, ec);
-  return {{"model_size", ec ? 0 : static_cast<int64_t>(size)},
-          {"model_mtime", ec ? 0 : static_cast<int64_t>(mtime.time_since_epoch().count())},
-          {"batch", batch},
-          {"threads", threads},
-          {"graph", graph}};
+  json key = {{"model_size", ec ? 0 : static_cast<int64_t>(size)},
+              {"model_mtime", ec ? 0 : static_cast<int64_t>(mtime.time_since_epoch().count())},
+              {"batch", batch},
+              {"threads", threads},
+              {"graph", graph}};
+  if (micro_batches_summed > 1) key["micro_batches_summed"] = micro_batches_summed;  // older caches stay valid
+  return key;
 }
 
 std::optional<NodeTimes> read_cache(const std::string& path, const json& key, const std::vector<std::string>& names,
@@ -156,7 +159,8 @@ std::optional<NodeTimes> read_cache(const std::string& path, const json& key, co
       return std::nullopt;
     }
     if (doc.at("key") != key) {
-      note = path + " is for another model file, batch, thread count or training graph; measuring again";
+      note =
+          path + " is for another model file, batch, thread count, training graph or micro-batch mode; measuring again";
       return std::nullopt;
     }
     const json& nodes = doc.at("nodes");
@@ -240,6 +244,23 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
     if (sizes_static(g, g.node(order[i]))) kernels[i] = prepare_kernel(g, order[i]);
   const bool dynamic = std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return !k; });
 
+  // Micro-batch mode: the parameters' gradients go into buffers of their own, summed over a cycle's runs.
+  const int cycle = std::max(1, options.micro_batches_summed);
+  std::vector<bool> consumed(g.value_count(), false);
+  for (NodeId id : order)
+    for (ValueId v : g.node(id).inputs)
+      if (v.valid()) consumed[v.index] = true;
+  std::map<uint32_t, Tensor> gradient_sums;  // by value index
+  if (cycle > 1) {
+    for (const TrainingGraph::Gradient& grad : training.gradients) {
+      const Value& gv = g.value(grad.gradient);
+      if (g.value(grad.value).data && gv.dtype == DType::Float32 && gv.shape.is_static())
+        gradient_sums.emplace(grad.gradient.index, Tensor(DType::Float32, gv.shape.static_sizes()));
+    }
+  }
+  Stream::OutputSums output_sums;
+  Stream::DerivedMap carried;
+
   // Values are freed after their last use into a pool by dtype and element count, as InferenceSession
   // does, so memory stays near a training step's and the timed runs reuse warm buffers.
   std::vector<size_t> last_use(g.value_count(), 0);
@@ -259,19 +280,34 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   auto release = [&](ValueId v) {
     if (g.value(v).data) return;  // initializers stay for the next run
     Tensor& t = values[v.index];
+    if (auto sum = gradient_sums.find(v.index); sum != gradient_sums.end() && t.raw() == sum->second.raw()) {
+      t = Tensor();  // a gradient sum stays for the cycle's next run
+      return;
+    }
     if (!t.empty() && t.numel() > 0) pool[{t.dtype(), t.numel()}].push_back(std::move(t));
     t = Tensor();
   };
 
-  std::vector<std::vector<double>> samples(order.size());
-  const int warmup = std::max(0, options.warmup), repetitions = std::max(1, options.repetitions);
+  // samples[i]: the first run of each cycle (or every run when cycle is 1); later[i]: the others.
+  std::vector<std::vector<double>> samples(order.size()), later(order.size());
+  const int warmup = std::max(0, options.warmup) * cycle, repetitions = std::max(1, options.repetitions) * cycle;
   const auto started = Clock::now();
   for (int run = 0; run < warmup + repetitions; ++run) {
-    if (run > warmup && std::chrono::duration<double>(Clock::now() - started).count() > options.max_seconds) break;
+    const bool first_of_cycle = run % cycle == 0;
+    if (run > warmup && first_of_cycle &&
+        std::chrono::duration<double>(Clock::now() - started).count() > options.max_seconds)
+      break;
     std::optional<Graph> scratch;
     if (dynamic) scratch = g;
     const Graph& sizes = scratch ? *scratch : g;
     Stream stream(DeviceKind::Cpu, static_cast<uint64_t>(run));
+    // As InferenceSession runs: a forward's derived weights (the single-pixel taps) are read by its backward.
+    stream.enable_derived_values();
+    if (cycle > 1) {
+      stream.sum_outputs(&output_sums);
+      if (first_of_cycle) carried.clear();  // a new weight version
+      stream.adopt_derived(carried);
+    }
     for (size_t i = 0; i < order.size(); ++i) {
       const NodeId id = order[i];
       const Node& node = g.node(id);
@@ -291,7 +327,13 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
         }
         const Value& value = sizes.value(v);
         if (!values[v.index].empty()) release(v);  // an output left from the previous run
-        values[v.index] = allocate(value.dtype, value.shape.static_sizes());
+        auto sum = gradient_sums.find(v.index);
+        if (sum != gradient_sums.end() && kernel->sums_output(out.size()) && !consumed[v.index]) {
+          values[v.index] = sum->second;  // the kernel writes or adds into the sum itself
+          Stream::start_or_continue_sum(output_sums, sum->second.raw(), !first_of_cycle);
+        } else {
+          values[v.index] = allocate(value.dtype, value.shape.static_sizes());
+        }
         out.push_back(TensorView::of(values[v.index]));
       }
       const auto start = Clock::now();
@@ -301,15 +343,31 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
         e.at_node(node.name, node.op_type, node.domain, node.opset);
         throw;
       }
+      for (ValueId v : node.outputs) {  // the session's add of a gradient its kernel did not sum
+        auto sum = v.valid() ? gradient_sums.find(v.index) : gradient_sums.end();
+        if (sum == gradient_sums.end() || values[v.index].raw() == sum->second.raw()) continue;
+        std::span<float> into = sum->second.data<float>();
+        std::span<const float> add = std::as_const(values[v.index]).data<float>();
+        if (first_of_cycle)
+          std::copy(add.begin(), add.end(), into.begin());
+        else
+          for (size_t k = 0; k < into.size(); ++k) into[k] += add[k];
+      }
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      if (run >= warmup) samples[i].push_back(seconds);
+      if (run >= warmup) (first_of_cycle ? samples : later)[i].push_back(seconds);
       if (scratch) {
         for (ValueId v : node.outputs)
           if (v.valid()) scratch->value(v).shape = Shape::of(values[v.index].sizes());
       }
-      for (ValueId v : node.inputs)
-        if (v.valid() && last_use[v.index] == i) release(v);
+      for (ValueId v : node.inputs) {
+        if (v.valid() && last_use[v.index] == i && !g.value(v).data) {  // the weights stay, and what they gave
+          stream.forget_derived(values[v.index].raw());                 // its buffer may hold another value next
+          release(v);
+        }
+      }
     }
+    if (cycle > 1)
+      for (ValueId id : g.initializers) stream.copy_derived_of(values[id.index].raw(), carried);
   }
 
   NodeTimes times;
@@ -320,15 +378,17 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   times.forward_seconds.assign(n, 0.0);
   times.backward_seconds.assign(n, 0.0);
   for (size_t i = 0; i < order.size(); ++i) {
-    const double s = median(samples[i]);
+    const double s =
+        later[i].empty() ? median(samples[i]) : (median(samples[i]) + (cycle - 1) * median(later[i])) / cycle;
     times.kernel_seconds.push_back(s);
     (i < n ? times.forward_seconds : times.backward_seconds)[owner[i]] += s;
   }
   return times;
 }
 
-std::string profile_cache_path(const std::string& model_path, int64_t batch) {
-  return model_path + ".profile-B" + std::to_string(batch) + ".json";
+std::string profile_cache_path(const std::string& model_path, int64_t batch, int micro_batches_summed) {
+  const std::string mode = micro_batches_summed > 1 ? "-M" + std::to_string(micro_batches_summed) : "";
+  return model_path + ".profile-B" + std::to_string(batch) + mode + ".json";
 }
 
 NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& training, const std::string& model_path,
@@ -344,14 +404,14 @@ NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& traini
     ops.push_back(c.op_type);
   }
   if (options.cache_path.empty() && !model_path.empty())
-    options.cache_path = profile_cache_path(model_path, profile.batch);
+    options.cache_path = profile_cache_path(model_path, profile.batch, options.micro_batches_summed);
 
   NodeTimes times;
   std::string note;
   json key;
   if (!options.cache_path.empty()) {
-    key =
-        cache_key(model_path, profile.batch, omp_get_max_threads(), fingerprint(bound_graph(training, profile.batch)));
+    key = cache_key(model_path, profile.batch, omp_get_max_threads(), fingerprint(bound_graph(training, profile.batch)),
+                    options.micro_batches_summed);
     if (options.use_cache) {
       if (std::optional<NodeTimes> cached = read_cache(options.cache_path, key, names, note))
         times = std::move(*cached);

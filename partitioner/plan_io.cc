@@ -142,7 +142,8 @@ std::string plan_to_json(const Plan& p) {
                        {"prediction_average", o.prediction_average},
                        {"prediction_metrics", o.prediction_metrics},
                        {"memory_cap", o.memory_cap},
-                       {"gradients_into_sum", o.gradients_into_sum}}},
+                       {"gradients_into_sum", o.gradients_into_sum},
+                       {"update_writes_working", o.update_writes_working}}},
                      {"stages", stages},
                      {"predicted",
                       {{"bottleneck_seconds", p.bottleneck_seconds},
@@ -207,6 +208,7 @@ Plan plan_from_json(std::string_view text, const std::string& source) {
   if (o.contains("prediction_metrics")) opt.prediction_metrics = r.boolean(o, "prediction_metrics", ow);
   opt.memory_cap = r.integer(o, "memory_cap", ow);
   if (o.contains("gradients_into_sum")) opt.gradients_into_sum = r.boolean(o, "gradients_into_sum", ow);
+  if (o.contains("update_writes_working")) opt.update_writes_working = r.boolean(o, "update_writes_working", ow);
 
   const json& stages = r.array(doc, "stages", "");
   const int64_t n = static_cast<int64_t>(p.node_names.size());

@@ -90,10 +90,11 @@ class StagePricer {
   // U: micro-batches per weight update (per replica): M where a flush or accumulation sums them, else 1.
   int64_t updates_every() const { return flushes() ? options_.micro_batches : 1; }
   // The stage's optimizer step over its parameters: memory-bound, reading the weights, gradients and state
-  // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes).
+  // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes), and the
+  // working weights where the executor mirrors them.
   double update(int64_t first, int64_t end) const {
     if (profile_.memory_bandwidth <= 0) return 0.0;
-    const double passes = 3.0 + 2.0 * options_.optimizer_slots;
+    const double passes = 3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0);
     return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
   }
   double send_forward(int k, int64_t end) const {

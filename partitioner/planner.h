@@ -22,7 +22,8 @@
 //     pipeline is thus paid exactly once, and a cut with zero bytes costs nothing (no message).
 //     A skip connection is in cut_*_bytes of every cut it crosses, so it is paid at every boundary.
 //   allreduce_k = 2(R−1)·latency + 2(R−1)/R · parameter_bytes / allreduce bandwidth (ring; 0 when R=1)
-//   update_k    = (3 + 2·optimizer_slots) · parameter_bytes / profile.memory_bandwidth   (0 without one)
+//   update_k    = (3 + 2·optimizer_slots [+ 1 when the update writes the working weights too]) ·
+//                 parameter_bytes / profile.memory_bandwidth   (0 without one)
 //     the stage's optimizer step: it reads weights, gradients and state and writes weights and state
 //     (momentum SGD: 5 passes). Without it ResNet-18's 2-stage split on a 2-core CPU gave the stage with
 //     layer4 (75% of the weights) 1.3x the other's time: pipedream 1.57x -> 1.74x of one thread with it.
@@ -105,6 +106,9 @@ struct PlanOptions {
   // Flushing strategies: the backward writes its gradients into the gradient sum (the CPU executor,
   // InferenceSession::run_into) instead of into buffers of its own that are added after (a GPU).
   bool gradients_into_sum = false;
+  // The optimizer step writes the stage's working weights too, one pass more (the CPU executor: a pipeline's
+  // host-memory update, ParamSlot::mirror).
+  bool update_writes_working = false;
   // For a model of attention blocks (CostProfile::has_attention): cut only where one gradient-carrying
   // tensor crosses (cut_gradient_tensors), between blocks or sublayers, never through an attention,
   // unless no such split fits the memory cap or its bottleneck is over 10% slower than the best split.

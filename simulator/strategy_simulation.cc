@@ -182,13 +182,15 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   const LinkDescription& between = machine.link(0, s.replicas);
   o.link = {between.name, between.bandwidth, between.latency_s};
   o.optimizer_slots = settings.optimizer_slots;
+  o.gradients_into_sum = o.update_writes_working = settings.host_executor;
   const Plan plan = plan_pipeline(profile, o);
   std::vector<StageTimes> times = plan_stage_times(profile, plan);
   // Stage k's copies sit on devices k, N+k, 2N+k, ...: their ring crosses nodes when the copies do.
   const LinkTimes ring = times_of(machine.ring_link(s.devices() > machine.devices_per_node ? s.devices() : s.replicas));
   for (size_t k = 0; k < times.size(); ++k) {
     const int64_t p = plan.stages[k].parameter_bytes;
-    times[k].update_s = ring_allreduce_seconds(p, s.replicas, ring) + update_seconds(p, machine, settings);
+    const double mirror = settings.host_executor ? update_seconds(p, machine, {.update_passes = 1}) : 0.0;
+    times[k].update_s = ring_allreduce_seconds(p, s.replicas, ring) + update_seconds(p, machine, settings) + mirror;
   }
   std::vector<LinkTimes> links;
   for (int k = 0; k + 1 < s.workers; ++k) links.push_back(times_of(machine.link(k, k + 1)));

@@ -51,6 +51,9 @@ struct SimulationSettings {
   int optimizer_slots = 1;   // parameter-sized optimizer buffers (momentum 1, Adam 2)
   double update_passes = 5;  // passes over the parameters per update
   int dp_buckets = 1;        // > 1: the all-reduce overlaps the backward in this many buckets
+  // The devices are this machine's CPU cores, run by onnxtrain's host-memory executor: a pipeline stage
+  // sums its micro-batch gradients in place and its update writes the working weights too (one pass more).
+  bool host_executor = false;
 };
 
 struct WorkerFigures {

@@ -564,12 +564,30 @@ TEST(Planner, ZeroCostProfileHasFiniteFigures) {
   EXPECT_EQ(plan_from_json(plan_to_json(plan), "mem"), plan);
 }
 
+// The CPU executor's update writes the working weights too: one pass more over a stage's parameters
+// (momentum SGD: 6 against 5).
+TEST(Planner, AMirroredUpdateCostsOnePassMore) {
+  std::mt19937_64 rng(11);
+  CostProfile profile = random_profile(rng, 6);
+  profile.memory_bandwidth = 1e10;
+  PlanOptions o{.stages = 2, .link = {"l", 1e9, 1e-6}, .optimizer_slots = 1};
+  const Plan plain = evaluate_split(profile, std::vector<int64_t>{3}, o);
+  o.update_writes_working = true;
+  const Plan mirrored = evaluate_split(profile, std::vector<int64_t>{3}, o);
+  for (int k = 0; k < 2; ++k) {  // pipedream: an update per micro-batch, so the stage time has all of it
+    const double pass = static_cast<double>(plain.stages[k].parameter_bytes) / profile.memory_bandwidth;
+    ASSERT_GT(pass, 0.0);
+    EXPECT_NEAR(mirrored.stages[k].time_seconds - plain.stages[k].time_seconds, pass, 1e-9 * pass);
+  }
+}
+
 TEST(PlanIo, RoundTripAndModelCheck) {
   std::mt19937_64 rng(5);
   const CostProfile profile = random_profile(rng, 9);
   PlanOptions o = random_options(rng, 3);
   o.replicas = {1, 2, 3};
   o.memory_cap = smallest_memory_cap(profile, o) * 2;
+  o.gradients_into_sum = o.update_writes_working = true;  // not the defaults: the file must carry them
   const Plan plan = plan_pipeline(profile, o);
   const std::string path = (std::filesystem::temp_directory_path() / "planner_test_plan.json").string();
   write_plan(plan, path);

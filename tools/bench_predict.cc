@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "executor/comm/local_comm.h"
+#include "executor/pipeline/schedule.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "partitioner/cost_model.h"
@@ -40,14 +41,16 @@ BenchPredictor::BenchPredictor(const std::string& model_path, const std::string&
       training_(make_training_recipe(model_.graph, {.loss = loss_for(model_.graph, loss_)}).training),
       cpu_(measure_local_cpu()) {
   for (const NodeCost& n : build_cost_profile(training_, 1, cpu_).nodes) parameter_bytes_ += n.parameter_bytes;
+  memory_bandwidth_[omp_get_max_threads()] = cpu_.memory_bandwidth;  // what measure_local_cpu measured on
 }
 
-const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int workers) {
-  const auto key = std::tuple(batch, threads, workers);
+const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int workers, int summed) {
+  const auto key = std::tuple(batch, threads, workers, summed);
   if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
   const TrainingGraph& training = training_;
   CostProfile profile = build_cost_profile(training, batch, cpu_);
   profile.model = model_path_;
+  profile.memory_bandwidth = memory_bandwidth_at(threads);  // a pipeline stage's update runs on its threads
   // `workers` profiles at once, each on its own thread with the OpenMP threads one worker of the strategy
   // has: the workers of a run share the caches and the memory bandwidth, and their kernels are slower
   // together than one alone. Each node's time is the mean over the workers.
@@ -60,8 +63,8 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   const auto measure = [&](int w) {
     try {
       omp_set_num_threads(threads);
-      times[static_cast<size_t>(w)] =
-          measure_node_times(training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20});
+      times[static_cast<size_t>(w)] = measure_node_times(
+          training, batch, {.repetitions = 5, .warmup = 1, .max_seconds = 20, .micro_batches_summed = summed});
     } catch (...) {
       errors[static_cast<size_t>(w)] = std::current_exception();
     }
@@ -81,6 +84,11 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
     profile.nodes[i].backward_seconds = backward / workers;
   }
   return profiles_.emplace(key, std::move(profile)).first->second;
+}
+
+double BenchPredictor::memory_bandwidth_at(int threads) {
+  if (auto it = memory_bandwidth_.find(threads); it != memory_bandwidth_.end()) return it->second;
+  return memory_bandwidth_[threads] = measure_memory_bandwidth(threads);
 }
 
 double BenchPredictor::allreduce_seconds(int ranks) {
@@ -129,12 +137,18 @@ Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int thr
     local.intra_node = local.inter_node = {"measured all-reduce", measured > 0 ? ring_bytes / measured : 1e12, 0};
   }
   local.host = {"memory copy", cpu_.memory_bandwidth > 0 ? cpu_.memory_bandwidth : 1e10, 0};
+  // Each pipeline stage updates its weights on its own `per_worker` threads (dp's sharded step uses all).
+  if (s.is_pipeline()) local.device.memory_bandwidth = memory_bandwidth_at(per_worker);
+  // gpipe and 1f1b stages sum their micro-batches' gradients in place and reuse the weights' derived values.
+  const bool flushes = s.is_pipeline() && strategy_traits(parse_pipeline_strategy(s.kind)).flushes;
+  const int summed = flushes ? static_cast<int>(s.micro_batches) : 1;
   const ProfileAt profiles = [&](int64_t micro_batch, int workers) -> const CostProfile& {
-    return profile_at(micro_batch, per_worker, workers);
+    return profile_at(micro_batch, per_worker, workers, summed);
   };
   // The run as bench times it: `steps` after `warmup`, the pipeline's drain included.
-  const StrategySimulation sim =
-      simulate_strategy(s, local, profiles, {.batch = batch, .steps = warmup + steps, .warmup = warmup, .cooldown = 0});
+  const StrategySimulation sim = simulate_strategy(
+      s, local, profiles,
+      {.batch = batch, .steps = warmup + steps, .warmup = warmup, .cooldown = 0, .host_executor = true});
   Prediction p;
   p.samples_per_s = sim.samples_per_s;
   p.bubble_fraction = sim.bubble_fraction;

@@ -164,7 +164,12 @@ void partition_model(const PartitionOptions& o) {
   if (o.profile) {
     if (o.device != "cpu" || !o.device_profile.empty())
       throw Error("--profile measures the local CPU: use --device cpu");
-    const NodeTimes times = apply_profiled_times(profile, training, o.model);
+    // A flushing pipeline's stages on this CPU sum their micro-batches' gradients in place and reuse the
+    // weights' derived values: its nodes are timed that way.
+    const int micro_batches = static_cast<int>(o.micro_batches > 0 ? o.micro_batches : 4 * int64_t{o.stages});
+    const bool flushes = strategy_traits(parse_pipeline_strategy(o.strategy)).flushes;
+    const NodeTimes times =
+        apply_profiled_times(profile, training, o.model, {.micro_batches_summed = flushes ? micro_batches : 1});
     std::fprintf(stderr, "profiled %zu nodes on %d threads (%s)%s%s\n", profile.nodes.size(), times.threads,
                  times.from_cache ? ("cached in " + times.cache_path).c_str() : "measured",
                  times.cache_note.empty() ? "" : "; ", times.cache_note.c_str());
@@ -183,7 +188,8 @@ void partition_model(const PartitionOptions& o) {
   p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
   p.prediction_metrics = o.prediction_metrics == "on";
   if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
-  p.gradients_into_sum = o.device == "cpu" && o.device_profile.empty();  // as the CPU executor sums them
+  // As the CPU executor runs them: gradients summed in place, the update mirrored into the working weights.
+  p.gradients_into_sum = p.update_writes_working = o.device == "cpu" && o.device_profile.empty();
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 
   if (o.json) {
