@@ -6,6 +6,15 @@
 
 namespace onnxtrain {
 
+bool Tensor::sole_owner() const {
+  if (bytes_.use_count() != 1) return false;
+  // use_count() is a relaxed load: it does not order the other holder's reads before our writes. A copy
+  // dropped at once does an acquire-release decrement on the same count, which does (and ThreadSanitizer
+  // sees it).
+  { const std::shared_ptr<std::byte> synchronise = bytes_; }
+  return true;
+}
+
 namespace {
 
 // The byte size of a tensor of `sizes`; an Error naming the shape when it does not fit in memory's

@@ -35,7 +35,9 @@ class Tensor {
   std::size_t nbytes() const { return nbytes_; }
   bool empty() const { return !bytes_; }
   // No other tensor shares the buffer: its holder may hand it on for reuse (InferenceSession::recycle).
-  bool sole_owner() const { return bytes_.use_count() == 1; }
+  // No other Tensor holds the buffer, and every access another thread made through one before dropping it
+  // happened before this returns true (a pipeline stage recycles a buffer its neighbour read: send_shared).
+  bool sole_owner() const;
 
   std::byte* raw() { return bytes_.get(); }
   const std::byte* raw() const { return bytes_.get(); }

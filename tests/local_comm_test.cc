@@ -83,6 +83,31 @@ TEST(LocalComm, PingPongCopiesTheTensor) {
   EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
 }
 
+// send_shared hands the receiver the sender's buffer itself (a pipeline stage's activations and gradients,
+// which nobody writes again); send copies. Once the receiver drops it, the sender is its sole owner again.
+TEST(LocalComm, SendSharedHandsOverTheBufferItself) {
+  auto group = make_local_group(2, kLongTimeout);
+  const Tensor x = float_tensor({1.0f, 2.0f, 3.0f});
+  std::atomic<const std::byte*> received_shared{nullptr}, received_copy{nullptr};
+  auto errors = run_ranks(2, [&](int r) {
+    Communicator& comm = *group[static_cast<size_t>(r)];
+    if (r == 0) {
+      comm.send_shared(1, CommTag{.micro_batch = 0}, x, "shared");
+      comm.send(1, CommTag{.micro_batch = 1}, x, "copied");
+    } else {
+      Tensor shared = comm.recv(0, CommTag{.micro_batch = 0}, "shared");
+      Tensor copied = comm.recv(0, CommTag{.micro_batch = 1}, "copied");
+      EXPECT_EQ(values_of(shared), values_of(copied));
+      received_shared = shared.raw();
+      received_copy = copied.raw();
+    }
+  });
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(received_shared.load(), x.raw());
+  EXPECT_NE(received_copy.load(), x.raw());
+  EXPECT_TRUE(x.sole_owner()) << "the receiver's Tensors are gone";
+}
+
 TEST(LocalComm, RecvMatchesTagsNotArrivalOrder) {
   auto group = make_local_group(2, kLongTimeout);
   // Five micro-batches and, for micro-batch 2, two more messages differing only in kind or index.

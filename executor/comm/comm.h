@@ -68,6 +68,12 @@ class Communicator {
   // Sends a copy of `tensor` (the caller may reuse its buffer at once) to rank `to`. Blocks only while
   // the (this, to) channel is full. Messages with equal tags arrive in send order.
   virtual void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) = 0;
+  // As send, for a tensor nobody writes again (a pipeline stage's activation or gradient: the sender only
+  // reads it after, and recycles it only as its sole owner): a group in one address space hands over the
+  // buffer itself, without the copy. Others copy, as send.
+  virtual void send_shared(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
+    send(to, tag, tensor, what);
+  }
   // The message from `from` carrying exactly `tag`, waiting for it even if other tags arrived first.
   virtual Tensor recv(int from, const CommTag& tag, const std::string& what) = 0;
 

@@ -65,11 +65,12 @@ class LocalGroup {
 
   int size() const { return size_; }
 
-  void send(int me, int to, const CommTag& tag, const Tensor& tensor, const std::string& what) {
+  // `shared`: the receiver gets the sender's buffer (Communicator::send_shared), else a copy.
+  void send(int me, int to, const CommTag& tag, const Tensor& tensor, const std::string& what, bool shared) {
     check_peer(me, to, "send to", what);
     const std::string doing = "sending " + describe(tag) + " to rank " + std::to_string(to);
     if (poisoned_) throw_aborted(what, me, doing);
-    Message message{tag, tensor.clone()};  // the copy happens outside the lock
+    Message message{tag, shared ? tensor : tensor.clone()};  // the copy happens outside the lock
     Channel& ch = channel(me, to);
     {
       std::unique_lock lock(ch.mutex);
@@ -276,7 +277,10 @@ class LocalCommunicator final : public Communicator {
   int size() const override { return group_->size(); }
 
   void send(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override {
-    group_->send(rank_, to, tag, tensor, what);
+    group_->send(rank_, to, tag, tensor, what, false);
+  }
+  void send_shared(int to, const CommTag& tag, const Tensor& tensor, const std::string& what) override {
+    group_->send(rank_, to, tag, tensor, what, true);
   }
   Tensor recv(int from, const CommTag& tag, const std::string& what) override {
     return group_->recv(rank_, from, tag, what);

@@ -44,7 +44,7 @@ void CommTransport::send(int to, const CommTag& tag, const StageValue& value, co
     handoff_->put(message_key(comm_.rank(), to, tag), value.device, what);
     comm_.send(to, tag, Tensor(DType::Float32, {0}), what);  // the marker
   } else {
-    comm_.send(to, tag, value.host, what);
+    comm_.send_shared(to, tag, value.host, what);  // the stage never writes a value it sends
   }
   idle_seconds += seconds_since(t);
 }
