@@ -84,7 +84,7 @@ class StagePricer {
   double time(int k, int64_t first, int64_t end, int r) const {
     const double compute = static_cast<double>(seconds_[end] - seconds_[first]);
     const double sends = send_forward(k, end) + send_backward(k, first);
-    return (compute + sends) / r +
+    return (compute + sends + prediction(k, first, end)) / r +
            (allreduce(first, end, r) + update(first, end)) / (static_cast<double>(r) * updates_every());
   }
   // U: micro-batches per weight update (per replica): M where a flush or accumulation sums them, else 1.
@@ -95,6 +95,16 @@ class StagePricer {
   double update(int64_t first, int64_t end) const {
     if (profile_.memory_bandwidth <= 0) return 0.0;
     const double passes = 3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0);
+    return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
+  }
+  // SpecTrain, per micro-batch on every stage but the last (whose s is 0): the forward's predicted weights
+  // (W and the velocity read, the prediction written: 3 passes over the stage's parameters) and W put back
+  // for the backward (2; its s is 0 under the sequential target); with prediction_metrics the copies of Ŵ
+  // and W kept for scoring (4) and the scoring's reads of them and of W_t (3). WeightPolicy::predict.
+  double prediction(int k, int64_t first, int64_t end) const {
+    if (traits().weights != WeightHandling::predict || k + 1 >= options_.stages || profile_.memory_bandwidth <= 0)
+      return 0.0;
+    const double passes = 5.0 + (options_.prediction_metrics ? 7.0 : 0.0);
     return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
   }
   double send_forward(int k, int64_t end) const {
@@ -280,6 +290,7 @@ std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan&
       t.forward_s += profile.nodes[static_cast<size_t>(i)].forward_seconds;
       t.backward_s += profile.nodes[static_cast<size_t>(i)].backward_seconds;
     }
+    t.forward_s += pricer.prediction(s.index, s.first_node, s.end_node);
     const double r = s.replicas;
     t.forward_s /= r;
     t.backward_s /= r;

@@ -27,7 +27,10 @@
 //     the stage's optimizer step: it reads weights, gradients and state and writes weights and state
 //     (momentum SGD: 5 passes). Without it ResNet-18's 2-stage split on a 2-core CPU gave the stage with
 //     layer4 (75% of the weights) 1.3x the other's time: pipedream 1.57x -> 1.74x of one thread with it.
-//   time_k      = (compute_k + send_fwd_k + send_bwd_k) / R_k + (allreduce_k + update_k) / (R_k · U)
+//   predict_k   = (5 [+ 7 with prediction_metrics]) · parameter_bytes / profile.memory_bandwidth, SpecTrain's
+//     stages but the last (its s is 0), per micro-batch: the forward's predicted weights written, W put
+//     back for the backward, the scoring copies and reads (StagePricer::prediction)
+//   time_k      = (compute_k + send_fwd_k + send_bwd_k + predict_k) / R_k + (allreduce_k + update_k) / (R_k · U)
 //     R replicas take micro-batches round-robin (PipeDream), so a stage accepts R per slot; they
 //     synchronise their gradients and step once per weight update: U = 1 micro-batch per replica for the
 //     1F1B schedules (an update after every backward), U = M for GPipe (one update per mini-batch).

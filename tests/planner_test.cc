@@ -581,6 +581,26 @@ TEST(Planner, AMirroredUpdateCostsOnePassMore) {
   }
 }
 
+// SpecTrain's weight handling is priced per micro-batch on every stage but the last: the prediction and
+// putting W back (5 passes over the stage's parameters), and with the report's scoring 7 more.
+TEST(Planner, SpecTrainPaysForItsPredictionsBeforeTheLastStage) {
+  std::mt19937_64 rng(12);
+  CostProfile profile = random_profile(rng, 6);
+  profile.memory_bandwidth = 1e10;
+  PlanOptions o{.stages = 2, .link = {"l", 1e9, 1e-6}, .optimizer_slots = 1};
+  const Plan pipedream = evaluate_split(profile, std::vector<int64_t>{3}, o);
+  o.schedule = PipelineStrategy::spectrain;
+  for (bool metrics : {false, true}) {
+    o.prediction_metrics = metrics;
+    const Plan spectrain = evaluate_split(profile, std::vector<int64_t>{3}, o);
+    const double pass = static_cast<double>(spectrain.stages[0].parameter_bytes) / profile.memory_bandwidth;
+    ASSERT_GT(pass, 0.0);
+    EXPECT_NEAR(spectrain.stages[0].time_seconds - pipedream.stages[0].time_seconds, (metrics ? 12 : 5) * pass,
+                1e-9 * pass);
+    EXPECT_DOUBLE_EQ(spectrain.stages[1].time_seconds, pipedream.stages[1].time_seconds);
+  }
+}
+
 TEST(PlanIo, RoundTripAndModelCheck) {
   std::mt19937_64 rng(5);
   const CostProfile profile = random_profile(rng, 9);
