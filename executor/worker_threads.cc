@@ -4,6 +4,7 @@
 
 #include "graph/error.h"
 #include "graph/host_resources.h"
+#include "graph/spin_then_wait.h"
 
 namespace onnxtrain {
 
@@ -18,6 +19,7 @@ WorkerThreads::WorkerThreads(int count) : errors_(static_cast<size_t>(count)) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      changes_.fetch_add(1, std::memory_order_release);
     }
     work_.notify_all();
     const int started = static_cast<int>(threads_.size());
@@ -35,6 +37,7 @@ WorkerThreads::~WorkerThreads() {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return running_ == 0; });
     stopping_ = true;
+    changes_.fetch_add(1, std::memory_order_release);
   }
   work_.notify_all();
   for (std::thread& t : threads_) t.join();
@@ -48,13 +51,16 @@ void WorkerThreads::start(const std::function<void(int)>& task) {
     running_ = size();
     for (std::exception_ptr& e : errors_) e = nullptr;
     ++generation_;
+    changes_.fetch_add(1, std::memory_order_release);
   }
   work_.notify_all();
 }
 
 void WorkerThreads::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return running_ == 0; });
+  const auto all_done = [this] { return running_ == 0; };
+  if (!spin_until_ready(lock, changes_, std::chrono::steady_clock::time_point::max(), all_done))
+    done_.wait(lock, all_done);
   task_ = nullptr;
   for (const std::exception_ptr& e : errors_)
     if (e) std::rethrow_exception(e);
@@ -66,7 +72,9 @@ void WorkerThreads::loop(int k) {
     const std::function<void(int)>* task = nullptr;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      const auto started = [&] { return stopping_ || generation_ != seen; };
+      if (!spin_until_ready(lock, changes_, std::chrono::steady_clock::time_point::max(), started))
+        work_.wait(lock, started);
       if (stopping_) return;
       seen = generation_;
       task = task_;
@@ -83,7 +91,10 @@ void WorkerThreads::loop(int k) {
       // reference, destroying the exception on this thread while the caller reads it (the refcount's
       // atomics are in uninstrumented libstdc++, so ThreadSanitizer would report that as a race).
       errors_[static_cast<size_t>(k)] = std::move(error);
-      if (--running_ == 0) done_.notify_all();
+      if (--running_ == 0) {
+        changes_.fetch_add(1, std::memory_order_release);
+        done_.notify_all();
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 //   workers.wait();                        // all done; rethrows the first task exception (by k)
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -38,7 +39,8 @@ class WorkerThreads {
   std::mutex mutex_;
   std::condition_variable work_, done_;
   const std::function<void(int)>* task_ = nullptr;
-  uint64_t generation_ = 0;  // incremented by every start: a worker runs each generation once
+  uint64_t generation_ = 0;           // incremented by every start: a worker runs each generation once
+  std::atomic<uint64_t> changes_{0};  // bumped by a start and by the last worker done (spin_until_ready)
   int running_ = 0;
   bool stopping_ = false;
   std::vector<std::exception_ptr> errors_;

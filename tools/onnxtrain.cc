@@ -13,6 +13,7 @@
 #include "graph/cpu_budget.h"
 #include "graph/error.h"
 #include "graph/host_resources.h"
+#include "graph/spin_then_wait.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/config_file.h"
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
   // The default thread count: the CPUs this process may use, its cgroup's quota included, which libgomp's
   // own default (the affinity mask) ignores. OMP_NUM_THREADS, when set, decides.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(onnxtrain::cpu_budget().cpus);
+  // The first sample of how busy other processes keep the CPUs, so that the threads' first waits, after the
+  // model is read, already know whether spinning pays (graph/spin_then_wait.h).
+  onnxtrain::start_spin_wait_policy();
   try {
     // --config FILE: the file's options go in before the command line's (tools/config_file.h).
     std::vector<std::string> args = onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc));

@@ -9,6 +9,7 @@
 
 #include "executor/comm/comm_wire.h"
 #include "graph/error.h"
+#include "graph/spin_then_wait.h"
 
 namespace onnxtrain {
 namespace {
@@ -21,10 +22,12 @@ struct Message {
 };
 
 // One direction between two ranks. Only its sender and its receiver wait on `changed` (a message arrived
-// or left, or the group aborted), so one condition variable serves both.
+// or left, or the group aborted), so one condition variable serves both; they poll `changes` first
+// (spin_until_ready).
 struct Channel {
   std::mutex mutex;
   std::condition_variable changed;
+  std::atomic<uint64_t> changes{0};
   std::deque<Message> queue;
 };
 
@@ -46,7 +49,8 @@ struct Arrival {
 struct Collective {
   std::mutex mutex;
   std::condition_variable done;
-  uint64_t generation = 0;  // completed collectives; a waiter is done when it moves past its own
+  uint64_t generation = 0;           // completed collectives; a waiter is done when it moves past its own
+  std::atomic<uint64_t> changes{0};  // bumped with `generation` and on an abort: what waiters poll
   int arrived_count = 0;
   std::vector<Arrival> arrivals;
   // Why the last completed collective failed (ranks disagreed), "" if it did not. Stays valid for that
@@ -74,14 +78,17 @@ class LocalGroup {
     Channel& ch = channel(me, to);
     {
       std::unique_lock lock(ch.mutex);
-      const bool ready = ch.changed.wait_until(lock, Clock::now() + timeout_,
-                                               [&] { return poisoned_ || ch.queue.size() < capacity_; });
+      const auto deadline = Clock::now() + timeout_;
+      const auto has_room = [&] { return poisoned_ || ch.queue.size() < capacity_; };
+      const bool ready =
+          spin_until_ready(lock, ch.changes, deadline, has_room) || ch.changed.wait_until(lock, deadline, has_room);
       if (poisoned_) throw_aborted(what, me, doing);
       if (!ready)
         throw Error(what + ": rank " + std::to_string(me) + " timed out after " + timeout_text() + " " + doing +
                     ": its channel holds " + std::to_string(ch.queue.size()) + " messages rank " + std::to_string(to) +
                     " has not received (capacity " + std::to_string(capacity_) + ")");
       ch.queue.push_back(std::move(message));
+      ch.changes.fetch_add(1, std::memory_order_release);
     }
     ch.changed.notify_all();
   }
@@ -95,16 +102,20 @@ class LocalGroup {
     {
       std::unique_lock lock(ch.mutex);
       auto found = ch.queue.end();
-      const bool ready = ch.changed.wait_until(lock, Clock::now() + timeout_, [&] {
+      const auto deadline = Clock::now() + timeout_;
+      const auto arrived = [&] {
         found = std::find_if(ch.queue.begin(), ch.queue.end(), [&](const Message& m) { return m.tag == tag; });
         return poisoned_ || found != ch.queue.end();
-      });
+      };
+      const bool ready =
+          spin_until_ready(lock, ch.changes, deadline, arrived) || ch.changed.wait_until(lock, deadline, arrived);
       if (poisoned_) throw_aborted(what, me, doing);
       if (!ready)
         throw Error(what + ": rank " + std::to_string(me) + " timed out after " + timeout_text() + " " + doing + " (" +
                     std::to_string(ch.queue.size()) + " other messages from it waiting)");
       tensor = std::move(found->tensor);
       ch.queue.erase(found);
+      ch.changes.fetch_add(1, std::memory_order_release);
     }
     ch.changed.notify_all();
     return tensor;
@@ -129,8 +140,10 @@ class LocalGroup {
       if (!failure.empty()) throw Error(what + ": rank " + std::to_string(me) + " " + doing + ": " + failure);
       return;
     }
+    const auto deadline = Clock::now() + timeout_;
+    const auto completed = [&] { return poisoned_ || c.generation != generation; };
     const bool finished =
-        c.done.wait_until(lock, Clock::now() + timeout_, [&] { return poisoned_ || c.generation != generation; });
+        spin_until_ready(lock, c.changes, deadline, completed) || c.done.wait_until(lock, deadline, completed);
     if (c.generation != generation) {  // completed, even if an abort came in meanwhile
       if (!c.failure.empty()) throw Error(what + ": rank " + std::to_string(me) + " " + doing + ": " + c.failure);
       return;
@@ -163,10 +176,16 @@ class LocalGroup {
     // Taking each mutex before notifying closes the gap between a waiter's check of `poisoned_` and its
     // sleep, so no waiter misses the wake-up.
     for (auto& ch : channels_) {
-      { std::lock_guard lock(ch->mutex); }
+      {
+        std::lock_guard lock(ch->mutex);
+        ch->changes.fetch_add(1, std::memory_order_release);
+      }
       ch->changed.notify_all();
     }
-    { std::lock_guard lock(collective_.mutex); }
+    {
+      std::lock_guard lock(collective_.mutex);
+      collective_.changes.fetch_add(1, std::memory_order_release);
+    }
     collective_.done.notify_all();
   }
 
@@ -215,6 +234,7 @@ class LocalGroup {
     for (Arrival& a : c.arrivals) a.arrived = a.attended = false;
     c.arrived_count = 0;
     ++c.generation;
+    c.changes.fetch_add(1, std::memory_order_release);
   }
 
   static bool same_sizes(std::span<const std::span<float>> a, std::span<const std::span<float>> b) {
