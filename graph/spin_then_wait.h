@@ -1,9 +1,9 @@
 // A condition-variable wait that first polls for a short while with its lock released. The threads of one
 // process hand work to each other (pipeline stages, data-parallel replicas, worker threads) every few
-// hundred microseconds on small models; waking a thread blocked in the kernel costs 20-40 us a round trip
-// on this 2-core VM (a futex wake-up and an idle vCPU brought back), which alone took a tenth of a
-// Fashion-MNIST CNN step split over two replicas. A waiter whose answer comes within the spin sees it in
-// well under a microsecond.
+// hundred microseconds on small models; waking a thread blocked in the kernel took about 58 us a round
+// trip on a 2-core VM (a futex wake-up and an idle vCPU brought back by the hypervisor), against 1.6 us
+// polling (benchmarks/thread_handoff_bench.cc), and a Fashion-MNIST CNN step over two replicas waits
+// three times in about 1 ms.
 //
 // The spin is bounded (kSpinBudget), and off on a machine whose CPUs other processes keep busy
 // (spin_waiting_pays), where the thread being waited for needs the CPU the spinner holds; an unbounded

@@ -1,5 +1,6 @@
 // The `local` communication backend: N ranks as threads of one process, sharing bounded in-memory
-// queues (condition variables, no busy waiting). Used by the threaded pipeline executor and its tests.
+// queues (condition variables, after a short poll: graph/spin_then_wait.h). Used by the threaded pipeline
+// executor, data-parallel replicas on threads and their tests.
 //
 //   auto group = make_local_group(4, std::chrono::seconds(60));   // group[r] belongs to rank r's thread
 //   std::thread t([&] { group[1]->send(0, CommTag{.micro_batch = 0}, x, "stage 1 activation"); });
