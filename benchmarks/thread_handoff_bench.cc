@@ -78,8 +78,8 @@ void time_against_condition_variable(benchmark::State& state, RoundTrip round_tr
   const double cv_us = condition_variable_round_trip_us(2000);
   const auto start = Clock::now();
   for (auto _ : state) round_trip();
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
-                    static_cast<double>(state.iterations());
+  const double us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / static_cast<double>(state.iterations());
   state.counters["us"] = us;
   state.counters["cv_us"] = cv_us;
   state.counters["speedup_vs_cv"] = cv_us / us;
