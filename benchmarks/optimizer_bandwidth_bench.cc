@@ -2,8 +2,8 @@
 // both are memory-bound, so the figure that says whether they are done well is the bandwidth they reach
 // against what a plain copy reaches with the same threads. Over ResNet-18's parameters (10 classes,
 // 11 181 642 floats in 62 tensors, 45 MB):
-//   - Optimizer::step, momentum SGD (5 passes: reads w, g, buf; writes w, buf) and Adam (7), on 1 and
-//     2 OpenMP threads;
+//   - Optimizer::step, momentum SGD (5 passes: reads w, g, buf; writes w, buf), the same writing a mirror
+//     of w (6, as a pipeline stage's update) and Adam (7), on 1 and 2 OpenMP threads;
 //   - dp's exchange on 2 replica threads: the sum of both replicas' gradients into both copies
 //     (ReplicaGradientSum::sum_share) followed by each replica's whole momentum step on its own copy,
 //     against the sharded step (step_share: the sums and the update of replica 0's weights in one pass,
@@ -111,13 +111,18 @@ void report(benchmark::State& state, const std::function<void()>& ours, double b
   state.counters["ms"] = best.ours * 1e3;
 }
 
-void optimizer_step(benchmark::State& state, OptimizerConfig config, double passes) {
+// mirrored: the update also writes a second copy of the weights in its pass (ParamSlot::mirror), as a
+// pipeline stage's update writes the working weights its graphs read (executor/pipeline/weight_policy.h).
+void optimizer_step(benchmark::State& state, OptimizerConfig config, double passes, bool mirrored) {
   const int threads = static_cast<int>(state.range(0));
   const std::vector<size_t> sizes = resnet18_parameter_sizes();
   auto w = std::make_shared<Tensors>(random_tensors(sizes, 0.1f));
   auto g = std::make_shared<Tensors>(random_tensors(sizes, 0.01f));
+  auto mirrors = std::make_shared<Tensors>(random_tensors(sizes, 0.1f));
   auto optimizer = std::make_shared<Optimizer>(config, LrSchedule{.base_lr = 1e-4});
   auto slots = std::make_shared<std::vector<ParamSlot>>(slots_of(*w, *g));
+  if (mirrored)
+    for (size_t t = 0; t < slots->size(); ++t) (*slots)[t].mirror = (*mirrors)[t];
   omp_set_num_threads(threads);
   report(
       state, [=] { optimizer->step(*slots); }, passes * static_cast<double>(total(sizes)) * sizeof(float), threads);
@@ -181,12 +186,19 @@ void sharded_step(benchmark::State& state, bool shared_weights) {
 
 void register_all() {
   if (total(resnet18_parameter_sizes()) != 11'181'642) throw std::logic_error("not ResNet-18's parameter count");
-  benchmark::RegisterBenchmark("momentum_step/threads", optimizer_step, OptimizerConfig{.momentum = 0.9}, 5.0)
+  benchmark::RegisterBenchmark("momentum_step/threads", optimizer_step, OptimizerConfig{.momentum = 0.9}, 5.0, false)
       ->Arg(1)
       ->Arg(2)
       ->Iterations(1)
       ->UseRealTime();
-  benchmark::RegisterBenchmark("adam_step/threads", optimizer_step, OptimizerConfig{.kind = OptimizerKind::adam}, 7.0)
+  benchmark::RegisterBenchmark("momentum_step_mirrored/threads", optimizer_step, OptimizerConfig{.momentum = 0.9}, 6.0,
+                               true)
+      ->Arg(1)
+      ->Arg(2)
+      ->Iterations(1)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("adam_step/threads", optimizer_step, OptimizerConfig{.kind = OptimizerKind::adam}, 7.0,
+                               false)
       ->Arg(1)
       ->Arg(2)
       ->Iterations(1)
