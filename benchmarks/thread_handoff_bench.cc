@@ -83,7 +83,7 @@ void time_against_condition_variable(benchmark::State& state, RoundTrip round_tr
   state.counters["us"] = us;
   state.counters["cv_us"] = cv_us;
   state.counters["speedup_vs_cv"] = cv_us / us;
-  state.counters["polls"] = spin_waiting_pays() ? 1 : 0;
+  state.counters["polls"] = spin_waiting_pays(2) ? 1 : 0;
 }
 
 void BM_LocalCommRoundTrip(benchmark::State& state) {
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   // The first sample of the machine's load, then time for a decision (spin_waiting_pays).
   onnxtrain::start_spin_wait_policy();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  onnxtrain::spin_waiting_pays();
+  onnxtrain::spin_waiting_pays(2);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -5,9 +5,10 @@
 // polling (benchmarks/thread_handoff_bench.cc), and a Fashion-MNIST CNN step over two replicas waits
 // three times in about 1 ms.
 //
-// The spin is bounded (kSpinBudget), and off on a machine whose CPUs other processes keep busy
-// (spin_waiting_pays), where the thread being waited for needs the CPU the spinner holds; an unbounded
-// spin-wait collapses there (libgomp's default spins for about 300k iterations before it sleeps).
+// The spin is bounded (kSpinBudget), and off where the threads that wait for each other and the other
+// processes' busy threads outnumber the CPUs (spin_waiting_pays): there the thread being waited for needs
+// the CPU the spinner holds, and an unbounded spin-wait collapses (libgomp's default spins for about 300k
+// iterations before it sleeps).
 //
 //   // the notifier, after changing the guarded state under the lock:
 //   changes.fetch_add(1, std::memory_order_release);
@@ -15,7 +16,7 @@
 //   // the waiter:
 //   std::unique_lock lock(mutex);
 //   const auto ready = [&] { return ...; };
-//   spin_until_ready(lock, changes, deadline, ready) || cv.wait_until(lock, deadline, ready);
+//   spin_until_ready(lock, changes, parties, deadline, ready) || cv.wait_until(lock, deadline, ready);
 #pragma once
 
 #include <algorithm>
@@ -32,12 +33,15 @@ namespace onnxtrain {
 
 inline constexpr std::chrono::microseconds kSpinBudget{100};
 
-// Whether a waiter spins at all: not when this process may use a single CPU (the thread it waits for
-// cannot run meanwhile), nor while other processes keep half a CPU or more busy (CpuContention, sampled
-// every 0.1 s by whichever waiter comes first). There a spinning thread takes the time its peer needs:
-// beside one busy process, the CNN over 2 data-parallel replicas ran 0.8 times as fast with a 100 us spin
-// as without, and 0.3 times with a spin that yielded (the yield hands a whole time slice to the busy one).
-bool spin_waiting_pays();
+// Whether a waiter spins at all: only while the `parties` threads that wait for each other (a local
+// group's ranks, a WorkerThreads' workers and caller) and the CPUs other processes keep busy
+// (CpuContention, sampled every 0.1 s by whichever waiter comes first) fit in the CPUs this process may
+// use (cpu_budget), with half a CPU to spare. Otherwise a spinning thread takes the time the thread it
+// waits for needs: beside one busy process, the CNN over 2 data-parallel replicas ran 0.8 times as fast
+// with a 100 us spin as without, and 0.3 times with a spin that yielded (the yield hands a whole time
+// slice to the busy one); 4 replicas on 2 CPUs ran 0.8 times as fast.
+bool spin_waiting_pays(int parties);
+
 // Takes that first sample now (a process's first waits otherwise do not spin for 20 ms).
 void start_spin_wait_policy();
 
@@ -50,17 +54,19 @@ inline void cpu_relax() {
 }
 
 // Polls `changes` (bumped under the lock by every change that could make `ready` true) for up to
-// kSpinBudget, not past `deadline`, without holding `lock`, and checks ready() under it at each change.
+// kSpinBudget, not past `deadline`, without holding `lock`, and checks ready() under it at each change;
+// only when spin_waiting_pays(parties).
 // Returns with `lock` held and ready()'s last value; on false the caller goes on to its condition
-// variable's wait: `spin_until_ready(lock, changes, deadline, ready) || cv.wait_until(lock, deadline, ready)`.
+// variable's wait: `spin_until_ready(lock, changes, parties, deadline, ready) || cv.wait_until(lock, deadline,
+// ready)`.
 template <class Ready>
-bool spin_until_ready(std::unique_lock<std::mutex>& lock, const std::atomic<uint64_t>& changes,
+bool spin_until_ready(std::unique_lock<std::mutex>& lock, const std::atomic<uint64_t>& changes, int parties,
                       std::chrono::steady_clock::time_point deadline, Ready ready) {
   using Clock = std::chrono::steady_clock;
   if (ready()) return true;
   uint64_t seen = changes.load(std::memory_order_acquire);
   lock.unlock();
-  if (!spin_waiting_pays()) {  // asked without the lock: it reads /proc/stat now and then
+  if (!spin_waiting_pays(parties)) {  // asked without the lock: it reads /proc/stat now and then
     lock.lock();
     return ready();
   }

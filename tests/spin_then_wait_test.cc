@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "graph/cpu_budget.h"
+
 namespace onnxtrain {
 namespace {
 
@@ -34,7 +36,7 @@ struct Flag {
   bool wait_for(int v, Clock::time_point deadline) {
     std::unique_lock lock(mutex);
     const auto ready = [&] { return value == v; };
-    const bool came = spin_until_ready(lock, changes, deadline, ready) || cv.wait_until(lock, deadline, ready);
+    const bool came = spin_until_ready(lock, changes, 2, deadline, ready) || cv.wait_until(lock, deadline, ready);
     EXPECT_TRUE(lock.owns_lock());
     return came;
   }
@@ -44,7 +46,8 @@ TEST(SpinUntilReady, ReadyAlreadyReturnsAtOnceHoldingTheLock) {
   Flag f;
   f.value = 1;
   std::unique_lock lock(f.mutex);
-  EXPECT_TRUE(spin_until_ready(lock, f.changes, Clock::now() + std::chrono::seconds(10), [&] { return f.value == 1; }));
+  EXPECT_TRUE(
+      spin_until_ready(lock, f.changes, 2, Clock::now() + std::chrono::seconds(10), [&] { return f.value == 1; }));
   EXPECT_TRUE(lock.owns_lock());
 }
 
@@ -80,6 +83,15 @@ TEST(SpinUntilReady, FalseAtTheDeadlineWhenNothingComes) {
   EXPECT_GE(Clock::now(), deadline);
   // A deadline already past: no spin, no wait.
   EXPECT_FALSE(f.wait_for(1, Clock::now() - std::chrono::seconds(1)));
+}
+
+// More threads waiting for each other than this process has CPUs: none of them polls, whatever the load
+// (4 data-parallel replicas on 2 CPUs ran 0.8 times as fast with polling).
+TEST(SpinWaitingPays, NotForMoreWaitersThanCpus) {
+  const int cpus = cpu_budget().cpus;
+  EXPECT_FALSE(spin_waiting_pays(cpus + 1));
+  EXPECT_FALSE(spin_waiting_pays(4 * cpus));
+  if (cpus == 1) EXPECT_FALSE(spin_waiting_pays(2)) << "one CPU: the thread waited for cannot run meanwhile";
 }
 
 }  // namespace

@@ -80,8 +80,8 @@ class LocalGroup {
       std::unique_lock lock(ch.mutex);
       const auto deadline = Clock::now() + timeout_;
       const auto has_room = [&] { return poisoned_ || ch.queue.size() < capacity_; };
-      const bool ready =
-          spin_until_ready(lock, ch.changes, deadline, has_room) || ch.changed.wait_until(lock, deadline, has_room);
+      const bool ready = spin_until_ready(lock, ch.changes, size_, deadline, has_room) ||
+                         ch.changed.wait_until(lock, deadline, has_room);
       if (poisoned_) throw_aborted(what, me, doing);
       if (!ready)
         throw Error(what + ": rank " + std::to_string(me) + " timed out after " + timeout_text() + " " + doing +
@@ -107,8 +107,8 @@ class LocalGroup {
         found = std::find_if(ch.queue.begin(), ch.queue.end(), [&](const Message& m) { return m.tag == tag; });
         return poisoned_ || found != ch.queue.end();
       };
-      const bool ready =
-          spin_until_ready(lock, ch.changes, deadline, arrived) || ch.changed.wait_until(lock, deadline, arrived);
+      const bool ready = spin_until_ready(lock, ch.changes, size_, deadline, arrived) ||
+                         ch.changed.wait_until(lock, deadline, arrived);
       if (poisoned_) throw_aborted(what, me, doing);
       if (!ready)
         throw Error(what + ": rank " + std::to_string(me) + " timed out after " + timeout_text() + " " + doing + " (" +
@@ -143,7 +143,7 @@ class LocalGroup {
     const auto deadline = Clock::now() + timeout_;
     const auto completed = [&] { return poisoned_ || c.generation != generation; };
     const bool finished =
-        spin_until_ready(lock, c.changes, deadline, completed) || c.done.wait_until(lock, deadline, completed);
+        spin_until_ready(lock, c.changes, size_, deadline, completed) || c.done.wait_until(lock, deadline, completed);
     if (c.generation != generation) {  // completed, even if an abort came in meanwhile
       if (!c.failure.empty()) throw Error(what + ": rank " + std::to_string(me) + " " + doing + ": " + c.failure);
       return;
