@@ -97,16 +97,18 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
   }
 }
 
-// Calls done(t, from, count, sum) for every block of replica `replica`'s share of every tensor t, with sum
-// the block's weighed sum over the replicas.
+// Calls done(t, from, count, sum) for every block of part `part` of `parts` of replica `replica`'s share of
+// every tensor t, with sum the block's weighed sum over the replicas.
 template <typename Done>
 void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gradients,
                            const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps,
-                           const std::vector<double>& row_weights, int replica, Done&& done) {
+                           const std::vector<double>& row_weights, int replica, int part, int parts, Done&& done) {
   const size_t r = gradients.size(), me = static_cast<size_t>(replica);
+  const auto p = static_cast<size_t>(part), ps = static_cast<size_t>(parts);
   float sum[kBlock];
   for (size_t t = 0; t < gradients[0].size(); ++t) {
-    const size_t n = gradients[0][t].size(), begin = n * me / r, end = n * (me + 1) / r;
+    const size_t n = gradients[0][t].size(), share_begin = n * me / r, share = n * (me + 1) / r - share_begin;
+    const size_t begin = share_begin + share * p / ps, end = share_begin + share * (p + 1) / ps;
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
       sum_block(gradients, taps, row_weights, t, from, count, sum);
@@ -121,22 +123,24 @@ void ReplicaGradientSum::sum_share(int replica) {
   check_published();
   for (const std::vector<Taps>& taps : taps_)
     for (const Taps& t : taps) ONNXTRAIN_CHECK(!t.values, "replica gradient sum: sum_share of a gradient's taps");
-  for_each_summed_block(gradients_, taps_, row_weights_, replica,
+  for_each_summed_block(gradients_, taps_, row_weights_, replica, 0, 1,
                         [&](size_t t, size_t from, size_t count, const float* sum) {
                           for (std::vector<std::span<float>>& tensors : gradients_)
                             std::copy_n(sum, count, tensors[t].data() + from);
                         });
 }
 
-void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step) {
+void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step, int part, int parts) {
   check_published();
+  ONNXTRAIN_CHECK(parts >= 1 && part >= 0 && part < parts, "replica gradient sum: part out of range");
   for (size_t k = 0; k < weights_.size(); ++k) {
     ONNXTRAIN_CHECK(weights_[k].size() == gradients_[0].size(), "replica gradient sum: weights not published");
     for (size_t t = 0; t < weights_[k].size(); ++t)
       ONNXTRAIN_CHECK(weights_[k][t].size() == gradients_[0][t].size(), "replica gradient sum: weight sizes differ");
   }
   for_each_summed_block(
-      gradients_, taps_, row_weights_, replica, [&](size_t t, size_t from, size_t count, const float* sum) {
+      gradients_, taps_, row_weights_, replica, part, parts,
+      [&](size_t t, size_t from, size_t count, const float* sum) {
         float* master = weights_[0][t].data() + from;
         step.apply(t, from, from + count, master, sum);
         for (size_t k = 1; k < weights_.size(); ++k)

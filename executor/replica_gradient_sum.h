@@ -56,7 +56,9 @@ class ReplicaGradientSum {
   void sum_share(int replica);
   // Sums `replica`'s share and steps it (`step` indexes the gradients' order): the first replica's weights
   // updated, then copied into the others'. Call after every replica has published its weights too.
-  void step_share(int replica, const ShardedOptimizerStep& step);
+  // `part` of `parts`: that piece of the share only (one replica's share split over an OpenMP team:
+  // Trainer::train_step's own step); the pieces may run at once.
+  void step_share(int replica, const ShardedOptimizerStep& step, int part = 0, int parts = 1);
 
  private:
   void check_published() const;

@@ -359,6 +359,7 @@ float Trainer::train_step_on_device(const DataInputs& x, const Tensor& y) {
 
 float Trainer::train_step(const DataInputs& x, const Tensor& y) {
   if (device_optimizer_) return train_step_on_device(x, y);
+  if (applies_optimizer_step_alone(options_) && options_.accumulate <= 1) return train_step_kept(x, y);
   std::map<std::string, Tensor> out = run_step(x, y);
   Graph& g = training_->graph;
   if (scaler_) {

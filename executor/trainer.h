@@ -276,7 +276,8 @@ class Trainer {
   std::map<std::string, Tensor> accumulated_gradients_;  // forward_backward_kept's with --accumulate
   std::map<std::string, Tensor> named_inputs(const DataInputs& x) const;
   float train_step_on_device(const DataInputs& x, const Tensor& y);
-  void require_device(const char* what) const;  // Error unless on a CUDA device
+  float train_step_kept(const DataInputs& x, const Tensor& y);  // trainer_kept_step.cc
+  void require_device(const char* what) const;                  // Error unless on a CUDA device
   void step_on_device(const std::map<std::string, const float*>& gradients);
   // On a CUDA device: the device copies of the weights and the optimizer state (null on the CPU).
   std::shared_ptr<DeviceInitializerStore> device_initializers_;

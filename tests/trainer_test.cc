@@ -4,6 +4,7 @@
 #include "executor/trainer.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
+#include "tests/replica_fixtures.h"
 
 namespace onnxtrain {
 namespace {
@@ -323,6 +325,55 @@ TEST(Trainer, InferenceGraphTurnsBatchNormBackToInferenceMode) {
     EXPECT_EQ(n.attr_int("training_mode", 0), 0) << n.name;
     EXPECT_EQ(n.outputs.size(), 1u) << n.name;
   }
+}
+
+}  // namespace
+}  // namespace onnxtrain
+
+namespace onnxtrain {
+namespace {
+
+// train_step on the CPU steps from the gradient buffers and the taps the kernels kept (trainer_kept_step.cc),
+// split over the OpenMP team: the same weights and losses, bit for bit, as Optimizer::step on the dense
+// gradients (clipping at 1e30 never clips but takes that path), at 1, 2 and 3 threads, on a model whose
+// convolutions keep taps, for momentum SGD and Adam.
+TEST(Trainer, KeptStepEqualsTheDenseStepBitForBit) {
+  using testing_support::Batches, testing_support::batches_of, testing_support::momentum_sgd;
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const Batches batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
+  const int saved_threads = omp_get_max_threads();
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    TrainerOptions kept = momentum_sgd();
+    kept.optimizer.kind = kind;
+    TrainerOptions dense = kept;
+    dense.clip_grad_norm = 1e30;
+    ASSERT_TRUE(Trainer::applies_optimizer_step_alone(kept));
+    ASSERT_FALSE(Trainer::applies_optimizer_step_alone(dense));
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(optimizer_kind_name(kind)) + ", " + std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);  // both sides: a kernel's sums may depend on the thread count
+      ImportedModel reference_model = import_model(model);
+      Trainer reference(reference_model.graph, dense);
+      std::vector<float> reference_losses;
+      for (const auto& [x, y] : batches) reference_losses.push_back(reference.train_step(x, y));
+      ImportedModel m = import_model(model);
+      Trainer trainer(m.graph, kept);
+      for (size_t i = 0; i < batches.size(); ++i)
+        EXPECT_EQ(trainer.train_step(batches[i].first, batches[i].second), reference_losses[i]) << "step " << i;
+      const std::map<std::string, Tensor> expected = reference.trained_initializers();
+      for (const auto& [name, t] : trainer.trained_initializers())
+        EXPECT_EQ(std::memcmp(t.raw(), expected.at(name).raw(), t.nbytes()), 0) << name;
+      EXPECT_EQ(trainer.step(), reference.step());
+    }
+  }
+  omp_set_num_threads(saved_threads);
+  ImportedModel m = import_model(model);
+  Trainer probe(m.graph, momentum_sgd());
+  float loss = 0;
+  int tapped = 0;
+  for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))
+    tapped += g.taps != nullptr;
+  EXPECT_GE(tapped, 1) << "no kernel kept a gradient's taps: the test does not reach that path";
 }
 
 }  // namespace
