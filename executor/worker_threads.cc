@@ -8,7 +8,7 @@
 
 namespace onnxtrain {
 
-WorkerThreads::WorkerThreads(int count) : errors_(static_cast<size_t>(count)) {
+WorkerThreads::WorkerThreads(int count) : parties_(count + 1), errors_(static_cast<size_t>(count)) {
   try {
     threads_.reserve(static_cast<size_t>(count));
     for (int k = 0; k < count; ++k) threads_.emplace_back([this, k] { loop(k); });
@@ -59,7 +59,7 @@ void WorkerThreads::start(const std::function<void(int)>& task) {
 void WorkerThreads::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto all_done = [this] { return running_ == 0; };
-  if (!spin_until_ready(lock, changes_, size() + 1, std::chrono::steady_clock::time_point::max(), all_done))
+  if (!spin_until_ready(lock, changes_, parties_, std::chrono::steady_clock::time_point::max(), all_done))
     done_.wait(lock, all_done);
   task_ = nullptr;
   for (const std::exception_ptr& e : errors_)
@@ -73,7 +73,7 @@ void WorkerThreads::loop(int k) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       const auto started = [&] { return stopping_ || generation_ != seen; };
-      if (!spin_until_ready(lock, changes_, size() + 1, std::chrono::steady_clock::time_point::max(), started))
+      if (!spin_until_ready(lock, changes_, parties_, std::chrono::steady_clock::time_point::max(), started))
         work_.wait(lock, started);
       if (stopping_) return;
       seen = generation_;

@@ -41,6 +41,7 @@ class WorkerThreads {
   const std::function<void(int)>* task_ = nullptr;
   uint64_t generation_ = 0;           // incremented by every start: a worker runs each generation once
   std::atomic<uint64_t> changes_{0};  // bumped by a start and by the last worker done (spin_until_ready)
+  const int parties_;                 // the workers and the caller, who wait for each other (set before any start)
   int running_ = 0;
   bool stopping_ = false;
   std::vector<std::exception_ptr> errors_;

@@ -271,13 +271,8 @@ TEST(DataParallel, ShardedStepOnKeptTapsEqualsTheDenseGradients) {
     weights.emplace_back();
     for (const auto& [name, t] : dp.trained_initializers()) weights.back()[name] = t.clone();
   }
-  ImportedModel m = import_model(model);
-  Trainer probe(m.graph, momentum_sgd());
-  float loss = 0;
-  int tapped = 0;
-  for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))
-    tapped += g.taps != nullptr;
-  EXPECT_GE(tapped, 1) << "no kernel kept a gradient's taps: the test does not reach that path";
+  EXPECT_GE(testing_support::gradients_kept_as_taps(model, batches), 1)
+      << "no kernel kept a gradient's taps: the test does not reach that path";
   for (const auto& [name, t] : weights[1])
     EXPECT_EQ(std::memcmp(t.raw(), weights[0].at(name).raw(), t.nbytes()), 0) << name;
 }

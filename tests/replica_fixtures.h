@@ -1,6 +1,6 @@
 // Shared by the tests of the replicated trainers (data parallel, central storage, parameter server):
-// the optimizer they train with, deterministic shuffled mini-batches of a dataset, token batches, and how
-// far one run's weights are from another's.
+// the optimizer they train with, deterministic shuffled mini-batches of a dataset, token batches, whether
+// a model reaches the kept taps' path, and how far one run's weights are from another's.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "executor/trainer.h"
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
+#include "frontend/importer.h"
 
 namespace onnxtrain::testing_support {
 
@@ -38,6 +39,18 @@ inline Batches batches_of(const std::string& spec, int64_t batch, int count) {
     out.emplace_back(b.x, b.y);
   }
   return out;
+}
+
+// How many of a model's gradients the kernels keep as taps in a first step on `batches[0]`
+// (Trainer::forward_backward_kept): a test of the taps' path asserts that it reaches it.
+inline int gradients_kept_as_taps(const std::string& model, const Batches& batches) {
+  ImportedModel m = import_model(model);
+  Trainer probe(m.graph, momentum_sgd());
+  float loss = 0;
+  int tapped = 0;
+  for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))
+    tapped += g.taps != nullptr;
+  return tapped;
 }
 
 // `count` mini-batches of `batch` rows of 16 random token ids (< 100) with class labels (< 10), for

@@ -367,13 +367,8 @@ TEST(Trainer, KeptStepEqualsTheDenseStepBitForBit) {
     }
   }
   omp_set_num_threads(saved_threads);
-  ImportedModel m = import_model(model);
-  Trainer probe(m.graph, momentum_sgd());
-  float loss = 0;
-  int tapped = 0;
-  for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))
-    tapped += g.taps != nullptr;
-  EXPECT_GE(tapped, 1) << "no kernel kept a gradient's taps: the test does not reach that path";
+  EXPECT_GE(testing_support::gradients_kept_as_taps(model, batches), 1)
+      << "no kernel kept a gradient's taps: the test does not reach that path";
 }
 
 }  // namespace
