@@ -238,24 +238,14 @@ std::chrono::steady_clock::time_point DataParallelTrainer::sum_and_step_in_place
                                                                                  double weight, float& loss,
                                                                                  const std::string& what) {
   Trainer& replica = *replicas_[local];
-  const std::map<std::string, Trainer::KeptGradient> grads = replica.forward_backward_kept(x, y, &loss);
+  Trainer::KeptForStep kept = replica.kept_for_step(replica.forward_backward_kept(x, y, &loss));
   loss = static_cast<float>(loss * weight);
-  std::vector<std::span<float>> tensors, weights;
-  std::vector<ReplicaGradientSum::Taps> taps;
-  std::vector<std::pair<std::string, size_t>> params;
   int64_t bytes = 0;
-  for (const auto& [name, g] : grads) {
-    tensors.push_back(g.dense);
-    taps.push_back(g.taps ? ReplicaGradientSum::Taps{g.taps->partial.data(), &g.taps->layout}
-                          : ReplicaGradientSum::Taps{});
-    weights.push_back(replica.parameter_values(name));
-    if (local == 0) params.emplace_back(name, g.dense.size());
-    bytes += static_cast<int64_t>(g.dense.size_bytes());
-  }
+  for (const std::span<float>& g : kept.gradients) bytes += static_cast<int64_t>(g.size_bytes());
   const auto waited_from = std::chrono::steady_clock::now();
   // Replica 0 readies the sharded step (its rules and state) before anyone can read it: the barrier.
-  if (local == 0) sharded_step_->prepare(replica.optimizer_for_outside_update(), params);
-  gradient_sum_->publish(local, std::move(tensors), weight, std::move(weights), std::move(taps));
+  if (local == 0) sharded_step_->prepare(replica.optimizer_for_outside_update(), kept.params);
+  gradient_sum_->publish(local, std::move(kept.gradients), weight, std::move(kept.weights), std::move(kept.taps));
   comm.barrier(what + " (gradients ready)");
   gradient_sum_->step_share(local, *sharded_step_);
   comm.barrier(what + " (sums ready)");

@@ -44,6 +44,7 @@
 #include "executor/inference_session.h"
 #include "executor/loss_scaler.h"
 #include "executor/optimizer.h"
+#include "executor/replica_gradient_sum.h"
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/autodiff/training_recipe.h"
@@ -142,6 +143,15 @@ class Trainer {
     const Stream::OutputSum* taps = nullptr;  // else its taps and their layout
   };
   std::map<std::string, KeptGradient> forward_backward_kept(const DataInputs& x, const Tensor& y, float* loss);
+  // Those gradients as the sharded step takes them (ReplicaGradientSum::publish, ShardedOptimizerStep::
+  // prepare), in their (name) order: the dense buffers, the taps where a kernel kept them, the
+  // parameters' values, and each parameter's name and size.
+  struct KeptForStep {
+    std::vector<std::span<float>> gradients, weights;
+    std::vector<ReplicaGradientSum::Taps> taps;
+    std::vector<std::pair<std::string, size_t>> params;
+  };
+  KeptForStep kept_for_step(const std::map<std::string, KeptGradient>& gradients);
   // On a CUDA device (Error otherwise): forward and backward of a batch that also updates the BatchNorm
   // running statistics, every trained parameter's gradient left in device memory (by parameter name,
   // ordered on device_stream()); `loss` receives the loss. With apply_device_gradients, the two halves of

@@ -16,23 +16,25 @@
 
 namespace onnxtrain {
 
+Trainer::KeptForStep Trainer::kept_for_step(const std::map<std::string, KeptGradient>& gradients) {
+  KeptForStep kept;
+  for (const auto& [name, g] : gradients) {
+    kept.gradients.push_back(g.dense);
+    kept.taps.push_back(g.taps ? ReplicaGradientSum::Taps{g.taps->partial.data(), &g.taps->layout}
+                               : ReplicaGradientSum::Taps{});
+    kept.weights.push_back(parameter_values(name));
+    kept.params.emplace_back(name, g.dense.size());
+  }
+  return kept;
+}
+
 float Trainer::train_step_kept(const DataInputs& x, const Tensor& y) {
   float loss = 0;
-  const std::map<std::string, KeptGradient> grads = forward_backward_kept(x, y, &loss);
-  std::vector<std::span<float>> tensors, weights;
-  std::vector<ReplicaGradientSum::Taps> taps;
-  std::vector<std::pair<std::string, size_t>> params;
-  for (const auto& [name, g] : grads) {
-    tensors.push_back(g.dense);
-    taps.push_back(g.taps ? ReplicaGradientSum::Taps{g.taps->partial.data(), &g.taps->layout}
-                          : ReplicaGradientSum::Taps{});
-    weights.push_back(parameter_values(name));
-    params.emplace_back(name, g.dense.size());
-  }
+  KeptForStep kept = kept_for_step(forward_backward_kept(x, y, &loss));
   ShardedOptimizerStep step;
-  step.prepare(optimizer_, params);
+  step.prepare(optimizer_, kept.params);
   ReplicaGradientSum sum(1);
-  sum.publish(0, std::move(tensors), 1.0, std::move(weights), std::move(taps));
+  sum.publish(0, std::move(kept.gradients), 1.0, std::move(kept.weights), std::move(kept.taps));
   std::exception_ptr error;
 #pragma omp parallel
   {

@@ -93,18 +93,20 @@ class StagePricer {
   // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes), and the
   // working weights where the executor mirrors them.
   double update(int64_t first, int64_t end) const {
-    if (profile_.memory_bandwidth <= 0) return 0.0;
-    const double passes = 3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0);
-    return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
+    return passes_over_weights(3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0),
+                               first, end);
   }
   // SpecTrain, per micro-batch on every stage but the last (whose s is 0): the forward's predicted weights
   // (W and the velocity read, the prediction written: 3 passes over the stage's parameters) and W put back
   // for the backward (2; its s is 0 under the sequential target); with prediction_metrics the copies of Ŵ
   // and W kept for scoring (4) and the scoring's reads of them and of W_t (3). WeightPolicy::predict.
   double prediction(int k, int64_t first, int64_t end) const {
-    if (traits().weights != WeightHandling::predict || k + 1 >= options_.stages || profile_.memory_bandwidth <= 0)
-      return 0.0;
-    const double passes = 5.0 + (options_.prediction_metrics ? 7.0 : 0.0);
+    if (traits().weights != WeightHandling::predict || k + 1 >= options_.stages) return 0.0;
+    return passes_over_weights(5.0 + (options_.prediction_metrics ? 7.0 : 0.0), first, end);
+  }
+  // `passes` streams over the parameters of nodes [first, end) at the memory bandwidth (0 when unknown).
+  double passes_over_weights(double passes, int64_t first, int64_t end) const {
+    if (profile_.memory_bandwidth <= 0) return 0.0;
     return passes * static_cast<double>(params_[end] - params_[first]) / profile_.memory_bandwidth;
   }
   double send_forward(int k, int64_t end) const {
