@@ -18,6 +18,8 @@ models/torchvision/make_torchvision.py does) into the script's temporary folder,
                   Dropout(0.5)) is torchvision's. (models/zoo/make_zoo.py's vgg11_32 instead has the CIFAR
                   classifier, one Linear(512, 10).)
     mobilenet_v2  torchvision.models.mobilenet_v2(num_classes=10) at 3x32x32 (ImageNet stem)
+    resnet50      torchvision.models.resnet50(num_classes=10) at 3x224x224 (ImageNet size; for --device cuda,
+                  where tools/gpu-check.sh times it: one step at batch 64 takes seconds on a CPU core)
 Both sides start from the same weights: the worker loads the ONNX file's initializers into its module, for
 the fixtures and its own exports alike (the running statistics in its exports are the fresh ones, mean 0
 and var 1, as constructed).
@@ -79,9 +81,11 @@ CLASSES = 10
 # (C, H, W) of the image input: the fixtures of models/make_fixtures.py (models/NAME_opset17.onnx) ...
 FIXTURES = {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}
 # ... and the networks built from torch/torchvision code, which the worker exports itself (build_network).
-TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32)}
+TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32),
+                  "resnet50": (3, 224, 224)}
 # Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
-DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7}
+DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7,
+                 "resnet50": 1}
 PEAK_N = 2048  # the float32 GEMM peak: torch.mm of two PEAK_N x PEAK_N matrices
 PEAK_SECONDS = 1.0
 
@@ -205,6 +209,8 @@ def build_network(name):
         nn.init.constant_(model.classifier[0].bias, 0)
     elif name == "mobilenet_v2":
         model = torchvision.models.mobilenet_v2(weights=None, num_classes=CLASSES)
+    elif name == "resnet50":
+        model = torchvision.models.resnet50(weights=None, num_classes=CLASSES)
     else:
         sys.exit("unknown model %s" % name)
     model.train()

@@ -2,7 +2,8 @@
 # The CUDA backend on a GPU machine, in one run of under 10 minutes (issue 8): the CUDA tests (the op
 # harness's CUDA cases, the ONNX node tests on cuda:0, the runtime, kernel, NCCL and --device cuda tests),
 # the Fashion-MNIST CNN one epoch on cuda:0, and training samples/s of the ResNet fixture (strict float32,
-# then both sides with TF32; and of ResNet-50 at batch 64) against PyTorch on the same GPU, with the ratio.
+# then both sides with TF32) and of torchvision's ResNet-50 at 224x224, batch 64, against PyTorch on the
+# same GPU, with the ratio; then ResNet-50's first 10 steps in `onnxtrain train` (start-up included).
 # Every step has a timeout and a failed step does not stop the next; the whole run keeps to a time budget
 # (ONNXTRAIN_GPU_CHECK_BUDGET seconds, default 480), skipping what would not fit.
 #
@@ -319,6 +320,14 @@ elif python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else
   [[ ! -f $logs/compare_pytorch_tf32.txt ]] ||
     { ((rc == 0)) && record ok "$(grep -E '^\| resnet' "$logs/compare_pytorch_tf32.txt" | tr -s ' ')" ||
       record FAILED "compare_pytorch.py --tf32 (exit $rc)"; }
+  # ImageNet size: torchvision's ResNet-50 (10 classes), exported by the worker; steady state after 5 steps.
+  step compare-resnet50 "ResNet-50 at 224x224, batch 64, against PyTorch (float32, strict)"
+  in_time 60 && PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 150 60)" "${compare[@]}" --models resnet50:64 --steps 20 \
+    --repeats 2 --json "$logs/compare_pytorch_resnet50.json" 2>&1 | tee "$logs/compare_pytorch_resnet50.txt"
+  rc=${PIPESTATUS[0]}
+  [[ ! -f $logs/compare_pytorch_resnet50.txt ]] ||
+    { ((rc == 0)) && record ok "$(grep -E '^\| resnet50' "$logs/compare_pytorch_resnet50.txt" | tr -s ' ')" ||
+      record FAILED "compare_pytorch.py resnet50 (exit $rc)"; }
 else
   echo "PyTorch with CUDA not available to $py: onnxtrain's figures only"
   timeout -k 10 "$(limit 90 60)" "$bin" train models/resnet_opset17.onnx --data synthetic:3,32,32:10:6400 --device cuda \

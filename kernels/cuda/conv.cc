@@ -2,9 +2,9 @@
 // dims, groups, strides, dilations, optional bias).
 // Descriptors are made at prepare; the algorithm is found at the first run (conv_algorithms.h).
 // ConvTranspose is the backward-data pass of the Conv it transposes (Y as that Conv's input, X as its
-// output, W its filter). cuDNN pads both ends alike, so only windows whose begin pad yields the node's
-// output size are taken (cudnn_window, cudnn_params.h): other pads fail at prepare naming the attribute.
-// Bias is added with cudnnAddTensor.
+// output, W its filter). cuDNN pads both ends alike; where the node's pads differ (asymmetric pads, auto_pad
+// SAME with an odd total), that Conv input is padded explicitly by the difference (cudnn_conv_window,
+// cudnn_params.h; conv_padding.h): Conv pads X, ConvTranspose crops Y. Bias is added with cudnnAddTensor.
 #include "kernels/cuda/cuda_kernels.h"
 
 #if ONNXTRAIN_HAVE_CUDNN
@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/conv_algorithms.h"
+#include "kernels/cuda/conv_padding.h"
 #include "kernels/reference/conv_geometry.h"
 
 namespace onnxtrain {
@@ -28,23 +29,27 @@ void add_bias(cudnnHandle_t handle, const TensorDescriptor& bias, const void* b,
 }
 
 // Conv (Transpose false): the forward pass of X by W into Y. ConvTranspose (true): the backward-data pass
-// of the Conv it transposes, which reads the ConvTranspose's Y and writes its X. Then B added to Y.
+// of the Conv it transposes, which reads the ConvTranspose's X and writes its Y. Then B added to Y. With
+// an explicitly padded operand (Conv: X; ConvTranspose: Y) the cuDNN descriptors x_/y_ are the padded
+// tensor's.
 template <bool Transpose>
 class CudnnConv final : public Kernel {
  public:
   using Algo = std::conditional_t<Transpose, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionFwdAlgo_t>;
 
-  CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y, const CudnnWindow& window,
-            int group, bool has_bias, bool empty, DType dtype)
-      : x_(x, dtype),
+  CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y,
+            const CudnnConvWindow& window, int group, bool has_bias, bool empty, DType dtype)
+      : padded_(window.padded() ? std::make_optional<PaddedOperand>(Transpose ? y : x, window, dtype) : std::nullopt),
+        x_(!Transpose && padded_ ? padded_->padded_dims() : x, dtype),
         w_(w, dtype),
-        y_(y, dtype),
-        conv_(window, group, dtype),
+        y_(Transpose && padded_ ? padded_->padded_dims() : y, dtype),
+        y_out_(y, dtype),
+        conv_(window.window, group, dtype),
         bias_(per_channel_dims(y), dtype),
         has_bias_(has_bias),
         empty_(empty),
-        key_(Transpose ? conv_problem_key(y, w, x, window, group, dtype)
-                       : conv_problem_key(x, w, y, window, group, dtype)) {}
+        key_(Transpose ? conv_problem_key(padded_ ? padded_->padded_dims() : y, w, x, window.window, group, dtype)
+                       : conv_problem_key(padded_ ? padded_->padded_dims() : x, w, y, window.window, group, dtype)) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     if (empty_) return;
@@ -54,8 +59,11 @@ class CudnnConv final : public Kernel {
     const void* w = inputs[1].data;
     void* y = outputs[0].data;
     if constexpr (Transpose) {
-      convolution_backward_data(algo_, key_, handle, stream, w_, w, x_, x, conv_, y_, y);
+      void* full = padded_ ? padded_->buffer(stream) : y;
+      convolution_backward_data(algo_, key_, handle, stream, w_, w, x_, x, conv_, y_, full);
+      if (padded_) padded_->crop(handle, full, y);
     } else {
+      if (padded_) x = padded_->pad(handle, stream, x);
       if (!algo_) algo_ = find_forward(key_, handle, stream, x_, x, w_, w, conv_, y_, y);
       algo_->use(conv_);
       void* ws = workspace(stream, algo_->workspace);
@@ -63,13 +71,15 @@ class CudnnConv final : public Kernel {
       ONNXTRAIN_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, x_.get(), x, w_.get(), w, conv_.get(), algo_->algo,
                                                     ws, algo_->workspace, &zero, y_.get(), y));
     }
-    if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_, y);
+    if (has_bias_ && inputs.size() > 2 && inputs[2].data) add_bias(handle, bias_, inputs[2].data, y_out_, y);
   }
 
  private:
+  std::optional<PaddedOperand> padded_;
   TensorDescriptor x_;
   FilterDescriptor w_;
   TensorDescriptor y_;
+  TensorDescriptor y_out_;  // the node's Y (the bias is added to it)
   ConvolutionDescriptor conv_;
   TensorDescriptor bias_;
   bool has_bias_;
@@ -97,8 +107,8 @@ void require_cudnn_conv_operands(const KernelSpec& spec) {
 template <bool Transpose>
 std::unique_ptr<Kernel> make_cudnn_conv(const KernelSpec& spec, const reference::WindowGeometry& geometry,
                                         int64_t group) {
-  const CudnnWindow window = cudnn_window(geometry, WindowUse::Conv);
-  if (!window.problem.empty()) kernel_fail(spec, window.problem);
+  const CudnnConvWindow window =
+      require_cudnn_conv_window(spec, geometry, Transpose ? spec.outputs[0] : spec.inputs[0], Transpose ? "Y" : "X");
   const TensorDesc& y = spec.outputs[0];
   const bool has_bias = spec.inputs.size() > 2 && spec.inputs[2].present();
   return std::make_unique<CudnnConv<Transpose>>(require_cudnn_dims(spec, spec.inputs[0].sizes, "X"),

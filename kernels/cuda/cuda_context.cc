@@ -33,6 +33,7 @@ struct StreamBlock {
 
 struct StreamWorkspaces {
   StreamBlock scratch;  // workspace()
+  StreamBlock padding;  // padding_workspace()
   StreamBlock cublas;   // cublasSetWorkspace
 };
 
@@ -107,7 +108,7 @@ void detail::release_stream_workspaces(int device, const void* stream) {
   auto it = r.by_stream.find({device, stream});
   if (it == r.by_stream.end()) return;
   CachingAllocator& allocator = detail::device_allocator(device);
-  for (StreamBlock* block : {&it->second.scratch, &it->second.cublas}) {
+  for (StreamBlock* block : {&it->second.scratch, &it->second.padding, &it->second.cublas}) {
     if (block->ptr != nullptr) allocator.free(block->ptr);
   }
   r.by_stream.erase(it);
@@ -158,6 +159,11 @@ cudnnHandle_t cudnn_handle(const Stream& stream) {
 void* workspace(const Stream& stream, size_t bytes) {
   require_cuda_stream(stream, "workspace");
   return stream_block(stream, bytes, &StreamWorkspaces::scratch);
+}
+
+void* padding_workspace(const Stream& stream, size_t bytes) {
+  require_cuda_stream(stream, "padding_workspace");
+  return stream_block(stream, bytes, &StreamWorkspaces::padding);
 }
 
 }  // namespace onnxtrain::cuda

@@ -42,6 +42,10 @@ cudnnHandle_t cudnn_handle(const Stream& stream);
 // stream-ordered, so kernels on that stream may use it back to back.
 void* workspace(const Stream& stream, size_t bytes);
 
+// A second such block, for an operand padded or cropped around a cuDNN call (conv_padding.h): apart from
+// workspace(), so the algorithm's scratch, found and grown inside the call, never moves it.
+void* padding_workspace(const Stream& stream, size_t bytes);
+
 // Launch geometry for a grid-stride loop over n elements.
 inline unsigned int grid_for(long long n, unsigned int block = 256) {
   long long blocks = (n + block - 1) / block;

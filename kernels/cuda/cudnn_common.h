@@ -109,7 +109,10 @@ class TensorDescriptor {
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
   void set(const std::vector<int>& dims, DType dtype = DType::Float32) {
-    const std::vector<int> strides = packed_strides(dims);
+    set_strided(dims, packed_strides(dims), dtype);
+  }
+  // A view with other strides (an interior of a larger tensor: conv_padding.h).
+  void set_strided(const std::vector<int>& dims, const std::vector<int>& strides, DType dtype) {
     ONNXTRAIN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc_, cudnn_data_type(dtype), static_cast<int>(dims.size()),
                                                      dims.data(), strides.data()));
   }

@@ -104,6 +104,40 @@ inline CudnnWindow cudnn_window(const reference::WindowGeometry& w, WindowUse us
   return cw;
 }
 
+// A Conv window that cuDNN computes after the operand it pads is padded explicitly: cuDNN pads each axis
+// by the smaller of the node's two pads at both ends, and a zero border of extra_begin/extra_end
+// elements (the rest of each pad) is written around the operand first (conv_padding.h). Asymmetric pads
+// and auto_pad SAME with an odd total pad take this path; ONNX Runtime's CUDA Conv pads the same way.
+struct CudnnConvWindow {
+  CudnnWindow window;                           // over the padded operand
+  std::vector<int64_t> extra_begin, extra_end;  // per spatial axis of the node; empty: nothing padded
+  bool padded() const { return !extra_begin.empty(); }
+};
+
+inline CudnnConvWindow cudnn_conv_window(const reference::WindowGeometry& w) {
+  CudnnConvWindow c{cudnn_window(w, WindowUse::Conv), {}, {}};
+  if (c.window.problem.empty()) return c;
+  reference::WindowGeometry symmetric = w;
+  std::vector<int64_t> extra_begin(w.spatial()), extra_end(w.spatial());
+  for (size_t d = 0; d < w.spatial(); ++d) {
+    const int64_t common = std::min(w.pad_begin[d], w.pad_end[d]);
+    if (common < 0) return c;  // a negative pad crops: keep the first problem
+    extra_begin[d] = w.pad_begin[d] - common;
+    extra_end[d] = w.pad_end[d] - common;
+    symmetric.input[d] += extra_begin[d] + extra_end[d];
+    symmetric.pad_begin[d] = symmetric.pad_end[d] = common;
+  }
+  CudnnWindow padded = cudnn_window(symmetric, WindowUse::Conv);
+  if (!padded.problem.empty()) return c;
+  return {std::move(padded), std::move(extra_begin), std::move(extra_end)};
+}
+
+// The cuDNN dims of the explicitly padded operand of `dims` (N, C, spatial..., trailing unit dims).
+inline std::vector<int> padded_operand_dims(std::vector<int> dims, const CudnnConvWindow& c) {
+  for (size_t d = 0; d < c.extra_begin.size(); ++d) dims[2 + d] += static_cast<int>(c.extra_begin[d] + c.extra_end[d]);
+  return dims;
+}
+
 // (N,C,D1..Dn) sizes as a cuDNN tensor descriptor takes them: ints, rank at least 4 (trailing unit dims).
 // nullopt when a size does not fit an int, or when the element count does: the descriptor's strides
 // (packed_strides) are ints too, and the outermost one is the count of the inner dims. The count is taken

@@ -52,8 +52,18 @@ std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
   });
 }
 
-// Pow: a float base; the exponent has the base's dtype before opset 12, any of four from 12.
-const std::vector<DType> kPowExponentDTypes = kCudaNumericDTypes;
+// Pow: a float base; the exponent has the base's dtype before opset 12, any numeric type from 12 (here
+// float32/64 and the 32- and 64-bit integers, signed or not).
+const std::vector<DType> kPowExponentDTypes = {DType::Float32, DType::Float64, DType::Int32,
+                                               DType::Int64,   DType::UInt32,  DType::UInt64};
+
+// dispatch_cuda<true> with the unsigned exponents too (only Pow takes them).
+template <typename Fn>
+void dispatch_pow_exponent(DType dtype, Fn&& fn) {
+  if (dtype == DType::UInt32) return fn(uint32_t{});
+  if (dtype == DType::UInt64) return fn(uint64_t{});
+  dispatch_cuda<true>(dtype, fn);
+}
 
 std::unique_ptr<Kernel> make_pow(const KernelSpec& spec) {
   reference::require_input_count(spec, 2, 2);
@@ -68,7 +78,7 @@ std::unique_ptr<Kernel> make_pow(const KernelSpec& spec) {
   return make_cuda_kernel([base_dtype, exponent_dtype, g](cudaStream_t stream, auto inputs, auto outputs) {
     dispatch_cuda<false>(base_dtype, [&](auto base_zero) {
       using T = decltype(base_zero);
-      dispatch_cuda<true>(exponent_dtype, [&](auto exponent_zero) {
+      dispatch_pow_exponent(exponent_dtype, [&](auto exponent_zero) {
         using E = decltype(exponent_zero);
         launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const E>(),
                           outputs[0].template as<T>(), elementwise::Pow<T, E>{});

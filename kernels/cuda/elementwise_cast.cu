@@ -1,9 +1,9 @@
 // CUDA kernels of Cast (`to`: a type name at opset 1, an ONNX type code from 6) and CastLike (the dtype
 // of a second input) between the cheap types float32, float64, int32, int64 and bool, with the reference
 // semantics of elementwise::cast_value: float → integer truncates toward zero, NaN → 0, out-of-range
-// saturates; → bool is v != 0. Also float32 ↔ float16/bfloat16 (the casts the autocast pass of --precision
-// inserts), rounding to nearest even like the reference (element_convert.h). Other pairs fail at prepare
-// naming them.
+// saturates; → bool is v != 0. Also float32/float64 ↔ float16/bfloat16 (float32 for the casts the autocast
+// pass of --precision inserts), rounding to nearest even like the reference (element_convert.h): float64
+// rounds once, straight to the half type. Other pairs fail at prepare naming them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,7 +20,7 @@ namespace {
 using reference::kernel_fail;
 
 const std::vector<DType> kCastDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
-// The registered input dtypes: the cheap types and the half types (cast to and from float32 only).
+// The registered input dtypes: the cheap types and the half types (cast to and from float32 and float64).
 const std::vector<DType> kCastEntryDTypes = {DType::Float32, DType::Float64, DType::Int32,   DType::Int64,
                                              DType::Bool,    DType::Float16, DType::BFloat16};
 
@@ -54,41 +54,76 @@ struct FloatToHalf {
 struct FloatToBFloat16 {
   __device__ uint16_t operator()(float v) const { return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x; }
 };
-struct HalfToFloat {
-  __device__ float operator()(uint16_t bits) const {
+// float64 rounds once, straight to 16 bits: through float32 it could round twice.
+struct DoubleToHalf {
+  __device__ uint16_t operator()(double v) const { return __half_raw(__double2half(v)).x; }
+};
+struct DoubleToBFloat16 {
+  __device__ uint16_t operator()(double v) const { return __nv_bfloat16_raw(__double2bfloat16(v)).x; }
+};
+// Half to F (float or double): exact.
+template <typename F>
+struct HalfTo {
+  __device__ F operator()(uint16_t bits) const {
     __half_raw raw;
     raw.x = bits;
-    return __half2float(__half(raw));
+    return static_cast<F>(__half2float(__half(raw)));
   }
 };
-struct BFloat16ToFloat {
-  __device__ float operator()(uint16_t bits) const {
+template <typename F>
+struct BFloat16To {
+  __device__ F operator()(uint16_t bits) const {
     __nv_bfloat16_raw raw;
     raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
+    return static_cast<F>(__bfloat162float(__nv_bfloat16(raw)));
   }
 };
 
 bool is_half(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
+bool is_wide_float(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+template <typename F>
+void launch_from_half(cudaStream_t stream, DType from, const uint16_t* x, F* y, int64_t n) {
+  if (from == DType::Float16) {
+    launch_map(stream, x, y, n, HalfTo<F>{});
+  } else {
+    launch_map(stream, x, y, n, BFloat16To<F>{});
+  }
+}
 
 std::unique_ptr<Kernel> make_half_cast(const KernelSpec& spec, DType from, DType to) {
-  if (!(from == DType::Float32 && is_half(to)) && !(is_half(from) && to == DType::Float32)) {
+  if (!(is_wide_float(from) && is_half(to)) && !(is_half(from) && is_wide_float(to))) {
     kernel_fail(spec, "cast from " + std::string(dtype_name(from)) + " to " + std::string(dtype_name(to)) +
-                          " is not supported by the CUDA kernel (float16 and bfloat16 cast to and from float32)");
+                          " is not supported by the CUDA kernel (float16 and bfloat16 cast to and from float32 "
+                          "and float64)");
   }
   reference::require_output(spec, 0, to, spec.inputs[0].sizes);
   return make_cuda_kernel([from, to](cudaStream_t stream, auto inputs, auto outputs) {
     const int64_t n = outputs[0].numel();
-    if (to == DType::Float16) {
-      launch_map(stream, inputs[0].template as<const float>(), outputs[0].template as<uint16_t>(), n, FloatToHalf{});
-    } else if (to == DType::BFloat16) {
-      launch_map(stream, inputs[0].template as<const float>(), outputs[0].template as<uint16_t>(), n,
-                 FloatToBFloat16{});
-    } else if (from == DType::Float16) {
-      launch_map(stream, inputs[0].template as<const uint16_t>(), outputs[0].template as<float>(), n, HalfToFloat{});
+    if (is_half(from)) {
+      const auto* x = inputs[0].template as<const uint16_t>();
+      if (to == DType::Float32) {
+        launch_from_half(stream, from, x, outputs[0].template as<float>(), n);
+      } else {
+        launch_from_half(stream, from, x, outputs[0].template as<double>(), n);
+      }
+      return;
+    }
+    auto* y = outputs[0].template as<uint16_t>();
+    if (from == DType::Float32) {
+      const auto* x = inputs[0].template as<const float>();
+      if (to == DType::Float16) {
+        launch_map(stream, x, y, n, FloatToHalf{});
+      } else {
+        launch_map(stream, x, y, n, FloatToBFloat16{});
+      }
     } else {
-      launch_map(stream, inputs[0].template as<const uint16_t>(), outputs[0].template as<float>(), n,
-                 BFloat16ToFloat{});
+      const auto* x = inputs[0].template as<const double>();
+      if (to == DType::Float16) {
+        launch_map(stream, x, y, n, DoubleToHalf{});
+      } else {
+        launch_map(stream, x, y, n, DoubleToBFloat16{});
+      }
     }
   });
 }

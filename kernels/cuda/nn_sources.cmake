@@ -3,6 +3,7 @@
 target_sources(onnxtrain_kernels_cuda PRIVATE
   conv.cc
   conv_grad.cc
+  conv_bias_grad.cu
   pooling.cc
   pooling_direct.cu
   lrn.cc
