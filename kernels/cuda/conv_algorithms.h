@@ -18,6 +18,7 @@
 #if ONNXTRAIN_HAVE_CUDNN
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -41,11 +42,22 @@ struct ConvAlgorithm {
   }
 };
 
+// ONNXTRAIN_CUDNN_DETERMINISTIC=0 in the environment lets the fastest algorithm win even where it is not
+// deterministic (atomics in some backward passes: steps then differ in the last bits from run to run), as
+// PyTorch does unless torch.backends.cudnn.deterministic is set. Read once per process.
+inline bool cudnn_deterministic_only() {
+  static const bool only = [] {
+    const char* v = std::getenv("ONNXTRAIN_CUDNN_DETERMINISTIC");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return only;
+}
+
 // The deterministic-first pick described above; throws Error naming `what` when nothing ran.
 template <typename Perf>
 auto pick_algorithm(const Perf* results, int count, const char* what) {
   const Perf* chosen = nullptr;
-  for (int i = 0; i < count && !chosen; ++i) {
+  for (int i = 0; i < count && !chosen && cudnn_deterministic_only(); ++i) {
     if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].determinism == CUDNN_DETERMINISTIC)
       chosen = &results[i];
   }

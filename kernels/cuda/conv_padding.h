@@ -67,9 +67,8 @@ class PaddedOperand {
   // The interior of `padded` into `dst` (packed, the node's dims).
   void crop(cudnnHandle_t handle, const void* padded, void* dst) const {
     const float one = 1.0f, zero = 0.0f;
-    ONNXTRAIN_CUDNN_CHECK(cudnnTransformTensor(handle, &one, interior_.get(),
-                                               static_cast<const char*>(padded) + offset_bytes_, &zero, packed_.get(),
-                                               dst));
+    ONNXTRAIN_CUDNN_CHECK(cudnnTransformTensor(
+        handle, &one, interior_.get(), static_cast<const char*>(padded) + offset_bytes_, &zero, packed_.get(), dst));
   }
 
  private:
