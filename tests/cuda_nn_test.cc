@@ -14,6 +14,7 @@
 #include <random>
 
 #include "graph/error.h"
+#include "kernels/cuda/conv_algorithms.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "kernels/cuda/cudnn_direct_pooling.h"
 #include "kernels/cuda/cudnn_params.h"
@@ -416,6 +417,30 @@ std::string prepare_error(const KernelCase& c) {
     return e.what();
   }
   return "";
+}
+
+TEST(CudnnAlgorithmPick, DeterministicFirstUnlessTheEnvironmentSaysZero) {
+  // Find's results, fastest first: a nondeterministic algorithm, one that failed, a deterministic one.
+  cudnnConvolutionBwdFilterAlgoPerf_t results[3] = {};
+  results[0] = {
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_STATUS_SUCCESS, 1.0f, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH, {}};
+  results[1] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+                CUDNN_STATUS_NOT_SUPPORTED,
+                1.5f,
+                0,
+                CUDNN_DETERMINISTIC,
+                CUDNN_FMA_MATH,
+                {}};
+  results[2] = {
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, 2.0f, 64, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH, {}};
+  EXPECT_EQ(cuda::pick_algorithm(results, 3, "backward-filter", true).algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+  EXPECT_EQ(cuda::pick_algorithm(results, 3, "backward-filter", false).algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_EQ(cuda::pick_algorithm(results, 3, "backward-filter", true).workspace, 64u);
+  // Without a deterministic one, the fastest that ran.
+  EXPECT_EQ(cuda::pick_algorithm(results, 2, "backward-filter", true).algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_TRUE(cuda::deterministic_only_setting(nullptr));
+  EXPECT_TRUE(cuda::deterministic_only_setting("1"));
+  EXPECT_FALSE(cuda::deterministic_only_setting("0"));
 }
 
 TEST(CudaNnPrepare, RefusalsNameTheAttributeAndNode) {

@@ -32,9 +32,11 @@
 # $OUT/gpu-check-logs.tar.gz (every log) and $OUT/compare_pytorch*.json; else under build/gpu-check/.
 #
 # The device tool call (after tools/gpu-bundle.sh here, which prints the sizes against the tool's 64 MiB a
-# call: 11 MiB of tree + 18 MiB .gpu-bundle + 25 MiB .gpu-data on 2026-11-30, so both travel in one call;
-# without .gpu-data the CNN trains on synthetic data):
-#   run(command="bash tools/gpu-check.sh --bundle .gpu-bundle", carry=[".gpu-bundle", ".gpu-data"], timeout_s=600)
+# call: 34 MiB of tree + 22 MiB .gpu-bundle + 25 MiB .gpu-data on 2026-12-04, so .gpu-data no longer fits
+# beside the bundle and the CNN trains on synthetic data; it did on 2026-11-30 with an 11 MiB tree):
+#   run(command="bash tools/gpu-check.sh --bundle .gpu-bundle", carry=[".gpu-bundle"], timeout_s=600)
+#   run(command="bash tools/gpu-check.sh --bundle .gpu-bundle", carry=[".gpu-bundle", ".gpu-data"], ...)  # when it fits
+# On 2026-12-04 (one H200) every step passed in 162 s plus 35-60 s of the machine's start (README).
 # The run keeps to 480 s (plus the machine's start, 1-2 min of the 15 min device budget); with less device
 # time left, shorten it: command="ONNXTRAIN_GPU_CHECK_BUDGET=300 bash tools/gpu-check.sh --bundle .gpu-bundle".
 # Read $OUT/summary.txt first, then $OUT/console.txt; the test logs are in $OUT/gpu-check-logs.tar.gz.

@@ -45,19 +45,19 @@ struct ConvAlgorithm {
 // ONNXTRAIN_CUDNN_DETERMINISTIC=0 in the environment lets the fastest algorithm win even where it is not
 // deterministic (atomics in some backward passes: steps then differ in the last bits from run to run), as
 // PyTorch does unless torch.backends.cudnn.deterministic is set. Read once per process.
+inline bool deterministic_only_setting(const char* value) { return value == nullptr || std::string(value) != "0"; }
 inline bool cudnn_deterministic_only() {
-  static const bool only = [] {
-    const char* v = std::getenv("ONNXTRAIN_CUDNN_DETERMINISTIC");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool only = deterministic_only_setting(std::getenv("ONNXTRAIN_CUDNN_DETERMINISTIC"));
   return only;
 }
 
-// The deterministic-first pick described above; throws Error naming `what` when nothing ran.
+// The deterministic-first pick described above (with `deterministic_first` false: the fastest that ran);
+// throws Error naming `what` when nothing ran.
 template <typename Perf>
-auto pick_algorithm(const Perf* results, int count, const char* what) {
+auto pick_algorithm(const Perf* results, int count, const char* what,
+                    bool deterministic_first = cudnn_deterministic_only()) {
   const Perf* chosen = nullptr;
-  for (int i = 0; i < count && !chosen && cudnn_deterministic_only(); ++i) {
+  for (int i = 0; i < count && !chosen && deterministic_first; ++i) {
     if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].determinism == CUDNN_DETERMINISTIC)
       chosen = &results[i];
   }
