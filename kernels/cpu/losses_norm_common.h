@@ -27,6 +27,8 @@
 #define ONNXTRAIN_CPU_CLONES
 #endif
 #define ONNXTRAIN_CPU_INLINE __attribute__((always_inline)) inline
+// The same for a lambda called in such a function's loop: `[&](int64_t i) ONNXTRAIN_CPU_LAMBDA { ... }`.
+#define ONNXTRAIN_CPU_LAMBDA __attribute__((always_inline))
 
 namespace onnxtrain::cpu {
 

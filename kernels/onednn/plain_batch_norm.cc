@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/losses_norm_common.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/primitive_kernel.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
@@ -36,12 +37,49 @@ void for_each_channel_block(const ChannelGeometry& g, Fn&& fn) {
   });
 }
 
-// Per channel j = c - c0 of [c0, c1): sums[j] = the sum of term(at, j) over its elements, `at` an element's
-// index in (N, C, P). Each sample's row is a float sum in SIMD lanes, added up in double; with P = 1 (1x1
-// planes) the lanes go across the block's channels instead, contiguous then, each summed in double.
+// The lanes of a block [c0, c1) and the index a per-element lambda gets for its coefficients. Rows of
+// P >= 16 values go in SIMD lanes along each sample's row, and P = 1 across the block's channels (then
+// contiguous): both index coefficients per channel, j = c - c0. Planes of 2 to 15 positions (layer3's
+// 2x2 in ResNet-18 at 32x32) would leave most lanes of a row empty, so the lanes go along a sample's
+// whole block, (c1 - c0)·P contiguous values, and index coefficients per value: each is expanded into a
+// table first (expand()).
+constexpr int64_t kMaxSmallPlane = 15;
+constexpr int64_t kMaxLanes = kChannelBlock * kMaxSmallPlane;
+
+ONNXTRAIN_CPU_INLINE bool small_plane(const ChannelGeometry& g) { return g.p > 1 && g.p <= kMaxSmallPlane; }
+
+// Per-channel values v[0, c1 - c0) as the lanes index them, into table[0, kMaxLanes).
+ONNXTRAIN_CPU_INLINE void expand(const ChannelGeometry& g, int64_t c0, int64_t c1, const float* v, float* table) {
+  if (!small_plane(g)) {
+    std::copy(v, v + (c1 - c0), table);
+    return;
+  }
+  for (int64_t j = 0; j < c1 - c0; ++j) std::fill(table + j * g.p, table + (j + 1) * g.p, v[j]);
+}
+
+// Per channel j = c - c0 of [c0, c1): sums[j] = the sum of term(at, lane) over its elements, `at` an
+// element's index in (N, C, P), `lane` as above. Each sample's row is a float sum in SIMD lanes, added up in
+// double; with P = 1 the lanes go across the block's channels, each summed in double; with small planes
+// each value of the block is summed in float over up to 32 samples, those sums added up in double.
 template <typename Term>
-void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term) {
+ONNXTRAIN_CPU_INLINE void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term) {
   std::fill(sums, sums + (c1 - c0), 0.0);
+  if (small_plane(g)) {
+    const int64_t lanes = (c1 - c0) * g.p;
+    // Float sums over runs of kSamplesPerFloatSum samples, each run's added up in double: the float
+    // error stays that of a short sum however large the batch.
+    constexpr int64_t kSamplesPerFloatSum = 32;
+    for (int64_t s0 = 0; s0 < g.n; s0 += kSamplesPerFloatSum) {
+      float per_value[kMaxLanes] = {};
+      for (int64_t s = s0; s < std::min(g.n, s0 + kSamplesPerFloatSum); ++s) {
+        const int64_t base = (s * g.c + c0) * g.p;
+#pragma omp simd
+        for (int64_t k = 0; k < lanes; ++k) per_value[k] += term(base + k, k);
+      }
+      for (int64_t k = 0; k < lanes; ++k) sums[k / g.p] += per_value[k];
+    }
+    return;
+  }
   for (int64_t s = 0; s < g.n; ++s) {
     if (g.p == 1) {
 #pragma omp simd
@@ -58,11 +96,16 @@ void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums
   }
 }
 
-// Calls fn(at, j) for every element of channels [c0, c1) (at, j as channel_sums), in SIMD lanes along the
-// rows, or across the block's channels with P = 1.
+// Calls fn(at, lane) for every element of channels [c0, c1) (at, lane as channel_sums).
 template <typename Fn>
-void for_each_element(const ChannelGeometry& g, int64_t c0, int64_t c1, Fn&& fn) {
+ONNXTRAIN_CPU_INLINE void for_each_element(const ChannelGeometry& g, int64_t c0, int64_t c1, Fn&& fn) {
   for (int64_t s = 0; s < g.n; ++s) {
+    if (small_plane(g)) {
+      const int64_t base = (s * g.c + c0) * g.p, lanes = (c1 - c0) * g.p;
+#pragma omp simd
+      for (int64_t k = 0; k < lanes; ++k) fn(base + k, k);
+      continue;
+    }
     if (g.p == 1) {
 #pragma omp simd
       for (int64_t c = c0; c < c1; ++c) fn(s * g.c + c, c - c0);
@@ -77,17 +120,78 @@ void for_each_element(const ChannelGeometry& g, int64_t c0, int64_t c1, Fn&& fn)
 }
 
 // The batch mean and population variance of channels [c0, c1) of x into mean[c - c0], var[c - c0].
-void block_statistics(const ChannelGeometry& g, const float* x, int64_t c0, int64_t c1, float* mean, float* var) {
+ONNXTRAIN_CPU_INLINE void block_statistics(const ChannelGeometry& g, const float* x, int64_t c0, int64_t c1,
+                                           float* mean, float* var) {
   double sums[kChannelBlock];
   const auto count = static_cast<double>(g.per_channel());
   // The mean first, then the variance around it (as the reference kernel): X's block is in the cache.
-  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t) { return x[at]; });
+  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t) ONNXTRAIN_CPU_LAMBDA { return x[at]; });
   for (int64_t j = 0; j < c1 - c0; ++j) mean[j] = static_cast<float>(sums[j] / count);
-  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t j) {
-    const float d = x[at] - mean[j];
+  float mean_lanes[kMaxLanes];
+  expand(g, c0, c1, mean, mean_lanes);
+  channel_sums(g, c0, c1, sums, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA {
+    const float d = x[at] - mean_lanes[lane];
     return d * d;
   });
   for (int64_t j = 0; j < c1 - c0; ++j) var[j] = static_cast<float>(sums[j] / count);
+}
+
+// The forward of channels [c0, c1): their batch statistics into mean/var (indexed by c), and Y.
+// The per-block functions are cloned for AVX-512 and AVX2 (ONNXTRAIN_CPU_CLONES): built for the baseline
+// ISA, these loops ran on 4-wide SSE (ResNet-18's 2x2 planes at 0.2 of oneDNN's blocked batch norm).
+ONNXTRAIN_CPU_CLONES void forward_block(const ChannelGeometry& g, const float* x, const float* scale, const float* bias,
+                                        float epsilon, int64_t c0, int64_t c1, float* mean, float* var, float* y) {
+  block_statistics(g, x, c0, c1, mean + c0, var + c0);
+  float a[kChannelBlock], b[kChannelBlock];  // y = x·a + b
+  for (int64_t c = c0; c < c1; ++c) {
+    a[c - c0] = scale[c] / std::sqrt(var[c] + epsilon);
+    b[c - c0] = bias[c] - mean[c] * a[c - c0];
+  }
+  float a_lanes[kMaxLanes], b_lanes[kMaxLanes];
+  expand(g, c0, c1, a, a_lanes);
+  expand(g, c0, c1, b, b_lanes);
+  for_each_element(
+      g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { y[at] = x[at] * a_lanes[lane] + b_lanes[lane]; });
+}
+
+// The gradient of channels [c0, c1) (dX = k1·dY − k2 − (x − μ)·k3), from their statistics `kept` (mean of
+// the block's channels, then their variances; nullptr: computed here). dx, dscale, dbias may be null.
+ONNXTRAIN_CPU_CLONES void backward_block(const ChannelGeometry& g, const float* dy, const float* x, const float* scale,
+                                         float epsilon, const float* kept, int64_t c0, int64_t c1, float* dx,
+                                         float* dscale, float* dbias) {
+  const auto count = static_cast<double>(g.per_channel());
+  float mean[kChannelBlock], var[kChannelBlock];
+  if (kept) {
+    std::copy(kept + c0, kept + c1, mean);
+    std::copy(kept + g.c + c0, kept + g.c + c1, var);
+  } else {
+    block_statistics(g, x, c0, c1, mean, var);
+  }
+  float mean_lanes[kMaxLanes];
+  expand(g, c0, c1, mean, mean_lanes);
+  double sum_dy[kChannelBlock], sum_dy_xc[kChannelBlock];  // Σ dY, Σ dY·(x − μ)
+  channel_sums(g, c0, c1, sum_dy, [&](int64_t at, int64_t) ONNXTRAIN_CPU_LAMBDA { return dy[at]; });
+  channel_sums(g, c0, c1, sum_dy_xc,
+               [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { return dy[at] * (x[at] - mean_lanes[lane]); });
+  float k1[kChannelBlock], k2[kChannelBlock], k3[kChannelBlock];
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t j = c - c0;
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(var[j]) + epsilon);
+    if (dscale) dscale[c] = static_cast<float>(sum_dy_xc[j] * inv_std);
+    if (dbias) dbias[c] = static_cast<float>(sum_dy[j]);
+    const double a = scale[c] * inv_std;
+    k1[j] = static_cast<float>(a);
+    k2[j] = static_cast<float>(a * sum_dy[j] / count);
+    k3[j] = static_cast<float>(a * inv_std * inv_std * sum_dy_xc[j] / count);
+  }
+  if (!dx) return;
+  float k1_lanes[kMaxLanes], k2_lanes[kMaxLanes], k3_lanes[kMaxLanes];
+  expand(g, c0, c1, k1, k1_lanes);
+  expand(g, c0, c1, k2, k2_lanes);
+  expand(g, c0, c1, k3, k3_lanes);
+  for_each_element(g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA {
+    dx[at] = k1_lanes[lane] * dy[at] - k2_lanes[lane] - (x[at] - mean_lanes[lane]) * k3_lanes[lane];
+  });
 }
 
 class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
@@ -108,13 +212,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
     const float* bias = in[2].as<const float>();
     float* y = out[0].as<float>();
     for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
-      block_statistics(g_, x, c0, c1, mean_.data() + c0, var_.data() + c0);
-      float a[kChannelBlock], b[kChannelBlock];  // y = x·a + b
-      for (int64_t c = c0; c < c1; ++c) {
-        a[c - c0] = scale[c] / std::sqrt(var_[c] + epsilon_);
-        b[c - c0] = bias[c] - mean_[c] * a[c - c0];
-      }
-      for_each_element(g_, c0, c1, [&](int64_t at, int64_t j) { y[at] = x[at] * a[j] + b[j]; });
+      forward_block(g_, x, scale, bias, epsilon_, c0, c1, mean_.data(), var_.data(), y);
     });
     store_statistics(in, out);
     if (stream.keeps_derived_values()) keep_batch_statistics(stream, x, key_, mean_.data(), var_.data(), g_.c);
@@ -164,33 +262,9 @@ class PlainBatchNormGradKernel final : public Kernel, public ReportsImplementati
     float* dscale = wanted_[1] ? out[1].as<float>() : nullptr;
     float* dbias = wanted_[2] ? out[2].as<float>() : nullptr;
     const Stream::Derived kept = stream.derived(x, key_);  // the forward's statistics
-    const auto count = static_cast<double>(g_.per_channel());
+    const float* stats = kept ? reinterpret_cast<const float*>(kept->data()) : nullptr;
     for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
-      float mean[kChannelBlock], var[kChannelBlock];
-      if (kept) {
-        const auto* stats = reinterpret_cast<const float*>(kept->data());
-        std::copy(stats + c0, stats + c1, mean);
-        std::copy(stats + g_.c + c0, stats + g_.c + c1, var);
-      } else {
-        block_statistics(g_, x, c0, c1, mean, var);
-      }
-      double sum_dy[kChannelBlock], sum_dy_xc[kChannelBlock];  // Σ dY, Σ dY·(x − μ)
-      channel_sums(g_, c0, c1, sum_dy, [&](int64_t at, int64_t) { return dy[at]; });
-      channel_sums(g_, c0, c1, sum_dy_xc, [&](int64_t at, int64_t j) { return dy[at] * (x[at] - mean[j]); });
-      float k1[kChannelBlock], k2[kChannelBlock], k3[kChannelBlock];  // dX = k1·dY − k2 − (x − μ)·k3
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t j = c - c0;
-        const double inv_std = 1.0 / std::sqrt(static_cast<double>(var[j]) + epsilon_);
-        if (dscale) dscale[c] = static_cast<float>(sum_dy_xc[j] * inv_std);
-        if (dbias) dbias[c] = static_cast<float>(sum_dy[j]);
-        const double a = scale[c] * inv_std;
-        k1[j] = static_cast<float>(a);
-        k2[j] = static_cast<float>(a * sum_dy[j] / count);
-        k3[j] = static_cast<float>(a * inv_std * inv_std * sum_dy_xc[j] / count);
-      }
-      if (!dx) return;
-      for_each_element(g_, c0, c1,
-                       [&](int64_t at, int64_t j) { dx[at] = k1[j] * dy[at] - k2[j] - (x[at] - mean[j]) * k3[j]; });
+      backward_block(g_, dy, x, scale, epsilon_, stats, c0, c1, dx, dscale, dbias);
     });
   }
 

@@ -5,8 +5,10 @@
 // of tensors of 16 KB to 2 MB). Channels go in blocks of 16: per sample a block is one contiguous run of
 // memory, so every pass over a block reads whole cache lines, and a block's passes (sums, then the
 // normalisation) find it in the cache. Statistics: per sample and channel a float sum in SIMD lanes
-// (omp simd reduction), added up in double; the mean first, then the population variance around it (two
-// passes, as the reference kernel).
+// (omp simd reduction), added up in double; planes of 2 to 15 positions instead run the lanes along a
+// sample's whole block (per value float sums over up to 32 samples, added up in double); the mean first,
+// then the population variance around it (two passes, as the reference kernel). The loops are cloned for
+// AVX-512 and AVX2.
 // The forward keeps its batch mean and variance for the gradient of the same run (batch_statistics_key),
 // which computes them itself where the stream holds none.
 //
