@@ -69,6 +69,29 @@ KernelSpec conv_grad_spec(const ConvCase& c, const std::vector<Tensor>& inputs, 
   return spec;
 }
 
+TEST(TapProductConv, WeightTransposeMovesEveryTapAndAddsWhenAsked) {
+  // 20 output channels: a whole block of 16 and a partial one; 3 input channels, a 3x3 kernel.
+  onednn::TapProductConv g;
+  g.out_channels = 20;
+  g.in_channels = 3;
+  g.kernel_plane = 9;
+  const int64_t m = g.out_channels, c = g.in_channels, t = g.kernel_plane, n = m * c * t;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w(static_cast<size_t>(n)), major(w.size()), back(w.size(), 0.0f);
+  for (float& v : w) v = u(rng);
+  onednn::TapProductConv::WeightTranspose(g, true).run(w.data(), major.data());
+  for (int64_t mo = 0; mo < m; ++mo)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t tap = 0; tap < t; ++tap)
+        ASSERT_EQ(major[static_cast<size_t>((tap * c + ci) * m + mo)], w[static_cast<size_t>((mo * c + ci) * t + tap)])
+            << "W'[" << tap << "][" << ci << "][" << mo << "]";
+  onednn::TapProductConv::WeightTranspose(g, false).run(major.data(), back.data());
+  EXPECT_EQ(back, w);
+  onednn::TapProductConv::WeightTranspose(g, false, /*adds=*/true).run(major.data(), back.data());
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(back[i], w[i] + w[i]) << "element " << i;
+}
+
 TEST(TapProductConv, ConvMatchesReference) {
   std::mt19937 rng(41);
   for (const ConvCase& c : tap_product_cases()) {
