@@ -84,17 +84,20 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
     }
     int reduced = -1;
     for (int b = 0; b < buckets; ++b) {
+      const bool sharded = t.sharded_exchange_s >= 0 && replicas > 1;
       SimTask reduce{.resource = ring_resource,
-                     .seconds = ring_allreduce_seconds(t.parameter_bytes / buckets, replicas, ring),
+                     .seconds = sharded ? t.sharded_exchange_s / buckets
+                                        : ring_allreduce_seconds(t.parameter_bytes / buckets, replicas, ring),
                      .kind = TaskKind::allreduce,
                      .micro_batch = step,
                      .bytes = t.parameter_bytes / buckets};
       for (int r = 0; r < replicas; ++r) reduce.after.push_back(parts[r][b]);
       reduced = out.sim.add_task(std::move(reduce));
     }
+    const bool sharded = t.sharded_exchange_s >= 0 && replicas > 1;  // the update was in the exchange
     for (int r = 0; r < replicas; ++r)
       previous_update[r] = out.sim.add_task({.resource = w.resource[r],
-                                             .seconds = t.update_s,
+                                             .seconds = sharded ? 0.0 : t.update_s,
                                              .after = {reduced},
                                              .kind = TaskKind::update,
                                              .micro_batch = step});

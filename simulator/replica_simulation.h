@@ -27,9 +27,12 @@ namespace onnxtrain {
 struct ReplicaTimes {
   double forward_s = 0, backward_s = 0;  // one replica's share of a mini-batch (ps: a whole mini-batch)
   double update_s = 0;                   // the optimizer over all parameters
-  int64_t parameter_bytes = 0;           // gradients and weights exchanged per step
-  int64_t resident_bytes = 0;            // per device: weights, gradients, optimizer state
-  int64_t activation_bytes = 0;          // per device, kept from forward to the end of the backward
+  // dp only, >= 0: the replicas' whole exchange and update as one collective (onnxtrain's host replicas,
+  // which sum and step shares of one shared copy of the weights in place); replaces the ring and update_s.
+  double sharded_exchange_s = -1;
+  int64_t parameter_bytes = 0;   // gradients and weights exchanged per step
+  int64_t resident_bytes = 0;    // per device: weights, gradients, optimizer state
+  int64_t activation_bytes = 0;  // per device, kept from forward to the end of the backward
 };
 
 struct WorkerSummary {

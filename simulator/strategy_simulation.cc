@@ -148,6 +148,14 @@ StrategySimulation simulate_replicas(const StrategySpec& s, const Machine& machi
   const int64_t p = sums.parameter_bytes;
   const bool host_state = s.kind == "cs" || ps;  // the optimizer state lives on the host
   t.resident_bytes = p * (host_state ? 2 : 2 + settings.optimizer_slots) + sums.state_bytes;
+  if (s.kind == "dp" && settings.host_executor && workers > 1) {
+    // onnxtrain's replica threads share one copy of the weights: after the backward each sums its share of
+    // every gradient over all replicas and updates that share (ReplicaGradientSum::step_share), all at once.
+    // One pass over every replica's gradient and the update's other passes, at the memory bandwidth of all
+    // the threads; no ring, no update of its own.
+    t.sharded_exchange_s =
+        update_seconds(p, machine, settings) + (workers - 1) * update_seconds(p, machine, {.update_passes = 1});
+  }
   ReplicaSimulation r;
   if (s.kind == "single" || s.kind == "dp") {
     r = simulate_data_parallel(t, workers, times_of(machine.ring_link(workers)), settings.steps, settings.dp_buckets);

@@ -239,6 +239,27 @@ TEST(StrategySimulation, StrategiesOnAMachine) {
   EXPECT_NE(error_of([&] { run("dp:16"); }).find("needs 16 devices"), std::string::npos);
 }
 
+TEST(StrategySimulation, HostReplicasSumAndStepTheirSharesInOnePass) {
+  // onnxtrain's replica threads (host_executor): no ring and no update of their own, but one collective
+  // that reads every replica's gradients once and makes the update's other passes over the shared weights.
+  ToyProfiles toy;
+  Machine m = machine_from_preset("8xh100");
+  m.device.memory_bandwidth = 40e9;
+  m.device.memory_efficiency = 1.0;
+  const SimulationSettings settings{.batch = 32, .steps = 40, .warmup = 8, .update_passes = 5, .host_executor = true};
+  for (int r : {2, 4}) {
+    const StrategySimulation dp =
+        simulate_strategy(parse_strategy_specs("dp:" + std::to_string(r), 8)[0], m, toy.at(), settings);
+    const double exchange = (5 + (r - 1)) * 10e6 / 40e9;  // 10 MB of parameters
+    EXPECT_NEAR(dp.step_seconds, 24e-3 / r + exchange, 1e-9) << r << " replicas";
+  }
+  // Elsewhere (GPUs, processes) dp still all-reduces over the ring and then updates.
+  const SimulationSettings devices{.batch = 32, .steps = 40, .warmup = 8, .update_passes = 5};
+  const StrategySimulation ring = simulate_strategy(parse_strategy_specs("dp:2", 8)[0], m, toy.at(), devices);
+  EXPECT_NEAR(ring.step_seconds,
+              12e-3 + ring_allreduce_seconds(10'000'000, 2, {450e9, m.intra_node.latency_s}) + 5 * 10e6 / 40e9, 1e-9);
+}
+
 TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendation) {
   ToyProfiles toy;
   Machine m = machine_from_preset("8xh100");
