@@ -40,16 +40,16 @@ class CudnnConv final : public Kernel {
   CudnnConv(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& y,
             const CudnnConvWindow& window, int group, bool has_bias, bool empty, DType dtype)
       : padded_(window.padded() ? std::make_optional<PaddedOperand>(Transpose ? y : x, window, dtype) : std::nullopt),
-        x_(!Transpose && padded_ ? padded_->padded_dims() : x, dtype),
+        x_(Transpose ? x : conv_input(x), dtype),
         w_(w, dtype),
-        y_(Transpose && padded_ ? padded_->padded_dims() : y, dtype),
+        y_(Transpose ? conv_input(y) : y, dtype),
         y_out_(y, dtype),
         conv_(window.window, group, dtype),
         bias_(per_channel_dims(y), dtype),
         has_bias_(has_bias),
         empty_(empty),
-        key_(Transpose ? conv_problem_key(padded_ ? padded_->padded_dims() : y, w, x, window.window, group, dtype)
-                       : conv_problem_key(padded_ ? padded_->padded_dims() : x, w, y, window.window, group, dtype)) {}
+        key_(Transpose ? conv_problem_key(conv_input(y), w, x, window.window, group, dtype)
+                       : conv_problem_key(conv_input(x), w, y, window.window, group, dtype)) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     if (empty_) return;
@@ -75,7 +75,12 @@ class CudnnConv final : public Kernel {
   }
 
  private:
-  std::optional<PaddedOperand> padded_;
+  // The dims of the Conv's input (Conv: X, ConvTranspose: Y) as cuDNN sees them: padded where padded_.
+  const std::vector<int>& conv_input(const std::vector<int>& node_dims) const {
+    return padded_ ? padded_->padded_dims() : node_dims;
+  }
+
+  std::optional<PaddedOperand> padded_;  // first: the members below are made from it
   TensorDescriptor x_;
   FilterDescriptor w_;
   TensorDescriptor y_;

@@ -154,8 +154,8 @@ ONNXTRAIN_CPU_CLONES void forward_block(const ChannelGeometry& g, const float* x
       g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { y[at] = x[at] * a_lanes[lane] + b_lanes[lane]; });
 }
 
-// The gradient of channels [c0, c1) (dX = k1·dY − k2 − (x − μ)·k3), from their statistics `kept` (mean of
-// the block's channels, then their variances; nullptr: computed here). dx, dscale, dbias may be null.
+// The gradient of channels [c0, c1) (dX = k1·dY − k2 − (x − μ)·k3), from the forward's statistics `kept`
+// (all C means, then all C variances; nullptr: computed here). dx, dscale, dbias may be null.
 ONNXTRAIN_CPU_CLONES void backward_block(const ChannelGeometry& g, const float* dy, const float* x, const float* scale,
                                          float epsilon, const float* kept, int64_t c0, int64_t c1, float* dx,
                                          float* dscale, float* dbias) {
