@@ -219,6 +219,18 @@ std::string format_megabytes(int64_t bytes) {
   return text;
 }
 
+CpuShare cpu_share(const StrategySpec& strategy, int threads) {
+  const int devices = std::max(strategy.devices(), 1);
+  CpuShare share{.per_worker = std::max(1, threads / devices)};
+  if (strategy.is_pipeline()) {
+    share.at_once = devices;
+    return share;
+  }
+  share.at_once = std::min(devices, std::max(1, threads / share.per_worker));
+  share.time_shared = static_cast<double>(devices) / share.at_once;
+  return share;
+}
+
 double optimizer_update_passes(const std::string& optimizer) {
   if (optimizer == "sgd") return 3;
   if (optimizer == "momentum" || optimizer == "nesterov" || optimizer == "adagrad") return 5;

@@ -80,6 +80,18 @@ StrategySimulation simulate_strategy(const StrategySpec& strategy, const Machine
                                      const SimulationSettings& settings);
 
 // Passes over the parameters per update: sgd 3, momentum/nesterov/adagrad 5, adam/adamw 7.
+// A strategy's workers on `threads` CPUs of this machine (bench): each worker's OpenMP threads
+// (threads / devices, at least 1), how many workers' threads fit the CPUs at once, and by how much a
+// worker's compute stretches when they do not all fit. Replicas and workers compute all at once, so they
+// take turns on the CPUs (time_shared = devices / at_once); pipeline stages idle in their bubbles and lend
+// their CPU to the others (time_shared 1, every stage profiled at once).
+struct CpuShare {
+  int per_worker = 1;
+  int at_once = 1;
+  double time_shared = 1;
+};
+CpuShare cpu_share(const StrategySpec& strategy, int threads);
+
 double optimizer_update_passes(const std::string& optimizer);
 int optimizer_state_slots(const std::string& optimizer);  // sgd 0, momentum/nesterov/adagrad 1, adam/adamw 2
 std::string format_megabytes(int64_t bytes);              // "1.4 MB", "428 MB" (decimal)

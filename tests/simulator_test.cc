@@ -260,6 +260,24 @@ TEST(StrategySimulation, HostReplicasSumAndStepTheirSharesInOnePass) {
               12e-3 + ring_allreduce_seconds(10'000'000, 2, {450e9, m.intra_node.latency_s}) + 5 * 10e6 / 40e9, 1e-9);
 }
 
+TEST(StrategySimulation, WorkersBeyondTheCpusTakeTurnsUnlessTheyArePipelineStages) {
+  const auto share = [](const std::string& spec, int threads) {
+    return cpu_share(parse_strategy_specs(spec, 8)[0], threads);
+  };
+  const CpuShare fits = share("dp:2", 2), over = share("dp:4", 2), wide = share("dp:2", 8), ps = share("ps:3:1", 2);
+  EXPECT_EQ(fits.per_worker, 1);
+  EXPECT_EQ(fits.at_once, 2);
+  EXPECT_EQ(fits.time_shared, 1.0);
+  EXPECT_EQ(over.at_once, 2);  // 4 replicas of 1 thread on 2 CPUs: two at a time, each at half speed
+  EXPECT_EQ(over.time_shared, 2.0);
+  EXPECT_EQ(wide.per_worker, 4);
+  EXPECT_EQ(wide.time_shared, 1.0);
+  EXPECT_GT(ps.time_shared, 1.0);
+  const CpuShare stages = share("pipedream:4", 2);
+  EXPECT_EQ(stages.at_once, 4);
+  EXPECT_EQ(stages.time_shared, 1.0);
+}
+
 TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendation) {
   ToyProfiles toy;
   Machine m = machine_from_preset("8xh100");

@@ -58,7 +58,8 @@ class BenchPredictor {
   // The profile of the training graph at `batch`, its node times measured on `threads` threads while
   // `workers` such measurements run at once (as the strategy's workers do; cached).
   // `summed` > 1: the nodes timed as a flushing pipeline's micro-batches (NodeProfileOptions).
-  const CostProfile& profile_at(int64_t batch, int threads, int workers, int summed);
+  // `time_shared` >= 1: every node time multiplied by it (more workers' threads than CPUs, below).
+  const CostProfile& profile_at(int64_t batch, int threads, int workers, int summed, double time_shared = 1);
   // The local backend's all-reduce of the parameters' size over `ranks` threads, measured (cached).
   double allreduce_seconds(int ranks);
 
@@ -67,7 +68,7 @@ class BenchPredictor {
   TrainingGraph training_;  // the graph every profile times (the loss attached once)
   DeviceDescription cpu_;
   int64_t parameter_bytes_ = 0;
-  std::map<std::tuple<int64_t, int, int, int>, CostProfile> profiles_;
+  std::map<std::tuple<int64_t, int, int, int, double>, CostProfile> profiles_;
   std::map<int, double> allreduce_;
   std::map<int, double> memory_bandwidth_;  // by OpenMP threads
 
