@@ -63,6 +63,7 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
   const int ring_resource = out.sim.add_resource("all-reduce ring");
   std::vector<int> previous_update(replicas, -1);
   std::vector<int> step_updates;  // replica 0's update of each step: where the step ends
+  const bool sharded = t.sharded_exchange_s >= 0 && replicas > 1;  // the update is in the exchange
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<std::vector<int>> parts(replicas);
     for (int r = 0; r < replicas; ++r) {
@@ -84,7 +85,6 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
     }
     int reduced = -1;
     for (int b = 0; b < buckets; ++b) {
-      const bool sharded = t.sharded_exchange_s >= 0 && replicas > 1;
       SimTask reduce{.resource = ring_resource,
                      .seconds = sharded ? t.sharded_exchange_s / buckets
                                         : ring_allreduce_seconds(t.parameter_bytes / buckets, replicas, ring),
@@ -94,7 +94,6 @@ ReplicaSimulation simulate_data_parallel(const ReplicaTimes& t, int replicas, co
       for (int r = 0; r < replicas; ++r) reduce.after.push_back(parts[r][b]);
       reduced = out.sim.add_task(std::move(reduce));
     }
-    const bool sharded = t.sharded_exchange_s >= 0 && replicas > 1;  // the update was in the exchange
     for (int r = 0; r < replicas; ++r)
       previous_update[r] = out.sim.add_task({.resource = w.resource[r],
                                              .seconds = sharded ? 0.0 : t.update_s,

@@ -79,7 +79,6 @@ struct StrategySimulation {
 StrategySimulation simulate_strategy(const StrategySpec& strategy, const Machine& machine, const ProfileAt& profiles,
                                      const SimulationSettings& settings);
 
-// Passes over the parameters per update: sgd 3, momentum/nesterov/adagrad 5, adam/adamw 7.
 // A strategy's workers on `threads` CPUs of this machine (bench): each worker's OpenMP threads
 // (threads / devices, at least 1), how many workers' threads fit the CPUs at once, and by how much a
 // worker's compute stretches when they do not all fit. Replicas and workers compute all at once, so they
@@ -92,6 +91,7 @@ struct CpuShare {
 };
 CpuShare cpu_share(const StrategySpec& strategy, int threads);
 
+// Passes over the parameters per update: sgd 3, momentum/nesterov/adagrad 5, adam/adamw 7.
 double optimizer_update_passes(const std::string& optimizer);
 int optimizer_state_slots(const std::string& optimizer);  // sgd 0, momentum/nesterov/adagrad 1, adam/adamw 2
 std::string format_megabytes(int64_t bytes);              // "1.4 MB", "428 MB" (decimal)

@@ -119,7 +119,13 @@ double BenchPredictor::allreduce_seconds(int ranks) {
 Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int threads, const std::string& plan_path,
                                    int64_t warmup, int64_t steps) {
   const int devices = s.devices();
-  const int per_worker = cpu_share(s, threads).per_worker;
+  // Replicas or workers whose threads outnumber the CPUs take turns on them (cpu_share): a node timed
+  // while its thread runs (the median of its runs) says nothing of the time the thread waits for a CPU.
+  // So no more profiles run at once than the CPUs hold, and the simulated devices, all computing at once,
+  // get their CPU share's speed. dp:4 on 2 CPUs was predicted at 1.31 (ResNet-18) and 3.0 (CNN) of its
+  // measured speed without this.
+  const CpuShare share = cpu_share(s, threads);
+  const int per_worker = share.per_worker;
   // This machine as the simulator sees it: `devices` groups of `per_worker` threads; pipeline neighbours
   // pass tensors through shared memory (the probe's link), dp's ring runs at the bandwidth the measured
   // all-reduce of the parameters implies, central storage and parameter servers copy at memory bandwidth.
@@ -142,12 +148,6 @@ Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int thr
   // gpipe and 1f1b stages sum their micro-batches' gradients in place and reuse the weights' derived values.
   const bool flushes = s.is_pipeline() && strategy_traits(parse_pipeline_strategy(s.kind)).flushes;
   const int summed = flushes ? static_cast<int>(s.micro_batches) : 1;
-  // Replicas or workers whose threads outnumber the CPUs take turns on them (cpu_share): a node timed
-  // while its thread runs (the median of its runs) says nothing of the time the thread waits for a CPU.
-  // So no more profiles run at once than the CPUs hold, and the simulated devices, all computing at once,
-  // get their CPU share's speed. dp:4 on 2 CPUs was predicted at 1.31 (ResNet-18) and 3.0 (CNN) of its
-  // measured speed without this.
-  const CpuShare share = cpu_share(s, threads);
   const ProfileAt profiles = [&](int64_t micro_batch, int workers) -> const CostProfile& {
     return profile_at(micro_batch, per_worker, std::min(workers, share.at_once), summed, share.time_shared);
   };
