@@ -130,12 +130,10 @@ def wait_for_idle(limit_s):
 # ----------------------------------------------------------------------------------------------------
 # onnxtrain side
 # ----------------------------------------------------------------------------------------------------
-def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu", tf32=False, model=None,
-                     precision="fp32"):
-    """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process; `model`: the
-    ONNX file (default: the fixture's, models/NAME_opset17.onnx)."""
+def train_command(binary, name, batch, total, workdir, device="cpu", tf32=False, model=None, precision="fp32"):
+    """The `onnxtrain train` command of `total` steps of `batch` and its --metrics file; `model`: the ONNX
+    file (default: the fixture's, models/NAME_opset17.onnx)."""
     c, h, w = input_dims(name)
-    total = warmup + steps
     metrics = os.path.join(workdir, "metrics.jsonl")
     cmd = [binary, "train", model or fixture_path(name),
            "--data", "synthetic:%d,%d,%d:%d:%d" % (c, h, w, CLASSES, batch * total),
@@ -144,6 +142,14 @@ def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, devic
            "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
     cmd += ["--tf32"] if tf32 else []
     cmd += ["--precision", precision] if precision != "fp32" else []
+    return cmd, metrics
+
+
+def onnxtrain_repeat(binary, name, batch, threads, warmup, steps, workdir, device="cpu", tf32=False, model=None,
+                     precision="fp32"):
+    """Samples/s over `steps` steps after `warmup` steps, in one fresh `onnxtrain train` process (arguments as
+    train_command's)."""
+    cmd, metrics = train_command(binary, name, batch, warmup + steps, workdir, device, tf32, model, precision)
     return timed_train_run(cmd, metrics, threads, batch, warmup, steps)
 
 
@@ -168,9 +174,20 @@ def timed_train_run(cmd, metrics, threads, batch, warmup, steps):
     return steps * batch / (ends[total] - ends[warmup])
 
 
-def onnxtrain_profile(onnxtrain, name, batch, threads, steps, model=None):
-    """Per-op kernel times of the same step (benchmarks/training_step_profile.cc), when it is built in
-    the same build folder as the onnxtrain binary; `model` as in onnxtrain_repeat."""
+def onnxtrain_profile(onnxtrain, name, batch, threads, steps, model=None, device="cpu", workdir=None, tf32=False,
+                      precision="fp32"):
+    """Per-op times of the same step. CPU: kernel times from benchmarks/training_step_profile.cc, when it is
+    built in the same build folder as the onnxtrain binary. CUDA: GPU and host times per op type of
+    `onnxtrain train` under ONNXTRAIN_CUDA_PROFILE=1 (executor/cuda_run_profile.h). `model` as in
+    train_command."""
+    if device == "cuda":
+        cmd, _ = train_command(onnxtrain, name, batch, steps + 1, workdir, device, tf32, model, precision)
+        env = dict(thread_env(threads), ONNXTRAIN_CUDA_PROFILE="1")
+        run = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        at = run.stderr.find("ONNXTRAIN_CUDA_PROFILE")
+        print("onnxtrain profile, %s batch %d on cuda (exit %d):\n%s" %
+              (name, batch, run.returncode, run.stderr[at:] if at >= 0 else run.stderr[-2000:]), flush=True)
+        return
     binary = os.path.join(os.path.dirname(os.path.dirname(onnxtrain)), "benchmarks", "training_step_profile")
     if not os.access(binary, os.X_OK):
         print("(no %s: build the training_step_profile target for onnxtrain's per-op times)\n" % binary)
@@ -374,10 +391,22 @@ def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False, 
         if command.get("profile"):
             for _ in range(command["warmup"]):
                 step()
-            with torch.autograd.profiler.profile() as prof:
-                for _ in range(profile_steps):
-                    step()
-            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+            if device == "cuda":  # kernel times on the GPU, by the op that launched them
+                activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+                with torch.profiler.profile(activities=activities) as prof:
+                    for _ in range(profile_steps):
+                        step()
+                    torch.cuda.synchronize()
+                averages = prof.key_averages()
+                try:
+                    table = averages.table(sort_by="self_device_time_total", row_limit=25)
+                except (AttributeError, KeyError, ValueError):  # torch before 2.4 says cuda, not device
+                    table = averages.table(sort_by="self_cuda_time_total", row_limit=25)
+            else:
+                with torch.autograd.profiler.profile() as prof:
+                    for _ in range(profile_steps):
+                        step()
+                table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
             print(json.dumps({"table": table, "steps": profile_steps}), flush=True)
             continue
         for _ in range(command["warmup"]):
@@ -525,7 +554,8 @@ def main():
                 print("\ntorch %s profile, %s batch %d, %d threads, %d steps (ms per step: divide by %d):\n%s" %
                       (torch_version, name, batch, threads, answer["steps"], answer["steps"], answer["table"]),
                       flush=True)
-                onnxtrain_profile(binary, name, batch, threads, args.profile_steps, model)
+                onnxtrain_profile(binary, name, batch, threads, args.profile_steps, model, args.device, workdir,
+                                  args.tf32, args.precision)
             worker.close()
             ratios = [a / b for a, b in zip(ours, theirs)]
             ours_gflops = statistics.median(ours) * step_flops / 1e9

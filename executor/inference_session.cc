@@ -99,6 +99,10 @@ InferenceSession::InferenceSession(const Graph& graph, std::string implementatio
     }
     device_initializers_ =
         initializers ? std::move(initializers) : std::make_shared<DeviceInitializerStore>(device_.index);
+    if (cuda_profile_requested()) {
+      cuda_timer_ = std::make_unique<CudaRunTimer>(
+          device_.index, "session of " + std::to_string(order.size()) + " nodes on " + device_.name());
+    }
   }
 }
 

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/cuda_run_profile.h"
 #include "executor/device_initializers.h"
 #include "graph/graph.h"
 #include "kernels/kernel.h"
@@ -182,6 +183,7 @@ class InferenceSession {
   int64_t rows_ = 0;
   std::shared_ptr<Stream::DerivedMap> carried_;  // carry_weight_derived_values
   Stream::OutputSums output_sums_;               // run_into's sums, by caller buffer
+  std::unique_ptr<CudaRunTimer> cuda_timer_;     // ONNXTRAIN_CUDA_PROFILE set: a CUDA session's node times
 };
 
 }  // namespace onnxtrain

@@ -4,6 +4,7 @@
 // place (uploaded only when missing or stale). Compiled in every build; with CUDA compiled out a CUDA
 // session cannot be made.
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "executor/inference_session.h"
@@ -110,6 +111,8 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(
   std::map<std::string, Tensor> outputs;  // before `drain`: a download still in flight writes into it
   DrainOnThrow drain{stream};
 
+  CudaRunTimer* timer = cuda_timer_.get();
+  if (timer) timer->begin(stream);
   // Initializers are device-resident: the store uploads one only at its first use or when its host copy
   // changed; the run reads (never writes) the store's copy in place.
   for (ValueId id : graph_.initializers) {
@@ -130,7 +133,9 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(
 
   Stream kernel_stream = stream.kernel_stream(run_index_++);
   kernel_stream.set_rows(first_row_, rows_);
+  if (timer) timer->nodes_begin(stream);
   for (size_t i = 0; i < prepared_.size(); ++i) {
+    const auto host_start = std::chrono::steady_clock::now();
     PreparedNode& p = prepared_[i];
     const Node& node = graph_.node(p.node);
     // A data-dependent node reads its small inputs back (a host synchronisation the shapes force).
@@ -171,6 +176,11 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(
       e.at_node(node.name, node.op_type, node.domain, node.opset);
       throw;
     }
+    if (timer) {
+      timer->node_done(
+          stream, node.op_type,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count());
+    }
     if (scratch) {
       for (ValueId out : node.outputs)
         if (out.valid()) scratch->value(out).shape = Shape::of(values[out.index].sizes);
@@ -189,11 +199,13 @@ std::map<std::string, Tensor> InferenceSession::run_on_cuda(
       outputs[name] = download_async(stream, values[id.index]);
     }
   }
+  if (timer) timer->end(stream);
   try {
     stream.synchronize();  // the run's one wait: asynchronous kernel faults surface here
   } catch (Error& e) {
     throw Error("a CUDA kernel of this run failed on " + device_.name() + ": " + e.message());
   }
+  if (timer) timer->finish(stream);
   if (on_output)
     for (ValueId id : graph_.outputs) on_output(graph_.value(id).name, outputs.at(graph_.value(id).name));  // none kept
   return outputs;

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "executor/central_storage.h"
+#include "executor/cuda_run_profile.h"
 #include "executor/data_parallel.h"
 #include "executor/inference_session.h"
 #include "executor/parameter_server.h"
@@ -88,6 +89,43 @@ TEST(CudaDevice, RunCommandOnCuda) {
   ASSERT_EQ(got.sizes(), expected.sizes());
   const std::vector<double> a = got.to_double(), b = expected.to_double();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 + 1e-3 * std::abs(b[i])) << "logit " << i;
+  std::filesystem::remove_all(dir);
+}
+
+// ONNXTRAIN_CUDA_PROFILE: a session's node times by op type, per run, the largest first.
+TEST(CudaRunProfile, ReportAveragesRunsByOpTypeLargestFirst) {
+  CudaRunProfile profile("test graph");
+  EXPECT_EQ(profile.report(), "");  // no run after the first: nothing to say
+  const std::vector<NodeTiming> run = {{"Conv", 3.0, 0.1}, {"Relu", 0.5, 0.2}, {"Conv", 1.0, 0.1}, {"Add", 0.25, 0.4}};
+  profile.add_run(run, {.wall_ms = 6, .uploads_ms = 0.5, .downloads_ms = 0.25, .between_runs_ms = -1});
+  profile.add_run(run, {.wall_ms = 8, .uploads_ms = 0.5, .downloads_ms = 0.25, .between_runs_ms = 2});
+  const std::string text = profile.report(/*top=*/2);
+  EXPECT_NE(text.find("test graph, 2 runs after the first"), std::string::npos) << text;
+  // Per run: Conv 2 nodes, 4 ms GPU of 4.75 (84.2%), 0.2 ms host; Relu next; Add folded into the rest.
+  EXPECT_NE(text.find("Conv                             2.0      4.000      0.200   84.2"), std::string::npos) << text;
+  EXPECT_LT(text.find("Conv "), text.find("Relu "));
+  EXPECT_EQ(text.find("Add "), std::string::npos) << text;
+  EXPECT_NE(text.find("(1 more)                         1.0      0.250      0.400    5.3"), std::string::npos) << text;
+  EXPECT_NE(text.find("nodes: GPU 4.750 ms, host 0.800 ms; uploads 0.500 ms, downloads 0.250 ms; wall 7.000 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("between runs (outside this session: optimizer, host work, other sessions): 2.000 ms"),
+            std::string::npos)
+      << text;
+}
+
+// With a GPU: `run --bench` under ONNXTRAIN_CUDA_PROFILE=1 prints the CNN's op types with their GPU times.
+TEST(CudaDevice, ProfileVariableTimesEveryNodeOnTheGpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: " << cuda::query_devices().unavailable_reason;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("onnxtrain_cuda_profile_" + std::to_string(::getpid()))).string();
+  const testing_support::CliRun r = testing_support::run_cli_prefixed(
+      "ONNXTRAIN_CUDA_PROFILE=1", "run " + kModels + "cnn_opset17.onnx --input input=" + kModels +
+                                      "expected/fashion_batch3_input.npy -o " + dir + " --bench 3 --device cuda");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ONNXTRAIN_CUDA_PROFILE: session of"), std::string::npos) << r.output;
+  for (const char* op : {"Conv ", "Gemm ", "Relu "}) EXPECT_NE(r.output.find(op), std::string::npos) << op << r.output;
+  EXPECT_NE(r.output.find("nodes: GPU "), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
 }
 

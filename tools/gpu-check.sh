@@ -3,8 +3,10 @@
 # harness's CUDA cases, the ONNX node tests on cuda:0, the runtime, kernel, NCCL and --device cuda tests),
 # the Fashion-MNIST CNN one epoch on cuda:0, and training samples/s of the ResNet fixture (strict float32,
 # then both sides with TF32) and of torchvision's ResNet-50 at 224x224, batch 64, against PyTorch on the
-# same GPU, with the ratio; then ResNet-50's first 10 steps in `onnxtrain train` (start-up included).
-# Every step has a timeout and a failed step does not stop the next; the whole run keeps to a time budget
+# same GPU, with the ratio; then ResNet-50's first 10 steps in `onnxtrain train` (start-up included), and
+# where ResNet-50's step goes per op type on both sides (ONNXTRAIN_CUDA_PROFILE=1 and torch.profiler).
+# ONNXTRAIN_GPU_CHECK_ONLY="profile compare" runs only the named steps (tests cnn compare resnet50 profile)
+# after the setup. Every step has a timeout and a failed step does not stop the next; the whole run keeps to a time budget
 # (ONNXTRAIN_GPU_CHECK_BUDGET seconds, default 480), skipping what would not fit.
 #
 # Two modes:
@@ -283,73 +285,82 @@ fi
 "$bin" version 2>&1 | head -3
 
 # --- the steps both modes share ---------------------------------------------------------------------------
-step tests "CUDA tests"
-run_tests
-
-step cnn "Fashion-MNIST CNN, one epoch on cuda:0"
-in_time 20 && {
-if [[ $mode == bundle && -d $work/fashion-mnist ]]; then
-  data=mnist:$work/fashion-mnist
-elif [[ -d /usr/share/datasets/fashion-mnist ]]; then
-  data=fashion-mnist
-else
-  data=synthetic:1,28,28:10:60000; echo "(no Fashion-MNIST: synthetic data of the same shape)"
-fi
-timeout -k 10 "$(limit 150 180)" "$bin" train models/cnn_opset17.onnx --data "$data" --device cuda --epochs 1 --batch 64 \
-  -o "$logs/cnn_cuda.onnx" >"$logs/train_cnn.txt" 2>&1
-rc=$?
-grep -E "epoch|test|samples/s|rror" "$logs/train_cnn.txt" | tail -8
-rm -f "$logs/cnn_cuda.onnx"
-((rc == 0)) && record ok "$data: $(grep -E 'test' "$logs/train_cnn.txt" | tail -1)" ||
-  record FAILED "$data (exit $rc): $(grep -m1 -i 'error' "$logs/train_cnn.txt")"
+check_tests() {
+  step tests "CUDA tests"
+  run_tests
 }
 
-step compare "training samples/s against PyTorch on the same GPU"
+check_cnn() {
+  step cnn "Fashion-MNIST CNN, one epoch on cuda:0"
+  in_time 20 && {
+  if [[ $mode == bundle && -d $work/fashion-mnist ]]; then
+    data=mnist:$work/fashion-mnist
+  elif [[ -d /usr/share/datasets/fashion-mnist ]]; then
+    data=fashion-mnist
+  else
+    data=synthetic:1,28,28:10:60000; echo "(no Fashion-MNIST: synthetic data of the same shape)"
+  fi
+  timeout -k 10 "$(limit 150 180)" "$bin" train models/cnn_opset17.onnx --data "$data" --device cuda --epochs 1 --batch 64 \
+    -o "$logs/cnn_cuda.onnx" >"$logs/train_cnn.txt" 2>&1
+  rc=$?
+  grep -E "epoch|test|samples/s|rror" "$logs/train_cnn.txt" | tail -8
+  rm -f "$logs/cnn_cuda.onnx"
+  ((rc == 0)) && record ok "$data: $(grep -E 'test' "$logs/train_cnn.txt" | tail -1)" ||
+    record FAILED "$data (exit $rc): $(grep -m1 -i 'error' "$logs/train_cnn.txt")"
+}
+}
+
 py=$(command -v python3)
 compare=(python3 benchmarks/compare_pytorch.py --binary "$bin" --python "$py" --device cuda --threads 1)
-if ! in_time 30; then
-  :
-elif python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 150 120)" "${compare[@]}" --models resnet:64,cnn:64 --repeats 3 \
-    --json "$logs/compare_pytorch.json" 2>&1 | tee "$logs/compare_pytorch.txt"
-  rc=${PIPESTATUS[0]}
-  ((rc == 0)) && record ok "$(grep -E '^\| resnet' "$logs/compare_pytorch.txt" | tr -s ' ')" ||
-    record FAILED "compare_pytorch.py (exit $rc)"
-  step compare-tf32 "the same with TF32 tensor cores on both sides (onnxtrain --tf32; torch allow_tf32)"
-  in_time 30 && PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 90 60)" "${compare[@]}" --tf32 --models resnet:64 --repeats 2 \
-    --json "$logs/compare_pytorch_tf32.json" 2>&1 | tee "$logs/compare_pytorch_tf32.txt"
-  rc=${PIPESTATUS[0]}
-  [[ ! -f $logs/compare_pytorch_tf32.txt ]] ||
-    { ((rc == 0)) && record ok "$(grep -E '^\| resnet' "$logs/compare_pytorch_tf32.txt" | tr -s ' ')" ||
-      record FAILED "compare_pytorch.py --tf32 (exit $rc)"; }
-  # ImageNet size: torchvision's ResNet-50 (10 classes), exported by the worker; steady state after 5 steps.
-  step compare-resnet50 "ResNet-50 at 224x224, batch 64, against PyTorch (float32, strict)"
-  in_time 60 && PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 150 60)" "${compare[@]}" --models resnet50:64 --steps 20 \
-    --repeats 2 --json "$logs/compare_pytorch_resnet50.json" 2>&1 | tee "$logs/compare_pytorch_resnet50.txt"
-  rc=${PIPESTATUS[0]}
-  [[ ! -f $logs/compare_pytorch_resnet50.txt ]] ||
-    { ((rc == 0)) && record ok "$(grep -E '^\| resnet50' "$logs/compare_pytorch_resnet50.txt" | tr -s ' ')" ||
-      record FAILED "compare_pytorch.py resnet50 (exit $rc)"; }
-else
-  echo "PyTorch with CUDA not available to $py: onnxtrain's figures only"
-  timeout -k 10 "$(limit 90 60)" "$bin" train models/resnet_opset17.onnx --data synthetic:3,32,32:10:6400 --device cuda \
-    --batch 64 --epochs 1 --validation 0 --test-data none -o "$logs/resnet_cuda.onnx" >"$logs/train_resnet.txt" 2>&1
-  rc=$?
-  grep -E "samples/s|rror" "$logs/train_resnet.txt" | tail -2
-  rm -f "$logs/resnet_cuda.onnx"
-  ((rc == 0)) && record ok "onnxtrain only: $(grep -E 'samples/s' "$logs/train_resnet.txt" | tail -1)" ||
-    record FAILED "ResNet on cuda (exit $rc): $(grep -m1 -i 'error' "$logs/train_resnet.txt")"
-fi
+torch_on_gpu() { python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
 
-# 10 steps: making the synthetic data (after the device check), ~70 ms per 3x224x224 sample on a slow CPU
-# core, takes longer for the 64 samples of a step than the step itself.
-step resnet50 "ResNet-50, batch 64, 10 steps on cuda:0"
-resnet50=models/zoo/resnet50.onnx
-if [[ ! -f $resnet50 && $mode == bundle ]] && (($(limit 60 90) >= 60)) &&
-  python3 -c 'import torch, torchvision' 2>/dev/null; then
-  # Not in the tree (100 MB, git-ignored): exported here as models/zoo/make_zoo.py does, TorchScript exporter.
-  resnet50=$work/resnet50.onnx
-  timeout -k 10 "$(limit 90 90)" python3 - "$resnet50" >"$logs/export_resnet50.txt" 2>&1 <<'EOF'
+check_compare() {
+  step compare "training samples/s against PyTorch on the same GPU"
+  if ! in_time 30; then
+    :
+  elif torch_on_gpu; then
+    PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 150 120)" "${compare[@]}" --models resnet:64,cnn:64 --repeats 3 \
+      --json "$logs/compare_pytorch.json" 2>&1 | tee "$logs/compare_pytorch.txt"
+    rc=${PIPESTATUS[0]}
+    ((rc == 0)) && record ok "$(grep -E '^\| resnet' "$logs/compare_pytorch.txt" | tr -s ' ')" ||
+      record FAILED "compare_pytorch.py (exit $rc)"
+    step compare-tf32 "the same with TF32 tensor cores on both sides (onnxtrain --tf32; torch allow_tf32)"
+    in_time 30 && PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 90 60)" "${compare[@]}" --tf32 --models resnet:64 --repeats 2 \
+      --json "$logs/compare_pytorch_tf32.json" 2>&1 | tee "$logs/compare_pytorch_tf32.txt"
+    rc=${PIPESTATUS[0]}
+    [[ ! -f $logs/compare_pytorch_tf32.txt ]] ||
+      { ((rc == 0)) && record ok "$(grep -E '^\| resnet' "$logs/compare_pytorch_tf32.txt" | tr -s ' ')" ||
+        record FAILED "compare_pytorch.py --tf32 (exit $rc)"; }
+    # ImageNet size: torchvision's ResNet-50 (10 classes), exported by the worker; steady state after 5 steps.
+    step compare-resnet50 "ResNet-50 at 224x224, batch 64, against PyTorch (float32, strict)"
+    in_time 60 && PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 150 60)" "${compare[@]}" --models resnet50:64 --steps 20 \
+      --repeats 2 --json "$logs/compare_pytorch_resnet50.json" 2>&1 | tee "$logs/compare_pytorch_resnet50.txt"
+    rc=${PIPESTATUS[0]}
+    [[ ! -f $logs/compare_pytorch_resnet50.txt ]] ||
+      { ((rc == 0)) && record ok "$(grep -E '^\| resnet50' "$logs/compare_pytorch_resnet50.txt" | tr -s ' ')" ||
+        record FAILED "compare_pytorch.py resnet50 (exit $rc)"; }
+  else
+    echo "PyTorch with CUDA not available to $py: onnxtrain's figures only"
+    timeout -k 10 "$(limit 90 60)" "$bin" train models/resnet_opset17.onnx --data synthetic:3,32,32:10:6400 --device cuda \
+      --batch 64 --epochs 1 --validation 0 --test-data none -o "$logs/resnet_cuda.onnx" >"$logs/train_resnet.txt" 2>&1
+    rc=$?
+    grep -E "samples/s|rror" "$logs/train_resnet.txt" | tail -2
+    rm -f "$logs/resnet_cuda.onnx"
+    ((rc == 0)) && record ok "onnxtrain only: $(grep -E 'samples/s' "$logs/train_resnet.txt" | tail -1)" ||
+      record FAILED "ResNet on cuda (exit $rc): $(grep -m1 -i 'error' "$logs/train_resnet.txt")"
+  fi
+}
+
+check_resnet50() {
+  # 10 steps: making the synthetic data (after the device check), ~70 ms per 3x224x224 sample on a slow CPU
+  # core, takes longer for the 64 samples of a step than the step itself.
+  step resnet50 "ResNet-50, batch 64, 10 steps on cuda:0"
+  resnet50=models/zoo/resnet50.onnx
+  if [[ ! -f $resnet50 && $mode == bundle ]] && (($(limit 60 90) >= 60)) &&
+    python3 -c 'import torch, torchvision' 2>/dev/null; then
+    # Not in the tree (100 MB, git-ignored): exported here as models/zoo/make_zoo.py does, TorchScript exporter.
+    resnet50=$work/resnet50.onnx
+    timeout -k 10 "$(limit 90 90)" python3 - "$resnet50" >"$logs/export_resnet50.txt" 2>&1 <<'EOF'
 import inspect, sys, torch, torchvision
 torch.manual_seed(0)
 model = torchvision.models.resnet50(weights=None).train()
@@ -360,19 +371,39 @@ torch.onnx.export(model, torch.randn(2, 3, 224, 224), sys.argv[1], opset_version
                   input_names=["input"], output_names=["logits"],
                   dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
 EOF
-  (($? == 0)) || { tail -3 "$logs/export_resnet50.txt"; echo "(ResNet-50 export failed: $logs/export_resnet50.txt)"; }
-fi
-if [[ -f $resnet50 ]]; then
-  in_time 30 && { timeout -k 10 "$(limit 120 0)" "$bin" train "$resnet50" --data synthetic:3,224,224:1000:640 --device cuda --batch 64 \
-    --epochs 1 --validation 0 --test-data none --log-every 5 -o "$logs/resnet50_cuda.onnx" >"$logs/train_resnet50.txt" 2>&1
-  rc=$?
-  grep -E "samples/s|rror" "$logs/train_resnet50.txt" | tail -3
-  rm -f "$logs/resnet50_cuda.onnx"
-  ((rc == 0)) && record ok "$(grep -E 'samples/s' "$logs/train_resnet50.txt" | tail -1)" ||
-    record FAILED "exit $rc: $(grep -m1 -i 'error' "$logs/train_resnet50.txt")"; }
-else
-  echo "(no $resnet50: models/zoo/make_zoo.py makes it; not enough time, or no torchvision, to export it here)"
-  record skipped "no models/zoo/resnet50.onnx"
-fi
+    (($? == 0)) || { tail -3 "$logs/export_resnet50.txt"; echo "(ResNet-50 export failed: $logs/export_resnet50.txt)"; }
+  fi
+  if [[ -f $resnet50 ]]; then
+    in_time 30 && { timeout -k 10 "$(limit 120 0)" "$bin" train "$resnet50" --data synthetic:3,224,224:1000:640 --device cuda --batch 64 \
+      --epochs 1 --validation 0 --test-data none --log-every 5 -o "$logs/resnet50_cuda.onnx" >"$logs/train_resnet50.txt" 2>&1
+    rc=$?
+    grep -E "samples/s|rror" "$logs/train_resnet50.txt" | tail -3
+    rm -f "$logs/resnet50_cuda.onnx"
+    ((rc == 0)) && record ok "$(grep -E 'samples/s' "$logs/train_resnet50.txt" | tail -1)" ||
+      record FAILED "exit $rc: $(grep -m1 -i 'error' "$logs/train_resnet50.txt")"; }
+  else
+    echo "(no $resnet50: models/zoo/make_zoo.py makes it; not enough time, or no torchvision, to export it here)"
+    record skipped "no models/zoo/resnet50.onnx"
+  fi
+}
+
+# Per op type: onnxtrain's GPU and host times (ONNXTRAIN_CUDA_PROFILE=1, executor/cuda_run_profile.h) beside
+# torch.profiler's kernel times, for the same ResNet-50 step (compare_pytorch.py --profile).
+check_profile() {
+  step profile "where ResNet-50's step goes on the GPU: onnxtrain (ONNXTRAIN_CUDA_PROFILE) and torch.profiler"
+  in_time 60 || return 0
+  if ! torch_on_gpu; then record skipped "no PyTorch with CUDA for $py"; return 0; fi
+  PYTHONUNBUFFERED=1 timeout -k 10 "$(limit 180 0)" "${compare[@]}" --models resnet50:64 --steps 10 --repeats 1 \
+    --profile --profile-steps 10 --json "$logs/compare_pytorch_profile.json" 2>&1 | tee "$logs/profile_resnet50.txt"
+  local rc=${PIPESTATUS[0]}
+  ((rc == 0)) && record ok "onnxtrain $(grep -m1 -E 'nodes: GPU' "$logs/profile_resnet50.txt" | tr -s ' ')" ||
+    record FAILED "compare_pytorch.py --profile resnet50 (exit $rc)"
+}
+
+# ONNXTRAIN_GPU_CHECK_ONLY="profile tests": only these steps after the setup (default: every step in order).
+wanted() { [[ -z ${ONNXTRAIN_GPU_CHECK_ONLY:-} || " $ONNXTRAIN_GPU_CHECK_ONLY " == *" $1 "* ]]; }
+for check in tests cnn compare resnet50 profile; do
+  wanted $check && check_$check
+done
 
 finish

@@ -153,12 +153,13 @@ void DeviceStream::synchronize() const { ONNXTRAIN_CUDA_CHECK(cudaStreamSynchron
 
 // --- DeviceEvent ----------------------------------------------------------------------------------------
 
-DeviceEvent::DeviceEvent(int device) : device_(device) {
+DeviceEvent::DeviceEvent(int device, EventTiming timing) : device_(device) {
   require_device(device, "DeviceEvent");
   DeviceIndexGuard guard(device);
   cudaEvent_t event = nullptr;
-  // No timing: cheaper to record and wait on; these events only order work.
-  ONNXTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  // Without timing an event is cheaper to record and wait on: ordering events do not time.
+  ONNXTRAIN_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event, timing == EventTiming::On ? cudaEventDefault : cudaEventDisableTiming));
   handle_ = event;
 }
 
@@ -188,6 +189,13 @@ bool DeviceEvent::ready() const {
   if (status == cudaErrorNotReady) return false;
   ONNXTRAIN_CUDA_CHECK(status);
   return true;
+}
+
+float DeviceEvent::ms_since(const DeviceEvent& earlier) const {
+  float ms = 0;
+  ONNXTRAIN_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.handle_), static_cast<cudaEvent_t>(handle_)));
+  return ms;
 }
 
 // --- DeviceBuffer ---------------------------------------------------------------------------------------

@@ -46,10 +46,12 @@ class DeviceStream {
   void* handle_ = nullptr;
 };
 
-// A recorded point in a stream, for cross-stream (cross-stage) dependencies without host waits.
+// A recorded point in a stream, for cross-stream (cross-stage) dependencies without host waits; a timing
+// event (EventTiming::On, for profiles) also measures the GPU time between two recorded points.
+enum class EventTiming { Off, On };
 class DeviceEvent {
  public:
-  explicit DeviceEvent(int device);
+  explicit DeviceEvent(int device, EventTiming timing = EventTiming::Off);
   ~DeviceEvent();
   DeviceEvent(const DeviceEvent&) = delete;
   DeviceEvent& operator=(const DeviceEvent&) = delete;
@@ -59,6 +61,9 @@ class DeviceEvent {
   // Whether the work before the recorded point has finished (cudaEventQuery; no wait). Throws Error on an
   // asynchronous fault.
   bool ready() const;
+  // Milliseconds of GPU time from `earlier`'s recorded point to this one's, both timing events whose work
+  // has finished (cudaEventElapsedTime: about 0.5 us resolution).
+  float ms_since(const DeviceEvent& earlier) const;
 
  private:
   int device_;

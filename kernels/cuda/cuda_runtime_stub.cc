@@ -19,12 +19,13 @@ void require_device(int device, const std::string& what) {
 DeviceStream::DeviceStream(int device) : device_(device) { require_device(device, "DeviceStream"); }
 DeviceStream::~DeviceStream() = default;
 void DeviceStream::synchronize() const { not_compiled(); }
-DeviceEvent::DeviceEvent(int device) : device_(device) { require_device(device, "DeviceEvent"); }
+DeviceEvent::DeviceEvent(int device, EventTiming) : device_(device) { require_device(device, "DeviceEvent"); }
 DeviceEvent::~DeviceEvent() = default;
 void DeviceEvent::record(const DeviceStream&) { not_compiled(); }
 void DeviceEvent::make_wait(const DeviceStream&) const { not_compiled(); }
 void DeviceEvent::synchronize() const { not_compiled(); }
 bool DeviceEvent::ready() const { not_compiled(); }
+float DeviceEvent::ms_since(const DeviceEvent&) const { not_compiled(); }
 DeviceBuffer::DeviceBuffer(const DeviceStream&, size_t) { not_compiled(); }
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;

@@ -1,0 +1,133 @@
+#include "executor/cuda_run_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/cuda_runtime.h"
+
+namespace onnxtrain {
+
+bool cuda_profile_requested() {
+  const char* value = std::getenv("ONNXTRAIN_CUDA_PROFILE");
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+void CudaRunProfile::add_run(std::span<const NodeTiming> nodes, const RunTiming& run) {
+  ++runs_;
+  for (const NodeTiming& n : nodes) {
+    Totals& t = by_op_[n.op_type];
+    ++t.nodes;
+    t.gpu_ms += n.gpu_ms;
+    t.host_ms += n.host_ms;
+  }
+  sums_.wall_ms += run.wall_ms;
+  sums_.uploads_ms += run.uploads_ms;
+  sums_.downloads_ms += run.downloads_ms;
+  if (run.between_runs_ms >= 0) {
+    sums_.between_runs_ms += run.between_runs_ms;
+    ++runs_with_gap_;
+  }
+}
+
+namespace {
+
+std::string line(const char* format, auto... args) {
+  char text[256];
+  std::snprintf(text, sizeof text, format, args...);
+  return text;
+}
+
+}  // namespace
+
+std::string CudaRunProfile::report(size_t top) const {
+  if (runs_ == 0) return "";
+  const double per_run = 1.0 / static_cast<double>(runs_);
+  std::vector<std::pair<std::string, Totals>> ops(by_op_.begin(), by_op_.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
+  double gpu = 0, host = 0;
+  for (const auto& [op, t] : ops) gpu += t.gpu_ms, host += t.host_ms;
+  std::string text = "ONNXTRAIN_CUDA_PROFILE: " + label_ + ", " + std::to_string(runs_) +
+                     " runs after the first (ms per run; host = preparing and enqueueing)\n";
+  text += line("  %-28s %7s %10s %10s %6s\n", "op type", "nodes", "GPU ms", "host ms", "GPU %");
+  Totals rest;
+  size_t rest_types = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Totals& t = ops[i].second;
+    if (i >= top) {
+      rest.nodes += t.nodes, rest.gpu_ms += t.gpu_ms, rest.host_ms += t.host_ms, ++rest_types;
+      continue;
+    }
+    text += line("  %-28s %7.1f %10.3f %10.3f %6.1f\n", ops[i].first.c_str(), t.nodes * per_run, t.gpu_ms * per_run,
+                 t.host_ms * per_run, gpu > 0 ? 100 * t.gpu_ms / gpu : 0.0);
+  }
+  if (rest_types) {
+    text += line("  %-28s %7.1f %10.3f %10.3f %6.1f\n", ("(" + std::to_string(rest_types) + " more)").c_str(),
+                 rest.nodes * per_run, rest.gpu_ms * per_run, rest.host_ms * per_run,
+                 gpu > 0 ? 100 * rest.gpu_ms / gpu : 0.0);
+  }
+  text += line("  nodes: GPU %.3f ms, host %.3f ms; uploads %.3f ms, downloads %.3f ms; wall %.3f ms a run\n",
+               gpu * per_run, host * per_run, sums_.uploads_ms * per_run, sums_.downloads_ms * per_run,
+               sums_.wall_ms * per_run);
+  if (runs_with_gap_) {
+    text += line("  GPU time between runs (outside this session: optimizer, host work, other sessions): %.3f ms\n",
+                 sums_.between_runs_ms / static_cast<double>(runs_with_gap_));
+  }
+  return text;
+}
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+CudaRunTimer::CudaRunTimer(int device, std::string label)
+    : device_(device),
+      profile_(std::move(label)),
+      previous_end_(std::make_unique<cuda::DeviceEvent>(device, cuda::EventTiming::On)) {}
+
+CudaRunTimer::~CudaRunTimer() {
+  if (profile_.runs() > 0) std::fputs(profile_.report().c_str(), stderr);
+}
+
+cuda::DeviceEvent& CudaRunTimer::event(size_t i) {
+  while (events_.size() <= i) events_.push_back(std::make_unique<cuda::DeviceEvent>(device_, cuda::EventTiming::On));
+  return *events_[i];
+}
+
+void CudaRunTimer::begin(const cuda::DeviceStream& stream) {
+  wall_start_ = now_ms();
+  nodes_.clear();
+  recorded_ = 0;
+  event(recorded_++).record(stream);
+}
+
+void CudaRunTimer::nodes_begin(const cuda::DeviceStream& stream) { event(recorded_++).record(stream); }
+
+void CudaRunTimer::node_done(const cuda::DeviceStream& stream, const std::string& op_type, double host_ms) {
+  event(recorded_++).record(stream);
+  nodes_.push_back({.op_type = op_type, .gpu_ms = 0, .host_ms = host_ms});
+}
+
+void CudaRunTimer::end(const cuda::DeviceStream& stream) { event(recorded_++).record(stream); }
+
+// After the run's synchronisation: every recorded event has completed.
+void CudaRunTimer::finish(const cuda::DeviceStream& stream) {
+  const size_t last = recorded_ - 1;  // begin (0), nodes_begin (1), nodes (2..last-1), end (last)
+  RunTiming run{.wall_ms = now_ms() - wall_start_,
+                .uploads_ms = event(1).ms_since(event(0)),
+                .downloads_ms = event(last).ms_since(event(last - 1)),
+                .between_runs_ms = have_previous_ ? event(0).ms_since(*previous_end_) : -1.0};
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].gpu_ms = event(i + 2).ms_since(event(i + 1));
+  if (!first_run_) profile_.add_run(nodes_, run);
+  first_run_ = false;
+  previous_end_->record(stream);
+  have_previous_ = true;
+}
+
+}  // namespace onnxtrain
