@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "kernels/cuda/cuda_runtime.h"
 
@@ -28,6 +29,7 @@ void CudaRunProfile::add_run(std::span<const NodeTiming> nodes, const RunTiming&
   sums_.downloads_ms += run.downloads_ms;
   if (run.between_runs_ms >= 0) {
     sums_.between_runs_ms += run.between_runs_ms;
+    sums_.host_between_runs_ms += run.host_between_runs_ms;
     ++runs_with_gap_;
   }
 }
@@ -72,8 +74,10 @@ std::string CudaRunProfile::report(size_t top) const {
                gpu * per_run, host * per_run, sums_.uploads_ms * per_run, sums_.downloads_ms * per_run,
                sums_.wall_ms * per_run);
   if (runs_with_gap_) {
-    text += line("  GPU time between runs (outside this session: optimizer, host work, other sessions): %.3f ms\n",
-                 sums_.between_runs_ms / static_cast<double>(runs_with_gap_));
+    text +=
+        line("  between runs (outside this session: optimizer, host work, other sessions): GPU %.3f ms, host %.3f ms\n",
+             sums_.between_runs_ms / static_cast<double>(runs_with_gap_),
+             sums_.host_between_runs_ms / static_cast<double>(runs_with_gap_));
   }
   return text;
 }
@@ -85,6 +89,45 @@ double now_ms() {
 }
 
 }  // namespace
+
+namespace {
+
+// HostPhaseTimer's sums, printed at exit.
+struct HostPhases {
+  std::mutex mutex;
+  std::map<std::string, std::pair<int64_t, double>> calls_and_ms;
+  ~HostPhases() {
+    if (calls_and_ms.empty()) return;
+    std::string text = "ONNXTRAIN_CUDA_PROFILE: host phases outside the session runs (ms per call)\n";
+    for (const auto& [name, totals] : calls_and_ms) {
+      text += line("  %-44s %8lld calls %10.3f ms\n", name.c_str(), static_cast<long long>(totals.first),
+                   totals.second / static_cast<double>(totals.first));
+    }
+    std::fputs(text.c_str(), stderr);
+  }
+};
+
+HostPhases& host_phases() {
+  static HostPhases phases;
+  return phases;
+}
+
+}  // namespace
+
+HostPhaseTimer::HostPhaseTimer(const char* name) : name_(name) {
+  static const bool profiling = cuda_profile_requested();
+  if (profiling) start_ms_ = now_ms();
+}
+
+HostPhaseTimer::~HostPhaseTimer() {
+  if (start_ms_ < 0) return;
+  const double ms = now_ms() - start_ms_;
+  HostPhases& phases = host_phases();
+  std::lock_guard<std::mutex> lock(phases.mutex);
+  auto& [calls, total] = phases.calls_and_ms[name_];
+  ++calls;
+  total += ms;
+}
 
 CudaRunTimer::CudaRunTimer(int device, std::string label)
     : device_(device),
@@ -122,12 +165,14 @@ void CudaRunTimer::finish(const cuda::DeviceStream& stream) {
   RunTiming run{.wall_ms = now_ms() - wall_start_,
                 .uploads_ms = event(1).ms_since(event(0)),
                 .downloads_ms = event(last).ms_since(event(last - 1)),
-                .between_runs_ms = have_previous_ ? event(0).ms_since(*previous_end_) : -1.0};
+                .between_runs_ms = have_previous_ ? event(0).ms_since(*previous_end_) : -1.0,
+                .host_between_runs_ms = have_previous_ ? wall_start_ - previous_finish_ : 0.0};
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].gpu_ms = event(i + 2).ms_since(event(i + 1));
   if (!first_run_) profile_.add_run(nodes_, run);
   first_run_ = false;
   previous_end_->record(stream);
   have_previous_ = true;
+  previous_finish_ = now_ms();
 }
 
 }  // namespace onnxtrain

@@ -37,10 +37,11 @@ struct NodeTiming {
 };
 
 struct RunTiming {
-  double wall_ms = 0;              // the run on the host, first upload to the end of its synchronisation
-  double uploads_ms = 0;           // GPU time of the input and initializer uploads before the first node
-  double downloads_ms = 0;         // after the last node
-  double between_runs_ms = -1;     // GPU time since the previous run's end; < 0 for a session's first run
+  double wall_ms = 0;               // the run on the host, first upload to the end of its synchronisation
+  double uploads_ms = 0;            // GPU time of the input and initializer uploads before the first node
+  double downloads_ms = 0;          // after the last node
+  double between_runs_ms = -1;      // GPU time since the previous run's end; < 0 for a session's first run
+  double host_between_runs_ms = 0;  // host time since the previous run returned
 };
 
 // Sums of runs by op type (plain arithmetic: tested without a GPU).
@@ -63,6 +64,22 @@ class CudaRunProfile {
   RunTiming sums_{.between_runs_ms = 0};
 };
 
+// Host time of a named phase outside the session runs (the trainer's own work of a step, the wait for the
+// data loader), summed while ONNXTRAIN_CUDA_PROFILE is set and printed to stderr when the process exits,
+// so the GPU time between runs can be told apart: host work, or GPU work outside the sessions.
+//   { HostPhaseTimer t("optimizer step (enqueue)"); step(); }
+class HostPhaseTimer {
+ public:
+  explicit HostPhaseTimer(const char* name);
+  ~HostPhaseTimer();
+  HostPhaseTimer(const HostPhaseTimer&) = delete;
+  HostPhaseTimer& operator=(const HostPhaseTimer&) = delete;
+
+ private:
+  const char* name_;
+  double start_ms_ = -1;  // < 0: not profiling
+};
+
 // The events of one session's runs: `begin` at the run's start, `node_done` after each node (in run order),
 // `end` before the run's synchronisation, `finish` after it, which feeds the profile. Skips the first run.
 class CudaRunTimer {
@@ -83,7 +100,7 @@ class CudaRunTimer {
   std::unique_ptr<cuda::DeviceEvent> previous_end_;         // recorded after the previous run's synchronisation
   std::vector<NodeTiming> nodes_;
   size_t recorded_ = 0;
-  double wall_start_ = 0;
+  double wall_start_ = 0, previous_finish_ = 0;
   bool first_run_ = true, have_previous_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "executor/cuda_run_profile.h"
 #include "executor/pipeline/stage_worker.h"  // micro_batch_rows
 #include "graph/op_schema.h"
 #include "kernels/kernel.h"
@@ -285,6 +286,7 @@ void Trainer::apply_running_stats(const std::map<std::string, Tensor>& out, int6
 // One optimizer step on the device with a device gradient per slot (by parameter name); the weights are
 // the store's device copies, updated in place (their host copies are stale until a sync).
 void Trainer::step_on_device(const std::map<std::string, const float*>& gradients) {
+  HostPhaseTimer phase("trainer: optimizer step (enqueue)");
   Graph& g = training_->graph;
   std::vector<DeviceParamSlot> params;
   params.reserve(slots_.size());
@@ -312,6 +314,7 @@ std::map<std::string, DeviceTensor> Trainer::forward_backward_on_device(const Da
   require_device("forward_backward_on_device");
   std::map<std::string, DeviceTensor> device_gradients;
   std::map<std::string, Tensor> out = session_->run(feed(x, y), gradient_outputs_, device_gradients);
+  HostPhaseTimer phase("trainer: gradients by parameter, running statistics");
   Graph& g = training_->graph;
   std::map<std::string, DeviceTensor> by_parameter;
   for (const Slot& s : slots_) {

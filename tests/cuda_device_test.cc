@@ -98,7 +98,8 @@ TEST(CudaRunProfile, ReportAveragesRunsByOpTypeLargestFirst) {
   EXPECT_EQ(profile.report(), "");  // no run after the first: nothing to say
   const std::vector<NodeTiming> run = {{"Conv", 3.0, 0.1}, {"Relu", 0.5, 0.2}, {"Conv", 1.0, 0.1}, {"Add", 0.25, 0.4}};
   profile.add_run(run, {.wall_ms = 6, .uploads_ms = 0.5, .downloads_ms = 0.25, .between_runs_ms = -1});
-  profile.add_run(run, {.wall_ms = 8, .uploads_ms = 0.5, .downloads_ms = 0.25, .between_runs_ms = 2});
+  profile.add_run(
+      run, {.wall_ms = 8, .uploads_ms = 0.5, .downloads_ms = 0.25, .between_runs_ms = 2, .host_between_runs_ms = 1.5});
   const std::string text = profile.report(/*top=*/2);
   EXPECT_NE(text.find("test graph, 2 runs after the first"), std::string::npos) << text;
   // Per run: Conv 2 nodes, 4 ms GPU of 4.75 (84.2%), 0.2 ms host; Relu next; Add folded into the rest.
@@ -109,7 +110,8 @@ TEST(CudaRunProfile, ReportAveragesRunsByOpTypeLargestFirst) {
   EXPECT_NE(text.find("nodes: GPU 4.750 ms, host 0.800 ms; uploads 0.500 ms, downloads 0.250 ms; wall 7.000 ms"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("between runs (outside this session: optimizer, host work, other sessions): 2.000 ms"),
+  EXPECT_NE(text.find("between runs (outside this session: optimizer, host work, other sessions): GPU 2.000 ms, "
+                      "host 1.500 ms"),
             std::string::npos)
       << text;
 }
@@ -126,6 +128,13 @@ TEST(CudaDevice, ProfileVariableTimesEveryNodeOnTheGpu) {
   EXPECT_NE(r.output.find("ONNXTRAIN_CUDA_PROFILE: session of"), std::string::npos) << r.output;
   for (const char* op : {"Conv ", "Gemm ", "Relu "}) EXPECT_NE(r.output.find(op), std::string::npos) << op << r.output;
   EXPECT_NE(r.output.find("nodes: GPU "), std::string::npos) << r.output;
+  // `train`: the training session's table, its time between runs, and the host phases of the steps.
+  const testing_support::CliRun t = testing_support::run_cli_prefixed(
+      "ONNXTRAIN_CUDA_PROFILE=1", kTrainArgs + " --device cuda -o " + dir + "/trained.onnx");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  for (const char* part : {"ConvGrad ", "between runs (outside this session", "host phases outside the session runs",
+                           "the next batch (data loader)", "trainer: optimizer step (enqueue)"})
+    EXPECT_NE(t.output.find(part), std::string::npos) << part << "\n" << t.output;
   std::filesystem::remove_all(dir);
 }
 

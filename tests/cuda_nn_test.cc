@@ -308,6 +308,8 @@ TEST(DirectPooling, MatchesTheReferenceForwardAndBackward) {
       {{1, 2, 6, 7}, {2, 3}, {2, 1}, {0, 1, 1, 0}, {1, 1}, 0, 1, 1},  // asymmetric pads, column-major indices
       {{1, 2, 9}, {3}, {1}, {1, 0}, {2}, 0, 0, 0},                    // dilation
       {{1, 1, 5, 5, 4}, {2, 2, 2}, {2, 2, 2}, {1, 0, 1, 0, 1, 1}, {1, 1, 1}, 1, 1, 0},
+      {{2, 2, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, 0, 0},  // ResNet's stem
+      {{1, 2, 8, 7}, {2, 2}, {1, 2}, {0, 1, 1, 0}, {2, 1}, 0, 0, 0},  // 2-D dilation, asymmetric pads
   };
   for (const PoolCase& c : cases) {
     SCOPED_TRACE(reference::sizes_to_string(c.x));
@@ -321,7 +323,10 @@ TEST(DirectPooling, MatchesTheReferenceForwardAndBackward) {
         {"kernel_shape", c.kernel},        {"strides", c.strides}, {"pads", c.pads},
         {"dilations", c.dilations},        {"ceil_mode", c.ceil},  {"count_include_pad", c.include_pad},
         {"storage_order", c.storage_order}};
-    const Tensor x = random_tensor(rng, c.x), dy = random_tensor(rng, y_sizes);
+    // Integers, half of them 0 (as after a ReLU): windows with tied maxima, where the first one wins.
+    Tensor x = random_tensor(rng, c.x);
+    for (float& v : x.data<float>()) v = std::max(0.0f, std::round(2 * v));
+    const Tensor dy = random_tensor(rng, y_sizes);
     const KernelSpec spec{"MaxPool", "", 17, attributes, {f32(c.x)}, {f32(y_sizes)}, "n"};
     const reference::PoolGeometry g = reference::read_pool_geometry(spec, spec.inputs[0], "X", spec.outputs[0], "Y");
     const int64_t in_plane = reference::product_of(c.x, 2), out_plane = reference::product_of(y_sizes, 2);
@@ -364,6 +369,19 @@ TEST(DirectPooling, MatchesTheReferenceForwardAndBackward) {
           const float got = cuda::direct_pool_grad(p, x.data<float>().data() + plane * in_plane,
                                                    dy.data<float>().data() + plane * out_plane, i);
           EXPECT_NEAR(got, dx.data<float>()[plane * in_plane + i], 1e-5) << max << " dx " << i;
+        }
+      }
+      if (!cuda::max_pool2d_in_two_passes(p)) continue;
+      // The two-pass backward of 2 spatial dims gives the same dX, bit for bit.
+      for (int64_t plane = 0; plane < g.planes; ++plane) {
+        std::vector<int> winners(static_cast<size_t>(out_plane));
+        for (int64_t o = 0; o < out_plane; ++o) {
+          winners[o] = cuda::max_pool2d_winner(p, x.data<float>().data() + plane * in_plane, static_cast<int>(o));
+        }
+        for (int64_t i = 0; i < in_plane; ++i) {
+          const float got = cuda::max_pool2d_grad(p, winners.data(), dy.data<float>().data() + plane * out_plane,
+                                                  static_cast<int>(i));
+          EXPECT_EQ(got, dx.data<float>()[plane * in_plane + i]) << "two passes, dx " << i;
         }
       }
     }

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "executor/cuda_run_profile.h"
 #include "frontend/data_loader.h"
 #include "frontend/model_writer.h"
 #include "frontend/tensorboard_events.h"
@@ -164,10 +165,12 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
       trainer.train(
           chunk,
           [&] {
+            HostPhaseTimer phase("the next batch (data loader)");
             Batch b = loader.next();
             return std::pair(b.inputs(), b.y);
           },
           [&](int64_t mini_batch, float loss) {
+            HostPhaseTimer phase("progress and metrics");
             std::lock_guard<std::mutex> lock(print);
             const int64_t step = mini_batch + 1;
             g_last_step = step;

@@ -23,6 +23,9 @@ namespace cuda {
 // pooling_direct.cu, enqueued on `stream`; `indices` and (average pooling) `x` may be null.
 void launch_direct_pool_forward(const DirectPool& p, const float* x, float* y, int64_t* indices, cudaStream_t stream);
 void launch_direct_pool_backward(const DirectPool& p, const float* x, const float* dy, float* dx, cudaStream_t stream);
+// MaxPool's backward in two passes (max_pool2d_in_two_passes): `winners` holds planes·out_plane ints.
+void launch_max_pool2d_backward(const DirectPool& p, const float* x, const float* dy, float* dx, int* winners,
+                                cudaStream_t stream);
 }  // namespace cuda
 namespace {
 
@@ -88,6 +91,11 @@ class DirectPoolKernel final : public Kernel {
       return;
     }
     const float* x = pool_.max ? inputs[1].as<const float>() : nullptr;
+    if (max_pool2d_in_two_passes(pool_)) {
+      int* winners = static_cast<int*>(workspace(stream, static_cast<size_t>(pool_.planes * pool_.out_plane) * 4));
+      launch_max_pool2d_backward(pool_, x, inputs[0].as<const float>(), outputs[0].as<float>(), winners, s);
+      return;
+    }
     launch_direct_pool_backward(pool_, x, inputs[0].as<const float>(), outputs[0].as<float>(), s);
   }
 
