@@ -30,6 +30,7 @@ void CudaRunProfile::add_run(std::span<const NodeTiming> nodes, const RunTiming&
   if (run.between_runs_ms >= 0) {
     sums_.between_runs_ms += run.between_runs_ms;
     sums_.host_between_runs_ms += run.host_between_runs_ms;
+    max_between_runs_ms_ = std::max(max_between_runs_ms_, run.between_runs_ms);
     ++runs_with_gap_;
   }
 }
@@ -74,10 +75,11 @@ std::string CudaRunProfile::report(size_t top) const {
                gpu * per_run, host * per_run, sums_.uploads_ms * per_run, sums_.downloads_ms * per_run,
                sums_.wall_ms * per_run);
   if (runs_with_gap_) {
-    text +=
-        line("  between runs (outside this session: optimizer, host work, other sessions): GPU %.3f ms, host %.3f ms\n",
-             sums_.between_runs_ms / static_cast<double>(runs_with_gap_),
-             sums_.host_between_runs_ms / static_cast<double>(runs_with_gap_));
+    text += line(
+        "  between runs (outside this session: optimizer, host work, other sessions): GPU %.3f ms (max %.3f), "
+        "host %.3f ms\n",
+        sums_.between_runs_ms / static_cast<double>(runs_with_gap_), max_between_runs_ms_,
+        sums_.host_between_runs_ms / static_cast<double>(runs_with_gap_));
   }
   return text;
 }
@@ -92,16 +94,22 @@ double now_ms() {
 
 namespace {
 
-// HostPhaseTimer's sums, printed at exit.
+// HostPhaseTimer's sums, printed at exit. The first call apart (first allocations, kernels loaded lazily):
+// the later ones are the steady state.
 struct HostPhases {
+  struct Calls {
+    int64_t count = 0;
+    double first_ms = 0, later_ms = 0, later_max_ms = 0;
+  };
   std::mutex mutex;
-  std::map<std::string, std::pair<int64_t, double>> calls_and_ms;
+  std::map<std::string, Calls> by_name;
   ~HostPhases() {
-    if (calls_and_ms.empty()) return;
-    std::string text = "ONNXTRAIN_CUDA_PROFILE: host phases outside the session runs (ms per call)\n";
-    for (const auto& [name, totals] : calls_and_ms) {
-      text += line("  %-44s %8lld calls %10.3f ms\n", name.c_str(), static_cast<long long>(totals.first),
-                   totals.second / static_cast<double>(totals.first));
+    if (by_name.empty()) return;
+    std::string text = "ONNXTRAIN_CUDA_PROFILE: host phases outside the session runs (ms)\n";
+    for (const auto& [name, c] : by_name) {
+      const double later_mean = c.count > 1 ? c.later_ms / static_cast<double>(c.count - 1) : 0.0;
+      text += line("  %-52s %6lld calls: first %9.3f, later mean %8.3f, max %8.3f\n", name.c_str(),
+                   static_cast<long long>(c.count), c.first_ms, later_mean, c.later_max_ms);
     }
     std::fputs(text.c_str(), stderr);
   }
@@ -124,9 +132,13 @@ HostPhaseTimer::~HostPhaseTimer() {
   const double ms = now_ms() - start_ms_;
   HostPhases& phases = host_phases();
   std::lock_guard<std::mutex> lock(phases.mutex);
-  auto& [calls, total] = phases.calls_and_ms[name_];
-  ++calls;
-  total += ms;
+  HostPhases::Calls& c = phases.by_name[name_];
+  if (c.count++ == 0) {
+    c.first_ms = ms;
+  } else {
+    c.later_ms += ms;
+    c.later_max_ms = std::max(c.later_max_ms, ms);
+  }
 }
 
 CudaRunTimer::CudaRunTimer(int device, std::string label)

@@ -60,6 +60,7 @@ class CudaRunProfile {
   };
   std::string label_;
   int64_t runs_ = 0, runs_with_gap_ = 0;
+  double max_between_runs_ms_ = 0;
   std::map<std::string, Totals> by_op_;
   RunTiming sums_{.between_runs_ms = 0};
 };

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "kernels/caching_allocator.h"
+
 extern char** environ;
 
 namespace onnxtrain {
@@ -34,6 +36,17 @@ void retain_freed_host_memory() {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
   });
+}
+
+Tensor recycled_host_tensor(DType dtype, std::vector<int64_t> sizes) {
+  const size_t bytes = static_cast<size_t>(TensorDesc{dtype, sizes}.numel()) * dtype_size(dtype);
+  if (bytes == 0) return Tensor(dtype, std::move(sizes));
+  // Never destroyed: tensors may outlive every other static object.
+  static auto* pool = new CachingAllocator(
+      "host batches", AllocatorBackend{.allocate = [](size_t n) { return std::aligned_alloc(64, (n + 63) / 64 * 64); },
+                                       .release = [](void* p) { std::free(p); }});
+  auto* block = static_cast<std::byte*>(pool->allocate(bytes, nullptr));
+  return Tensor::wrap(dtype, std::move(sizes), std::shared_ptr<std::byte>(block, [](std::byte* p) { pool->free(p); }));
 }
 
 }  // namespace onnxtrain

@@ -37,7 +37,8 @@ struct LoaderOptions {
   bool drop_last = false;            // drop the last, smaller batch of an epoch
   double validation_fraction = 0.0;  // in [0, 1): rows held out, stratified by label, drawn by `seed`
   bool prefetch = true;              // prepare the next batches on a background thread
-  // Makes each batch's input tensor (zero-filled, the given dtype and sizes); empty: Tensor(dtype, sizes).
+  // Makes each batch's input tensor (the given dtype and sizes; the loader writes every element, so it may
+  // come uninitialised); empty: Tensor(dtype, sizes).
   // Training on a GPU gives page-locked memory (cuda::pinned_tensor), so the upload is a plain DMA.
   std::function<Tensor(DType, std::vector<int64_t>)> allocate_input;
   // Training-time augmentation of (N, C, H, W) float images, drawn per sample from (seed, epoch, batch),

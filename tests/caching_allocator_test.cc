@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/host_memory.h"
 #include "graph/error.h"
 
 namespace onnxtrain {
@@ -387,6 +388,28 @@ TEST(CachingAllocator, TwoThreadsAllocateAndFreeConcurrently) {
   EXPECT_EQ(s.bytes_cached, fake.live_bytes());
   // The cache bounds the backend traffic: far fewer backend blocks than allocations.
   EXPECT_LT(s.backend_allocations, 2u * 4 * sizes.size());
+}
+
+// A data loader's CPU batches (executor/host_memory.h): the block of a batch that is gone serves the next
+// batch of its size, so no batch after the first ones maps fresh pages; a live batch keeps its block.
+TEST(RecycledHostTensor, ABlockServesTheNextTensorOnceItsTensorIsGone) {
+  const std::vector<int64_t> sizes = {3, 1 << 20};  // 12 MiB
+  Tensor first = recycled_host_tensor(DType::Float32, sizes);
+  ASSERT_EQ(first.sizes(), sizes);
+  ASSERT_EQ(first.dtype(), DType::Float32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first.raw()) % 64, 0u);
+  first.data<float>()[0] = 7.0f;
+  std::byte* const block = first.raw();
+  Tensor second = recycled_host_tensor(DType::Float32, sizes);
+  EXPECT_NE(second.raw(), block) << "a live tensor's block is not handed out again";
+  Tensor copy = first;
+  first = Tensor();
+  Tensor third = recycled_host_tensor(DType::Float32, sizes);
+  EXPECT_NE(third.raw(), block) << "a copy still holds it";
+  copy = Tensor();
+  Tensor fourth = recycled_host_tensor(DType::Float32, sizes);
+  EXPECT_EQ(fourth.raw(), block) << "the freed block serves the next tensor of its size";
+  EXPECT_EQ(recycled_host_tensor(DType::Int64, {0}).numel(), 0);
 }
 
 }  // namespace

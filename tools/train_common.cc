@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 
+#include "executor/host_memory.h"
 #include "graph/cpu_budget.h"
 #include "graph/cpu_contention.h"
 #include "graph/load_adaptive_threads.h"
@@ -221,7 +222,7 @@ Device training_device(const TrainOptions& o, int devices, int local_rank, const
 }
 
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device) {
-  if (device.kind != DeviceKind::Cuda) return {};
+  if (device.kind != DeviceKind::Cuda) return &recycled_host_tensor;
   return [index = device.index](DType dtype, std::vector<int64_t> sizes) {
     return cuda::pinned_tensor(index, dtype, std::move(sizes));
   };

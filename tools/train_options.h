@@ -122,7 +122,8 @@ void check_labels_fit_model(const Dataset& data, const Graph& model, const Train
 // names more CUDA devices than are visible.
 Device training_device(const TrainOptions& o, int devices, int local_rank = 0, const std::string& what = "");
 // How the data loader makes a batch's input for a trainer on `device`: page-locked memory on a CUDA
-// device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), ordinary memory otherwise.
+// device (an asynchronous upload, kernels/cuda/cuda_runtime.h pinned_tensor), recycled host blocks otherwise
+// (executor/host_memory.h recycled_host_tensor: no page faults for batches beyond the mmap threshold).
 std::function<Tensor(DType, std::vector<int64_t>)> batch_allocator(const Device& device);
 std::string test_spec(const TrainOptions& o);  // the data spec of the test pass; "" for none
 // --augment "crop:P,flip" (either, in any order); a usage error (exit 2) for anything else.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,9 +64,63 @@ __global__ void broadcast3_kernel(BroadcastGeometry g, const A* a, const B* b, c
   }
 }
 
+// Four consecutive elements per thread, loaded as one aligned vector (16 bytes for float32) before any is
+// stored, where the operands are contiguous and aligned: the scalar loops above issue one load per element
+// and ResNet-50's Relu and ReLU grad took twice PyTorch's time on an H200 (ONNXTRAIN_CUDA_PROFILE against
+// torch.profiler). In place stays safe: a thread reads its four elements before it writes them.
+template <typename T>
+struct alignas(4 * sizeof(T)) Vec4 {
+  T v[4];
+};
+
+template <typename... T>
+inline constexpr bool kVectorizable = (std::is_arithmetic_v<T> && ...);
+
+template <typename... T>
+bool vec4_aligned(const T*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % alignof(Vec4<T>) == 0) && ...);
+}
+
+template <typename In, typename Out, typename Fn>
+__global__ void map_vec4_kernel(const In* x, Out* y, int64_t n, Fn fn) {
+  const int64_t vectors = n / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = first; i < vectors; i += step) {
+    const Vec4<In> in = reinterpret_cast<const Vec4<In>*>(x)[i];
+    Vec4<Out> out;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out.v[k] = fn(in.v[k]);
+    reinterpret_cast<Vec4<Out>*>(y)[i] = out;
+  }
+  for (int64_t i = vectors * 4 + first; i < n; i += step) y[i] = fn(x[i]);  // the last n % 4
+}
+
+// y[i] = fn(a[i], b[i]): broadcast2_kernel's flat case with both inputs laid out like y.
+template <typename A, typename B, typename Out, typename Fn>
+__global__ void binary_vec4_kernel(const A* a, const B* b, Out* y, int64_t n, Fn fn) {
+  const int64_t vectors = n / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = first; i < vectors; i += step) {
+    const Vec4<A> va = reinterpret_cast<const Vec4<A>*>(a)[i];
+    const Vec4<B> vb = reinterpret_cast<const Vec4<B>*>(b)[i];
+    Vec4<Out> out;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out.v[k] = fn(va.v[k], vb.v[k]);
+    reinterpret_cast<Vec4<Out>*>(y)[i] = out;
+  }
+  for (int64_t i = vectors * 4 + first; i < n; i += step) y[i] = fn(a[i], b[i]);
+}
+
 template <typename In, typename Out, typename Fn>
 void launch_map(cudaStream_t stream, const In* x, Out* y, int64_t n, Fn fn) {
   if (n == 0) return;
+  if constexpr (kVectorizable<In, Out>) {
+    if (n >= 4 && vec4_aligned(x, y)) {
+      map_vec4_kernel<<<grid_for(n / 4, kElementwiseBlock), kElementwiseBlock, 0, stream>>>(x, y, n, fn);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH("map_vec4_kernel");
+      return;
+    }
+  }
   map_kernel<<<grid_for(n, kElementwiseBlock), kElementwiseBlock, 0, stream>>>(x, y, n, fn);
   ONNXTRAIN_CUDA_CHECK_LAUNCH("map_kernel");
 }
@@ -73,6 +128,14 @@ void launch_map(cudaStream_t stream, const In* x, Out* y, int64_t n, Fn fn) {
 template <typename A, typename B, typename Out, typename Fn>
 void launch_broadcast2(cudaStream_t stream, const BroadcastGeometry& g, const A* a, const B* b, Out* y, Fn fn) {
   if (g.numel == 0) return;
+  if constexpr (kVectorizable<A, B, Out>) {
+    if (g.flat() && g.strides[0][0] == 1 && g.strides[1][0] == 1 && g.numel >= 4 && vec4_aligned(a, b, y)) {
+      binary_vec4_kernel<<<grid_for(g.numel / 4, kElementwiseBlock), kElementwiseBlock, 0, stream>>>(a, b, y, g.numel,
+                                                                                                     fn);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH("binary_vec4_kernel");
+      return;
+    }
+  }
   const unsigned int grid = grid_for(g.numel, kElementwiseBlock);
   if (g.flat()) {
     broadcast2_kernel<true><<<grid, kElementwiseBlock, 0, stream>>>(g, a, b, y, fn);
