@@ -90,10 +90,6 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
-
-namespace {
-
 // HostPhaseTimer's sums, printed at exit. The first call apart (first allocations, kernels loaded lazily):
 // the later ones are the steady state.
 struct HostPhases {

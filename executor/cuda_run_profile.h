@@ -9,7 +9,7 @@
 // totals with a run without the variable.
 //
 //   CudaRunProfile profile("training graph, 512 nodes, cuda:0");
-//   profile.add_run({{"Conv", 1.2, 0.01}, ...}, {.wall_ms = 95, .gpu_ms = 93, .uploads_ms = 1, ...});
+//   profile.add_run(node_timings, {.wall_ms = 95, .uploads_ms = 1, .downloads_ms = 0.5, .between_runs_ms = 2});
 //   std::fputs(profile.report().c_str(), stderr);
 #pragma once
 

@@ -24,13 +24,12 @@ namespace onnxtrain {
 // the environment) or when malloc is not glibc's (sanitizers replace it; mallopt is then a no-op).
 void retain_freed_host_memory();
 
-// A host tensor whose contents are left as they are (the caller writes every element: a data loader's batch
-// rows), from a process-wide cache of freed blocks
-// (kernels/caching_allocator.h, 64-byte aligned; a block is reused as soon as its tensor's last copy goes),
-// for a data loader's batches on the CPU (tools/train_common.cc batch_allocator). At ImageNet size a batch
-// is beyond glibc's largest mmap threshold (64 images of 3x224x224 floats: 38.5 MB), so a plain Tensor
-// is a fresh mapping every batch whose pages fault in and are zeroed by the kernel: a batch of synthetic
-// 224x224 data took 90 ms on the 2-core CI machine, mostly in the kernel.
+// A host tensor from a process-wide cache of freed blocks (kernels/caching_allocator.h, 64-byte aligned;
+// a block is reused as soon as its tensor's last copy goes), its contents left as they were: the caller
+// writes every element. For a data loader's batches on the CPU (tools/train_common.cc batch_allocator): at
+// ImageNet size a batch is beyond glibc's largest mmap threshold (64 images of 3x224x224 floats: 38.5 MB),
+// so a plain Tensor is a fresh mapping every batch whose pages fault in and are zeroed by the kernel (a
+// batch of synthetic 224x224 data took 90 ms on the 2-core CI machine, mostly in the kernel).
 Tensor recycled_host_tensor(DType dtype, std::vector<int64_t> sizes);
 
 }  // namespace onnxtrain
