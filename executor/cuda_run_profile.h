@@ -40,7 +40,7 @@ struct RunTiming {
   double wall_ms = 0;               // the run on the host, first upload to the end of its synchronisation
   double uploads_ms = 0;            // GPU time of the input and initializer uploads before the first node
   double downloads_ms = 0;          // after the last node
-  double between_runs_ms = -1;      // GPU time since the previous run's end; < 0 for a session's first run
+  double between_runs_ms = -1;      // GPU time since the previous run's end; < 0: not counted (the first gaps)
   double host_between_runs_ms = 0;  // host time since the previous run returned
 };
 
@@ -82,7 +82,8 @@ class HostPhaseTimer {
 };
 
 // The events of one session's runs: `begin` at the run's start, `node_done` after each node (in run order),
-// `end` before the run's synchronisation, `finish` after it, which feeds the profile. Skips the first run.
+// `end` before the run's synchronisation, `finish` after it, which feeds the profile. Skips the first run,
+// and the gap after it.
 class CudaRunTimer {
  public:
   CudaRunTimer(int device, std::string label);
@@ -102,7 +103,7 @@ class CudaRunTimer {
   std::vector<NodeTiming> nodes_;
   size_t recorded_ = 0;
   double wall_start_ = 0, previous_finish_ = 0;
-  bool first_run_ = true, have_previous_ = false;
+  int64_t runs_finished_ = 0;
 };
 
 }  // namespace onnxtrain
