@@ -513,6 +513,14 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
                  "MaxPoolGradKernel", false, 0, 0);
     expect_agree({"MaxPool", "", 17, attributes, {random_tensor(rng, p.x)}, {f32(y)}}, p.label + ", distinct values",
                  "MaxPoolKernel", false, 0, 0);
+    // NaN never wins a comparison, yet a window whose first element (in window order) is NaN keeps it.
+    Tensor with_nan = tied_tensor(rng, p.x);
+    std::span<float> values = with_nan.data<float>();
+    for (size_t i = 0; i < values.size(); i += 7) values[i] = std::numeric_limits<float>::quiet_NaN();
+    expect_agree({"MaxPool", "", 17, attributes, {with_nan}, {f32(y)}}, p.label + ", NaN", "MaxPoolKernel", false, 0,
+                 0);
+    expect_agree({"MaxPoolGrad", kTrainingDomain, 17, attributes, {tied_tensor(rng, y), with_nan}, {f32(p.x)}},
+                 p.label + ", NaN", "MaxPoolGradKernel", false, 0, 0);
   }
   // Random geometries, as onednn_nn_test draws them for AveragePool.
   std::uniform_int_distribution<int64_t> one_to_three(1, 3);
