@@ -47,6 +47,15 @@ BenchPredictor::BenchPredictor(const std::string& model_path, const std::string&
 const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int workers, int summed, double time_shared) {
   const auto key = std::tuple(batch, threads, workers, summed, time_shared);
   if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
+  if (time_shared != 1) {
+    // The same measurement at another share of a CPU: the measured profile scaled, nothing timed again.
+    CostProfile shared = profile_at(batch, threads, workers, summed);
+    for (NodeCost& n : shared.nodes) {
+      n.forward_seconds *= time_shared;
+      n.backward_seconds *= time_shared;
+    }
+    return profiles_.emplace(key, std::move(shared)).first->second;
+  }
   const TrainingGraph& training = training_;
   CostProfile profile = build_cost_profile(training, batch, cpu_);
   profile.model = model_path_;
@@ -80,8 +89,8 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   for (size_t i = 0; i < profile.nodes.size(); ++i) {
     double forward = 0, backward = 0;
     for (const NodeTimes& t : times) forward += t.forward_seconds.at(i), backward += t.backward_seconds.at(i);
-    profile.nodes[i].forward_seconds = time_shared * forward / workers;
-    profile.nodes[i].backward_seconds = time_shared * backward / workers;
+    profile.nodes[i].forward_seconds = forward / workers;
+    profile.nodes[i].backward_seconds = backward / workers;
   }
   return profiles_.emplace(key, std::move(profile)).first->second;
 }

@@ -58,7 +58,8 @@ class BenchPredictor {
   // The profile of the training graph at `batch`, its node times measured on `threads` threads while
   // `workers` such measurements run at once (as the strategy's workers do; cached).
   // `summed` > 1: the nodes timed as a flushing pipeline's micro-batches (NodeProfileOptions).
-  // `time_shared` >= 1: every node time multiplied by it (more workers' threads than CPUs, below).
+  // `time_shared` >= 1: every node time multiplied by it (more workers' threads than CPUs, below); the
+  // measurement behind it is the one of time_shared 1, made once.
   const CostProfile& profile_at(int64_t batch, int threads, int workers, int summed, double time_shared = 1);
   // The local backend's all-reduce of the parameters' size over `ranks` threads, measured (cached).
   double allreduce_seconds(int ranks);
