@@ -227,6 +227,10 @@ void register_all() {
                                                                 {"conv_32to32_3x3_16x16", {32, 32, 3, 1, 16, 1}},
                                                                 {"conv_16to32_1x1_s2", {16, 32, 1, 2, 32, 0}},
                                                                 // ResNet-18's layer3 at 32x32 (tap_product_conv.h)
+                                                                // ResNet-18's layer1 and layer2 at 32x32 (batch 32)
+                                                                {"conv_64to64_3x3_8x8", {64, 64, 3, 1, 8, 1}},
+                                                                {"conv_64to128_3x3_s2_8x8", {64, 128, 3, 2, 8, 1}},
+                                                                {"conv_128to128_3x3_4x4", {128, 128, 3, 1, 4, 1}},
                                                                 {"conv_256to256_3x3_2x2", {256, 256, 3, 1, 2, 1}},
                                                                 {"conv_128to256_3x3_s2_4x4", {128, 256, 3, 2, 4, 1}}};
   for (const auto& [name, s] : convs) {

@@ -82,6 +82,9 @@ struct OptimizerConfig {
   // Throws Error on values torch refuses (negative lr-independent fields, betas outside [0, 1),
   // nesterov without momentum or with dampening, ...).
   void validate() const;
+  // True when an element whose gradient is zero at every step keeps its value (and its state stays at its
+  // start): no weight decay of either kind. Every kind here updates elementwise from the gradient alone.
+  bool keeps_untouched_elements() const { return weight_decay == 0 && post_update_decay == 0; }
 };
 
 // The command-line names: "sgd", "momentum" (sgd, momentum 0.9 unless given), "nesterov", "adam",

@@ -97,13 +97,14 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   options_.optimizer.validate();
   options_.schedule.validate();
   const uint64_t seed = options_.seed;
-  TrainingRecipe recipe = make_training_recipe(forward, {.loss = options_.loss,
-                                                         .precision = options_.precision,
-                                                         .scale_loss = options_.precision == Precision::fp16,
-                                                         .dropout = options_.dropout,
-                                                         .dropout_seed = [seed](uint64_t node_seed, uint64_t position) {
-                                                           return random_stream_seed(seed ^ node_seed, position);
-                                                         }});
+  TrainingRecipe recipe = make_training_recipe(
+      forward, {.loss = options_.loss,
+                .precision = options_.precision,
+                .scale_loss = options_.precision == Precision::fp16,
+                .dropout = options_.dropout,
+                .dropout_seed = [seed](uint64_t node_seed,
+                                       uint64_t position) { return random_stream_seed(seed ^ node_seed, position); },
+                .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements()});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

@@ -110,6 +110,9 @@ struct TrainerOptions {
   // --accumulate K (CPU): every batch runs as K row slices whose gradients are summed, weighed by their
   // share of the rows, before one update: the memory of a batch/K pass for the update of the whole batch.
   int64_t accumulate = 1;
+  // Convolutions with a single output pixel train only the weight taps that land on their input
+  // (graph/autodiff/live_conv_taps.h) where the optimizer keeps untouched elements; false: all taps.
+  bool live_conv_taps = true;
 };
 
 class Trainer {

@@ -260,10 +260,11 @@ TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerStat
 TEST(DataParallel, ShardedStepOnKeptTapsEqualsTheDenseGradients) {
   const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
   const auto batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
-  TrainerOptions unsharded_options = momentum_sgd();
+  const TrainerOptions sharded_options = testing_support::every_tap(momentum_sgd());
+  TrainerOptions unsharded_options = sharded_options;
   unsharded_options.clip_grad_norm = 1e30;
   std::vector<std::map<std::string, Tensor>> weights;
-  for (const TrainerOptions& options : {momentum_sgd(), unsharded_options}) {
+  for (const TrainerOptions& options : {sharded_options, unsharded_options}) {
     ImportedModel m = import_model(model);
     DataParallelTrainer dp(m.graph, {.trainer = options, .replicas = 2});
     size_t i = 0;

@@ -71,6 +71,48 @@ TEST_F(ExportCli, TheLastCheckpointExportsAsTheModelTrainWrote) {
   EXPECT_NE(weights_of(path("step4.onnx")), weights_of(path("trained.onnx")));
 }
 
+// small_plane_cnn's conv3 (3x3, stride 2, pads 1, over a 2x2 plane) has one output pixel that reads
+// only the taps [1,3)x[1,3): training keeps just those (graph/autodiff/live_conv_taps.h). The written
+// model, the exported last checkpoint and --init-from that checkpoint all hold the whole weight: the
+// other taps exactly as the model had them, the live ones trained. With weight decay every tap trains.
+TEST_F(ExportCli, ASinglePixelConvolutionTrainsItsLiveTapsAndIsWrittenWhole) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const std::string data = " --data synthetic:4,4,4:10:256 --test-data none --batch 64 --epochs 1";
+  const CliRun trained = run("train " + model + data + " --checkpoint-every 2 --checkpoint-dir " + path("ckpt") +
+                             " -o " + path("trained.onnx"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto initial = weights_of(model);
+  const auto written = weights_of(path("trained.onnx"));
+  ASSERT_EQ(written.size(), initial.size());
+  const std::vector<double>& before = initial.at("conv3.weight");
+  const std::vector<double>& after = written.at("conv3.weight");
+  ASSERT_EQ(after.size(), before.size());
+  int live_changed = 0, dead_changed = 0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const size_t tap = i % 9, row = tap / 3, column = tap % 3;
+    const bool live = row >= 1 && column >= 1;
+    (live ? live_changed : dead_changed) += after[i] != before[i];
+  }
+  EXPECT_EQ(dead_changed, 0);
+  EXPECT_GT(live_changed, 16 * 8 * 4 / 2);
+  for (const auto& [name, w] : written) EXPECT_NE(w, initial.at(name)) << name << " did not train";
+
+  const CliRun exported = run("export " + path("ckpt") + " -o " + path("exported.onnx"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_EQ(bytes_of(path("exported.onnx")), bytes_of(path("trained.onnx")));
+  // Fine-tuning from the checkpoint at a negligible rate: the checkpoint's whole weight, not the model's.
+  const CliRun tuned =
+      run("train " + model + data + " --lr 1e-12 --init-from " + path("ckpt") + " -o " + path("from_checkpoint.onnx"));
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  const std::vector<double>& tuned_weight = weights_of(path("from_checkpoint.onnx")).at("conv3.weight");
+  for (size_t i = 0; i < after.size(); ++i) ASSERT_NEAR(tuned_weight[i], after[i], 1e-7) << i;
+
+  const CliRun decayed = run("train " + model + data + " --weight-decay 0.01 -o " + path("decayed.onnx"));
+  ASSERT_EQ(decayed.exit_code, 0) << decayed.output;
+  const std::vector<double>& decayed_weight = weights_of(path("decayed.onnx")).at("conv3.weight");
+  EXPECT_NE(decayed_weight[0], before[0]) << "a dead tap under weight decay";
+}
+
 TEST_F(ExportCli, ExportErrorsNameTheFile) {
   fs::create_directories(path("empty"));
   CliRun r = run("export " + path("empty") + " -o " + path("m.onnx"));

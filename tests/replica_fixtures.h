@@ -27,6 +27,14 @@ inline TrainerOptions momentum_sgd(double lr = 0.05) {
   return o;
 }
 
+// The same, training every tap of convolutions with one output pixel (not only their live taps,
+// graph/autodiff/live_conv_taps.h): what the tests of the single-pixel kernels' kept taps need, as weight
+// decay does.
+inline TrainerOptions every_tap(TrainerOptions o) {
+  o.live_conv_taps = false;
+  return o;
+}
+
 using Batches = std::vector<std::pair<Tensor, Tensor>>;
 
 // `count` mini-batches of `batch` rows of the dataset `spec`, normalised and shuffled with fixed seeds.
@@ -45,7 +53,7 @@ inline Batches batches_of(const std::string& spec, int64_t batch, int count) {
 // (Trainer::forward_backward_kept): a test of the taps' path asserts that it reaches it.
 inline int gradients_kept_as_taps(const std::string& model, const Batches& batches) {
   ImportedModel m = import_model(model);
-  Trainer probe(m.graph, momentum_sgd());
+  Trainer probe(m.graph, every_tap(momentum_sgd()));
   float loss = 0;
   int tapped = 0;
   for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))

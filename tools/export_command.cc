@@ -11,6 +11,7 @@
 #include "executor/checkpoint.h"
 #include "frontend/importer.h"
 #include "frontend/model_writer.h"
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/error.h"
 #include "tools/commands.h"
 #include "tools/init_from.h"
@@ -61,15 +62,17 @@ void run_export(const ExportOptions& o) {
   // Every parameter and running statistic of the model must come from the checkpoint: a model file that
   // is not the one trained would otherwise be written with some weights untrained.
   const ImportedModel imported = import_model(model);
+  // Convolutions that trained only their live taps get their whole weights back (live_conv_taps.h).
+  const std::map<std::string, Tensor> tensors = with_full_conv_weights(imported.graph, c.tensors);
   for (ValueId id : imported.graph.initializers) {
     const Value& v = imported.graph.value(id);
-    if ((v.role == ValueRole::Parameter || v.role == ValueRole::State) && !c.tensors.count(v.name))
+    if ((v.role == ValueRole::Parameter || v.role == ValueRole::State) && !tensors.count(v.name))
       throw Error(path + ": holds no '" + v.name + "', a parameter of " + model + " (a checkpoint of another model?)");
   }
-  check_finite_model(c.tensors);
+  check_finite_model(tensors);
   ModelWriteOptions options = write_options_of(c.export_info, path);
   if (o.keep_training_mode) options.inference_mode = false;
-  write_trained_model(model, o.output, c.tensors, options);
+  write_trained_model(model, o.output, tensors, options);
   std::printf("exported step %lld of %s (model %s) to %s%s\n", static_cast<long long>(c.step), path.c_str(),
               model.c_str(), o.output.c_str(), options.inference_mode ? "" : " (training mode kept)");
 }

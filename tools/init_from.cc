@@ -6,6 +6,7 @@
 
 #include "executor/checkpoint.h"
 #include "frontend/importer.h"
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/error.h"
 
 namespace onnxtrain::cli {
@@ -46,7 +47,8 @@ std::string checkpoint_file_of(const std::string& file_or_dir, const std::string
 
 std::string init_from(Graph& model, const std::string& source) {
   std::string kind;
-  std::map<std::string, Tensor> tensors = source_tensors(source, kind);
+  // A checkpoint holds the live taps of convolutions that trained only those (live_conv_taps.h).
+  std::map<std::string, Tensor> tensors = with_full_conv_weights(model, source_tensors(source, kind));
   int64_t loaded = 0, parameters = 0;
   std::vector<std::string> kept;  // parameters the source lacks
   for (ValueId id : model.initializers) {

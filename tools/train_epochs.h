@@ -31,6 +31,7 @@
 #include "frontend/data_loader.h"
 #include "frontend/model_writer.h"
 #include "frontend/tensorboard_events.h"
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/error.h"
 #include "tools/train_options.h"
 
@@ -218,7 +219,8 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
       if (best.improves(e.loss, epoch + 1) && !o.save_best.empty()) {
         const std::map<std::string, Tensor> model = role.sync_model ? synced : trainer.trained_initializers();
         check_finite_model(model);
-        write_trained_model(o.model, o.save_best, model, model_write_options(o, data.model.graph, data.train));
+        write_trained_model(o.model, o.save_best, with_full_conv_weights(data.model.graph, model),
+                            model_write_options(o, data.model.graph, data.train));
         std::printf("epoch %lld: the lowest validation loss so far; wrote %s\n", static_cast<long long>(epoch + 1),
                     o.save_best.c_str());
       }
@@ -248,7 +250,8 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     metrics.write(line);
   }
   check_finite_model(model);
-  write_trained_model(o.model, o.output, model, model_write_options(o, data.model.graph, data.train));
+  write_trained_model(o.model, o.output, with_full_conv_weights(data.model.graph, model),
+                      model_write_options(o, data.model.graph, data.train));
   write_run_config(o, data.train);
   std::printf("trained %lld steps in %.1f s; wrote %s\n", static_cast<long long>(done - role.first_step), seconds,
               o.output.c_str());

@@ -92,6 +92,7 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   Graph forward = model;
   TrainingRecipe r;
   for (ValueId in : forward.inputs) r.inputs.push_back(forward.value(in).name);
+  if (options.live_conv_taps_only) r.live_conv_taps = train_live_conv_taps_only(forward);
   batch_norm_to_training_mode(forward);
   seed_or_disable_dropout(forward, options);
   r.loss = attach_loss(forward, options.loss);

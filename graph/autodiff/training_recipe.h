@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/graph.h"
@@ -30,6 +31,10 @@ struct TrainingRecipeOptions {
   // Dropout node seeds: seed(the node's own seed attribute, its position among the Dropout nodes). Empty:
   // the nodes keep the seeds they have (enough for a graph that is only priced, never run).
   std::function<uint64_t(uint64_t node_seed, uint64_t position)> dropout_seed;
+  // Convolutions with a single output pixel train only their live taps (graph/autodiff/live_conv_taps.h).
+  // Exact only for an optimizer that leaves a parameter element with a zero gradient unchanged (no weight
+  // decay); the trained values then need with_full_conv_weights to become the model's again.
+  bool live_conv_taps_only = false;
 };
 
 struct TrainingRecipe {
@@ -38,6 +43,7 @@ struct TrainingRecipe {
   Graph evaluation;              // make_inference_graph of the model with its loss (no loss scale)
   std::string loss_scale_input;  // scale_loss: the scalar input the loss is multiplied by
   TrainingGraph training;
+  std::vector<LiveConvTaps> live_conv_taps;  // what live_conv_taps_only rewrote
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
