@@ -35,8 +35,8 @@ Attributes conv_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
 // Conv 3x3 pads 1 over the 1x1 plane (the centre tap) with a bias → Flatten: five logits.
 Graph two_single_pixel_convs() {
   Graph g;
-  const ValueId x = g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 2, 2}),
-                                 .role = ValueRole::Input});
+  const ValueId x =
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 2, 2}), .role = ValueRole::Input});
   g.inputs.push_back(x);
   const ValueId w1 = add_parameter(g, "w1", random_tensor({8, 3, 3, 3}, 1));
   const ValueId w2 = add_parameter(g, "w2", random_tensor({5, 8, 3, 3}, 2));
@@ -62,8 +62,8 @@ TEST(LiveConvTaps, FindsTheTapsThatLandOnTheInputOfSinglePixelConvolutions) {
 
 TEST(LiveConvTaps, LeavesConvolutionsThatReadEveryTapOrNotEveryInput) {
   Graph g;
-  const ValueId x = g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 2, 2}),
-                                 .role = ValueRole::Input});
+  const ValueId x =
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 2, 2}), .role = ValueRole::Input});
   g.inputs.push_back(x);
   // Four output pixels; a 1x1 kernel of stride 2 (reads one of the four inputs); a 2x2 kernel without
   // pads (every tap live); groups; a weight read twice.

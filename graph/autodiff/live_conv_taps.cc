@@ -51,8 +51,8 @@ std::optional<LiveConvTaps> taps_of(const Graph& g, NodeId id) {
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID") return {};
   const size_t spatial = rank - 2;
-  const std::vector<int64_t> pads =
-      auto_pad == "VALID" ? std::vector<int64_t>(2 * spatial, 0) : n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  const std::vector<int64_t> pads = auto_pad == "VALID" ? std::vector<int64_t>(2 * spatial, 0)
+                                                        : n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
   const std::vector<int64_t> dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1));
   if (pads.size() != 2 * spatial || dilations.size() != spatial) return {};
   LiveConvTaps taps{.weight = w.name};
@@ -160,7 +160,8 @@ void rewrite(Graph& g, const Found& found) {
   const int opset = std::max(it == g.info.opsets.end() ? 17 : it->second, 13);
   g.remove_node(found.node);
   const ValueId flat = g.add_value({.name = fresh_value_name(g, base + "/live_taps/flat")});
-  add_inferred(g, {.name = base + "/live_taps/Flatten",
+  // The first node keeps the Conv's name: a pipeline plan that starts a stage at the Conv still holds.
+  add_inferred(g, {.name = conv.name,
                    .op_type = "Flatten",
                    .opset = opset,
                    .inputs = {conv.inputs[0]},

@@ -31,10 +31,11 @@ struct TrainingRecipeOptions {
   // Dropout node seeds: seed(the node's own seed attribute, its position among the Dropout nodes). Empty:
   // the nodes keep the seeds they have (enough for a graph that is only priced, never run).
   std::function<uint64_t(uint64_t node_seed, uint64_t position)> dropout_seed;
-  // Convolutions with a single output pixel train only their live taps (graph/autodiff/live_conv_taps.h).
-  // Exact only for an optimizer that leaves a parameter element with a zero gradient unchanged (no weight
-  // decay); the trained values then need with_full_conv_weights to become the model's again.
-  bool live_conv_taps_only = false;
+  // Convolutions with a single output pixel train only their live taps (graph/autodiff/live_conv_taps.h),
+  // as `onnxtrain train` does by default. Exact only for an optimizer that leaves a parameter element with
+  // a zero gradient unchanged (no weight decay: Trainer turns it off otherwise); the trained values then
+  // need with_full_conv_weights to become the model's again.
+  bool live_conv_taps_only = true;
 };
 
 struct TrainingRecipe {
