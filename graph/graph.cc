@@ -55,6 +55,12 @@ std::optional<ValueId> Graph::find_value(const std::string& name) const {
   return std::nullopt;
 }
 
+std::string Graph::unused_value_name(const std::string& base) const {
+  std::string name = base;
+  for (int i = 1; find_value(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
 void Graph::remove_node(NodeId id) {
   ONNXTRAIN_CHECK(!removed_.at(id.index), "node removed twice");
   removed_[id.index] = true;

@@ -112,6 +112,8 @@ class Graph {
 
   std::vector<NodeId> consumers(ValueId id) const;
   std::optional<ValueId> find_value(const std::string& name) const;
+  // `base`, or base_1, base_2, ...: the first that names no value yet (for values a rewrite adds).
+  std::string unused_value_name(const std::string& base) const;
 
   // Removes a node (its outputs lose their producer). Used by constant folding.
   void remove_node(NodeId id);

@@ -55,7 +55,7 @@ std::optional<LiveConvTaps> taps_of(const Graph& g, NodeId id) {
                                                         : n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
   const std::vector<int64_t> dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1));
   if (pads.size() != 2 * spatial || dilations.size() != spatial) return {};
-  LiveConvTaps taps{.weight = w.name};
+  LiveConvTaps taps{.weight = w.name, .live = w.name + ".live_taps"};
   int64_t box = 1, kernel = 1;
   for (size_t d = 0; d < spatial; ++d) {
     const auto range = live_range(k[d + 2], x.dims[d + 2].value(), pads[d], dilations[d]);
@@ -101,12 +101,6 @@ void for_each_live_element(const std::vector<int64_t>& w, const LiveConvTaps& ta
     for (int64_t j = 0; j < box; ++j) visit(mc * kernel + offsets[static_cast<size_t>(j)], mc * box + j);
 }
 
-std::string fresh_value_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.find_value(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
 NodeId add_inferred(Graph& g, Node node) {
   const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
   ONNXTRAIN_CHECK(schema != nullptr, "live conv taps: no schema for " + node.op_type);
@@ -148,7 +142,7 @@ void rewrite(Graph& g, const Found& found) {
   std::vector<Dim> known;
   for (int64_t v : target) known.push_back(Dim(v));
   const std::string base = conv.name.empty() ? g.value(y).name : conv.name;
-  const ValueId shape_id = g.add_value({.name = fresh_value_name(g, base + "/live_taps/shape"),
+  const ValueId shape_id = g.add_value({.name = g.unused_value_name(base + "/live_taps/shape"),
                                         .dtype = DType::Int64,
                                         .shape = Shape::of({rank}),
                                         .role = ValueRole::Buffer,
@@ -159,7 +153,7 @@ void rewrite(Graph& g, const Found& found) {
   auto it = g.info.opsets.find("");
   const int opset = std::max(it == g.info.opsets.end() ? 17 : it->second, 13);
   g.remove_node(found.node);
-  const ValueId flat = g.add_value({.name = fresh_value_name(g, base + "/live_taps/flat")});
+  const ValueId flat = g.add_value({.name = g.unused_value_name(base + "/live_taps/flat")});
   // The first node keeps the Conv's name: a pipeline plan that starts a stage at the Conv still holds.
   add_inferred(g, {.name = conv.name,
                    .op_type = "Flatten",
@@ -167,7 +161,7 @@ void rewrite(Graph& g, const Found& found) {
                    .inputs = {conv.inputs[0]},
                    .outputs = {flat},
                    .attributes = Attributes{{"axis", int64_t{1}}}});
-  const ValueId product = g.add_value({.name = fresh_value_name(g, base + "/live_taps/product")});
+  const ValueId product = g.add_value({.name = g.unused_value_name(base + "/live_taps/product")});
   std::vector<ValueId> gemm_inputs{flat, live_id};
   if (conv.has_input(2)) gemm_inputs.push_back(conv.inputs[2]);
   add_inferred(g, {.name = base + "/live_taps/Gemm",
@@ -187,18 +181,13 @@ void rewrite(Graph& g, const Found& found) {
 
 std::vector<LiveConvTaps> live_conv_taps(const Graph& graph) {
   std::vector<LiveConvTaps> taps;
-  for (Found& f : find_all(graph)) {
-    f.taps.live = f.taps.weight + ".live_taps";
-    taps.push_back(std::move(f.taps));
-  }
+  for (Found& f : find_all(graph)) taps.push_back(std::move(f.taps));
   return taps;
 }
 
 std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph) {
-  std::vector<Found> found = find_all(graph);
   std::vector<LiveConvTaps> done;
-  for (Found& f : found) {
-    f.taps.live = f.taps.weight + ".live_taps";
+  for (const Found& f : find_all(graph)) {
     if (graph.find_value(f.taps.live))
       throw Error("live conv taps: the model already has a value named '" + f.taps.live + "'");
     rewrite(graph, f);

@@ -8,12 +8,6 @@
 namespace onnxtrain {
 namespace {
 
-std::string unique_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.find_value(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
 // Makes the running statistics of every BatchNormalization (opset >= 14) in training mode graph outputs,
 // and turns those in inference mode whose mean/var are State initializers
 // into training mode with running_mean/running_var outputs (graph outputs), as model.train() does.
@@ -37,7 +31,7 @@ void batch_norm_to_training_mode(Graph& g) {
     n.attributes["training_mode"] = int64_t{1};
     for (int k : {3, 4}) {
       const Value& stat = g.value(g.node(id).inputs[k]);
-      Value out{.name = unique_name(g, stat.name + "_updated"), .dtype = stat.dtype, .shape = stat.shape};
+      Value out{.name = g.unused_value_name(stat.name + "_updated"), .dtype = stat.dtype, .shape = stat.shape};
       out.producer = id;
       ValueId v = g.add_value(std::move(out));
       g.node(id).outputs.push_back(v);
@@ -69,11 +63,11 @@ void seed_or_disable_dropout(Graph& g, const TrainingRecipeOptions& o) {
 // (the backward pass in float16 keeps small gradients representable). An input, not a constant, so the
 // scale can change between steps and constant folding never bakes it in. Returns the product's name.
 std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
-  input = unique_name(g, "loss_scale");
+  input = g.unused_value_name("loss_scale");
   ValueId scale =
       g.add_value({.name = input, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Input});
   g.inputs.push_back(scale);
-  const std::string name = unique_name(g, g.value(loss).name + "_scaled");
+  const std::string name = g.unused_value_name(g.value(loss).name + "_scaled");
   ValueId scaled = g.add_value({.name = name});
   auto it = g.info.opsets.find("");
   NodeId node = g.add_node({.name = name,
