@@ -81,6 +81,10 @@ TEST_F(ExportCli, ASinglePixelConvolutionTrainsItsLiveTapsAndIsWrittenWhole) {
   const CliRun trained = run("train " + model + data + " --checkpoint-every 2 --checkpoint-dir " + path("ckpt") +
                              " -o " + path("trained.onnx"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("1 convolution with one output pixel trains only the taps that meet the input: 512 "
+                                "of 1152 weights"),
+            std::string::npos)
+      << trained.output;
   const auto initial = weights_of(model);
   const auto written = weights_of(path("trained.onnx"));
   ASSERT_EQ(written.size(), initial.size());
@@ -109,6 +113,7 @@ TEST_F(ExportCli, ASinglePixelConvolutionTrainsItsLiveTapsAndIsWrittenWhole) {
 
   const CliRun decayed = run("train " + model + data + " --weight-decay 0.01 -o " + path("decayed.onnx"));
   ASSERT_EQ(decayed.exit_code, 0) << decayed.output;
+  EXPECT_NE(decayed.output.find("trains every tap"), std::string::npos) << decayed.output;
   const std::vector<double>& decayed_weight = weights_of(path("decayed.onnx")).at("conv3.weight");
   EXPECT_NE(decayed_weight[0], before[0]) << "a dead tap under weight decay";
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "executor/host_memory.h"
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/cpu_budget.h"
 #include "graph/cpu_contention.h"
 #include "graph/load_adaptive_threads.h"
@@ -363,6 +364,33 @@ std::function<void()> load_adaptive_threads(const TrainOptions& o) {
   };
 }
 
+// Convolutions whose one output pixel reads only some of their taps train only those (live_conv_taps.h),
+// unless weight decay would change the others: said, since checkpoints name them "<W>.live_taps".
+void TrainingData::print_live_conv_taps(const TrainOptions& o) const {
+  const std::vector<LiveConvTaps> taps = live_conv_taps(model.graph);
+  if (taps.empty()) return;
+  const bool one = taps.size() == 1;
+  if (o.weight_decay != 0) {
+    std::fprintf(stderr,
+                 "%zu convolution%s with one output pixel train%s every tap (weight decay changes those "
+                 "outside the input too)\n",
+                 taps.size(), one ? "" : "s", one ? "s" : "");
+    return;
+  }
+  int64_t live = 0, all = 0;
+  for (const LiveConvTaps& t : taps) {
+    const Tensor& w = *model.graph.value(*model.graph.find_value(t.weight)).data;
+    int64_t box = w.sizes()[0] * w.sizes()[1];
+    for (size_t d = 0; d < t.begin.size(); ++d) box *= t.end[d] - t.begin[d];
+    live += box;
+    all += w.numel();
+  }
+  std::fprintf(stderr,
+               "%zu convolution%s with one output pixel train%s only the taps that meet the input: %lld of %lld "
+               "weights (the others never change without weight decay; the written model has them all)\n",
+               taps.size(), one ? "" : "s", one ? "s" : "", static_cast<long long>(live), static_cast<long long>(all));
+}
+
 void TrainingData::print_data_line(const TrainOptions& o) const {
   if (o.device == "cpu") {
     const char* env = std::getenv("OMP_NUM_THREADS");
@@ -377,6 +405,7 @@ void TrainingData::print_data_line(const TrainOptions& o) const {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
+  print_live_conv_taps(o);
   const ModelParameters parameters = parameters_of(model.graph);
   if (parameters.frozen.empty()) return;
   std::string names;

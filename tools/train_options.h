@@ -178,6 +178,7 @@ struct TrainingData {
   // --init-from what it loaded.
   // The data line, --init-from and --freeze, and warnings about the model's export (export_pitfalls).
   void print_data_line(const TrainOptions& o) const;
+  void print_live_conv_taps(const TrainOptions& o) const;
 };
 // For a run on the CPU whose thread count OMP_NUM_THREADS does not fix: a step hook that samples how busy
 // other processes keep this process's CPUs (at most every 0.5 s) and lowers or restores the OpenMP thread
