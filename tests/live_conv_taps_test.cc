@@ -130,6 +130,37 @@ TEST(LiveConvTaps, TrainingTheLiveTapsMatchesTrainingEveryTap) {
   EXPECT_EQ(changed_centre, 5 * 8);
 }
 
+// A checkpoint of an earlier build holds the whole weights and their momentum: converted, a trainer of
+// the live taps continues from it as the trainer of every tap does.
+TEST(LiveConvTaps, StateOfEveryTapContinuesAsLiveTaps) {
+  const Graph model = two_single_pixel_convs();
+  Trainer every(copy_with_own_initializers(model), momentum_sgd(false));
+  Tensor labels(DType::Int64, {4});
+  for (int64_t i = 0; i < 4; ++i) labels.data<int64_t>()[static_cast<size_t>(i)] = (i * 3) % 5;
+  for (int step = 0; step < 2; ++step) every.train_step(random_tensor({4, 3, 2, 2}, 20 + step), labels);
+  std::map<std::string, Tensor> tensors, state;
+  for (const auto& [name, t] : every.trained_initializers()) tensors[name] = t.clone();
+  for (const auto& [name, t] : every.optimizer().state_tensors()) state[name] = t.clone();
+  ASSERT_TRUE(state.count("w2/momentum_buffer"));
+  EXPECT_EQ(keep_live_conv_taps(model, tensors, state), 2);
+  EXPECT_FALSE(tensors.count("w2"));
+  EXPECT_EQ(tensors.at("w2.live_taps").numel(), 5 * 8);
+  EXPECT_EQ(state.at("w2.live_taps/momentum_buffer").numel(), 5 * 8);
+  EXPECT_EQ(keep_live_conv_taps(model, tensors, state), 0) << "converted twice";
+
+  Trainer live(copy_with_own_initializers(model), momentum_sgd(true));
+  live.restore(tensors, state);
+  for (int step = 2; step < 4; ++step) {
+    const Tensor x = random_tensor({4, 3, 2, 2}, 20 + static_cast<uint32_t>(step));
+    const float b = every.train_step(x, labels);
+    EXPECT_NEAR(live.train_step(x, labels), b, 1e-5 * std::abs(b)) << "step " << step;
+  }
+  const std::map<std::string, Tensor> rebuilt = with_full_conv_weights(model, live.trained_initializers());
+  const std::span<const float> got = rebuilt.at("w2").data<float>(),
+                               want = every.trained_initializers().at("w2").data<float>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
 TEST(LiveConvTaps, WeightDecayTrainsEveryTap) {
   Trainer trainer(two_single_pixel_convs(), momentum_sgd(true, 1e-4));
   EXPECT_TRUE(trainer.trained_initializers().count("w1"));

@@ -380,9 +380,7 @@ void TrainingData::print_live_conv_taps(const TrainOptions& o) const {
   int64_t live = 0, all = 0;
   for (const LiveConvTaps& t : taps) {
     const Tensor& w = *model.graph.value(*model.graph.find_value(t.weight)).data;
-    int64_t box = w.sizes()[0] * w.sizes()[1];
-    for (size_t d = 0; d < t.begin.size(); ++d) box *= t.end[d] - t.begin[d];
-    live += box;
+    live += t.elements(w.sizes());
     all += w.numel();
   }
   std::fprintf(stderr,
@@ -581,7 +579,7 @@ void set_aside_newer_checkpoints(const std::string& dir, int64_t step) {
 
 }  // namespace
 
-int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
+int64_t resume_or_refuse(const TrainOptions& o, const Graph& model, const nlohmann::json& config, int rank,
                          const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore) {
   const std::optional<std::string> newest =
       o.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(o.checkpoint_dir);
@@ -608,6 +606,10 @@ int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, in
                 "--resume-from " + intact);
   }
   check_checkpoint_config(c, config, path);
+  // Written before convolutions with one output pixel trained only their live taps (as the trainers decide).
+  if (o.weight_decay == 0 && keep_live_conv_taps(model, c.tensors, c.optimizer_state) > 0 && rank == 0)
+    std::fprintf(stderr, "%s holds whole weights of convolutions that now train only their live taps: took those\n",
+                 path.c_str());
   restore(c, path);
   if (rank == 0) {
     if (!o.resume_from.empty() && !o.checkpoint_dir.empty()) set_aside_newer_checkpoints(o.checkpoint_dir, c.step);

@@ -189,8 +189,9 @@ std::function<void()> load_adaptive_threads(const TrainOptions& o);
 // --checkpoint-dir), checks its options against `config`, hands it to `restore` and returns its step; 0 for
 // a fresh run. A fresh run into a directory that holds checkpoints is refused (rotation would keep the old
 // run's newer ones), and so is a damaged newest checkpoint, naming the newest intact one. After
-// --resume-from FILE the directory's newer checkpoints are renamed NAME.superseded.
-int64_t resume_or_refuse(const TrainOptions& o, const nlohmann::json& config, int rank,
+// --resume-from FILE the directory's newer checkpoints are renamed NAME.superseded. A checkpoint of an
+// earlier build with whole weights where `model`'s convolutions now train their live taps is converted.
+int64_t resume_or_refuse(const TrainOptions& o, const Graph& model, const nlohmann::json& config, int rank,
                          const std::function<void(const TrainingCheckpoint&, const std::string&)>& restore);
 
 }  // namespace onnxtrain::cli

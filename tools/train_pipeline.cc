@@ -338,10 +338,11 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
     role.leader_decides = leader_decides_over(world);
     role.report = [&] { return data_parallel_report_json(trainer.timing(), trainer.global_replicas()); };
     const nlohmann::json config = checkpoint_config(o, total_steps);
-    role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
-      trainer.restore(c.tensors, c.optimizer_state, path);
-      check_resumed_step(c, trainer.replica(0), per_epoch, path);
-    });
+    role.first_step =
+        resume_or_refuse(o, data.model.graph, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+          trainer.restore(c.tensors, c.optimizer_state, path);
+          check_resumed_step(c, trainer.replica(0), per_epoch, path);
+        });
     // Every rank writes the share of the (identical) replica state it owns, then rank 0 the manifest.
     role.checkpoint = [&, replicas](const std::string& dir, int64_t step) {
       TrainingCheckpoint all = checkpoint_header(o, step, per_epoch, config, export_info);
@@ -421,9 +422,10 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   // Checkpoints are taken where the pipeline has drained: each train() call runs --checkpoint-every
   // mini-batches, so that many also sets how often the pipeline fills and drains.
   const nlohmann::json config = checkpoint_config(o, total_steps);
-  role.first_step = resume_or_refuse(o, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
-    trainer.restore(c.tensors, c.optimizer_state, path, c.predictor_state);
-  });
+  role.first_step =
+      resume_or_refuse(o, data.model.graph, config, rank, [&](const TrainingCheckpoint& c, const std::string& path) {
+        trainer.restore(c.tensors, c.optimizer_state, path, c.predictor_state);
+      });
   role.checkpoint = [&, config](const std::string& dir, int64_t step) {  // a shard per stage, from pipeline 0
     std::vector<std::pair<int, TrainingCheckpoint>> parts;
     for (int k = 0; k < o.stages; ++k) {

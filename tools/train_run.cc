@@ -209,11 +209,12 @@ int run_training(const TrainOptions& o) {
   const nlohmann::json export_info = checkpoint_export_info(o, data.model.graph, data.train);
 
   RunRole role{.step_by_step = true, .between_steps = load_adaptive_threads(o)};
-  role.first_step = resume_or_refuse(o, config, 0, [&](const TrainingCheckpoint& c, const std::string& path) {
-    check_checkpoint_matches(c, trainer.trained_initializers(), path);
-    trainer.restore(c.tensors, c.optimizer_state);
-    check_resumed_step(c, trainer, per_epoch, path);
-  });
+  role.first_step =
+      resume_or_refuse(o, data.model.graph, config, 0, [&](const TrainingCheckpoint& c, const std::string& path) {
+        check_checkpoint_matches(c, trainer.trained_initializers(), path);
+        trainer.restore(c.tensors, c.optimizer_state);
+        check_resumed_step(c, trainer, per_epoch, path);
+      });
   role.checkpoint = [&](const std::string& dir, int64_t step) {
     TrainingCheckpoint c = checkpoint_header(o, step, per_epoch, config, export_info);
     c.tensors = trainer.trained_initializers();

@@ -101,6 +101,16 @@ void for_each_live_element(const std::vector<int64_t>& w, const LiveConvTaps& ta
     for (int64_t j = 0; j < box; ++j) visit(mc * kernel + offsets[static_cast<size_t>(j)], mc * box + j);
 }
 
+// The live taps of `full`, float32 elements of a weight of sizes w, as an (M, C·box) tensor.
+Tensor live_box(const Tensor& full, const std::vector<int64_t>& w, const LiveConvTaps& taps) {
+  Tensor live(DType::Float32, {w[0], taps.columns(w)});
+  const std::span<const float> from = full.data<float>();
+  const std::span<float> to = live.data<float>();
+  for_each_live_element(w, taps,
+                        [&](int64_t f, int64_t l) { to[static_cast<size_t>(l)] = from[static_cast<size_t>(f)]; });
+  return live;
+}
+
 NodeId add_inferred(Graph& g, Node node) {
   const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
   ONNXTRAIN_CHECK(schema != nullptr, "live conv taps: no schema for " + node.op_type);
@@ -113,21 +123,14 @@ void rewrite(Graph& g, const Found& found) {
   const Node conv = g.node(found.node);
   const ValueId w_id = conv.inputs[1];
   Value& w = g.value(w_id);
-  const Tensor full = *w.data;
-  const int64_t m = full.sizes()[0];
-  int64_t columns = full.sizes()[1];
-  for (size_t d = 0; d < found.taps.begin.size(); ++d) columns *= found.taps.end[d] - found.taps.begin[d];
-  Tensor live(DType::Float32, {m, columns});
-  const std::span<const float> from = full.data<float>();
-  const std::span<float> to = live.data<float>();
-  for_each_live_element(full.sizes(), found.taps,
-                        [&](int64_t f, int64_t l) { to[static_cast<size_t>(l)] = from[static_cast<size_t>(f)]; });
+  const Tensor live = live_box(*w.data, w.data->sizes(), found.taps);
+  const int64_t m = live.sizes()[0];
   // W leaves the graph (a copy of the model's graph shares W's buffer, so only this graph forgets it).
   w.data.reset();
   std::erase(g.initializers, w_id);
   const ValueId live_id = g.add_value({.name = found.taps.live,
                                        .dtype = DType::Float32,
-                                       .shape = Shape::of({m, columns}),
+                                       .shape = Shape::of(live.sizes()),
                                        .role = ValueRole::Parameter,
                                        .data = live});
   g.initializers.push_back(live_id);
@@ -204,8 +207,7 @@ std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::ma
     const Value& w = model.value(*model.find_value(taps.weight));
     Tensor full = w.data->clone();
     const Tensor& live = it->second;
-    int64_t expected = full.sizes()[0] * full.sizes()[1];
-    for (size_t d = 0; d < taps.begin.size(); ++d) expected *= taps.end[d] - taps.begin[d];
+    const int64_t expected = taps.elements(full.sizes());
     if (live.dtype() != DType::Float32 || live.numel() != expected)
       throw Error("'" + taps.live + "' is not the " + std::to_string(expected) + " float32 live taps of '" +
                   taps.weight + "'");
@@ -217,6 +219,30 @@ std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::ma
     trained[taps.weight] = std::move(full);
   }
   return trained;
+}
+
+int keep_live_conv_taps(const Graph& model, std::map<std::string, Tensor>& tensors,
+                        std::map<std::string, Tensor>& optimizer_state) {
+  int converted = 0;
+  for (const LiveConvTaps& taps : live_conv_taps(model)) {
+    auto whole = tensors.find(taps.weight);
+    if (whole == tensors.end() || tensors.count(taps.live)) continue;
+    const Tensor& w = *model.value(*model.find_value(taps.weight)).data;
+    if (whole->second.dtype() != DType::Float32 || whole->second.numel() != w.numel())
+      throw Error("'" + taps.weight + "' is not a float32 tensor of the model's sizes");
+    tensors[taps.live] = live_box(whole->second, w.sizes(), taps);
+    tensors.erase(whole);
+    const std::string prefix = taps.weight + "/";
+    for (auto it = optimizer_state.lower_bound(prefix); it != optimizer_state.end() && it->first.starts_with(prefix);) {
+      const Tensor& t = it->second;
+      const bool weight_sized = t.dtype() == DType::Float32 && t.numel() == w.numel();
+      optimizer_state[taps.live + "/" + it->first.substr(prefix.size())] =
+          weight_sized ? live_box(t, w.sizes(), taps) : t;
+      it = optimizer_state.erase(it);
+    }
+    ++converted;
+  }
+  return converted;
 }
 
 }  // namespace onnxtrain

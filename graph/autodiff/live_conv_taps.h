@@ -33,6 +33,14 @@ struct LiveConvTaps {
   std::string weight;               // the model's W (M, C, k...)
   std::string live;                 // the trained parameter (M, C·box): "<W>.live_taps"
   std::vector<int64_t> begin, end;  // the live taps [begin, end) of each spatial dimension
+
+  // The live taps' share of a weight of sizes w (M, C, k...): C·box, and M·C·box elements in all.
+  int64_t columns(const std::vector<int64_t>& w) const {
+    int64_t n = w[1];
+    for (size_t d = 0; d < begin.size(); ++d) n *= end[d] - begin[d];
+    return n;
+  }
+  int64_t elements(const std::vector<int64_t>& w) const { return w[0] * columns(w); }
 };
 
 // The Conv nodes of `graph` this applies to: one group, a float32 Parameter W (not frozen) read by this
@@ -46,5 +54,12 @@ std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph);
 // `trained` with every "<W>.live_taps" of `model` (the graph before the rewrite, holding W) replaced by W:
 // model's W with its live box taken from the trained taps. Names without live taps pass unchanged.
 std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained);
+
+// The other way, for a checkpoint written before training kept only the live taps: each W of `model`
+// with live taps that `tensors` holds whole becomes "<W>.live_taps" (its live box), and its optimizer
+// state "<W>/NAME" becomes "<W>.live_taps/NAME" (the live box of a tensor of W's size, other entries as
+// they are). Returns how many weights it converted.
+int keep_live_conv_taps(const Graph& model, std::map<std::string, Tensor>& tensors,
+                        std::map<std::string, Tensor>& optimizer_state);
 
 }  // namespace onnxtrain
