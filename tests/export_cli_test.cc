@@ -108,13 +108,13 @@ TEST_F(ExportCli, ASinglePixelConvolutionTrainsItsLiveTapsAndIsWrittenWhole) {
   const CliRun tuned =
       run("train " + model + data + " --lr 1e-12 --init-from " + path("ckpt") + " -o " + path("from_checkpoint.onnx"));
   ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
-  const std::vector<double>& tuned_weight = weights_of(path("from_checkpoint.onnx")).at("conv3.weight");
+  const std::vector<double> tuned_weight = weights_of(path("from_checkpoint.onnx")).at("conv3.weight");
   for (size_t i = 0; i < after.size(); ++i) ASSERT_NEAR(tuned_weight[i], after[i], 1e-7) << i;
 
   const CliRun decayed = run("train " + model + data + " --weight-decay 0.01 -o " + path("decayed.onnx"));
   ASSERT_EQ(decayed.exit_code, 0) << decayed.output;
   EXPECT_NE(decayed.output.find("trains every tap"), std::string::npos) << decayed.output;
-  const std::vector<double>& decayed_weight = weights_of(path("decayed.onnx")).at("conv3.weight");
+  const std::vector<double> decayed_weight = weights_of(path("decayed.onnx")).at("conv3.weight");
   EXPECT_NE(decayed_weight[0], before[0]) << "a dead tap under weight decay";
 }
 

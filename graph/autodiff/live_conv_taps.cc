@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
+#include <span>
+#include <utility>
 
 #include "graph/error.h"
 #include "graph/op_schema.h"
