@@ -9,6 +9,7 @@
 #include <random>
 
 #include "executor/trainer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "graph/error.h"
 #include "tests/graph_builder.h"
 
@@ -79,6 +80,19 @@ TEST(LiveConvTaps, LeavesConvolutionsThatReadEveryTapOrNotEveryInput) {
   add_inferred_node(g, "shared1", "Conv", {x, shared}, "ye1", conv_attributes(2, 1));
   add_inferred_node(g, "shared2", "Conv", {x, shared}, "ye2", conv_attributes(2, 1));
   EXPECT_TRUE(live_conv_taps(g).empty());
+}
+
+// The recipe (what partition, simulate and bench price) rewrites by default and says what it rewrote.
+TEST(LiveConvTaps, TheRecipeRewritesByDefault) {
+  const Graph model = two_single_pixel_convs();
+  const TrainingRecipe live = make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy")});
+  ASSERT_EQ(live.live_conv_taps.size(), 2u);
+  EXPECT_EQ(live.live_conv_taps[1].live, "w2.live_taps");
+  EXPECT_TRUE(live.training.graph.find_value("w2.live_taps"));
+  const TrainingRecipe every =
+      make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .live_conv_taps_only = false});
+  EXPECT_TRUE(every.live_conv_taps.empty());
+  EXPECT_FALSE(every.training.graph.find_value("w2.live_taps"));
 }
 
 TrainerOptions momentum_sgd(bool live_taps, double weight_decay = 0) {
