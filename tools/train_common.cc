@@ -196,6 +196,18 @@ LrSchedule lr_schedule(const TrainOptions& o, int64_t total_steps) {
           .warmup_steps = o.warmup_steps};
 }
 
+OptimizerConfig optimizer_config(const TrainOptions& o) {
+  OptimizerConfig c;
+  apply_optimizer_name(o.optimizer, c);
+  c.weight_decay = o.weight_decay;
+  if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
+    if (c.kind == OptimizerKind::sgd) c.momentum = o.momentum;
+  }
+  return c;
+}
+
+bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
+
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
   t.loss = parse_loss_spec(o.loss);
@@ -203,11 +215,7 @@ TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Devic
   t.loss.label_smoothing = o.label_smoothing;
   t.clip_grad_norm = o.clip_grad_norm;
   t.accumulate = o.accumulate;
-  apply_optimizer_name(o.optimizer, t.optimizer);
-  t.optimizer.weight_decay = o.weight_decay;
-  if (o.momentum_given || o.optimizer == "momentum" || o.optimizer == "nesterov") {
-    if (t.optimizer.kind == OptimizerKind::sgd) t.optimizer.momentum = o.momentum;
-  }
+  t.optimizer = optimizer_config(o);
   t.schedule = lr_schedule(o, total_steps);
   t.kernels = o.kernels;
   t.device = device;
@@ -364,13 +372,15 @@ std::function<void()> load_adaptive_threads(const TrainOptions& o) {
   };
 }
 
+namespace {
+
 // Convolutions whose one output pixel reads only some of their taps train only those (live_conv_taps.h),
 // unless weight decay would change the others: said, since checkpoints name them "<W>.live_taps".
-void TrainingData::print_live_conv_taps(const TrainOptions& o) const {
-  const std::vector<LiveConvTaps> taps = live_conv_taps(model.graph);
+void print_live_conv_taps(const Graph& model, const TrainOptions& o) {
+  const std::vector<LiveConvTaps> taps = live_conv_taps(model);
   if (taps.empty()) return;
   const bool one = taps.size() == 1;
-  if (o.weight_decay != 0) {
+  if (!trains_live_conv_taps_only(o)) {
     std::fprintf(stderr,
                  "%zu convolution%s with one output pixel train%s every tap (weight decay changes those "
                  "outside the input too)\n",
@@ -379,7 +389,7 @@ void TrainingData::print_live_conv_taps(const TrainOptions& o) const {
   }
   int64_t live = 0, all = 0;
   for (const LiveConvTaps& t : taps) {
-    const Tensor& w = *model.graph.value(*model.graph.find_value(t.weight)).data;
+    const Tensor& w = *model.value(*model.find_value(t.weight)).data;
     live += t.elements(w.sizes());
     all += w.numel();
   }
@@ -388,6 +398,8 @@ void TrainingData::print_live_conv_taps(const TrainOptions& o) const {
                "weights (the others never change without weight decay; the written model has them all)\n",
                taps.size(), one ? "" : "s", one ? "s" : "", static_cast<long long>(live), static_cast<long long>(all));
 }
+
+}  // namespace
 
 void TrainingData::print_data_line(const TrainOptions& o) const {
   if (o.device == "cpu") {
@@ -403,7 +415,7 @@ void TrainingData::print_data_line(const TrainOptions& o) const {
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
-  print_live_conv_taps(o);
+  print_live_conv_taps(model.graph, o);
   const ModelParameters parameters = parameters_of(model.graph);
   if (parameters.frozen.empty()) return;
   std::string names;
@@ -607,7 +619,7 @@ int64_t resume_or_refuse(const TrainOptions& o, const Graph& model, const nlohma
   }
   check_checkpoint_config(c, config, path);
   // Written before convolutions with one output pixel trained only their live taps (as the trainers decide).
-  if (o.weight_decay == 0 && keep_live_conv_taps(model, c.tensors, c.optimizer_state) > 0 && rank == 0)
+  if (trains_live_conv_taps_only(o) && keep_live_conv_taps(model, c.tensors, c.optimizer_state) > 0 && rank == 0)
     std::fprintf(stderr, "%s holds whole weights of convolutions that now train only their live taps: took those\n",
                  path.c_str());
   restore(c, path);

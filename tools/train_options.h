@@ -90,6 +90,11 @@ class NonFiniteGuard {
 void check_finite_evaluation(double loss, const std::string& split);
 // before_training: the model as imported (a NaN there is the file's, not the learning rate's).
 void check_finite_model(const std::map<std::string, Tensor>& model, bool before_training = false);
+// The optimizer of --optimizer, --momentum and --weight-decay (trainer_options' own).
+OptimizerConfig optimizer_config(const TrainOptions& o);
+// Whether the trainers train only the live taps of single-pixel convolutions (graph/autodiff/live_conv_taps.h):
+// what every graph that plans or resumes their training must agree on.
+bool trains_live_conv_taps_only(const TrainOptions& o);
 // `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the
 // cross-entropy's class axis last (language models' (N, T, V) logits).
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);
@@ -178,7 +183,6 @@ struct TrainingData {
   // --init-from what it loaded.
   // The data line, --init-from and --freeze, and warnings about the model's export (export_pitfalls).
   void print_data_line(const TrainOptions& o) const;
-  void print_live_conv_taps(const TrainOptions& o) const;
 };
 // For a run on the CPU whose thread count OMP_NUM_THREADS does not fix: a step hook that samples how busy
 // other processes keep this process's CPUs (at most every 0.5 s) and lowers or restores the OpenMP thread

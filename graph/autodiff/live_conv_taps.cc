@@ -25,7 +25,7 @@ std::optional<std::pair<int64_t, int64_t>> live_range(int64_t kernel, int64_t in
   for (int64_t t = 0; t < kernel; ++t) {
     const int64_t position = t * dilation - pad_begin;
     if (position >= 0 && position < in) {
-      if (position != static_cast<int64_t>(taps.size()) || (!taps.empty() && taps.back() != t - 1)) return std::nullopt;
+      if (position != static_cast<int64_t>(taps.size())) return std::nullopt;  // consecutive positions: taps too
       taps.push_back(t);
     }
   }
