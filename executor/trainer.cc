@@ -104,7 +104,8 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                 .dropout = options_.dropout,
                 .dropout_seed = [seed](uint64_t node_seed,
                                        uint64_t position) { return random_stream_seed(seed ^ node_seed, position); },
-                .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements()});
+                .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
+                .tap_major_conv_weights = options_.tap_major_conv_weights && options_.device.kind == DeviceKind::Cpu});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

@@ -260,7 +260,7 @@ TEST(DataParallel, ShardedStepEqualsEveryReplicaSteppingAndKeepsOneOptimizerStat
 TEST(DataParallel, ShardedStepOnKeptTapsEqualsTheDenseGradients) {
   const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
   const auto batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
-  const TrainerOptions sharded_options = testing_support::every_tap(momentum_sgd());
+  const TrainerOptions sharded_options = testing_support::model_layout_weights(momentum_sgd());
   TrainerOptions unsharded_options = sharded_options;
   unsharded_options.clip_grad_norm = 1e30;
   std::vector<std::map<std::string, Tensor>> weights;

@@ -118,6 +118,33 @@ TEST_F(ExportCli, ASinglePixelConvolutionTrainsItsLiveTapsAndIsWrittenWhole) {
   EXPECT_NE(decayed_weight[0], before[0]) << "a dead tap under weight decay";
 }
 
+// small_plane_cnn's conv1 and conv2 have 2x2 output planes: training holds their weights tap-major
+// (graph/autodiff/tap_major_conv_weights.h), and its evaluations run TapMajorConv on them. The written
+// model has plain Conv nodes on W in the model's layout: `eval` of it scores what the final test line said
+// (a weight written in the wrong layout would not), and the exported checkpoint is the same file.
+TEST_F(ExportCli, ConvolutionsTrainedOnTapMajorWeightsAreWrittenInTheModelsLayout) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const std::string test = " --data synthetic:4,4,4:10:64";
+  const CliRun trained = run("train " + model + " --data synthetic:4,4,4:10:256 --test-data synthetic:4,4,4:10:64" +
+                             " --batch 64 --epochs 2 --checkpoint-every 8 --checkpoint-dir " + path("ckpt") + " -o " +
+                             path("trained.onnx"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("2 convolutions with 2 to 4 output positions train on weights held tap-major"),
+            std::string::npos)
+      << trained.output;
+  const size_t final_line = trained.output.find("final: test loss ");
+  ASSERT_NE(final_line, std::string::npos) << trained.output;
+  const std::string final_loss = trained.output.substr(final_line + 17, 6);
+  const CliRun scored = run("eval " + path("trained.onnx") + test);
+  ASSERT_EQ(scored.exit_code, 0) << scored.output;
+  EXPECT_NE(scored.output.find("eval: loss " + final_loss + ","), std::string::npos)
+      << "final test loss " << final_loss << "\n"
+      << scored.output;
+  const CliRun exported = run("export " + path("ckpt") + " -o " + path("exported.onnx"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_EQ(bytes_of(path("exported.onnx")), bytes_of(path("trained.onnx")));
+}
+
 TEST_F(ExportCli, ExportErrorsNameTheFile) {
   fs::create_directories(path("empty"));
   CliRun r = run("export " + path("empty") + " -o " + path("m.onnx"));

@@ -75,6 +75,7 @@ inline HarnessInput omitted() { return {.fill = HarnessInput::Fill::Omitted}; }
 struct GradientCase {
   std::string label;  // unique; becomes the test name
   std::string op_type;
+  std::string domain;  // "" = ai.onnx; kTrainingDomain for onnxtrain's own forward ops (TapMajorConv)
   Attributes attributes;
   std::vector<HarnessInput> inputs;
   int outputs = 1;                // the node's leading outputs that exist; later optional outputs are omitted

@@ -2,10 +2,10 @@
 // stage's weight gradients summed over the micro-batches of a mini-batch. Checked on a one-ConvGrad graph
 // for every way the oneDNN kernels compute dW: the single-pixel products (which keep the sum of the taps in
 // a buffer of their own until finish_sums), their 1x1 and depthwise cases, the tap products (whose transpose
-// back adds), and oneDNN's direct convolution (which does not sum: the session adds a fresh output). After
-// a write and two adds the buffers hold the sum of three plain runs, dB included (the session's sum for all
-// of them); a graph output that a later node reads is summed by the session even where the kernel could;
-// misfit buffers and names are errors; a new write starts the sums anew.
+// back adds; on a tap-major weight, TapMajorConvGrad, the products add), and oneDNN's direct convolution (which does
+// not sum: the session adds a fresh output). After a write and two adds the buffers hold the sum of three plain runs,
+// dB included (the session's sum for all of them); a graph output that a later node reads is summed by the session even
+// where the kernel could; misfit buffers and names are errors; a new write starts the sums anew.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -26,7 +26,10 @@ struct SumCase {
   std::string label;
   Attributes attributes;
   Ints x, w, y;
-  bool kernel_sums;  // the kernel the path takes sums dW itself (Kernel::sums_output)
+  bool kernel_sums;                  // the kernel the path takes sums dW itself (Kernel::sums_output)
+  std::string op_type = "ConvGrad";  // or TapMajorConvGrad, whose w is Wt (k..., C, M)
+
+  int64_t out_channels() const { return op_type == "ConvGrad" ? w.front() : w.back(); }
 };
 
 const std::vector<SumCase>& cases() {
@@ -50,6 +53,13 @@ const std::vector<SumCase>& cases() {
        {10, 12, 3, 3},
        {4, 10, 2, 2},
        true},
+      {"tap products on a tap-major weight (adding in the products)",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {4, 12, 2, 2},
+       {3, 3, 12, 10},
+       {4, 10, 2, 2},
+       true,
+       "TapMajorConvGrad"},
       {"direct: 3x3 pads 1 over 6x6", {{"pads", Ints{1, 1, 1, 1}}}, {2, 6, 6, 6}, {5, 6, 3, 3}, {2, 5, 6, 6}, false},
   };
   return all;
@@ -68,9 +78,9 @@ Graph conv_grad_graph(const SumCase& c, bool read_dw) {
     return g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes)});
   };
   const ValueId dy = input("dY", c.y), x = input("X", c.x), w = input("W", c.w);
-  const ValueId dx = value("dX", c.x), dw = value("dW", c.w), db = value("dB", {c.w[0]});
+  const ValueId dx = value("dX", c.x), dw = value("dW", c.w), db = value("dB", {c.out_channels()});
   g.add_node({.name = "conv_grad",
-              .op_type = "ConvGrad",
+              .op_type = c.op_type,
               .domain = "ai.onnxtrain",
               .opset = 1,
               .inputs = {dy, x, w},
@@ -95,9 +105,9 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 
 bool kernel_sums_dw(const SumCase& c) {
   KernelSpec spec{
-      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 1, .attributes = c.attributes, .node_name = "t"};
+      .op_type = c.op_type, .domain = "ai.onnxtrain", .opset = 1, .attributes = c.attributes, .node_name = "t"};
   spec.inputs = {{DType::Float32, c.y}, {DType::Float32, c.x}, {DType::Float32, c.w}};
-  spec.outputs = {{DType::Float32, c.x}, {DType::Float32, c.w}, {DType::Float32, {c.w[0]}}};
+  spec.outputs = {{DType::Float32, c.x}, {DType::Float32, c.w}, {DType::Float32, {c.out_channels()}}};
   return KernelRegistry::builtin()
       .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32)
       ->prepare(spec)
@@ -133,7 +143,8 @@ TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
     EXPECT_EQ(kernel_sums_dw(c), c.kernel_sums);
     const Graph g = conv_grad_graph(c, false);
     InferenceSession session(g);
-    std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, c.w)}, {"dB", Tensor(DType::Float32, {c.w[0]})}};
+    std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, c.w)},
+                                       {"dB", Tensor(DType::Float32, {c.out_channels()})}};
     for (const auto& [name, buffer] : into)  // garbage where a write must replace it
       for (float& v : const_cast<Tensor&>(buffer).data<float>()) v = 1e6f;
     const std::map<std::string, Tensor> want = sum_three_runs(g, session, c, rng, into);

@@ -106,7 +106,7 @@ TEST(PipelineTrainer, GpipeEqualsTrainerOnTheWholeMiniBatch) {
 TEST(PipelineTrainer, FlushingStrategiesCarryWeightDerivedValuesWithinAVersion) {
   const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
   const Batches batches = make_batches("4,4,4", 16, 4, 9);
-  const TrainerOptions trainer = testing_support::every_tap(momentum_sgd(0.1));
+  const TrainerOptions trainer = testing_support::model_layout_weights(momentum_sgd(0.1));
   ImportedModel single_model = import_model(model);
   Trainer single_trainer(single_model.graph, trainer);
   TrainedRun single;

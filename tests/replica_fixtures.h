@@ -27,11 +27,13 @@ inline TrainerOptions momentum_sgd(double lr = 0.05) {
   return o;
 }
 
-// The same, training every tap of convolutions with one output pixel (not only their live taps,
-// graph/autodiff/live_conv_taps.h): what the tests of the single-pixel kernels' kept taps need, as weight
-// decay does.
-inline TrainerOptions every_tap(TrainerOptions o) {
+// The same, training convolution weights in the model's layout: every tap of convolutions with one output
+// pixel (not only their live taps, graph/autodiff/live_conv_taps.h), and W of those with 2 to 4 output
+// positions (not tap-major, tap_major_conv_weights.h). What the tests of the values the kernels derive
+// from W (single-pixel kept taps, tap-product transposes) need, as weight decay and GPUs do.
+inline TrainerOptions model_layout_weights(TrainerOptions o) {
   o.live_conv_taps = false;
+  o.tap_major_conv_weights = false;
   return o;
 }
 
@@ -53,7 +55,7 @@ inline Batches batches_of(const std::string& spec, int64_t batch, int count) {
 // (Trainer::forward_backward_kept): a test of the taps' path asserts that it reaches it.
 inline int gradients_kept_as_taps(const std::string& model, const Batches& batches) {
   ImportedModel m = import_model(model);
-  Trainer probe(m.graph, every_tap(momentum_sgd()));
+  Trainer probe(m.graph, model_layout_weights(momentum_sgd()));
   float loss = 0;
   int tapped = 0;
   for (const auto& [name, g] : probe.forward_backward_kept(batches[0].first, batches[0].second, &loss))

@@ -343,7 +343,7 @@ TEST(Trainer, KeptStepEqualsTheDenseStepBitForBit) {
   const Batches batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
   const int saved_threads = omp_get_max_threads();
   for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam}) {
-    TrainerOptions kept = testing_support::every_tap(momentum_sgd());
+    TrainerOptions kept = testing_support::model_layout_weights(momentum_sgd());
     kept.optimizer.kind = kind;
     TrainerOptions dense = kept;
     dense.clip_grad_norm = 1e30;

@@ -17,6 +17,7 @@
 
 #include "executor/host_memory.h"
 #include "graph/autodiff/live_conv_taps.h"
+#include "graph/autodiff/tap_major_conv_weights.h"
 #include "graph/cpu_budget.h"
 #include "graph/cpu_contention.h"
 #include "graph/load_adaptive_threads.h"
@@ -207,6 +208,9 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 }
 
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
+bool trains_tap_major_conv_weights(const TrainOptions& o) {
+  return !o.device.starts_with("cuda") && o.precision == "fp32";
+}
 
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
@@ -399,6 +403,17 @@ void print_live_conv_taps(const Graph& model, const TrainOptions& o) {
                taps.size(), one ? "" : "s", one ? "s" : "", static_cast<long long>(live), static_cast<long long>(all));
 }
 
+// Convolutions with 2 to 4 output positions train on tap-major weights on the CPU (tap_major_conv_weights.h):
+// said, since checkpoints name them "<W>.tap_major".
+void print_tap_major_conv_weights(const Graph& model, const TrainOptions& o) {
+  const size_t n = tap_major_conv_weights(model).size();
+  if (n == 0 || !trains_tap_major_conv_weights(o)) return;
+  std::fprintf(stderr,
+               "%zu convolution%s with 2 to 4 output positions train%s on weights held tap-major, the layout of "
+               "their CPU kernels (checkpoints name them <W>.tap_major; the written model has the usual layout)\n",
+               n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+}
+
 }  // namespace
 
 void TrainingData::print_data_line(const TrainOptions& o) const {
@@ -416,6 +431,7 @@ void TrainingData::print_data_line(const TrainOptions& o) const {
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
   print_live_conv_taps(model.graph, o);
+  print_tap_major_conv_weights(model.graph, o);
   const ModelParameters parameters = parameters_of(model.graph);
   if (parameters.frozen.empty()) return;
   std::string names;
@@ -622,6 +638,9 @@ int64_t resume_or_refuse(const TrainOptions& o, const Graph& model, const nlohma
   if (trains_live_conv_taps_only(o) && keep_live_conv_taps(model, c.tensors, c.optimizer_state) > 0 && rank == 0)
     std::fprintf(stderr, "%s holds whole weights of convolutions that now train only their live taps: took those\n",
                  path.c_str());
+  // Tap-major weights as this run trains them: an earlier build's or a GPU run's checkpoint on the CPU, or
+  // the other way.
+  match_tap_major_conv_weights(model, trains_tap_major_conv_weights(o), c.tensors, c.optimizer_state);
   restore(c, path);
   if (rank == 0) {
     if (!o.resume_from.empty() && !o.checkpoint_dir.empty()) set_aside_newer_checkpoints(o.checkpoint_dir, c.step);

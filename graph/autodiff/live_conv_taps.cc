@@ -6,6 +6,7 @@
 #include <span>
 #include <utility>
 
+#include "graph/autodiff/tap_major_conv_weights.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -204,6 +205,7 @@ std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph) {
 }
 
 std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained) {
+  trained = with_model_layout_conv_weights(model, std::move(trained));
   for (const LiveConvTaps& taps : live_conv_taps(model)) {
     auto it = trained.find(taps.live);
     if (it == trained.end()) continue;

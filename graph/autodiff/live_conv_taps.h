@@ -52,7 +52,8 @@ std::vector<LiveConvTaps> live_conv_taps(const Graph& graph);
 std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph);
 
 // `trained` with every "<W>.live_taps" of `model` (the graph before the rewrite, holding W) replaced by W:
-// model's W with its live box taken from the trained taps. Names without live taps pass unchanged.
+// model's W with its live box taken from the trained taps, and every tap-major "<W>.tap_major" by W
+// (tap_major_conv_weights.h). Other names pass unchanged.
 std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained);
 
 // The other way, for a checkpoint written before training kept only the live taps: each W of `model`

@@ -17,6 +17,7 @@
 
 #include "graph/autodiff/live_conv_taps.h"
 #include "graph/autodiff/loss.h"
+#include "graph/autodiff/tap_major_conv_weights.h"
 #include "graph/autodiff/training_graph.h"
 #include "graph/graph.h"
 #include "graph/mixed_precision.h"
@@ -36,6 +37,10 @@ struct TrainingRecipeOptions {
   // a zero gradient unchanged (no weight decay: Trainer turns it off otherwise); the trained values then
   // need with_full_conv_weights to become the model's again.
   bool live_conv_taps_only = true;
+  // Convolutions with an output plane of 2 to 4 positions train their weights tap-major, as TapMajorConv
+  // (graph/autodiff/tap_major_conv_weights.h), in float32: the CPU kernels' layout. Trainer turns it off
+  // on a GPU. The trained values need with_full_conv_weights to become the model's again.
+  bool tap_major_conv_weights = true;
 };
 
 struct TrainingRecipe {
@@ -44,7 +49,8 @@ struct TrainingRecipe {
   Graph evaluation;              // make_inference_graph of the model with its loss (no loss scale)
   std::string loss_scale_input;  // scale_loss: the scalar input the loss is multiplied by
   TrainingGraph training;
-  std::vector<LiveConvTaps> live_conv_taps;  // what live_conv_taps_only rewrote
+  std::vector<LiveConvTaps> live_conv_taps;                // what live_conv_taps_only rewrote
+  std::vector<TapMajorConvWeight> tap_major_conv_weights;  // what tap_major_conv_weights rewrote
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.

@@ -17,13 +17,13 @@ struct ConvInputs {
   int64_t group;
 };
 
-// Checks the types and ranks shared by Conv and ConvTranspose; nullopt when X's rank is unknown.
-std::optional<ConvInputs> read_conv_inputs(InferContext& ctx) {
+// Checks the types and ranks shared by Conv and ConvTranspose, for the weight shape `w` (input 1's, or
+// TapMajorConv's in the model's layout); nullopt when X's rank is unknown.
+std::optional<ConvInputs> read_conv_inputs(InferContext& ctx, const Shape& w) {
   require_floating(ctx, 0);
   require_same_dtype(ctx, 1, 0);
   if (ctx.has_input(2)) require_same_dtype(ctx, 2, 0);
   const Shape& x = ctx.input_shape(0);
-  const Shape& w = ctx.input_shape(1);
   const int64_t group = ctx.node().attr_int("group", 1);
   if (group < 1) fail_op(ctx, "group must be >= 1, got " + std::to_string(group));
   if (!x.rank_known) return std::nullopt;
@@ -61,8 +61,10 @@ void check_bias(const InferContext& ctx, const Dim& out_channels, const Shape& w
   }
 }
 
-void infer_conv(InferContext& ctx) {
-  auto in = read_conv_inputs(ctx);
+}  // namespace
+
+void infer_conv_with_weight(InferContext& ctx, const Shape& weight) {
+  auto in = read_conv_inputs(ctx, weight);
   if (!in) return ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
   const Shape& x = in->x;
   const Shape& w = in->w;
@@ -88,6 +90,10 @@ void infer_conv(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), out);
 }
 
+namespace {
+
+void infer_conv(InferContext& ctx) { infer_conv_with_weight(ctx, ctx.input_shape(1)); }
+
 // One spatial dim of ConvTranspose: stride·(in−1) + output_padding + dilated kernel − pads.
 Dim transposed_dim(const InferContext& ctx, const Dim& in, size_t axis, const WindowSpec& w, int64_t output_padding) {
   const int64_t stride = w.strides[axis];
@@ -107,7 +113,7 @@ Dim transposed_dim(const InferContext& ctx, const Dim& in, size_t axis, const Wi
 }
 
 void infer_conv_transpose(InferContext& ctx) {
-  auto in = read_conv_inputs(ctx);
+  auto in = read_conv_inputs(ctx, ctx.input_shape(1));
   if (!in) return ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
   const Shape& x = in->x;
   const Shape& w = in->w;

@@ -4,6 +4,12 @@
 namespace onnxtrain {
 
 class OpRegistry;
+class InferContext;
+struct Shape;
+
+// Conv's shape inference for a weight of shape `weight` (M, C/group, k1..kn), which need not be the node's
+// input 1: TapMajorConv holds its weight in another layout (graph/ops/training/tap_major_conv.cc).
+void infer_conv_with_weight(InferContext& ctx, const Shape& weight);
 
 void register_builtin_ops(OpRegistry& registry);
 
@@ -54,6 +60,7 @@ void register_pad_grad_op(OpRegistry& registry);
 // --- end data movement ---
 // --- conv, gemm, matmul ---
 void register_conv_grad_op(OpRegistry& registry);
+void register_tap_major_conv_ops(OpRegistry& registry);
 // --- end conv, gemm, matmul ---
 // --- pooling, softmax, LRN ---
 void register_pooling_grad_ops(OpRegistry& registry);

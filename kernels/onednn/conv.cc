@@ -138,6 +138,12 @@ void register_onednn_conv_kernels(KernelRegistry& registry) {
                 .dtypes = {DType::Float32, DType::BFloat16},
                 .implementation = "onednn",
                 .factory = &make_conv});
+  registry.add({.domain = "ai.onnxtrain",
+                .op_type = "TapMajorConv",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32},
+                .implementation = "onednn",
+                .factory = &onednn::make_tap_major_conv});
 }
 
 }  // namespace onnxtrain

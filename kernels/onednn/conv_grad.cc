@@ -271,6 +271,12 @@ void register_onednn_conv_grad_kernels(KernelRegistry& registry) {
                 .dtypes = {DType::Float32, DType::BFloat16},
                 .implementation = "onednn",
                 .factory = &make_onednn_conv_grad});
+  registry.add({.domain = "ai.onnxtrain",
+                .op_type = "TapMajorConvGrad",
+                .device = DeviceKind::Cpu,
+                .dtypes = {DType::Float32},
+                .implementation = "onednn",
+                .factory = &onednn::make_tap_major_conv_grad});
 }
 
 }  // namespace onnxtrain

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/reference_fallback.h"
 #include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn {
@@ -54,9 +55,24 @@ std::optional<TapProductConv> TapProductConv::of(const std::vector<int64_t>& x, 
 }
 
 std::optional<TapProductConv> TapProductConv::for_spec(const KernelSpec& spec, size_t x_input,
-                                                       const reference::WindowGeometry& window) {
+                                                       const reference::WindowGeometry& window, bool tap_major) {
   if (spec.inputs[x_input].dtype != DType::Float32) return std::nullopt;
-  return of(spec.inputs[x_input].sizes, spec.inputs[x_input + 1].sizes, window, spec.attributes.get_int("group", 1));
+  std::vector<int64_t> w = spec.inputs[x_input + 1].sizes;
+  if (tap_major) {  // Wt (k..., C, M) -> W (M, C, k...)
+    if (w.size() < 3) return std::nullopt;
+    std::vector<int64_t> model{w[w.size() - 1], w[w.size() - 2]};
+    model.insert(model.end(), w.begin(), w.end() - 2);
+    w = std::move(model);
+  }
+  return of(spec.inputs[x_input].sizes, w, window, spec.attributes.get_int("group", 1));
+}
+
+reference::WindowGeometry TapProductConv::tap_major_window(const KernelSpec& spec, size_t x_input) {
+  const std::vector<int64_t>& x = spec.inputs[x_input].sizes;
+  const std::vector<int64_t>& y = x_input == 0 ? spec.outputs[0].sizes : spec.inputs[0].sizes;
+  const std::vector<int64_t>& wt = spec.inputs[x_input + 1].sizes;
+  return reference::read_window_geometry(spec, {x.begin() + 2, x.end()}, {y.begin() + 2, y.end()},
+                                         {wt.begin(), wt.end() - 2});
 }
 
 void TapProductConv::to_positions(const float* from, float* to, int64_t n, int64_t k, int64_t p) {
@@ -139,9 +155,11 @@ namespace {
 
 class TapProductConvKernel final : public Kernel, public ReportsImplementation {
  public:
-  TapProductConvKernel(const KernelSpec& spec, TapProductConv g)
-      : spec_(spec), g_(std::move(g)), to_tap_major_(g_, /*to_tap_major=*/true) {
+  // `tap_major`: input 1 is Wt already (TapMajorConv).
+  TapProductConvKernel(const KernelSpec& spec, TapProductConv g, bool tap_major = false)
+      : spec_(spec), g_(std::move(g)) {
     has_bias_ = spec.inputs.size() > 2 && spec.inputs[2].present();
+    if (!tap_major) to_tap_major_.emplace(g_, /*to_tap_major=*/true);
   }
 
   std::string library_implementation() const override {
@@ -155,7 +173,9 @@ class TapProductConvKernel final : public Kernel, public ReportsImplementation {
       auto* xt = lease.take<float>(static_cast<size_t>(g_.in_plane * n * c));
       auto* yt = lease.take<float>(static_cast<size_t>(g_.out_plane * n * m));
       TapProductConv::to_positions(inputs[0].as<const float>(), xt, n, c, g_.in_plane);
-      const float* wt = g_.tap_major_kept(inputs[1].as<const float>(), to_tap_major_, stream, kept_, lease);
+      const float* wt = to_tap_major_
+                            ? g_.tap_major_kept(inputs[1].as<const float>(), *to_tap_major_, stream, kept_, lease)
+                            : inputs[1].as<const float>();
       std::fill(yt, yt + g_.out_plane * n * m, 0.0f);
       for (const TapProductConv::Run& r : g_.runs)
         gemm(false, false, r.length * n, m, c, xt + r.in_begin * n * c, c, wt + r.tap * c * m, m, 1.0f,
@@ -169,7 +189,7 @@ class TapProductConvKernel final : public Kernel, public ReportsImplementation {
   KernelSpec spec_;
   TapProductConv g_;
   bool has_bias_ = false;
-  TapProductConv::WeightTranspose to_tap_major_;
+  std::optional<TapProductConv::WeightTranspose> to_tap_major_;  // none when the graph holds Wt
   // W' this run keeps for its backward (Stream::derived); reused by the next run once the stream that
   // held it is gone.
   std::shared_ptr<std::vector<std::byte>> kept_;
@@ -181,6 +201,12 @@ std::unique_ptr<Kernel> make_tap_product_conv(const KernelSpec& spec, const refe
   std::optional<TapProductConv> g = TapProductConv::for_spec(spec, 0, window);
   if (!g) return nullptr;
   return std::make_unique<TapProductConvKernel>(spec, std::move(*g));
+}
+
+std::unique_ptr<Kernel> make_tap_major_conv(const KernelSpec& spec) {
+  std::optional<TapProductConv> g = TapProductConv::for_spec(spec, 0, TapProductConv::tap_major_window(spec, 0), true);
+  if (!g) return reference_kernel(spec);
+  return std::make_unique<TapProductConvKernel>(spec, std::move(*g), /*tap_major=*/true);
 }
 
 }  // namespace onnxtrain::onednn

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/autodiff/tap_major_conv_weights.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/window.h"
 #include "kernels/scratch_arena.h"
@@ -31,7 +32,8 @@ namespace onnxtrain::onednn {
 struct TapProductConv {
   // The largest output plane this path takes: measured faster than oneDNN's direct convolution at 2x2;
   // a 4x4 plane reads 100 of its 144 pairs and makes about 30 products per pass.
-  static constexpr int64_t kMaxOutputPositions = 4;
+  // The training graph holds such a convolution's weight tap-major for it (graph/autodiff/tap_major_conv_weights.h).
+  static constexpr int64_t kMaxOutputPositions = kTapProductMaxOutputPositions;
 
   // One matrix product: `length` consecutive output positions from out_begin, which tap `tap` reads at
   // the consecutive input positions from in_begin.
@@ -49,9 +51,12 @@ struct TapProductConv {
   // inside the input.
   static std::optional<TapProductConv> of(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                                           const reference::WindowGeometry& window, int64_t group);
-  // The same for a float32 kernel spec whose X is input `x_input` and W the next (Conv: 0, ConvGrad: 1).
+  // The same for a float32 kernel spec whose X is input `x_input` and W the next (Conv: 0, ConvGrad: 1),
+  // or Wt (k..., C, M) when `tap_major` (TapMajorConv, TapMajorConvGrad).
   static std::optional<TapProductConv> for_spec(const KernelSpec& spec, size_t x_input,
-                                                const reference::WindowGeometry& window);
+                                                const reference::WindowGeometry& window, bool tap_major = false);
+  // The window of a TapMajorConv (X input 0, Y output 0) or TapMajorConvGrad (dY input 0, X input 1) spec.
+  static reference::WindowGeometry tap_major_window(const KernelSpec& spec, size_t x_input);
 
   // Position-major transposes, (N, K, P) <-> (P, N, K), for X/dX (K = C) and Y/dY (K = M); `to_plane`
   // adds the bias of channel k when given.
@@ -62,7 +67,9 @@ struct TapProductConv {
   // channels in L1, cloned for AVX-512: ResNet-18's layer3 Conv 1.7 -> 3.1 ms, ConvGrad 2.3 -> 3.4 ms at
   // 1 thread). From a cold cache the reorder of 256x256x9 takes 1.5 ms at 1 thread, some 5 GB/s of reads
   // and writes, near one core's share of this machine's memory bandwidth (two more loop orders of our own,
-  // 2.1 and 3.2 ms): only keeping W' as the weights' own copy would save it. `adds`: added to what `to` holds.
+  // 2.1 and 3.2 ms). Training keeps W' as the weights' own copy instead (TapMajorConv,
+  // graph/autodiff/tap_major_conv_weights.h), so only Conv and ConvGrad on W pay it. `adds`: added to what
+  // `to` holds.
   class WeightTranspose {
    public:
     WeightTranspose(const TapProductConv& g, bool to_tap_major, bool adds = false);
@@ -93,5 +100,9 @@ void gemm(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int6
 std::unique_ptr<Kernel> make_tap_product_conv(const KernelSpec& spec, const reference::WindowGeometry& window);
 // The ConvGrad kernel (dX, dW, dB as the spec asks), or nullptr.
 std::unique_ptr<Kernel> make_tap_product_conv_grad(const KernelSpec& spec, const reference::WindowGeometry& window);
+// TapMajorConv and TapMajorConvGrad: the same products on the weight as the graph holds it, no transposes;
+// the reference kernels where the geometry is not this case.
+std::unique_ptr<Kernel> make_tap_major_conv(const KernelSpec& spec);
+std::unique_ptr<Kernel> make_tap_major_conv_grad(const KernelSpec& spec);
 
 }  // namespace onnxtrain::onednn

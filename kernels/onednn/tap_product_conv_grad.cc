@@ -4,9 +4,11 @@
 // then dX and dW transposed back. dX is zero at the positions no tap reads, dW at the taps that read only
 // padding. W' is the one the forward convolution of the same run made, where the stream kept it.
 #include <algorithm>
+#include <optional>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/tap_product_conv.h"
 #include "kernels/scratch_arena.h"
 
@@ -15,13 +17,15 @@ namespace {
 
 class TapProductConvGradKernel final : public Kernel, public ReportsImplementation {
  public:
-  TapProductConvGradKernel(const KernelSpec& spec, TapProductConv g)
-      : spec_(spec),
-        g_(std::move(g)),
-        to_tap_major_(g_, true),
-        from_tap_major_(g_, false),
-        added_from_tap_major_(g_, false, /*adds=*/true) {
+  // `tap_major`: input 2 is Wt and output 1 dWt (TapMajorConvGrad); no transposes.
+  TapProductConvGradKernel(const KernelSpec& spec, TapProductConv g, bool tap_major = false)
+      : spec_(spec), g_(std::move(g)) {
     for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
+    if (!tap_major) {
+      to_tap_major_.emplace(g_, true);
+      from_tap_major_.emplace(g_, false);
+      added_from_tap_major_.emplace(g_, false, /*adds=*/true);
+    }
   }
 
   std::string library_implementation() const override {
@@ -39,10 +43,8 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
       float* dyt = take(lease, g_.out_plane * n * m);
       TapProductConv::to_positions(dy, dyt, n, m, g_.out_plane);
       if (wanted_[0]) input_gradient(dyt, inputs[2].as<const float>(), stream, outputs[0].as<float>(), lease);
-      if (wanted_[1]) {
-        weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease,
-                        adds(stream, outputs[1].data) ? added_from_tap_major_ : from_tap_major_);
-      }
+      if (wanted_[1])
+        weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease, adds(stream, outputs[1].data));
       if (wanted_[2]) bias_gradient(dy, outputs[2].as<float>());
     });
   }
@@ -58,7 +60,7 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
 
   void input_gradient(const float* dyt, const float* w, const Stream& stream, float* dx, ScratchArena::Lease& lease) {
     const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
-    const float* wt = g_.tap_major_from_forward(w, to_tap_major_, stream, lease);
+    const float* wt = to_tap_major_ ? g_.tap_major_from_forward(w, *to_tap_major_, stream, lease) : w;
     float* dxt = take(lease, g_.in_plane * n * c);
     std::fill(dxt, dxt + g_.in_plane * n * c, 0.0f);
     for (const TapProductConv::Run& r : g_.runs)
@@ -67,13 +69,15 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     TapProductConv::to_plane(dxt, dx, n, c, g_.in_plane);
   }
 
-  void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease,
-                       TapProductConv::WeightTranspose& back) {
+  // dW' tap by tap, then transposed into dw (added to it when `adds`); written in place when the graph
+  // holds Wt, where adding is the products' own beta.
+  void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease, bool adds) {
     const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
     float* xt = take(lease, g_.in_plane * n * c);
     TapProductConv::to_positions(x, xt, n, c, g_.in_plane);
-    float* dwt = take(lease, g_.weight_elements());
-    std::vector<bool> written(static_cast<size_t>(g_.kernel_plane), false);
+    const bool in_place = !from_tap_major_;
+    float* dwt = in_place ? dw : take(lease, g_.weight_elements());
+    std::vector<bool> written(static_cast<size_t>(g_.kernel_plane), in_place && adds);
     for (const TapProductConv::Run& r : g_.runs) {
       gemm(true, false, c, m, r.length * n, xt + r.in_begin * n * c, c, dyt + r.out_begin * n * m, m,
            written[r.tap] ? 1.0f : 0.0f, dwt + r.tap * c * m, m);
@@ -81,7 +85,7 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
     }
     for (int64_t t = 0; t < g_.kernel_plane; ++t)
       if (!written[t]) std::fill(dwt + t * c * m, dwt + (t + 1) * c * m, 0.0f);  // a tap only in the padding
-    back.run(dwt, dw);
+    if (!in_place) (adds ? *added_from_tap_major_ : *from_tap_major_).run(dwt, dw);
   }
 
   void bias_gradient(const float* dy, float* db) const {
@@ -99,7 +103,8 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   KernelSpec spec_;
   TapProductConv g_;
   bool wanted_[3] = {false, false, false};
-  TapProductConv::WeightTranspose to_tap_major_, from_tap_major_, added_from_tap_major_;
+  // None when the graph holds Wt.
+  std::optional<TapProductConv::WeightTranspose> to_tap_major_, from_tap_major_, added_from_tap_major_;
 };
 
 }  // namespace
@@ -109,6 +114,13 @@ std::unique_ptr<Kernel> make_tap_product_conv_grad(const KernelSpec& spec, const
   std::optional<TapProductConv> g = TapProductConv::for_spec(spec, 1, window);
   if (!g) return nullptr;
   return std::make_unique<TapProductConvGradKernel>(spec, std::move(*g));
+}
+
+std::unique_ptr<Kernel> make_tap_major_conv_grad(const KernelSpec& spec) {
+  // TapMajorConvGrad(dY, X, Wt) -> (dX, dWt, dB)
+  std::optional<TapProductConv> g = TapProductConv::for_spec(spec, 1, TapProductConv::tap_major_window(spec, 1), true);
+  if (!g) return reference_kernel(spec);
+  return std::make_unique<TapProductConvGradKernel>(spec, std::move(*g), /*tap_major=*/true);
 }
 
 }  // namespace onnxtrain::onednn

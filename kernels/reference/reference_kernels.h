@@ -57,6 +57,7 @@ void register_reference_pad_grad_kernels(KernelRegistry& registry);
 // --- end data movement ---
 // --- backward: conv, gemm, matmul ---
 void register_reference_conv_grad_kernels(KernelRegistry& registry);
+void register_reference_tap_major_conv_kernels(KernelRegistry& registry);
 // --- end conv, gemm, matmul ---
 // --- backward: pooling, softmax, LRN ---
 void register_reference_pooling_grad_kernels(KernelRegistry& registry);

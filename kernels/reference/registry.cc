@@ -53,6 +53,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   // --- end data movement ---
   // --- backward: conv, gemm, matmul ---
   register_reference_conv_grad_kernels(registry);
+  register_reference_tap_major_conv_kernels(registry);
   // --- end conv, gemm, matmul ---
   // --- backward: pooling, softmax, LRN ---
   register_reference_pooling_grad_kernels(registry);

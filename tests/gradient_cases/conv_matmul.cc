@@ -1,4 +1,5 @@
 // Harness cases of the conv, gemm and matmul family: Conv (through ConvGrad), ConvTranspose, Gemm, MatMul.
+#include "graph/op_schema.h"
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
@@ -6,6 +7,28 @@ namespace onnxtrain::harness {
 namespace {
 
 using Ints = std::vector<int64_t>;
+
+// TapMajorConv: Conv on a weight held (k..., C, M) (graph/autodiff/tap_major_conv_weights.h); the CPU's
+// tap-product kernel where the output plane has 2 to 4 positions, the reference otherwise.
+void add_tap_major_conv_cases(std::vector<GradientCase>& cases) {
+  const auto tap_major = [](std::string label, Attributes attributes, std::vector<HarnessInput> inputs) {
+    return GradientCase{.label = std::move(label),
+                        .op_type = "TapMajorConv",
+                        .domain = kTrainingDomain,
+                        .attributes = std::move(attributes),
+                        .inputs = std::move(inputs),
+                        .opset = 1};
+  };
+  cases.push_back(tap_major("TapMajorConv 2x2 output bias", {{"pads", Ints{1, 1, 1, 1}}},
+                            {normal({3, 5, 2, 2}), normal({3, 3, 5, 4}), normal({4})}));
+  cases.push_back(tap_major("TapMajorConv 2x2 output stride 2 no bias",
+                            {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+                            {normal({2, 3, 4, 4}), normal({3, 3, 3, 4})}));
+  cases.push_back(tap_major("TapMajorConv 1x3 output asymmetric kernel", {{"pads", Ints{0, 1, 0, 1}}},
+                            {normal({2, 3, 2, 3}), normal({2, 3, 3, 5}), normal({5})}));
+  cases.push_back(tap_major("TapMajorConv 3x3 output (reference fallback)", {{"pads", Ints{1, 1, 1, 1}}},
+                            {normal({2, 2, 3, 3}), normal({3, 3, 2, 3}), normal({3})}));
+}
 
 void add_conv_cases(std::vector<GradientCase>& cases) {
   cases.push_back({.label = "Conv 2-D stride pad dilation bias",
@@ -137,6 +160,7 @@ void add_matmul_cases(std::vector<GradientCase>& cases) {
 std::vector<GradientCase> conv_matmul_gradient_cases() {
   std::vector<GradientCase> cases;
   add_conv_cases(cases);
+  add_tap_major_conv_cases(cases);
   add_gemm_cases(cases);
   add_matmul_cases(cases);
   return cases;

@@ -1,0 +1,179 @@
+#include "graph/autodiff/tap_major_conv_weights.h"
+
+#include <cstring>
+
+#include "graph/error.h"
+#include "graph/op_schema.h"
+
+namespace onnxtrain {
+namespace {
+
+struct Found {
+  NodeId node;
+  TapMajorConvWeight weight;
+};
+
+std::optional<TapMajorConvWeight> candidate(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (!n.is_onnx_op("Conv") || n.attr_int("group", 1) != 1 || !n.has_input(1) || n.outputs.size() != 1) return {};
+  const Value& w = g.value(n.inputs[1]);
+  if (w.role != ValueRole::Parameter || w.frozen || !w.data || w.dtype != DType::Float32) return {};
+  if (g.consumers(n.inputs[1]).size() != 1) return {};
+  const Shape& x = g.value(n.inputs[0]).shape;
+  const Shape& y = g.value(n.outputs[0]).shape;
+  const std::vector<int64_t>& k = w.data->sizes();
+  const size_t rank = k.size();
+  if (rank < 3 || !x.rank_known || !y.rank_known || x.rank() != static_cast<int64_t>(rank) ||
+      y.rank() != static_cast<int64_t>(rank))
+    return {};
+  for (size_t d = 1; d < rank; ++d)
+    if (!x.dims[d].is_static() || (d >= 2 && !y.dims[d].is_static())) return {};
+  if (x.dims[1].value() != k[1]) return {};
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") return {};
+  int64_t out_plane = 1, kernel_plane = 1;
+  for (size_t d = 2; d < rank; ++d) {
+    out_plane *= y.dims[d].value();
+    kernel_plane *= k[d];
+  }
+  if (out_plane < 2 || out_plane > kTapProductMaxOutputPositions || kernel_plane == 1) return {};
+  return TapMajorConvWeight{.weight = w.name, .tap_major = w.name + ".tap_major"};
+}
+
+std::vector<Found> find_all(const Graph& g) {
+  std::vector<Found> found;
+  for (NodeId id : g.order())
+    if (std::optional<TapMajorConvWeight> w = candidate(g, id)) found.push_back({id, std::move(*w)});
+  return found;
+}
+
+// The taps of a weight of sizes w (M, C, k...): k1·..·kn.
+int64_t taps_of(const std::vector<int64_t>& w) {
+  int64_t taps = 1;
+  for (size_t d = 2; d < w.size(); ++d) taps *= w[d];
+  return taps;
+}
+
+// The sizes of Wt (k..., C, M) for W's sizes (M, C, k...).
+std::vector<int64_t> tap_major_sizes(const std::vector<int64_t>& w) {
+  std::vector<int64_t> sizes(w.begin() + 2, w.end());
+  sizes.push_back(w[1]);
+  sizes.push_back(w[0]);
+  return sizes;
+}
+
+// `t`, float32 elements of a W of sizes `w` (in the model's layout, or tap-major), in the other layout.
+Tensor permuted(const Tensor& t, const std::vector<int64_t>& w, bool to_tap_major, const std::string& what) {
+  int64_t elements = 1;
+  for (int64_t s : w) elements *= s;
+  if (t.dtype() != DType::Float32 || t.numel() != elements || w.size() < 3)
+    throw Error(what + " is not " + std::to_string(elements) + " float32 elements of a convolution weight");
+  Tensor out(DType::Float32, to_tap_major ? tap_major_sizes(w) : w);
+  permute_conv_weight(t.raw(), out.raw(), sizeof(float), w[0], w[1], taps_of(w), to_tap_major);
+  return out;
+}
+
+void rewrite(Graph& g, const Found& found) {
+  const ValueId w_id = g.node(found.node).inputs[1];
+  Value& w = g.value(w_id);
+  Tensor wt = to_tap_major(*w.data);
+  const size_t spatial = wt.sizes().size() - 2;
+  // W leaves the graph (a copy of the model's graph shares W's buffer, so only this graph forgets it).
+  w.data.reset();
+  std::erase(g.initializers, w_id);
+  const ValueId wt_id = g.add_value({.name = found.weight.tap_major,
+                                     .dtype = DType::Float32,
+                                     .shape = Shape::of(wt.sizes()),
+                                     .role = ValueRole::Parameter,
+                                     .data = std::move(wt)});
+  g.initializers.push_back(wt_id);
+  Node& node = g.node(found.node);
+  node.inputs[1] = wt_id;
+  node.op_type = "TapMajorConv";
+  node.domain = kTrainingDomain;
+  node.opset = 1;
+  if (node.attr_string("auto_pad", "NOTSET") == "VALID") {  // explicit, as the gradient rule passes them on
+    node.attributes.erase("auto_pad");
+    node.attributes["pads"] = std::vector<int64_t>(2 * spatial, 0);
+  }
+}
+
+}  // namespace
+
+void permute_conv_weight(const void* from, void* to, size_t element_bytes, int64_t m, int64_t c, int64_t t,
+                         bool to_tap_major) {
+  const auto* source = static_cast<const std::byte*>(from);
+  auto* target = static_cast<std::byte*>(to);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t k = 0; k < t; ++k) {
+        const auto model = static_cast<size_t>((i * c + j) * t + k), tap = static_cast<size_t>((k * c + j) * m + i);
+        const size_t read = to_tap_major ? model : tap, write = to_tap_major ? tap : model;
+        std::memcpy(target + write * element_bytes, source + read * element_bytes, element_bytes);
+      }
+}
+
+Tensor to_tap_major(const Tensor& w) { return permuted(w, w.sizes(), true, "the weight"); }
+
+Tensor from_tap_major(const Tensor& wt) {
+  const std::vector<int64_t>& s = wt.sizes();
+  if (s.size() < 3) throw Error("the tap-major weight has rank " + std::to_string(s.size()) + "; expected 3 or more");
+  std::vector<int64_t> w{s[s.size() - 1], s[s.size() - 2]};
+  w.insert(w.end(), s.begin(), s.end() - 2);
+  return permuted(wt, w, false, "the tap-major weight");
+}
+
+std::vector<TapMajorConvWeight> tap_major_conv_weights(const Graph& graph) {
+  std::vector<TapMajorConvWeight> weights;
+  for (Found& f : find_all(graph)) weights.push_back(std::move(f.weight));
+  return weights;
+}
+
+std::vector<TapMajorConvWeight> train_tap_major_conv_weights(Graph& graph) {
+  std::vector<TapMajorConvWeight> done;
+  for (const Found& f : find_all(graph)) {
+    if (graph.find_value(f.weight.tap_major))
+      throw Error("tap-major conv weights: the model already has a value named '" + f.weight.tap_major + "'");
+    rewrite(graph, f);
+    done.push_back(f.weight);
+  }
+  return done;
+}
+
+std::map<std::string, Tensor> with_model_layout_conv_weights(const Graph& model, std::map<std::string, Tensor> trained) {
+  for (const TapMajorConvWeight& w : tap_major_conv_weights(model)) {
+    auto it = trained.find(w.tap_major);
+    if (it == trained.end()) continue;
+    const std::vector<int64_t>& sizes = model.value(*model.find_value(w.weight)).data->sizes();
+    Tensor back = permuted(it->second, sizes, false, "'" + w.tap_major + "'");
+    trained.erase(it);
+    trained[w.weight] = std::move(back);
+  }
+  return trained;
+}
+
+int match_tap_major_conv_weights(const Graph& model, bool tap_major, std::map<std::string, Tensor>& tensors,
+                                 std::map<std::string, Tensor>& optimizer_state) {
+  int converted = 0;
+  for (const TapMajorConvWeight& w : tap_major_conv_weights(model)) {
+    const std::string& from = tap_major ? w.weight : w.tap_major;
+    const std::string& to = tap_major ? w.tap_major : w.weight;
+    auto held = tensors.find(from);
+    if (held == tensors.end() || tensors.count(to)) continue;
+    const Tensor& model_w = *model.value(*model.find_value(w.weight)).data;
+    tensors[to] = permuted(held->second, model_w.sizes(), tap_major, "'" + from + "'");
+    tensors.erase(held);
+    const std::string prefix = from + "/";
+    for (auto it = optimizer_state.lower_bound(prefix); it != optimizer_state.end() && it->first.starts_with(prefix);) {
+      const Tensor& t = it->second;
+      const bool weight_sized = t.dtype() == DType::Float32 && t.numel() == model_w.numel();
+      optimizer_state[to + "/" + it->first.substr(prefix.size())] =
+          weight_sized ? permuted(t, model_w.sizes(), tap_major, "'" + it->first + "'") : t;
+      it = optimizer_state.erase(it);
+    }
+    ++converted;
+  }
+  return converted;
+}
+
+}  // namespace onnxtrain

@@ -1,0 +1,184 @@
+// graph/autodiff/tap_major_conv_weights: which convolutions train on tap-major weights, that the
+// permutation round-trips, that training so gives what training the model's layout gives (the same losses
+// and weights, bit for bit: the same products on the same values), with weight decay too, and that a
+// checkpoint's weights and optimizer state convert either way and continue the same run.
+#include "graph/autodiff/tap_major_conv_weights.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "executor/trainer.h"
+#include "graph/autodiff/live_conv_taps.h"
+#include "graph/autodiff/training_recipe.h"
+#include "tests/graph_builder.h"
+
+namespace onnxtrain {
+namespace {
+
+using testing_support::add_inferred_node;
+using testing_support::add_parameter;
+using Ints = std::vector<int64_t>;
+
+Tensor random_tensor(const Ints& sizes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  Tensor t(DType::Float32, sizes);
+  for (float& v : t.data<float>()) v = dist(rng);
+  return t;
+}
+
+Attributes conv_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
+  return {{"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}, {"group", group}};
+}
+
+// X (4,3,4,4) → Conv 3x3 stride 2 pads 1 (2x2 output) → Relu → Conv 3x3 pads 1 with a bias (2x2) →
+// Conv 2x2 without pads (one pixel: not this case) → Flatten: six logits.
+Graph two_small_plane_convs() {
+  Graph g;
+  const ValueId x =
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 4, 4}), .role = ValueRole::Input});
+  g.inputs.push_back(x);
+  const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", random_tensor({8, 3, 3, 3}, 1))},
+                                      "h", conv_attributes(2, 1));
+  const ValueId r = add_inferred_node(g, "relu", "Relu", {h}, "r");
+  const ValueId y = add_inferred_node(
+      g, "conv2", "Conv",
+      {r, add_parameter(g, "w2", random_tensor({5, 8, 3, 3}, 2)), add_parameter(g, "b2", random_tensor({5}, 3))}, "y",
+      conv_attributes(1, 1));
+  const ValueId z = add_inferred_node(g, "conv3", "Conv", {y, add_parameter(g, "w3", random_tensor({6, 5, 2, 2}, 4))},
+                                      "z", conv_attributes(1, 0));
+  g.outputs.push_back(add_inferred_node(g, "flatten", "Flatten", {z}, "logits", {{"axis", int64_t{1}}}));
+  return g;
+}
+
+TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
+  const std::vector<TapMajorConvWeight> found = tap_major_conv_weights(two_small_plane_convs());
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].weight, "w1");
+  EXPECT_EQ(found[0].tap_major, "w1.tap_major");
+  EXPECT_EQ(found[1].weight, "w2");
+
+  Graph g;
+  const ValueId x =
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 3, 3}), .role = ValueRole::Input});
+  g.inputs.push_back(x);
+  // Nine output positions; a 1x1 kernel; groups; a weight read twice; and one that qualifies (1x2).
+  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", random_tensor({4, 4, 3, 3}, 1))}, "ya",
+                    conv_attributes(1, 1));
+  add_inferred_node(g, "pointwise", "Conv", {x, add_parameter(g, "b", random_tensor({4, 4, 1, 1}, 2))}, "yb",
+                    conv_attributes(2, 0));
+  add_inferred_node(g, "grouped", "Conv", {x, add_parameter(g, "c", random_tensor({4, 2, 3, 3}, 3))}, "yc",
+                    conv_attributes(2, 1, 2));
+  const ValueId shared = add_parameter(g, "d", random_tensor({4, 4, 3, 3}, 4));
+  add_inferred_node(g, "shared1", "Conv", {x, shared}, "yd1", conv_attributes(2, 1));
+  add_inferred_node(g, "shared2", "Conv", {x, shared}, "yd2", conv_attributes(2, 1));
+  add_inferred_node(g, "row", "Conv", {x, add_parameter(g, "e", random_tensor({4, 4, 3, 2}, 5))}, "ye",
+                    Attributes{{"pads", Ints{0, 0, 0, 0}}});
+  const std::vector<TapMajorConvWeight> only = tap_major_conv_weights(g);
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only[0].weight, "e");
+}
+
+TEST(TapMajorConvWeights, ThePermutationPutsTapsFirstAndRoundTrips) {
+  const Tensor w = random_tensor({5, 3, 2, 3}, 9);  // M 5, C 3, taps 2x3
+  const Tensor wt = to_tap_major(w);
+  EXPECT_EQ(wt.sizes(), (Ints{2, 3, 3, 5}));
+  const std::span<const float> a = w.data<float>(), b = wt.data<float>();
+  for (int64_t m = 0; m < 5; ++m)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t t = 0; t < 6; ++t)
+        ASSERT_EQ(b[static_cast<size_t>((t * 3 + c) * 5 + m)], a[static_cast<size_t>((m * 3 + c) * 6 + t)]);
+  const Tensor back = from_tap_major(wt);
+  EXPECT_EQ(back.sizes(), w.sizes());
+  const std::span<const float> c = back.data<float>();
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), c.begin()));
+}
+
+TEST(TapMajorConvWeights, TheRecipeRewritesInFloat32AndSaysWhat) {
+  const Graph model = two_small_plane_convs();
+  const TrainingRecipe r = make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy")});
+  ASSERT_EQ(r.tap_major_conv_weights.size(), 2u);
+  EXPECT_TRUE(r.training.graph.find_value("w2.tap_major"));
+  const Graph& g = r.training.graph;
+  EXPECT_TRUE(g.consumers(*g.find_value("w2")).empty());   // W left the graph
+  EXPECT_FALSE(g.consumers(*g.find_value("w3")).empty());  // one output pixel: not this case
+  const TrainingRecipe off =
+      make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .tap_major_conv_weights = false});
+  EXPECT_TRUE(off.tap_major_conv_weights.empty());
+  const TrainingRecipe bf16 =
+      make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
+  EXPECT_TRUE(bf16.tap_major_conv_weights.empty());
+}
+
+TrainerOptions momentum_sgd(bool tap_major, double weight_decay) {
+  TrainerOptions o;
+  o.loss = parse_loss_spec("cross-entropy");
+  o.schedule.base_lr = 0.1;
+  o.optimizer.momentum = 0.9;
+  o.optimizer.weight_decay = weight_decay;
+  o.tap_major_conv_weights = tap_major;
+  return o;
+}
+
+Tensor labels() {
+  Tensor y(DType::Int64, {4});
+  for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 6;
+  return y;
+}
+
+void expect_same_weights(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    ASSERT_EQ(got.at(name).sizes(), t.sizes()) << name;
+    const std::span<const float> a = got.at(name).data<float>(), b = t.data<float>();
+    for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(a[i], b[i]) << name << "[" << i << "]";
+  }
+}
+
+TEST(TapMajorConvWeights, TrainingTapMajorEqualsTrainingTheModelsLayoutBitForBit) {
+  for (const double weight_decay : {0.0, 0.01}) {
+    SCOPED_TRACE("weight decay " + std::to_string(weight_decay));
+    const Graph model = two_small_plane_convs();
+    Trainer tap_major(copy_with_own_initializers(model), momentum_sgd(true, weight_decay));
+    Trainer plain(copy_with_own_initializers(model), momentum_sgd(false, weight_decay));
+    EXPECT_EQ(tap_major.trained_initializers().at("w1.tap_major").sizes(), (Ints{3, 3, 3, 8}));
+    EXPECT_FALSE(tap_major.trained_initializers().count("w1"));
+    for (int step = 0; step < 4; ++step) {
+      const Tensor x = random_tensor({4, 3, 4, 4}, 10 + static_cast<uint32_t>(step));
+      EXPECT_EQ(tap_major.train_step(x, labels()), plain.train_step(x, labels())) << "step " << step;
+    }
+    // What leaves training (the written model, export) is in the model's layout.
+    expect_same_weights(with_full_conv_weights(model, tap_major.trained_initializers()), plain.trained_initializers());
+  }
+}
+
+// A checkpoint of a tap-major run continues in a run of the model's layout (a GPU's), and the other way.
+TEST(TapMajorConvWeights, ACheckpointConvertsEitherWayAndContinuesTheRun) {
+  const Graph model = two_small_plane_convs();
+  Trainer first(copy_with_own_initializers(model), momentum_sgd(true, 0.0));
+  for (int step = 0; step < 2; ++step) first.train_step(random_tensor({4, 3, 4, 4}, 20 + step), labels());
+  std::map<std::string, Tensor> tensors = first.trained_initializers();
+  std::map<std::string, Tensor> state = first.optimizer().state_tensors();
+  ASSERT_TRUE(state.count("w1.tap_major/momentum_buffer"));
+  EXPECT_EQ(match_tap_major_conv_weights(model, true, tensors, state), 0);  // already tap-major
+  EXPECT_EQ(match_tap_major_conv_weights(model, false, tensors, state), 2);
+  EXPECT_TRUE(tensors.count("w1"));
+  EXPECT_FALSE(tensors.count("w1.tap_major"));
+  Trainer plain(copy_with_own_initializers(model), momentum_sgd(false, 0.0));
+  plain.restore(tensors, state);
+  EXPECT_EQ(match_tap_major_conv_weights(model, true, tensors, state), 2);
+  Trainer again(copy_with_own_initializers(model), momentum_sgd(true, 0.0));
+  again.restore(tensors, state);
+  for (int step = 2; step < 4; ++step) {
+    const Tensor x = random_tensor({4, 3, 4, 4}, 20 + static_cast<uint32_t>(step));
+    const float want = first.train_step(x, labels());
+    EXPECT_EQ(plain.train_step(x, labels()), want) << "step " << step;
+    EXPECT_EQ(again.train_step(x, labels()), want) << "step " << step;
+  }
+  expect_same_weights(plain.trained_initializers(), with_full_conv_weights(model, first.trained_initializers()));
+}
+
+}  // namespace
+}  // namespace onnxtrain
