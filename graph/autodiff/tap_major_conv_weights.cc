@@ -140,7 +140,8 @@ std::vector<TapMajorConvWeight> train_tap_major_conv_weights(Graph& graph) {
   return done;
 }
 
-std::map<std::string, Tensor> with_model_layout_conv_weights(const Graph& model, std::map<std::string, Tensor> trained) {
+std::map<std::string, Tensor> with_model_layout_conv_weights(const Graph& model,
+                                                             std::map<std::string, Tensor> trained) {
   for (const TapMajorConvWeight& w : tap_major_conv_weights(model)) {
     auto it = trained.find(w.tap_major);
     if (it == trained.end()) continue;

@@ -26,7 +26,8 @@ class ModelLayoutKernel final : public Kernel {
   ModelLayoutKernel(const KernelSpec& spec, const char* domain, const char* op_type, size_t weight, int weight_gradient)
       : weight_(weight), weight_gradient_(weight_gradient) {
     const DType dtype = spec.inputs[weight].dtype;
-    if (dtype != DType::Float32 && dtype != DType::Float64) throw Error(spec.op_type + " is built for float32 and float64");
+    if (dtype != DType::Float32 && dtype != DType::Float64)
+      throw Error(spec.op_type + " is built for float32 and float64");
     element_ = dtype_size(dtype);
     if (spec.attributes.get_int("group", 1) != 1) throw Error(spec.op_type + " is built for one group");
     KernelSpec inner = spec;
