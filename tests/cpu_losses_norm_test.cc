@@ -491,6 +491,12 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
       {"2x2/2, rows of 3 windows", {1, 2, 4, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
       {"2x2/2 ceil_mode past the edge", {2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},
       {"resnet stem 3x3/2 pad 1", {2, 4, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      // Rows up to 32 wide take one vector for all their windows (max_pool_window.h kNarrowWidth): ResNet's
+      // stem pool at 32x32 (16 wide), the widest such row, and the narrowest wider one.
+      {"resnet stem at 32x32", {2, 3, 16, 16}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {"3x3/1 pad 1, rows of 16 windows", {1, 2, 5, 16}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      {"3x3/2 pad 1, 32 wide", {1, 2, 6, 32}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {"3x3/2 pad 1, 33 wide (vector passes)", {1, 2, 6, 33}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
       // Output rows longer than one vectorised chunk of 16 windows, and a chunk cut short.
       {"resnet stem, wide rows", {2, 3, 6, 75}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
       {"3x3/1, wide rows", {1, 2, 5, 40}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
@@ -521,6 +527,11 @@ TEST_F(CpuLossesNorm, MaxPoolAndItsGradientMatchTheReference) {
                  0);
     expect_agree({"MaxPoolGrad", kTrainingDomain, 17, attributes, {tied_tensor(rng, y), with_nan}, {f32(p.x)}},
                  p.label + ", NaN", "MaxPoolGradKernel", false, 0, 0);
+    // A window whose elements inside the input are all -inf takes the first of them, not a padded tap.
+    Tensor with_minus_inf = tied_tensor(rng, p.x);
+    for (float& v : with_minus_inf.data<float>()) v = v > 1 ? v : -std::numeric_limits<float>::infinity();
+    expect_agree({"MaxPoolGrad", kTrainingDomain, 17, attributes, {tied_tensor(rng, y), with_minus_inf}, {f32(p.x)}},
+                 p.label + ", -inf", "MaxPoolGradKernel", false, 0, 0);
   }
   // Random geometries, as onednn_nn_test draws them for AveragePool.
   std::uniform_int_distribution<int64_t> one_to_three(1, 3);

@@ -1,6 +1,8 @@
 // MaxPool, float32, 1 to 3 spatial axes: each output the first maximal element of its window (-inf for a
 // window wholly in the padding), as kernels/reference/pooling.cc; the (n, c) planes split over the
 // threads. The Indices output, other dtypes and more axes go to the reference kernel.
+#include <immintrin.h>
+
 #include <cstring>
 #include <limits>
 
@@ -88,6 +90,36 @@ ONNXTRAIN_CPU_CLONES void cpu::running_argmax(const float* x, const int64_t* row
   }
   if (i0 < span)
     running_argmax_loop(x, rows, row_count, first + i0, span - i0, kernel_width, dilation, best_value + i0, best + i0);
+}
+
+// Declared in max_pool_window.h. A lane takes a tap where the tap is inside the input and the lane has no
+// element yet or the tap's value is greater (ordered: the first maximal, NaN first included, as the scalar
+// search). Masked loads never read past the row. AVX-512 intrinsics: GCC's vector extensions turn the
+// two-register shuffle with a run-time index into scalar code (6x slower than the vector passes).
+__attribute__((target("avx512f"))) void cpu::narrow_row_argmax(const float* x, const int64_t* rows, int64_t row_count,
+                                                               int64_t width, const int32_t* columns,
+                                                               const uint16_t* inside, int64_t kernel_width,
+                                                               int32_t* best) {
+  const auto low_lanes = static_cast<__mmask16>(width >= 16 ? 0xFFFF : (1u << width) - 1);
+  const auto high_lanes = static_cast<__mmask16>(width >= 32 ? 0xFFFF : width > 16 ? (1u << (width - 16)) - 1 : 0);
+  __m512 best_values = _mm512_setzero_ps();
+  __m512i positions = _mm512_set1_epi32(-1);
+  for (int64_t r = 0; r < row_count; ++r) {
+    const float* row = x + rows[r];
+    const __m512 low = _mm512_maskz_loadu_ps(low_lanes, row);
+    const __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + 16);
+    const __m512i start = _mm512_set1_epi32(static_cast<int32_t>(rows[r]));
+    for (int64_t kw = 0; kw < kernel_width; ++kw) {
+      const __m512i column = _mm512_loadu_si512(columns + kw * 16);
+      const __m512 v = _mm512_permutex2var_ps(low, column, high);
+      const __mmask16 empty = _mm512_cmplt_epi32_mask(positions, _mm512_setzero_si512());
+      const __mmask16 greater = _mm512_cmp_ps_mask(v, best_values, _CMP_GT_OQ);
+      const auto take = static_cast<__mmask16>(inside[kw] & (empty | greater));
+      best_values = _mm512_mask_mov_ps(best_values, take, v);
+      positions = _mm512_mask_add_epi32(positions, take, start, column);
+    }
+  }
+  _mm512_storeu_si512(best, positions);
 }
 
 namespace {

@@ -28,6 +28,16 @@ namespace onnxtrain::cpu {
 void running_argmax(const float* x, const int64_t* rows, int64_t row_count, int32_t first, int32_t span,
                     int64_t readable, int64_t kernel_width, int64_t dilation, float* best_value, int32_t* best);
 
+// The windows of one output row of a plane at most kNarrowWidth wide, all at once (one lane each, up to 16):
+// the first maximal element over the window rows `rows` (row_count offsets of input rows, each `width`
+// long) and, per row, the taps kw whose column columns[kw·16 + lane] is inside the input (bit `lane` of
+// inside[kw]). Its position in best[lane], -1 for a window wholly in the padding. Defined in max_pool.cc
+// for AVX-512 only (has_narrow_row_argmax()).
+inline constexpr int64_t kNarrowWidth = 32;
+void narrow_row_argmax(const float* x, const int64_t* rows, int64_t row_count, int64_t width, const int32_t* columns,
+                       const uint16_t* inside, int64_t kernel_width, int32_t* best);
+inline bool has_narrow_row_argmax() { return __builtin_cpu_supports("avx512f"); }
+
 struct MaxPoolWindow {
   std::array<int64_t, 3> input{1, 1, 1}, output{1, 1, 1}, kernel{1, 1, 1};
   std::array<int64_t, 3> stride{1, 1, 1}, dilation{1, 1, 1}, pad_begin{0, 0, 0};
@@ -58,6 +68,10 @@ struct MaxPoolWindow {
   // Output positions [interior_begin, interior_end) of the last axis whose windows lie inside the input
   // along it (empty when there are none).
   int64_t interior_begin = 0, interior_end = 0;
+  // Rows searched whole by narrow_row_argmax: its column and inside tables (kw·16 + output position).
+  bool narrow = false;
+  std::vector<int32_t> narrow_columns;
+  std::vector<uint16_t> narrow_inside;
 
   void compute_ranges() {
     for (int a = 0; a < 3; ++a) {
@@ -69,6 +83,19 @@ struct MaxPoolWindow {
         ranges[a].push_back({start, first, std::max(first, last)});
       }
     }
+    // Planes at most kNarrowWidth wide (ResNet's stem pool at 32x32 reads 16-wide rows): every window of an
+    // output row in one vector, its border windows masked, rather than a scalar search for each border
+    // window and a vector pass for the rest.
+    narrow = input[2] <= kNarrowWidth && output[2] <= 16 && has_narrow_row_argmax();
+    narrow_columns.assign(static_cast<size_t>(kernel[2]) * 16, 0);
+    narrow_inside.assign(static_cast<size_t>(kernel[2]), 0);
+    for (int64_t kw = 0; narrow && kw < kernel[2]; ++kw)
+      for (int64_t ow = 0; ow < output[2]; ++ow) {
+        const int64_t column = ranges[2][ow].start + kw * dilation[2];
+        if (column < 0 || column >= input[2]) continue;
+        narrow_columns[static_cast<size_t>(kw * 16 + ow)] = static_cast<int32_t>(column);
+        narrow_inside[static_cast<size_t>(kw)] |= static_cast<uint16_t>(1u << ow);
+      }
     interior_begin = output[2];
     interior_end = 0;
     for (int64_t o = 0; o < output[2]; ++o) {
@@ -113,6 +140,12 @@ struct MaxPoolWindow {
         for (int64_t kd = d.first; kd < d.last; ++kd)
           for (int64_t kh = h.first; kh < h.last; ++kh)
             rows[row_count++] = ((d.start + kd * dilation[0]) * input[1] + h.start + kh * dilation[1]) * input[2];
+        if (narrow) {
+          int32_t best[16];
+          narrow_row_argmax(x, rows, row_count, input[2], narrow_columns.data(), narrow_inside.data(), kernel[2], best);
+          for (int64_t ow = 0; ow < output[2]; ++ow) visit(o++, int64_t{best[ow]});
+          continue;
+        }
         const auto scalar = [&](int64_t ow) {
           const AxisRange& wr = ranges[2][ow];
           int64_t best = -1;
