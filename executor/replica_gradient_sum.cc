@@ -109,8 +109,15 @@ void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gra
   for (size_t t = 0; t < gradients[0].size(); ++t) {
     const size_t n = gradients[0][t].size(), share_begin = n * me / r, share = n * (me + 1) / r - share_begin;
     const size_t begin = share_begin + share * p / ps, end = share_begin + share * (p + 1) / ps;
+    // One replica of weight 1 with the whole gradient (Trainer's own step): the sum is the gradient itself,
+    // bit for bit, so it is read where it is rather than copied block by block.
+    const bool itself = r == 1 && row_weights[0] == 1.0 && (taps[0].empty() || !taps[0][t].values);
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
+      if (itself) {
+        done(t, from, count, gradients[0][t].data() + from);
+        continue;
+      }
       sum_block(gradients, taps, row_weights, t, from, count, sum);
       done(t, from, count, sum);
     }
@@ -126,7 +133,7 @@ void ReplicaGradientSum::sum_share(int replica) {
   for_each_summed_block(gradients_, taps_, row_weights_, replica, 0, 1,
                         [&](size_t t, size_t from, size_t count, const float* sum) {
                           for (std::vector<std::span<float>>& tensors : gradients_)
-                            std::copy_n(sum, count, tensors[t].data() + from);
+                            if (tensors[t].data() + from != sum) std::copy_n(sum, count, tensors[t].data() + from);
                         });
 }
 
