@@ -5,6 +5,8 @@
 //   ValueId y = add_inferred_node(g, "mm", "MatMul", {x, w}, "mm_out");
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +39,22 @@ inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& va
                             .data = value});
   g.initializers.push_back(id);
   return id;
+}
+
+// A float32 tensor of `sizes` uniform in [-0.5, 0.5), the same for the same seed.
+inline Tensor uniform_tensor(const std::vector<int64_t>& sizes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  Tensor t(DType::Float32, sizes);
+  for (float& v : t.data<float>()) v = dist(rng);
+  return t;
+}
+
+// A 2-D Conv's attributes: the same stride and pad on both axes.
+inline Attributes conv2d_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
+  return {{"strides", std::vector<int64_t>{stride, stride}},
+          {"pads", std::vector<int64_t>{pad, pad, pad, pad}},
+          {"group", group}};
 }
 
 }  // namespace onnxtrain::testing_support

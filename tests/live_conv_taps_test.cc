@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "executor/trainer.h"
 #include "graph/autodiff/training_recipe.h"
@@ -18,19 +17,9 @@ namespace {
 
 using testing_support::add_inferred_node;
 using testing_support::add_parameter;
+using testing_support::conv2d_attributes;
+using testing_support::uniform_tensor;
 using Ints = std::vector<int64_t>;
-
-Tensor random_tensor(const Ints& sizes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
-  Tensor t(DType::Float32, sizes);
-  for (float& v : t.data<float>()) v = dist(rng);
-  return t;
-}
-
-Attributes conv_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
-  return {{"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}, {"group", group}};
-}
 
 // X (4,3,2,2) → Conv 3x3 stride 2 pads 1 (one output pixel that reads taps [1,3)x[1,3)) → Relu →
 // Conv 3x3 pads 1 over the 1x1 plane (the centre tap) with a bias → Flatten: five logits.
@@ -39,12 +28,12 @@ Graph two_single_pixel_convs() {
   const ValueId x =
       g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 2, 2}), .role = ValueRole::Input});
   g.inputs.push_back(x);
-  const ValueId w1 = add_parameter(g, "w1", random_tensor({8, 3, 3, 3}, 1));
-  const ValueId w2 = add_parameter(g, "w2", random_tensor({5, 8, 3, 3}, 2));
-  const ValueId b2 = add_parameter(g, "b2", random_tensor({5}, 3));
-  const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, w1}, "h", conv_attributes(2, 1));
+  const ValueId w1 = add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1));
+  const ValueId w2 = add_parameter(g, "w2", uniform_tensor({5, 8, 3, 3}, 2));
+  const ValueId b2 = add_parameter(g, "b2", uniform_tensor({5}, 3));
+  const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, w1}, "h", conv2d_attributes(2, 1));
   const ValueId r = add_inferred_node(g, "relu", "Relu", {h}, "r");
-  const ValueId y = add_inferred_node(g, "conv2", "Conv", {r, w2, b2}, "y", conv_attributes(1, 1));
+  const ValueId y = add_inferred_node(g, "conv2", "Conv", {r, w2, b2}, "y", conv2d_attributes(1, 1));
   g.outputs.push_back(add_inferred_node(g, "flatten", "Flatten", {y}, "logits", {{"axis", int64_t{1}}}));
   return g;
 }
@@ -68,17 +57,17 @@ TEST(LiveConvTaps, LeavesConvolutionsThatReadEveryTapOrNotEveryInput) {
   g.inputs.push_back(x);
   // Four output pixels; a 1x1 kernel of stride 2 (reads one of the four inputs); a 2x2 kernel without
   // pads (every tap live); groups; a weight read twice.
-  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", random_tensor({4, 4, 3, 3}, 1))}, "ya",
-                    conv_attributes(1, 1));
-  add_inferred_node(g, "strided", "Conv", {x, add_parameter(g, "b", random_tensor({4, 4, 1, 1}, 2))}, "yb",
-                    conv_attributes(2, 0));
-  add_inferred_node(g, "full", "Conv", {x, add_parameter(g, "c", random_tensor({4, 4, 2, 2}, 3))}, "yc",
-                    conv_attributes(1, 0));
-  add_inferred_node(g, "grouped", "Conv", {x, add_parameter(g, "d", random_tensor({4, 2, 3, 3}, 4))}, "yd",
-                    conv_attributes(2, 1, 2));
-  const ValueId shared = add_parameter(g, "e", random_tensor({4, 4, 3, 3}, 5));
-  add_inferred_node(g, "shared1", "Conv", {x, shared}, "ye1", conv_attributes(2, 1));
-  add_inferred_node(g, "shared2", "Conv", {x, shared}, "ye2", conv_attributes(2, 1));
+  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",
+                    conv2d_attributes(1, 1));
+  add_inferred_node(g, "strided", "Conv", {x, add_parameter(g, "b", uniform_tensor({4, 4, 1, 1}, 2))}, "yb",
+                    conv2d_attributes(2, 0));
+  add_inferred_node(g, "full", "Conv", {x, add_parameter(g, "c", uniform_tensor({4, 4, 2, 2}, 3))}, "yc",
+                    conv2d_attributes(1, 0));
+  add_inferred_node(g, "grouped", "Conv", {x, add_parameter(g, "d", uniform_tensor({4, 2, 3, 3}, 4))}, "yd",
+                    conv2d_attributes(2, 1, 2));
+  const ValueId shared = add_parameter(g, "e", uniform_tensor({4, 4, 3, 3}, 5));
+  add_inferred_node(g, "shared1", "Conv", {x, shared}, "ye1", conv2d_attributes(2, 1));
+  add_inferred_node(g, "shared2", "Conv", {x, shared}, "ye2", conv2d_attributes(2, 1));
   EXPECT_TRUE(live_conv_taps(g).empty());
 }
 
@@ -118,7 +107,7 @@ TEST(LiveConvTaps, TrainingTheLiveTapsMatchesTrainingEveryTap) {
   Tensor labels(DType::Int64, {4});
   for (int64_t i = 0; i < 4; ++i) labels.data<int64_t>()[static_cast<size_t>(i)] = i % 5;
   for (int step = 0; step < 4; ++step) {
-    const Tensor x = random_tensor({4, 3, 2, 2}, 10 + static_cast<uint32_t>(step));
+    const Tensor x = uniform_tensor({4, 3, 2, 2}, 10 + static_cast<uint32_t>(step));
     const float a = live.train_step(x, labels);
     const float b = every.train_step(x, labels);
     EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << "step " << step;
@@ -151,7 +140,7 @@ TEST(LiveConvTaps, StateOfEveryTapContinuesAsLiveTaps) {
   Trainer every(copy_with_own_initializers(model), momentum_sgd(false));
   Tensor labels(DType::Int64, {4});
   for (int64_t i = 0; i < 4; ++i) labels.data<int64_t>()[static_cast<size_t>(i)] = (i * 3) % 5;
-  for (int step = 0; step < 2; ++step) every.train_step(random_tensor({4, 3, 2, 2}, 20 + step), labels);
+  for (int step = 0; step < 2; ++step) every.train_step(uniform_tensor({4, 3, 2, 2}, 20 + step), labels);
   std::map<std::string, Tensor> tensors, state;
   for (const auto& [name, t] : every.trained_initializers()) tensors[name] = t.clone();
   for (const auto& [name, t] : every.optimizer().state_tensors()) state[name] = t.clone();
@@ -165,7 +154,7 @@ TEST(LiveConvTaps, StateOfEveryTapContinuesAsLiveTaps) {
   Trainer live(copy_with_own_initializers(model), momentum_sgd(true));
   live.restore(tensors, state);
   for (int step = 2; step < 4; ++step) {
-    const Tensor x = random_tensor({4, 3, 2, 2}, 20 + static_cast<uint32_t>(step));
+    const Tensor x = uniform_tensor({4, 3, 2, 2}, 20 + static_cast<uint32_t>(step));
     const float b = every.train_step(x, labels);
     EXPECT_NEAR(live.train_step(x, labels), b, 1e-5 * std::abs(b)) << "step " << step;
   }

@@ -6,8 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "executor/trainer.h"
 #include "graph/autodiff/live_conv_taps.h"
 #include "graph/autodiff/training_recipe.h"
@@ -18,19 +16,9 @@ namespace {
 
 using testing_support::add_inferred_node;
 using testing_support::add_parameter;
+using testing_support::conv2d_attributes;
+using testing_support::uniform_tensor;
 using Ints = std::vector<int64_t>;
-
-Tensor random_tensor(const Ints& sizes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
-  Tensor t(DType::Float32, sizes);
-  for (float& v : t.data<float>()) v = dist(rng);
-  return t;
-}
-
-Attributes conv_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
-  return {{"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}, {"group", group}};
-}
 
 // X (4,3,4,4) → Conv 3x3 stride 2 pads 1 (2x2 output) → Relu → Conv 3x3 pads 1 with a bias (2x2) →
 // Conv 2x2 without pads (one pixel: not this case) → Flatten: six logits.
@@ -39,15 +27,15 @@ Graph two_small_plane_convs() {
   const ValueId x =
       g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 4, 4}), .role = ValueRole::Input});
   g.inputs.push_back(x);
-  const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", random_tensor({8, 3, 3, 3}, 1))},
-                                      "h", conv_attributes(2, 1));
+  const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1))},
+                                      "h", conv2d_attributes(2, 1));
   const ValueId r = add_inferred_node(g, "relu", "Relu", {h}, "r");
   const ValueId y = add_inferred_node(
       g, "conv2", "Conv",
-      {r, add_parameter(g, "w2", random_tensor({5, 8, 3, 3}, 2)), add_parameter(g, "b2", random_tensor({5}, 3))}, "y",
-      conv_attributes(1, 1));
-  const ValueId z = add_inferred_node(g, "conv3", "Conv", {y, add_parameter(g, "w3", random_tensor({6, 5, 2, 2}, 4))},
-                                      "z", conv_attributes(1, 0));
+      {r, add_parameter(g, "w2", uniform_tensor({5, 8, 3, 3}, 2)), add_parameter(g, "b2", uniform_tensor({5}, 3))}, "y",
+      conv2d_attributes(1, 1));
+  const ValueId z = add_inferred_node(g, "conv3", "Conv", {y, add_parameter(g, "w3", uniform_tensor({6, 5, 2, 2}, 4))},
+                                      "z", conv2d_attributes(1, 0));
   g.outputs.push_back(add_inferred_node(g, "flatten", "Flatten", {z}, "logits", {{"axis", int64_t{1}}}));
   return g;
 }
@@ -64,16 +52,16 @@ TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
       g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 3, 3}), .role = ValueRole::Input});
   g.inputs.push_back(x);
   // Nine output positions; a 1x1 kernel; groups; a weight read twice; and one that qualifies (1x2).
-  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", random_tensor({4, 4, 3, 3}, 1))}, "ya",
-                    conv_attributes(1, 1));
-  add_inferred_node(g, "pointwise", "Conv", {x, add_parameter(g, "b", random_tensor({4, 4, 1, 1}, 2))}, "yb",
-                    conv_attributes(2, 0));
-  add_inferred_node(g, "grouped", "Conv", {x, add_parameter(g, "c", random_tensor({4, 2, 3, 3}, 3))}, "yc",
-                    conv_attributes(2, 1, 2));
-  const ValueId shared = add_parameter(g, "d", random_tensor({4, 4, 3, 3}, 4));
-  add_inferred_node(g, "shared1", "Conv", {x, shared}, "yd1", conv_attributes(2, 1));
-  add_inferred_node(g, "shared2", "Conv", {x, shared}, "yd2", conv_attributes(2, 1));
-  add_inferred_node(g, "row", "Conv", {x, add_parameter(g, "e", random_tensor({4, 4, 3, 2}, 5))}, "ye",
+  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",
+                    conv2d_attributes(1, 1));
+  add_inferred_node(g, "pointwise", "Conv", {x, add_parameter(g, "b", uniform_tensor({4, 4, 1, 1}, 2))}, "yb",
+                    conv2d_attributes(2, 0));
+  add_inferred_node(g, "grouped", "Conv", {x, add_parameter(g, "c", uniform_tensor({4, 2, 3, 3}, 3))}, "yc",
+                    conv2d_attributes(2, 1, 2));
+  const ValueId shared = add_parameter(g, "d", uniform_tensor({4, 4, 3, 3}, 4));
+  add_inferred_node(g, "shared1", "Conv", {x, shared}, "yd1", conv2d_attributes(2, 1));
+  add_inferred_node(g, "shared2", "Conv", {x, shared}, "yd2", conv2d_attributes(2, 1));
+  add_inferred_node(g, "row", "Conv", {x, add_parameter(g, "e", uniform_tensor({4, 4, 3, 2}, 5))}, "ye",
                     Attributes{{"pads", Ints{0, 0, 0, 0}}});
   const std::vector<TapMajorConvWeight> only = tap_major_conv_weights(g);
   ASSERT_EQ(only.size(), 1u);
@@ -81,7 +69,7 @@ TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
 }
 
 TEST(TapMajorConvWeights, ThePermutationPutsTapsFirstAndRoundTrips) {
-  const Tensor w = random_tensor({5, 3, 2, 3}, 9);  // M 5, C 3, taps 2x3
+  const Tensor w = uniform_tensor({5, 3, 2, 3}, 9);  // M 5, C 3, taps 2x3
   const Tensor wt = to_tap_major(w);
   EXPECT_EQ(wt.sizes(), (Ints{2, 3, 3, 5}));
   const std::span<const float> a = w.data<float>(), b = wt.data<float>();
@@ -146,7 +134,7 @@ TEST(TapMajorConvWeights, TrainingTapMajorEqualsTrainingTheModelsLayoutBitForBit
     EXPECT_EQ(tap_major.trained_initializers().at("w1.tap_major").sizes(), (Ints{3, 3, 3, 8}));
     EXPECT_FALSE(tap_major.trained_initializers().count("w1"));
     for (int step = 0; step < 4; ++step) {
-      const Tensor x = random_tensor({4, 3, 4, 4}, 10 + static_cast<uint32_t>(step));
+      const Tensor x = uniform_tensor({4, 3, 4, 4}, 10 + static_cast<uint32_t>(step));
       EXPECT_EQ(tap_major.train_step(x, labels()), plain.train_step(x, labels())) << "step " << step;
     }
     // What leaves training (the written model, export) is in the model's layout.
@@ -158,7 +146,7 @@ TEST(TapMajorConvWeights, TrainingTapMajorEqualsTrainingTheModelsLayoutBitForBit
 TEST(TapMajorConvWeights, ACheckpointConvertsEitherWayAndContinuesTheRun) {
   const Graph model = two_small_plane_convs();
   Trainer first(copy_with_own_initializers(model), momentum_sgd(true, 0.0));
-  for (int step = 0; step < 2; ++step) first.train_step(random_tensor({4, 3, 4, 4}, 20 + step), labels());
+  for (int step = 0; step < 2; ++step) first.train_step(uniform_tensor({4, 3, 4, 4}, 20 + step), labels());
   std::map<std::string, Tensor> tensors = first.trained_initializers();
   std::map<std::string, Tensor> state = first.optimizer().state_tensors();
   ASSERT_TRUE(state.count("w1.tap_major/momentum_buffer"));
@@ -172,7 +160,7 @@ TEST(TapMajorConvWeights, ACheckpointConvertsEitherWayAndContinuesTheRun) {
   Trainer again(copy_with_own_initializers(model), momentum_sgd(true, 0.0));
   again.restore(tensors, state);
   for (int step = 2; step < 4; ++step) {
-    const Tensor x = random_tensor({4, 3, 4, 4}, 20 + static_cast<uint32_t>(step));
+    const Tensor x = uniform_tensor({4, 3, 4, 4}, 20 + static_cast<uint32_t>(step));
     const float want = first.train_step(x, labels());
     EXPECT_EQ(plain.train_step(x, labels()), want) << "step " << step;
     EXPECT_EQ(again.train_step(x, labels()), want) << "step " << step;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "graph/autodiff/tap_major_conv_weights.h"
+#include "graph/autodiff/trainable_conv.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -35,34 +36,15 @@ std::optional<std::pair<int64_t, int64_t>> live_range(int64_t kernel, int64_t in
 }
 
 std::optional<LiveConvTaps> taps_of(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  if (!n.is_onnx_op("Conv") || n.attr_int("group", 1) != 1 || !n.has_input(1) || n.outputs.size() != 1) return {};
-  const Value& w = g.value(n.inputs[1]);
-  if (w.role != ValueRole::Parameter || w.frozen || !w.data || w.dtype != DType::Float32) return {};
-  if (g.consumers(n.inputs[1]).size() != 1) return {};
-  const Shape& x = g.value(n.inputs[0]).shape;
-  const Shape& y = g.value(n.outputs[0]).shape;
-  const std::vector<int64_t>& k = w.data->sizes();
-  const size_t rank = k.size();
-  if (rank < 3 || !x.rank_known || !y.rank_known || x.rank() != static_cast<int64_t>(rank) ||
-      y.rank() != static_cast<int64_t>(rank))
-    return {};
-  for (size_t d = 1; d < rank; ++d)
-    if (!x.dims[d].is_static()) return {};
-  if (x.dims[1].value() != k[1]) return {};
-  for (size_t d = 2; d < rank; ++d)
-    if (!y.dims[d].is_static() || y.dims[d].value() != 1) return {};
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") return {};
-  const size_t spatial = rank - 2;
-  const std::vector<int64_t> pads = auto_pad == "VALID" ? std::vector<int64_t>(2 * spatial, 0)
-                                                        : n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  const std::vector<int64_t> dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1));
-  if (pads.size() != 2 * spatial || dilations.size() != spatial) return {};
-  LiveConvTaps taps{.weight = w.name, .live = w.name + ".live_taps"};
+  const std::optional<TrainableConv> c = trainable_conv(g, id);
+  if (!c) return {};
+  for (int64_t o : c->output)
+    if (o != 1) return {};
+  const std::vector<int64_t>& k = c->weight->data->sizes();
+  LiveConvTaps taps{.weight = c->weight->name, .live = c->weight->name + ".live_taps"};
   int64_t box = 1, kernel = 1;
-  for (size_t d = 0; d < spatial; ++d) {
-    const auto range = live_range(k[d + 2], x.dims[d + 2].value(), pads[d], dilations[d]);
+  for (size_t d = 0; d < c->input.size(); ++d) {
+    const auto range = live_range(k[d + 2], c->input[d], c->pads[d], c->dilations[d]);
     if (!range) return {};
     taps.begin.push_back(range->first);
     taps.end.push_back(range->second);

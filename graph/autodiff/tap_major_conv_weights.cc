@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "graph/autodiff/trainable_conv.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -14,30 +15,14 @@ struct Found {
 };
 
 std::optional<TapMajorConvWeight> candidate(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  if (!n.is_onnx_op("Conv") || n.attr_int("group", 1) != 1 || !n.has_input(1) || n.outputs.size() != 1) return {};
-  const Value& w = g.value(n.inputs[1]);
-  if (w.role != ValueRole::Parameter || w.frozen || !w.data || w.dtype != DType::Float32) return {};
-  if (g.consumers(n.inputs[1]).size() != 1) return {};
-  const Shape& x = g.value(n.inputs[0]).shape;
-  const Shape& y = g.value(n.outputs[0]).shape;
-  const std::vector<int64_t>& k = w.data->sizes();
-  const size_t rank = k.size();
-  if (rank < 3 || !x.rank_known || !y.rank_known || x.rank() != static_cast<int64_t>(rank) ||
-      y.rank() != static_cast<int64_t>(rank))
-    return {};
-  for (size_t d = 1; d < rank; ++d)
-    if (!x.dims[d].is_static() || (d >= 2 && !y.dims[d].is_static())) return {};
-  if (x.dims[1].value() != k[1]) return {};
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") return {};
+  const std::optional<TrainableConv> c = trainable_conv(g, id);
+  if (!c) return {};
   int64_t out_plane = 1, kernel_plane = 1;
-  for (size_t d = 2; d < rank; ++d) {
-    out_plane *= y.dims[d].value();
-    kernel_plane *= k[d];
-  }
+  for (int64_t o : c->output) out_plane *= o;
+  const std::vector<int64_t>& k = c->weight->data->sizes();
+  for (size_t d = 2; d < k.size(); ++d) kernel_plane *= k[d];
   if (out_plane < 2 || out_plane > kTapProductMaxOutputPositions || kernel_plane == 1) return {};
-  return TapMajorConvWeight{.weight = w.name, .tap_major = w.name + ".tap_major"};
+  return TapMajorConvWeight{.weight = c->weight->name, .tap_major = c->weight->name + ".tap_major"};
 }
 
 std::vector<Found> find_all(const Graph& g) {
@@ -52,14 +37,6 @@ int64_t taps_of(const std::vector<int64_t>& w) {
   int64_t taps = 1;
   for (size_t d = 2; d < w.size(); ++d) taps *= w[d];
   return taps;
-}
-
-// The sizes of Wt (k..., C, M) for W's sizes (M, C, k...).
-std::vector<int64_t> tap_major_sizes(const std::vector<int64_t>& w) {
-  std::vector<int64_t> sizes(w.begin() + 2, w.end());
-  sizes.push_back(w[1]);
-  sizes.push_back(w[0]);
-  return sizes;
 }
 
 // `t`, float32 elements of a W of sizes `w` (in the model's layout, or tap-major), in the other layout.
@@ -116,11 +93,24 @@ void permute_conv_weight(const void* from, void* to, size_t element_bytes, int64
 Tensor to_tap_major(const Tensor& w) { return permuted(w, w.sizes(), true, "the weight"); }
 
 Tensor from_tap_major(const Tensor& wt) {
-  const std::vector<int64_t>& s = wt.sizes();
-  if (s.size() < 3) throw Error("the tap-major weight has rank " + std::to_string(s.size()) + "; expected 3 or more");
-  std::vector<int64_t> w{s[s.size() - 1], s[s.size() - 2]};
-  w.insert(w.end(), s.begin(), s.end() - 2);
-  return permuted(wt, w, false, "the tap-major weight");
+  if (wt.sizes().size() < 3)
+    throw Error("the tap-major weight has rank " + std::to_string(wt.sizes().size()) + "; expected 3 or more");
+  return permuted(wt, model_layout_sizes(wt.sizes()), false, "the tap-major weight");
+}
+
+std::vector<int64_t> tap_major_sizes(const std::vector<int64_t>& w) {
+  if (w.size() < 3) return {};
+  std::vector<int64_t> sizes(w.begin() + 2, w.end());
+  sizes.push_back(w[1]);
+  sizes.push_back(w[0]);
+  return sizes;
+}
+
+std::vector<int64_t> model_layout_sizes(const std::vector<int64_t>& wt) {
+  if (wt.size() < 3) return {};
+  std::vector<int64_t> sizes{wt[wt.size() - 1], wt[wt.size() - 2]};
+  sizes.insert(sizes.end(), wt.begin(), wt.end() - 2);
+  return sizes;
 }
 
 std::vector<TapMajorConvWeight> tap_major_conv_weights(const Graph& graph) {

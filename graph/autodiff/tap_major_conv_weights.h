@@ -44,6 +44,10 @@ std::vector<TapMajorConvWeight> train_tap_major_conv_weights(Graph& graph);
 void permute_conv_weight(const void* from, void* to, size_t element_bytes, int64_t m, int64_t c, int64_t t,
                          bool to_tap_major);
 
+// The sizes of Wt (k..., C, M) for W's (M, C, k...), and back; both of rank 3 or more (else empty).
+std::vector<int64_t> tap_major_sizes(const std::vector<int64_t>& w);
+std::vector<int64_t> model_layout_sizes(const std::vector<int64_t>& wt);
+
 // Wt (k..., C, M) of a float32 W (M, C, k...), and back.
 Tensor to_tap_major(const Tensor& w);
 Tensor from_tap_major(const Tensor& wt);

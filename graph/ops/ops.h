@@ -5,11 +5,16 @@ namespace onnxtrain {
 
 class OpRegistry;
 class InferContext;
+struct CostContext;
+struct OpCost;
 struct Shape;
 
 // Conv's shape inference for a weight of shape `weight` (M, C/group, k1..kn), which need not be the node's
 // input 1: TapMajorConv holds its weight in another layout (graph/ops/training/tap_major_conv.cc).
 void infer_conv_with_weight(InferContext& ctx, const Shape& weight);
+// ConvGrad's cost for the forward convolution's `macs`: 2·macs for each of dX and dW the node outputs, and
+// dY's elements for dB (graph/ops/training/conv_grad.cc); TapMajorConvGrad's too.
+OpCost conv_grad_cost_of(const CostContext& ctx, double macs);
 
 void register_builtin_ops(OpRegistry& registry);
 

@@ -57,13 +57,8 @@ std::optional<TapProductConv> TapProductConv::of(const std::vector<int64_t>& x, 
 std::optional<TapProductConv> TapProductConv::for_spec(const KernelSpec& spec, size_t x_input,
                                                        const reference::WindowGeometry& window, bool tap_major) {
   if (spec.inputs[x_input].dtype != DType::Float32) return std::nullopt;
-  std::vector<int64_t> w = spec.inputs[x_input + 1].sizes;
-  if (tap_major) {  // Wt (k..., C, M) -> W (M, C, k...)
-    if (w.size() < 3) return std::nullopt;
-    std::vector<int64_t> model{w[w.size() - 1], w[w.size() - 2]};
-    model.insert(model.end(), w.begin(), w.end() - 2);
-    w = std::move(model);
-  }
+  const std::vector<int64_t>& given = spec.inputs[x_input + 1].sizes;
+  const std::vector<int64_t> w = tap_major ? model_layout_sizes(given) : given;  // Wt (k..., C, M) -> W (M, C, k...)
   return of(spec.inputs[x_input].sizes, w, window, spec.attributes.get_int("group", 1));
 }
 

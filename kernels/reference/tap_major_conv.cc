@@ -12,14 +12,6 @@
 namespace onnxtrain {
 namespace {
 
-// W's sizes (M, C, k...) for Wt's (k..., C, M).
-std::vector<int64_t> model_layout(const std::vector<int64_t>& wt) {
-  if (wt.size() < 3) throw Error("a tap-major weight has rank 3 or more, not " + std::to_string(wt.size()));
-  std::vector<int64_t> w{wt[wt.size() - 1], wt[wt.size() - 2]};
-  w.insert(w.end(), wt.begin(), wt.end() - 2);
-  return w;
-}
-
 class ModelLayoutKernel final : public Kernel {
  public:
   // `weight`: the index of Wt among the inputs; `weight_gradient`: the output that is dWt (or -1).
@@ -34,7 +26,8 @@ class ModelLayoutKernel final : public Kernel {
     inner.domain = domain;
     inner.op_type = op_type;
     if (inner.domain.empty()) inner.opset = 17;
-    w_sizes_ = model_layout(spec.inputs[weight].sizes);
+    w_sizes_ = model_layout_sizes(spec.inputs[weight].sizes);
+    if (w_sizes_.empty()) throw Error(spec.op_type + ": a tap-major weight has rank 3 or more");
     inner.inputs[weight].sizes = w_sizes_;
     if (weight_gradient >= 0) inner.outputs[static_cast<size_t>(weight_gradient)].sizes = w_sizes_;
     const KernelEntry* entry = KernelRegistry::builtin().find(domain, op_type, DeviceKind::Cpu, dtype, "reference");

@@ -40,16 +40,19 @@ void infer_conv_grad(InferContext& ctx) {
 OpCost conv_grad_cost(const CostContext& ctx) {
   const Shape& w = ctx.inputs[2];
   if (!w.rank_known || w.rank() == 0 || !w.dims[0].is_static() || w.dims[0].value() == 0) return {};
-  const double macs = static_cast<double>(ctx.input_numel(0)) * static_cast<double>(ctx.input_numel(2)) /
-                      static_cast<double>(w.dims[0].value());
+  return conv_grad_cost_of(ctx, static_cast<double>(ctx.input_numel(0)) * static_cast<double>(ctx.input_numel(2)) /
+                                    static_cast<double>(w.dims[0].value()));
+}
+
+}  // namespace
+
+OpCost conv_grad_cost_of(const CostContext& ctx, double macs) {
   double flops = 0;
   if (ctx.outputs.size() > 0 && ctx.outputs[0].rank_known) flops += 2 * macs;
   if (ctx.outputs.size() > 1 && ctx.outputs[1].rank_known) flops += 2 * macs;
   if (ctx.outputs.size() > 2 && ctx.outputs[2].rank_known) flops += static_cast<double>(ctx.input_numel(0));
   return {flops, 0};
 }
-
-}  // namespace
 
 void register_conv_grad_op(OpRegistry& registry) {
   registry.add({.op_type = "ConvGrad",

@@ -59,12 +59,7 @@ OpCost tap_major_conv_cost(const CostContext& ctx) {
 }
 
 OpCost tap_major_conv_grad_cost(const CostContext& ctx) {
-  const double m = macs(ctx, 2, ctx.input_numel(0));
-  double flops = 0;
-  if (ctx.outputs.size() > 0 && ctx.outputs[0].rank_known) flops += 2 * m;
-  if (ctx.outputs.size() > 1 && ctx.outputs[1].rank_known) flops += 2 * m;
-  if (ctx.outputs.size() > 2 && ctx.outputs[2].rank_known) flops += static_cast<double>(ctx.input_numel(0));
-  return {flops, 0};
+  return conv_grad_cost_of(ctx, macs(ctx, 2, ctx.input_numel(0)));
 }
 
 }  // namespace
