@@ -108,18 +108,10 @@ NodeId add_inferred(Graph& g, Node node) {
 void rewrite(Graph& g, const Found& found) {
   const Node conv = g.node(found.node);
   const ValueId w_id = conv.inputs[1];
-  Value& w = g.value(w_id);
-  const Tensor live = live_box(*w.data, w.data->sizes(), found.taps);
+  const Value& w = g.value(w_id);
+  Tensor live = live_box(*w.data, w.data->sizes(), found.taps);
   const int64_t m = live.sizes()[0];
-  // W leaves the graph (a copy of the model's graph shares W's buffer, so only this graph forgets it).
-  w.data.reset();
-  std::erase(g.initializers, w_id);
-  const ValueId live_id = g.add_value({.name = found.taps.live,
-                                       .dtype = DType::Float32,
-                                       .shape = Shape::of(live.sizes()),
-                                       .role = ValueRole::Parameter,
-                                       .data = live});
-  g.initializers.push_back(live_id);
+  const ValueId live_id = replace_conv_weight(g, w_id, found.taps.live, std::move(live));
 
   const ValueId y = conv.outputs[0];
   const int64_t rank = g.value(y).shape.rank();
@@ -219,14 +211,8 @@ int keep_live_conv_taps(const Graph& model, std::map<std::string, Tensor>& tenso
       throw Error("'" + taps.weight + "' is not a float32 tensor of the model's sizes");
     tensors[taps.live] = live_box(whole->second, w.sizes(), taps);
     tensors.erase(whole);
-    const std::string prefix = taps.weight + "/";
-    for (auto it = optimizer_state.lower_bound(prefix); it != optimizer_state.end() && it->first.starts_with(prefix);) {
-      const Tensor& t = it->second;
-      const bool weight_sized = t.dtype() == DType::Float32 && t.numel() == w.numel();
-      optimizer_state[taps.live + "/" + it->first.substr(prefix.size())] =
-          weight_sized ? live_box(t, w.sizes(), taps) : t;
-      it = optimizer_state.erase(it);
-    }
+    move_weight_state(optimizer_state, taps.weight, taps.live, w.numel(),
+                      [&](const Tensor& t) { return live_box(t, w.sizes(), taps); });
     ++converted;
   }
   return converted;

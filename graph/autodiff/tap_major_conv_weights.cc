@@ -14,14 +14,19 @@ struct Found {
   TapMajorConvWeight weight;
 };
 
+// The taps of a weight of sizes w (M, C, k...): k1·..·kn.
+int64_t taps_of(const std::vector<int64_t>& w) {
+  int64_t taps = 1;
+  for (size_t d = 2; d < w.size(); ++d) taps *= w[d];
+  return taps;
+}
+
 std::optional<TapMajorConvWeight> candidate(const Graph& g, NodeId id) {
   const std::optional<TrainableConv> c = trainable_conv(g, id);
   if (!c) return {};
-  int64_t out_plane = 1, kernel_plane = 1;
+  int64_t out_plane = 1;
   for (int64_t o : c->output) out_plane *= o;
-  const std::vector<int64_t>& k = c->weight->data->sizes();
-  for (size_t d = 2; d < k.size(); ++d) kernel_plane *= k[d];
-  if (out_plane < 2 || out_plane > kTapProductMaxOutputPositions || kernel_plane == 1) return {};
+  if (out_plane < 2 || out_plane > kTapProductMaxOutputPositions || taps_of(c->weight->data->sizes()) == 1) return {};
   return TapMajorConvWeight{.weight = c->weight->name, .tap_major = c->weight->name + ".tap_major"};
 }
 
@@ -30,13 +35,6 @@ std::vector<Found> find_all(const Graph& g) {
   for (NodeId id : g.order())
     if (std::optional<TapMajorConvWeight> w = candidate(g, id)) found.push_back({id, std::move(*w)});
   return found;
-}
-
-// The taps of a weight of sizes w (M, C, k...): k1·..·kn.
-int64_t taps_of(const std::vector<int64_t>& w) {
-  int64_t taps = 1;
-  for (size_t d = 2; d < w.size(); ++d) taps *= w[d];
-  return taps;
 }
 
 // `t`, float32 elements of a W of sizes `w` (in the model's layout, or tap-major), in the other layout.
@@ -52,18 +50,9 @@ Tensor permuted(const Tensor& t, const std::vector<int64_t>& w, bool to_tap_majo
 
 void rewrite(Graph& g, const Found& found) {
   const ValueId w_id = g.node(found.node).inputs[1];
-  Value& w = g.value(w_id);
-  Tensor wt = to_tap_major(*w.data);
+  Tensor wt = to_tap_major(*g.value(w_id).data);
   const size_t spatial = wt.sizes().size() - 2;
-  // W leaves the graph (a copy of the model's graph shares W's buffer, so only this graph forgets it).
-  w.data.reset();
-  std::erase(g.initializers, w_id);
-  const ValueId wt_id = g.add_value({.name = found.weight.tap_major,
-                                     .dtype = DType::Float32,
-                                     .shape = Shape::of(wt.sizes()),
-                                     .role = ValueRole::Parameter,
-                                     .data = std::move(wt)});
-  g.initializers.push_back(wt_id);
+  const ValueId wt_id = replace_conv_weight(g, w_id, found.weight.tap_major, std::move(wt));
   Node& node = g.node(found.node);
   node.inputs[1] = wt_id;
   node.op_type = "TapMajorConv";
@@ -132,14 +121,8 @@ std::vector<TapMajorConvWeight> train_tap_major_conv_weights(Graph& graph) {
 
 std::map<std::string, Tensor> with_model_layout_conv_weights(const Graph& model,
                                                              std::map<std::string, Tensor> trained) {
-  for (const TapMajorConvWeight& w : tap_major_conv_weights(model)) {
-    auto it = trained.find(w.tap_major);
-    if (it == trained.end()) continue;
-    const std::vector<int64_t>& sizes = model.value(*model.find_value(w.weight)).data->sizes();
-    Tensor back = permuted(it->second, sizes, false, "'" + w.tap_major + "'");
-    trained.erase(it);
-    trained[w.weight] = std::move(back);
-  }
+  std::map<std::string, Tensor> no_optimizer_state;
+  match_tap_major_conv_weights(model, false, trained, no_optimizer_state);
   return trained;
 }
 
@@ -154,14 +137,9 @@ int match_tap_major_conv_weights(const Graph& model, bool tap_major, std::map<st
     const Tensor& model_w = *model.value(*model.find_value(w.weight)).data;
     tensors[to] = permuted(held->second, model_w.sizes(), tap_major, "'" + from + "'");
     tensors.erase(held);
-    const std::string prefix = from + "/";
-    for (auto it = optimizer_state.lower_bound(prefix); it != optimizer_state.end() && it->first.starts_with(prefix);) {
-      const Tensor& t = it->second;
-      const bool weight_sized = t.dtype() == DType::Float32 && t.numel() == model_w.numel();
-      optimizer_state[to + "/" + it->first.substr(prefix.size())] =
-          weight_sized ? permuted(t, model_w.sizes(), tap_major, "'" + it->first + "'") : t;
-      it = optimizer_state.erase(it);
-    }
+    move_weight_state(optimizer_state, from, to, model_w.numel(), [&](const Tensor& t) {
+      return permuted(t, model_w.sizes(), tap_major, "the optimizer state of '" + from + "'");
+    });
     ++converted;
   }
   return converted;

@@ -1,6 +1,8 @@
 #include "graph/autodiff/trainable_conv.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 namespace onnxtrain {
 
@@ -33,6 +35,27 @@ std::optional<TrainableConv> trainable_conv(const Graph& g, NodeId id) {
     c.output.push_back(y.dims[d].value());
   }
   return c;
+}
+
+ValueId replace_conv_weight(Graph& g, ValueId weight, const std::string& name, Tensor value) {
+  g.value(weight).data.reset();
+  std::erase(g.initializers, weight);
+  const Shape shape = Shape::of(value.sizes());
+  const ValueId id = g.add_value(
+      {.name = name, .dtype = DType::Float32, .shape = shape, .role = ValueRole::Parameter, .data = std::move(value)});
+  g.initializers.push_back(id);
+  return id;
+}
+
+void move_weight_state(std::map<std::string, Tensor>& optimizer_state, const std::string& from, const std::string& to,
+                       int64_t elements, const std::function<Tensor(const Tensor&)>& convert) {
+  const std::string prefix = from + "/";
+  for (auto it = optimizer_state.lower_bound(prefix); it != optimizer_state.end() && it->first.starts_with(prefix);) {
+    const Tensor& t = it->second;
+    const bool weight_sized = t.dtype() == DType::Float32 && t.numel() == elements;
+    optimizer_state[to + "/" + it->first.substr(prefix.size())] = weight_sized ? convert(t) : t;
+    it = optimizer_state.erase(it);
+  }
 }
 
 }  // namespace onnxtrain
