@@ -35,7 +35,9 @@
 //     synchronise their gradients and step once per weight update: U = 1 micro-batch per replica for the
 //     1F1B schedules (an update after every backward), U = M for GPipe (one update per mini-batch).
 //   bottleneck  = max_k time_k, minimised by the DP; ties are broken by the least Σ_k time_k (fewest
-//     bytes cut), then by the earliest cuts and the fewest devices.
+//     bytes cut), then by the earliest cuts and the fewest devices. A flushing schedule (gpipe, 1f1b)
+//     then moves each cut, within 64 nodes of the DP's, to the least simulated makespan (below), one cut
+//     at a time until none moves: its per-flush fill, drain and updates are not in the bottleneck.
 // Memory per device of stage k (bytes, exact integers), P/S/A = its parameter/state/activation bytes:
 //   weights P · versions_k (stashed = P · (versions_k − 1)) + gradients P · (1, 2 with a flush's sum)
 //   + optimizer P · (optimizer_slots + SpecTrain's kept gradient average when prediction_average)
