@@ -286,6 +286,26 @@ void register_all() {
   benchmark::RegisterBenchmark("raw/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
     measure(state, raw_matmul(32, 10, 32, true, true), 2.0 * 32 * 10 * 32);
   });
+  // ResNet-18's layer4 at 32x32 as trained (live taps: Gemm on W_live (N, K)) at batch rows R of 8 and
+  // 32: forward Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (transA), each against one raw matmul.
+  for (const int64_t rows : {int64_t{8}, int64_t{32}}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {512, 1024}}) {
+      const std::string shape = std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      const double flops = 2.0 * static_cast<double>(rows * n * k);
+      benchmark::RegisterBenchmark(("skinny/fwd/" + shape).c_str(), [=](benchmark::State& state) {
+        measure(state, our_kernel("Gemm", {{"transB", int64_t{1}}}, {{rows, k}, {n, k}}, {rows, n}), flops,
+                raw_matmul(rows, n, k, true, false));
+      });
+      benchmark::RegisterBenchmark(("skinny/dx/" + shape).c_str(), [=](benchmark::State& state) {
+        measure(state, our_kernel("Gemm", {}, {{rows, n}, {n, k}}, {rows, k}), flops,
+                raw_matmul(rows, k, n, false, false));
+      });
+      benchmark::RegisterBenchmark(("skinny/dw/" + shape).c_str(), [=](benchmark::State& state) {
+        measure(state, our_kernel("Gemm", {{"transA", int64_t{1}}}, {{rows, n}, {rows, k}}, {n, k}), flops,
+                raw_matmul(n, k, rows, false, false, /*trans_a=*/true));
+      });
+    }
+  }
   benchmark::RegisterBenchmark("ours/sgemm_1024", [](benchmark::State& state) {
     measure(state, our_kernel("Gemm", {}, {{1024, 1024}, {1024, 1024}}, {1024, 1024}), 2.0 * 1024 * 1024 * 1024,
             raw_matmul(1024, 1024, 1024, false, false));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/skinny_gemm.h"
 #include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
@@ -168,6 +169,69 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above
 };
 
+// Gemm with a side of at most 16 rows (kernels/cpu/skinny_gemm.h): a micro-batch against a weight, whose
+// product oneDNN's matmul would run after copying the weight into its blocked layout. Float32, alpha 1,
+// and C only as the forward's bias (1 or (1, N), beta 1); sums its output over micro-batches in place.
+class SkinnyGemm final : public Kernel, public onednn::ReportsImplementation {
+ public:
+  enum class Form { nt, nn, tn };
+  SkinnyGemm(Form form, int64_t m, int64_t n, int64_t k, bool bias) : form_(form), m_(m), n_(n), k_(k), bias_(bias) {}
+
+  std::string library_implementation() const override {
+    return std::string("skinny gemm (") + (form_ == Form::nt ? "nt" : form_ == Form::nn ? "nn" : "tn") + ")";
+  }
+  bool sums_output(size_t index) const override { return index == 0 && !bias_; }
+
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    const float* a = inputs[0].as<const float>();
+    const float* b = inputs[1].as<const float>();
+    float* y = outputs[0].as<float>();
+    const Stream::OutputSum* sum = bias_ ? nullptr : stream.output_sum(y);
+    const bool add = sum && !sum->first;
+    switch (form_) {
+      case Form::nt:  // Y (M, N) = A (M, K) · B (N, K)ᵀ [+ C]
+        cpu::skinny_gemm_nt(m_, n_, k_, a, b, bias_ ? inputs[2].as<const float>() : nullptr, y, add);
+        break;
+      case Form::nn:  // Y (M, N) = A (M, K) · B (K, N)
+        cpu::skinny_gemm_nn(m_, k_, n_, a, b, y, add);
+        break;
+      case Form::tn:  // Y (M, N) = A (K, M)ᵀ · B (K, N), K the few rows
+        cpu::skinny_gemm_tn(k_, m_, n_, a, b, y, add);
+        break;
+    }
+  }
+
+ private:
+  Form form_;
+  int64_t m_, n_, k_;
+  bool bias_;
+};
+
+// The skinny kernel for a float32 Gemm it covers, else null.
+std::unique_ptr<Kernel> skinny_gemm_for(const KernelSpec& spec, int64_t m, int64_t n, int64_t k) {
+  const Attributes& at = spec.attributes;
+  if (spec.inputs[0].dtype != DType::Float32 || at.get_float("alpha", 1.0) != 1.0 || !cpu::has_skinny_gemm())
+    return nullptr;
+  const bool has_c = spec.inputs.size() > 2 && spec.inputs[2].present() && at.get_float("beta", 1.0) != 0.0;
+  bool bias = false;
+  if (has_c) {
+    const std::vector<int64_t>& c = spec.inputs[2].sizes;
+    const bool per_column = (c.size() == 1 && c[0] == n) || (c.size() == 2 && c[0] == 1 && c[1] == n);
+    if (!per_column || at.get_float("beta", 1.0) != 1.0) return nullptr;
+    bias = true;
+  }
+  const bool trans_a = at.get_int("transA", 0) != 0, trans_b = at.get_int("transB", 0) != 0;
+  constexpr int64_t kLeastWork = 1024;  // elements of the large operand: below, neither kernel matters
+  if (!trans_a && trans_b && m <= cpu::kSkinnyRows && n * k >= kLeastWork)
+    return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::nt, m, n, k, bias);
+  if (bias) return nullptr;
+  if (!trans_a && !trans_b && m <= cpu::kSkinnyRows && n * k >= kLeastWork)
+    return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::nn, m, n, k, false);
+  if (trans_a && !trans_b && k <= cpu::kSkinnyRows && m * n >= kLeastWork)
+    return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::tn, m, n, k, false);
+  return nullptr;
+}
+
 bool any_empty(const KernelSpec& spec) {
   for (const TensorDesc& d : spec.inputs)
     if (d.present() && d.numel() == 0) return true;
@@ -214,6 +278,7 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
   const std::vector<int64_t>& y = spec.outputs[0].sizes;  // (M,N), checked by the reference prepare
   const int64_t m = y[0], n = y[1],
                 k = spec.attributes.get_int("transA", 0) ? spec.inputs[0].sizes[0] : spec.inputs[0].sizes[1];
+  if (std::unique_ptr<Kernel> skinny = skinny_gemm_for(spec, m, n, k)) return skinny;
   const double alpha = spec.attributes.get_float("alpha", 1.0);
   const double beta = spec.attributes.get_float("beta", 1.0);
   std::optional<memory::desc> c_desc;
