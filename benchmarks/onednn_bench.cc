@@ -287,8 +287,9 @@ void register_all() {
     measure(state, raw_matmul(32, 10, 32, true, true), 2.0 * 32 * 10 * 32);
   });
   // ResNet-18's layer4 at 32x32 as trained (live taps: Gemm on W_live (N, K)) at batch rows R of 8 and
-  // 32: forward Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (transA), each against one raw matmul.
-  for (const int64_t rows : {int64_t{8}, int64_t{32}}) {
+  // 32 (16 and below: the skinny kernel): forward Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (transA), each against
+  // one raw matmul.
+  for (const int64_t rows : {int64_t{8}, int64_t{16}, int64_t{32}}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {512, 1024}}) {
       const std::string shape = std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k);
       const double flops = 2.0 * static_cast<double>(rows * n * k);

@@ -12,14 +12,15 @@
 // A lambda does not inherit its function's target, so the parallel loops call the attributed functions.
 #define ONNXTRAIN_AVX512 __attribute__((target("avx512f")))
 
-// GCC 12's AVX-512 headers pass an uninitialised "undefined" operand to some builtins and warn of it.
+// GCC 12's AVX-512 headers pass an uninitialised "undefined" operand to some builtins and warn of it
+// (pushed and popped: the unity build compiles the next file in the same unit).
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace onnxtrain::cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int kTileRows = 8;  // rows of the small side in one register tile
 constexpr int64_t kPrefetchRows = 16;  // nn: how many rows of W ahead to prefetch
 
 ONNXTRAIN_AVX512 inline __mmask16 lanes_below(int64_t count) {
@@ -41,25 +42,25 @@ template <int R, int NB>
 ONNXTRAIN_AVX512 void nt_tile(int64_t k, const float* x, const float* w, int64_t j0, int64_t n, const float* bias,
                               float* y, bool add) {
   __m512 acc[R][NB];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < k; kk += kLanes) {
     const __mmask16 m = lanes_below(k - kk);
     __m512 wv[NB];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) wv[b] = _mm512_maskz_loadu_ps(m, w + (j0 + b) * k + kk);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + r * k + kk);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_fmadd_ps(xv, wv[b], acc[r][b]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) {
       float v = lane_sum(acc[r][b]);
       if (bias) v += bias[j0 + b];
@@ -83,11 +84,11 @@ template <int R, int CV>
 ONNXTRAIN_AVX512 void nn_tile(int64_t n, int64_t k, const float* d, const float* w, int64_t c, float* y, bool add) {
   __m512 acc[R][CV];
   __mmask16 m[CV];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int v = 0; v < CV; ++v) m[v] = lanes_below(k - c - v * kLanes);
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < CV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     // W is walked down a column strip, a row (often a page) apart: too far for the hardware prefetcher.
@@ -97,18 +98,18 @@ ONNXTRAIN_AVX512 void nn_tile(int64_t n, int64_t k, const float* d, const float*
         _mm_prefetch(reinterpret_cast<const char*>(w + (j + kPrefetchRows) * k + c + v * kLanes), _MM_HINT_T0);
     }
     __m512 wv[CV];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < CV; ++v) wv[v] = _mm512_maskz_loadu_ps(m[v], w + j * k + c + v * kLanes);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 dv = _mm512_set1_ps(d[r * n + j]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int v = 0; v < CV; ++v) acc[r][v] = _mm512_fmadd_ps(dv, wv[v], acc[r][v]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < CV; ++v) {
       float* out = y + r * k + c + v * kLanes;
       const __m512 sum = add ? _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(m[v], out)) : acc[r][v];
@@ -129,62 +130,6 @@ ONNXTRAIN_AVX512 void nn_columns(int64_t n, int64_t k, const float* d, const flo
       nn_tile<R, 2>(n, k, d, w, c, y, add);
     } else {
       nn_tile<R, 1>(n, k, d, w, c, y, add);
-    }
-  }
-}
-
-// tn: Y[j][c..c+16·CV) = Σ_r D[r][j] · X[r][c..) for the rows j in [begin, end): X's R row pieces in
-// registers, D's column j broadcast.
-template <int R, int CV>
-ONNXTRAIN_AVX512 void tn_columns(int64_t n, int64_t k, const float* d, const float* x, int64_t c, float* y, bool add,
-                                 int64_t begin, int64_t end) {
-  __m512 xv[R][CV];
-  __mmask16 m[CV];
-  #pragma GCC unroll 16
-  for (int v = 0; v < CV; ++v) m[v] = lanes_below(k - c - v * kLanes);
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) xv[r][v] = _mm512_maskz_loadu_ps(m[v], x + r * k + c + v * kLanes);
-  for (int64_t j = begin; j < end; ++j) {
-    __m512 acc[CV];
-    #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) acc[v] = _mm512_setzero_ps();
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 dv = _mm512_set1_ps(d[r * n + j]);
-      #pragma GCC unroll 16
-      for (int v = 0; v < CV; ++v) acc[v] = _mm512_fmadd_ps(dv, xv[r][v], acc[v]);
-    }
-    #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) {
-      float* out = y + j * k + c + v * kLanes;
-      const __m512 sum = add ? _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(m[v], out)) : acc[v];
-      _mm512_mask_storeu_ps(out, m[v], sum);
-    }
-  }
-}
-
-template <int R>
-ONNXTRAIN_AVX512 void tn_rows(int64_t n, int64_t k, const float* d, const float* x, float* y, bool add, int64_t begin,
-                              int64_t end) {
-  // Y in bands of kBand rows, each band written column block by column block while it stays in L2. Up to 8
-  // rows of X: 3 vectors of each in 24 registers; more rows: one vector of each.
-  constexpr int64_t kBand = 32;
-  for (int64_t band = begin; band < end; band += kBand) {
-    const int64_t band_end = std::min(end, band + kBand);
-    if constexpr (R <= kTileRows) {
-      for (int64_t c = 0; c < k; c += 3 * kLanes) {
-        if (k - c > 2 * kLanes) {
-          tn_columns<R, 3>(n, k, d, x, c, y, add, band, band_end);
-        } else if (k - c > kLanes) {
-          tn_columns<R, 2>(n, k, d, x, c, y, add, band, band_end);
-        } else {
-          tn_columns<R, 1>(n, k, d, x, c, y, add, band, band_end);
-        }
-      }
-    } else {
-      for (int64_t c = 0; c < k; c += kLanes) tn_columns<R, 1>(n, k, d, x, c, y, add, band, band_end);
     }
   }
 }
@@ -212,44 +157,25 @@ struct NnColumns {
     nn_columns<R>(n, k, d, w, y, add, begin, end);
   }
 };
-template <int R>
-struct TnRows {
-  static void run(int64_t n, int64_t k, const float* d, const float* x, float* y, bool add, int64_t begin,
-                  int64_t end) {
-    tn_rows<R>(n, k, d, x, y, add, begin, end);
-  }
-};
-
-// Rows of the small side in tiles of up to 8 (the register budget of nt and nn).
-template <typename Fn>
-void in_row_tiles(int64_t rows, Fn&& fn) {
-  for (int64_t r = 0; r < rows; r += kTileRows) fn(r, std::min<int64_t>(kTileRows, rows - r));
-}
-
 }  // namespace
 
 void skinny_gemm_nt(int64_t rows, int64_t n, int64_t k, const float* x, const float* w, const float* bias, float* y,
                     bool add) {
-  // Threads over W's rows (Y's columns), in whole tiles of 3; each thread's W rows read once per 8 rows of X.
+  // Threads over W's rows (Y's columns), in whole tiles of 3: each thread reads its rows of W once.
   parallel_for((n + 2) / 3, 16, [&](int64_t begin, int64_t end) {
-    in_row_tiles(rows, [&](int64_t r, int64_t count) {
-      with_rows<NtRows, kTileRows>(count, k, x + r * k, w, n, bias, y + r * n, add, begin * 3, std::min(end * 3, n));
-    });
+    with_rows<NtRows, kSkinnyRows>(rows, k, x, w, n, bias, y, add, begin * 3, std::min(end * 3, n));
   });
 }
 
 void skinny_gemm_nn(int64_t rows, int64_t n, int64_t k, const float* d, const float* w, float* y, bool add) {
+  // Threads over blocks of 48 of Y's columns: each thread reads its column strip of W once.
   const int64_t blocks = (k + 3 * kLanes - 1) / (3 * kLanes);
   parallel_for(blocks, 4, [&](int64_t begin, int64_t end) {
-    in_row_tiles(rows, [&](int64_t r, int64_t count) {
-      with_rows<NnColumns, kTileRows>(count, n, k, d + r * n, w, y + r * k, add, begin, end);
-    });
+    with_rows<NnColumns, kSkinnyRows>(rows, n, k, d, w, y, add, begin, end);
   });
 }
 
-void skinny_gemm_tn(int64_t rows, int64_t n, int64_t k, const float* d, const float* x, float* y, bool add) {
-  // All R rows at once (a sum over rows in one register), Y's rows split over the threads.
-  parallel_for(n, 64, [&](int64_t begin, int64_t end) { with_rows<TnRows, kSkinnyRows>(rows, n, k, d, x, y, add, begin, end); });
-}
-
 }  // namespace onnxtrain::cpu
+
+#pragma GCC diagnostic pop
+#undef ONNXTRAIN_AVX512

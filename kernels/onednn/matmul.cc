@@ -169,16 +169,17 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above
 };
 
-// Gemm with a side of at most 16 rows (kernels/cpu/skinny_gemm.h): a micro-batch against a weight, whose
-// product oneDNN's matmul would run after copying the weight into its blocked layout. Float32, alpha 1,
-// and C only as the forward's bias (1 or (1, N), beta 1); sums its output over micro-batches in place.
+// Gemm of a micro-batch of at most 8 rows against a weight (kernels/cpu/skinny_gemm.h), whose product
+// oneDNN's matmul would run after copying the weight into its blocked layout: the forward X·Wᵀ and dY·W.
+// Float32, alpha 1, and C only as the forward's bias ((N) or (1, N), beta 1); sums its output over
+// micro-batches in place.
 class SkinnyGemm final : public Kernel, public onednn::ReportsImplementation {
  public:
-  enum class Form { nt, nn, tn };
+  enum class Form { nt, nn };
   SkinnyGemm(Form form, int64_t m, int64_t n, int64_t k, bool bias) : form_(form), m_(m), n_(n), k_(k), bias_(bias) {}
 
   std::string library_implementation() const override {
-    return std::string("skinny gemm (") + (form_ == Form::nt ? "nt" : form_ == Form::nn ? "nn" : "tn") + ")";
+    return std::string("skinny gemm (") + (form_ == Form::nt ? "nt" : "nn") + ")";
   }
   bool sums_output(size_t index) const override { return index == 0 && !bias_; }
 
@@ -188,16 +189,10 @@ class SkinnyGemm final : public Kernel, public onednn::ReportsImplementation {
     float* y = outputs[0].as<float>();
     const Stream::OutputSum* sum = bias_ ? nullptr : stream.output_sum(y);
     const bool add = sum && !sum->first;
-    switch (form_) {
-      case Form::nt:  // Y (M, N) = A (M, K) · B (N, K)ᵀ [+ C]
-        cpu::skinny_gemm_nt(m_, n_, k_, a, b, bias_ ? inputs[2].as<const float>() : nullptr, y, add);
-        break;
-      case Form::nn:  // Y (M, N) = A (M, K) · B (K, N)
-        cpu::skinny_gemm_nn(m_, k_, n_, a, b, y, add);
-        break;
-      case Form::tn:  // Y (M, N) = A (K, M)ᵀ · B (K, N), K the few rows
-        cpu::skinny_gemm_tn(k_, m_, n_, a, b, y, add);
-        break;
+    if (form_ == Form::nt) {  // Y (M, N) = A (M, K) · B (N, K)ᵀ [+ C]
+      cpu::skinny_gemm_nt(m_, n_, k_, a, b, bias_ ? inputs[2].as<const float>() : nullptr, y, add);
+    } else {  // Y (M, N) = A (M, K) · B (K, N)
+      cpu::skinny_gemm_nn(m_, k_, n_, a, b, y, add);
     }
   }
 
@@ -221,14 +216,13 @@ std::unique_ptr<Kernel> skinny_gemm_for(const KernelSpec& spec, int64_t m, int64
     bias = true;
   }
   const bool trans_a = at.get_int("transA", 0) != 0, trans_b = at.get_int("transB", 0) != 0;
-  constexpr int64_t kLeastWork = 1024;  // elements of the large operand: below, neither kernel matters
-  if (!trans_a && trans_b && m <= cpu::kSkinnyRows && n * k >= kLeastWork)
+  constexpr int64_t kLeastWork = 1024;  // elements of the weight: below, neither kernel matters
+  if (trans_a) return nullptr;
+  if (trans_b && m <= cpu::kSkinnyRows && n * k >= kLeastWork)
     return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::nt, m, n, k, bias);
   if (bias) return nullptr;
-  if (!trans_a && !trans_b && m <= cpu::kSkinnyRows && n * k >= kLeastWork)
+  if (m <= cpu::kSkinnyRows && n * k >= kLeastWork)
     return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::nn, m, n, k, false);
-  if (trans_a && !trans_b && k <= cpu::kSkinnyRows && m * n >= kLeastWork)
-    return std::make_unique<SkinnyGemm>(SkinnyGemm::Form::tn, m, n, k, false);
   return nullptr;
 }
 
