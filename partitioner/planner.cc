@@ -452,10 +452,13 @@ constexpr int64_t kMakespanWindow = 64;
 // state of the asynchronous schedules) does not see: the last stage's update runs while the earlier
 // stages still drain their backward passes, the first stage's ends the flush. ResNet-18 over 2 stages
 // of 4 micro-batches: the DP's split put layer2.1 on the first stage, 12% slower measured than the
-// split the makespan prefers (`bench --strategies gpipe:2x4`). So the cuts move, one at a time, within
-// kMakespanWindow nodes of the DP's and between their neighbours, to the position of the least simulated
-// makespan, until none moves; a move must be strictly better, so equal makespans keep the DP's choice.
-// `allowed(first, end)` keeps the DP's constraints (memory cap, block cuts); replicas stay as chosen.
+// split the makespan prefers (`bench --strategies gpipe:2x4`). So each cut in turn tries the positions
+// 1, 2, 4, ..., kMakespanWindow nodes either way (between its neighbours, within the window around the
+// DP's cut) and moves to the one of the least simulated makespan, until no cut moves; a move must be
+// strictly better, so equal makespans keep the DP's choice. Each try is one event simulation, about 15
+// per cut and sweep (`partition` of T5's 425 nodes on 16 stages of 64 micro-batches for an H100: 0.8 s, of
+// which 0.2 s without the refinement, and 4 s when it tried every position in the window). `allowed(k, first, end)`
+// keeps the DP's constraints (memory cap, block cuts); replicas stay as chosen.
 template <typename Allowed>
 Plan refine_by_makespan(const CostProfile& profile, const PlanOptions& options, Plan plan, Allowed allowed) {
   std::vector<int64_t> cuts;
@@ -473,16 +476,20 @@ Plan refine_by_makespan(const CostProfile& profile, const PlanOptions& options, 
       const int64_t lo = std::max(c == 0 ? 1 : cuts[c - 1] + 1, planned[c] - kMakespanWindow);
       const int64_t hi = std::min(c + 1 == cuts.size() ? n - 1 : cuts[c + 1] - 1, planned[c] + kMakespanWindow);
       const int64_t first = c == 0 ? 0 : cuts[c - 1], end = c + 1 == cuts.size() ? n : cuts[c + 1];
-      for (int64_t at = lo; at <= hi; ++at) {
-        if (at == cuts[c] || !allowed(static_cast<int>(c), first, at) || !allowed(static_cast<int>(c) + 1, at, end))
-          continue;
-        std::vector<int64_t> trial = cuts;
-        trial[c] = at;
-        Plan candidate = build_plan(profile, options, trial, replicas, false);
-        if (candidate.makespan_seconds < plan.makespan_seconds) {
-          plan = std::move(candidate);
-          cuts = std::move(trial);
-          moved = true;
+      const int64_t from = cuts[c];
+      for (int64_t step = 1; step <= kMakespanWindow; step *= 2) {
+        for (const int64_t at : {from - step, from + step}) {
+          if (at < lo || at > hi || !allowed(static_cast<int>(c), first, at) ||
+              !allowed(static_cast<int>(c) + 1, at, end))
+            continue;
+          std::vector<int64_t> trial = cuts;
+          trial[c] = at;
+          Plan candidate = build_plan(profile, options, trial, replicas, false);
+          if (candidate.makespan_seconds < plan.makespan_seconds) {
+            plan = std::move(candidate);
+            cuts = std::move(trial);
+            moved = true;
+          }
         }
       }
     }

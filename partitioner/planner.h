@@ -36,8 +36,9 @@
 //     1F1B schedules (an update after every backward), U = M for GPipe (one update per mini-batch).
 //   bottleneck  = max_k time_k, minimised by the DP; ties are broken by the least Σ_k time_k (fewest
 //     bytes cut), then by the earliest cuts and the fewest devices. A flushing schedule (gpipe, 1f1b)
-//     then moves each cut, within 64 nodes of the DP's, to the least simulated makespan (below), one cut
-//     at a time until none moves: its per-flush fill, drain and updates are not in the bottleneck.
+//     then moves each cut in turn by 1, 2, 4, ... 64 nodes either way (within 64 of the DP's) to a
+//     smaller simulated makespan (below), until none moves: its per-flush fill, drain and updates are not
+//     in the bottleneck.
 // Memory per device of stage k (bytes, exact integers), P/S/A = its parameter/state/activation bytes:
 //   weights P · versions_k (stashed = P · (versions_k − 1)) + gradients P · (1, 2 with a flush's sum)
 //   + optimizer P · (optimizer_slots + SpecTrain's kept gradient average when prediction_average)
