@@ -286,10 +286,10 @@ void register_all() {
   benchmark::RegisterBenchmark("raw/gemm_32x10x32_transB_bias", [](benchmark::State& state) {
     measure(state, raw_matmul(32, 10, 32, true, true), 2.0 * 32 * 10 * 32);
   });
-  // ResNet-18's layer4 at 32x32 as trained (live taps: Gemm on W_live (N, K)) at batch rows R of 8 and
-  // 32 (16 and below: the skinny kernel): forward Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (transA), each against
-  // one raw matmul.
-  for (const int64_t rows : {int64_t{8}, int64_t{16}, int64_t{32}}) {
+  // ResNet-18's layer4 at 32x32 as trained (live taps: Gemm on W_live (N, K)) at R rows (1: one sample's
+  // inference; 8: a pipeline's micro-batch; up to 8 the forward and dX run kernels/cpu/skinny_gemm.h):
+  // forward Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (transA), each against one raw matmul.
+  for (const int64_t rows : {int64_t{1}, int64_t{8}, int64_t{16}, int64_t{32}}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {512, 1024}}) {
       const std::string shape = std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k);
       const double flops = 2.0 * static_cast<double>(rows * n * k);
