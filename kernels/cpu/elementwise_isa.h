@@ -16,9 +16,16 @@ inline bool cpu_has_avx2() {
   __builtin_cpu_init();  // static initialisers may run before libgcc's
   return __builtin_cpu_supports("avx2") != 0;
 }
+// AVX-512F: the kernels written with its intrinsics behind target attributes (narrow MaxPool rows,
+// kernels/cpu/max_pool_window.h; the skinny Gemm, kernels/cpu/skinny_gemm.h) run only where it is.
+inline bool cpu_has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0;
+}
 #else
 #define ONNXTRAIN_ELEMENTWISE_AVX2
 inline bool cpu_has_avx2() { return false; }
+inline bool cpu_has_avx512f() { return false; }
 #endif
 
 // Whether the AVX2 builds run (also libmvec's 8-lane functions); tests turn it off to check the baseline

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/elementwise_isa.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain::cpu {
@@ -36,7 +37,7 @@ void running_argmax(const float* x, const int64_t* rows, int64_t row_count, int3
 inline constexpr int64_t kNarrowWidth = 32;
 void narrow_row_argmax(const float* x, const int64_t* rows, int64_t row_count, int64_t width, const int32_t* columns,
                        const uint16_t* inside, int64_t kernel_width, int32_t* best);
-inline bool has_narrow_row_argmax() { return __builtin_cpu_supports("avx512f"); }
+inline bool has_narrow_row_argmax() { return elementwise::cpu_has_avx512f(); }
 
 struct MaxPoolWindow {
   std::array<int64_t, 3> input{1, 1, 1}, output{1, 1, 1}, kernel{1, 1, 1};

@@ -134,36 +134,24 @@ ONNXTRAIN_AVX512 void nn_columns(int64_t n, int64_t k, const float* d, const flo
   }
 }
 
-// The row count as a template argument: one instantiation per R in [1, Max].
-template <template <int> class Call, int Max, int R = 1, typename... Args>
-void with_rows(int64_t rows, Args&&... args) {
+// fn.template operator()<R>() for R = rows, one instantiation per R in [1, Max]. (A generic lambda does not
+// inherit the AVX-512 target; it only calls the attributed functions.)
+template <int Max, int R = 1, typename Fn>
+void with_rows(int64_t rows, Fn&& fn) {
   if constexpr (R <= Max) {
-    if (rows == R) return Call<R>::run(std::forward<Args>(args)...);
-    with_rows<Call, Max, R + 1>(rows, std::forward<Args>(args)...);
+    if (rows == R) return fn.template operator()<R>();
+    with_rows<Max, R + 1>(rows, std::forward<Fn>(fn));
   }
 }
 
-template <int R>
-struct NtRows {
-  static void run(int64_t k, const float* x, const float* w, int64_t n, const float* bias, float* y, bool add,
-                  int64_t begin, int64_t end) {
-    nt_rows<R>(k, x, w, n, bias, y, add, begin, end);
-  }
-};
-template <int R>
-struct NnColumns {
-  static void run(int64_t n, int64_t k, const float* d, const float* w, float* y, bool add, int64_t begin,
-                  int64_t end) {
-    nn_columns<R>(n, k, d, w, y, add, begin, end);
-  }
-};
 }  // namespace
 
 void skinny_gemm_nt(int64_t rows, int64_t n, int64_t k, const float* x, const float* w, const float* bias, float* y,
                     bool add) {
   // Threads over W's rows (Y's columns), in whole tiles of 3: each thread reads its rows of W once.
   parallel_for((n + 2) / 3, 16, [&](int64_t begin, int64_t end) {
-    with_rows<NtRows, kSkinnyRows>(rows, k, x, w, n, bias, y, add, begin * 3, std::min(end * 3, n));
+    with_rows<kSkinnyRows>(rows,
+                           [&]<int R>() { nt_rows<R>(k, x, w, n, bias, y, add, begin * 3, std::min(end * 3, n)); });
   });
 }
 
@@ -171,7 +159,7 @@ void skinny_gemm_nn(int64_t rows, int64_t n, int64_t k, const float* d, const fl
   // Threads over blocks of 48 of Y's columns: each thread reads its column strip of W once.
   const int64_t blocks = (k + 3 * kLanes - 1) / (3 * kLanes);
   parallel_for(blocks, 4, [&](int64_t begin, int64_t end) {
-    with_rows<NnColumns, kSkinnyRows>(rows, n, k, d, w, y, add, begin, end);
+    with_rows<kSkinnyRows>(rows, [&]<int R>() { nn_columns<R>(n, k, d, w, y, add, begin, end); });
   });
 }
 

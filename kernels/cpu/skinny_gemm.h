@@ -14,11 +14,13 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/elementwise_isa.h"
+
 namespace onnxtrain::cpu {
 
 inline constexpr int64_t kSkinnyRows = 8;
 
-inline bool has_skinny_gemm() { return __builtin_cpu_supports("avx512f"); }
+inline bool has_skinny_gemm() { return elementwise::cpu_has_avx512f(); }
 
 void skinny_gemm_nt(int64_t rows, int64_t n, int64_t k, const float* x, const float* w, const float* bias, float* y,
                     bool add);
