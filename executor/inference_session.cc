@@ -349,9 +349,15 @@ const Stream::OutputSum* InferenceSession::kept_sum(const void* buffer) const {
 
 void InferenceSession::finish_sums() {
   for (auto& [buffer, sum] : output_sums_) {
-    if (!sum.kept) continue;
-    expand_taps(sum.layout, sum.partial.data(), static_cast<float*>(const_cast<void*>(buffer)), !sum.overwrite);
-    sum.kept = false;
+    float* out = static_cast<float*>(const_cast<void*>(buffer));
+    if (sum.deferred) {
+      sum.deferred->finish(out, !sum.overwrite);
+      sum.deferred.reset();
+    } else if (sum.kept) {
+      expand_taps(sum.layout, sum.partial.data(), out, !sum.overwrite);
+      sum.kept = false;
+    }
+    sum.overwrite = false;  // the buffer holds the sum: a run that continues it adds
   }
 }
 
@@ -390,7 +396,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
   Stream stream(DeviceKind::Cpu, run_index_++);
   stream.set_rows(first_row_, rows_);
   stream.enable_derived_values();  // the weights and every value stay as they are while they are alive
-  if (!into.empty()) stream.sum_outputs(&output_sums_);
+  if (!into.empty()) stream.sum_outputs(&output_sums_, defers_sums_);
   if (carried_) stream.adopt_derived(*carried_);
   for (size_t i = 0; i < prepared_.size(); ++i) {
     PreparedNode& p = prepared_[i];

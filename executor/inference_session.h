@@ -71,6 +71,9 @@ class InferenceSession {
   // Ends the sums of run_into: the taps kernels kept (Stream::OutputSum) go into the buffers now. Call it
   // after the last run of a sum, before reading the buffers; the next run_into without `add` starts anew.
   void finish_sums();
+  // Lets kernels defer the products they sum to finish_sums (Stream::DeferredProduct): the caller reads
+  // no summed buffer before it, and sets this only between sums. Off by default.
+  void defer_summed_products(bool on) { defers_sums_ = on; }
   // The taps a kernel keeps of the sum going into `buffer` (its layout says where they go), until
   // finish_sums or the next sum; null where the buffer holds the sum itself. For a caller that reads the
   // taps instead (DataParallelTrainer's sharded step).
@@ -183,6 +186,7 @@ class InferenceSession {
   int64_t rows_ = 0;
   std::shared_ptr<Stream::DerivedMap> carried_;  // carry_weight_derived_values
   Stream::OutputSums output_sums_;               // run_into's sums, by caller buffer
+  bool defers_sums_ = false;                     // defer_summed_products
   std::unique_ptr<CudaRunTimer> cuda_timer_;     // ONNXTRAIN_CUDA_PROFILE set: a CUDA session's node times
 };
 

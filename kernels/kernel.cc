@@ -47,6 +47,7 @@ void Stream::start_or_continue_sum(OutputSums& sums, const void* buffer, bool ad
   if (!add || added) {
     sum.kept = false;
     sum.overwrite = !add;
+    sum.deferred.reset();
   }
 }
 

@@ -142,19 +142,35 @@ class Stream {
   // (`first`) or adds into the buffer at once, or keeps the sum's taps in `partial` (`layout`: the output is
   // zero elsewhere) between the runs, which the session writes into the buffer once, when the sum ends: a
   // convolution's weight gradient that is mostly zeros sums only its taps.
+  //
+  // On a stream that defers sums (`defers_sums`), a kernel may instead stage its operands run by run and
+  // leave the product to `deferred`, which the session computes once over all the runs' rows when the sum
+  // ends: a weight gradient far larger than the rows that make it (ResNet-18's layer4 at micro-batches of
+  // 8) then costs one product instead of a read and a write of the weight's size per run.
+  struct DeferredProduct {
+    virtual ~DeferredProduct() = default;
+    virtual void finish(float* out, bool adds) = 0;  // the product into `out`, added to it when `adds`
+  };
   struct OutputSum {
     bool first = true;      // this run starts the sum: the buffer's content is not part of it
     bool kept = false;      // `partial` holds this sum's taps (false: the kernel starts them afresh)
     bool overwrite = true;  // session: the sum started with a write, so the expansion writes the zeros too
     std::vector<float> partial;
     TapLayout layout;
+    std::shared_ptr<DeferredProduct> deferred;  // this sum's staged product (null: none, or started afresh)
   };
   using OutputSums = std::map<const void*, OutputSum>;  // by output buffer
   // Before a run that writes (`add` false: a new sum) or adds (`add`) into `buffer`: a new sum drops the
-  // taps a kernel kept for an earlier one (their buffer kept).
+  // taps and the staged product a kernel kept for an earlier one (their buffer kept).
   static void start_or_continue_sum(OutputSums& sums, const void* buffer, bool add);
-  void sum_outputs(OutputSums* sums) { sums_ = sums; }
+  // `defer`: the owner reads no summed buffer before the sum ends (InferenceSession::finish_sums), so
+  // kernels may defer their products to it.
+  void sum_outputs(OutputSums* sums, bool defer = false) {
+    sums_ = sums;
+    defers_sums_ = defer;
+  }
   OutputSum* output_sum(const void* buffer) const;  // null: the buffer is written as usual
+  bool defers_sums() const { return sums_ && defers_sums_; }
 
  private:
   DeviceKind device_;
@@ -166,6 +182,7 @@ class Stream {
   bool keeps_derived_ = false;
   DerivedMap derived_;
   OutputSums* sums_ = nullptr;
+  bool defers_sums_ = false;
 };
 
 // The key (stream seed) of a random kernel's Philox draws in run `run_index` (splitmix64 of the pair:

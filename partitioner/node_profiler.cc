@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr const char* kCacheFormat = "onnxtrain-node-profile";
-constexpr int kCacheVersion = 2;  // 2: derived values kept within a run, micro-batch mode
+constexpr int kCacheVersion = 3;  // 2: derived values kept within a run, micro-batch mode; 3: deferred sums
 
 Error node_error(const Node& node, const std::string& message) {
   return Error(message).at_node(node.name, node.op_type, node.domain, node.opset);
@@ -288,8 +288,11 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
     t = Tensor();
   };
 
-  // samples[i]: the first run of each cycle (or every run when cycle is 1); later[i]: the others.
-  std::vector<std::vector<double>> samples(order.size()), later(order.size());
+  // samples[i]: the first run of each cycle (or every run when cycle is 1); later[i]: the others;
+  // finished[i]: the end of a cycle's sum that node i deferred (Stream::DeferredProduct), as a stage's
+  // finish_sums computes it before the optimizer step.
+  std::vector<std::vector<double>> samples(order.size()), later(order.size()), finished(order.size());
+  std::map<const void*, size_t> deferred_by;  // gradient sum buffer -> the node that deferred its product
   const int warmup = std::max(0, options.warmup) * cycle, repetitions = std::max(1, options.repetitions) * cycle;
   const auto started = Clock::now();
   for (int run = 0; run < warmup + repetitions; ++run) {
@@ -304,7 +307,7 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
     // As InferenceSession runs: a forward's derived weights (the single-pixel taps) are read by its backward.
     stream.enable_derived_values();
     if (cycle > 1) {
-      stream.sum_outputs(&output_sums);
+      stream.sum_outputs(&output_sums, /*defer=*/true);
       if (first_of_cycle) carried.clear();  // a new weight version
       stream.adopt_derived(carried);
     }
@@ -355,6 +358,8 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
       }
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (run >= warmup) (first_of_cycle ? samples : later)[i].push_back(seconds);
+      for (const TensorView& o : out)
+        if (const Stream::OutputSum* sum = stream.output_sum(o.data); sum && sum->deferred) deferred_by[o.data] = i;
       if (scratch) {
         for (ValueId v : node.outputs)
           if (v.valid()) scratch->value(v).shape = Shape::of(values[v.index].sizes());
@@ -368,6 +373,16 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
     }
     if (cycle > 1)
       for (ValueId id : g.initializers) stream.copy_derived_of(values[id.index].raw(), carried);
+    if (run % cycle == cycle - 1) {  // the cycle's sums end: the deferred products
+      for (auto& [buffer, sum] : output_sums) {
+        if (!sum.deferred) continue;
+        const auto start = Clock::now();
+        sum.deferred->finish(static_cast<float*>(const_cast<void*>(buffer)), !sum.overwrite);
+        sum.deferred.reset();
+        if (run >= warmup)
+          finished[deferred_by.at(buffer)].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    }
   }
 
   NodeTimes times;
@@ -378,8 +393,9 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   times.forward_seconds.assign(n, 0.0);
   times.backward_seconds.assign(n, 0.0);
   for (size_t i = 0; i < order.size(); ++i) {
-    const double s =
-        later[i].empty() ? median(samples[i]) : (median(samples[i]) + (cycle - 1) * median(later[i])) / cycle;
+    const double deferred = finished[i].empty() ? 0.0 : median(finished[i]);
+    const double s = later[i].empty() ? median(samples[i]) + deferred
+                                      : (median(samples[i]) + (cycle - 1) * median(later[i]) + deferred) / cycle;
     times.kernel_seconds.push_back(s);
     (i < n ? times.forward_seconds : times.backward_seconds)[owner[i]] += s;
   }

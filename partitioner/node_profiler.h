@@ -31,7 +31,8 @@ struct NodeProfileOptions {
   // > 1: time the nodes as a flushing pipeline stage on the CPU runs a micro-batch (gpipe, 1f1b): in cycles
   // of this many runs of one weight version, where the runs after the first reuse what the kernels derived
   // from the weights (InferenceSession::carry_weight_derived_values) and add the parameter gradients into
-  // the first's (run_into: the single-pixel ConvGrad sums only its taps). A node's time is its mean over a
+  // the first's (run_into: the single-pixel ConvGrad sums only its taps), or defer them to the cycle's end
+  // (Stream::DeferredProduct), whose time goes to the node that deferred. A node's time is its mean over a
   // cycle. ResNet-18's layer4 backward at micro-batch 8 costs a quarter of the time it takes alone.
   int micro_batches_summed = 1;
 };

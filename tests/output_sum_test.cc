@@ -2,16 +2,20 @@
 // stage's weight gradients summed over the micro-batches of a mini-batch. Checked on a one-ConvGrad graph
 // for every way the oneDNN kernels compute dW: the single-pixel products (which keep the sum of the taps in
 // a buffer of their own until finish_sums), their 1x1 and depthwise cases, the tap products (whose transpose
-// back adds; on a tap-major weight, TapMajorConvGrad, the products add), and oneDNN's direct convolution (which does
-// not sum: the session adds a fresh output). After a write and two adds the buffers hold the sum of three plain runs,
+// back adds; on a tap-major weight, TapMajorConvGrad, the products add, or are deferred to the sum's end), and
+// oneDNN's direct convolution (which does not sum: the session adds a fresh output). A Gemm's weight gradient
+// sums or defers too. After a write and two adds the buffers hold the sum of three plain runs,
 // dB included (the session's sum for all of them); a graph output that a later node reads is summed by the session even
 // where the kernel could; misfit buffers and names are errors; a new write starts the sums anew.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <numeric>
 #include <random>
 
 #include "executor/inference_session.h"
 #include "graph/error.h"
+#include "kernels/onednn/deferred_products.h"
 #include "tests/error_of.h"
 #include "tests/onednn_conv_oracle.h"
 
@@ -136,13 +140,22 @@ std::map<std::string, Tensor> sum_three_runs(const Graph& g, InferenceSession& s
   return want;
 }
 
+// Each case twice: the session summing as it goes, and letting the kernels defer their products.
+std::vector<std::pair<SumCase, bool>> with_and_without_deferral(const std::vector<SumCase>& all) {
+  std::vector<std::pair<SumCase, bool>> both;
+  for (const SumCase& c : all)
+    for (const bool defer : {false, true}) both.emplace_back(c, defer);
+  return both;
+}
+
 TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
   std::mt19937 rng(61);
-  for (const SumCase& c : cases()) {
-    SCOPED_TRACE(c.label);
+  for (const auto& [c, defer] : with_and_without_deferral(cases())) {
+    SCOPED_TRACE(c.label + (defer ? ", products deferred" : ""));
     EXPECT_EQ(kernel_sums_dw(c), c.kernel_sums);
     const Graph g = conv_grad_graph(c, false);
     InferenceSession session(g);
+    session.defer_summed_products(defer);
     std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, c.w)},
                                        {"dB", Tensor(DType::Float32, {c.out_channels()})}};
     for (const auto& [name, buffer] : into)  // garbage where a write must replace it
@@ -161,6 +174,24 @@ TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
   }
 }
 
+// dY (rows, n), X (rows, k) -> Gemm -> dW (n, k), the graph's output.
+Graph weight_gradient_gemm_graph(int64_t rows, int64_t n, int64_t k, const Attributes& attributes) {
+  Graph g;
+  const auto input = [&](const std::string& name, const Ints& sizes) {
+    ValueId v =
+        g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
+    g.inputs.push_back(v);
+    return v;
+  };
+  const ValueId dy = input("dY", {rows, n}), x = input("X", {rows, k});
+  const ValueId dw = g.add_value({.name = "dW", .dtype = DType::Float32, .shape = Shape::of({n, k})});
+  g.add_node(
+      {.name = "gemm", .op_type = "Gemm", .opset = 13, .inputs = {dy, x}, .outputs = {dw}, .attributes = attributes});
+  g.outputs = {dw};
+  g.sort();
+  return g;
+}
+
 // A Gemm's weight gradient (dY^T · X: transA) sums by a oneDNN sum post-op after the first run, and a
 // Gemm with alpha does not sum (the session adds); both give the plain runs' sum.
 TEST(OutputSum, RunIntoSumsAGemmsOutput) {
@@ -174,19 +205,7 @@ TEST(OutputSum, RunIntoSumsAGemmsOutput) {
     const bool sums =
         KernelRegistry::builtin().find("", "Gemm", DeviceKind::Cpu, DType::Float32)->prepare(spec)->sums_output(0);
     EXPECT_EQ(sums, alpha == 1.0);
-    Graph g;
-    const auto input = [&](const std::string& name, const Ints& sizes) {
-      ValueId v =
-          g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
-      g.inputs.push_back(v);
-      return v;
-    };
-    const ValueId dy = input("dY", {6, 5}), x = input("X", {6, 7});
-    const ValueId dw = g.add_value({.name = "dW", .dtype = DType::Float32, .shape = Shape::of({5, 7})});
-    g.add_node(
-        {.name = "gemm", .op_type = "Gemm", .opset = 13, .inputs = {dy, x}, .outputs = {dw}, .attributes = attributes});
-    g.outputs = {dw};
-    g.sort();
+    const Graph g = weight_gradient_gemm_graph(6, 5, 7, attributes);
     InferenceSession session(g), plain(g);
     const std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, {5, 7})}};
     Tensor want(DType::Float32, {5, 7});
@@ -245,6 +264,88 @@ TEST(OutputSum, MisfitBuffersAndNamesAreErrors) {
               session.run_into(inputs, {{"dW", Tensor(DType::Int64, c.w)}}, false);
             }).find("only as float32"),
             std::string::npos);
+}
+
+// Where the session lets kernels defer (a pipeline stage's backward), a weight gradient far larger than its
+// rows is staged run by run and computed once at finish_sums: the buffer is untouched until then, and then
+// holds the plain runs' sum, added to its content when the sum began by adding; a new write drops what
+// an unfinished sum staged.
+TEST(OutputSum, DeferredWeightGradientsAreOneProductWhenTheSumEnds) {
+  std::mt19937 rng(65);
+  const SumCase& tap_major = cases()[4];
+  ASSERT_EQ(tap_major.op_type, "TapMajorConvGrad");
+  struct Deferred {
+    std::string label;
+    Graph graph;
+    std::function<std::map<std::string, Tensor>()> inputs;
+    Ints dw;
+  };
+  const std::vector<Deferred> deferred = {
+      {"TapMajorConvGrad", conv_grad_graph(tap_major, false),
+       [&] {
+         return std::map<std::string, Tensor>{{"dY", random_tensor(rng, tap_major.y)},
+                                              {"X", random_tensor(rng, tap_major.x)},
+                                              {"W", random_tensor(rng, tap_major.w)}};
+       },
+       tap_major.w},
+      {"Gemm dY^T X",
+       weight_gradient_gemm_graph(4, 40, 30, {{"transA", int64_t{1}}}),
+       [&] {
+         return std::map<std::string, Tensor>{{"dY", random_tensor(rng, {4, 40})}, {"X", random_tensor(rng, {4, 30})}};
+       },
+       {40, 30}},
+  };
+  for (const Deferred& d : deferred) {
+    SCOPED_TRACE(d.label);
+    InferenceSession session(d.graph), plain(d.graph);
+    session.defer_summed_products(true);
+    const Tensor start = random_tensor(rng, d.dw);
+    for (const bool begins_adding : {false, true}) {
+      SCOPED_TRACE(begins_adding ? "the sum begins by adding" : "the sum begins by writing");
+      const std::map<std::string, Tensor> into{{"dW", start.clone()}};
+      Tensor want = begins_adding ? start.clone() : Tensor(DType::Float32, d.dw);
+      for (int run = 0; run < 3; ++run) {
+        const std::map<std::string, Tensor> inputs = d.inputs();
+        session.run_into(inputs, into, begins_adding || run > 0);
+        expect_close(into.at("dW"), start, "dW before the sum ends, run " + std::to_string(run));
+        const Tensor one = plain.run(inputs).at("dW");
+        for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += one.data<float>()[i];
+      }
+      session.finish_sums();
+      expect_close(into.at("dW"), want, "dW");
+    }
+    // A write without finish_sums, then another: the second alone.
+    const std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, d.dw)}};
+    session.run_into(d.inputs(), into, false);
+    const std::map<std::string, Tensor> second = d.inputs();
+    session.run_into(second, into, false);
+    session.finish_sums();
+    expect_close(into.at("dW"), plain.run(second).at("dW"), "dW of a new sum");
+  }
+}
+
+// A Gemm's weight gradient smaller than the rows that make it is not deferred: written at once.
+TEST(OutputSum, ASmallWeightGradientIsNotDeferred) {
+  std::mt19937 rng(66);
+  const Graph g = weight_gradient_gemm_graph(64, 4, 3, {{"transA", int64_t{1}}});
+  InferenceSession session(g), plain(g);
+  session.defer_summed_products(true);
+  const std::map<std::string, Tensor> into{{"dW", Tensor(DType::Float32, {4, 3})}};
+  const std::map<std::string, Tensor> inputs{{"dY", random_tensor(rng, {64, 4})}, {"X", random_tensor(rng, {64, 3})}};
+  session.run_into(inputs, into, false);
+  expect_close(into.at("dW"), plain.run(inputs).at("dW"), "dW before finish_sums");
+}
+
+// Staged runs of unequal row counts pack position by position, as one run of all their rows.
+TEST(OutputSum, StagedRowsPackEveryRunsRowsOfAPositionTogether) {
+  onednn::StagedRows staged(/*positions=*/2, /*width=*/2);
+  float* a = staged.add_run(2);  // position 0: rows a0 a1; position 1: rows a2 a3
+  std::iota(a, a + 8, 0.0f);
+  float* b = staged.add_run(1);  // position 0: b0; position 1: b1
+  std::iota(b, b + 4, 100.0f);
+  ASSERT_EQ(staged.rows(), 3);
+  const std::vector<float> want = {0, 1, 2, 3, 100, 101, 4, 5, 6, 7, 102, 103};
+  EXPECT_EQ(std::vector<float>(staged.packed(), staged.packed() + 12), want);
 }
 
 }  // namespace

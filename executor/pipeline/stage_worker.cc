@@ -121,6 +121,9 @@ StageWorker::StageWorker(StageGraphs graphs, StageConfig config, Optimizer optim
   // the policy keeps its arrays and steps on that device, writing the store's copies in place.
   backward_session_ =
       std::make_unique<InferenceSession>(b, config_.kernels, config_.device, forward_session_->device_initializers());
+  // The gradients summed in place are read only after finish_sums (the optimizer step), so kernels may sum
+  // a large weight gradient as one product over all micro-batches' rows (Stream::DeferredProduct).
+  backward_session_->defer_summed_products(true);
   weights_ = std::make_unique<WeightPolicy>(
       config_.strategy, config_.vertical_sync, std::move(params), std::move(optimizer), config_.measure_prediction,
       WeightMemory(config_.local ? forward_session_->device_initializers() : nullptr));

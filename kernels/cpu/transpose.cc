@@ -10,9 +10,9 @@ namespace {
 using namespace cpu;
 using reference::row_major_strides;
 
-class TransposeKernel final : public CpuDataMovementKernel {
+class CpuTransposeKernel final : public CpuDataMovementKernel {
  public:
-  explicit TransposeKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {
+  explicit CpuTransposeKernel(const KernelSpec& spec) : CpuDataMovementKernel(spec) {
     perm_ = reference::transpose_perm(spec);
     plan(spec.inputs[0].sizes, spec.outputs[0].sizes);
   }
@@ -45,7 +45,7 @@ class TransposeKernel final : public CpuDataMovementKernel {
 }  // namespace
 
 void register_cpu_transpose_kernels(KernelRegistry& registry) {
-  registry.add(cpu_entry("Transpose", reference::kFixedSizeDTypes, reference::make_kernel<TransposeKernel>));
+  registry.add(cpu_entry("Transpose", reference::kFixedSizeDTypes, reference::make_kernel<CpuTransposeKernel>));
 }
 
 }  // namespace onnxtrain

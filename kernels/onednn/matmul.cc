@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/skinny_gemm.h"
 #include "kernels/onednn/conv_operands.h"
+#include "kernels/onednn/deferred_products.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/reference_fallback.h"
@@ -109,6 +110,13 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
     if (c_arg_ >= 0) args_.push_back({c_arg_, c_.get()});
   }
 
+  // A Gemm's weight gradient Y (M, N) = Aᵀ·B, A (K, M) and B (K, N) row-major, float32: where the stream
+  // defers sums and Y is larger than the K rows, its runs are staged and summed as one product
+  // (deferred_products.h).
+  void defer_as_transposed_product(int64_t k, int64_t m, int64_t n) {
+    if (sums_ && worth_deferring(m * n, k * (m + n))) deferred_ = {k, m, n};
+  }
+
   std::string library_implementation() const override { return implementation_; }
   // Y summed over runs (a pipeline's micro-batch gradients): after the first, Y += AB by a sum post-op.
   bool sums_output(size_t index) const override { return index == 0 && sums_; }
@@ -120,7 +128,12 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
       y_.set_data_handle(outputs[0].data);
       if (!c_fill_.empty()) fill_with_c(inputs[2].as<const float>(), outputs[0].as<float>());
       if (c_arg_ >= 0) c_.set_data_handle(inputs[2].data);
-      const Stream::OutputSum* sum = sums_ ? stream.output_sum(outputs[0].data) : nullptr;
+      Stream::OutputSum* sum = sums_ ? stream.output_sum(outputs[0].data) : nullptr;
+      if (sum && deferred_.k > 0 && stream.defers_sums()) {
+        stage_transposed_product(*sum, inputs[0].as<const float>(), inputs[1].as<const float>(), deferred_.k,
+                                 deferred_.m, deferred_.n);
+        return;
+      }
       const bool adds = sum && !sum->first;
       if (adds && !adding_) prepare_adding();
       dnnl::stream& onednn_stream = onednn::cpu_stream();
@@ -164,6 +177,9 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   int c_arg_ = -1;               // the argument C is passed as (bias or binary post-op operand), or -1
   std::vector<int64_t> c_fill_;  // C rows, cols, row stride, col stride (0 = broadcast); empty: no fill
   int64_t y_rows_ = 0, y_cols_ = 0;
+  struct {
+    int64_t k = 0, m = 0, n = 0;  // defer_as_transposed_product's sizes; k 0: never deferred
+  } deferred_;
   memory a_, b_, y_, c_, scratchpad_;
   dnnl::matmul matmul_;
   std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above
@@ -283,11 +299,13 @@ std::unique_ptr<Kernel> make_gemm(const KernelSpec& spec) {
     c_desc = onednn::plain_desc(c, dtype);
   }
   const memory::dims a_dims{m, k}, b_dims{k, n};
+  const bool trans_a = spec.attributes.get_int("transA", 0) != 0, trans_b = spec.attributes.get_int("transB", 0) != 0;
   return onednn_or_reference(spec, std::move(reference), [&] {
-    return std::make_unique<OnednnMatMul>(
-        spec, strided_desc(a_dims, matrix_strides(a_dims, spec.attributes.get_int("transA", 0) != 0), dtype),
-        strided_desc(b_dims, matrix_strides(b_dims, spec.attributes.get_int("transB", 0) != 0), dtype),
-        onednn::plain_desc(y, dtype), alpha, beta, c_desc);
+    auto kernel = std::make_unique<OnednnMatMul>(spec, strided_desc(a_dims, matrix_strides(a_dims, trans_a), dtype),
+                                                 strided_desc(b_dims, matrix_strides(b_dims, trans_b), dtype),
+                                                 onednn::plain_desc(y, dtype), alpha, beta, c_desc);
+    if (trans_a && !trans_b && dtype == DType::Float32) kernel->defer_as_transposed_product(k, m, n);
+    return kernel;
   });
 }
 

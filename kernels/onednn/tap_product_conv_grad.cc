@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/onednn/deferred_products.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/tap_product_conv.h"
@@ -15,12 +16,41 @@
 namespace onnxtrain::onednn {
 namespace {
 
+// dW'[t] = Σ over tap t's runs of X'[in]ᵀ·dY'[out], with n rows per position (xt, dyt position-major),
+// written into dwt or added to it (`adds`); the taps that read only padding are written zero.
+void tap_weight_products(const TapProductConv& g, int64_t n, const float* xt, const float* dyt, float* dwt, bool adds) {
+  const int64_t c = g.in_channels, m = g.out_channels;
+  std::vector<bool> written(static_cast<size_t>(g.kernel_plane), adds);
+  for (const TapProductConv::Run& r : g.runs) {
+    gemm(true, false, c, m, r.length * n, xt + r.in_begin * n * c, c, dyt + r.out_begin * n * m, m,
+         written[r.tap] ? 1.0f : 0.0f, dwt + r.tap * c * m, m);
+    written[r.tap] = true;
+  }
+  for (int64_t t = 0; t < g.kernel_plane; ++t)
+    if (!written[t]) std::fill(dwt + t * c * m, dwt + (t + 1) * c * m, 0.0f);
+}
+
+// TapMajorConvGrad's dWt summed over runs as one set of products over all their rows (deferred_products.h).
+struct DeferredTapWeightProducts final : Stream::DeferredProduct {
+  explicit DeferredTapWeightProducts(const TapProductConv& g)
+      : g(g), xt(g.in_plane, g.in_channels), dyt(g.out_plane, g.out_channels) {}
+  void finish(float* out, bool adds) override {
+    tap_weight_products(g, xt.rows(), xt.packed(), dyt.packed(), out, adds);
+  }
+
+  TapProductConv g;
+  StagedRows xt, dyt;
+};
+
 class TapProductConvGradKernel final : public Kernel, public ReportsImplementation {
  public:
   // `tap_major`: input 2 is Wt and output 1 dWt (TapMajorConvGrad); no transposes.
   TapProductConvGradKernel(const KernelSpec& spec, TapProductConv g, bool tap_major = false)
       : spec_(spec), g_(std::move(g)) {
     for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
+    // dWt is written in place, so it can be summed as one set of products over all runs' rows.
+    defers_ = tap_major && worth_deferring(g_.weight_elements(),
+                                           g_.batch * (g_.in_plane * g_.in_channels + g_.out_plane * g_.out_channels));
     if (!tap_major) {
       to_tap_major_.emplace(g_, true);
       from_tap_major_.emplace(g_, false);
@@ -43,16 +73,27 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
       float* dyt = take(lease, g_.out_plane * n * m);
       TapProductConv::to_positions(dy, dyt, n, m, g_.out_plane);
       if (wanted_[0]) input_gradient(dyt, inputs[2].as<const float>(), stream, outputs[0].as<float>(), lease);
-      if (wanted_[1])
-        weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease, adds(stream, outputs[1].data));
+      if (wanted_[1]) {
+        Stream::OutputSum* sum = stream.output_sum(outputs[1].data);
+        if (sum && defers_ && stream.defers_sums()) {
+          stage_weight_gradient(*sum, dyt, inputs[1].as<const float>());
+        } else {
+          weight_gradient(dyt, inputs[1].as<const float>(), outputs[1].as<float>(), lease, sum && !sum->first);
+        }
+      }
       if (wanted_[2]) bias_gradient(dy, outputs[2].as<float>());
     });
   }
 
  private:
-  static bool adds(const Stream& stream, const void* output) {
-    const Stream::OutputSum* sum = stream.output_sum(output);
-    return sum && !sum->first;
+  // This run's X' and dY' into the sum's deferred products (made at its first run).
+  void stage_weight_gradient(Stream::OutputSum& sum, const float* dyt, const float* x) const {
+    if (!sum.deferred) sum.deferred = std::make_shared<DeferredTapWeightProducts>(g_);
+    auto& products = static_cast<DeferredTapWeightProducts&>(*sum.deferred);  // the one node writing this buffer
+    const int64_t n = g_.batch;
+    TapProductConv::to_positions(x, products.xt.add_run(n), n, g_.in_channels, g_.in_plane);
+    const int64_t dy_elements = g_.out_plane * n * g_.out_channels;
+    std::copy(dyt, dyt + dy_elements, products.dyt.add_run(n));
   }
   static float* take(ScratchArena::Lease& lease, int64_t elements) {
     return lease.take<float>(static_cast<size_t>(elements));
@@ -72,19 +113,12 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   // dW' tap by tap, then transposed into dw (added to it when `adds`); written in place when the graph
   // holds Wt, where adding is the products' own beta.
   void weight_gradient(const float* dyt, const float* x, float* dw, ScratchArena::Lease& lease, bool adds) {
-    const int64_t n = g_.batch, c = g_.in_channels, m = g_.out_channels;
-    float* xt = take(lease, g_.in_plane * n * c);
-    TapProductConv::to_positions(x, xt, n, c, g_.in_plane);
+    const int64_t n = g_.batch;
+    float* xt = take(lease, g_.in_plane * n * g_.in_channels);
+    TapProductConv::to_positions(x, xt, n, g_.in_channels, g_.in_plane);
     const bool in_place = !from_tap_major_;
     float* dwt = in_place ? dw : take(lease, g_.weight_elements());
-    std::vector<bool> written(static_cast<size_t>(g_.kernel_plane), in_place && adds);
-    for (const TapProductConv::Run& r : g_.runs) {
-      gemm(true, false, c, m, r.length * n, xt + r.in_begin * n * c, c, dyt + r.out_begin * n * m, m,
-           written[r.tap] ? 1.0f : 0.0f, dwt + r.tap * c * m, m);
-      written[r.tap] = true;
-    }
-    for (int64_t t = 0; t < g_.kernel_plane; ++t)
-      if (!written[t]) std::fill(dwt + t * c * m, dwt + (t + 1) * c * m, 0.0f);  // a tap only in the padding
+    tap_weight_products(g_, n, xt, dyt, dwt, in_place && adds);
     if (!in_place) (adds ? *added_from_tap_major_ : *from_tap_major_).run(dwt, dw);
   }
 
@@ -103,6 +137,7 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   KernelSpec spec_;
   TapProductConv g_;
   bool wanted_[3] = {false, false, false};
+  bool defers_ = false;  // dW's sums may be deferred (DeferredTapWeightProducts)
   // None when the graph holds Wt.
   std::optional<TapProductConv::WeightTranspose> to_tap_major_, from_tap_major_, added_from_tap_major_;
 };

@@ -1,0 +1,48 @@
+// Products summed over runs and deferred to the end of the sum (Stream::DeferredProduct): a pipeline's
+// micro-batch weight gradients dW = Σ_runs Xᵀ·dY, where W is far larger than the rows that make it.
+// Computed run by run, each micro-batch reads and writes all of W for a few rows of work: ResNet-18's
+// layer4 weight gradients at micro-batches of 8 cost 2.5x their share of a batch of 32, layer3's 2.1x
+// (training_step_profile). Deferred, each run copies its rows (kilobytes) and the sum ends with one product
+// over all of them, as one run of the whole mini-batch would compute it.
+//
+//   if (stream.defers_sums() && worth_deferring(dw_elements, rows * (a_cols + b_cols)))
+//     stage_transposed_product(*sum, a, b, rows, a_cols, b_cols);          // instead of the product
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace onnxtrain::onednn {
+
+// An operand's rows staged run by run. A run's operand is position-major: `positions` blocks of its
+// `rows` rows of `width` values (a convolution's tap products transpose X to positions × batch ×
+// channels; a plain matrix is one position). packed() lays every run's rows of a position side by side,
+// as one run of rows() rows would hold them.
+class StagedRows {
+ public:
+  StagedRows(int64_t positions, int64_t width) : positions_(positions), width_(width) {}
+  // Room for a run of `rows` rows, to be filled position-major as above.
+  float* add_run(int64_t rows);
+  int64_t rows() const { return rows_; }
+  const float* packed();  // positions × rows() × width
+
+ private:
+  int64_t positions_, width_, rows_ = 0;
+  std::vector<std::vector<float>> runs_;
+  std::vector<int64_t> run_rows_;
+  std::vector<float> packed_;
+};
+
+// Whether staging `staged` elements per run saves work against reading and writing an output of
+// `output` elements per run.
+inline bool worth_deferring(int64_t output, int64_t staged) { return output > staged; }
+
+// Y (a_cols × b_cols) summed over runs, Y = Aᵀ·B with A (rows × a_cols) and B (rows × b_cols) row-major
+// (a Gemm's weight gradient dYᵀ·X): this run's rows staged into the sum's deferred product, made at the
+// sum's first run.
+void stage_transposed_product(Stream::OutputSum& sum, const float* a, const float* b, int64_t rows, int64_t a_cols,
+                              int64_t b_cols);
+
+}  // namespace onnxtrain::onednn
