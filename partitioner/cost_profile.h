@@ -19,9 +19,12 @@ struct NodeCost {
   double forward_flops = 0, backward_flops = 0;      // the backward nodes emitted for this node
   double forward_bytes = 0, backward_bytes = 0;      // bytes read + written by those kernels
   double forward_seconds = 0, backward_seconds = 0;  // on the profile's device: analytic or measured
-  int64_t parameter_bytes = 0;                       // trainable initializers this node reads first (each counted once)
-  int64_t state_bytes = 0;                           // non-trainable initializers (BN running statistics)
-  int64_t activation_bytes = 0;                      // forward values kept alive for the backward pass, per micro-batch
+  // Once per weight update of a flushing stage: the weight-gradient products its backward deferred to the
+  // end of the micro-batches' sum (measured in micro-batch mode, partitioner/node_profiler.h; else 0).
+  double sum_end_seconds = 0;
+  int64_t parameter_bytes = 0;   // trainable initializers this node reads first (each counted once)
+  int64_t state_bytes = 0;       // non-trainable initializers (BN running statistics)
+  int64_t activation_bytes = 0;  // forward values kept alive for the backward pass, per micro-batch
 };
 
 // A forward value that the backward nodes of several forward nodes read (a Relu's output: its own gradient

@@ -176,6 +176,7 @@ std::optional<NodeTimes> read_cache(const std::string& path, const json& key, co
       }
       t.forward_seconds.push_back(nodes[i].at("forward_seconds").get<double>());
       t.backward_seconds.push_back(nodes[i].at("backward_seconds").get<double>());
+      t.sum_end_seconds.push_back(nodes[i].value("sum_end_seconds", 0.0));
     }
     t.threads = key.at("threads").get<int>();
     t.repetitions = doc.value("repetitions", 0);
@@ -195,7 +196,8 @@ void write_cache(const std::string& path, const json& key, const std::vector<std
     nodes.push_back({{"name", names[i]},
                      {"op", ops[i]},
                      {"forward_seconds", times.forward_seconds[i]},
-                     {"backward_seconds", times.backward_seconds[i]}});
+                     {"backward_seconds", times.backward_seconds[i]},
+                     {"sum_end_seconds", times.sum_end_seconds[i]}});
   }
   json doc = {{"format", kCacheFormat},
               {"version", kCacheVersion},
@@ -289,8 +291,8 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   };
 
   // samples[i]: the first run of each cycle (or every run when cycle is 1); later[i]: the others;
-  // finished[i]: the end of a cycle's sum that node i deferred (Stream::DeferredProduct), as a stage's
-  // finish_sums computes it before the optimizer step.
+  // finished[i]: the end of a cycle's sums that node i deferred (Stream::DeferredProduct), which a stage's
+  // finish_sums computes once before its optimizer step.
   std::vector<std::vector<double>> samples(order.size()), later(order.size()), finished(order.size());
   std::map<const void*, size_t> deferred_by;  // gradient sum buffer -> the node that deferred its product
   const int warmup = std::max(0, options.warmup) * cycle, repetitions = std::max(1, options.repetitions) * cycle;
@@ -392,12 +394,13 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   const size_t n = training.forward_node_count;
   times.forward_seconds.assign(n, 0.0);
   times.backward_seconds.assign(n, 0.0);
+  times.sum_end_seconds.assign(n, 0.0);
   for (size_t i = 0; i < order.size(); ++i) {
-    const double deferred = finished[i].empty() ? 0.0 : median(finished[i]);
-    const double s = later[i].empty() ? median(samples[i]) + deferred
-                                      : (median(samples[i]) + (cycle - 1) * median(later[i]) + deferred) / cycle;
+    const double s =
+        later[i].empty() ? median(samples[i]) : (median(samples[i]) + (cycle - 1) * median(later[i])) / cycle;
     times.kernel_seconds.push_back(s);
     (i < n ? times.forward_seconds : times.backward_seconds)[owner[i]] += s;
+    if (!finished[i].empty()) times.sum_end_seconds[owner[i]] += median(finished[i]);
   }
   return times;
 }
@@ -441,6 +444,7 @@ NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& traini
   for (size_t i = 0; i < n; ++i) {
     profile.nodes[i].forward_seconds = times.forward_seconds[i];
     profile.nodes[i].backward_seconds = times.backward_seconds[i];
+    profile.nodes[i].sum_end_seconds = times.sum_end_seconds[i];
   }
   return times;
 }

@@ -32,13 +32,16 @@ struct NodeProfileOptions {
   // of this many runs of one weight version, where the runs after the first reuse what the kernels derived
   // from the weights (InferenceSession::carry_weight_derived_values) and add the parameter gradients into
   // the first's (run_into: the single-pixel ConvGrad sums only its taps), or defer them to the cycle's end
-  // (Stream::DeferredProduct), whose time goes to the node that deferred. A node's time is its mean over a
-  // cycle. ResNet-18's layer4 backward at micro-batch 8 costs a quarter of the time it takes alone.
+  // (Stream::DeferredProduct; NodeTimes::sum_end_seconds). A node's time is its mean over a cycle. ResNet-18's layer4
+  // backward at micro-batch 8 costs a quarter of the time it takes alone.
   int micro_batches_summed = 1;
 };
 
 struct NodeTimes {
   std::vector<double> forward_seconds, backward_seconds;  // per forward node, in order
+  // Per forward node: the products its backward deferred to the end of a micro-batch cycle's sums, once
+  // per cycle (a flushing stage computes them before its update); zeros outside micro-batch mode.
+  std::vector<double> sum_end_seconds;
   std::vector<double> kernel_seconds;  // per node of training.graph.order() (empty when read from the cache)
   int threads = 0;                     // OpenMP threads the kernels ran with
   int repetitions = 0;                 // timed runs behind each median

@@ -22,6 +22,7 @@ class StagePricer {
   StagePricer(const CostProfile& profile, const PlanOptions& options) : profile_(profile), options_(options) {
     const size_t n = profile.nodes.size();
     seconds_.assign(n + 1, 0);
+    sum_ends_.assign(n + 1, 0);
     flops_.assign(n + 1, 0);
     params_.assign(n + 1, 0);
     state_.assign(n + 1, 0);
@@ -29,6 +30,7 @@ class StagePricer {
     for (size_t i = 0; i < n; ++i) {
       const NodeCost& c = profile.nodes[i];
       seconds_[i + 1] = seconds_[i] + (static_cast<long double>(c.forward_seconds) + c.backward_seconds);
+      sum_ends_[i + 1] = sum_ends_[i] + c.sum_end_seconds;
       flops_[i + 1] = flops_[i] + (static_cast<long double>(c.forward_flops) + c.backward_flops);
       params_[i + 1] = params_[i] + c.parameter_bytes;
       state_[i + 1] = state_[i] + c.state_bytes;
@@ -91,9 +93,12 @@ class StagePricer {
   int64_t updates_every() const { return flushes() ? options_.micro_batches : 1; }
   // The stage's optimizer step over its parameters: memory-bound, reading the weights, gradients and state
   // and writing the weights and state (momentum SGD: 5 passes, as the simulator's update_passes), and the
-  // working weights where the executor mirrors them.
+  // working weights where the executor mirrors them; after a flush's sum, first the weight-gradient
+  // products its nodes deferred to it (NodeCost::sum_end_seconds).
   double update(int64_t first, int64_t end) const {
-    return passes_over_weights(3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0),
+    const double sum_end = flushes() ? static_cast<double>(sum_ends_[end] - sum_ends_[first]) : 0.0;
+    return sum_end +
+           passes_over_weights(3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0),
                                first, end);
   }
   // SpecTrain, per micro-batch on every stage but the last (whose s is 0): the forward's predicted weights
@@ -162,7 +167,7 @@ class StagePricer {
   const CostProfile& profile_;
   const PlanOptions& options_;
   PlanLink allreduce_link_;
-  std::vector<long double> seconds_, flops_;
+  std::vector<long double> seconds_, sum_ends_, flops_;
   std::vector<int64_t> params_, state_, activations_;
 };
 

@@ -24,6 +24,8 @@
 //   allreduce_k = 2(R−1)·latency + 2(R−1)/R · parameter_bytes / allreduce bandwidth (ring; 0 when R=1)
 //   update_k    = (3 + 2·optimizer_slots [+ 1 when the update writes the working weights too]) ·
 //                 parameter_bytes / profile.memory_bandwidth   (0 without one)
+//                 [+ Σ sum_end_seconds of its nodes for gpipe, 1f1b and 2bw: the weight-gradient products
+//                 deferred to the end of the micro-batches' sum, partitioner/node_profiler.h]
 //     the stage's optimizer step: it reads weights, gradients and state and writes weights and state
 //     (momentum SGD: 5 passes). Without it ResNet-18's 2-stage split on a 2-core CPU gave the stage with
 //     layer4 (75% of the weights) 1.3x the other's time: pipedream 1.57x -> 1.74x of one thread with it.

@@ -698,6 +698,26 @@ TEST(PlanDot, StagesAreColouredAndCutEdgesLabelled) {
   EXPECT_EQ(format_byte_size(1536), "1.50 KiB");
 }
 
+// The weight-gradient products a flushing stage deferred to the end of its micro-batches' sum
+// (NodeCost::sum_end_seconds) run once per mini-batch, before its update: a gpipe plan prices them with
+// the update, once per M micro-batches, and the asynchronous schedules, which sum nothing, not at all.
+TEST(Planner, DeferredSumEndsArePricedWithAFlushingStagesUpdate) {
+  CostProfile p = uniform_profile(12);
+  PlanOptions o{.stages = 2, .schedule = PipelineStrategy::gpipe, .micro_batches = 4, .link = {"l", 1e9, 0}};
+  const std::vector<int64_t> cut{6};
+  const Plan before = evaluate_split(p, cut, o);
+  p.nodes[9].sum_end_seconds = 0.02;
+  const Plan after = evaluate_split(p, cut, o);
+  EXPECT_NEAR(after.stages[1].time_seconds - before.stages[1].time_seconds, 0.02 / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(after.stages[0].time_seconds, before.stages[0].time_seconds);
+  // The last stage's update ends the mini-batch, partly beside the first stage's drain.
+  EXPECT_GT(after.makespan_seconds, before.makespan_seconds);
+  EXPECT_LE(after.makespan_seconds, before.makespan_seconds + 0.02 + 1e-12);
+  o.schedule = PipelineStrategy::pipedream;
+  EXPECT_DOUBLE_EQ(evaluate_split(p, cut, o).stages[1].time_seconds,
+                   evaluate_split(uniform_profile(12), cut, o).stages[1].time_seconds);
+}
+
 TEST(Planner, AFlushingScheduleTakesTheSplitOfTheLeastMakespan) {
   // ResNet-18's shape in small: the late layers hold the weights, so the last stage's update is long, but
   // under GPipe it runs while the first stage still drains its backward passes. The DP's bottleneck

@@ -32,7 +32,8 @@ const float* StagedRows::packed() {
 namespace {
 
 struct DeferredTransposedProduct final : Stream::DeferredProduct {
-  DeferredTransposedProduct(int64_t a_cols, int64_t b_cols) : a(1, a_cols), b(1, b_cols), a_cols(a_cols), b_cols(b_cols) {}
+  DeferredTransposedProduct(int64_t a_cols, int64_t b_cols)
+      : a(1, a_cols), b(1, b_cols), a_cols(a_cols), b_cols(b_cols) {}
   void finish(float* out, bool adds) override {
     gemm(true, false, a_cols, b_cols, a.rows(), a.packed(), a_cols, b.packed(), b_cols, adds ? 1.0f : 0.0f, out,
          b_cols);
