@@ -346,6 +346,11 @@ TEST(OutputSum, StagedRowsPackEveryRunsRowsOfAPositionTogether) {
   ASSERT_EQ(staged.rows(), 3);
   const std::vector<float> want = {0, 1, 2, 3, 100, 101, 4, 5, 6, 7, 102, 103};
   EXPECT_EQ(std::vector<float>(staged.packed(), staged.packed() + 12), want);
+  staged.clear();  // the next sum's runs only
+  float* c = staged.add_run(1);
+  std::iota(c, c + 4, 200.0f);
+  ASSERT_EQ(staged.rows(), 1);
+  EXPECT_EQ(std::vector<float>(staged.packed(), staged.packed() + 4), (std::vector<float>{200, 201, 202, 203}));
 }
 
 }  // namespace

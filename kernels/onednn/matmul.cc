@@ -130,8 +130,8 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
       if (c_arg_ >= 0) c_.set_data_handle(inputs[2].data);
       Stream::OutputSum* sum = sums_ ? stream.output_sum(outputs[0].data) : nullptr;
       if (sum && deferred_.k > 0 && stream.defers_sums()) {
-        stage_transposed_product(*sum, inputs[0].as<const float>(), inputs[1].as<const float>(), deferred_.k,
-                                 deferred_.m, deferred_.n);
+        onednn::DeferredTransposedProduct::stage(*sum, staging_, inputs[0].as<const float>(),
+                                                 inputs[1].as<const float>(), deferred_.k, deferred_.m, deferred_.n);
         return;
       }
       const bool adds = sum && !sum->first;
@@ -180,6 +180,7 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
   struct {
     int64_t k = 0, m = 0, n = 0;  // defer_as_transposed_product's sizes; k 0: never deferred
   } deferred_;
+  std::shared_ptr<onednn::DeferredTransposedProduct> staging_;  // reused by the next sum once finished
   memory a_, b_, y_, c_, scratchpad_;
   dnnl::matmul matmul_;
   std::vector<dnnl_exec_arg_t> args_;  // the primitive's arguments, over the memory objects above

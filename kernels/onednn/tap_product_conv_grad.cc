@@ -86,10 +86,14 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   }
 
  private:
-  // This run's X' and dY' into the sum's deferred products (made at its first run).
-  void stage_weight_gradient(Stream::OutputSum& sum, const float* dyt, const float* x) const {
-    if (!sum.deferred) sum.deferred = std::make_shared<DeferredTapWeightProducts>(g_);
-    auto& products = static_cast<DeferredTapWeightProducts&>(*sum.deferred);  // the one node writing this buffer
+  // This run's X' and dY' into the sum's deferred products (made, or reused, at its first run).
+  void stage_weight_gradient(Stream::OutputSum& sum, const float* dyt, const float* x) {
+    DeferredTapWeightProducts& products = staging_for(
+        sum, staging_, [&] { return std::make_shared<DeferredTapWeightProducts>(g_); },
+        [](DeferredTapWeightProducts& p) {
+          p.xt.clear();
+          p.dyt.clear();
+        });
     const int64_t n = g_.batch;
     TapProductConv::to_positions(x, products.xt.add_run(n), n, g_.in_channels, g_.in_plane);
     const int64_t dy_elements = g_.out_plane * n * g_.out_channels;
@@ -137,7 +141,8 @@ class TapProductConvGradKernel final : public Kernel, public ReportsImplementati
   KernelSpec spec_;
   TapProductConv g_;
   bool wanted_[3] = {false, false, false};
-  bool defers_ = false;  // dW's sums may be deferred (DeferredTapWeightProducts)
+  bool defers_ = false;                                 // dW's sums may be deferred (DeferredTapWeightProducts)
+  std::shared_ptr<DeferredTapWeightProducts> staging_;  // reused by the next sum once finished
   // None when the graph holds Wt.
   std::optional<TapProductConv::WeightTranspose> to_tap_major_, from_tap_major_, added_from_tap_major_;
 };
