@@ -116,6 +116,9 @@ struct TrainerOptions {
   // Convolutions with an output plane of 2 to 4 positions train their weights tap-major on the CPU
   // (graph/autodiff/tap_major_conv_weights.h); false: in the model's layout.
   bool tap_major_conv_weights = true;
+  // Training-mode BatchNormalization followed by Relu runs as one node on the CPU
+  // (graph/autodiff/batch_norm_relu.h); false: as two.
+  bool fuse_batch_norm_relu = true;
 };
 
 class Trainer {

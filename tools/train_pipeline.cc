@@ -128,11 +128,11 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                                   int64_t micro_batch) {
   // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too; a
   // language model's loss with its (N, T, V) logits reshaped, as the trainer attaches it).
-  const TrainingRecipe recipe =
-      make_training_recipe(graph, {.loss = loss,
-                                   .precision = precision_from_name(o.precision),
-                                   .live_conv_taps_only = trains_live_conv_taps_only(o),
-                                   .tap_major_conv_weights = trains_tap_major_conv_weights(o)});
+  const TrainingRecipe recipe = make_training_recipe(graph, {.loss = loss,
+                                                             .precision = precision_from_name(o.precision),
+                                                             .live_conv_taps_only = trains_live_conv_taps_only(o),
+                                                             .tap_major_conv_weights = trains_tap_major_conv_weights(o),
+                                                             .fuse_batch_norm_relu = trains_tap_major_conv_weights(o)});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/autodiff/batch_norm_relu.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -95,6 +96,8 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   apply_mixed_precision(forward, options.precision);
   // Evaluation computes in the same precision; it never scales its loss.
   r.evaluation = make_inference_graph(forward);
+  if (options.fuse_batch_norm_relu && options.precision == Precision::fp32)
+    r.fused_batch_norm_relus = fuse_batch_norm_relu(forward);  // the training graph's only
   std::string minimised = r.loss.loss;
   if (options.scale_loss) minimised = attach_loss_scale(forward, r.loss.loss_value, r.loss_scale_input);
   r.training = build_training_graph(forward, {.loss = minimised});

@@ -41,6 +41,9 @@ struct TrainingRecipeOptions {
   // (graph/autodiff/tap_major_conv_weights.h), in float32: the CPU kernels' layout. Trainer turns it off
   // on a GPU. The trained values need with_full_conv_weights to become the model's again.
   bool tap_major_conv_weights = true;
+  // Training-mode BatchNormalization followed by Relu becomes one node in the training graph, in float32
+  // (graph/autodiff/batch_norm_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
+  bool fuse_batch_norm_relu = true;
 };
 
 struct TrainingRecipe {
@@ -51,6 +54,7 @@ struct TrainingRecipe {
   TrainingGraph training;
   std::vector<LiveConvTaps> live_conv_taps;                // what live_conv_taps_only rewrote
   std::vector<TapMajorConvWeight> tap_major_conv_weights;  // what tap_major_conv_weights rewrote
+  int fused_batch_norm_relus = 0;                          // what fuse_batch_norm_relu fused
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.

@@ -11,6 +11,7 @@
 // The grad in training mode is cudnnBatchNormalizationBackward (it recomputes the batch statistics from X);
 // outside training mean/var are constants and a kernel of our own (batch_norm_stats.cu) reduces dY per
 // feature.
+#include "graph/fused_activation.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #if ONNXTRAIN_HAVE_CUDNN
@@ -150,7 +151,14 @@ BatchNormLayout layout_for(const KernelSpec& spec, const reference::BatchNormGeo
   return layout;
 }
 
+// The Relu fused into a training graph's BatchNorm is a CPU rewrite (graph/autodiff/batch_norm_relu.h);
+// Trainer never makes it for a GPU, and these kernels would drop it.
+void refuse_fused_relu(const KernelSpec& spec) {
+  if (fuses_relu(spec.attributes)) kernel_fail(spec, "the fused Relu runs on the CPU only; train on the GPU unfused");
+}
+
 std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
+  refuse_fused_relu(spec);
   validate_with_reference(spec);
   require_all_float32(spec);
   const std::vector<int64_t>& x = spec.inputs[0].sizes;
@@ -169,6 +177,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
 }
 
 std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
+  refuse_fused_relu(spec);
   validate_with_reference(spec);
   require_all_float32(spec);
   const std::vector<int64_t>& x = spec.inputs[1].sizes;

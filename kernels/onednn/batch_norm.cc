@@ -7,6 +7,7 @@
 // Falls back to the reference kernel (same device) for: float64 or mixed-dtype scale/B/mean/var or
 // outputs (opset 15), spatial=0 (opset 7), rank 1 or above 5, empty X. Attribute errors are the
 // reference kernel's (it validates first).
+#include "graph/fused_activation.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/plain_batch_norm.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
@@ -30,6 +31,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
   if (!all_float32_nonempty(spec) || !per_channel || x.size() < 2 || x.size() > 5) return fallback;
   const bool training = is_training(spec);
   if (std::unique_ptr<Kernel> plain = make_plain_batch_norm(spec, training)) return plain;
+  if (fuses_relu(spec.attributes)) return fallback;  // the fused Relu: the plain kernel's, or the reference's
   const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
   const double momentum = spec.attributes.get_float("momentum", 0.9);
   const int64_t channels = x[1];

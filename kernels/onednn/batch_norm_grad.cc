@@ -7,6 +7,7 @@
 // dtypes, opset 7's spatial=0 (scale not per channel), rank 1 or above 5 and empty tensors.
 #include <optional>
 
+#include "graph/fused_activation.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/plain_batch_norm.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
@@ -98,6 +99,7 @@ std::unique_ptr<Kernel> make_onednn_batch_norm_grad(const KernelSpec& spec) {
   if (!all_float32_nonempty(spec) || x.size() < 2 || x.size() > 5 || spec.inputs[2].numel() != x[1]) return fallback;
   const bool training = spec.attributes.get_int("training_mode", 0) != 0;
   if (std::unique_ptr<Kernel> plain = make_plain_batch_norm_grad(spec, training)) return plain;
+  if (fuses_relu(spec.attributes)) return fallback;  // the fused Relu: the plain kernel's, or the reference's
   const auto epsilon = static_cast<float>(spec.attributes.get_float("epsilon", 1e-5));
   try {
     using dnnl::normalization_flags;

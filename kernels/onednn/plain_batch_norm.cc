@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "graph/fused_activation.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/losses_norm_common.h"
 #include "kernels/onednn/onednn_common.h"
@@ -58,42 +61,65 @@ ONNXTRAIN_CPU_INLINE void expand(const ChannelGeometry& g, int64_t c0, int64_t c
 }
 
 // Per channel j = c - c0 of [c0, c1): sums[j] = the sum of term(at, lane) over its elements, `at` an
-// element's index in (N, C, P), `lane` as above. Each sample's row is a float sum in SIMD lanes, added up in
-// double; with P = 1 the lanes go across the block's channels, each summed in double; with small planes
-// each value of the block is summed in float over up to 32 samples, those sums added up in double.
-template <typename Term>
-ONNXTRAIN_CPU_INLINE void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term) {
+// element's index in (N, C, P), `lane` as above; with a second term, second_sums[j] the sum of that one,
+// in the same pass (the gradient's Σ dY and Σ dY·(x − μ) read dY once). Each sample's row is a float sum
+// in SIMD lanes, added up in double; with P = 1 the lanes go across the block's channels, each summed in
+// double; with small planes each value of the block is summed in float over up to 32 samples, those sums
+// added up in double.
+template <typename Term, typename SecondTerm>
+ONNXTRAIN_CPU_INLINE void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term,
+                                       double* second_sums, SecondTerm&& second_term) {
+  constexpr bool kTwo = !std::is_same_v<std::decay_t<SecondTerm>, std::nullptr_t>;
   std::fill(sums, sums + (c1 - c0), 0.0);
+  if constexpr (kTwo) std::fill(second_sums, second_sums + (c1 - c0), 0.0);
   if (small_plane(g)) {
     const int64_t lanes = (c1 - c0) * g.p;
     // Float sums over runs of kSamplesPerFloatSum samples, each run's added up in double: the float
     // error stays that of a short sum however large the batch.
     constexpr int64_t kSamplesPerFloatSum = 32;
     for (int64_t s0 = 0; s0 < g.n; s0 += kSamplesPerFloatSum) {
-      float per_value[kMaxLanes] = {};
+      float per_value[kMaxLanes] = {}, second_per_value[kMaxLanes] = {};
       for (int64_t s = s0; s < std::min(g.n, s0 + kSamplesPerFloatSum); ++s) {
         const int64_t base = (s * g.c + c0) * g.p;
 #pragma omp simd
-        for (int64_t k = 0; k < lanes; ++k) per_value[k] += term(base + k, k);
+        for (int64_t k = 0; k < lanes; ++k) {
+          per_value[k] += term(base + k, k);
+          if constexpr (kTwo) second_per_value[k] += second_term(base + k, k);
+        }
       }
-      for (int64_t k = 0; k < lanes; ++k) sums[k / g.p] += per_value[k];
+      for (int64_t k = 0; k < lanes; ++k) {
+        sums[k / g.p] += per_value[k];
+        if constexpr (kTwo) second_sums[k / g.p] += second_per_value[k];
+      }
     }
     return;
   }
   for (int64_t s = 0; s < g.n; ++s) {
     if (g.p == 1) {
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) sums[c - c0] += term(s * g.c + c, c - c0);
+      for (int64_t c = c0; c < c1; ++c) {
+        sums[c - c0] += term(s * g.c + c, c - c0);
+        if constexpr (kTwo) second_sums[c - c0] += second_term(s * g.c + c, c - c0);
+      }
       continue;
     }
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t row = (s * g.c + c) * g.p;
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < g.p; ++i) sum += term(row + i, c - c0);
+      float sum = 0, second = 0;
+#pragma omp simd reduction(+ : sum, second)
+      for (int64_t i = 0; i < g.p; ++i) {
+        sum += term(row + i, c - c0);
+        if constexpr (kTwo) second += second_term(row + i, c - c0);
+      }
       sums[c - c0] += sum;
+      if constexpr (kTwo) second_sums[c - c0] += second;
     }
   }
+}
+
+template <typename Term>
+ONNXTRAIN_CPU_INLINE void channel_sums(const ChannelGeometry& g, int64_t c0, int64_t c1, double* sums, Term&& term) {
+  channel_sums(g, c0, c1, sums, term, nullptr, nullptr);
 }
 
 // Calls fn(at, lane) for every element of channels [c0, c1) (at, lane as channel_sums).
@@ -140,7 +166,8 @@ ONNXTRAIN_CPU_INLINE void block_statistics(const ChannelGeometry& g, const float
 // The per-block functions are cloned for AVX-512 and AVX2 (ONNXTRAIN_CPU_CLONES): built for the baseline
 // ISA, these loops ran on 4-wide SSE (ResNet-18's 2x2 planes at 0.2 of oneDNN's blocked batch norm).
 ONNXTRAIN_CPU_CLONES void forward_block(const ChannelGeometry& g, const float* x, const float* scale, const float* bias,
-                                        float epsilon, int64_t c0, int64_t c1, float* mean, float* var, float* y) {
+                                        float epsilon, bool relu, int64_t c0, int64_t c1, float* mean, float* var,
+                                        float* y) {
   block_statistics(g, x, c0, c1, mean + c0, var + c0);
   float a[kChannelBlock], b[kChannelBlock];  // y = x·a + b
   for (int64_t c = c0; c < c1; ++c) {
@@ -150,15 +177,25 @@ ONNXTRAIN_CPU_CLONES void forward_block(const ChannelGeometry& g, const float* x
   float a_lanes[kMaxLanes], b_lanes[kMaxLanes];
   expand(g, c0, c1, a, a_lanes);
   expand(g, c0, c1, b, b_lanes);
-  for_each_element(
-      g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { y[at] = x[at] * a_lanes[lane] + b_lanes[lane]; });
+  // With the Relu fused (graph/autodiff/batch_norm_relu.h) the floor is 0, else -inf, which max keeps.
+  const float floor = relu ? 0.0f : -std::numeric_limits<float>::infinity();
+  for_each_element(g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA {
+    y[at] = std::max(x[at] * a_lanes[lane] + b_lanes[lane], floor);
+  });
 }
 
 // The gradient of channels [c0, c1) (dX = k1·dY − k2 − (x − μ)·k3), from the forward's statistics `kept`
-// (all C means, then all C variances; nullptr: computed here). dx, dscale, dbias may be null.
-ONNXTRAIN_CPU_CLONES void backward_block(const ChannelGeometry& g, const float* dy, const float* x, const float* scale,
-                                         float epsilon, const float* kept, int64_t c0, int64_t c1, float* dx,
-                                         float* dscale, float* dbias) {
+// (all C means, then all C variances; nullptr: computed here). dx, dscale, dbias may be null. `relu_out`:
+// the fused Relu's output, which counts dY only where it is positive (kRelu; a select, so the loops stay
+// vectorised).
+template <bool kRelu>
+ONNXTRAIN_CPU_INLINE void backward_block(const ChannelGeometry& g, const float* dy_in, const float* relu_out,
+                                         const float* x, const float* scale, float epsilon, const float* kept,
+                                         int64_t c0, int64_t c1, float* dx, float* dscale, float* dbias) {
+  auto dy = [&](int64_t at) ONNXTRAIN_CPU_LAMBDA {
+    if constexpr (kRelu) return relu_out[at] > 0.0f ? dy_in[at] : 0.0f;
+    return dy_in[at];
+  };
   const auto count = static_cast<double>(g.per_channel());
   float mean[kChannelBlock], var[kChannelBlock];
   if (kept) {
@@ -170,9 +207,9 @@ ONNXTRAIN_CPU_CLONES void backward_block(const ChannelGeometry& g, const float* 
   float mean_lanes[kMaxLanes];
   expand(g, c0, c1, mean, mean_lanes);
   double sum_dy[kChannelBlock], sum_dy_xc[kChannelBlock];  // Σ dY, Σ dY·(x − μ)
-  channel_sums(g, c0, c1, sum_dy, [&](int64_t at, int64_t) ONNXTRAIN_CPU_LAMBDA { return dy[at]; });
-  channel_sums(g, c0, c1, sum_dy_xc,
-               [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { return dy[at] * (x[at] - mean_lanes[lane]); });
+  channel_sums(
+      g, c0, c1, sum_dy, [&](int64_t at, int64_t) ONNXTRAIN_CPU_LAMBDA { return dy(at); }, sum_dy_xc,
+      [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA { return dy(at) * (x[at] - mean_lanes[lane]); });
   float k1[kChannelBlock], k2[kChannelBlock], k3[kChannelBlock];
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t j = c - c0;
@@ -190,8 +227,20 @@ ONNXTRAIN_CPU_CLONES void backward_block(const ChannelGeometry& g, const float* 
   expand(g, c0, c1, k2, k2_lanes);
   expand(g, c0, c1, k3, k3_lanes);
   for_each_element(g, c0, c1, [&](int64_t at, int64_t lane) ONNXTRAIN_CPU_LAMBDA {
-    dx[at] = k1_lanes[lane] * dy[at] - k2_lanes[lane] - (x[at] - mean_lanes[lane]) * k3_lanes[lane];
+    dx[at] = k1_lanes[lane] * dy(at) - k2_lanes[lane] - (x[at] - mean_lanes[lane]) * k3_lanes[lane];
   });
+}
+
+// The two instances, each cloned for AVX-512 and AVX2 (ONNXTRAIN_CPU_CLONES does not take templates).
+ONNXTRAIN_CPU_CLONES void backward_block_plain(const ChannelGeometry& g, const float* dy, const float* x,
+                                               const float* scale, float epsilon, const float* kept, int64_t c0,
+                                               int64_t c1, float* dx, float* dscale, float* dbias) {
+  backward_block<false>(g, dy, nullptr, x, scale, epsilon, kept, c0, c1, dx, dscale, dbias);
+}
+ONNXTRAIN_CPU_CLONES void backward_block_relu(const ChannelGeometry& g, const float* dy, const float* relu_out,
+                                              const float* x, const float* scale, float epsilon, const float* kept,
+                                              int64_t c0, int64_t c1, float* dx, float* dscale, float* dbias) {
+  backward_block<true>(g, dy, relu_out, x, scale, epsilon, kept, c0, c1, dx, dscale, dbias);
 }
 
 class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
@@ -200,6 +249,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
       : g_(ChannelGeometry::of(spec.inputs[0].sizes)),
         epsilon_(static_cast<float>(spec.attributes.get_float("epsilon", 1e-5))),
         momentum_(spec.attributes.get_float("momentum", 0.9)),
+        relu_(fuses_relu(spec.attributes)),
         key_(batch_statistics_key(g_.c)),
         mean_(static_cast<size_t>(g_.c)),
         var_(static_cast<size_t>(g_.c)) {}
@@ -212,7 +262,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
     const float* bias = in[2].as<const float>();
     float* y = out[0].as<float>();
     for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
-      forward_block(g_, x, scale, bias, epsilon_, c0, c1, mean_.data(), var_.data(), y);
+      forward_block(g_, x, scale, bias, epsilon_, relu_, c0, c1, mean_.data(), var_.data(), y);
     });
     store_statistics(in, out);
     if (stream.keeps_derived_values()) keep_batch_statistics(stream, x, key_, mean_.data(), var_.data(), g_.c);
@@ -238,6 +288,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
   ChannelGeometry g_;
   float epsilon_;
   double momentum_;
+  bool relu_;  // a fused Relu (graph/autodiff/batch_norm_relu.h)
   std::string key_;
   std::vector<float> mean_, var_;
 };
@@ -248,6 +299,7 @@ class PlainBatchNormGradKernel final : public Kernel, public ReportsImplementati
   explicit PlainBatchNormGradKernel(const KernelSpec& spec)
       : g_(ChannelGeometry::of(spec.inputs[1].sizes)),
         epsilon_(static_cast<float>(spec.attributes.get_float("epsilon", 1e-5))),
+        relu_(fuses_relu(spec.attributes) && spec.inputs.size() > 5 && spec.inputs[5].present()),
         key_(batch_statistics_key(g_.c)) {
     for (size_t i = 0; i < 3; ++i) wanted_[i] = i < spec.outputs.size() && spec.outputs[i].present();
   }
@@ -258,19 +310,25 @@ class PlainBatchNormGradKernel final : public Kernel, public ReportsImplementati
     const float* dy = in[0].as<const float>();
     const float* x = in[1].as<const float>();
     const float* scale = in[2].as<const float>();
+    const float* relu_out = relu_ ? in[5].as<const float>() : nullptr;
     float* dx = wanted_[0] ? out[0].as<float>() : nullptr;
     float* dscale = wanted_[1] ? out[1].as<float>() : nullptr;
     float* dbias = wanted_[2] ? out[2].as<float>() : nullptr;
     const Stream::Derived kept = stream.derived(x, key_);  // the forward's statistics
     const float* stats = kept ? reinterpret_cast<const float*>(kept->data()) : nullptr;
     for_each_channel_block(g_, [&](int64_t c0, int64_t c1) {
-      backward_block(g_, dy, x, scale, epsilon_, stats, c0, c1, dx, dscale, dbias);
+      if (relu_out) {
+        backward_block_relu(g_, dy, relu_out, x, scale, epsilon_, stats, c0, c1, dx, dscale, dbias);
+      } else {
+        backward_block_plain(g_, dy, x, scale, epsilon_, stats, c0, c1, dx, dscale, dbias);
+      }
     });
   }
 
  private:
   ChannelGeometry g_;
   float epsilon_;
+  bool relu_;  // dY masked by the fused Relu's output, input 5
   std::string key_;
   bool wanted_[3] = {false, false, false};
 };

@@ -4,9 +4,11 @@
 // statistics input·momentum + batch·(1-momentum) (ONNX's rule: the running variance is updated with the
 // population variance, not PyTorch's unbiased one). Before opset 14 the extra outputs are running mean,
 // running var, saved mean and saved var, the last two the batch mean and the batch (population) variance.
-// scale/B and mean/var may be float32 or float64 independently of X (opset 15).
+// scale/B and mean/var may be float32 or float64 independently of X (opset 15). fused_activation "Relu"
+// (training graphs, graph/autodiff/batch_norm_relu.h): Y = max(that, 0).
 #include <cmath>
 
+#include "graph/fused_activation.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -37,7 +39,8 @@ void batch_norm(const BatchNormGeometry& g, std::span<const TensorView> inputs, 
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t i = 0; i < g.inner; ++i) {
         const int64_t e = at(n, f, i);
-        y[e] = static_cast<T>(scale[f] * (static_cast<double>(x[e]) - mean[f]) * inv_std + bias[f]);
+        const double v = scale[f] * (static_cast<double>(x[e]) - mean[f]) * inv_std + bias[f];
+        y[e] = static_cast<T>(g.relu && v < 0 ? 0.0 : v);
       }
   }
   if (!g.training) return;
@@ -67,6 +70,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
   g.inner = per_channel ? product_of(x, 2) : 1;
   g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
   g.momentum = spec.attributes.get_float("momentum", 0.9);
+  g.relu = fuses_relu(spec.attributes);
   bool extra_outputs = false;
   for (size_t i = 1; i < spec.outputs.size(); ++i) extra_outputs = extra_outputs || has_output(spec, i);
   if (spec.opset >= 14) {

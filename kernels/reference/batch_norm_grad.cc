@@ -2,8 +2,11 @@
 // viewed as (N, F, inner) with F = scale's element count. training_mode=1 recomputes the batch mean and
 // population variance from X and differentiates through them; otherwise mean/var are constants.
 // scale/mean/var may be float32 or float64 independently of X (opset 15); dScale/dBias take scale's dtype.
+// fused_activation "Relu" (graph/autodiff/batch_norm_relu.h): input 5 is Y = Relu(BN(X)), and dY counts
+// only where Y > 0.
 #include <cmath>
 
+#include "graph/fused_activation.h"
 #include "kernels/reference/nn_common.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -15,7 +18,8 @@ using namespace reference;
 template <typename T>
 void batch_norm_grad(const BatchNormGeometry& g, std::span<const TensorView> inputs,
                      std::span<const TensorView> outputs) {
-  const T* dy = inputs[0].as<const T>();
+  const T* dy_in = inputs[0].as<const T>();
+  const T* relu_out = g.relu ? inputs[5].as<const T>() : nullptr;
   const T* x = inputs[1].as<const T>();
   const std::vector<double> scale = to_doubles(inputs[2]);
   std::vector<double> mean = to_doubles(inputs[3]), var = to_doubles(inputs[4]);
@@ -23,6 +27,8 @@ void batch_norm_grad(const BatchNormGeometry& g, std::span<const TensorView> inp
   std::vector<double> dscale(static_cast<size_t>(g.features)), dbias(static_cast<size_t>(g.features));
   const double count = static_cast<double>(g.batch * g.inner);
   auto at = [&](int64_t n, int64_t f, int64_t i) { return (n * g.features + f) * g.inner + i; };
+  // dY of the BatchNorm: the fused Relu's gradient passes where its output is positive.
+  auto dy = [&](int64_t e) { return relu_out && !(relu_out[e] > T(0)) ? 0.0 : static_cast<double>(dy_in[e]); };
   for (int64_t f = 0; f < g.features; ++f) {
     if (g.training) {
       const BatchMoments m = batch_moments(x, g, f);
@@ -34,8 +40,8 @@ void batch_norm_grad(const BatchNormGeometry& g, std::span<const TensorView> inp
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t i = 0; i < g.inner; ++i) {
         const int64_t e = at(n, f, i);
-        sum_dy += static_cast<double>(dy[e]);
-        sum_dy_xhat += static_cast<double>(dy[e]) * (static_cast<double>(x[e]) - mean[f]) * inv_std;
+        sum_dy += dy(e);
+        sum_dy_xhat += dy(e) * (static_cast<double>(x[e]) - mean[f]) * inv_std;
       }
     dbias[f] = sum_dy;
     dscale[f] = sum_dy_xhat;
@@ -43,7 +49,7 @@ void batch_norm_grad(const BatchNormGeometry& g, std::span<const TensorView> inp
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t i = 0; i < g.inner; ++i) {
         const int64_t e = at(n, f, i);
-        double v = static_cast<double>(dy[e]);
+        double v = dy(e);
         if (g.training) {
           const double xhat = (static_cast<double>(x[e]) - mean[f]) * inv_std;
           v -= (sum_dy + xhat * sum_dy_xhat) / count;
@@ -81,6 +87,9 @@ std::unique_ptr<Kernel> make_batch_norm_grad(const KernelSpec& spec) {
   }
   g.epsilon = spec.attributes.get_float("epsilon", 1e-5);
   g.training = spec.attributes.get_int("training_mode", 0) != 0;
+  g.relu = fuses_relu(spec.attributes);
+  if (g.relu && (spec.inputs.size() < 6 || spec.inputs[5].sizes != x || spec.inputs[5].dtype != dtype))
+    kernel_fail(spec, "a fused Relu needs its output Y " + sizes_to_string(x) + " as input 5, like X");
   if (has_output(spec, 0)) require_output(spec, 0, dtype, x);
   for (size_t i = 1; i < 3; ++i) {
     if (has_output(spec, i)) require_output(spec, i, spec.inputs[2].dtype, spec.inputs[2].sizes);

@@ -111,6 +111,7 @@ struct BatchNormGeometry {
   int64_t batch = 0, features = 0, inner = 0;
   double epsilon = 1e-5, momentum = 0.9;
   bool training = false;
+  bool relu = false;  // a fused Relu (graph/autodiff/batch_norm_relu.h): Y = max(BN(X), 0)
 };
 
 // Fails unless each of the first names.size() inputs is present and float32/float64 (BatchNormalization's
