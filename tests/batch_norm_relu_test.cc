@@ -25,8 +25,11 @@ using testing_support::uniform_tensor;
 using Ints = std::vector<int64_t>;
 
 ValueId add_state(Graph& g, const std::string& name, const Tensor& value) {
-  const ValueId v = g.add_value(
-      {.name = name, .dtype = value.dtype(), .shape = Shape::of(value.sizes()), .role = ValueRole::State, .data = value});
+  const ValueId v = g.add_value({.name = name,
+                                 .dtype = value.dtype(),
+                                 .shape = Shape::of(value.sizes()),
+                                 .role = ValueRole::State,
+                                 .data = value});
   g.initializers.push_back(v);
   return v;
 }
@@ -35,11 +38,12 @@ ValueId add_state(Graph& g, const std::string& name, const Tensor& value) {
 ValueId batch_norm(Graph& g, const std::string& name, ValueId x, int64_t c, uint32_t seed) {
   Tensor var = uniform_tensor({c}, seed + 3);
   for (float& v : var.data<float>()) v = 1.0f + std::abs(v);
-  return add_inferred_node(g, name, "BatchNormalization",
-                           {x, add_parameter(g, name + ".scale", uniform_tensor({c}, seed)),
-                            add_parameter(g, name + ".bias", uniform_tensor({c}, seed + 1)),
-                            add_state(g, name + ".mean", uniform_tensor({c}, seed + 2)), add_state(g, name + ".var", var)},
-                           name + "_out");
+  return add_inferred_node(
+      g, name, "BatchNormalization",
+      {x, add_parameter(g, name + ".scale", uniform_tensor({c}, seed)),
+       add_parameter(g, name + ".bias", uniform_tensor({c}, seed + 1)),
+       add_state(g, name + ".mean", uniform_tensor({c}, seed + 2)), add_state(g, name + ".var", var)},
+      name + "_out");
 }
 
 // X (4,3,6,6) → Conv → BN1 → Relu (fusable) → Conv → BN2 → Relu, and BN2's output also added to that
@@ -52,8 +56,8 @@ Graph conv_batch_norm_relu_model() {
   const ValueId h1 = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1))},
                                        "h1", conv2d_attributes(1, 1));
   const ValueId r1 = add_inferred_node(g, "relu1", "Relu", {batch_norm(g, "bn1", h1, 8, 10)}, "r1");
-  const ValueId h2 = add_inferred_node(g, "conv2", "Conv", {r1, add_parameter(g, "w2", uniform_tensor({6, 8, 3, 3}, 2))},
-                                       "h2", conv2d_attributes(2, 1));
+  const ValueId h2 = add_inferred_node(
+      g, "conv2", "Conv", {r1, add_parameter(g, "w2", uniform_tensor({6, 8, 3, 3}, 2))}, "h2", conv2d_attributes(2, 1));
   const ValueId b2 = batch_norm(g, "bn2", h2, 6, 20);
   const ValueId r2 = add_inferred_node(g, "relu2", "Relu", {b2}, "r2");
   const ValueId s = add_inferred_node(g, "add", "Add", {r2, b2}, "s");
@@ -131,7 +135,8 @@ Tensor random_tensor(std::mt19937& rng, const Ints& sizes, float lo, float hi) {
 
 std::vector<Tensor> run(const KernelSpec& spec, const char* implementation, const std::vector<Tensor>& inputs) {
   const std::unique_ptr<Kernel> kernel =
-      KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation)
+      KernelRegistry::builtin()
+          .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation)
           ->prepare(spec);
   return testing_support::run_prepared(*kernel, inputs, spec.outputs);
 }

@@ -69,15 +69,18 @@ const std::vector<SumCase>& cases() {
   return all;
 }
 
+// A float32 graph input.
+ValueId add_input(Graph& g, const std::string& name, const Ints& sizes) {
+  const ValueId v =
+      g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
+  g.inputs.push_back(v);
+  return v;
+}
+
 // dY, X, W -> ConvGrad -> dX, dW, dB, all graph outputs; with `read_dw`, a Neg of dW is one too.
 Graph conv_grad_graph(const SumCase& c, bool read_dw) {
   Graph g;
-  const auto input = [&](const std::string& name, const Ints& sizes) {
-    ValueId v =
-        g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
-    g.inputs.push_back(v);
-    return v;
-  };
+  const auto input = [&](const std::string& name, const Ints& sizes) { return add_input(g, name, sizes); };
   const auto value = [&](const std::string& name, const Ints& sizes) {
     return g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes)});
   };
@@ -177,12 +180,7 @@ TEST(OutputSum, RunIntoSumsWeightGradientsOverRunsOnEveryConvolutionPath) {
 // dY (rows, n), X (rows, k) -> Gemm -> dW (n, k), the graph's output.
 Graph weight_gradient_gemm_graph(int64_t rows, int64_t n, int64_t k, const Attributes& attributes) {
   Graph g;
-  const auto input = [&](const std::string& name, const Ints& sizes) {
-    ValueId v =
-        g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
-    g.inputs.push_back(v);
-    return v;
-  };
+  const auto input = [&](const std::string& name, const Ints& sizes) { return add_input(g, name, sizes); };
   const ValueId dy = input("dY", {rows, n}), x = input("X", {rows, k});
   const ValueId dw = g.add_value({.name = "dW", .dtype = DType::Float32, .shape = Shape::of({n, k})});
   g.add_node(
