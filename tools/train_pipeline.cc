@@ -132,7 +132,8 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                                                              .precision = precision_from_name(o.precision),
                                                              .live_conv_taps_only = trains_live_conv_taps_only(o),
                                                              .tap_major_conv_weights = trains_tap_major_conv_weights(o),
-                                                             .fuse_batch_norm_relu = trains_tap_major_conv_weights(o)});
+                                                             .fuse_batch_norm_relu = trains_tap_major_conv_weights(o),
+                                                             .pool_before_relu = !o.device.starts_with("cuda")});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {

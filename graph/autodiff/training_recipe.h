@@ -44,6 +44,9 @@ struct TrainingRecipeOptions {
   // Training-mode BatchNormalization followed by Relu becomes one node in the training graph, in float32
   // (graph/autodiff/batch_norm_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
   bool fuse_batch_norm_relu = true;
+  // Relu then MaxPool trains as MaxPool then Relu (graph/autodiff/pool_before_relu.h): exact, a quarter of
+  // the Relu's work under a 2x2 pool. Trainer turns it off on a GPU, where it is not measured.
+  bool pool_before_relu = true;
 };
 
 struct TrainingRecipe {
@@ -55,6 +58,7 @@ struct TrainingRecipe {
   std::vector<LiveConvTaps> live_conv_taps;                // what live_conv_taps_only rewrote
   std::vector<TapMajorConvWeight> tap_major_conv_weights;  // what tap_major_conv_weights rewrote
   int fused_batch_norm_relus = 0;                          // what fuse_batch_norm_relu fused
+  int pools_before_relus = 0;                              // what pool_before_relu moved
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
