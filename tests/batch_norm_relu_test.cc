@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <random>
 
-#include "executor/trainer.h"
 #include "graph/autodiff/training_recipe.h"
 #include "tests/graph_builder.h"
 #include "tests/reference_kernel_call.h"
+#include "tests/same_training.h"
 
 namespace onnxtrain {
 namespace {
@@ -104,26 +104,10 @@ TEST(BatchNormRelu, TheTrainingGraphFusesABatchNormThatOnlyAReluReads) {
 }
 
 TEST(BatchNormRelu, TrainingFusedEqualsTrainingApartBitForBit) {
-  const Graph model = conv_batch_norm_relu_model();
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.schedule.base_lr = 0.1;
-  o.optimizer.momentum = 0.9;
-  Trainer fused(copy_with_own_initializers(model), o);
-  o.fuse_batch_norm_relu = false;
-  Trainer apart(copy_with_own_initializers(model), o);
-  Tensor y(DType::Int64, {4});
-  for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 6;
-  for (int step = 0; step < 4; ++step) {
-    const Tensor x = uniform_tensor({4, 3, 6, 6}, 30 + static_cast<uint32_t>(step));
-    EXPECT_EQ(fused.train_step(x, y), apart.train_step(x, y)) << "step " << step;
-  }
-  const std::map<std::string, Tensor> a = fused.trained_initializers(), b = apart.trained_initializers();
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : b) {
-    const std::span<const float> got = a.at(name).data<float>(), want = t.data<float>();
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name << "[" << i << "]";
-  }
+  const TrainerOptions fused = testing_support::momentum_sgd_options();
+  TrainerOptions apart = fused;
+  apart.fuse_batch_norm_relu = false;
+  testing_support::expect_same_training(conv_batch_norm_relu_model(), fused, apart, {4, 3, 6, 6}, 6);
 }
 
 Tensor random_tensor(std::mt19937& rng, const Ints& sizes, float lo, float hi) {

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
-#include "executor/trainer.h"
 #include "graph/autodiff/training_recipe.h"
 #include "tests/graph_builder.h"
+#include "tests/same_training.h"
 
 namespace onnxtrain {
 namespace {
@@ -74,26 +74,10 @@ TEST(PoolBeforeRelu, TheTrainingGraphPoolsFirstWhereOnlyAMaxPoolReadsTheRelu) {
 }
 
 TEST(PoolBeforeRelu, TrainingPooledFirstEqualsTrainingInTheModelsOrderBitForBit) {
-  const Graph model = conv_relu_pool_model();
-  TrainerOptions o;
-  o.loss = parse_loss_spec("cross-entropy");
-  o.schedule.base_lr = 0.1;
-  o.optimizer.momentum = 0.9;
-  Trainer swapped(copy_with_own_initializers(model), o);
-  o.pool_before_relu = false;
-  Trainer in_order(copy_with_own_initializers(model), o);
-  Tensor y(DType::Int64, {4});
-  for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 5;
-  for (int step = 0; step < 4; ++step) {
-    const Tensor x = uniform_tensor({4, 2, 8, 8}, 40 + static_cast<uint32_t>(step));
-    EXPECT_EQ(swapped.train_step(x, y), in_order.train_step(x, y)) << "step " << step;
-  }
-  const std::map<std::string, Tensor> a = swapped.trained_initializers(), b = in_order.trained_initializers();
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : b) {
-    const std::span<const float> got = a.at(name).data<float>(), want = t.data<float>();
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name << "[" << i << "]";
-  }
+  const TrainerOptions swapped = testing_support::momentum_sgd_options();
+  TrainerOptions in_order = swapped;
+  in_order.pool_before_relu = false;
+  testing_support::expect_same_training(conv_relu_pool_model(), swapped, in_order, {4, 2, 8, 8}, 5);
 }
 
 }  // namespace
