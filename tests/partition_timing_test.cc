@@ -118,33 +118,25 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
   EXPECT_TRUE(within(worst)) << "predicted/measured " << worst;
 }
 
-// Micro-batch mode (NodeProfileOptions::micro_batches_summed): a gpipe stage's later micro-batches reuse
-// the taps its first forward gathered from the weights and sum only the taps of dW, so a single-pixel
-// convolution (512 channels, 3x3 over 1x1, ResNet-18's layer4 at 32x32 input) costs them a fraction of
-// a plain run: the mode's mean over a cycle of 4 is under 0.6 of the plain time (about 0.3 measured,
-// 2026-12-04). It fails if the profiler forgets the carried taps or writes dW densely each run.
-TEST(PartitionTiming, MicroBatchModeTimesWhatAFlushingStageRuns) {
-  omp_set_num_threads(1);
+// The training graph of x (input) -> `op`(x, w) -> ReduceSum -> loss, w a float32 parameter of 0.01s.
+TrainingGraph one_weighted_node(const std::vector<int64_t>& x_sizes, const std::vector<int64_t>& w_sizes,
+                                const std::string& op, int opset, const Attributes& attributes) {
   Graph g;
   const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({8, 512, 1, 1}), .role = ValueRole::Input});
+      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of(x_sizes), .role = ValueRole::Input});
   g.inputs.push_back(x);
-  Tensor weights(DType::Float32, {512, 512, 3, 3});
+  Tensor weights(DType::Float32, w_sizes);
   for (float& v : weights.data<float>()) v = 0.01f;
   const ValueId w = g.add_value({.name = "w",
                                  .dtype = DType::Float32,
-                                 .shape = Shape::of({512, 512, 3, 3}),
+                                 .shape = Shape::of(w_sizes),
                                  .role = ValueRole::Parameter,
                                  .data = weights});
   g.initializers.push_back(w);
   const ValueId y = g.add_value({.name = "y"}), loss = g.add_value({.name = "loss"});
-  const NodeId conv = g.add_node({.name = "conv",
-                                  .op_type = "Conv",
-                                  .opset = 17,
-                                  .inputs = {x, w},
-                                  .outputs = {y},
-                                  .attributes = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}});
-  infer_node(g, conv, *OpRegistry::builtin().find("", "Conv"));
+  const NodeId node = g.add_node(
+      {.name = "node", .op_type = op, .opset = opset, .inputs = {x, w}, .outputs = {y}, .attributes = attributes});
+  infer_node(g, node, *OpRegistry::builtin().find("", op));
   const NodeId sum = g.add_node({.name = "sum",
                                  .op_type = "ReduceSum",
                                  .opset = 17,
@@ -152,7 +144,18 @@ TEST(PartitionTiming, MicroBatchModeTimesWhatAFlushingStageRuns) {
                                  .outputs = {loss},
                                  .attributes = {{"keepdims", int64_t{0}}}});
   infer_node(g, sum, *OpRegistry::builtin().find("", "ReduceSum"));
-  const TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  return build_training_graph(g, {.loss = "loss"});
+}
+
+// Micro-batch mode (NodeProfileOptions::micro_batches_summed): a gpipe stage's later micro-batches reuse
+// the taps its first forward gathered from the weights and sum only the taps of dW, so a single-pixel
+// convolution (512 channels, 3x3 over 1x1, ResNet-18's layer4 at 32x32 input) costs them a fraction of
+// a plain run: the mode's mean over a cycle of 4 is under 0.6 of the plain time (about 0.3 measured,
+// 2026-12-04). It fails if the profiler forgets the carried taps or writes dW densely each run.
+TEST(PartitionTiming, MicroBatchModeTimesWhatAFlushingStageRuns) {
+  omp_set_num_threads(1);
+  const TrainingGraph t =
+      one_weighted_node({8, 512, 1, 1}, {512, 512, 3, 3}, "Conv", 17, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   double best = 1e9;
   for (int attempt = 0; attempt < 3 && best >= 0.6; ++attempt) {
     const NodeTimes plain = measure_node_times(t, 8, {.repetitions = 5});
@@ -173,34 +176,7 @@ TEST(PartitionTiming, MicroBatchModeTimesWhatAFlushingStageRuns) {
 // (Stream::DeferredProduct), and reports that end per forward node (sum_end_seconds), which the planner
 // prices once per update: a Gemm of 8 rows against a 1024x512 weight has one; a plain profile has none.
 TEST(PartitionTiming, MicroBatchModeReportsTheDeferredSumsEnd) {
-  Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({8, 512}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
-  Tensor weights(DType::Float32, {1024, 512});
-  for (float& v : weights.data<float>()) v = 0.01f;
-  const ValueId w = g.add_value({.name = "w",
-                                 .dtype = DType::Float32,
-                                 .shape = Shape::of({1024, 512}),
-                                 .role = ValueRole::Parameter,
-                                 .data = weights});
-  g.initializers.push_back(w);
-  const ValueId y = g.add_value({.name = "y"}), loss = g.add_value({.name = "loss"});
-  const NodeId gemm = g.add_node({.name = "fc",
-                                  .op_type = "Gemm",
-                                  .opset = 13,
-                                  .inputs = {x, w},
-                                  .outputs = {y},
-                                  .attributes = {{"transB", int64_t{1}}}});
-  infer_node(g, gemm, *OpRegistry::builtin().find("", "Gemm"));
-  const NodeId sum = g.add_node({.name = "sum",
-                                 .op_type = "ReduceSum",
-                                 .opset = 17,
-                                 .inputs = {y},
-                                 .outputs = {loss},
-                                 .attributes = {{"keepdims", int64_t{0}}}});
-  infer_node(g, sum, *OpRegistry::builtin().find("", "ReduceSum"));
-  const TrainingGraph t = build_training_graph(g, {.loss = "loss"});
+  const TrainingGraph t = one_weighted_node({8, 512}, {1024, 512}, "Gemm", 13, {{"transB", int64_t{1}}});
   const NodeTimes plain = measure_node_times(t, 8, {.repetitions = 2});
   const NodeTimes summed = measure_node_times(t, 8, {.repetitions = 2, .micro_batches_summed = 4});
   ASSERT_EQ(summed.sum_end_seconds.size(), 2u);
