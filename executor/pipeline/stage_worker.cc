@@ -41,14 +41,35 @@ void recycle_into(InferenceSession& session, std::vector<StageValue>& values) {
 }  // namespace
 
 BatchFeed::Batch BatchFeed::get(int64_t mini_batch) {
+  fetch_through(mini_batch);
   std::lock_guard<std::mutex> lock(mutex_);
-  while (next_ <= mini_batch) {
-    held_.emplace(next_, std::make_pair(fetch_(), consumers_));
-    ++next_;
-  }
   auto it = held_.find(mini_batch);
   ONNXTRAIN_CHECK(it != held_.end(), "pipeline: mini-batch " + std::to_string(mini_batch) + " was already released");
   return it->second.first;
+}
+
+void BatchFeed::prefetch(int64_t mini_batch) {
+  if (mini_batch < end_) fetch_through(mini_batch);
+}
+
+void BatchFeed::fetch_through(int64_t mini_batch) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (next_ > mini_batch) return;
+  }
+  std::lock_guard<std::mutex> fetching(fetch_mutex_);
+  while (true) {
+    int64_t next = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      next = next_;
+    }
+    if (next > mini_batch) return;
+    Batch batch = fetch_();
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.emplace(next, std::make_pair(std::move(batch), consumers_));
+    next_ = next + 1;
+  }
 }
 
 void BatchFeed::release(int64_t mini_batch) {
@@ -473,6 +494,8 @@ bool StageWorker::execute(const Instruction& in, StageTransport& transport) {
     case Op::RecvActivation:
     case Op::RecvGradient: {
       const bool act = in.op == Op::RecvActivation;
+      // The gradient comes back after the later stages' passes: time to fetch the next mini-batch.
+      if (!act) round_.feed->prefetch(mini_batch_of(in.micro_batch) + 1);
       MicroBatch& mb = in_flight_[in.micro_batch];
       const std::vector<std::string>& names = act ? graphs_.recv_activations : graphs_.recv_gradients;
       for (size_t i = 0; i < names.size(); ++i) {

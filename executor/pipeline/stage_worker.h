@@ -33,7 +33,9 @@
 namespace onnxtrain {
 
 // The mini-batches of a train() call, fetched once each, in order, from one source, and handed to every
-// stage that asks (thread-safe). A mini-batch is dropped when all stages have released it.
+// stage that asks (thread-safe). A mini-batch is dropped when all stages have released it. A stage about to
+// wait for a neighbour fetches the next mini-batch ahead (prefetch), so that the first stage's first
+// forward of it does not: there the fetch (gathering, normalising) held every later stage waiting.
 class BatchFeed {
  public:
   struct Batch {
@@ -43,15 +45,22 @@ class BatchFeed {
     int64_t total_rows = 0;  // the whole mini-batch's (rows is this pipeline's share with data parallelism)
     int64_t first_row = 0;   // where this pipeline's share starts in the mini-batch
   };
-  BatchFeed(std::function<Batch()> fetch, int64_t first, int consumers)
-      : fetch_(std::move(fetch)), next_(first), consumers_(consumers) {}
+  // Mini-batches first .. first + count - 1.
+  BatchFeed(std::function<Batch()> fetch, int64_t first, int64_t count, int consumers)
+      : fetch_(std::move(fetch)), next_(first), end_(first + count), consumers_(consumers) {}
   Batch get(int64_t mini_batch);
+  // Fetches `mini_batch` now if it is one of this feed's and not fetched yet; a no-op otherwise.
+  void prefetch(int64_t mini_batch);
   void release(int64_t mini_batch);
 
  private:
-  std::mutex mutex_;
+  void fetch_through(int64_t mini_batch);
+
+  std::mutex fetch_mutex_;  // one fetch at a time, in order; held while fetching, without mutex_
+  std::mutex mutex_;        // guards next_ and held_: a stage takes a fetched mini-batch during another's fetch
   std::function<Batch()> fetch_;
-  int64_t next_;
+  int64_t next_;  // the first mini-batch not fetched yet
+  int64_t end_;
   int consumers_;
   std::map<int64_t, std::pair<Batch, int>> held_;  // batch, releases still due
 };
