@@ -16,11 +16,13 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/onednn/conv_operands.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/primitive_sequence_kernel.h"
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/onednn/tap_product_conv.h"
@@ -114,12 +116,29 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       backward_data_ = dnnl::convolution_backward_data(pd);
     }
     if (want_dw_) {
-      const dnnl::convolution_backward_weights::desc desc =
-          bias_in_weights
-              ? dnnl::convolution_backward_weights::desc(direct, x_any, w_any, bias_md, y_any, strides, dilations,
-                                                         pad_l, pad_r)
-              : dnnl::convolution_backward_weights::desc(direct, x_any, w_any, y_any, strides, dilations, pad_l, pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, onednn::cpu_engine(), hint);
+      const auto weights_pd = [&](const memory::desc& x_md, const memory::desc& y_md) {
+        return dnnl::convolution_backward_weights::primitive_desc(
+            bias_in_weights
+                ? dnnl::convolution_backward_weights::desc(direct, x_md, w_any, bias_md, y_md, strides, dilations,
+                                                           pad_l, pad_r)
+                : dnnl::convolution_backward_weights::desc(direct, x_md, w_any, y_md, strides, dilations, pad_l, pad_r),
+            attr, onednn::cpu_engine(), hint);
+      };
+      dnnl::convolution_backward_weights::primitive_desc pd = weights_pd(x_any, y_any);
+      // With fewer input channels than AVX-512's block of 16, oneDNN (2.6) takes its AVX2 kernel over blocks
+      // of 8 on an AVX-512 CPU; over channels-last data its AVX-512 kernel runs it in 0.65x the time (batch
+      // 64, 8 -> 16 channels at 14x14: 0.224 against 0.347 ms), and the reorders into either layout cost
+      // the same (0.013 + 0.027 against 0.013 + 0.031 ms).
+      if (!x_view && type == memory::data_type::f32 && onednn::channel_block_is_16() &&
+          std::string(pd.impl_info_str()).starts_with("jit:avx2")) {
+        try {
+          const tag last = x_dims.size() == 3 ? tag::nwc : x_dims.size() == 4 ? tag::nhwc : tag::ndhwc;
+          auto channels_last =
+              weights_pd(memory::desc(x_dims, type, last), memory::desc(onednn::dims_of(dy.sizes), type, last));
+          if (std::string(channels_last.impl_info_str()).starts_with("jit:avx512")) pd = channels_last;
+        } catch (const dnnl::error&) {  // no implementation: keep the first
+        }
+      }
       if (!dy_layout || *dy_layout != pd.diff_dst_desc()) {
         dy_for_weights_.emplace();
         dy_for_weights_->prepare(plain(dy.sizes), pd.diff_dst_desc(), true);
