@@ -5,11 +5,9 @@
 // polling (benchmarks/thread_handoff_bench.cc), and a Fashion-MNIST CNN step over two replicas waits
 // three times in about 1 ms.
 //
-// The spin is bounded (kSpinBudget: 1 ms, long enough to cover a pipeline stage's wait for its
-// neighbour's pass on small models, about 0.5 ms on the CNN, where every wake-up that a shorter spin
-// left to the kernel cost the gpipe step 30-70 us on the critical path), and off where the threads that wait for each
-// other and the other processes' busy threads outnumber the CPUs (spin_waiting_pays): there the thread being waited for
-// needs the CPU the spinner holds, and an unbounded spin-wait collapses (libgomp's default spins for about 300k
+// The spin is bounded (kSpinBudget) and off where the threads that wait for each other and the other
+// processes' busy threads outnumber the CPUs (spin_waiting_pays): there the thread being waited for needs
+// the CPU the spinner holds, and an unbounded spin-wait collapses (libgomp's default spins for about 300k
 // iterations before it sleeps).
 //
 //   // the notifier, after changing the guarded state under the lock:
@@ -33,6 +31,9 @@
 
 namespace onnxtrain {
 
+// 1 ms covers a pipeline stage's wait for its neighbour's passes on small models (about 0.5 ms on the
+// fixture CNN's gpipe), where each wake-up that the earlier 100 us left to the kernel put 30-70 us on the
+// step's critical path; a longer wait spins 1 ms, then pays its one wake-up (under 7% of it).
 inline constexpr std::chrono::microseconds kSpinBudget{1000};
 
 // Whether a waiter spins at all: only while the `parties` threads that wait for each other (a local
