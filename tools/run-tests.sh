@@ -42,7 +42,7 @@ stage "tsan: the threaded tests (pipeline stages, replicas, central storage, par
 cmake --preset tsan
 cmake --build --preset tsan -j "$jobs" --target local_comm_test local_comm_conformance_test tcp_comm_test \
   pipeline_trainer_test pipeline_strategies_test grouped_transport_test data_parallel_test worker_threads_test central_storage_test parameter_server_test \
-  caching_allocator_test replica_gradient_sum_test spin_then_wait_test
+  caching_allocator_test replica_gradient_sum_test spin_then_wait_test batch_feed_test
 ctest --preset tsan -j "$jobs" -L threads
 
 # libFuzzer (clang-14, ASan + UBSan) on the model loader, the dataset readers, the checkpoint and plan readers:
