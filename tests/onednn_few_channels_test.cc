@@ -1,7 +1,9 @@
-// oneDNN's ConvGrad against the reference kernel for convolutions with fewer input channels than
-// AVX-512's block of 16 (the fixture CNN's second convolution, 8 -> 16 channels), where the kernel asks for
-// the weight gradient over channels-last data on an AVX-512 CPU (kernels/onednn/conv_grad.cc): dX, dW and
-// dB agree, and on such a CPU the weight gradient runs oneDNN's AVX-512 kernel rather than its AVX2 one.
+// oneDNN's Conv and ConvGrad against the reference kernels for convolutions with few channels, where the
+// kernels steer oneDNN away from its first choice on an AVX-512 CPU: ConvGrad with fewer input channels than
+// AVX-512's block of 16 (the fixture CNN's second convolution, 8 -> 16) asks for the weight gradient over
+// channels-last data, which runs oneDNN's AVX-512 kernel rather than its AVX2 one (kernels/onednn/conv_grad.cc);
+// Conv with 8 output channels writes them in blocks of 8, not padded to 16 (the CNN's first convolution,
+// 1 -> 8; kernels/onednn/conv.cc). The results agree with the reference either way.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -70,6 +72,23 @@ TEST(OnednnConvGrad, EightInputChannelsTakeTheAvx512WeightKernelWhereTheCpuHasIt
   std::mt19937 rng(78);
   const std::string weights = weights_kernel_of({4, 8, 16, 14, 3, 1, 1}, rng);
   EXPECT_EQ(weights.starts_with("jit:avx512"), onednn::channel_block_is_16()) << weights;
+}
+
+// The fixture CNN's first convolution: 1 -> 8 channels at 28x28, pads 1.
+TEST(OnednnConv, EightOutputChannelsAreNotPaddedToSixteen) {
+  std::mt19937 rng(79);
+  KernelSpec spec{.op_type = "Conv",
+                  .opset = 17,
+                  .attributes = {{"pads", Ints{1, 1, 1, 1}}, {"kernel_shape", Ints{3, 3}}},
+                  .node_name = "test"};
+  spec.inputs = {{DType::Float32, {4, 1, 28, 28}}, {DType::Float32, {8, 1, 3, 3}}, {DType::Float32, {8}}};
+  spec.outputs = {{DType::Float32, {4, 8, 28, 28}}};
+  std::vector<Tensor> inputs;
+  for (const TensorDesc& d : spec.inputs) inputs.push_back(random_tensor(rng, d.sizes));
+  const std::string implementation = expect_matches_reference(spec, inputs);
+  // oneDNN's 16-channel blocks are its AVX-512 kernels'; its kernel over blocks of 8 is the AVX2 one.
+  if (onednn::channel_block_is_16()) EXPECT_EQ(implementation, "jit:avx2");
+  EXPECT_TRUE(implementation.starts_with("jit:")) << implementation;
 }
 
 }  // namespace
