@@ -49,6 +49,13 @@ std::vector<NodeId> Graph::consumers(ValueId id) const {
   return users;
 }
 
+std::optional<NodeId> Graph::sole_reader(ValueId id) const {
+  if (std::find(outputs.begin(), outputs.end(), id) != outputs.end()) return std::nullopt;
+  const std::vector<NodeId> readers = consumers(id);
+  if (readers.size() != 1) return std::nullopt;
+  return readers[0];
+}
+
 std::optional<ValueId> Graph::find_value(const std::string& name) const {
   for (size_t i = 0; i < values_.size(); ++i)
     if (values_[i].name == name) return ValueId{static_cast<uint32_t>(i)};

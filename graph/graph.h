@@ -111,6 +111,9 @@ class Graph {
   size_t node_count() const { return order_.size(); }
 
   std::vector<NodeId> consumers(ValueId id) const;
+  // The one node that reads `id`, when no other node reads it and it is not a graph output (what a
+  // rewrite that changes the value, such as a fusion, needs); nullopt otherwise.
+  std::optional<NodeId> sole_reader(ValueId id) const;
   std::optional<ValueId> find_value(const std::string& name) const;
   // `base`, or base_1, base_2, ...: the first that names no value yet (for values a rewrite adds).
   std::string unused_value_name(const std::string& base) const;

@@ -90,6 +90,26 @@ TEST(Graph, SortOrdersProducersFirst) {
   EXPECT_EQ(g.order()[1], second);
 }
 
+// x -> r1 -> a, read by r2 alone; b read by r3 and r4; c read by r5 alone but a graph output too.
+TEST(Graph, SoleReaderIsTheOnlyNodeReadingAValueThatIsNoGraphOutput) {
+  Graph g;
+  auto value = [&](const std::string& name) { return g.add_value({.name = name, .dtype = DType::Float32}); };
+  const ValueId x = value("x"), a = value("a"), b = value("b"), c = value("c");
+  const ValueId d = value("d"), e = value("e"), f = value("f");
+  g.add_node({.name = "r1", .op_type = "Relu", .inputs = {x}, .outputs = {a}});
+  const NodeId r2 = g.add_node({.name = "r2", .op_type = "Relu", .inputs = {a}, .outputs = {b}});
+  g.add_node({.name = "r3", .op_type = "Relu", .inputs = {b}, .outputs = {c}});
+  g.add_node({.name = "r4", .op_type = "Relu", .inputs = {b}, .outputs = {d}});
+  g.add_node({.name = "r5", .op_type = "Add", .inputs = {c, d}, .outputs = {e}});
+  g.add_node({.name = "r6", .op_type = "Relu", .inputs = {e}, .outputs = {f}});
+  g.outputs = {c, f};
+  g.sort();
+  EXPECT_EQ(g.sole_reader(a), r2);
+  EXPECT_EQ(g.sole_reader(b), std::nullopt) << "two readers";
+  EXPECT_EQ(g.sole_reader(c), std::nullopt) << "a graph output";
+  EXPECT_EQ(g.sole_reader(f), std::nullopt) << "no reader";
+}
+
 // A chain x -> r1 -> r2 -> r3 with a weight cast appended after it and read by r3: Kahn's sort() puts the
 // Cast (no producer) first; sort_depth_first() puts it right before r3 and leaves the rest in place.
 TEST(Graph, SortDepthFirstPutsAnAppendedProducerBesideItsConsumer) {

@@ -1,7 +1,6 @@
 // BatchNormalization + Relu fused for training (batch_norm_relu.h).
 #include "graph/autodiff/batch_norm_relu.h"
 
-#include <algorithm>
 #include <optional>
 
 namespace onnxtrain {
@@ -17,12 +16,11 @@ std::optional<NodeId> fusable_relu(const Graph& g, const Node& bn) {
   if (x.dtype != DType::Float32 || y.dtype != DType::Float32 || !x.shape.rank_known || x.shape.rank() < 3 ||
       x.shape.rank() > 5)
     return std::nullopt;
-  if (std::find(g.outputs.begin(), g.outputs.end(), bn.outputs[0]) != g.outputs.end()) return std::nullopt;
-  const std::vector<NodeId> readers = g.consumers(bn.outputs[0]);
-  if (readers.size() != 1) return std::nullopt;
-  const Node& relu = g.node(readers[0]);
+  const std::optional<NodeId> reader = g.sole_reader(bn.outputs[0]);
+  if (!reader) return std::nullopt;
+  const Node& relu = g.node(*reader);
   if (!relu.is_onnx_op("Relu") || relu.outputs.size() != 1 || !relu.outputs[0].valid()) return std::nullopt;
-  return readers[0];
+  return reader;
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Relu then MaxPool trained as MaxPool then Relu (pool_before_relu.h).
 #include "graph/autodiff/pool_before_relu.h"
 
-#include <algorithm>
 #include <optional>
+#include <utility>
 
 namespace onnxtrain {
 namespace {
@@ -11,15 +11,14 @@ namespace {
 std::optional<NodeId> swappable_pool(const Graph& g, const Node& relu) {
   if (!relu.is_onnx_op("Relu") || relu.outputs.size() != 1 || !relu.outputs[0].valid()) return std::nullopt;
   const ValueId y = relu.outputs[0];
-  if (std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end()) return std::nullopt;
-  const std::vector<NodeId> readers = g.consumers(y);
-  if (readers.size() != 1) return std::nullopt;
-  const Node& pool = g.node(readers[0]);
+  const std::optional<NodeId> reader = g.sole_reader(y);
+  if (!reader) return std::nullopt;
+  const Node& pool = g.node(*reader);
   if (!pool.is_onnx_op("MaxPool") || pool.inputs.size() != 1 || pool.inputs[0] != y || pool.outputs.empty() ||
       !pool.outputs[0].valid())
     return std::nullopt;
   if (pool.outputs.size() > 1 && pool.outputs[1].valid()) return std::nullopt;  // Indices read
-  return readers[0];
+  return reader;
 }
 
 }  // namespace
