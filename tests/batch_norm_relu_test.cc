@@ -19,6 +19,7 @@ namespace onnxtrain {
 namespace {
 
 using testing_support::add_inferred_node;
+using testing_support::add_input;
 using testing_support::add_parameter;
 using testing_support::conv2d_attributes;
 using testing_support::uniform_tensor;
@@ -50,9 +51,7 @@ ValueId batch_norm(Graph& g, const std::string& name, ValueId x, int64_t c, uint
 // Relu's (not fusable) → GlobalAveragePool → Flatten: six logits.
 Graph conv_batch_norm_relu_model() {
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 6, 6}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {4, 3, 6, 6});
   const ValueId h1 = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1))},
                                        "h1", conv2d_attributes(1, 1));
   const ValueId r1 = add_inferred_node(g, "relu1", "Relu", {batch_norm(g, "bn1", h1, 8, 10)}, "r1");

@@ -30,6 +30,14 @@ inline ValueId add_inferred_node(Graph& g, const std::string& name, const std::s
   return y;
 }
 
+// A float32 graph input of `sizes`.
+inline ValueId add_input(Graph& g, const std::string& name, const std::vector<int64_t>& sizes) {
+  const ValueId v =
+      g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
+  g.inputs.push_back(v);
+  return v;
+}
+
 // A float trainable initializer holding `value`.
 inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& value) {
   ValueId id = g.add_value({.name = name,

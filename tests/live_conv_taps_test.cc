@@ -16,6 +16,7 @@ namespace onnxtrain {
 namespace {
 
 using testing_support::add_inferred_node;
+using testing_support::add_input;
 using testing_support::add_parameter;
 using testing_support::conv2d_attributes;
 using testing_support::uniform_tensor;
@@ -25,9 +26,7 @@ using Ints = std::vector<int64_t>;
 // Conv 3x3 pads 1 over the 1x1 plane (the centre tap) with a bias → Flatten: five logits.
 Graph two_single_pixel_convs() {
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 2, 2}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {4, 3, 2, 2});
   const ValueId w1 = add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1));
   const ValueId w2 = add_parameter(g, "w2", uniform_tensor({5, 8, 3, 3}, 2));
   const ValueId b2 = add_parameter(g, "b2", uniform_tensor({5}, 3));
@@ -52,9 +51,7 @@ TEST(LiveConvTaps, FindsTheTapsThatLandOnTheInputOfSinglePixelConvolutions) {
 
 TEST(LiveConvTaps, LeavesConvolutionsThatReadEveryTapOrNotEveryInput) {
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 2, 2}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {2, 4, 2, 2});
   // Four output pixels; a 1x1 kernel of stride 2 (reads one of the four inputs); a 2x2 kernel without
   // pads (every tap live); groups; a weight read twice.
   add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",

@@ -17,11 +17,13 @@
 #include "graph/error.h"
 #include "kernels/onednn/deferred_products.h"
 #include "tests/error_of.h"
+#include "tests/graph_builder.h"
 #include "tests/onednn_conv_oracle.h"
 
 namespace onnxtrain {
 namespace {
 
+using testing_support::add_input;
 using testing_support::error_of;
 using testing_support::Ints;
 using testing_support::random_tensor;
@@ -67,14 +69,6 @@ const std::vector<SumCase>& cases() {
       {"direct: 3x3 pads 1 over 6x6", {{"pads", Ints{1, 1, 1, 1}}}, {2, 6, 6, 6}, {5, 6, 3, 3}, {2, 5, 6, 6}, false},
   };
   return all;
-}
-
-// A float32 graph input.
-ValueId add_input(Graph& g, const std::string& name, const Ints& sizes) {
-  const ValueId v =
-      g.add_value({.name = name, .dtype = DType::Float32, .shape = Shape::of(sizes), .role = ValueRole::Input});
-  g.inputs.push_back(v);
-  return v;
 }
 
 // dY, X, W -> ConvGrad -> dX, dW, dB, all graph outputs; with `read_dw`, a Neg of dW is one too.

@@ -16,6 +16,7 @@ namespace onnxtrain {
 namespace {
 
 using testing_support::add_inferred_node;
+using testing_support::add_input;
 using testing_support::add_parameter;
 using testing_support::conv2d_attributes;
 using testing_support::uniform_tensor;
@@ -27,9 +28,7 @@ const Attributes kPool2x2{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"stride
 // hold only negative values.
 Graph conv_relu_pool_model() {
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 2, 8, 8}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {4, 2, 8, 8});
   const ValueId h1 = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", uniform_tensor({6, 2, 3, 3}, 1))},
                                        "h1", conv2d_attributes(1, 1));
   const ValueId r1 = add_inferred_node(g, "relu1", "Relu", {h1}, "r1");

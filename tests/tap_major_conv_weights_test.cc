@@ -15,6 +15,7 @@ namespace onnxtrain {
 namespace {
 
 using testing_support::add_inferred_node;
+using testing_support::add_input;
 using testing_support::add_parameter;
 using testing_support::conv2d_attributes;
 using testing_support::uniform_tensor;
@@ -24,9 +25,7 @@ using Ints = std::vector<int64_t>;
 // Conv 2x2 without pads (one pixel: not this case) → Flatten: six logits.
 Graph two_small_plane_convs() {
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3, 4, 4}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {4, 3, 4, 4});
   const ValueId h = add_inferred_node(g, "conv1", "Conv", {x, add_parameter(g, "w1", uniform_tensor({8, 3, 3, 3}, 1))},
                                       "h", conv2d_attributes(2, 1));
   const ValueId r = add_inferred_node(g, "relu", "Relu", {h}, "r");
@@ -48,9 +47,7 @@ TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
   EXPECT_EQ(found[1].weight, "w2");
 
   Graph g;
-  const ValueId x =
-      g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({2, 4, 3, 3}), .role = ValueRole::Input});
-  g.inputs.push_back(x);
+  const ValueId x = add_input(g, "x", {2, 4, 3, 3});
   // Nine output positions; a 1x1 kernel; groups; a weight read twice; and one that qualifies (1x2).
   add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",
                     conv2d_attributes(1, 1));
