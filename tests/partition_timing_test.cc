@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -69,8 +70,11 @@ TEST(PartitionTiming, ProfiledTimesPredictAMeasuredTrainingStep) {
 // measured kernel times plus the hand-off of the cut tensors over this CPU's shared-memory link) against
 // the time each stage takes per mini-batch in the pipeline executor's sequential emulation (which charges
 // each stage exactly the instructions it runs), one OpenMP thread everywhere: within the 25%.
-// Measured 2026-11-30: 0.90-1.02. (Before retain_freed_host_memory, executor/host_memory.h, the stages'
-// fresh output buffers page-faulted on every step and the second stage measured 0.77-0.85.)
+// The profile is priced on this CPU (measure_local_cpu), so the stage's optimizer step costs this
+// machine's memory bandwidth (an H100's made it near free, and the second stage read 0.86-0.89 on an idle
+// host, 0.62-0.75 on a noisy one). Measured 2026-12-05 (idle, and beside one busy loop): 0.88-1.14.
+// (Before retain_freed_host_memory, executor/host_memory.h, the stages' fresh output buffers page-faulted
+// on every step and the second stage measured 0.77-0.85.)
 TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
   omp_set_num_threads(1);
   Fixture f = training_fixture("resnet_opset17.onnx");
@@ -87,7 +91,7 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
   auto within = [](double ratio) { return ratio >= 0.75 && ratio <= 1.25; };
   const DeviceDescription local = measure_local_cpu();
   for (int attempt = 0; attempt < 3 && !within(worst); ++attempt) {
-    CostProfile profile = build_cost_profile(t, batch, device_from_preset("h100"));
+    CostProfile profile = build_cost_profile(t, batch, local);
     apply_profiled_times(profile, t, "", {.repetitions = 7});
     const Plan plan = plan_pipeline(profile, {.stages = 2,
                                               .micro_batches = mini_batches,
@@ -99,12 +103,19 @@ TEST(PartitionTiming, ProfiledStageTimesPredictTheExecutorsStageTimes) {
                                              .threaded = false,
                                              .threads = 2});
     pipeline.train(batches);  // prepares the kernels
-    const PipelineReport before = pipeline.report();
-    pipeline.train(batches);
-    const PipelineReport after = pipeline.report();
+    // Another process can only lengthen a pass, so each stage's time is its fastest of three passes.
+    std::array<double, 2> fastest{1e9, 1e9};
+    for (int pass = 0; pass < 3; ++pass) {
+      const PipelineReport before = pipeline.report();
+      pipeline.train(batches);
+      const PipelineReport after = pipeline.report();
+      for (int k = 0; k < 2; ++k)
+        fastest[k] =
+            std::min(fastest[k], (after.stages[k].wall_seconds - before.stages[k].wall_seconds) / mini_batches);
+    }
     worst = 1.0;  // the stage ratio furthest from 1
     for (int k = 0; k < 2; ++k) {
-      const double measured = (after.stages[k].wall_seconds - before.stages[k].wall_seconds) / mini_batches;
+      const double measured = fastest[k];
       const double predicted = plan.stages[k].time_seconds;
       std::printf(
           "resnet batch 16, stage %d of 2 (nodes [%lld,%lld)): predicted %.3f ms, measured %.3f ms (ratio %.3f; "
