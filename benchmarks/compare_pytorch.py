@@ -18,6 +18,8 @@ models/torchvision/make_torchvision.py does) into the script's temporary folder,
                   Dropout(0.5)) is torchvision's. (models/zoo/make_zoo.py's vgg11_32 instead has the CIFAR
                   classifier, one Linear(512, 10).)
     mobilenet_v2  torchvision.models.mobilenet_v2(num_classes=10) at 3x32x32 (ImageNet stem)
+    vit           torchvision.models.VisionTransformer at 3x32x32: patches of 4x4 (64 tokens and the class
+                  token), 6 layers of width 256, 8 heads, MLP 512, 10 classes (3.2M parameters)
     resnet50      torchvision.models.resnet50(num_classes=10) at 3x224x224 (ImageNet size; for --device cuda,
                   where tools/gpu-check.sh times it: one step at batch 64 takes seconds on a CPU core)
 Both sides start from the same weights: the worker loads the ONNX file's initializers into its module, for
@@ -85,10 +87,10 @@ CLASSES = 10
 FIXTURES = {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}
 # ... and the networks built from torch/torchvision code, which the worker exports itself (build_network).
 TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32),
-                  "resnet50": (3, 224, 224)}
+                  "vit": (3, 32, 32), "resnet50": (3, 224, 224)}
 # Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
 DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7,
-                 "resnet50": 1}
+                 "vit": 4, "resnet50": 1}
 PEAK_N = 2048  # the float32 GEMM peak: torch.mm of two PEAK_N x PEAK_N matrices
 PEAK_SECONDS = 1.0
 
@@ -229,6 +231,9 @@ def build_network(name):
         nn.init.constant_(model.classifier[0].bias, 0)
     elif name == "mobilenet_v2":
         model = torchvision.models.mobilenet_v2(weights=None, num_classes=CLASSES)
+    elif name == "vit":
+        model = torchvision.models.VisionTransformer(image_size=32, patch_size=4, num_layers=6, num_heads=8,
+                                                     hidden_dim=256, mlp_dim=512, num_classes=CLASSES)
     elif name == "resnet50":
         model = torchvision.models.resnet50(weights=None, num_classes=CLASSES)
     else:

@@ -130,6 +130,34 @@ TEST(Elementwise, FoldsIntAndFloatConstants) {
   EXPECT_TRUE(t.fold(half_add).empty());  // declined: the node stays
 }
 
+// Mod: fmod 0 gives the remainder the divisor's sign (numpy.mod), fmod 1 the dividend's (C's fmod); ONNX
+// defines fmod 0 for integers only. TorchScript exports of torchvision's VisionTransformer fold int64 Mods.
+TEST(Elementwise, ModFoldsBothSignConventions) {
+  OpGraph t;
+  const Tensor a = Tensor::vector_int64({-4, 7, 5, -8}), b = Tensor::vector_int64({3, -3, 2, -1});
+  NodeId python_mod = t.node("Mod", {t.constant(a), t.constant(b)});
+  t.infer(python_mod);
+  EXPECT_EQ(t.fold(python_mod)[0].to_int64(), (std::vector<int64_t>{2, -2, 1, 0}));
+  NodeId c_mod = t.node("Mod", {t.constant(a), t.constant(b)}, 1, {{"fmod", int64_t{1}}});
+  t.infer(c_mod);
+  EXPECT_EQ(t.fold(c_mod)[0].to_int64(), (std::vector<int64_t>{-1, 1, 1, 0}));
+
+  NodeId by_zero = t.node("Mod", {t.constant(a), t.constant(Tensor::scalar_int64(0))});
+  EXPECT_THROW(t.fold(by_zero), Error);
+
+  NodeId float_mod =
+      t.node("Mod", {t.constant(floats({2}, {-5.5f, 5.5f})), t.constant(floats({}, {2}))}, 1, {{"fmod", int64_t{1}}});
+  t.infer(float_mod);
+  EXPECT_EQ(t.fold(float_mod)[0].to_double(), (std::vector<double>{-1.5, 1.5}));
+  NodeId float_without_fmod = t.node("Mod", {t.constant(floats({1}, {1})), t.constant(floats({1}, {2}))});
+  EXPECT_THROW(t.infer(float_without_fmod), Error);
+
+  // Known sizes carry through (shape arithmetic): 10 % 4.
+  NodeId sizes = t.node("Mod", {t.known(Shape::of({1}), {Dim(10)}), t.known(Shape::of({1}), {Dim(4)})});
+  t.infer(sizes);
+  EXPECT_EQ((*t.out(sizes).known)[0].to_string(), "2");
+}
+
 // --- variadic --------------------------------------------------------------------------------------
 
 TEST(Variadic, BroadcastsAllInputs) {

@@ -127,6 +127,22 @@ TEST(ReferenceElementwise, IntegerArithmetic) {
       std::string::npos);
 }
 
+TEST(ReferenceElementwise, ModSignConventions) {
+  const Tensor a = i64({4}, {-4, 7, 5, INT64_MIN}), b = i64({4}, {3, -3, 2, -1});
+  EXPECT_EQ(values<int64_t>(run1({"Mod", 13, {}, {a, b}, {{DType::Int64, {4}}}})),
+            (std::vector<int64_t>{2, -2, 1, 0}));  // the divisor's sign; INT64_MIN % -1 does not trap
+  EXPECT_EQ(values<int64_t>(run1({"Mod", 13, {{"fmod", int64_t{1}}}, {a, b}, {{DType::Int64, {4}}}})),
+            (std::vector<int64_t>{-1, 1, 1, 0}));  // the dividend's
+  expect_near(
+      values<float>(
+          run1({"Mod", 13, {{"fmod", int64_t{1}}}, {f32({2}, {-5.5f, 5.5f}), f32({}, {2})}, {{DType::Float32, {2}}}})),
+      {-1.5, 1.5}, 0);
+  EXPECT_NE(error_of({"Mod", 13, {}, {i64({1}, {1}), i64({1}, {0})}, {{DType::Int64, {1}}}}).find("modulo by zero"),
+            std::string::npos);
+  EXPECT_NE(error_of({"Mod", 13, {}, {f32({1}, {1}), f32({1}, {2})}, {{DType::Float32, {1}}}}).find("fmod=1"),
+            std::string::npos);
+}
+
 TEST(ReferenceElementwise, PowWithItsOwnExponentType) {
   expect_near(
       values<float>(run1({"Pow", 15, {}, {f32({3}, {2, 4, 9}), f32({3}, {3, 0.5f, -1})}, {{DType::Float32, {3}}}})),

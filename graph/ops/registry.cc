@@ -25,6 +25,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_compare_logic_ops(registry);
   // --- math ops ---
   register_elementwise_binary_ops(registry);
+  register_mod_op(registry);
   register_elementwise_unary_ops(registry);
   register_variadic_ops(registry);
   register_conv_ops(registry);

@@ -13,7 +13,7 @@ using namespace cpu;
 using reference::read_int_values;
 using reference::row_major_strides;
 
-constexpr int kSliceInputsSince = 10;
+using reference::kSliceInputsSince;
 
 // The view Slice reads: starts/ends/axes/steps from inputs first..first+3 (axes and steps optional).
 reference::SliceView view_of(const KernelSpec& spec, const std::vector<int64_t>& sizes,
@@ -29,9 +29,9 @@ reference::SliceView view_of(const KernelSpec& spec, const std::vector<int64_t>&
   return reference::slice_view(spec, sizes, starts, ends, axes, steps);
 }
 
-class SliceKernel final : public CpuCopyKernel {
+class StridedSliceKernel final : public CpuCopyKernel {
  public:
-  explicit SliceKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
+  explicit StridedSliceKernel(const KernelSpec& spec) : CpuCopyKernel(spec) {}
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const bool from_attributes = spec_.opset < kSliceInputsSince;
@@ -88,7 +88,7 @@ class SliceGradKernel final : public CpuDataMovementKernel {
 }  // namespace
 
 void register_cpu_slice_kernels(KernelRegistry& registry) {
-  registry.add(cpu_entry("Slice", reference::kFixedSizeDTypes, reference::make_kernel<SliceKernel>));
+  registry.add(cpu_entry("Slice", reference::kFixedSizeDTypes, reference::make_kernel<StridedSliceKernel>));
   registry.add(cpu_training_entry("SliceGrad", reference::kFloatDTypes, reference::make_kernel<SliceGradKernel>));
 }
 

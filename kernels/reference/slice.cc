@@ -13,8 +13,6 @@ namespace {
 
 using namespace reference;
 
-constexpr int kSliceInputsSince = 10;
-
 class SliceKernel : public DataMovementKernel {
  public:
   explicit SliceKernel(const KernelSpec& spec) : DataMovementKernel(spec) {

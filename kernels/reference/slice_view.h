@@ -15,6 +15,9 @@
 
 namespace onnxtrain::reference {
 
+// Slice takes starts/ends/axes as attributes before opset 10 and as inputs (with steps) from it.
+constexpr int kSliceInputsSince = 10;
+
 struct SliceView {
   int64_t base = 0;
   std::vector<int64_t> sizes, strides;

@@ -1,0 +1,27 @@
+// ONNX Mod's value for one pair of elements, shared by the constant folder (graph/ops/mod.cc) and the
+// reference kernel (kernels/reference/mod.cc). `fmod` false (integers only): the remainder takes the
+// divisor's sign, as Python's % and numpy.mod; true: the dividend's, as C's fmod (ONNX requires it for
+// floating-point inputs). An integer divisor of 0 is the caller's to refuse.
+//
+//   onnx_mod<int64_t>(-4, 3, false) == 2;   onnx_mod<int64_t>(-4, 3, true) == -1
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+namespace onnxtrain {
+
+template <typename T>
+T onnx_mod(T a, T b, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(a % b);
+  } else {
+    if (b == T(-1)) return T(0);  // the lowest value % -1 overflows in C++; the remainder is 0
+    const auto r = static_cast<T>(a % b);
+    return !fmod && r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+  }
+}
+
+}  // namespace onnxtrain
