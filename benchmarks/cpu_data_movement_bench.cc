@@ -61,6 +61,12 @@ std::vector<std::pair<std::string, Call>> calls() {
       {"Transpose", {{"perm", Ints{0, 2, 1, 3}}}, {random_tensor(F, {64, 16, 4, 32})}, {f32({64, 4, 16, 32})}});
   add("Transpose/keys_(64,4,16,32)_0132",
       {"Transpose", {{"perm", Ints{0, 1, 3, 2}}}, {random_tensor(F, {64, 4, 16, 32})}, {f32({64, 4, 32, 16})}});
+  // torchvision's VisionTransformer (batch 32, 65 tokens, 8 heads of 32) as TorchScript exports its
+  // attention: (T, B*H, d) <-> (B*H, T, d) rows of 32 floats, and the keys' last two dims swapped.
+  add("Transpose/vit_heads_(65,256,32)_102",
+      {"Transpose", {{"perm", Ints{1, 0, 2}}}, {random_tensor(F, {65, 256, 32})}, {f32({256, 65, 32})}});
+  add("Transpose/vit_keys_(32,8,65,32)_0132",
+      {"Transpose", {{"perm", Ints{0, 1, 3, 2}}}, {random_tensor(F, {32, 8, 65, 32})}, {f32({32, 8, 32, 65})}});
   add("Transpose/(1024,1024)_10", {"Transpose", {}, {random_tensor(F, {1024, 1024})}, {f32({1024, 1024})}});
   add("Transpose/nchw_to_nhwc_(32,16,32,32)",
       {"Transpose", {{"perm", Ints{0, 2, 3, 1}}}, {random_tensor(F, {32, 16, 32, 32})}, {f32({32, 32, 32, 16})}});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "executor/host_memory.h"
 #include "graph/error.h"
@@ -237,7 +238,7 @@ void InferenceSession::prepare(const SymbolBindings& bindings) {
 void InferenceSession::prepare_kernels() {
   prepared_.clear();
   for (NodeId id : bound_.order()) {
-    PreparedNode p{id, nullptr, {}};
+    PreparedNode p{id, nullptr, {}, views_input_of(id)};
     // Nodes whose sizes depend on run-time values are prepared on every run instead (no kernel here).
     if (outputs_static(bound_, id)) p.kernel = prepare_node(bound_, id, p.output_sizes);
     prepared_.push_back(std::move(p));
@@ -259,6 +260,17 @@ void InferenceSession::use_kernels_for_threads(int threads) {
   prepared_ = std::move(kept->second);
   kernels_by_threads_.erase(kept);
   prepared_threads_ = threads;
+}
+
+bool InferenceSession::views_input_of(NodeId id) const {
+  const Node& node = graph_.node(id);
+  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  if (!node.domain.empty() || !kViews.count(node.op_type) || node.inputs.empty() || !node.inputs[0].valid() ||
+      node.outputs.size() != 1 || !node.outputs[0].valid())
+    return false;
+  const ValueId in = node.inputs[0], out = node.outputs[0];
+  const bool caller_input = std::find(graph_.inputs.begin(), graph_.inputs.end(), in) != graph_.inputs.end();
+  return !graph_.value(in).data && !caller_input && last_use_[out.index] != SIZE_MAX;
 }
 
 // Shape inference again for one node, now that its inputs exist: their real sizes, and the values of
@@ -301,9 +313,22 @@ Tensor InferenceSession::allocate(DType dtype, const std::vector<int64_t>& sizes
   return t;
 }
 
+// The inputs whose last reader was node `index` of the order.
+void InferenceSession::release_inputs_after(const Node& node, size_t index, std::vector<Tensor>& values,
+                                            Stream& stream) {
+  for (ValueId in : node.inputs) {
+    if (in.valid() && last_use_[in.index] == index && !graph_.value(in).data) {
+      stream.forget_derived(values[in.index].raw());  // its buffer may hold another value next
+      release(values[in.index], in);
+    }
+  }
+}
+
+// A buffer another value still shares (a view of it, views_input_of) is only dropped here; the pool gets
+// it when the last of them is released.
 void InferenceSession::release(Tensor& tensor, ValueId id) {
   const bool user_owned = std::find(graph_.inputs.begin(), graph_.inputs.end(), id) != graph_.inputs.end();
-  if (!user_owned && !tensor.empty() && tensor.numel() > 0) {
+  if (!user_owned && !tensor.empty() && tensor.numel() > 0 && tensor.sole_owner()) {
     free_buffers_[{tensor.dtype(), tensor.numel()}].push_back(std::move(tensor));
   }
   tensor = Tensor();
@@ -409,6 +434,14 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
           return std::pair{t.sizes(), t.numel() <= 64 ? &t : nullptr};
         },
         per_run);
+    const ValueId viewed = node.inputs.empty() ? ValueId{} : node.inputs[0];
+    if (p.views_input && !target[node.outputs[0].index] &&
+        values[viewed.index].numel() == TensorDesc{values[viewed.index].dtype(), p.output_sizes[0]}.numel()) {
+      values[node.outputs[0].index] = values[viewed.index].reshaped(p.output_sizes[0]);
+      if (scratch) scratch->value(node.outputs[0]).shape = Shape::of(p.output_sizes[0]);
+      release_inputs_after(node, i, values, stream);
+      continue;
+    }
     std::vector<TensorView> in_views, out_views;
     for (ValueId in : node.inputs) in_views.push_back(in.valid() ? TensorView::of(values[in.index]) : TensorView{});
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -453,12 +486,7 @@ std::map<std::string, Tensor> InferenceSession::run_on_cpu(const std::map<std::s
       for (ValueId out : node.outputs)
         if (out.valid()) scratch->value(out).shape = Shape::of(values[out.index].sizes());
     }
-    for (ValueId in : node.inputs) {
-      if (in.valid() && last_use_[in.index] == i && !graph_.value(in).data) {
-        stream.forget_derived(values[in.index].raw());  // its buffer may hold another value next
-        release(values[in.index], in);
-      }
-    }
+    release_inputs_after(node, i, values, stream);
   }
   if (carried_)
     for (ValueId id : graph_.initializers) stream.copy_derived_of(values[id.index].raw(), *carried_);

@@ -141,7 +141,14 @@ class InferenceSession {
     NodeId node;
     std::unique_ptr<Kernel> kernel;  // null for a node prepared on every run (data-dependent sizes)
     std::vector<std::vector<int64_t>> output_sizes;
+    bool views_input = false;  // the output may be the input's buffer under new sizes (views_input_of)
   };
+  // Whether a node only gives its input new sizes (Reshape, Flatten, Squeeze, Unsqueeze, Identity) and
+  // both sides are the run's own values: the input neither a weight nor the caller's (an in-place update,
+  // or the caller, would change the view too), the output no graph output. Its output is then the input's
+  // buffer, not a copy.
+  bool views_input_of(NodeId id) const;
+  void release_inputs_after(const Node& node, size_t index, std::vector<Tensor>& values, Stream& stream);
 
   // The batch symbols from the inputs' element types and sizes; Error naming an input that is missing,
   // unknown or does not fit the model.

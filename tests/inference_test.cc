@@ -3,6 +3,7 @@
 // size re-prepares the kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
+#include "tests/graph_builder.h"
 
 using namespace onnxtrain;
 namespace fs = std::filesystem;
@@ -131,6 +133,31 @@ TEST(InferenceSession, RecycledOutputsServeTheNextRunButSharedOnesAreKept) {
   EXPECT_NE(third.raw(), copy.raw()) << "a buffer still in use was handed out again";
   expect_close(copy, expected, 0, 0);
   expect_close(third, expected, 0, 0);
+}
+
+// Flatten, Reshape and the like hand on their input's buffer instead of a copy. The buffer goes back to the
+// pool only when the last value on it is released: here the Relu's output `a` has its last reader in the
+// Flatten, and the Exp's output, allocated after it, must not get a's buffer while b (a's view) is still to
+// be read by the Add.
+TEST(InferenceSession, ViewsKeepTheirBufferUntilTheLastReader) {
+  using namespace testing_support;
+  Graph g;
+  const ValueId x = add_input(g, "x", {4, 6});
+  const ValueId a = add_inferred_node(g, "relu", "Relu", {x}, "a");
+  const ValueId b = add_inferred_node(g, "flatten", "Flatten", {a}, "b", {{"axis", int64_t{0}}});
+  const ValueId c = add_inferred_node(g, "exp", "Exp", {b}, "c");
+  g.outputs.push_back(add_inferred_node(g, "add", "Add", {b, c}, "y"));
+  g.sort();
+  const Tensor input = uniform_tensor({4, 6}, 3);
+  InferenceSession session(g);
+  for (int run = 0; run < 3; ++run) {  // later runs take their buffers from the pool
+    const Tensor y = session.run({{"x", input}}).at("y");
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{1, 24}));
+    for (int64_t i = 0; i < 24; ++i) {
+      const float relu = std::max(input.data<float>()[i], 0.0f);
+      EXPECT_NEAR(y.data<float>()[i], relu + std::exp(relu), 1e-6) << "run " << run << ", element " << i;
+    }
+  }
 }
 
 TEST(InferenceSession, ValidatesInputs) {

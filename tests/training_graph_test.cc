@@ -66,6 +66,54 @@ TEST(TrainingGraph, SumsEveryUseOfAValue) {
   EXPECT_FLOAT_EQ(out.at("loss").data<float>()[0], 3 * (1.5f * 1.5f + 1.5f));
 }
 
+// A tensor split by Gathers of each index of an axis once (torch's attention: q, k, v = qkv[0], qkv[1],
+// qkv[2]) gets its gradient as one Concat of the slices' gradients, not a Sum of zero-filled GatherGrads;
+// a tensor gathered at an index twice keeps the Sum (the contributions overlap).
+TEST(TrainingGraph, GathersOfEverySliceConcatTheirGradients) {
+  auto build = [](std::vector<int64_t> indices) {
+    Graph g;
+    ValueId w = add_parameter(g, "w", {3, 2}, 0.0f);
+    for (size_t k = 0; k < 6; ++k) g.value(w).data->data<float>()[k] = static_cast<float>(k);
+    ValueId loss{};
+    for (size_t k = 0; k < indices.size(); ++k) {
+      ValueId index = g.add_value({.name = "index" + std::to_string(k),
+                                   .dtype = DType::Int64,
+                                   .shape = Shape::of({}),
+                                   .role = ValueRole::Constant,
+                                   .data = Tensor::scalar_int64(indices[k])});
+      g.initializers.push_back(index);
+      // slice k weighted by k + 1: d loss / d w[index k] = (k + 1) * 2 * w[index k]
+      ValueId slice = add_node(g, "Gather", {w, index}, {{"axis", int64_t{0}}});
+      ValueId scaled = add_node(
+          g, "Mul", {add_node(g, "Mul", {slice, slice}), add_parameter(g, "c" + std::to_string(k), {}, k + 1.0f)});
+      ValueId term = sum_all(g, scaled);
+      loss = loss.valid() ? add_node(g, "Add", {loss, term}) : term;
+    }
+    g.value(loss).name = "loss";
+    return build_training_graph(g, {.loss = "loss", .wrt = {"w"}});
+  };
+  auto count = [](const TrainingGraph& t, const std::string& op) {
+    int n = 0;
+    for (NodeId id : t.graph.order()) n += t.graph.node(id).op_type == op;
+    return n;
+  };
+  const TrainingGraph split = build({2, 0, -2});  // each row once, in another order, one index negative
+  EXPECT_EQ(count(split, "GatherGrad"), 0);
+  EXPECT_EQ(count(split, "Concat"), 1);
+  const std::vector<float> w = {0, 1, 2, 3, 4, 5};
+  // Row 2 weighted 1, row 0 weighted 2, row 1 weighted 3.
+  const std::vector<float> expected = {2 * 2 * w[0], 2 * 2 * w[1], 3 * 2 * w[2],
+                                       3 * 2 * w[3], 1 * 2 * w[4], 1 * 2 * w[5]};
+  for (const char* kernels : {"reference", ""}) {
+    auto out = InferenceSession(split.graph, kernels).run({});
+    const auto grad = out.at("w_grad").data<float>();
+    for (size_t k = 0; k < 6; ++k) EXPECT_FLOAT_EQ(grad[k], expected[k]) << kernels << " element " << k;
+  }
+  const TrainingGraph overlapping = build({0, 0, 1});  // row 2 not gathered, row 0 twice
+  EXPECT_EQ(count(overlapping, "GatherGrad"), 3);
+  EXPECT_EQ(count(overlapping, "Concat"), 0);
+}
+
 // Clip with constant bounds (ReLU6's 0 and 6) differentiates as one ActivationGrad (activation "Clip"),
 // torch.clamp's gradient: dY where lo <= x <= hi, the bounds included; bounds fed at run time keep the
 // elementwise decomposition, with the same values. Both on the reference and on the default kernels.

@@ -36,7 +36,8 @@ ValueId TrainingGraphBuilder::gradient_of(ValueId v) {
   std::vector<ValueId>& parts = contributions_[v.index];
   if (parts.size() > 1) {
     NodeId producer = graph().value(v).producer;  // the Sum belongs to the node that made the value
-    ValueId sum = emit(producer, "Sum", "", parts, {}, {true})[0];
+    ValueId sum = concat_of_gathered_slices(producer, v, parts);
+    if (!sum.valid()) sum = emit(producer, "Sum", "", parts, {}, {true})[0];
     parts = {sum};
   }
   summed_[v.index] = true;

@@ -24,6 +24,9 @@ class TrainingGraphBuilder {
   void add_contribution(ValueId v, ValueId grad);
   // The sum of every contribution to `v` (one Sum node when there are several); invalid when none.
   ValueId gradient_of(ValueId v);
+  // The contributions `parts` to v's gradient as one Concat when they are GatherGrads of each slice of an
+  // axis once (gathered_slices.cc); invalid (nothing emitted) otherwise.
+  ValueId concat_of_gathered_slices(NodeId owner, ValueId v, const std::vector<ValueId>& parts);
 
   std::vector<ValueId> emit(NodeId for_node, const std::string& op_type, const std::string& domain,
                             std::vector<ValueId> inputs, Attributes attributes, std::vector<bool> outputs);
