@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 
 #include "executor/inference_session.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
+#include "graph/autodiff/training_recipe.h"
 #include "graph/op_schema.h"
 #include "tests/error_of.h"
 
@@ -112,6 +114,50 @@ TEST(TrainingGraph, GathersOfEverySliceConcatTheirGradients) {
   const TrainingGraph overlapping = build({0, 0, 1});  // row 2 not gathered, row 0 twice
   EXPECT_EQ(count(overlapping, "GatherGrad"), 3);
   EXPECT_EQ(count(overlapping, "Concat"), 0);
+}
+
+// A Dropout of constant ratio 0 whose mask nobody reads trains as an Identity (no mask, no DropoutGrad);
+// one of ratio 0.25 stays a Dropout, and so does a ratio-0 one whose mask is a graph output.
+TEST(TrainingGraph, DropoutOfRatioZeroIsAnIdentity) {
+  auto model = [](float ratio, bool mask_out) {
+    Graph g;
+    ValueId x =
+        g.add_value({.name = "x", .dtype = DType::Float32, .shape = Shape::of({4, 3}), .role = ValueRole::Input});
+    g.inputs.push_back(x);
+    ValueId w = add_parameter(g, "w", {3, 5}, 0.1f);
+    Tensor r(DType::Float32, {});
+    r.data<float>()[0] = ratio;
+    ValueId ratio_value = g.add_value(
+        {.name = "ratio", .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Constant, .data = r});
+    g.initializers.push_back(ratio_value);
+    Tensor on(DType::Bool, {});
+    on.data<bool>()[0] = true;
+    ValueId training = g.add_value(
+        {.name = "training", .dtype = DType::Bool, .shape = Shape::of({}), .role = ValueRole::Constant, .data = on});
+    g.initializers.push_back(training);
+    ValueId y = g.add_value({.name = "y"}), mask = g.add_value({.name = "mask"});
+    NodeId dropout = g.add_node({.name = "dropout",
+                                 .op_type = "Dropout",
+                                 .opset = 13,
+                                 .inputs = {add_node(g, "MatMul", {x, w}), ratio_value, training},
+                                 .outputs = {y, mask}});
+    infer_node(g, dropout, *OpRegistry::builtin().find("", "Dropout"));
+    g.outputs.push_back(y);
+    if (mask_out) g.outputs.push_back(mask);
+    return make_training_recipe(g, {.loss = parse_loss_spec("cross-entropy")});
+  };
+  auto ops = [](const Graph& g) {
+    std::map<std::string, int> n;
+    for (NodeId id : g.order()) ++n[g.node(id).op_type];
+    return n;
+  };
+  auto zero = ops(model(0.0f, false).training.graph);
+  EXPECT_EQ(zero["Dropout"] + zero["DropoutGrad"], 0);
+  EXPECT_EQ(zero["Identity"], 1);
+  auto quarter = ops(model(0.25f, false).training.graph);
+  EXPECT_EQ(quarter["Dropout"], 1);
+  EXPECT_EQ(quarter["DropoutGrad"], 1);
+  EXPECT_EQ(ops(model(0.0f, true).training.graph)["Dropout"], 1);
 }
 
 // Clip with constant bounds (ReLU6's 0 and 6) differentiates as one ActivationGrad (activation "Clip"),

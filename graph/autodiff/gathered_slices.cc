@@ -64,8 +64,8 @@ ValueId TrainingGraphBuilder::concat_of_gathered_slices(NodeId owner, ValueId v,
   std::vector<ValueId> pieces;
   for (const Slice& s : slices) {
     ValueId piece = s.dy;
-    if (s.scalar) piece = emit(owner, "Unsqueeze", "", {s.dy, add_constant(Tensor::vector_int64({axis}), "axes")}, {},
-                               {true})[0];
+    if (s.scalar)
+      piece = emit(owner, "Unsqueeze", "", {s.dy, add_constant(Tensor::vector_int64({axis}), "axes")}, {}, {true})[0];
     pieces.push_back(piece);
     g.remove_node(s.gather_grad);  // its output was this sum's alone
   }
