@@ -1,5 +1,5 @@
 // ONNX Mod's value for one pair of elements, shared by the constant folder (graph/ops/mod.cc) and the
-// reference kernel (kernels/reference/mod.cc). `fmod` false (integers only): the remainder takes the
+// reference kernel (kernels/reference/elementwise_binary.cc). `fmod` false (integers only): the remainder takes the
 // divisor's sign, as Python's % and numpy.mod; true: the dividend's, as C's fmod (ONNX requires it for
 // floating-point inputs). An integer divisor of 0 is the caller's to refuse.
 //

@@ -1,10 +1,13 @@
-// Reference kernels for Add, Sub, Mul, Div, Pow (two inputs) and Min, Max, Sum, Mean (one or more):
+// Reference kernels for Add, Sub, Mul, Div, Mod, Pow (two inputs) and Min, Max, Sum, Mean (one or more):
 // numpy broadcasting over float32/float64 and the integer types. Integer arithmetic wraps (computed in
-// uint64, never signed overflow); integer Div truncates toward zero and rejects division by zero; Pow's
-// exponent may have its own type (opset 12+).
+// uint64, never signed overflow); integer Div truncates toward zero and rejects division by zero; Mod's
+// math is graph/onnx_mod.h's (the constant folder's too), fmod 0 or 1, an integer divisor of 0 an error
+// at run time; Pow's exponent may have its own type (opset 12+).
 #include <cmath>
+#include <string>
 #include <type_traits>
 
+#include "graph/onnx_mod.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"
 #include "kernels/reference/reference_kernels.h"
@@ -42,9 +45,18 @@ struct DivOp {
   }
 };
 
-// Add/Sub/Mul/Div: both inputs of one arithmetic dtype.
+struct ModOp {
+  bool fmod = false;
+  template <typename T>
+  T apply(const KernelSpec& spec, T a, T b) const {
+    if (std::is_integral_v<T> && b == 0) kernel_fail(spec, "integer modulo by zero");
+    return onnx_mod(a, b, fmod);
+  }
+};
+
+// Add/Sub/Mul/Div/Mod: both inputs of one arithmetic dtype.
 template <typename Op>
-std::unique_ptr<Kernel> make_arithmetic_kernel(const KernelSpec& spec) {
+std::unique_ptr<Kernel> make_binary_kernel(const KernelSpec& spec, Op op) {
   require_input_count(spec, 2, 2);
   const DType dtype = require_dtype_in(spec, 0, kArithmeticDTypes);
   require_dtype_in(spec, 1, kArithmeticDTypes);
@@ -53,17 +65,31 @@ std::unique_ptr<Kernel> make_arithmetic_kernel(const KernelSpec& spec) {
   require_output(spec, 0, dtype, out);
   const std::vector<std::vector<int64_t>> strides = {broadcast_strides(spec.inputs[0].sizes, out),
                                                      broadcast_strides(spec.inputs[1].sizes, out)};
-  return make_closure_kernel([spec, dtype, out, strides](auto inputs, auto outputs) {
+  return make_closure_kernel([spec, dtype, out, strides, op](auto inputs, auto outputs) {
     dispatch_arithmetic(dtype, [&](auto zero) {
       using T = decltype(zero);
       const T* a = inputs[0].template as<T>();
       const T* b = inputs[1].template as<T>();
       T* y = outputs[0].template as<T>();
       for_each_broadcast(out, strides, [&](int64_t i, const std::vector<int64_t>& offset) {
-        y[i] = Op::apply(spec, a[offset[0]], b[offset[1]]);
+        y[i] = op.apply(spec, a[offset[0]], b[offset[1]]);
       });
     });
   });
+}
+
+template <typename Op>
+std::unique_ptr<Kernel> make_arithmetic_kernel(const KernelSpec& spec) {
+  return make_binary_kernel(spec, Op{});
+}
+
+// fmod 0 (integers only) or 1, as the schema checks (graph/ops/mod.cc).
+std::unique_ptr<Kernel> make_mod_kernel(const KernelSpec& spec) {
+  const int64_t fmod = spec.attributes.get_int("fmod", 0);
+  if (fmod != 0 && fmod != 1) kernel_fail(spec, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
+  if (!spec.inputs.empty() && is_floating(spec.inputs[0].dtype) && fmod == 0)
+    kernel_fail(spec, "floating-point inputs need fmod=1");
+  return make_binary_kernel(spec, ModOp{.fmod = fmod != 0});
 }
 
 // Integer base: exact repeated squaring (wrapping) for integer exponents.
@@ -193,6 +219,7 @@ void register_reference_elementwise_binary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Sub", kArithmeticDTypes, &make_arithmetic_kernel<SubOp>));
   registry.add(reference_entry("Mul", kArithmeticDTypes, &make_arithmetic_kernel<MulOp>));
   registry.add(reference_entry("Div", kArithmeticDTypes, &make_arithmetic_kernel<DivOp>));
+  registry.add(reference_entry("Mod", kArithmeticDTypes, &make_mod_kernel));
   registry.add(reference_entry("Pow", kPowBaseDTypes, &make_pow_kernel));
   registry.add(reference_entry("Min", kMinMaxDTypes,
                                [](const KernelSpec& s) { return make_variadic_kernel<MinOp>(s, kMinMaxDTypes); }));

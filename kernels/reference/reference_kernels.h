@@ -11,7 +11,6 @@ void register_reference_kernels(KernelRegistry& registry);
 
 // --- elementwise, reductions, softmax (helper A section) ---
 void register_reference_elementwise_binary_kernels(KernelRegistry& registry);
-void register_reference_mod_kernels(KernelRegistry& registry);
 void register_reference_elementwise_unary_kernels(KernelRegistry& registry);
 void register_reference_compare_logic_kernels(KernelRegistry& registry);
 void register_reference_cast_kernels(KernelRegistry& registry);

@@ -7,7 +7,6 @@ namespace onnxtrain {
 void register_reference_kernels(KernelRegistry& registry) {
   // --- elementwise, reductions, softmax ---
   register_reference_elementwise_binary_kernels(registry);
-  register_reference_mod_kernels(registry);
   register_reference_elementwise_unary_kernels(registry);
   register_reference_compare_logic_kernels(registry);
   register_reference_cast_kernels(registry);
