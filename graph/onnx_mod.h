@@ -1,7 +1,8 @@
 // ONNX Mod's value for one pair of elements, shared by the constant folder (graph/ops/mod.cc) and the
 // reference kernel (kernels/reference/elementwise_binary.cc). `fmod` false (integers only): the remainder takes the
 // divisor's sign, as Python's % and numpy.mod; true: the dividend's, as C's fmod (ONNX requires it for
-// floating-point inputs). An integer divisor of 0 is the caller's to refuse.
+// floating-point inputs). An integer divisor of 0 is the caller's to refuse. Callable from CUDA device
+// code too (kernels/cuda/elementwise_binary.cu).
 //
 //   onnx_mod<int64_t>(-4, 3, false) == 2;   onnx_mod<int64_t>(-4, 3, true) == -1
 #pragma once
@@ -11,8 +12,14 @@
 
 namespace onnxtrain {
 
+#if defined(__CUDACC__)
+#define ONNXTRAIN_MOD_HOST_DEVICE __host__ __device__
+#else
+#define ONNXTRAIN_MOD_HOST_DEVICE
+#endif
+
 template <typename T>
-T onnx_mod(T a, T b, bool fmod) {
+ONNXTRAIN_MOD_HOST_DEVICE T onnx_mod(T a, T b, bool fmod) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::fmod(a, b);
   } else if constexpr (std::is_unsigned_v<T>) {

@@ -1,11 +1,12 @@
-// CUDA kernels of Add, Sub, Mul, Div, Pow, PRelu (two inputs) and Min, Max, Sum, Mean (one or more):
+// CUDA kernels of Add, Sub, Mul, Div, Mod, Pow, PRelu (two inputs) and Min, Max, Sum, Mean (one or more):
 // numpy broadcasting through the host-computed BroadcastGeometry, math from kernels/elementwise_functors.h.
 // Add/Sub/Mul/Div/Min/Max/PRelu take float32/float64/int32/int64, Sum/Mean float32/float64, Pow a float
 // base with a float32/float64/int32/int64 exponent. Variadic ops fold left to right into the output
 // (one launch per extra input), so they add in the reference kernel's order.
 //
 // Integer Div by zero: the reference kernel throws; a device cannot without a host round trip, so the
-// CUDA kernel writes 0 there (elementwise::Div).
+// CUDA kernel writes 0 there (elementwise::Div), and Mod too.
+#include "graph/onnx_mod.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 
 namespace onnxtrain::cuda {
@@ -27,6 +28,37 @@ std::unique_ptr<Kernel> make_arithmetic(const KernelSpec& spec) {
       using T = decltype(zero);
       launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const T>(),
                         outputs[0].template as<T>(), Functor<T>{});
+    });
+  });
+}
+
+// Mod: graph/onnx_mod.h's remainder, fmod 0 (integers) or 1.
+template <typename T>
+struct ModFunctor {
+  bool fmod = false;
+  ONNXTRAIN_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+    }
+    return onnx_mod(a, b, fmod);
+  }
+};
+
+std::unique_ptr<Kernel> make_mod(const KernelSpec& spec) {
+  reference::require_input_count(spec, 2, 2);
+  const DType dtype = require_cuda_dtype(spec, 0, kCudaNumericDTypes);
+  reference::require_same_dtype(spec, 1, 0);
+  const int64_t fmod = spec.attributes.get_int("fmod", 0);
+  if (fmod != 0 && fmod != 1) kernel_fail(spec, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
+  if (is_floating(dtype) && fmod == 0) kernel_fail(spec, "floating-point inputs need fmod=1");
+  const std::vector<int64_t> out = reference::broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
+  reference::require_output(spec, 0, dtype, out);
+  const BroadcastGeometry g = require_geometry(spec, out, {spec.inputs[0].sizes, spec.inputs[1].sizes});
+  return make_cuda_kernel([dtype, g, fmod](cudaStream_t stream, auto inputs, auto outputs) {
+    dispatch_cuda<true>(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const T>(),
+                        outputs[0].template as<T>(), ModFunctor<T>{fmod != 0});
     });
   });
 }
@@ -147,6 +179,7 @@ void register_cuda_binary_kernels(KernelRegistry& registry) {
   registry.add(cuda_entry("Sub", kCudaNumericDTypes, &make_arithmetic<Sub>));
   registry.add(cuda_entry("Mul", kCudaNumericDTypes, &make_arithmetic<Mul>));
   registry.add(cuda_entry("Div", kCudaNumericDTypes, &make_arithmetic<Div>));
+  registry.add(cuda_entry("Mod", kCudaNumericDTypes, &make_mod));
   registry.add(cuda_entry("Pow", kCudaFloatDTypes, &make_pow));
   registry.add(cuda_entry("PRelu", kCudaNumericDTypes, &make_prelu));
   registry.add(cuda_entry("Min", kCudaNumericDTypes,
