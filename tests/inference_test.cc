@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "executor/inference_session.h"
+#include "executor/trainer.h"
 #include "frontend/importer.h"
 #include "frontend/npy.h"
 #include "tests/graph_builder.h"
@@ -158,6 +159,28 @@ TEST(InferenceSession, ViewsKeepTheirBufferUntilTheLastReader) {
       EXPECT_NEAR(y.data<float>()[i], relu + std::exp(relu), 1e-6) << "run " << run << ", element " << i;
     }
   }
+}
+
+// torchvision's VisionTransformer, exported by TorchScript (models/torchvision/make_torchvision.py: 2 layers
+// of width 64): its attention computes shapes with Mod, which onnxtrain could not run before 2026-12-05.
+// The logits match torch's for the same input, and ten momentum steps on that batch lower the loss.
+TEST(InferenceSession, TorchvisionVitMatchesTorchAndTrains) {
+  ImportedModel model = import_model(kModels + "torchvision/vit_tiny.onnx");
+  const Tensor x = read_npy(kModels + "torchvision/vit_tiny_input.npy");
+  const Tensor expected = read_npy(kModels + "torchvision/vit_tiny_logits.npy");
+  InferenceSession session(model.graph);
+  expect_close(session.run({{"input", x}}).at("logits"), expected, 1e-4, 1e-5);
+
+  TrainerOptions options{.loss = parse_loss_spec("cross-entropy")};
+  options.schedule = {.base_lr = 0.05};
+  Trainer trainer(model.graph, options);
+  Tensor labels(DType::Int64, {4});
+  for (int64_t i = 0; i < 4; ++i) labels.data<int64_t>()[i] = i;
+  const float first = trainer.train_step(x, labels);
+  float last = first;
+  for (int step = 0; step < 10; ++step) last = trainer.train_step(x, labels);
+  EXPECT_TRUE(std::isfinite(first));
+  EXPECT_LT(last, 0.5f * first) << "loss " << first << " -> " << last;
 }
 
 TEST(InferenceSession, ValidatesInputs) {

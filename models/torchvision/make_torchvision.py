@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Exports torchvision's MobileNetV2 (width_mult=0.25, 10 classes, random weights) to
 models/torchvision/mobilenet_v2_w025.onnx: a genuine torchvision architecture small enough to commit
-(about 1 MB), for tests/torchvision_acceptance_test.py and docs/bring-your-own-model.md.
+(about 1 MB), for tests/torchvision_acceptance_test.py and docs/bring-your-own-model.md. Also a tiny
+torchvision VisionTransformer (32x32 in patches of 8, 2 layers of width 64, 4 heads, MLP 128, 10
+classes) to vit_tiny.onnx, with an input batch and torch's logits for it (vit_tiny_input.npy,
+vit_tiny_logits.npy) for tests/inference_test.cc: its TorchScript export computes attention shapes with
+Mod, which onnxtrain lacked before 2026-12-05.
 
 Made with torch 2.15.0 (the PyPI wheel, 2.15.0+cu132; the export runs on the CPU), torchvision 0.29.2,
 onnx 1.23.2, onnxscript 0.7.2, seed 0; run again, it writes the same bytes (sha256 c0d64020...):
@@ -39,7 +43,31 @@ def build():
     return torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
 
 
+def export_vit():
+    """The tiny ViT, its input and torch's logits (train() mode: dropout 0, no batch statistics, so the
+    logits are those of eval() too)."""
+    import numpy as np
+    torch.manual_seed(0)
+    model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                                 hidden_dim=64, mlp_dim=128, num_classes=10)
+    model.train()
+    path = os.path.join(HERE, "vit_tiny.onnx")
+    torch.onnx.export(model, (torch.randn(2, 3, 32, 32),), path, dynamo=False, opset_version=17,
+                      export_params=True, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(x)
+    np.save(os.path.join(HERE, "vit_tiny_input.npy"), x.numpy())
+    np.save(os.path.join(HERE, "vit_tiny_logits.npy"), logits.numpy())
+    m = onnx.load(path)
+    print("%s: %.2f MB, ops: %s" % (path, os.path.getsize(path) / 1e6,
+                                    sorted({n.op_type for n in m.graph.node})))
+
+
 def main():
+    export_vit()
     model = build()
     model.train()
     path = os.path.join(HERE, NAME + ".onnx")
