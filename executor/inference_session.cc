@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
+#include <iterator>
 
 #include "executor/host_memory.h"
 #include "graph/error.h"
@@ -264,13 +264,11 @@ void InferenceSession::use_kernels_for_threads(int threads) {
 
 bool InferenceSession::views_input_of(NodeId id) const {
   const Node& node = graph_.node(id);
-  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-  if (!node.domain.empty() || !kViews.count(node.op_type) || node.inputs.empty() || !node.inputs[0].valid() ||
-      node.outputs.size() != 1 || !node.outputs[0].valid())
+  if (!node.domain.empty() || std::ranges::find(kReshapeOps, node.op_type) == std::end(kReshapeOps) ||
+      node.inputs.empty() || !node.inputs[0].valid() || node.outputs.size() != 1 || !node.outputs[0].valid())
     return false;
   const ValueId in = node.inputs[0], out = node.outputs[0];
-  const bool caller_input = std::find(graph_.inputs.begin(), graph_.inputs.end(), in) != graph_.inputs.end();
-  return !graph_.value(in).data && !caller_input && last_use_[out.index] != SIZE_MAX;
+  return !graph_.value(in).data && !is_caller_input(in) && last_use_[out.index] != SIZE_MAX;
 }
 
 // Shape inference again for one node, now that its inputs exist: their real sizes, and the values of
@@ -313,6 +311,10 @@ Tensor InferenceSession::allocate(DType dtype, const std::vector<int64_t>& sizes
   return t;
 }
 
+bool InferenceSession::is_caller_input(ValueId id) const {
+  return std::find(graph_.inputs.begin(), graph_.inputs.end(), id) != graph_.inputs.end();
+}
+
 // The inputs whose last reader was node `index` of the order.
 void InferenceSession::release_inputs_after(const Node& node, size_t index, std::vector<Tensor>& values,
                                             Stream& stream) {
@@ -327,8 +329,7 @@ void InferenceSession::release_inputs_after(const Node& node, size_t index, std:
 // A buffer another value still shares (a view of it, views_input_of) is only dropped here; the pool gets
 // it when the last of them is released.
 void InferenceSession::release(Tensor& tensor, ValueId id) {
-  const bool user_owned = std::find(graph_.inputs.begin(), graph_.inputs.end(), id) != graph_.inputs.end();
-  if (!user_owned && !tensor.empty() && tensor.numel() > 0 && tensor.sole_owner()) {
+  if (!is_caller_input(id) && !tensor.empty() && tensor.numel() > 0 && tensor.sole_owner()) {
     free_buffers_[{tensor.dtype(), tensor.numel()}].push_back(std::move(tensor));
   }
   tensor = Tensor();

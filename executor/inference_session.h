@@ -148,6 +148,7 @@ class InferenceSession {
   // or the caller, would change the view too), the output no graph output. Its output is then the input's
   // buffer, not a copy.
   bool views_input_of(NodeId id) const;
+  bool is_caller_input(ValueId id) const;  // a graph input: the caller's tensor, never pooled or viewed
   void release_inputs_after(const Node& node, size_t index, std::vector<Tensor>& values, Stream& stream);
 
   // The batch symbols from the inputs' element types and sizes; Error naming an input that is missing,

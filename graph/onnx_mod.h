@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace onnxtrain {
@@ -17,6 +19,15 @@ namespace onnxtrain {
 #else
 #define ONNXTRAIN_MOD_HOST_DEVICE
 #endif
+
+// What is wrong with a Mod node's fmod attribute for inputs that are `floating`, or "" (the schema, the
+// reference and the CUDA kernels each refuse with it).
+inline std::string onnx_mod_fmod_error(int64_t fmod, bool floating) {
+  if (fmod != 0 && fmod != 1) return "attribute fmod must be 0 or 1, got " + std::to_string(fmod);
+  if (floating && fmod == 0)
+    return "floating-point inputs need fmod=1 (ONNX: Mod with fmod=0 is defined for integers only)";
+  return "";
+}
 
 template <typename T>
 ONNXTRAIN_MOD_HOST_DEVICE T onnx_mod(T a, T b, bool fmod) {

@@ -23,6 +23,11 @@ namespace onnxtrain {
 // onnxtrain's own domain: the backward ops that ONNX lacks (ConvGrad, ActivationGrad, ...).
 inline constexpr const char* kTrainingDomain = "ai.onnxtrain";
 
+// ONNX ops whose output is their input's bytes under new sizes: the CPU kernels copy them with one memcpy
+// (kernels/cpu/reshape_copy.cc), and a session hands the input's buffer on instead where it may
+// (InferenceSession::views_input_of).
+inline constexpr const char* kReshapeOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+
 enum class InputKind {
   Data,               // differentiable activation (a float initializer with more than one element here is a parameter)
   Weight,             // weight/bias slot: a float initializer here is a trainable parameter

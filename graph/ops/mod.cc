@@ -27,10 +27,8 @@ void infer_mod(InferContext& ctx) {
   require_numeric(ctx, 0);
   require_numeric(ctx, 1);
   require_same_dtype(ctx, 1, 0);
-  const int64_t fmod = ctx.node().attr_int("fmod", 0);
-  if (fmod != 0 && fmod != 1) fail_op(ctx, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
-  if (is_floating(ctx.input_dtype(0)) && fmod == 0)
-    fail_op(ctx, "floating-point inputs need fmod=1 (ONNX: Mod with fmod=0 is defined for integers only)");
+  const std::string bad = onnx_mod_fmod_error(ctx.node().attr_int("fmod", 0), is_floating(ctx.input_dtype(0)));
+  if (!bad.empty()) fail_op(ctx, bad);
   Shape out = broadcast_or_fail(ctx, ctx.input_shape(0), ctx.input_shape(1));
   auto known = combine_known(ctx, out, {0, 1}, &dim_mod);
   ctx.set_output(0, ctx.input_dtype(0), out);

@@ -39,7 +39,7 @@ class ByteCopyKernel final : public CpuDataMovementKernel {
 }  // namespace
 
 void register_cpu_reshape_kernels(KernelRegistry& registry) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+  for (const char* op : kReshapeOps)
     registry.add(cpu_entry(op, reference::kFixedSizeDTypes, reference::make_kernel<ByteCopyKernel>));
 }
 

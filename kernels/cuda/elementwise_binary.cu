@@ -14,22 +14,27 @@ namespace {
 
 using reference::kernel_fail;
 
-// Two inputs of one dtype, broadcast together; output of that dtype.
-template <template <typename> class Functor>
-std::unique_ptr<Kernel> make_arithmetic(const KernelSpec& spec) {
+// Two inputs of one dtype, broadcast together; output of that dtype; `make_functor(T{})` the functor.
+template <typename MakeFunctor>
+std::unique_ptr<Kernel> make_binary(const KernelSpec& spec, MakeFunctor make_functor) {
   reference::require_input_count(spec, 2, 2);
   const DType dtype = require_cuda_dtype(spec, 0, kCudaNumericDTypes);
   reference::require_same_dtype(spec, 1, 0);
   const std::vector<int64_t> out = reference::broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
   reference::require_output(spec, 0, dtype, out);
   const BroadcastGeometry g = require_geometry(spec, out, {spec.inputs[0].sizes, spec.inputs[1].sizes});
-  return make_cuda_kernel([dtype, g](cudaStream_t stream, auto inputs, auto outputs) {
+  return make_cuda_kernel([dtype, g, make_functor](cudaStream_t stream, auto inputs, auto outputs) {
     dispatch_cuda<true>(dtype, [&](auto zero) {
       using T = decltype(zero);
       launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const T>(),
-                        outputs[0].template as<T>(), Functor<T>{});
+                        outputs[0].template as<T>(), make_functor(zero));
     });
   });
+}
+
+template <template <typename> class Functor>
+std::unique_ptr<Kernel> make_arithmetic(const KernelSpec& spec) {
+  return make_binary(spec, [](auto zero) { return Functor<decltype(zero)>{}; });
 }
 
 // Mod: graph/onnx_mod.h's remainder, fmod 0 (integers) or 1.
@@ -45,22 +50,10 @@ struct ModFunctor {
 };
 
 std::unique_ptr<Kernel> make_mod(const KernelSpec& spec) {
-  reference::require_input_count(spec, 2, 2);
-  const DType dtype = require_cuda_dtype(spec, 0, kCudaNumericDTypes);
-  reference::require_same_dtype(spec, 1, 0);
   const int64_t fmod = spec.attributes.get_int("fmod", 0);
-  if (fmod != 0 && fmod != 1) kernel_fail(spec, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
-  if (is_floating(dtype) && fmod == 0) kernel_fail(spec, "floating-point inputs need fmod=1");
-  const std::vector<int64_t> out = reference::broadcast_sizes_or_fail(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
-  reference::require_output(spec, 0, dtype, out);
-  const BroadcastGeometry g = require_geometry(spec, out, {spec.inputs[0].sizes, spec.inputs[1].sizes});
-  return make_cuda_kernel([dtype, g, fmod](cudaStream_t stream, auto inputs, auto outputs) {
-    dispatch_cuda<true>(dtype, [&](auto zero) {
-      using T = decltype(zero);
-      launch_broadcast2(stream, g, inputs[0].template as<const T>(), inputs[1].template as<const T>(),
-                        outputs[0].template as<T>(), ModFunctor<T>{fmod != 0});
-    });
-  });
+  const std::string bad = onnx_mod_fmod_error(fmod, !spec.inputs.empty() && is_floating(spec.inputs[0].dtype));
+  if (!bad.empty()) kernel_fail(spec, bad);
+  return make_binary(spec, [fmod](auto zero) { return ModFunctor<decltype(zero)>{fmod != 0}; });
 }
 
 // PRelu: the slope broadcasts onto X (unidirectionally).

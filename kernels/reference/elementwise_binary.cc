@@ -86,9 +86,8 @@ std::unique_ptr<Kernel> make_arithmetic_kernel(const KernelSpec& spec) {
 // fmod 0 (integers only) or 1, as the schema checks (graph/ops/mod.cc).
 std::unique_ptr<Kernel> make_mod_kernel(const KernelSpec& spec) {
   const int64_t fmod = spec.attributes.get_int("fmod", 0);
-  if (fmod != 0 && fmod != 1) kernel_fail(spec, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
-  if (!spec.inputs.empty() && is_floating(spec.inputs[0].dtype) && fmod == 0)
-    kernel_fail(spec, "floating-point inputs need fmod=1");
+  const std::string bad = onnx_mod_fmod_error(fmod, !spec.inputs.empty() && is_floating(spec.inputs[0].dtype));
+  if (!bad.empty()) kernel_fail(spec, bad);
   return make_binary_kernel(spec, ModOp{.fmod = fmod != 0});
 }
 
