@@ -27,14 +27,15 @@ the fixtures and its own exports alike (the running statistics in its exports ar
 and var 1, as constructed).
 
 FLOPs: the worker counts the forward FLOPs of one sample directly, 2 * the multiply-adds of every Conv and
-Linear (forward hooks, one sample in eval() mode; BatchNorm, activations, pooling, the loss and the update
-are not counted), and takes a training step as 3 x forward (forward, backward to the data, backward to the
-weights). GFLOP/s = samples/s * step FLOPs per sample / 1e9. The peak: once per thread count, the worker
-times float32 torch.mm of two 2048x2048 matrices (on --device, after warm-up, repeated for about a second):
-2 * 2048^3 * repetitions / seconds; "% of peak" is onnxtrain's GFLOP/s against it. That count credits
-every kernel tap, also those that fall in the zero padding (8 of 9 of ResNet-18's layer4 at 32x32, which
-onnxtrain neither computes nor trains); "% of peak, live taps" counts only the (output position, tap)
-pairs whose input lies inside the input: the multiply-adds onnxtrain does.
+Linear and of every MultiheadAttention (its input and output projections and its two attention products,
+Q.K^T and P.V) (forward hooks, one sample in eval() mode; BatchNorm, LayerNorm, activations, softmax,
+pooling, the loss and the update are not counted), and takes a training step as 3 x forward (forward,
+backward to the data, backward to the weights). GFLOP/s = samples/s * step FLOPs per sample / 1e9. The
+peak: once per thread count, the worker times float32 torch.mm of two 2048x2048 matrices (on --device,
+after warm-up, repeated for about a second): 2 * 2048^3 * repetitions / seconds; "% of peak" is onnxtrain's
+GFLOP/s against it. That count credits every kernel tap, also those that fall in the zero padding (8 of 9
+of ResNet-18's layer4 at 32x32, which onnxtrain neither computes nor trains); "% of peak, live taps" counts
+only the (output position, tap) pairs whose input lies inside the input: the multiply-adds onnxtrain does.
 
 onnxtrain: `onnxtrain train MODEL --data synthetic:... --metrics FILE` (OMP_NUM_THREADS=T: oneDNN and
 onnxtrain's own kernels both run on libgomp's threads); the per-step times come from the metrics file,
@@ -293,10 +294,30 @@ def live_pairs(out, kernel, stride, pad, dilation, size):
     return sum(1 for o in range(out) for t in range(kernel) if 0 <= o * stride - pad + t * dilation < size)
 
 
+def attention_macs(m, inputs):
+    """Multiply-adds of one call of nn.MultiheadAttention `m`: the q/k/v input projections (in_proj_weight
+    or q/k/v_proj_weight, applied through F.linear or the fused kernel, not through an nn.Linear module),
+    Q.K^T and P.V (batch * heads * S_q * S_k * head_dim each, heads * head_dim = embed_dim) and out_proj."""
+    query = inputs[0]
+    key = inputs[1] if len(inputs) > 1 else query  # positional (query, key, value); else self-attention
+    value = inputs[2] if len(inputs) > 2 else key
+    seq = 1 if m.batch_first and query.dim() == 3 else 0  # (N, L, E), else (L, N, E) or unbatched (L, E)
+    tokens_q, tokens_k, tokens_v = (t.numel() // t.shape[-1] for t in (query, key, value))
+    if m._qkv_same_embed_dim:  # packed 3E x E: rows [0, E) project the query, [E, 2E) the key, [2E, 3E) the value
+        proj = (tokens_q + tokens_k + tokens_v) * m.embed_dim * m.embed_dim
+    else:
+        proj = (tokens_q * m.q_proj_weight.numel() + tokens_k * m.k_proj_weight.numel()
+                + tokens_v * m.v_proj_weight.numel())
+    s_k = key.shape[seq] + (m.bias_k is not None) + int(m.add_zero_attn)  # both append a key/value position
+    products = 2 * tokens_q * s_k * m.embed_dim  # tokens_q = batch * S_q
+    return proj + products + tokens_q * m.out_proj.in_features * m.out_proj.out_features
+
+
 def forward_flops(model, name):
-    """Forward FLOPs of one sample: 2 * the multiply-adds of every Conv and Linear, counted by forward hooks
-    on one sample (eval() mode, so BatchNorm takes a single sample and its statistics stay): all of them,
-    and only those of taps inside the input (live)."""
+    """Forward FLOPs of one sample: 2 * the multiply-adds of every Conv, Linear and MultiheadAttention
+    (projections and attention products), counted by forward hooks on one sample (eval() mode, so BatchNorm
+    takes a single sample and its statistics stay): all of them, and only those of taps inside the input
+    (live)."""
     import torch
     from torch import nn
 
@@ -318,8 +339,19 @@ def forward_flops(model, name):
         macs[0] += out.numel() * m.in_features
         macs[1] += out.numel() * m.in_features
 
+    def attention(m, inputs, out):
+        n = attention_macs(m, inputs)
+        macs[0] += n  # no padding: all of them are live
+        macs[1] += n
+
     hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))]
-    hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, nn.Linear)]
+    attentions = [m for m in model.modules() if isinstance(m, nn.MultiheadAttention)]
+    # attention_macs counts out_proj: in eval() without grad MultiheadAttention takes its fused fast path,
+    # which uses out_proj's weight without calling the module, so its own hook would fire only sometimes.
+    out_projs = {id(m.out_proj) for m in attentions}
+    hooks += [m.register_forward_hook(linear) for m in model.modules()
+              if isinstance(m, nn.Linear) and id(m) not in out_projs]
+    hooks += [m.register_forward_hook(attention) for m in attentions]
     training = model.training
     model.eval()
     with torch.no_grad():

@@ -107,7 +107,8 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                 .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
                 .tap_major_conv_weights = options_.tap_major_conv_weights && options_.device.kind == DeviceKind::Cpu,
                 .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && options_.device.kind == DeviceKind::Cpu,
-                .pool_before_relu = options_.pool_before_relu && options_.device.kind == DeviceKind::Cpu});
+                .pool_before_relu = options_.pool_before_relu && options_.device.kind == DeviceKind::Cpu,
+                .fuse_matmul = options_.fuse_matmul && options_.device.kind == DeviceKind::Cpu});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

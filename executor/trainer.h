@@ -121,6 +121,9 @@ struct TrainerOptions {
   bool fuse_batch_norm_relu = true;
   // Relu then MaxPool trains as MaxPool then Relu on the CPU (graph/autodiff/pool_before_relu.h).
   bool pool_before_relu = true;
+  // Float32 MatMuls train as FusedMatMul on the CPU, with the Transposes before them and their bias Add
+  // folded in (graph/autodiff/fused_matmul.h); false: as the model has them.
+  bool fuse_matmul = true;
 };
 
 class Trainer {

@@ -103,11 +103,12 @@ std::vector<size_t> owning_forward_node(const TrainingGraph& training) {
 
 namespace {
 
-// Whether a MatMul reads `value`, directly or through Dropout, Cast or Identity.
+// Whether a MatMul reads `value` (or the CPU's FusedMatMul: graph/autodiff/fused_matmul.h), directly or
+// through Dropout, Cast or Identity.
 bool feeds_matmul(const Graph& g, ValueId value, int depth = 0) {
   for (NodeId user : g.consumers(value)) {
     const Node& node = g.node(user);
-    if (node.op_type == "MatMul") return true;
+    if (node.op_type == "MatMul" || node.op_type == "FusedMatMul") return true;
     const bool passes = node.op_type == "Dropout" || node.op_type == "Cast" || node.op_type == "Identity";
     if (passes && depth < 3 && !node.outputs.empty() && feeds_matmul(g, node.outputs[0], depth + 1)) return true;
   }

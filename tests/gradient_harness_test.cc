@@ -305,9 +305,10 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradientHarness, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<GradientCase>& info) { return test_name(info.param); });
 
 // onnxtrain's ops that only the CPU runs: training holds a weight tap-major for the CPU's tap-product
-// convolution alone (graph/autodiff/tap_major_conv_weights.h); Trainer keeps the model's layout, and Conv,
-// on a GPU.
-const std::set<std::string> kCpuOnlyOps = {"TapMajorConv", "TapMajorConvGrad"};
+// convolution alone (graph/autodiff/tap_major_conv_weights.h), and fuses MatMul with its transposes and bias
+// for the CPU's kernels (graph/autodiff/fused_matmul.h); Trainer keeps the model's layout and nodes, Conv and
+// MatMul, on a GPU.
+const std::set<std::string> kCpuOnlyOps = {"TapMajorConv", "TapMajorConvGrad", "FusedMatMul"};
 
 std::vector<GradientCase> cuda_cases() {
   std::vector<GradientCase> on_gpus;

@@ -134,7 +134,8 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                                                              .live_conv_taps_only = trains_live_conv_taps_only(o),
                                                              .tap_major_conv_weights = trains_tap_major_conv_weights(o),
                                                              .fuse_batch_norm_relu = cpu_rewrites,
-                                                             .pool_before_relu = cpu_rewrites});
+                                                             .pool_before_relu = cpu_rewrites,
+                                                             .fuse_matmul = cpu_rewrites});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {

@@ -47,6 +47,9 @@ struct TrainingRecipeOptions {
   // Relu then MaxPool trains as MaxPool then Relu (graph/autodiff/pool_before_relu.h): exact, a quarter of
   // the Relu's work under a 2x2 pool. Trainer turns it off on a GPU, where it is not measured.
   bool pool_before_relu = true;
+  // Float32 MatMuls train as FusedMatMul with the Transposes before them and their bias Add folded in
+  // (graph/autodiff/fused_matmul.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
+  bool fuse_matmul = true;
 };
 
 struct TrainingRecipe {
@@ -59,6 +62,7 @@ struct TrainingRecipe {
   std::vector<TapMajorConvWeight> tap_major_conv_weights;  // what tap_major_conv_weights rewrote
   int fused_batch_norm_relus = 0;                          // what fuse_batch_norm_relu fused
   int pools_before_relus = 0;                              // what pool_before_relu moved
+  int fused_matmuls = 0;                                   // what fuse_matmul fused
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.

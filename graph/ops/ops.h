@@ -67,6 +67,7 @@ void register_pad_grad_op(OpRegistry& registry);
 // --- conv, gemm, matmul ---
 void register_conv_grad_op(OpRegistry& registry);
 void register_tap_major_conv_ops(OpRegistry& registry);
+void register_fused_matmul_op(OpRegistry& registry);
 // --- end conv, gemm, matmul ---
 // --- pooling, softmax, LRN ---
 void register_pooling_grad_ops(OpRegistry& registry);

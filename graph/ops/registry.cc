@@ -54,6 +54,7 @@ void register_builtin_ops(OpRegistry& registry) {
   // --- conv, gemm, matmul ---
   register_conv_grad_op(registry);
   register_tap_major_conv_ops(registry);
+  register_fused_matmul_op(registry);
   // --- end conv, gemm, matmul ---
   // --- pooling, softmax, LRN ---
   register_pooling_grad_ops(registry);

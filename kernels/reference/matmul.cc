@@ -1,6 +1,8 @@
 // MatMul with numpy's rules: a 1-D A is a row vector and a 1-D B a column vector (their added dim is
 // dropped from the result); the leading batch dims broadcast. float32/float64 and float16/bfloat16
 // (accumulating in double, the result rounded once: kernels/reference/half_float.h).
+// FusedMatMul (graph/ops/training/fused_matmul.cc): the same product of operands of rank 2 or more, each
+// read transposed where its flag says so, plus C (N) on every row.
 #include <algorithm>
 #include <optional>
 
@@ -17,6 +19,8 @@ struct MatMulGeometry {
   int64_t m = 0, k = 0, n = 0;
   std::vector<int64_t> batch;                             // broadcast batch sizes
   std::vector<int64_t> a_batch_strides, b_batch_strides;  // in matrices, over `batch`; 0 where broadcast
+  bool trans_a = false, trans_b = false;                  // A holds (K, M) matrices, B (N, K) ones
+  bool bias = false;                                      // input 2 is C (N)
 };
 
 template <typename T>
@@ -31,14 +35,44 @@ void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::sp
                        T* y_mat = y + flat * g.m * g.n;
                        for (int64_t i = 0; i < g.m; ++i) {
                          for (int64_t j = 0; j < g.n; ++j) {
-                           double sum = 0;
+                           double sum = g.bias ? static_cast<double>(inputs[2].as<const T>()[j]) : 0.0;
                            for (int64_t p = 0; p < g.k; ++p) {
-                             sum += static_cast<double>(a_mat[i * g.k + p]) * static_cast<double>(b_mat[p * g.n + j]);
+                             const T a_ip = g.trans_a ? a_mat[p * g.m + i] : a_mat[i * g.k + p];
+                             const T b_pj = g.trans_b ? b_mat[j * g.k + p] : b_mat[p * g.n + j];
+                             sum += static_cast<double>(a_ip) * static_cast<double>(b_pj);
                            }
                            y_mat[i * g.n + j] = static_cast<T>(sum);
                          }
                        }
                      });
+}
+
+// The broadcast batch of A's and B's leading dims, checking Y's sizes against it and g's M and N.
+void set_batch(const KernelSpec& spec, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+               const TensorDesc& y, MatMulGeometry& g) {
+  const std::string operands = "A " + sizes_to_string(a) + " x B " + sizes_to_string(b);
+  const std::vector<int64_t> batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+  const std::vector<int64_t> batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  const std::optional<std::vector<int64_t>> batch = broadcast_sizes(batch_a, batch_b);
+  if (!batch) kernel_fail(spec, "batch dimensions do not broadcast: " + operands);
+  g.batch = *batch;
+  g.a_batch_strides = broadcast_strides(batch_a, g.batch);
+  g.b_batch_strides = broadcast_strides(batch_b, g.batch);
+  std::vector<int64_t> expected = g.batch;
+  if (a.size() >= 2) expected.push_back(g.m);
+  if (b.size() >= 2) expected.push_back(g.n);
+  if (y.sizes != expected) {
+    kernel_fail(spec,
+                "Y is " + sizes_to_string(y.sizes) + ", expected " + sizes_to_string(expected) + " for " + operands);
+  }
+}
+
+std::unique_ptr<Kernel> make_kernel(const KernelSpec& spec, DType dtype, const MatMulGeometry& g) {
+  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return make_closure_kernel(
+        [g](std::span<const TensorView> in, std::span<const TensorView> out) { matmul<T>(g, in, out); });
+  });
 }
 
 std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
@@ -54,31 +88,40 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
   g.n = b.size() == 1 ? 1 : b.back();
   const int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
   if (k_b != g.k) kernel_fail(spec, "inner dimensions differ: " + operands);
-  const std::vector<int64_t> batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
-  const std::vector<int64_t> batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
-  const std::optional<std::vector<int64_t>> batch = broadcast_sizes(batch_a, batch_b);
-  if (!batch) kernel_fail(spec, "batch dimensions do not broadcast: " + operands);
-  g.batch = *batch;
-  g.a_batch_strides = broadcast_strides(batch_a, g.batch);
-  g.b_batch_strides = broadcast_strides(batch_b, g.batch);
-  std::vector<int64_t> expected = g.batch;
-  if (a.size() >= 2) expected.push_back(g.m);
-  if (b.size() >= 2) expected.push_back(g.n);
-  if (y.sizes != expected) {
-    kernel_fail(spec,
-                "Y is " + sizes_to_string(y.sizes) + ", expected " + sizes_to_string(expected) + " for " + operands);
+  set_batch(spec, a, b, y, g);
+  return make_kernel(spec, dtype, g);
+}
+
+std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
+  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1});
+  const std::vector<int64_t>& a = spec.inputs[0].sizes;
+  const std::vector<int64_t>& b = require_input(spec, 1, "B").sizes;
+  const TensorDesc& y = require_output(spec, 0, "Y");
+  const std::string operands = "A " + sizes_to_string(a) + " x B " + sizes_to_string(b);
+  if (a.size() < 2 || b.size() < 2) kernel_fail(spec, "operands need rank 2 or more: " + operands);
+  MatMulGeometry g;
+  g.trans_a = spec.attributes.get_int("transA", 0) != 0;
+  g.trans_b = spec.attributes.get_int("transB", 0) != 0;
+  const size_t ra = a.size(), rb = b.size();
+  g.m = g.trans_a ? a[ra - 1] : a[ra - 2];
+  g.k = g.trans_a ? a[ra - 2] : a[ra - 1];
+  g.n = g.trans_b ? b[rb - 2] : b[rb - 1];
+  if ((g.trans_b ? b[rb - 1] : b[rb - 2]) != g.k) kernel_fail(spec, "inner dimensions differ: " + operands);
+  if (spec.inputs.size() > 2 && spec.inputs[2].present()) {
+    if (spec.inputs[2].dtype != dtype || spec.inputs[2].sizes != std::vector<int64_t>{g.n})
+      kernel_fail(spec,
+                  "C must be (" + std::to_string(g.n) + ") in A's dtype, not " + sizes_to_string(spec.inputs[2].sizes));
+    g.bias = true;
   }
-  return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
-    using T = decltype(zero);
-    return make_closure_kernel(
-        [g](std::span<const TensorView> in, std::span<const TensorView> out) { matmul<T>(g, in, out); });
-  });
+  set_batch(spec, a, b, y, g);
+  return make_kernel(spec, dtype, g);
 }
 
 }  // namespace
 
 void register_reference_matmul_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("MatMul", kFloatAndHalfDTypes, &make_matmul));
+  registry.add(reference_training_entry("FusedMatMul", kFloatAndHalfDTypes, &make_fused_matmul));
 }
 
 }  // namespace onnxtrain

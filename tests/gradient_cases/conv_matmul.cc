@@ -1,4 +1,5 @@
-// Harness cases of the conv, gemm and matmul family: Conv (through ConvGrad), ConvTranspose, Gemm, MatMul.
+// Harness cases of the conv, gemm and matmul family: Conv (through ConvGrad), ConvTranspose, Gemm, MatMul,
+// FusedMatMul.
 #include "graph/op_schema.h"
 #include "tests/gradient_harness.h"
 
@@ -155,6 +156,29 @@ void add_matmul_cases(std::vector<GradientCase>& cases) {
   cases.push_back({.label = "MatMul 1-D x 1-D", .op_type = "MatMul", .inputs = {normal({5}), normal({5})}});
 }
 
+// FusedMatMul (graph/autodiff/fused_matmul.h): every flag pair on batches, rows against a weight (the rule's
+// Gemms over flattened rows), broadcast batches, matrices, and the bias.
+void add_fused_matmul_cases(std::vector<GradientCase>& cases) {
+  const auto fused = [](std::string label, int64_t trans_a, int64_t trans_b, std::vector<HarnessInput> inputs) {
+    return GradientCase{.label = std::move(label),
+                        .op_type = "FusedMatMul",
+                        .domain = kTrainingDomain,
+                        .attributes = {{"transA", trans_a}, {"transB", trans_b}},
+                        .inputs = std::move(inputs),
+                        .opset = 1};
+  };
+  cases.push_back(fused("FusedMatMul batched", 0, 0, {normal({2, 3, 4}), normal({2, 4, 5})}));
+  cases.push_back(fused("FusedMatMul batched transA", 1, 0, {normal({2, 4, 3}), normal({2, 4, 5})}));
+  cases.push_back(fused("FusedMatMul batched transB", 0, 1, {normal({2, 3, 4}), normal({2, 5, 4})}));
+  cases.push_back(fused("FusedMatMul batched both bias", 1, 1, {normal({2, 4, 3}), normal({2, 5, 4}), normal({5})}));
+  cases.push_back(fused("FusedMatMul rows x weight bias", 0, 0, {normal({2, 3, 4}), normal({4, 5}), normal({5})}));
+  cases.push_back(fused("FusedMatMul rows x weight transB", 0, 1, {normal({2, 3, 4}), normal({5, 4})}));
+  cases.push_back(fused("FusedMatMul transA rows x weight", 1, 1, {normal({2, 4, 3}), normal({5, 4})}));
+  cases.push_back(fused("FusedMatMul broadcast (2,1,4,3)x(3,5,4)", 1, 1, {normal({2, 1, 4, 3}), normal({3, 5, 4})}));
+  cases.push_back(fused("FusedMatMul weight x batch", 0, 1, {normal({3, 4}), normal({2, 5, 4})}));
+  cases.push_back(fused("FusedMatMul 2-D transA bias", 1, 0, {normal({4, 3}), normal({4, 5}), normal({5})}));
+}
+
 }  // namespace
 
 std::vector<GradientCase> conv_matmul_gradient_cases() {
@@ -163,6 +187,7 @@ std::vector<GradientCase> conv_matmul_gradient_cases() {
   add_tap_major_conv_cases(cases);
   add_gemm_cases(cases);
   add_matmul_cases(cases);
+  add_fused_matmul_cases(cases);
   return cases;
 }
 

@@ -57,6 +57,7 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "Conv", &conv_gradient);
   r.add("", "ConvTranspose", &conv_transpose_gradient);
   r.add(kTrainingDomain, "TapMajorConv", &tap_major_conv_gradient);
+  r.add(kTrainingDomain, "FusedMatMul", &fused_matmul_gradient);
   r.add("", "Gemm", &gemm_gradient);
   r.add("", "MatMul", &matmul_gradient);
   // --- end conv, gemm, matmul ---

@@ -45,6 +45,7 @@ void dropout_gradient(GradientContext& ctx);
 void conv_gradient(GradientContext& ctx);
 void conv_transpose_gradient(GradientContext& ctx);
 void tap_major_conv_gradient(GradientContext& ctx);
+void fused_matmul_gradient(GradientContext& ctx);
 void gemm_gradient(GradientContext& ctx);
 void matmul_gradient(GradientContext& ctx);
 // --- end conv, gemm, matmul ---

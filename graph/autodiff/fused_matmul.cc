@@ -1,0 +1,121 @@
+// MatMul trained as FusedMatMul, with the Transposes before it and the bias Add after it folded in
+// (fused_matmul.h).
+#include "graph/autodiff/fused_matmul.h"
+
+#include <numeric>
+#include <optional>
+
+#include "graph/op_schema.h"
+
+namespace onnxtrain {
+namespace {
+
+bool is_float32_matrix_or_batch(const Value& v) {
+  return v.dtype == DType::Float32 && v.shape.rank_known && v.shape.rank() >= 2;
+}
+
+// Node `id`, when it is a Transpose that swaps the last two axes of a float32 tensor of rank 2 or more.
+std::optional<NodeId> last_axes_swap(const Graph& g, NodeId id) {
+  if (!id.valid()) return std::nullopt;
+  const Node& n = g.node(id);
+  if (!n.is_onnx_op("Transpose") || n.inputs.size() != 1 || !is_float32_matrix_or_batch(g.value(n.inputs[0])))
+    return std::nullopt;
+  const int64_t rank = g.value(n.inputs[0]).shape.rank();
+  std::vector<int64_t> swap(static_cast<size_t>(rank));
+  std::iota(swap.begin(), swap.end(), int64_t{0});
+  std::swap(swap[rank - 1], swap[rank - 2]);
+  std::vector<int64_t> reversed(swap.rbegin(), swap.rend());  // no perm: all axes reversed
+  const std::vector<int64_t> perm = n.attr_ints("perm", rank == 2 ? swap : reversed);
+  return perm == swap ? std::optional(id) : std::nullopt;
+}
+
+// The Transpose that makes `v` and that only `reader` reads, when it swaps the last two axes.
+std::optional<NodeId> swap_read_only_by(const Graph& g, ValueId v, NodeId reader) {
+  const std::optional<NodeId> only = g.sole_reader(v);
+  if (!only || *only != reader) return std::nullopt;
+  return last_axes_swap(g, g.value(v).producer);
+}
+
+// Removes the Transpose `swap`: its reader `reader` reads the Transpose's input in its place.
+void bypass(Graph& g, NodeId swap, NodeId reader, ValueId swapped) {
+  const ValueId source = g.node(swap).inputs[0];
+  for (ValueId& in : g.node(reader).inputs)
+    if (in == swapped) in = source;
+  g.remove_node(swap);
+}
+
+// Folds a transposing operand `i` of FusedMatMul `id` into its flag: a Transpose that feeds it directly,
+// or one that feeds a Mul or Div by a scalar that feeds it (the scaling then applies before the swap).
+bool fold_transpose(Graph& g, NodeId id, size_t i) {
+  const ValueId operand = g.node(id).inputs[i];
+  if (const std::optional<NodeId> swap = swap_read_only_by(g, operand, id)) {
+    bypass(g, *swap, id, operand);
+    return true;
+  }
+  const NodeId scale_id = g.value(operand).producer;
+  if (!scale_id.valid() || !g.sole_reader(operand) || *g.sole_reader(operand) != id) return false;
+  const Node& scale = g.node(scale_id);
+  if ((!scale.is_onnx_op("Mul") && !scale.is_onnx_op("Div")) || scale.inputs.size() != 2) return false;
+  for (size_t d : {size_t{0}, size_t{1}}) {
+    if (d == 1 && scale.is_onnx_op("Div")) break;  // x / s only: s / x is no scaling
+    const Value& other = g.value(scale.inputs[1 - d]);
+    const bool scalar = other.shape.rank_known && other.shape.is_static() && other.shape.numel() == 1 &&
+                        other.shape.rank() <= g.value(operand).shape.rank();
+    const std::optional<NodeId> swap = swap_read_only_by(g, scale.inputs[d], scale_id);
+    if (!scalar || !swap) continue;
+    bypass(g, *swap, scale_id, scale.inputs[d]);
+    infer_node(g, scale_id, *OpRegistry::builtin().find("", g.node(scale_id).op_type));
+    return true;
+  }
+  return false;
+}
+
+// Folds the Add of a (N) bias that alone reads FusedMatMul `id`'s product into it as C.
+bool fold_bias(Graph& g, NodeId id) {
+  const ValueId product = g.node(id).outputs[0];
+  const std::optional<NodeId> reader = g.sole_reader(product);
+  if (!reader) return false;
+  const Node& add = g.node(*reader);
+  if (!add.is_onnx_op("Add") || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || add.outputs.size() != 1)
+    return false;
+  const ValueId bias = add.inputs[0] == product ? add.inputs[1] : add.inputs[0];
+  const Shape& b = g.value(bias).shape;
+  const Dim n = g.value(product).shape.dims.back();
+  if (g.value(bias).dtype != DType::Float32 || !b.rank_known || b.rank() != 1 || !b.dims[0].is_static() ||
+      !n.is_static() || b.dims[0].value() != n.value())
+    return false;
+  const ValueId sum = add.outputs[0];
+  g.remove_node(*reader);
+  Node& fused = g.node(id);
+  fused.inputs.push_back(bias);
+  fused.outputs[0] = sum;
+  g.value(sum).producer = id;
+  return true;
+}
+
+}  // namespace
+
+int fuse_matmul(Graph& graph) {
+  const OpSchema& schema = *OpRegistry::builtin().find(kTrainingDomain, "FusedMatMul");
+  int fused = 0;
+  for (NodeId id : std::vector<NodeId>(graph.order())) {
+    const Node& n = graph.node(id);
+    if (!n.is_onnx_op("MatMul") || n.inputs.size() != 2 || n.inputs[0] == n.inputs[1] || n.outputs.size() != 1 ||
+        !is_float32_matrix_or_batch(graph.value(n.inputs[0])) || !is_float32_matrix_or_batch(graph.value(n.inputs[1])))
+      continue;
+    Node& node = graph.node(id);
+    node.op_type = "FusedMatMul";
+    node.domain = kTrainingDomain;
+    node.opset = 1;
+    const bool trans_a = fold_transpose(graph, id, 0), trans_b = fold_transpose(graph, id, 1);
+    graph.node(id).attributes["transA"] = int64_t{trans_a};
+    graph.node(id).attributes["transB"] = int64_t{trans_b};
+    fold_bias(graph, id);
+    infer_node(graph, id, schema);
+    ++fused;
+  }
+  if (fused > 0) graph.sort();
+  return fused;
+}
+
+}  // namespace onnxtrain

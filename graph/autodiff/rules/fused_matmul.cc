@@ -1,0 +1,51 @@
+// FusedMatMul: Y = A'·B' + C, A' = transA ? Aᵀ : A, B' likewise (the last two axes). With dA' = dY·B'ᵀ and
+// dB' = A'ᵀ·dY, the operands' own gradients are products with the flags chosen so that nothing is
+// transposed on its own:
+//   dA = transA ? B'·dYᵀ : dY·B'ᵀ        dB = transB ? dYᵀ·A' : A'ᵀ·dY        dC = dY summed over the rows
+// each summed down to its operand's shape where it was broadcast. Two matrices use Gemm's flags; a batch of
+// rows against a weight matrix, (..., M, K)·(K, N), takes both gradients as Gemms over the flattened rows
+// (as MatMul's rule does: the batched weight gradient would be one (K, N) matrix per batch entry).
+#include "graph/autodiff/rules/rules.h"
+
+namespace onnxtrain::gradient_rules {
+namespace {
+
+// The product of x' and y', x' = x transposed when `tx` (y' likewise): a Gemm for matrices, a FusedMatMul
+// for batches.
+ValueId product(GradientContext& ctx, ValueId x, bool tx, ValueId y, bool ty) {
+  const Attributes flags{{"transA", int64_t{tx}}, {"transB", int64_t{ty}}};
+  if (ctx.shape(x).rank() == 2 && ctx.shape(y).rank() == 2) return ctx.emit("Gemm", {x, y}, flags);
+  return ctx.emit_training("FusedMatMul", {x, y}, flags);
+}
+
+}  // namespace
+
+void fused_matmul_gradient(GradientContext& ctx) {
+  const ValueId a = ctx.input(0), b = ctx.input(1);
+  const Shape& sa = ctx.shape(a);
+  const Shape& sb = ctx.shape(b);
+  if (!sa.rank_known || !sb.rank_known) ctx.fail("needs the ranks of both operands");
+  const bool ta = ctx.node().attr_int("transA", 0) != 0, tb = ctx.node().attr_int("transB", 0) != 0;
+  const ValueId dy = ctx.output_grad(0);
+  if (ctx.has_input(2)) ctx.add_broadcast_input_grad(2, dy);
+  if (sa.rank() >= 3 && sb.rank() == 2 && !ta && sa.dims.back().is_static()) {
+    const int64_t k = sa.dims.back().value();
+    const Dim n = ctx.shape(dy).dims.back();
+    if (!n.is_static()) ctx.fail("needs the static width N of a batch of rows times a matrix");
+    const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n.value()})});
+    if (ctx.needs_grad(0))
+      ctx.add_input_grad(0, ctx.emit("Reshape", {product(ctx, dy_rows, false, b, !tb), ctx.emit("Shape", {a})}));
+    if (ctx.needs_grad(1)) {
+      const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
+      ctx.add_input_grad(1,
+                         tb ? product(ctx, dy_rows, true, a_rows, false) : product(ctx, a_rows, true, dy_rows, false));
+    }
+    return;
+  }
+  if (ctx.needs_grad(0))
+    ctx.add_broadcast_input_grad(0, ta ? product(ctx, b, tb, dy, true) : product(ctx, dy, false, b, !tb));
+  if (ctx.needs_grad(1))
+    ctx.add_broadcast_input_grad(1, tb ? product(ctx, dy, true, a, ta) : product(ctx, a, !ta, dy, false));
+}
+
+}  // namespace onnxtrain::gradient_rules

@@ -1,0 +1,155 @@
+// graph/autodiff/fused_matmul: which MatMuls of an attention block the training graph fuses, what it folds
+// into them (a weight's Transpose, a key's Transpose through its scaling, bias Adds on either side) and what
+// it leaves (a Transpose another node reads too, a MatMul of a 1-D operand, the evaluation graph), and that
+// training fused follows training as the model has it (the same values up to float32 rounding: the products
+// sum in another order).
+#include "graph/autodiff/fused_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/autodiff/training_recipe.h"
+#include "tests/graph_builder.h"
+#include "tests/same_training.h"
+
+namespace onnxtrain {
+namespace {
+
+using testing_support::add_inferred_node;
+using testing_support::add_input;
+using testing_support::add_parameter;
+using testing_support::uniform_tensor;
+
+const Attributes kSwapLastTwo{{"perm", std::vector<int64_t>{0, 2, 1}}};
+
+ValueId add_scalar(Graph& g, const std::string& name, float value) {
+  Tensor t(DType::Float32, {});
+  t.data<float>()[0] = value;
+  const ValueId v = g.add_value(
+      {.name = name, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Constant, .data = t});
+  g.initializers.push_back(v);
+  return v;
+}
+
+// X (4,6,8): q = X·Transpose(Wq) + bq, k = bk + X·Wk, scores = q · (Transpose(k) · 0.5), P = Softmax,
+// o = P·X; o's transpose feeds a MatMul and a ReduceMean (so it stays); logits = h·Wo + bo (2-D): five
+// classes.
+Graph attention_model() {
+  Graph g;
+  const ValueId x = add_input(g, "x", {4, 6, 8});
+  const ValueId wq_t = add_inferred_node(g, "wq_t", "Transpose", {add_parameter(g, "wq", uniform_tensor({8, 8}, 1))},
+                                         "wq_t_out", {{"perm", std::vector<int64_t>{1, 0}}});
+  const ValueId q0 = add_inferred_node(g, "q_mm", "MatMul", {x, wq_t}, "q0");
+  const ValueId q = add_inferred_node(g, "q_add", "Add", {q0, add_parameter(g, "bq", uniform_tensor({8}, 2))}, "q");
+  const ValueId k0 =
+      add_inferred_node(g, "k_mm", "MatMul", {x, add_parameter(g, "wk", uniform_tensor({8, 8}, 3))}, "k0");
+  const ValueId k = add_inferred_node(g, "k_add", "Add", {add_parameter(g, "bk", uniform_tensor({8}, 4)), k0}, "k");
+  const ValueId kt = add_inferred_node(g, "k_t", "Transpose", {k}, "kt", kSwapLastTwo);
+  const ValueId ks = add_inferred_node(g, "k_scale", "Mul", {kt, add_scalar(g, "half", 0.5f)}, "ks");
+  const ValueId s = add_inferred_node(g, "scores", "MatMul", {q, ks}, "s");
+  const ValueId p = add_inferred_node(g, "softmax", "Softmax", {s}, "p", {{"axis", int64_t{-1}}});
+  const ValueId o = add_inferred_node(g, "pv", "MatMul", {p, x}, "o");
+  const ValueId ot = add_inferred_node(g, "o_t", "Transpose", {o}, "ot", kSwapLastTwo);  // read twice
+  const ValueId oo = add_inferred_node(g, "oo", "MatMul", {ot, o}, "oo");                // (4,8,8)
+  const Attributes mean_last{{"axes", std::vector<int64_t>{2}}, {"keepdims", int64_t{0}}};
+  const ValueId m = add_inferred_node(g, "mean", "ReduceMean", {ot}, "m", mean_last);
+  const ValueId mo = add_inferred_node(g, "mean_oo", "ReduceMean", {oo}, "mo", mean_last);
+  const ValueId h = add_inferred_node(g, "h", "Add", {m, mo}, "h_out");  // (4,8)
+  const ValueId l0 =
+      add_inferred_node(g, "out_mm", "MatMul", {h, add_parameter(g, "wo", uniform_tensor({8, 5}, 5))}, "l0");
+  g.outputs.push_back(
+      add_inferred_node(g, "out_add", "Add", {l0, add_parameter(g, "bo", uniform_tensor({5}, 6))}, "logits"));
+  return g;
+}
+
+const Node& producer(const Graph& g, const std::string& value) {
+  return g.node(g.value(*g.find_value(value)).producer);
+}
+
+TEST(FusedMatMul, TheTrainingGraphFoldsTransposesScalingAndBiases) {
+  const Graph model = attention_model();
+  const TrainingRecipe r = make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy")});
+  EXPECT_EQ(r.fused_matmuls, 6);  // q, k, scores, pv, oo, out
+  const Graph& g = r.training.graph;
+
+  const Node& q = producer(g, "q");  // the Add's output is now the product's
+  EXPECT_EQ(q.name, "q_mm");
+  EXPECT_EQ(q.op_type, "FusedMatMul");
+  EXPECT_EQ(q.attr_int("transA", -1), 0);
+  EXPECT_EQ(q.attr_int("transB", -1), 1);  // Wq read transposed in place
+  EXPECT_EQ(g.value(q.inputs[1]).name, "wq");
+  EXPECT_EQ(g.value(q.inputs[2]).name, "bq");
+  const Node& k = producer(g, "k");
+  EXPECT_EQ(k.name, "k_mm");
+  EXPECT_EQ(g.value(k.inputs[2]).name, "bk");  // the bias was the Add's first operand
+  const Node& scores = producer(g, "s");
+  EXPECT_EQ(scores.attr_int("transB", -1), 1);  // Transpose(k) · 0.5 became (k · 0.5)ᵀ
+  const Node& scale = producer(g, "ks");
+  EXPECT_EQ(scale.op_type, "Mul");
+  EXPECT_EQ(g.value(scale.inputs[0]).name, "k");
+  EXPECT_EQ(g.value(*g.find_value("ks")).shape.to_string(), "(4,6,8)");
+  const Node& oo = producer(g, "oo");
+  EXPECT_EQ(oo.op_type, "FusedMatMul");
+  EXPECT_EQ(oo.attr_int("transA", -1), 0);  // o_t is also read by the ReduceMean: it stays
+  EXPECT_EQ(producer(g, "ot").op_type, "Transpose");
+  EXPECT_EQ(producer(g, "logits").name, "out_mm");  // 2-D, with the bias
+
+  size_t forward_transposes = 0, forward_adds = 0, backward_transposes = 0;
+  for (size_t i = 0; i < g.order().size(); ++i) {
+    const Node& n = g.node(g.order()[i]);
+    const bool forward = i < r.training.forward_node_count;
+    forward_transposes += forward && n.op_type == "Transpose";
+    forward_adds += forward && n.op_type == "Add";
+    backward_transposes += !forward && n.op_type == "Transpose";
+  }
+  EXPECT_EQ(forward_transposes, 1u);   // o_t
+  EXPECT_EQ(forward_adds, 1u);         // h
+  EXPECT_EQ(backward_transposes, 1u);  // o_t's gradient; the products' gradients take flags
+
+  // The evaluation graph keeps the model's nodes; so does training with the fusion off.
+  EXPECT_EQ(r.evaluation.node(r.evaluation.value(*r.evaluation.find_value("q")).producer).op_type, "Add");
+  const TrainingRecipe off =
+      make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .fuse_matmul = false});
+  EXPECT_EQ(off.fused_matmuls, 0);
+  EXPECT_EQ(producer(off.training.graph, "q").op_type, "Add");
+}
+
+TEST(FusedMatMul, NeitherADivisorTransposedNorA1DOperandIsFused) {
+  Graph g;
+  const ValueId x = add_input(g, "x", {2, 3, 4});
+  const ValueId xt = add_inferred_node(g, "x_t", "Transpose", {x}, "xt", kSwapLastTwo);
+  const ValueId r = add_inferred_node(g, "recip", "Div", {add_scalar(g, "one", 1.0f), xt}, "r");  // 1 / xᵀ
+  const ValueId y = add_inferred_node(g, "mm", "MatMul", {r, add_parameter(g, "w", uniform_tensor({3, 5}, 1))}, "y");
+  g.outputs.push_back(add_inferred_node(g, "vec", "MatMul", {y, add_parameter(g, "v", uniform_tensor({5}, 2))}, "z"));
+  EXPECT_EQ(fuse_matmul(g), 1);
+  EXPECT_EQ(producer(g, "xt").op_type, "Transpose");
+  EXPECT_EQ(producer(g, "y").op_type, "FusedMatMul");
+  EXPECT_EQ(producer(g, "y").attr_int("transA", -1), 0);
+  EXPECT_EQ(producer(g, "z").op_type, "MatMul");
+}
+
+TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {
+  const TrainerOptions fused = testing_support::momentum_sgd_options();
+  TrainerOptions unfused = fused;
+  unfused.fuse_matmul = false;
+  const Graph model = attention_model();
+  Trainer first(copy_with_own_initializers(model), fused), second(copy_with_own_initializers(model), unfused);
+  Tensor y(DType::Int64, {4});
+  for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 5;
+  for (int step = 0; step < 6; ++step) {
+    const Tensor x = uniform_tensor({4, 6, 8}, 30 + static_cast<uint32_t>(step));
+    const double a = first.train_step(x, y), b = second.train_step(x, y);
+    EXPECT_NEAR(a, b, 1e-5 * std::max(1.0, std::abs(b))) << "step " << step;
+  }
+  const std::map<std::string, Tensor> got = first.trained_initializers(), want = second.trained_initializers();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) {
+    const std::span<const float> g = got.at(name).data<float>(), w = t.data<float>();
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5f) << name << "[" << i << "]";
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
