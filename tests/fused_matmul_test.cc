@@ -130,6 +130,24 @@ TEST(FusedMatMul, NeitherADivisorTransposedNorA1DOperandIsFused) {
   EXPECT_EQ(producer(g, "z").op_type, "MatMul");
 }
 
+// A tied embedding: Gather reads W, the output layer Transpose(W). Folded, a pipeline split would find W
+// read by two stages (LanguageModelCli's T5 on gpipe with 2 stages); the Transpose stays.
+TEST(FusedMatMul, ATiedWeightsTransposeStays) {
+  Graph g;
+  const ValueId ids =
+      g.add_value({.name = "ids", .dtype = DType::Int64, .shape = Shape::of({4}), .role = ValueRole::Input});
+  g.inputs.push_back(ids);
+  const ValueId w = add_parameter(g, "w", uniform_tensor({5, 8}, 1));
+  const ValueId e = add_inferred_node(g, "embed", "Gather", {w, ids}, "e");
+  const ValueId e3 =
+      add_inferred_node(g, "e3", "Unsqueeze", {e, add_parameter(g, "axes", Tensor::vector_int64({0}))}, "e3");
+  const ValueId wt = add_inferred_node(g, "w_t", "Transpose", {w}, "wt", {{"perm", std::vector<int64_t>{1, 0}}});
+  g.outputs.push_back(add_inferred_node(g, "lm_head", "MatMul", {e3, wt}, "logits"));
+  EXPECT_EQ(fuse_matmul(g), 1);
+  EXPECT_EQ(producer(g, "wt").op_type, "Transpose");
+  EXPECT_EQ(producer(g, "logits").attr_int("transB", -1), 0);
+}
+
 TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {
   const TrainerOptions fused = testing_support::momentum_sgd_options();
   TrainerOptions unfused = fused;

@@ -29,11 +29,17 @@ std::optional<NodeId> last_axes_swap(const Graph& g, NodeId id) {
   return perm == swap ? std::optional(id) : std::nullopt;
 }
 
-// The Transpose that makes `v` and that only `reader` reads, when it swaps the last two axes.
+// The Transpose that makes `v` and that only `reader` reads, when it swaps the last two axes. Not one of a
+// weight that other nodes read too: a tied embedding's (Gather reads it, the output layer its transpose)
+// stays, so that a pipeline split can keep the weight in the embedding's stage and send the transpose on.
 std::optional<NodeId> swap_read_only_by(const Graph& g, ValueId v, NodeId reader) {
   const std::optional<NodeId> only = g.sole_reader(v);
   if (!only || *only != reader) return std::nullopt;
-  return last_axes_swap(g, g.value(v).producer);
+  const std::optional<NodeId> swap = last_axes_swap(g, g.value(v).producer);
+  if (!swap) return std::nullopt;
+  const ValueId source = g.node(*swap).inputs[0];
+  if (g.value(source).data && g.consumers(source).size() > 1) return std::nullopt;
+  return swap;
 }
 
 // Removes the Transpose `swap`: its reader `reader` reads the Transpose's input in its place.
