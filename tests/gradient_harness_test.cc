@@ -46,9 +46,6 @@ const std::map<std::string, std::string> kNonDifferentiableOps = {
     {"And", "bool"},
     {"Or", "bool"},
     {"Xor", "bool"},
-    {"Mod",
-     "exporters use it for int64 shape arithmetic (torch's attention); a float Mod on a trained path "
-     "is refused by name"},
 };
 
 std::vector<GradientCase> all_cases() {

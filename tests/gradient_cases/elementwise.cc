@@ -22,6 +22,16 @@ std::vector<GradientCase> elementwise_gradient_cases() {
       {.label = "Div broadcast dividend", .op_type = "Div", .inputs = {normal({3, 1}), away_from_zero({2, 3, 4})}});
   cases.push_back(
       {.label = "Div constant divisor", .op_type = "Div", .inputs = {normal({2, 3}), constant(away_from_zero({3}))}});
+  // fmod 1 (floats): the quotient's jumps lie where a / b crosses an integer, which these draws stay off.
+  const Attributes fmod{{"fmod", int64_t{1}}};
+  cases.push_back({.label = "Mod fmod same shape",
+                   .op_type = "Mod",
+                   .attributes = fmod,
+                   .inputs = {normal({2, 3}), away_from_zero({2, 3})}});
+  cases.push_back({.label = "Mod fmod broadcast divisor",
+                   .op_type = "Mod",
+                   .attributes = fmod,
+                   .inputs = {normal({2, 3, 4}), away_from_zero({3, 1})}});
   cases.push_back({.label = "Pow both", .op_type = "Pow", .inputs = {positive({2, 3}), normal({2, 3})}});
   cases.push_back({.label = "Pow broadcast", .op_type = "Pow", .inputs = {positive({2, 1, 4}), normal({3, 1})}});
   cases.push_back({.label = "Pow constant exponent",

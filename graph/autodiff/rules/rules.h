@@ -11,6 +11,7 @@ void add_gradient(GradientContext& ctx);
 void sub_gradient(GradientContext& ctx);
 void mul_gradient(GradientContext& ctx);
 void div_gradient(GradientContext& ctx);
+void mod_gradient(GradientContext& ctx);
 void pow_gradient(GradientContext& ctx);
 void neg_gradient(GradientContext& ctx);
 void activation_gradient(GradientContext& ctx);  // the ActivationGrad ops: Relu ... Reciprocal
