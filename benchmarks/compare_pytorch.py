@@ -642,7 +642,8 @@ def main():
           (args.device, " with TF32" if args.tf32 else "", args.precision, torch_version, args.python, args.repeats,
            " ".join("%.2f" % x for x in os.getloadavg())))
     print("float32 GEMM peak (torch.mm %dx%d, about %g s after warm-up)%s: %s; GFLOP/s = samples/s x step MFLOP "
-          "per sample (3 x the forward's 2 x multiply-adds of every Conv and Linear) / 1000 at the medians\n" %
+          "per sample (3 x the forward's 2 x multiply-adds of every Conv, Linear and attention) / 1000 at the "
+          "medians\n" %
           (PEAK_N, PEAK_N, PEAK_SECONDS, " with TF32 allowed" if args.tf32 else "", fmt_peaks(peaks)))
     header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio", "step MFLOP/sample",
               "onnxtrain GFLOP/s", "torch GFLOP/s", "onnxtrain % of peak", "% of peak, live taps")
@@ -659,7 +660,8 @@ def main():
                        "peak": {"what": "float32 torch.mm of two %dx%d matrices on %s, 2 n^3 repetitions / seconds"
                                         % (PEAK_N, PEAK_N, args.device), "tf32": args.tf32,
                                 "by_threads": {str(t): v for t, v in sorted(peaks.items())}},
-                       "flops": "forward: 2 x multiply-adds of every Conv and Linear for one sample; step: 3 x forward; "
+                       "flops": "forward: 2 x multiply-adds of every Conv, Linear and attention (projections, QK^T, "
+                                "PV) for one sample; step: 3 x forward; "
                                 "live: only the (output position, tap) pairs whose input lies inside the input",
                        "rows": rows}, f, indent=1)
 
