@@ -11,6 +11,8 @@
 #include <cmath>
 
 #include "graph/autodiff/training_recipe.h"
+#include "kernels/kernel.h"
+#include "kernels/onednn/onednn_common.h"
 #include "tests/graph_builder.h"
 #include "tests/same_training.h"
 
@@ -146,6 +148,43 @@ TEST(FusedMatMul, ATiedWeightsTransposeStays) {
   EXPECT_EQ(fuse_matmul(g), 1);
   EXPECT_EQ(producer(g, "wt").op_type, "Transpose");
   EXPECT_EQ(producer(g, "logits").attr_int("transB", -1), 0);
+}
+
+// oneDNN keeps its JIT kernels for the ViT's products read through strides (a reference implementation
+// would be correct and some hundred times slower): rows against a transposed weight with the bias, and
+// the attention's batched products with either operand transposed.
+TEST(FusedMatMul, TheViTsProductsRunOnOneDnnsJitKernels) {
+  struct Product {
+    std::vector<int64_t> a, b, c, y;
+    int64_t trans_a, trans_b;
+  };
+  const std::vector<Product> products = {
+      {{65, 4, 256}, {768, 256}, {768}, {65, 4, 768}, 0, 1},       // input projection, batch 4
+      {{4, 8, 65, 32}, {4, 8, 65, 32}, {}, {4, 8, 65, 65}, 0, 1},  // q·kᵀ
+      {{4, 8, 65, 65}, {4, 8, 65, 32}, {}, {4, 8, 65, 32}, 1, 0},  // pᵀ·dy: dv
+  };
+  for (const Product& p : products) {
+    KernelSpec spec{.op_type = "FusedMatMul",
+                    .domain = kTrainingDomain,
+                    .opset = 1,
+                    .attributes = {{"transA", p.trans_a}, {"transB", p.trans_b}},
+                    .node_name = "product"};
+    spec.inputs = {{DType::Float32, p.a}, {DType::Float32, p.b}};
+    if (!p.c.empty()) spec.inputs.push_back({DType::Float32, p.c});
+    spec.outputs = {{DType::Float32, p.y}};
+    const KernelEntry* entry =
+        KernelRegistry::builtin().find(kTrainingDomain, "FusedMatMul", DeviceKind::Cpu, DType::Float32);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->implementation, "onednn");
+    const std::unique_ptr<Kernel> kernel = entry->prepare(spec);
+    const auto* reports = dynamic_cast<const onednn::ReportsImplementation*>(kernel.get());
+    ASSERT_NE(reports, nullptr) << "fell back to the reference kernel";
+    const std::string implementation = reports->library_implementation();
+    EXPECT_NE(implementation.rfind("ref", 0), 0u) << implementation;
+    EXPECT_TRUE(implementation.find("brg") != std::string::npos || implementation.find("jit") != std::string::npos ||
+                implementation.find("gemm") != std::string::npos)
+        << implementation;
+  }
 }
 
 TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {

@@ -75,12 +75,24 @@ std::unique_ptr<Kernel> make_kernel(const KernelSpec& spec, DType dtype, const M
   });
 }
 
-std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
+// What both factories check first: A and B of one float dtype, and Y.
+struct Operands {
+  DType dtype;
+  const std::vector<int64_t>& a;
+  const std::vector<int64_t>& b;
+  const TensorDesc& y;
+  std::string text;  // "A (..) x B (..)" for messages
+};
+
+Operands operands_of(const KernelSpec& spec) {
   const DType dtype = require_same_float_or_half_dtype(spec, {0, 1});
   const std::vector<int64_t>& a = spec.inputs[0].sizes;
   const std::vector<int64_t>& b = require_input(spec, 1, "B").sizes;
-  const TensorDesc& y = require_output(spec, 0, "Y");
-  const std::string operands = "A " + sizes_to_string(a) + " x B " + sizes_to_string(b);
+  return {dtype, a, b, require_output(spec, 0, "Y"), "A " + sizes_to_string(a) + " x B " + sizes_to_string(b)};
+}
+
+std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
+  const auto [dtype, a, b, y, operands] = operands_of(spec);
   if (a.empty() || b.empty()) kernel_fail(spec, "operands must have at least one dim: " + operands);
   MatMulGeometry g;
   g.m = a.size() == 1 ? 1 : a[a.size() - 2];
@@ -93,11 +105,7 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
 }
 
 std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
-  const DType dtype = require_same_float_or_half_dtype(spec, {0, 1});
-  const std::vector<int64_t>& a = spec.inputs[0].sizes;
-  const std::vector<int64_t>& b = require_input(spec, 1, "B").sizes;
-  const TensorDesc& y = require_output(spec, 0, "Y");
-  const std::string operands = "A " + sizes_to_string(a) + " x B " + sizes_to_string(b);
+  const auto [dtype, a, b, y, operands] = operands_of(spec);
   if (a.size() < 2 || b.size() < 2) kernel_fail(spec, "operands need rank 2 or more: " + operands);
   MatMulGeometry g;
   g.trans_a = spec.attributes.get_int("transA", 0) != 0;
