@@ -22,8 +22,7 @@ ValueId product(GradientContext& ctx, ValueId x, bool tx, ValueId y, bool ty) {
 
 void fused_matmul_gradient(GradientContext& ctx) {
   const ValueId a = ctx.input(0), b = ctx.input(1);
-  const Shape& sa = ctx.shape(a);
-  const Shape& sb = ctx.shape(b);
+  const Shape sa = ctx.shape(a), sb = ctx.shape(b);  // copies: emitting nodes may move the graph's values
   if (!sa.rank_known || !sb.rank_known) ctx.fail("needs the ranks of both operands");
   const bool ta = ctx.node().attr_int("transA", 0) != 0, tb = ctx.node().attr_int("transB", 0) != 0;
   const ValueId dy = ctx.output_grad(0);
