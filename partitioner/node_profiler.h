@@ -3,6 +3,8 @@
 // each kernel timed; per kernel the median over the repetitions, summed per forward node into its
 // forward time (its own kernel) and backward time (the kernels of owning_forward_node, cost_model.h).
 // Inputs are random: floats N(0,1), integers and booleans 0 (a valid class, index and token everywhere).
+// Reshape & co. that InferenceSession runs as views of their input (views_input_of) run as views here too,
+// timed 0.
 // The times are cached as JSON next to the model, keyed by the model file's size and modification time,
 // the batch, the thread count and a fingerprint of the training graph (nodes, ops, bound shapes), so a
 // second partition run with the same loss and batch reuses them.
