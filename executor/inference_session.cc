@@ -264,9 +264,7 @@ void InferenceSession::use_kernels_for_threads(int threads) {
 
 bool InferenceSession::views_input_of(NodeId id) const {
   const Node& node = graph_.node(id);
-  if (!node.domain.empty() || std::ranges::find(kReshapeOps, node.op_type) == std::end(kReshapeOps) ||
-      node.inputs.empty() || !node.inputs[0].valid() || node.outputs.size() != 1 || !node.outputs[0].valid())
-    return false;
+  if (!is_reshape_of_input(node)) return false;
   const ValueId in = node.inputs[0], out = node.outputs[0];
   return !graph_.value(in).data && !is_caller_input(in) && last_use_[out.index] != SIZE_MAX;
 }

@@ -10,6 +10,7 @@
 //   infer_node(graph, node_id, *conv);   // sets output dtypes/shapes or throws Error at the node
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <span>
@@ -27,6 +28,13 @@ inline constexpr const char* kTrainingDomain = "ai.onnxtrain";
 // (kernels/cpu/reshape_copy.cc), and a session hands the input's buffer on instead where it may
 // (InferenceSession::views_input_of).
 inline constexpr const char* kReshapeOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+
+// A node of kReshapeOps with a data input and one output: what may run as a view of its input, where the
+// input is not a weight and neither value must keep its own buffer (the caller's input, a graph output).
+inline bool is_reshape_of_input(const Node& node) {
+  return node.domain.empty() && std::ranges::find(kReshapeOps, node.op_type) != std::end(kReshapeOps) &&
+         !node.inputs.empty() && node.inputs[0].valid() && node.outputs.size() == 1 && node.outputs[0].valid();
+}
 
 enum class InputKind {
   Data,               // differentiable activation (a float initializer with more than one element here is a parameter)

@@ -295,9 +295,7 @@ NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const
   // its step, which a training step does not spend).
   const auto views_input = [&](size_t i) {
     const Node& node = g.node(order[i]);
-    if (!kernels[i] || !node.domain.empty() || std::ranges::find(kReshapeOps, node.op_type) == std::end(kReshapeOps) ||
-        node.inputs.empty() || !node.inputs[0].valid() || node.outputs.size() != 1 || !node.outputs[0].valid())
-      return false;
+    if (!kernels[i] || !is_reshape_of_input(node)) return false;
     const ValueId in = node.inputs[0], out = node.outputs[0];
     return !g.value(in).data && std::ranges::find(g.inputs, in) == g.inputs.end() && last_use[out.index] != SIZE_MAX;
   };

@@ -59,7 +59,7 @@ bool fold_transpose(Graph& g, NodeId id, size_t i) {
     return true;
   }
   const NodeId scale_id = g.value(operand).producer;
-  if (!scale_id.valid() || !g.sole_reader(operand) || *g.sole_reader(operand) != id) return false;
+  if (!scale_id.valid() || g.sole_reader(operand) != std::optional(id)) return false;
   const Node& scale = g.node(scale_id);
   if ((!scale.is_onnx_op("Mul") && !scale.is_onnx_op("Div")) || scale.inputs.size() != 2) return false;
   for (size_t d : {size_t{0}, size_t{1}}) {

@@ -53,12 +53,7 @@ OpCost gemm_cost(const CostContext& ctx) {
   const Shape& a = ctx.inputs[0];
   if (!a.rank_known || a.rank() != 2) return {};
   const bool trans_a = ctx.node.attr_int("transA", 0) != 0;
-  auto k = a.dims[trans_a ? 0 : 1].evaluate({});
-  if (!k) return {};
-  const double mn = static_cast<double>(ctx.output_numel(0));
-  const double bias = ctx.inputs.size() > 2 && ctx.inputs[2].rank_known ? mn : 0;
-  const double product = 2 * mn * static_cast<double>(*k);
-  return {product + bias, 2 * product + bias};
+  return matrix_product_cost(ctx, a.dims[trans_a ? 0 : 1], ctx.inputs.size() > 2 && ctx.inputs[2].rank_known);
 }
 
 }  // namespace

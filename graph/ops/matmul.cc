@@ -35,10 +35,7 @@ void infer_matmul(InferContext& ctx) {
 OpCost matmul_cost(const CostContext& ctx) {
   const Shape& a = ctx.inputs[0];
   if (!a.rank_known || a.rank() == 0) return {};
-  auto k = a.dims.back().evaluate({});
-  if (!k) return {};
-  const double product = 2 * static_cast<double>(ctx.output_numel(0)) * static_cast<double>(*k);
-  return {product, 2 * product};
+  return matrix_product_cost(ctx, a.dims.back());
 }
 
 }  // namespace

@@ -314,4 +314,12 @@ std::vector<Tensor> broadcast_inputs(const FoldContext& ctx) {
   return expanded;
 }
 
+OpCost matrix_product_cost(const CostContext& ctx, const Dim& k, bool bias) {
+  const std::optional<int64_t> inner = k.evaluate({});
+  if (!inner) return {};
+  const double outputs = static_cast<double>(ctx.output_numel(0));
+  const double product = 2 * outputs * static_cast<double>(*inner), added = bias ? outputs : 0;
+  return {product + added, 2 * product + added};
+}
+
 }  // namespace onnxtrain::op_helpers

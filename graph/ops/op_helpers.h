@@ -131,6 +131,10 @@ OpCost flops_per_output_element(const CostContext& ctx) {
   return {Forward * n, Backward * n};
 }
 
+// A matrix product's: 2·K FLOPs per output element forward, twice that backward, plus one each way per
+// output element for an added bias; nothing when K is unknown.
+OpCost matrix_product_cost(const CostContext& ctx, const Dim& k, bool bias = false);
+
 // --- constant folding ---
 // Throws Error at the node with "<Op>: <message>".
 [[noreturn]] void fail_fold(const FoldContext& ctx, const std::string& message);

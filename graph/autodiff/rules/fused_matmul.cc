@@ -28,17 +28,9 @@ void fused_matmul_gradient(GradientContext& ctx) {
   const ValueId dy = ctx.output_grad(0);
   if (ctx.has_input(2)) ctx.add_broadcast_input_grad(2, dy);
   if (sa.rank() >= 3 && sb.rank() == 2 && !ta && sa.dims.back().is_static()) {
-    const int64_t k = sa.dims.back().value();
     const Dim n = ctx.shape(dy).dims.back();
     if (!n.is_static()) ctx.fail("needs the static width N of a batch of rows times a matrix");
-    const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n.value()})});
-    if (ctx.needs_grad(0))
-      ctx.add_input_grad(0, ctx.emit("Reshape", {product(ctx, dy_rows, false, b, !tb), ctx.emit("Shape", {a})}));
-    if (ctx.needs_grad(1)) {
-      const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
-      ctx.add_input_grad(1,
-                         tb ? product(ctx, dy_rows, true, a_rows, false) : product(ctx, a_rows, true, dy_rows, false));
-    }
+    rows_times_matrix_gradient(ctx, dy, sa.dims.back().value(), n.value(), tb);
     return;
   }
   if (ctx.needs_grad(0))

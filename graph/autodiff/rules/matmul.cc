@@ -18,10 +18,24 @@ ValueId transposed(GradientContext& ctx, ValueId v, bool as_row) {
 
 }  // namespace
 
+void rows_times_matrix_gradient(GradientContext& ctx, ValueId dy, int64_t k, int64_t n, bool trans_b) {
+  const ValueId a = ctx.input(0), b = ctx.input(1);
+  const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n})});
+  if (ctx.needs_grad(0)) {
+    const ValueId da_rows = ctx.emit("Gemm", {dy_rows, b}, {{"transB", int64_t{!trans_b}}});
+    ctx.add_input_grad(0, ctx.emit("Reshape", {da_rows, ctx.emit("Shape", {a})}));
+  }
+  if (ctx.needs_grad(1)) {
+    const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
+    const Attributes first_transposed{{"transA", int64_t{1}}};  // (K, N) = A_rowsᵀ·dY_rows, or its transpose
+    ctx.add_input_grad(1, trans_b ? ctx.emit("Gemm", {dy_rows, a_rows}, first_transposed)
+                                  : ctx.emit("Gemm", {a_rows, dy_rows}, first_transposed));
+  }
+}
+
 void matmul_gradient(GradientContext& ctx) {
   const ValueId a = ctx.input(0), b = ctx.input(1);
-  const Shape& sa = ctx.shape(a);
-  const Shape& sb = ctx.shape(b);
+  const Shape sa = ctx.shape(a), sb = ctx.shape(b);  // copies: output_grad may emit a Sum, moving the values
   if (!sa.rank_known || !sb.rank_known) ctx.fail("needs the ranks of both operands");
   const int64_t ra = sa.rank(), rb = sb.rank();
   ValueId dy = ctx.output_grad(0);
@@ -35,16 +49,7 @@ void matmul_gradient(GradientContext& ctx) {
     // products over the flattened rows. The batched form would transpose B, and build Aᵀ·dY per batch
     // entry ((..., K, N): for a language model's output layer, one vocabulary-sized matrix per sequence)
     // only to sum it away.
-    const int64_t k = sa.dims.back().value(), n = sb.dims[1].value();
-    const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n})});
-    if (ctx.needs_grad(0)) {
-      const ValueId da_rows = ctx.emit("Gemm", {dy_rows, b}, {{"transB", int64_t{1}}});
-      ctx.add_input_grad(0, ctx.emit("Reshape", {da_rows, ctx.emit("Shape", {a})}));
-    }
-    if (ctx.needs_grad(1)) {
-      const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
-      ctx.add_input_grad(1, ctx.emit("Gemm", {a_rows, dy_rows}, {{"transA", int64_t{1}}}));
-    }
+    rows_times_matrix_gradient(ctx, dy, sa.dims.back().value(), sb.dims[1].value(), false);
     return;
   }
   // dY with the unit dims of 1-D operands restored: (..., M, N).

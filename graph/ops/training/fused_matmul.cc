@@ -54,10 +54,7 @@ OpCost fused_matmul_cost(const CostContext& ctx) {
   const Shape& a = ctx.inputs[0];
   if (!a.rank_known || a.rank() < 2) return {};
   const bool trans_a = ctx.node.attr_int("transA", 0) != 0;
-  auto k = a.dims[a.dims.size() - (trans_a ? 2 : 1)].evaluate({});
-  if (!k) return {};
-  const double product = 2 * static_cast<double>(ctx.output_numel(0)) * static_cast<double>(*k);
-  return {product, 2 * product};
+  return matrix_product_cost(ctx, a.dims[a.dims.size() - (trans_a ? 2 : 1)]);
 }
 
 }  // namespace
