@@ -108,7 +108,8 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                 .tap_major_conv_weights = options_.tap_major_conv_weights && options_.device.kind == DeviceKind::Cpu,
                 .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && options_.device.kind == DeviceKind::Cpu,
                 .pool_before_relu = options_.pool_before_relu && options_.device.kind == DeviceKind::Cpu,
-                .fuse_matmul = options_.fuse_matmul && options_.device.kind == DeviceKind::Cpu});
+                .fuse_matmul = options_.fuse_matmul && options_.device.kind == DeviceKind::Cpu,
+                .fuse_gelu = options_.fuse_gelu && options_.device.kind == DeviceKind::Cpu});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

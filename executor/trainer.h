@@ -124,6 +124,9 @@ struct TrainerOptions {
   // Float32 MatMuls train as FusedMatMul on the CPU, with the Transposes before them and their bias Add
   // folded in (graph/autodiff/fused_matmul.h); false: as the model has them.
   bool fuse_matmul = true;
+  // GELU written out trains as one Gelu node on the CPU (graph/autodiff/fused_gelu.h); false: as the model
+  // has it.
+  bool fuse_gelu = true;
 };
 
 class Trainer {

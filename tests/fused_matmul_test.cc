@@ -22,18 +22,10 @@ namespace {
 using testing_support::add_inferred_node;
 using testing_support::add_input;
 using testing_support::add_parameter;
+using testing_support::add_scalar;
 using testing_support::uniform_tensor;
 
 const Attributes kSwapLastTwo{{"perm", std::vector<int64_t>{0, 2, 1}}};
-
-ValueId add_scalar(Graph& g, const std::string& name, float value) {
-  Tensor t(DType::Float32, {});
-  t.data<float>()[0] = value;
-  const ValueId v = g.add_value(
-      {.name = name, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Constant, .data = t});
-  g.initializers.push_back(v);
-  return v;
-}
 
 // X (4,6,8): q = X·Transpose(Wq) + bq, k = bk + X·Wk, scores = q · (Transpose(k) · 0.5), P = Softmax,
 // o = P·X; o's transpose feeds a MatMul and a ReduceMean (so it stays); logits = h·Wo + bo (2-D): five

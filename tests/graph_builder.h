@@ -49,6 +49,16 @@ inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& va
   return id;
 }
 
+// A float32 scalar constant (what an exporter's Constant node becomes), never trained.
+inline ValueId add_scalar(Graph& g, const std::string& name, float value) {
+  Tensor t(DType::Float32, {});
+  t.data<float>()[0] = value;
+  const ValueId v = g.add_value(
+      {.name = name, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Constant, .data = t});
+  g.initializers.push_back(v);
+  return v;
+}
+
 // A float32 tensor of `sizes` uniform in [-0.5, 0.5), the same for the same seed.
 inline Tensor uniform_tensor(const std::vector<int64_t>& sizes, uint32_t seed) {
   std::mt19937 rng(seed);

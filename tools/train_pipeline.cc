@@ -135,7 +135,8 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                                                              .tap_major_conv_weights = trains_tap_major_conv_weights(o),
                                                              .fuse_batch_norm_relu = cpu_rewrites,
                                                              .pool_before_relu = cpu_rewrites,
-                                                             .fuse_matmul = cpu_rewrites});
+                                                             .fuse_matmul = cpu_rewrites,
+                                                             .fuse_gelu = cpu_rewrites});
   const TrainingGraph& training = recipe.training;
   Plan plan;
   if (!o.plan.empty()) {

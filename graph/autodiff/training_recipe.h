@@ -50,6 +50,9 @@ struct TrainingRecipeOptions {
   // Float32 MatMuls train as FusedMatMul with the Transposes before them and their bias Add folded in
   // (graph/autodiff/fused_matmul.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
   bool fuse_matmul = true;
+  // GELU written out (Erf or Tanh and four to eight elementwise ops) trains as one Gelu node, in float32
+  // (graph/autodiff/fused_gelu.h). Trainer turns it off on a GPU, where it is not measured.
+  bool fuse_gelu = true;
 };
 
 struct TrainingRecipe {
@@ -63,6 +66,7 @@ struct TrainingRecipe {
   int fused_batch_norm_relus = 0;                          // what fuse_batch_norm_relu fused
   int pools_before_relus = 0;                              // what pool_before_relu moved
   int fused_matmuls = 0;                                   // what fuse_matmul fused
+  int fused_gelus = 0;                                     // what fuse_gelu fused
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
