@@ -127,6 +127,9 @@ struct TrainerOptions {
   // GELU written out trains as one Gelu node on the CPU (graph/autodiff/fused_gelu.h); false: as the model
   // has it.
   bool fuse_gelu = true;
+  // Single slices gathered after a Transpose are gathered before it on the CPU
+  // (graph/autodiff/gather_before_transpose.h); false: as the model has them.
+  bool gather_before_transpose = true;
 };
 
 class Trainer {

@@ -39,14 +39,15 @@ struct Fixture {
 };
 
 // The tests below price the graph for an H100: without the CPU's rewrites (BatchNorm + Relu fused, MaxPool
-// before Relu, FusedMatMul, Gelu), as a GPU trains.
+// before Relu, FusedMatMul, Gelu, Gathers before Transposes), as a GPU trains.
 Fixture training_fixture(const std::string& name) {
   Fixture f{import_model(kModels + name), nullptr};
   f.trainer = std::make_unique<Trainer>(f.model.graph, TrainerOptions{.loss = parse_loss_spec("cross-entropy"),
                                                                       .fuse_batch_norm_relu = false,
                                                                       .pool_before_relu = false,
                                                                       .fuse_matmul = false,
-                                                                      .fuse_gelu = false});
+                                                                      .fuse_gelu = false,
+                                                                      .gather_before_transpose = false});
   return f;
 }
 

@@ -151,8 +151,7 @@ void partition_model(const PartitionOptions& o) {
   t.loss.classes_last = is_language_model(model.graph);  // what train does with per-token labels
   t.precision = precision_from_name(o.precision);
   // CPU rewrites: a GPU trains the model's nodes.
-  t.fuse_batch_norm_relu = t.pool_before_relu = t.fuse_matmul = t.fuse_gelu =
-      o.device == "cpu" && o.device_profile.empty();
+  t.set_cpu_rewrites(o.device == "cpu" && o.device_profile.empty());
   const TrainingRecipe recipe = make_training_recipe(model.graph, t);  // the graph `onnxtrain train` runs
   const TrainingGraph& training = recipe.training;
 

@@ -52,7 +52,7 @@ class DatasheetProfiles {
     t.loss.classes_last = is_language_model(model_.graph);
     t.precision = precision_from_name(o.precision);
     // CPU rewrites; the datasheet machines are GPUs, which train the model's nodes.
-    t.fuse_batch_norm_relu = t.pool_before_relu = t.fuse_matmul = t.fuse_gelu = false;
+    t.set_cpu_rewrites(false);
     training_ = make_training_recipe(model_.graph, t).training;  // the graph `onnxtrain train` runs
   }
   const CostProfile& at(int64_t micro_batch) {

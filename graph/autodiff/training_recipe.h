@@ -53,6 +53,15 @@ struct TrainingRecipeOptions {
   // GELU written out (Erf or Tanh and four to eight elementwise ops) trains as one Gelu node, in float32
   // (graph/autodiff/fused_gelu.h). Trainer turns it off on a GPU, where it is not measured.
   bool fuse_gelu = true;
+  // Single slices gathered after a Transpose are gathered before it (graph/autodiff/gather_before_transpose.h):
+  // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
+  bool gather_before_transpose = true;
+
+  // Turns the CPU's rewrites above (BatchNorm + Relu, MaxPool before Relu, FusedMatMul, Gelu, Gathers
+  // before Transposes) on or off together: off, the training graph has the model's nodes, as a GPU trains.
+  void set_cpu_rewrites(bool on) {
+    fuse_batch_norm_relu = pool_before_relu = fuse_matmul = fuse_gelu = gather_before_transpose = on;
+  }
 };
 
 struct TrainingRecipe {
@@ -67,6 +76,7 @@ struct TrainingRecipe {
   int pools_before_relus = 0;                              // what pool_before_relu moved
   int fused_matmuls = 0;                                   // what fuse_matmul fused
   int fused_gelus = 0;                                     // what fuse_gelu fused
+  int transposes_after_gathers = 0;                        // what gather_before_transpose removed
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
