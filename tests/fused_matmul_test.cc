@@ -179,6 +179,31 @@ TEST(FusedMatMul, TheViTsProductsRunOnOneDnnsJitKernels) {
   }
 }
 
+// A product with its bias costs what Gemm's does: the product's multiply-adds and one add per output each
+// way, so the partitioner prices a fused linear layer as the Gemm it would otherwise be.
+TEST(FusedMatMul, CostsWhatGemmDoes) {
+  for (const char* op : {"Gemm", "FusedMatMul"}) {
+    Graph g;
+    const ValueId x = add_input(g, "x", {2, 784});
+    const ValueId w = add_parameter(g, "w", uniform_tensor({10, 784}, 1));
+    const ValueId b = add_parameter(g, "b", uniform_tensor({10}, 2));
+    const ValueId y = g.add_value({.name = "y"});
+    const std::string domain = op == std::string("Gemm") ? "" : kTrainingDomain;
+    const OpSchema& schema = *OpRegistry::builtin().find(domain, op);
+    const NodeId n = g.add_node({.name = "fc",
+                                 .op_type = op,
+                                 .domain = domain,
+                                 .opset = domain.empty() ? 17 : 1,
+                                 .inputs = {x, w, b},
+                                 .outputs = {y},
+                                 .attributes = {{"transB", int64_t{1}}}});
+    infer_node(g, n, schema);
+    const OpCost cost = node_cost(g, n, schema, {});
+    EXPECT_DOUBLE_EQ(cost.forward_flops, 2.0 * 2 * 10 * 784 + 20) << op;
+    EXPECT_DOUBLE_EQ(cost.backward_flops, 4.0 * 2 * 10 * 784 + 20) << op;
+  }
+}
+
 TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {
   const TrainerOptions fused = testing_support::momentum_sgd_options();
   TrainerOptions unfused = fused;

@@ -54,7 +54,8 @@ OpCost fused_matmul_cost(const CostContext& ctx) {
   const Shape& a = ctx.inputs[0];
   if (!a.rank_known || a.rank() < 2) return {};
   const bool trans_a = ctx.node.attr_int("transA", 0) != 0;
-  return matrix_product_cost(ctx, a.dims[a.dims.size() - (trans_a ? 2 : 1)]);
+  return matrix_product_cost(ctx, a.dims[a.dims.size() - (trans_a ? 2 : 1)],
+                             ctx.inputs.size() > 2 && ctx.inputs[2].rank_known);  // the bias, as Gemm's
 }
 
 }  // namespace
