@@ -183,21 +183,7 @@ TEST(FusedGelu, TrainingFusedFollowsTrainingAsTheModelHasIt) {
   const TrainerOptions fused = testing_support::momentum_sgd_options();
   TrainerOptions unfused = fused;
   unfused.fuse_gelu = false;
-  const Graph model = mlp_with_gelus();
-  Trainer first(copy_with_own_initializers(model), fused), second(copy_with_own_initializers(model), unfused);
-  Tensor y(DType::Int64, {4});
-  for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 5;
-  for (int step = 0; step < 6; ++step) {
-    const Tensor x = uniform_tensor({4, 6}, 40 + static_cast<uint32_t>(step));
-    const double a = first.train_step(x, y), b = second.train_step(x, y);
-    EXPECT_NEAR(a, b, 1e-5 * std::max(1.0, std::abs(b))) << "step " << step;
-  }
-  const std::map<std::string, Tensor> got = first.trained_initializers(), want = second.trained_initializers();
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, t] : want) {
-    const std::span<const float> g = got.at(name).data<float>(), w = t.data<float>();
-    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5f) << name << "[" << i << "]";
-  }
+  testing_support::expect_close_training(mlp_with_gelus(), fused, unfused, {4, 6}, 5, 6, 1e-5);
 }
 
 }  // namespace

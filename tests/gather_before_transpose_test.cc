@@ -145,14 +145,7 @@ TEST(GatherBeforeTranspose, TorchvisionsViTFromBothExporters) {
     TrainerOptions on = testing_support::momentum_sgd_options();
     TrainerOptions plain = on;
     plain.gather_before_transpose = plain.fuse_gelu = false;
-    Trainer first(copy_with_own_initializers(model.graph), on), second(copy_with_own_initializers(model.graph), plain);
-    Tensor y(DType::Int64, {4});
-    for (int64_t i = 0; i < 4; ++i) y.data<int64_t>()[static_cast<size_t>(i)] = i % 3;
-    for (int step = 0; step < 4; ++step) {
-      const Tensor x = uniform_tensor({4, 3, 8, 8}, 50 + static_cast<uint32_t>(step));
-      const double a = first.train_step(x, y), b = second.train_step(x, y);
-      EXPECT_NEAR(a, b, 1e-5 * std::max(1.0, std::abs(b))) << exporter << " step " << step;
-    }
+    testing_support::expect_close_training(model.graph, on, plain, {4, 3, 8, 8}, 3, 4, 1e-5);
   }
 }
 
