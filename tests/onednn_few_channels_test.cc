@@ -1,7 +1,8 @@
 // oneDNN's Conv and ConvGrad against the reference kernels for convolutions with few channels, where the
 // kernels steer oneDNN away from its first choice on an AVX-512 CPU: ConvGrad with fewer input channels than
-// AVX-512's block of 16 (the fixture CNN's second convolution, 8 -> 16) asks for the weight gradient over
-// channels-last data, which runs oneDNN's AVX-512 kernel rather than its AVX2 one (kernels/onednn/conv_grad.cc);
+// AVX-512's block of 16 (the fixture CNN's second convolution, 8 -> 16), or depthwise over a small plane, asks
+// for the weight gradient over channels-last data, which runs oneDNN's AVX-512 kernel rather than its AVX2 one
+// or im2col + GEMM (kernels/onednn/conv_grad.cc);
 // Conv with 8 output channels writes them in blocks of 8, not padded to 16 (the CNN's first convolution,
 // 1 -> 8; kernels/onednn/conv.cc). The results agree with the reference either way.
 #include <gtest/gtest.h>
@@ -20,7 +21,7 @@ using testing_support::Ints;
 using testing_support::random_tensor;
 
 struct GradCase {
-  int64_t n, c, m, size, kernel, stride, pad;
+  int64_t n, c, m, size, kernel, stride, pad, group = 1;
 };
 
 KernelSpec conv_grad_spec(const GradCase& g) {
@@ -30,13 +31,14 @@ KernelSpec conv_grad_spec(const GradCase& g) {
                   .opset = 1,
                   .attributes = {{"strides", Ints{g.stride, g.stride}},
                                  {"pads", Ints{g.pad, g.pad, g.pad, g.pad}},
-                                 {"kernel_shape", Ints{g.kernel, g.kernel}}},
+                                 {"kernel_shape", Ints{g.kernel, g.kernel}},
+                                 {"group", g.group}},
                   .node_name = "test"};
   spec.inputs = {{DType::Float32, {g.n, g.m, out, out}},
                  {DType::Float32, {g.n, g.c, g.size, g.size}},
-                 {DType::Float32, {g.m, g.c, g.kernel, g.kernel}}};
+                 {DType::Float32, {g.m, g.c / g.group, g.kernel, g.kernel}}};
   spec.outputs = {{DType::Float32, {g.n, g.c, g.size, g.size}},
-                  {DType::Float32, {g.m, g.c, g.kernel, g.kernel}},
+                  {DType::Float32, {g.m, g.c / g.group, g.kernel, g.kernel}},
                   {DType::Float32, {g.m}}};
   return spec;
 }
@@ -72,6 +74,18 @@ TEST(OnednnConvGrad, EightInputChannelsTakeTheAvx512WeightKernelWhereTheCpuHasIt
   std::mt19937 rng(78);
   const std::string weights = weights_kernel_of({4, 8, 16, 14, 3, 1, 1}, rng);
   EXPECT_EQ(weights.starts_with("jit:avx512"), onednn::channel_block_is_16()) << weights;
+}
+
+// MobileNetV2's late 3x3 depthwise convolutions at 32x32 input (a 2x2 plane): over blocked data oneDNN's
+// weight gradient is im2col + a GEMM per channel (4.1 ms for 576 channels, batch 32, one thread), over
+// channels-last its depthwise AVX-512 kernel (1.1 ms).
+TEST(OnednnConvGrad, DepthwiseOverASmallPlaneTakesTheDepthwiseKernelWhereTheCpuHasIt) {
+  std::mt19937 rng(80);
+  for (const int64_t channels : {64, 384, 576}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels");
+    const std::string weights = weights_kernel_of({8, channels, channels, 2, 3, 1, 1, channels}, rng);
+    EXPECT_EQ(weights.find("gemm") == std::string::npos, onednn::channel_block_is_16()) << weights;
+  }
 }
 
 // The fixture CNN's first convolution: 1 -> 8 channels at 28x28, pads 1.

@@ -44,6 +44,12 @@ void add_conv_cases(std::vector<GradientCase>& cases) {
                    .op_type = "Conv",
                    .attributes = {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
                    .inputs = {normal({2, 3, 6, 6}), normal({3, 1, 3, 3}), normal({3})}});
+  // MobileNetV2's late depthwise layers at 32x32 input: a 2x2 plane, where oneDNN's weight gradient runs
+  // its depthwise kernel over channels-last data (kernels/onednn/conv_grad.cc).
+  cases.push_back({.label = "Conv depthwise 2x2 plane 64 channels",
+                   .op_type = "Conv",
+                   .attributes = {{"group", int64_t{64}}, {"pads", Ints{1, 1, 1, 1}}},
+                   .inputs = {normal({3, 64, 2, 2}), normal({64, 1, 3, 3}), normal({64})}});
   cases.push_back({.label = "Conv 1-D",
                    .op_type = "Conv",
                    .attributes = {{"strides", Ints{2}}, {"pads", Ints{2, 1}}, {"dilations", Ints{2}}},
