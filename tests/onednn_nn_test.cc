@@ -95,10 +95,11 @@ Ints random_sizes(std::mt19937& rng, size_t rank, int64_t lo, int64_t hi) {
 }
 
 TEST(OnednnNn, DefaultFindPrefersOnednnForFloat32) {
-  EXPECT_EQ(KernelRegistry::builtin().find("", "MaxPool", DeviceKind::Cpu, DType::Float32)->implementation, "cpu");
-  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "Relu", "LeakyRelu",
-                         "Elu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Abs", "Gelu", "HardSwish", "Softplus", "Softmax",
-                         "LogSoftmax", "LRN", "LayerNormalization"}) {
+  for (const char* op : {"MaxPool", "GlobalAveragePool"})  // oneDNN's plain-layout pooling is scalar code
+    EXPECT_EQ(KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32)->implementation, "cpu") << op;
+  for (const char* op :
+       {"AveragePool", "GlobalMaxPool", "BatchNormalization", "Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Sqrt",
+        "Exp", "Abs", "Gelu", "HardSwish", "Softplus", "Softmax", "LogSoftmax", "LRN", "LayerNormalization"}) {
     const KernelEntry* entry = KernelRegistry::builtin().find("", op, DeviceKind::Cpu, DType::Float32);
     ASSERT_NE(entry, nullptr) << op;
     EXPECT_EQ(entry->implementation, "onednn") << op;
@@ -174,7 +175,6 @@ TEST(OnednnNn, PoolingMatchesReference) {
     Ints y(rank, 1);
     y[0] = sizes[0];
     y[1] = sizes[1];
-    expect_agree({"GlobalAveragePool", 1, {}, {random_tensor(rng, sizes)}, {f32(y)}}, "rank " + std::to_string(rank));
     expect_agree({"GlobalMaxPool", 1, {}, {random_tensor(rng, sizes)}, {f32(y)}}, "rank " + std::to_string(rank));
   }
 }

@@ -36,6 +36,7 @@ void register_cpu_instance_norm_grad_kernels(KernelRegistry& registry);
 void register_cpu_conv_transpose_kernels(KernelRegistry& registry);
 void register_cpu_max_pool_kernels(KernelRegistry& registry);
 void register_cpu_max_pool_grad_kernels(KernelRegistry& registry);
+void register_cpu_global_average_pool_kernels(KernelRegistry& registry);  // global_average_pool.cc
 // --- end losses and normalisation ---
 
 }  // namespace onnxtrain

@@ -36,6 +36,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   // --- pooling ---
   register_cpu_max_pool_kernels(registry);
   register_cpu_max_pool_grad_kernels(registry);
+  register_cpu_global_average_pool_kernels(registry);
   // --- end pooling ---
   (void)registry;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/onednn/conv_operands.h"
+#include "kernels/onednn/depthwise_weight_gradient.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/primitive_sequence_kernel.h"
@@ -90,7 +91,8 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
     const memory::desc x_any(x_dims, type, tag::any);
     const memory::desc w_any(onednn::dims_of(w_sizes), type, tag::any);
     const memory::desc y_any(onednn::dims_of(dy.sizes), type, tag::any);
-    const bool bias_in_weights = want_dw_ && want_db_;
+    if (want_dw_ && !x_view && onednn::DepthwiseWeightGradient::applies(spec, w)) depthwise_dw_.emplace(spec, w);
+    const bool bias_in_weights = want_dw_ && want_db_ && !depthwise_dw_;
     const memory::desc bias_md = bias_in_weights ? onednn::plain_desc({weight.sizes[0]}, dtype) : memory::desc();
     const auto plain = [dtype](const std::vector<int64_t>& sizes) { return onednn::plain_desc(sizes, dtype); };
     const auto direct = dnnl::algorithm::convolution_direct;
@@ -115,7 +117,9 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       scratch_bytes = std::max(scratch_bytes, data_scratch_desc_.get_size());
       backward_data_ = dnnl::convolution_backward_data(pd);
     }
-    if (want_dw_) {
+    if (depthwise_dw_)
+      implementation_ += (implementation_.empty() ? "" : ", ") + std::string("depthwise small-plane loops");
+    if (want_dw_ && !depthwise_dw_) {
       const auto weights_pd = [&](const memory::desc& x_md, const memory::desc& y_md) {
         return dnnl::convolution_backward_weights::primitive_desc(
             bias_in_weights
@@ -168,7 +172,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
                     {DNNL_ARG_SCRATCHPAD, scratch.get()}};
       data_scratch_ = scratch;
     }
-    if (want_dw_) {
+    if (want_dw_ && !depthwise_dw_) {
       const memory scratch(weights_scratch_desc_, onednn::cpu_engine(), nullptr);
       const memory& diff_dst = dy_for_weights_ ? dy_for_weights_->primitive_side() : dy_.primitive_side();
       weights_args_ = {{DNNL_ARG_SRC, x_.primitive_side().get()},
@@ -208,7 +212,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
         if (x_bytes_) std::memset(outputs[0].data, 0, x_bytes_);  // the pixels the strided 1x1 conv skips
         dx_.run_reorder(stream);
       }
-      if (want_dw_) {
+      if (want_dw_ && !depthwise_dw_) {
         if (dy_for_weights_) {
           dy_for_weights_->user.set_data_handle(inputs[0].data);
           dy_for_weights_->run_reorder(stream);
@@ -222,7 +226,9 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       }
       stream.wait();
     });
-    if (want_db_ && !want_dw_) sum_bias(inputs[0].as<const float>(), outputs[2].as<float>());
+    if (depthwise_dw_)
+      depthwise_dw_->run(inputs[0].as<const float>(), inputs[1].as<const float>(), outputs[1].as<float>());
+    if (want_db_ && (!want_dw_ || depthwise_dw_)) sum_bias(inputs[0].as<const float>(), outputs[2].as<float>());
   }
 
  private:
@@ -247,6 +253,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
   // backward weights has its own dy_for_weights_.
   Operand dy_, weights_, dx_, x_, dw_;
   std::optional<Operand> dy_for_weights_;
+  std::optional<onednn::DepthwiseWeightGradient> depthwise_dw_;  // dW by our loops (a small depthwise plane)
   memory db_;
   memory::desc data_scratch_desc_, weights_scratch_desc_;
   size_t scratch_bytes_ = 0;

@@ -1,7 +1,7 @@
-// oneDNN pooling (pooling_v2_forward, float32): AveragePool, GlobalAveragePool, GlobalMaxPool (MaxPool is
-// the "cpu" family's, kernels/cpu/max_pool.cc). ceil_mode (or any output size the floor formula misses)
-// becomes extra right padding, so the output is exactly spec.outputs. Falls back to the reference kernel
-// (same device) for: non-float32 or empty tensors, more than 3 spatial dims, AveragePool with count_include_pad
+// oneDNN pooling (pooling_v2_forward, float32): AveragePool, GlobalMaxPool (MaxPool and GlobalAveragePool are
+// the "cpu" family's, kernels/cpu/max_pool.cc and global_average_pool.cc). ceil_mode (or any output size the floor
+// formula misses) becomes extra right padding, so the output is exactly spec.outputs. Falls back to the reference
+// kernel (same device) for: non-float32 or empty tensors, more than 3 spatial dims, AveragePool with count_include_pad
 // whose windows overhang the padded input (ONNX/PyTorch do not count the overhang, oneDNN would), and
 // any geometry oneDNN refuses. Attribute errors are the reference kernel's (it validates first).
 #include "kernels/onednn/onednn_kernels.h"
@@ -95,10 +95,9 @@ std::unique_ptr<Kernel> make_global_pool(const KernelSpec& spec) {
 }  // namespace
 
 void register_onednn_pooling_kernels(KernelRegistry& registry) {
-  // MaxPool is the "cpu" family's (kernels/cpu/max_pool.cc): oneDNN's pooling on plain NCHW tensors is its
-  // scalar simple_nchw code, several times slower.
+  // MaxPool and GlobalAveragePool are the "cpu" family's (kernels/cpu/max_pool.cc, global_average_pool.cc):
+  // oneDNN's pooling on plain NCHW tensors is its scalar simple_nchw code, several times slower.
   registry.add(onednn_entry("AveragePool", &make_onednn_average_pool));
-  registry.add(onednn_entry("GlobalAveragePool", &make_global_pool<false>));
   registry.add(onednn_entry("GlobalMaxPool", &make_global_pool<true>));
 }
 

@@ -78,6 +78,10 @@ std::vector<GradientCase> pooling_softmax_gradient_cases() {
   // --- global pools ---
   cases.push_back({.label = "GlobalAveragePool 2-D", .op_type = "GlobalAveragePool", .inputs = {normal({2, 3, 4, 5})}});
   cases.push_back({.label = "GlobalAveragePool 1-D", .op_type = "GlobalAveragePool", .inputs = {normal({2, 3, 6})}});
+  cases.push_back(
+      {.label = "GlobalAveragePool 1x1 plane", .op_type = "GlobalAveragePool", .inputs = {normal({4, 6, 1, 1})}});
+  cases.push_back(
+      {.label = "GlobalAveragePool 3-D", .op_type = "GlobalAveragePool", .inputs = {normal({2, 3, 2, 3, 2})}});
   cases.push_back({.label = "GlobalMaxPool 2-D", .op_type = "GlobalMaxPool", .inputs = {distinct({2, 3, 4, 5})}});
   cases.push_back({.label = "GlobalMaxPool 1-D", .op_type = "GlobalMaxPool", .inputs = {distinct({2, 3, 6})}});
   // --- Softmax, LogSoftmax ---
