@@ -97,21 +97,21 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
   options_.optimizer.validate();
   options_.schedule.validate();
   const uint64_t seed = options_.seed;
+  const bool cpu = options_.device.kind == DeviceKind::Cpu;  // the CPU's rewrites (a GPU trains the model's nodes)
   TrainingRecipe recipe = make_training_recipe(
-      forward,
-      {.loss = options_.loss,
-       .precision = options_.precision,
-       .scale_loss = options_.precision == Precision::fp16,
-       .dropout = options_.dropout,
-       .dropout_seed = [seed](uint64_t node_seed,
-                              uint64_t position) { return random_stream_seed(seed ^ node_seed, position); },
-       .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
-       .tap_major_conv_weights = options_.tap_major_conv_weights && options_.device.kind == DeviceKind::Cpu,
-       .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && options_.device.kind == DeviceKind::Cpu,
-       .pool_before_relu = options_.pool_before_relu && options_.device.kind == DeviceKind::Cpu,
-       .fuse_matmul = options_.fuse_matmul && options_.device.kind == DeviceKind::Cpu,
-       .fuse_gelu = options_.fuse_gelu && options_.device.kind == DeviceKind::Cpu,
-       .gather_before_transpose = options_.gather_before_transpose && options_.device.kind == DeviceKind::Cpu});
+      forward, {.loss = options_.loss,
+                .precision = options_.precision,
+                .scale_loss = options_.precision == Precision::fp16,
+                .dropout = options_.dropout,
+                .dropout_seed = [seed](uint64_t node_seed,
+                                       uint64_t position) { return random_stream_seed(seed ^ node_seed, position); },
+                .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
+                .tap_major_conv_weights = options_.tap_major_conv_weights && cpu,
+                .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && cpu,
+                .pool_before_relu = options_.pool_before_relu && cpu,
+                .fuse_matmul = options_.fuse_matmul && cpu,
+                .fuse_gelu = options_.fuse_gelu && cpu,
+                .gather_before_transpose = options_.gather_before_transpose && cpu});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "graph/op_schema.h"
+#include "graph/ops/op_helpers.h"
 
 namespace onnxtrain {
 namespace {
@@ -24,9 +25,7 @@ std::optional<NodeId> last_axes_swap(const Graph& g, NodeId id) {
   std::vector<int64_t> swap(static_cast<size_t>(rank));
   std::iota(swap.begin(), swap.end(), int64_t{0});
   std::swap(swap[rank - 1], swap[rank - 2]);
-  std::vector<int64_t> reversed(swap.rbegin(), swap.rend());  // no perm: all axes reversed
-  const std::vector<int64_t> perm = n.attr_ints("perm", rank == 2 ? swap : reversed);
-  return perm == swap ? std::optional(id) : std::nullopt;
+  return op_helpers::transpose_perm(n, rank) == swap ? std::optional(id) : std::nullopt;
 }
 
 // The Transpose that makes `v` and that only `reader` reads, when it swaps the last two axes. Not one of a

@@ -2,22 +2,15 @@
 #include "graph/autodiff/gather_before_transpose.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
 #include "graph/op_schema.h"
+#include "graph/ops/op_helpers.h"
 
 namespace onnxtrain {
 namespace {
 
 constexpr int kSqueezeAxesInputSince = 13;
-
-// Transpose `t`'s perm (all axes reversed when absent).
-std::vector<int64_t> perm_of(const Node& t, int64_t rank) {
-  std::vector<int64_t> reversed(static_cast<size_t>(rank));
-  std::iota(reversed.rbegin(), reversed.rend(), int64_t{0});
-  return t.attr_ints("perm", reversed);
-}
 
 // The axes Squeeze node `s` removes from its input of rank `rank`, in order; nullopt when not known.
 std::optional<std::vector<int64_t>> squeezed_axes(const Graph& g, const Node& s, const Shape& in) {
@@ -107,7 +100,7 @@ bool rewrite(Graph& g, NodeId id) {
   const ValueId source = t.inputs[0], transposed = t.outputs[0];
   const Shape& in = g.value(source).shape;
   if (!in.rank_known || !g.value(transposed).shape.rank_known || is_graph_output(g, transposed)) return false;
-  const std::vector<int64_t> perm = perm_of(t, static_cast<int64_t>(in.rank()));
+  const std::vector<int64_t> perm = op_helpers::transpose_perm(t, static_cast<int64_t>(in.rank()));
 
   ValueId sliced = transposed;  // what the Gathers read
   std::vector<int64_t> squeezed;

@@ -1,6 +1,7 @@
 #include "graph/ops/op_helpers.h"
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "graph/ops/data_movement_fold.h"
@@ -320,6 +321,13 @@ OpCost matrix_product_cost(const CostContext& ctx, const Dim& k, bool bias) {
   const double outputs = static_cast<double>(ctx.output_numel(0));
   const double product = 2 * outputs * static_cast<double>(*inner), added = bias ? outputs : 0;
   return {product + added, 2 * product + added};
+}
+
+std::vector<int64_t> transpose_perm(const Node& node, int64_t rank) {
+  if (node.has_attribute("perm")) return node.attr_ints("perm");
+  std::vector<int64_t> reversed(static_cast<size_t>(rank));
+  std::iota(reversed.rbegin(), reversed.rend(), int64_t{0});
+  return reversed;
 }
 
 }  // namespace onnxtrain::op_helpers

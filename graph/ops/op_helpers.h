@@ -52,6 +52,9 @@ int64_t checked_axis(const InferContext& ctx, int64_t axis, int64_t rank);
 // Normalises every axis and fails on repeats.
 std::vector<int64_t> checked_axes(const InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank);
 
+// A Transpose node's perm for an input of `rank`: its attribute, or all axes reversed when absent.
+std::vector<int64_t> transpose_perm(const Node& node, int64_t rank);
+
 // Numpy broadcast of two input shapes or fails naming both.
 Shape broadcast_or_fail(const InferContext& ctx, const Shape& a, const Shape& b);
 // Whether `s` broadcasts unidirectionally onto `target` (rank known): no more dims, and each of its

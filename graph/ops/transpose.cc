@@ -1,6 +1,4 @@
 // Transpose (opset 1, 13): permutes dims by `perm` (default: reversed).
-#include <numeric>
-
 #include "graph/ops/data_movement_fold.h"
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
@@ -12,13 +10,6 @@ namespace {
 
 using namespace op_helpers;
 using namespace shape_ops;
-
-std::vector<int64_t> permutation(const Node& node, int64_t rank) {
-  if (node.has_attribute("perm")) return node.attr_ints("perm");
-  std::vector<int64_t> reversed(rank);
-  std::iota(reversed.rbegin(), reversed.rend(), 0);
-  return reversed;
-}
 
 bool is_permutation_of_rank(const std::vector<int64_t>& perm, int64_t rank) {
   if (static_cast<int64_t>(perm.size()) != rank) return false;
@@ -40,7 +31,7 @@ void infer_transpose(InferContext& ctx) {
         node.has_attribute("perm") ? Shape(std::vector<Dim>(node.attr_ints("perm").size())) : Shape::unknown_rank());
     return;
   }
-  std::vector<int64_t> perm = permutation(node, in.rank());
+  std::vector<int64_t> perm = transpose_perm(node, in.rank());
   if (!is_permutation_of_rank(perm, in.rank())) {
     fail_op(ctx, "perm " + ints_to_string(perm) + " is not a permutation of 0.." + std::to_string(in.rank() - 1) +
                      " for input shape " + in.to_string());
@@ -53,7 +44,7 @@ void infer_transpose(InferContext& ctx) {
 
 std::vector<Tensor> fold_transpose(const FoldContext& ctx) {
   const Tensor& data = ctx.inputs[0];
-  std::vector<int64_t> perm = permutation(ctx.node, data.rank());
+  std::vector<int64_t> perm = transpose_perm(ctx.node, data.rank());
   if (!is_permutation_of_rank(perm, data.rank()))
     fail_fold(ctx, "perm " + ints_to_string(perm) + " is not a permutation");
   std::vector<int64_t> in_strides = row_major_strides(data.sizes()), sizes, strides;
