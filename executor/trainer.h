@@ -113,7 +113,7 @@ struct TrainerOptions {
   // Convolutions with a single output pixel train only the weight taps that land on their input
   // (graph/autodiff/live_conv_taps.h) where the optimizer keeps untouched elements; false: all taps.
   bool live_conv_taps = true;
-  // Convolutions with an output plane of 2 to 4 positions train their weights tap-major on the CPU
+  // Convolutions over small planes (tap_product_takes) train their weights tap-major on the CPU
   // (graph/autodiff/tap_major_conv_weights.h); false: in the model's layout.
   bool tap_major_conv_weights = true;
   // Training-mode BatchNormalization followed by Relu runs as one node on the CPU

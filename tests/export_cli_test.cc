@@ -129,7 +129,8 @@ TEST_F(ExportCli, ConvolutionsTrainedOnTapMajorWeightsAreWrittenInTheModelsLayou
                              " --batch 64 --epochs 2 --checkpoint-every 8 --checkpoint-dir " + path("ckpt") + " -o " +
                              path("trained.onnx"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  EXPECT_NE(trained.output.find("2 convolutions with 2 to 4 output positions train on weights held tap-major"),
+  EXPECT_NE(trained.output.find(
+                "2 convolutions over small planes (2 to 16 output positions) train on weights held tap-major"),
             std::string::npos)
       << trained.output;
   const size_t final_line = trained.output.find("final: test loss ");

@@ -1,8 +1,9 @@
-// The tap-product convolution (kernels/onednn/tap_product_conv.h): Conv and ConvGrad with one group and an
-// output plane of 2 to 4 positions run as matrix products per kernel tap. Checked against the reference
-// kernels (the oracle) on the shapes that take that path (ResNet's layer3 3x3 over 2x2, its strided 3x3
-// from 4x4, 2x1 and 1x3 planes, asymmetric pads, a dilation, a tap that reads only padding, 1-D and 3-D),
-// that they did take it, and that a 1x1 kernel, a grouped convolution and a 3x3 plane do not; that the
+// The tap-product convolution (kernels/onednn/tap_product_conv.h): Conv and ConvGrad with one group over a
+// small output plane (tap_product_takes) run as matrix products per kernel tap. Checked against the
+// reference kernels (the oracle) on the shapes that take that path (ResNet's layer3 3x3 over 2x2, its
+// strided 3x3 from 4x4, its layer2 3x3 over 4x4, a 3x3 plane, 2x1 and 1x3 planes, asymmetric pads, a
+// dilation, a tap that reads only padding, 1-D and 3-D), that they did take it, and that a 1x1 kernel, a
+// grouped convolution, a 5x5 plane and 4x4 planes with little or no padding do not; that the
 // runs of a 3x3 kernel over 2x2 are the expected products; and that within one run the backward reads
 // the tap-major weight the forward made.
 #include <gtest/gtest.h>
@@ -30,6 +31,12 @@ const std::vector<ConvCase>& tap_product_cases() {
        {3, 16, 4, 4},
        {12, 16, 3, 3},
        {3, 12, 2, 2}},
+      {"ResNet layer2: 3x3 pads 1 over 4x4",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {2, 16, 4, 4},
+       {12, 16, 3, 3},
+       {2, 12, 4, 4}},
+      {"3x3 pads 1 over 3x3", {{"pads", Ints{1, 1, 1, 1}}}, {2, 8, 3, 3}, {8, 8, 3, 3}, {2, 8, 3, 3}},
       {"2x1 output", {{"pads", Ints{1, 0, 1, 0}}}, {2, 8, 2, 1}, {6, 8, 3, 1}, {2, 6, 2, 1}, false},
       {"1x3 output of a 2x2 kernel", {{"pads", Ints{0, 1, 1, 0}}}, {2, 5, 2, 3}, {7, 5, 3, 2}, {2, 7, 1, 3}},
       {"asymmetric pads and a dilation",
@@ -138,12 +145,19 @@ TEST(TapProductConv, ThreeByThreeOverTwoByTwoIsElevenProducts) {
   EXPECT_EQ(runs, expected);
 }
 
-TEST(TapProductConv, OneByOneKernelsGroupsAndLargerPlanesKeepTheDirectConvolution) {
+TEST(TapProductConv, OneByOneKernelsGroupsLargerPlanesAndLittlePaddingKeepTheDirectConvolution) {
   std::mt19937 rng(43);
   const std::vector<ConvCase> cases = {
       {"1x1 stride 2 from 4x4", {{"strides", Ints{2, 2}}}, {2, 8, 4, 4}, {6, 8, 1, 1}, {2, 6, 2, 2}},
       {"two groups", {{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{2}}}, {2, 8, 2, 2}, {6, 4, 3, 3}, {2, 6, 2, 2}},
-      {"3x3 output", {{"pads", Ints{1, 1, 1, 1}}}, {2, 8, 3, 3}, {8, 8, 3, 3}, {2, 8, 3, 3}},
+      {"5x5 output", {{"pads", Ints{1, 1, 1, 1}}}, {2, 8, 5, 5}, {8, 8, 3, 3}, {2, 8, 5, 5}},
+      // 121 of the 144 (tap, position) pairs inside the input: more than 3/4.
+      {"3x3 stride 2 pads 1 from 8x8",
+       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}},
+       {2, 8, 8, 8},
+       {6, 8, 3, 3},
+       {2, 6, 4, 4}},
+      {"4x4 output without padding", {}, {2, 8, 6, 6}, {6, 8, 3, 3}, {2, 6, 4, 4}},
   };
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.label);

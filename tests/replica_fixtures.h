@@ -28,8 +28,8 @@ inline TrainerOptions momentum_sgd(double lr = 0.05) {
 }
 
 // The same, training convolution weights in the model's layout: every tap of convolutions with one output
-// pixel (not only their live taps, graph/autodiff/live_conv_taps.h), and W of those with 2 to 4 output
-// positions (not tap-major, tap_major_conv_weights.h). What the tests of the values the kernels derive
+// pixel (not only their live taps, graph/autodiff/live_conv_taps.h), and W of those over small output
+// planes (not tap-major, tap_major_conv_weights.h). What the tests of the values the kernels derive
 // from W (single-pixel kept taps, tap-product transposes) need, as weight decay and GPUs do.
 inline TrainerOptions model_layout_weights(TrainerOptions o) {
   o.live_conv_taps = false;

@@ -39,7 +39,27 @@ Graph two_small_plane_convs() {
   return g;
 }
 
-TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
+TEST(TapMajorConvWeights, TheTapProductTakesSmallPlanesWhereAQuarterOfThePairsIsPadding) {
+  // A 3x3 kernel with stride 1 and pads 1 over n x n, or with stride 2 over 2n x 2n.
+  const auto square = [](int64_t n, int64_t stride, int64_t pad) {
+    const ConvAxis a{.input = n * stride, .output = n, .kernel = 3, .stride = stride, .pad_begin = pad};
+    return std::vector<ConvAxis>{a, a};
+  };
+  EXPECT_TRUE(tap_product_takes(square(2, 1, 1)));   // 16 of 36 pairs inside
+  EXPECT_TRUE(tap_product_takes(square(2, 2, 1)));   // 25 of 36: any plane of up to 4 positions
+  EXPECT_TRUE(tap_product_takes(square(3, 1, 1)));   // 49 of 81
+  EXPECT_TRUE(tap_product_takes(square(4, 1, 1)));   // 100 of 144
+  EXPECT_FALSE(tap_product_takes(square(4, 2, 1)));  // 121 of 144
+  EXPECT_FALSE(tap_product_takes(square(5, 1, 1)));  // 25 positions
+  EXPECT_FALSE(tap_product_takes(square(1, 1, 1)));  // one position: single_pixel_conv.h
+  EXPECT_FALSE(tap_product_takes({{.input = 6, .output = 4, .kernel = 3}, {.input = 6, .output = 4, .kernel = 3}}));
+  EXPECT_FALSE(tap_product_takes({{.input = 2, .output = 2}, {.input = 2, .output = 2}}));  // a 1x1 kernel
+  // A dilation of 2 with pads 2 over 4 positions, a 1x1 kernel over the other 4: 32 of 48 pairs inside.
+  const ConvAxis dilated{.input = 4, .output = 4, .kernel = 3, .pad_begin = 2, .dilation = 2};
+  EXPECT_TRUE(tap_product_takes({dilated, {.input = 4, .output = 4, .kernel = 1}}));
+}
+
+TEST(TapMajorConvWeights, FindsConvolutionsThatTheTapProductTakes) {
   const std::vector<TapMajorConvWeight> found = tap_major_conv_weights(two_small_plane_convs());
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].weight, "w1");
@@ -48,8 +68,9 @@ TEST(TapMajorConvWeights, FindsConvolutionsWithTwoToFourOutputPositions) {
 
   Graph g;
   const ValueId x = add_input(g, "x", {2, 4, 3, 3});
-  // Nine output positions; a 1x1 kernel; groups; a weight read twice; and one that qualifies (1x2).
-  add_inferred_node(g, "wide", "Conv", {x, add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",
+  // 25 output positions; a 1x1 kernel; groups; a weight read twice; and one that qualifies (1x2).
+  add_inferred_node(g, "wide", "Conv",
+                    {add_input(g, "x5", {2, 4, 5, 5}), add_parameter(g, "a", uniform_tensor({4, 4, 3, 3}, 1))}, "ya",
                     conv2d_attributes(1, 1));
   add_inferred_node(g, "pointwise", "Conv", {x, add_parameter(g, "b", uniform_tensor({4, 4, 1, 1}, 2))}, "yb",
                     conv2d_attributes(2, 0));

@@ -403,15 +403,16 @@ void print_live_conv_taps(const Graph& model, const TrainOptions& o) {
                taps.size(), one ? "" : "s", one ? "s" : "", static_cast<long long>(live), static_cast<long long>(all));
 }
 
-// Convolutions with 2 to 4 output positions train on tap-major weights on the CPU (tap_major_conv_weights.h):
+// Convolutions over small planes train on tap-major weights on the CPU (tap_major_conv_weights.h):
 // said, since checkpoints name them "<W>.tap_major".
 void print_tap_major_conv_weights(const Graph& model, const TrainOptions& o) {
   const size_t n = tap_major_conv_weights(model).size();
   if (n == 0 || !trains_tap_major_conv_weights(o)) return;
-  std::fprintf(stderr,
-               "%zu convolution%s with 2 to 4 output positions train%s on weights held tap-major, the layout of "
-               "their CPU kernels (checkpoints name them <W>.tap_major; the written model has the usual layout)\n",
-               n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+  std::fprintf(
+      stderr,
+      "%zu convolution%s over small planes (2 to 16 output positions) train%s on weights held tap-major, the layout of "
+      "their CPU kernels (checkpoints name them <W>.tap_major; the written model has the usual layout)\n",
+      n, n == 1 ? "" : "s", n == 1 ? "s" : "");
 }
 
 }  // namespace

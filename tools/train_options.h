@@ -95,7 +95,7 @@ OptimizerConfig optimizer_config(const TrainOptions& o);
 // Whether the trainers train only the live taps of single-pixel convolutions (graph/autodiff/live_conv_taps.h):
 // what every graph that plans or resumes their training must agree on.
 bool trains_live_conv_taps_only(const TrainOptions& o);
-// Whether they train convolutions with 2 to 4 output positions on tap-major weights
+// Whether they train convolutions over small planes on tap-major weights
 // (graph/autodiff/tap_major_conv_weights.h): on the CPU, as the trainers decide.
 bool trains_tap_major_conv_weights(const TrainOptions& o);
 // `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the

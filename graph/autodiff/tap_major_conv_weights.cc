@@ -24,9 +24,17 @@ int64_t taps_of(const std::vector<int64_t>& w) {
 std::optional<TapMajorConvWeight> candidate(const Graph& g, NodeId id) {
   const std::optional<TrainableConv> c = trainable_conv(g, id);
   if (!c) return {};
-  int64_t out_plane = 1;
-  for (int64_t o : c->output) out_plane *= o;
-  if (out_plane < 2 || out_plane > kTapProductMaxOutputPositions || taps_of(c->weight->data->sizes()) == 1) return {};
+  const std::vector<int64_t>& w = c->weight->data->sizes();
+  std::vector<ConvAxis> axes;
+  for (size_t a = 0; a < c->input.size(); ++a) {
+    axes.push_back({.input = c->input[a],
+                    .output = c->output[a],
+                    .kernel = w[a + 2],
+                    .stride = c->strides[a],
+                    .pad_begin = c->pads[a],
+                    .dilation = c->dilations[a]});
+  }
+  if (!tap_product_takes(axes)) return {};
   return TapMajorConvWeight{.weight = c->weight->name, .tap_major = c->weight->name + ".tap_major"};
 }
 
@@ -65,6 +73,29 @@ void rewrite(Graph& g, const Found& found) {
 }
 
 }  // namespace
+
+bool tap_product_takes(const std::vector<ConvAxis>& axes) {
+  constexpr int64_t kAlwaysUpTo = 4, kMostPositions = 16;
+  int64_t positions = 1, taps = 1;
+  for (const ConvAxis& a : axes) {
+    if (a.output < 1 || a.output > kMostPositions / positions) return false;
+    positions *= a.output;
+    taps *= a.kernel;
+  }
+  if (taps == 1 || positions < 2) return false;
+  if (positions <= kAlwaysUpTo) return true;
+  int64_t live_pairs = 1;  // the (tap, output position) pairs inside the input: products of each axis's
+  for (const ConvAxis& a : axes) {
+    int64_t live = 0;
+    for (int64_t out = 0; out < a.output; ++out)
+      for (int64_t k = 0; k < a.kernel; ++k) {
+        const int64_t at = out * a.stride - a.pad_begin + k * a.dilation;
+        live += at >= 0 && at < a.input;
+      }
+    live_pairs *= live;
+  }
+  return 4 * live_pairs <= 3 * positions * taps;
+}
 
 void permute_conv_weight(const void* from, void* to, size_t element_bytes, int64_t m, int64_t c, int64_t t,
                          bool to_tap_major) {

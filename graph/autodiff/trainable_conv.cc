@@ -28,8 +28,9 @@ std::optional<TrainableConv> trainable_conv(const Graph& g, NodeId id) {
   TrainableConv c{.weight = &w,
                   .pads = auto_pad == "VALID" ? std::vector<int64_t>(2 * spatial, 0)
                                               : n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0)),
-                  .dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1))};
-  if (c.pads.size() != 2 * spatial || c.dilations.size() != spatial) return {};
+                  .dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1)),
+                  .strides = n.attr_ints("strides", std::vector<int64_t>(spatial, 1))};
+  if (c.pads.size() != 2 * spatial || c.dilations.size() != spatial || c.strides.size() != spatial) return {};
   for (size_t d = 2; d < rank; ++d) {
     c.input.push_back(x.dims[d].value());
     c.output.push_back(y.dims[d].value());

@@ -22,6 +22,7 @@ struct TrainableConv {
   const Value* weight = nullptr;         // W (M, C, k...), with its data
   std::vector<int64_t> input, output;    // X's and Y's spatial sizes
   std::vector<int64_t> pads, dilations;  // pads begin then end per axis (VALID: zeros)
+  std::vector<int64_t> strides;
 };
 
 std::optional<TrainableConv> trainable_conv(const Graph& graph, NodeId id);

@@ -37,7 +37,7 @@ struct TrainingRecipeOptions {
   // a zero gradient unchanged (no weight decay: Trainer turns it off otherwise); the trained values then
   // need with_full_conv_weights to become the model's again.
   bool live_conv_taps_only = true;
-  // Convolutions with an output plane of 2 to 4 positions train their weights tap-major, as TapMajorConv
+  // Convolutions over small planes (tap_product_takes) train their weights tap-major, as TapMajorConv
   // (graph/autodiff/tap_major_conv_weights.h), in float32: the CPU kernels' layout. Trainer turns it off
   // on a GPU. The trained values need with_full_conv_weights to become the model's again.
   bool tap_major_conv_weights = true;

@@ -10,7 +10,7 @@
 // one kernel object must not run on two threads at once. float32, and bfloat16 where the CPU has native bfloat16
 // (onednn::native_bf16: accumulation in float32, the result rounded once). Other variants use the reference kernel.
 // A convolution whose output is a single pixel is a matrix product instead (single_pixel_conv.h), one
-// whose output plane has 2 to 4 positions a product per kernel tap (tap_product_conv.h).
+// over a small output plane (2 to 16 positions, tap_product_takes) a product per kernel tap (tap_product_conv.h).
 #include <algorithm>
 #include <optional>
 #include <string>

@@ -11,8 +11,8 @@
 // layout copies and the scratchpad are the running thread's arena (kernels/scratch_arena.h), and the data
 // handles are the kernel's own state, so one kernel object must not run on two threads at once. What oneDNN
 // has no implementation for (and empty tensors) runs the reference kernel. A convolution whose output is a
-// single pixel runs as matrix products instead (single_pixel_conv.h), one whose output plane has 2 to 4
-// positions as products per kernel tap (tap_product_conv.h).
+// single pixel runs as matrix products instead (single_pixel_conv.h), one over a small output plane (2 to
+// 16 positions, tap_product_takes) as products per kernel tap (tap_product_conv.h).
 #include <algorithm>
 #include <cstring>
 #include <optional>

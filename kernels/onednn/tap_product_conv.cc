@@ -23,7 +23,16 @@ std::optional<TapProductConv> TapProductConv::of(const std::vector<int64_t>& x, 
     g.kernel_plane *= window.kernel[a];
   }
   // A 1x1 kernel reads no padding, and oneDNN's 1x1 convolution runs it without reorders.
-  if (g.out_plane < 2 || g.out_plane > kMaxOutputPositions || g.kernel_plane == 1) return std::nullopt;
+  std::vector<ConvAxis> axes;
+  for (size_t a = 0; a < window.spatial(); ++a) {
+    axes.push_back({.input = window.input[a],
+                    .output = window.output[a],
+                    .kernel = window.kernel[a],
+                    .stride = window.strides[a],
+                    .pad_begin = window.pad_begin[a],
+                    .dilation = window.dilations[a]});
+  }
+  if (!tap_product_takes(axes)) return std::nullopt;
   for (int64_t tap = 0; tap < g.kernel_plane; ++tap) {
     Run run{.tap = tap};
     for (int64_t out = 0; out < g.out_plane; ++out) {

@@ -1,5 +1,6 @@
 // A convolution with one group and a small output plane (2 to 4 positions: ResNet-18's layer3 at 32x32,
-// a 3x3 kernel with pads 1 over 2x2) runs as one matrix product per kernel tap and run of output
+// a 3x3 kernel with pads 1 over 2x2; up to 16 where a quarter of the pairs below or more fall in the
+// padding: its layer2, 4x4) runs as one matrix product per kernel tap and run of output
 // positions, over the positions that tap reads inside the input:
 //   Y'[p][n][:] += X'[in(p, t)][n][:] · W'[t]        for each tap t and output position p it reaches
 // with X' (P_in, N, C) and Y' (P_out, N, M) the position-major transposes of X and Y, W' (T, C, M) the
@@ -30,10 +31,8 @@
 namespace onnxtrain::onednn {
 
 struct TapProductConv {
-  // The largest output plane this path takes: measured faster than oneDNN's direct convolution at 2x2;
-  // a 4x4 plane reads 100 of its 144 pairs and makes about 30 products per pass.
-  // The training graph holds such a convolution's weight tap-major for it (graph/autodiff/tap_major_conv_weights.h).
-  static constexpr int64_t kMaxOutputPositions = kTapProductMaxOutputPositions;
+  // Which convolutions this path takes: tap_product_takes (graph/autodiff/tap_major_conv_weights.h), the
+  // rule by which the training graph holds such a convolution's weight tap-major for it.
 
   // One matrix product: `length` consecutive output positions from out_begin, which tap `tap` reads at
   // the consecutive input positions from in_begin.
@@ -47,8 +46,7 @@ struct TapProductConv {
   std::string key;                                        // of W' on the stream (Stream::derived): "tap-major W MxCxT"
 
   // The geometry of a Conv/ConvGrad with X (N,C,...), W (M,C,k...) and `window` when it is this case:
-  // one group, a kernel of more than one tap, 2..kMaxOutputPositions output positions, at least one tap
-  // inside the input.
+  // one group, a window that tap_product_takes, at least one tap inside the input.
   static std::optional<TapProductConv> of(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                                           const reference::WindowGeometry& window, int64_t group);
   // The same for a float32 kernel spec whose X is input `x_input` and W the next (Conv: 0, ConvGrad: 1),

@@ -10,7 +10,7 @@ namespace {
 using Ints = std::vector<int64_t>;
 
 // TapMajorConv: Conv on a weight held (k..., C, M) (graph/autodiff/tap_major_conv_weights.h); the CPU's
-// tap-product kernel where the output plane has 2 to 4 positions, the reference otherwise.
+// tap-product kernel where tap_product_takes the window, the reference otherwise.
 void add_tap_major_conv_cases(std::vector<GradientCase>& cases) {
   const auto tap_major = [](std::string label, Attributes attributes, std::vector<HarnessInput> inputs) {
     return GradientCase{.label = std::move(label),
@@ -27,8 +27,12 @@ void add_tap_major_conv_cases(std::vector<GradientCase>& cases) {
                             {normal({2, 3, 4, 4}), normal({3, 3, 3, 4})}));
   cases.push_back(tap_major("TapMajorConv 1x3 output asymmetric kernel", {{"pads", Ints{0, 1, 0, 1}}},
                             {normal({2, 3, 2, 3}), normal({2, 3, 3, 5}), normal({5})}));
-  cases.push_back(tap_major("TapMajorConv 3x3 output (reference fallback)", {{"pads", Ints{1, 1, 1, 1}}},
+  cases.push_back(tap_major("TapMajorConv 3x3 output", {{"pads", Ints{1, 1, 1, 1}}},
                             {normal({2, 2, 3, 3}), normal({3, 3, 2, 3}), normal({3})}));
+  cases.push_back(tap_major("TapMajorConv 4x4 output", {{"pads", Ints{1, 1, 1, 1}}},
+                            {normal({2, 3, 4, 4}), normal({3, 3, 3, 4}), normal({4})}));
+  cases.push_back(tap_major("TapMajorConv 5x5 output (reference fallback)", {{"pads", Ints{1, 1, 1, 1}}},
+                            {normal({2, 2, 5, 5}), normal({3, 3, 2, 3}), normal({3})}));
 }
 
 void add_conv_cases(std::vector<GradientCase>& cases) {
