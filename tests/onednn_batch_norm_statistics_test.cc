@@ -3,7 +3,9 @@
 // not recompute them. Checked on oneDNN's (N,C) path and the plain-layout loops of ranks 3 to 5
 // (kernels/onednn/plain_batch_norm.h), whose gradient is also checked against the reference kernel: the forward keeps
 // the statistics of X under X's address, the gradient given them matches the gradient that computes its own, it reads
-// what is kept (other statistics give another dX), and computes its own once they are forgotten.
+// what is kept (other statistics give another dX), and computes its own once they are forgotten. The same for
+// LayerNormalization's row statistics (layer_norm_statistics_key), whose Mean and InvStdDev outputs are also
+// checked against the reference kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +106,93 @@ TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) 
     EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
     run.forget_derived(x.raw());
     backward->run(run, views_of(grad_inputs), views_of(with_kept));
+    expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
+  }
+}
+
+// Runs `kernel` on `inputs` in `run`, into fresh outputs of `outputs`' sizes (absent ones stay absent).
+std::vector<Tensor> run_in(Stream& run, Kernel& kernel, const std::vector<Tensor>& inputs,
+                           const std::vector<TensorDesc>& outputs) {
+  std::vector<Tensor> out;
+  for (const TensorDesc& d : outputs) out.push_back(d.present() ? Tensor(DType::Float32, d.sizes) : Tensor());
+  kernel.run(run, views_of(inputs), views_of(out));
+  return out;
+}
+
+TEST(LayerNormStatistics, TheGradientReadsTheForwardsRowStatisticsWithinARun) {
+  struct Case {
+    Ints shape;
+    int64_t axis;
+    bool statistics_out;  // the forward also outputs Mean and InvStdDev
+  };
+  for (const Case& c : {Case{{6, 40}, -1, false}, Case{{2, 3, 5, 8}, 2, true}}) {
+    SCOPED_TRACE(std::to_string(c.shape.size()) + "-D, axis " + std::to_string(c.axis));
+    std::mt19937 rng(52);
+    const int64_t axis = c.axis < 0 ? c.axis + static_cast<int64_t>(c.shape.size()) : c.axis;
+    int64_t rows = 1, width = 1;
+    for (size_t d = 0; d < c.shape.size(); ++d) (static_cast<int64_t>(d) < axis ? rows : width) *= c.shape[d];
+    Ints normalized(c.shape.begin() + axis, c.shape.end()), stat_sizes(c.shape.begin(), c.shape.begin() + axis);
+    for (size_t d = stat_sizes.size(); d < c.shape.size(); ++d) stat_sizes.push_back(1);
+    const Tensor x = random_tensor(rng, c.shape, -1, 3), dy = random_tensor(rng, c.shape, -1, 1);
+    const Tensor scale = random_tensor(rng, normalized, 0.5, 1.5), bias = random_tensor(rng, normalized, -1, 1);
+    const Attributes attributes{{"axis", c.axis}, {"epsilon", 1e-5f}};
+    KernelSpec forward_spec{.op_type = "LayerNormalization", .opset = 17, .attributes = attributes, .node_name = "ln"};
+    forward_spec.inputs = input_descs({x, scale, bias});
+    forward_spec.outputs = {{DType::Float32, c.shape}};
+    if (c.statistics_out) forward_spec.outputs.push_back({DType::Float32, stat_sizes});
+    if (c.statistics_out) forward_spec.outputs.push_back({DType::Float32, stat_sizes});
+    KernelSpec grad_spec{.op_type = "LayerNormalizationGrad",
+                         .domain = "ai.onnxtrain",
+                         .opset = 1,
+                         .attributes = attributes,
+                         .node_name = "ln_grad"};
+    const std::vector<Tensor> grad_inputs{dy, x, scale};
+    grad_spec.inputs = input_descs(grad_inputs);
+    grad_spec.outputs = {{DType::Float32, c.shape}, {DType::Float32, normalized}, {DType::Float32, normalized}};
+    const std::unique_ptr<Kernel> forward = prepare(forward_spec), backward = prepare(grad_spec);
+    const std::vector<Tensor> alone = run_prepared(*backward, grad_inputs, grad_spec.outputs);
+    const std::vector<Tensor> reference =
+        run_prepared(*prepare(grad_spec, "reference"), grad_inputs, grad_spec.outputs);
+    for (size_t o = 0; o < 3; ++o)
+      expect_close(alone[o], reference[o], "against the reference, output " + std::to_string(o));
+
+    Stream run(DeviceKind::Cpu, 1);
+    run.enable_derived_values();
+    const std::vector<Tensor> y = run_in(run, *forward, {x, scale, bias}, forward_spec.outputs);
+    const std::vector<Tensor> y_reference =
+        run_prepared(*prepare(forward_spec, "reference"), {x, scale, bias}, forward_spec.outputs);
+    for (size_t o = 0; o < y.size(); ++o) expect_close(y[o], y_reference[o], "forward output " + std::to_string(o));
+    const std::string key =
+        "LayerNormalization mean and variance of " + std::to_string(rows) + " rows of " + std::to_string(width);
+    const Stream::Derived kept = run.derived(x.raw(), key);
+    ASSERT_NE(kept, nullptr) << "the forward kept no statistics under '" << key << "'";
+    ASSERT_EQ(kept->size(), 2 * rows * sizeof(float));
+    const auto* stats = reinterpret_cast<const float*>(kept->data());
+    for (int64_t r = 0; r < rows; ++r) {  // the row mean and population variance, in double
+      double sum = 0, squares = 0;
+      for (int64_t i = 0; i < width; ++i) {
+        const double v = x.data<float>()[r * width + i];
+        sum += v;
+        squares += v * v;
+      }
+      const double mean = sum / width;
+      EXPECT_NEAR(stats[r], mean, 1e-5) << "mean of row " << r;
+      EXPECT_NEAR(stats[rows + r], squares / width - mean * mean, 1e-4) << "variance of row " << r;
+    }
+    std::vector<Tensor> with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
+    for (size_t o = 0; o < 3; ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
+
+    // Statistics of mean 0 and variance 1 kept instead: dX is no longer the gradient at X's statistics.
+    auto other = std::make_shared<std::vector<std::byte>>(kept->size());
+    for (int64_t r = 0; r < rows; ++r) reinterpret_cast<float*>(other->data())[rows + r] = 1.0f;
+    run.keep_derived(x.raw(), key, other);
+    with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
+    double difference = 0;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
+    EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
+    run.forget_derived(x.raw());
+    with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
     expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
   }
 }

@@ -44,7 +44,7 @@ void add_plain_steps(PrimitiveSequenceKernel& kernel, const dnnl::memory::desc& 
   std::optional<NormStatistics> stats;
   if (p.statistics) {
     stats = add_statistics_step(kernel, *p.statistics, dnnl::batch_normalization_forward(*p.statistics), data, stat);
-    reuse_forward_statistics(kernel, stats->step, *stats, 1, stat.dims()[0]);
+    reuse_forward_statistics(kernel, stats->step, *stats, 1, stat.dims()[0], batch_statistics_key(stat.dims()[0]));
   }
   const size_t backward =
       add_norm_backward_step(kernel, p.backward, dnnl::batch_normalization_backward(p.backward), data, stat);
@@ -73,7 +73,8 @@ void add_blocked_steps(PrimitiveSequenceKernel& kernel, const KernelSpec& spec, 
     kernel.set(step, DNNL_ARG_DST, dx);  // scratch: dX is written only by the backward step below
     kernel.set(step, DNNL_ARG_MEAN, mean);
     kernel.set(step, DNNL_ARG_VARIANCE, variance);
-    reuse_forward_statistics(kernel, step, {mean, variance, step}, 1, stat.dims()[0]);
+    reuse_forward_statistics(kernel, step, {mean, variance, step}, 1, stat.dims()[0],
+                             batch_statistics_key(stat.dims()[0]));
   }
   const size_t backward = kernel.add_step(p.backward, dnnl::batch_normalization_backward(p.backward));
   kernel.set(backward, DNNL_ARG_DIFF_DST, dy);

@@ -1,6 +1,7 @@
 // oneDNN LayerNormalizationGrad (layer_normalization_backward, prop_kind::backward with use_scale |
 // use_shift, float32): X viewed as (outer, inner) at `axis`. A forward_training primitive first computes
-// each row's mean and population variance (kernel-owned buffers), then the backward primitive reads them.
+// each row's mean and population variance (kernel-owned buffers), unless the LayerNormalization of the same
+// run kept them (layer_norm.cc), then the backward primitive reads them.
 // Outputs the caller omitted go to kernel-owned buffers. Falls back to the reference kernel (same device)
 // when Scale broadcasts (fewer elements than the normalised dims), for float64 and empty tensors.
 #include "kernels/onednn/onednn_kernels.h"
@@ -35,6 +36,7 @@ std::unique_ptr<Kernel> make_onednn_layer_norm_grad(const KernelSpec& spec) {
     auto kernel = std::make_unique<PrimitiveSequenceKernel>(spec);
     const NormStatistics stats =
         add_statistics_step(*kernel, stats_pd, dnnl::layer_normalization_forward(stats_pd), data, stat);
+    reuse_forward_statistics(*kernel, stats.step, stats, 1, outer, layer_norm_statistics_key(outer, inner));
     const size_t backward = add_norm_backward_step(*kernel, pd, dnnl::layer_normalization_backward(pd), data, weights);
     set_statistics(*kernel, backward, stats);
     return kernel;

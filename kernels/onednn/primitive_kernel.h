@@ -59,8 +59,11 @@ class PrimitiveKernel final : public Kernel {
     return owned_.back().data();
   }
   void set_finish(Finish finish) { finish_ = std::move(finish); }
+  // Called after the run where the stream keeps derived values (Stream::derived), as the sequence kernel's.
+  using Keep = std::function<void(Stream&, std::span<const TensorView> inputs)>;
+  void set_keep(Keep keep) { keep_ = std::move(keep); }
 
-  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+  void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     ScratchArena::Lease lease;
     dnnl::memory& scratchpad = args_[DNNL_ARG_SCRATCHPAD];
     scratchpad.set_data_handle(lease.take(scratchpad.get_desc().get_size()));
@@ -75,6 +78,7 @@ class PrimitiveKernel final : public Kernel {
       cpu_stream().wait();
     });
     if (finish_) finish_(inputs, outputs);
+    if (keep_ && stream.keeps_derived_values()) keep_(stream, inputs);
   }
 
  private:
@@ -94,6 +98,7 @@ class PrimitiveKernel final : public Kernel {
   std::vector<Binding> bindings_;
   std::vector<std::vector<float>> owned_;
   Finish finish_;
+  Keep keep_;
 };
 
 }  // namespace onnxtrain::onednn

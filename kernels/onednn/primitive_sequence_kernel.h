@@ -233,7 +233,14 @@ inline std::string batch_statistics_key(int64_t channels) {
   return "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
 }
 
-// Keeps `channels` means and variances under X's address for the gradient of the run (batch_statistics_key).
+// The row means and population variances a LayerNormalization keeps for its gradient in the same run, under
+// its X's address, X viewed as (rows, width): rows floats of each, in that order.
+inline std::string layer_norm_statistics_key(int64_t rows, int64_t width) {
+  return "LayerNormalization mean and variance of " + std::to_string(rows) + " rows of " + std::to_string(width);
+}
+
+// Keeps `channels` means and variances under X's address for the gradient of the run (`key`:
+// batch_statistics_key, or layer_norm_statistics_key with channels the rows).
 inline void keep_batch_statistics(Stream& stream, const void* x, const std::string& key, const float* mean,
                                   const float* variance, int64_t channels) {
   const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
@@ -243,21 +250,20 @@ inline void keep_batch_statistics(Stream& stream, const void* x, const std::stri
   stream.keep_derived(x, key, std::move(kept));
 }
 
-// Skips `step` (statistics over X, input `x_input`) where the forward of the run kept them, copying them
-// into `stats`.
+// Skips `step` (statistics over X, input `x_input`) where the forward of the run kept them under `key`,
+// copying them into `stats`.
 inline void reuse_forward_statistics(PrimitiveSequenceKernel& kernel, size_t step, const NormStatistics& stats,
-                                     size_t x_input, int64_t channels) {
+                                     size_t x_input, int64_t channels, const std::string& key) {
   auto* mean = static_cast<float*>(stats.mean.get_data_handle());
   auto* variance = static_cast<float*>(stats.variance.get_data_handle());
-  kernel.skip_when(step,
-                   [=, key = batch_statistics_key(channels)](const Stream& stream, std::span<const TensorView> inputs) {
-                     const Stream::Derived kept = stream.derived(inputs[x_input].data, key);
-                     if (!kept) return false;
-                     const auto* values = reinterpret_cast<const float*>(kept->data());
-                     std::memcpy(mean, values, static_cast<size_t>(channels) * sizeof(float));
-                     std::memcpy(variance, values + channels, static_cast<size_t>(channels) * sizeof(float));
-                     return true;
-                   });
+  kernel.skip_when(step, [=](const Stream& stream, std::span<const TensorView> inputs) {
+    const Stream::Derived kept = stream.derived(inputs[x_input].data, key);
+    if (!kept) return false;
+    const auto* values = reinterpret_cast<const float*>(kept->data());
+    std::memcpy(mean, values, static_cast<size_t>(channels) * sizeof(float));
+    std::memcpy(variance, values + channels, static_cast<size_t>(channels) * sizeof(float));
+    return true;
+  });
 }
 
 }  // namespace onnxtrain::onednn
