@@ -22,6 +22,7 @@
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/onednn/tap_product_conv.h"
+#include "kernels/onednn/winograd.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -39,7 +40,8 @@ memory::dims plain_strides(const memory::dims& dims) {
 
 class OnednnConv final : public Kernel, public onednn::ReportsImplementation {
  public:
-  OnednnConv(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
+  // `algorithm`: convolution_direct, or convolution_winograd where winograd_pays.
+  OnednnConv(const KernelSpec& spec, const reference::WindowGeometry& w, dnnl::algorithm algorithm) : spec_(spec) {
     const TensorDesc& x = spec.inputs[0];
     const TensorDesc& weight = spec.inputs[1];
     const TensorDesc& y = spec.outputs[0];
@@ -87,8 +89,8 @@ class OnednnConv final : public Kernel, public onednn::ReportsImplementation {
         has_bias ? onednn::plain_desc(spec.inputs[2].sizes, spec.inputs[2].dtype) : memory::desc();
     const auto primitive_for = [&](const memory::desc& y_md) {
       return dnnl::convolution_forward::primitive_desc(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
-                                          w_any, bias_md, y_md, strides, dilations, pad_l, pad_r),
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_any, w_any, bias_md, y_md,
+                                          strides, dilations, pad_l, pad_r),
           onednn::user_scratchpad(), onednn::cpu_engine());
     };
     dnnl::convolution_forward::primitive_desc pd = primitive_for(y_any);
@@ -140,7 +142,15 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   try {
     if (std::unique_ptr<Kernel> matrix_product = onednn::make_single_pixel_conv(spec, w)) return matrix_product;
     if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv(spec, w)) return tap_products;
-    return std::make_unique<OnednnConv>(spec, w);
+    if (onednn::winograd_pays(x.sizes, spec.inputs[1].sizes, w, spec.attributes.get_int("group", 1)) &&
+        x.dtype == DType::Float32) {
+      try {
+        return std::make_unique<OnednnConv>(spec, w, dnnl::algorithm::convolution_winograd);
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;  // else the direct convolution below
+      }
+    }
+    return std::make_unique<OnednnConv>(spec, w, dnnl::algorithm::convolution_direct);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
     return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });

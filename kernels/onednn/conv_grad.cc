@@ -27,6 +27,7 @@
 #include "kernels/onednn/reference_fallback.h"
 #include "kernels/onednn/single_pixel_conv.h"
 #include "kernels/onednn/tap_product_conv.h"
+#include "kernels/onednn/winograd.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain {
@@ -40,7 +41,8 @@ using onednn::Operand;
 
 class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation {
  public:
-  OnednnConvGrad(const KernelSpec& spec, const reference::WindowGeometry& w) : spec_(spec) {
+  // `algorithm`: convolution_direct, or convolution_winograd where winograd_pays (conv.cc's choice).
+  OnednnConvGrad(const KernelSpec& spec, const reference::WindowGeometry& w, dnnl::algorithm algorithm) : spec_(spec) {
     const TensorDesc& dy = spec.inputs[0];
     const TensorDesc& x = spec.inputs[1];
     const TensorDesc& weight = spec.inputs[2];
@@ -95,18 +97,17 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
     const bool bias_in_weights = want_dw_ && want_db_ && !depthwise_dw_;
     const memory::desc bias_md = bias_in_weights ? onednn::plain_desc({weight.sizes[0]}, dtype) : memory::desc();
     const auto plain = [dtype](const std::vector<int64_t>& sizes) { return onednn::plain_desc(sizes, dtype); };
-    const auto direct = dnnl::algorithm::convolution_direct;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::convolution_forward::primitive_desc hint(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x_any, w_any, bias_md, y_any,
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_any, w_any, bias_md, y_any,
                                         strides, dilations, pad_l, pad_r),
         onednn::cpu_engine());
     size_t scratch_bytes = 0;
     std::optional<memory::desc> dy_layout;  // the layout dy_ was reordered into (for sharing)
     if (want_dx_) {
       dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(direct, x_any, w_any, y_any, strides, dilations, pad_l, pad_r), attr,
+          dnnl::convolution_backward_data::desc(algorithm, x_any, w_any, y_any, strides, dilations, pad_l, pad_r), attr,
           onednn::cpu_engine(), hint);
       dy_.prepare(plain(dy.sizes), pd.diff_dst_desc(), true);
       dy_layout = pd.diff_dst_desc();
@@ -122,10 +123,10 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
     if (want_dw_ && !depthwise_dw_) {
       const auto weights_pd = [&](const memory::desc& x_md, const memory::desc& y_md) {
         return dnnl::convolution_backward_weights::primitive_desc(
-            bias_in_weights
-                ? dnnl::convolution_backward_weights::desc(direct, x_md, w_any, bias_md, y_md, strides, dilations,
-                                                           pad_l, pad_r)
-                : dnnl::convolution_backward_weights::desc(direct, x_md, w_any, y_md, strides, dilations, pad_l, pad_r),
+            bias_in_weights ? dnnl::convolution_backward_weights::desc(algorithm, x_md, w_any, bias_md, y_md, strides,
+                                                                       dilations, pad_l, pad_r)
+                            : dnnl::convolution_backward_weights::desc(algorithm, x_md, w_any, y_md, strides, dilations,
+                                                                       pad_l, pad_r),
             attr, onednn::cpu_engine(), hint);
       };
       dnnl::convolution_backward_weights::primitive_desc pd = weights_pd(x_any, y_any);
@@ -286,7 +287,15 @@ std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
   try {
     if (std::unique_ptr<Kernel> matrix_products = onednn::make_single_pixel_conv_grad(spec, w)) return matrix_products;
     if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv_grad(spec, w)) return tap_products;
-    return std::make_unique<OnednnConvGrad>(spec, w);
+    if (onednn::winograd_pays(x.sizes, spec.inputs[2].sizes, w, spec.attributes.get_int("group", 1)) &&
+        dtype == DType::Float32) {
+      try {
+        return std::make_unique<OnednnConvGrad>(spec, w, dnnl::algorithm::convolution_winograd);
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;  // else the direct convolution below
+      }
+    }
+    return std::make_unique<OnednnConvGrad>(spec, w, dnnl::algorithm::convolution_direct);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
     return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });

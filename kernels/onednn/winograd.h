@@ -1,0 +1,32 @@
+// Winograd convolution on oneDNN (its F(4x4, 3x3) kernels, jit_wino_4x3) for the 3x3 convolutions where
+// it pays: 2.25x fewer multiplications than the direct convolution, at the cost of transforming inputs,
+// weights and outputs, which many channels over a plane of several 4x4 tiles amortise. Measured on the
+// forward, backward-data and backward-weights primitives, batch 32, one thread, 2026-12-05
+// (ONEDNN_VERBOSE-style timing of each primitive alone, ms, direct -> Winograd):
+//   256 -> 256 channels at 8x8 (VGG-11):      24.7 -> 9.4, 23.2 -> 9.7, 37.8 -> 8.9
+//   128 -> 128 at 16x16:                        16.2 -> 6.6, 13.2 -> 6.6, 14.2 -> 7.4
+//   64 -> 64 at 8x8 (ResNet-18's layer1):       1.05 -> 0.91, 1.04 -> 0.96, 1.27 -> 0.94
+//   32 -> 32 at 16x16:                          1.20 -> 0.70, 1.18 -> 0.66, 1.36 -> 0.71
+//   16 -> 16 at 14x14:                          0.22 -> 0.42, 0.22 -> 0.39, 0.25 -> 0.54 (slower)
+// PyTorch's CPU convolutions take oneDNN's Winograd kernels for such layers too. Its results differ from the
+// direct convolution's in the last bits (the transforms round differently), within the tolerances the
+// kernel tests hold every convolution to.
+//
+//   const dnnl::algorithm algorithm = onednn::winograd_pays(x, w, window, group) ? winograd : direct;
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/reference/window.h"
+
+namespace onnxtrain::onednn {
+
+// Whether a float32 convolution of X (N, C, H, W) with W (M, C, 3, 3), one group, stride 1 and no
+// dilation, runs faster as Winograd's: at least 32 input and output channels and an output plane of at
+// least 8x8. oneDNN may still refuse it (channels not in its blocks of 16, pads over 1): the caller then
+// builds the direct convolution.
+bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                   const reference::WindowGeometry& window, int64_t group);
+
+}  // namespace onnxtrain::onednn

@@ -1,0 +1,123 @@
+// oneDNN's Winograd convolution (kernels/onednn/winograd.h) for the 3x3 convolutions where it pays: which
+// convolutions winograd_pays takes, and that Conv and ConvGrad over such shapes (32 channels at 8x8, 32 to
+// 48 at 9x10) run it on AVX-512 and match the reference kernels for every output subset, with and without
+// a bias. Winograd's transforms add and subtract terms of the size of the output's largest elements, so
+// its error is bounded against those, not against each element: an element that cancels to 0.028 among
+// outputs of magnitude 4 came out 1.3e-5 off (ConvGrad's dX, 2026-12-05), which the direct convolutions'
+// per-element tolerance (onednn_conv_oracle.h) would fail.
+#include "kernels/onednn/winograd.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <random>
+
+#include "kernels/onednn/primitive_sequence_kernel.h"
+#include "tests/onednn_conv_oracle.h"
+
+namespace onnxtrain {
+namespace {
+
+using namespace testing_support;
+
+reference::WindowGeometry window(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad,
+                                 int64_t dilation = 1) {
+  return {.input = {in, in},
+          .output = {out, out},
+          .kernel = {kernel, kernel},
+          .strides = {stride, stride},
+          .dilations = {dilation, dilation},
+          .pad_begin = {pad, pad},
+          .pad_end = {pad, pad}};
+}
+
+TEST(Winograd, PaysForManyChannelsOverPlanesOfAtLeastEightByEight) {
+  EXPECT_TRUE(onednn::winograd_pays({32, 64, 8, 8}, {64, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));
+  EXPECT_TRUE(onednn::winograd_pays({2, 32, 16, 16}, {48, 32, 3, 3}, window(16, 16, 3, 1, 1), 1));
+  EXPECT_TRUE(onednn::winograd_pays({2, 32, 10, 10}, {32, 32, 3, 3}, window(10, 8, 3, 1, 0), 1));  // no pads
+  EXPECT_FALSE(onednn::winograd_pays({2, 16, 14, 14}, {16, 16, 3, 3}, window(14, 14, 3, 1, 1), 1));  // 16 channels
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {16, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));  // 16 outputs
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 4, 4}, {64, 64, 3, 3}, window(4, 4, 3, 1, 1), 1));  // 4x4 plane
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 16, 16}, {64, 64, 3, 3}, window(16, 8, 3, 2, 1), 1));  // stride 2
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 12, 12}, {64, 64, 3, 3}, window(12, 8, 3, 1, 0, 2), 1));  // dilated
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 64, 5, 5}, window(8, 8, 5, 1, 2), 1));  // 5x5 kernel
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 32, 3, 3}, window(8, 8, 3, 1, 1), 2));  // two groups
+}
+
+const std::vector<ConvCase>& winograd_cases() {
+  static const std::vector<ConvCase> cases = {
+      {"3x3 pads 1, 32 channels at 8x8", {{"pads", Ints{1, 1, 1, 1}}}, {2, 32, 8, 8}, {32, 32, 3, 3}, {2, 32, 8, 8}},
+      {"3x3 pads 1, 32 to 48 channels at 9x10 (partial tiles), no bias",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {2, 32, 9, 10},
+       {48, 32, 3, 3},
+       {2, 48, 9, 10},
+       false},
+  };
+  return cases;
+}
+
+// oneDNN 2.6 has its Winograd kernels for AVX-512 only.
+bool expects_winograd() { return onednn::channel_block_is_16(); }
+
+// Runs `spec` on the "onednn" and "reference" kernels and compares every output asked for within 2e-6 of
+// its largest reference element; returns what the oneDNN kernel reports it ran.
+std::string expect_close_to_reference(const KernelSpec& spec, const std::vector<Tensor>& inputs) {
+  const auto prepare = [&](const char* implementation) {
+    return KernelRegistry::builtin()
+        .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation)
+        ->prepare(spec);
+  };
+  const std::unique_ptr<Kernel> onednn = prepare("onednn");
+  const std::vector<Tensor> got = run_prepared(*onednn, inputs, spec.outputs);
+  const std::vector<Tensor> want = run_prepared(*prepare("reference"), inputs, spec.outputs);
+  for (size_t o = 0; o < got.size(); ++o) {
+    if (!spec.outputs[o].present()) continue;
+    float largest = 0, error = 0;
+    for (int64_t i = 0; i < got[o].numel(); ++i) {
+      largest = std::max(largest, std::abs(want[o].data<float>()[i]));
+      error = std::max(error, std::abs(got[o].data<float>()[i] - want[o].data<float>()[i]));
+    }
+    EXPECT_LE(error, 2e-6f * largest) << "output " << o << ", largest element " << largest;
+  }
+  const auto* reports = dynamic_cast<const onednn::ReportsImplementation*>(onednn.get());
+  return reports ? reports->library_implementation() : "";
+}
+
+TEST(Winograd, ConvMatchesReference) {
+  std::mt19937 rng(61);
+  for (const ConvCase& c : winograd_cases()) {
+    SCOPED_TRACE(c.label);
+    std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w)};
+    if (c.bias) inputs.push_back(random_tensor(rng, {c.w[0]}));
+    KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+    spec.inputs = input_descs(inputs);
+    spec.outputs = {{DType::Float32, c.y}};
+    const std::string implementation = expect_close_to_reference(spec, inputs);
+    if (expects_winograd()) EXPECT_NE(implementation.find("wino"), std::string::npos) << implementation;
+  }
+}
+
+TEST(Winograd, ConvGradMatchesReferenceForEveryOutputSubset) {
+  std::mt19937 rng(62);
+  const std::vector<std::array<bool, 3>> subsets = {
+      {true, true, true}, {false, true, true}, {true, false, false}, {false, true, false}};
+  for (const ConvCase& c : winograd_cases()) {
+    for (const auto& wanted : subsets) {
+      SCOPED_TRACE(c.label + " outputs " + std::to_string(wanted[0]) + std::to_string(wanted[1]) +
+                   std::to_string(wanted[2]));
+      const std::vector<Tensor> inputs{random_tensor(rng, c.y), random_tensor(rng, c.x), random_tensor(rng, c.w)};
+      KernelSpec spec{
+          .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+      spec.inputs = input_descs(inputs);
+      const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
+      for (int o = 0; o < 3; ++o)
+        spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+      const std::string implementation = expect_close_to_reference(spec, inputs);
+      if (expects_winograd()) EXPECT_NE(implementation.find("wino"), std::string::npos) << implementation;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
