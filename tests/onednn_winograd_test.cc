@@ -1,18 +1,17 @@
 // oneDNN's Winograd convolution (kernels/onednn/winograd.h) for the 3x3 convolutions where it pays: which
-// convolutions winograd_pays takes, and that Conv and ConvGrad over such shapes (32 channels at 8x8, 32 to
-// 48 at 9x10) run it on AVX-512 and match the reference kernels for every output subset, with and without
+// convolutions winograd_pays takes, and that Conv and ConvGrad over such shapes (64 channels at 8x8, 48 to
+// 64 at 9x10, batch 16) run it on AVX-512 and match the reference kernels for every output subset, with and without
 // a bias. Winograd's transforms add and subtract terms of the size of the output's largest elements, so
 // its error is bounded against those, not against each element: an element that cancels to 0.028 among
 // outputs of magnitude 4 came out 1.3e-5 off (ConvGrad's dX, 2026-12-05), which the direct convolutions'
 // per-element tolerance (onednn_conv_oracle.h) would fail.
-#include "kernels/onednn/winograd.h"
-
 #include <gtest/gtest.h>
 
 #include <array>
 #include <random>
 
 #include "kernels/onednn/primitive_sequence_kernel.h"
+#include "kernels/onednn/winograd.h"
 #include "tests/onednn_conv_oracle.h"
 
 namespace onnxtrain {
@@ -33,25 +32,33 @@ reference::WindowGeometry window(int64_t in, int64_t out, int64_t kernel, int64_
 
 TEST(Winograd, PaysForManyChannelsOverPlanesOfAtLeastEightByEight) {
   EXPECT_TRUE(onednn::winograd_pays({32, 64, 8, 8}, {64, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));
-  EXPECT_TRUE(onednn::winograd_pays({2, 32, 16, 16}, {48, 32, 3, 3}, window(16, 16, 3, 1, 1), 1));
-  EXPECT_TRUE(onednn::winograd_pays({2, 32, 10, 10}, {32, 32, 3, 3}, window(10, 8, 3, 1, 0), 1));  // no pads
-  EXPECT_FALSE(onednn::winograd_pays({2, 16, 14, 14}, {16, 16, 3, 3}, window(14, 14, 3, 1, 1), 1));  // 16 channels
-  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {16, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));  // 16 outputs
-  EXPECT_FALSE(onednn::winograd_pays({2, 64, 4, 4}, {64, 64, 3, 3}, window(4, 4, 3, 1, 1), 1));  // 4x4 plane
-  EXPECT_FALSE(onednn::winograd_pays({2, 64, 16, 16}, {64, 64, 3, 3}, window(16, 8, 3, 2, 1), 1));  // stride 2
+  EXPECT_TRUE(onednn::winograd_pays({32, 32, 16, 16}, {48, 32, 3, 3}, window(16, 16, 3, 1, 1), 1));
+  EXPECT_TRUE(onednn::winograd_pays({32, 64, 10, 10}, {64, 64, 3, 3}, window(10, 8, 3, 1, 0), 1));     // no pads
+  EXPECT_FALSE(onednn::winograd_pays({2, 16, 14, 14}, {16, 16, 3, 3}, window(14, 14, 3, 1, 1), 1));    // 16 channels
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {16, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));        // 16 outputs
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 4, 4}, {64, 64, 3, 3}, window(4, 4, 3, 1, 1), 1));        // 4x4 plane
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 16, 16}, {64, 64, 3, 3}, window(16, 8, 3, 2, 1), 1));     // stride 2
   EXPECT_FALSE(onednn::winograd_pays({2, 64, 12, 12}, {64, 64, 3, 3}, window(12, 8, 3, 1, 0, 2), 1));  // dilated
-  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 64, 5, 5}, window(8, 8, 5, 1, 2), 1));  // 5x5 kernel
-  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 32, 3, 3}, window(8, 8, 3, 1, 1), 2));  // two groups
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 64, 5, 5}, window(8, 8, 5, 1, 2), 1));        // 5x5 kernel
+  EXPECT_FALSE(onednn::winograd_pays({2, 64, 8, 8}, {64, 32, 3, 3}, window(8, 8, 3, 1, 1), 2));        // two groups
+  // Work: 4x4 tiles times channel pairs, at least 2^18 (16 x 64 x 64 at 8x8 is exactly that).
+  EXPECT_TRUE(onednn::winograd_pays({16, 64, 8, 8}, {64, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));
+  EXPECT_FALSE(onednn::winograd_pays({8, 64, 8, 8}, {64, 64, 3, 3}, window(8, 8, 3, 1, 1), 1));
+  EXPECT_TRUE(onednn::winograd_pays({8, 256, 8, 8}, {256, 256, 3, 3}, window(8, 8, 3, 1, 1), 1));
 }
 
 const std::vector<ConvCase>& winograd_cases() {
   static const std::vector<ConvCase> cases = {
-      {"3x3 pads 1, 32 channels at 8x8", {{"pads", Ints{1, 1, 1, 1}}}, {2, 32, 8, 8}, {32, 32, 3, 3}, {2, 32, 8, 8}},
-      {"3x3 pads 1, 32 to 48 channels at 9x10 (partial tiles), no bias",
+      {"3x3 pads 1, 64 channels at 8x8, batch 16",
        {{"pads", Ints{1, 1, 1, 1}}},
-       {2, 32, 9, 10},
-       {48, 32, 3, 3},
-       {2, 48, 9, 10},
+       {16, 64, 8, 8},
+       {64, 64, 3, 3},
+       {16, 64, 8, 8}},
+      {"3x3 pads 1, 48 to 64 channels at 9x10 (partial tiles), no bias",
+       {{"pads", Ints{1, 1, 1, 1}}},
+       {16, 48, 9, 10},
+       {64, 48, 3, 3},
+       {16, 64, 9, 10},
        false},
   };
   return cases;

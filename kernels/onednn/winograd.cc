@@ -5,15 +5,16 @@ namespace onnxtrain::onednn {
 
 bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                    const reference::WindowGeometry& window, int64_t group) {
-  constexpr int64_t kLeastChannels = 32, kLeastSide = 8;
+  constexpr int64_t kLeastChannels = 32, kLeastSide = 8, kLeastWork = int64_t{1} << 18;
   if (group != 1 || x.size() != 4 || w.size() != 4 || window.spatial() != 2) return false;
   if (x[1] < kLeastChannels || w[0] < kLeastChannels) return false;
   for (size_t a = 0; a < 2; ++a) {
-    if (window.kernel[a] != 3 || window.strides[a] != 1 || window.dilations[a] != 1 ||
-        window.output[a] < kLeastSide)
+    if (window.kernel[a] != 3 || window.strides[a] != 1 || window.dilations[a] != 1 || window.output[a] < kLeastSide)
       return false;
   }
-  return true;
+  // The 4x4 output tiles times the channel pairs: the transforms' work against the products'.
+  const int64_t tiles = x[0] * ((window.output[0] + 3) / 4) * ((window.output[1] + 3) / 4);
+  return tiles * x[1] * w[0] >= kLeastWork;
 }
 
 }  // namespace onnxtrain::onednn
