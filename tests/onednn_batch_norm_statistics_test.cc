@@ -39,6 +39,68 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
         << what << " element " << i;
 }
 
+// Runs `kernel` on `inputs` in `run`, into fresh outputs of `outputs`' sizes (absent ones stay absent).
+std::vector<Tensor> run_in(Stream& run, Kernel& kernel, const std::vector<Tensor>& inputs,
+                           const std::vector<TensorDesc>& outputs) {
+  std::vector<Tensor> out;
+  for (const TensorDesc& d : outputs) out.push_back(d.present() ? Tensor(DType::Float32, d.sizes) : Tensor());
+  kernel.run(run, views_of(inputs), views_of(out));
+  return out;
+}
+
+// The gradient kernel's outputs computing its own statistics (no stream keeps any), checked against the
+// reference kernel's.
+std::vector<Tensor> gradient_alone(Kernel& backward, const KernelSpec& spec, const std::vector<Tensor>& inputs) {
+  const std::vector<Tensor> alone = run_prepared(backward, inputs, spec.outputs);
+  const std::vector<Tensor> reference = run_prepared(*prepare(spec, "reference"), inputs, spec.outputs);
+  for (size_t o = 0; o < alone.size(); ++o)
+    expect_close(alone[o], reference[o], "against the reference, output " + std::to_string(o));
+  return alone;
+}
+
+// That `run` keeps, under X's address and `key`, the mean and population variance of each of `groups`
+// groups of X's values (`value(g, i)`, i < group_size), in that order.
+template <typename Value>
+void expect_kept_statistics(const Stream& run, const Tensor& x, const std::string& key, int64_t groups,
+                            int64_t group_size, Value&& value) {
+  const Stream::Derived kept = run.derived(x.raw(), key);
+  ASSERT_NE(kept, nullptr) << "the forward kept no statistics under '" << key << "'";
+  ASSERT_EQ(kept->size(), 2 * groups * sizeof(float));
+  const auto* stats = reinterpret_cast<const float*>(kept->data());
+  for (int64_t g = 0; g < groups; ++g) {  // in double
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < group_size; ++i) {
+      const double v = value(g, i);
+      sum += v;
+      squares += v * v;
+    }
+    const double mean = sum / group_size;
+    EXPECT_NEAR(stats[g], mean, 1e-5) << "mean of group " << g;
+    EXPECT_NEAR(stats[groups + g], squares / group_size - mean * mean, 1e-4) << "variance of group " << g;
+  }
+}
+
+// That `backward` reads the statistics of X kept under `key` in `run` (`groups` means, then as many
+// variances): with them it gives `alone`, with mean 0 and variance 1 kept instead another dX, and `alone`
+// again once they are forgotten.
+void expect_gradient_reads_kept(Stream& run, Kernel& backward, const KernelSpec& spec,
+                                const std::vector<Tensor>& inputs, const Tensor& x, const std::string& key,
+                                int64_t groups, const std::vector<Tensor>& alone) {
+  std::vector<Tensor> with_kept = run_in(run, backward, inputs, spec.outputs);
+  for (size_t o = 0; o < alone.size(); ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
+  auto other = std::make_shared<std::vector<std::byte>>(2 * groups * sizeof(float));
+  for (int64_t g = 0; g < groups; ++g) reinterpret_cast<float*>(other->data())[groups + g] = 1.0f;
+  run.keep_derived(x.raw(), key, other);
+  with_kept = run_in(run, backward, inputs, spec.outputs);
+  double difference = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
+  EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
+  run.forget_derived(x.raw());
+  with_kept = run_in(run, backward, inputs, spec.outputs);
+  expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
+}
+
 TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) {
   // oneDNN's (N,C) path and the plain-layout loops of ranks 3-5 (1x1 planes, channels not a multiple of 16).
   for (const Ints& shape : {Ints{4, 32, 3, 3}, Ints{8, 16}, Ints{5, 20, 1, 1}, Ints{3, 18, 2, 1, 3}}) {
@@ -62,61 +124,18 @@ TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) 
     grad_spec.inputs = input_descs(grad_inputs);
     grad_spec.outputs = {{DType::Float32, shape}, {DType::Float32, {channels}}, {DType::Float32, {channels}}};
     const std::unique_ptr<Kernel> forward = prepare(forward_spec), backward = prepare(grad_spec);
-    const std::vector<Tensor> alone = run_prepared(*backward, grad_inputs, grad_spec.outputs);
-    const std::vector<Tensor> reference =
-        run_prepared(*prepare(grad_spec, "reference"), grad_inputs, grad_spec.outputs);
-    for (size_t o = 0; o < 3; ++o)
-      expect_close(alone[o], reference[o], "against the reference, output " + std::to_string(o));
+    const std::vector<Tensor> alone = gradient_alone(*backward, grad_spec, grad_inputs);
 
     Stream run(DeviceKind::Cpu, 1);
     run.enable_derived_values();
-    Tensor y(DType::Float32, shape), new_mean(DType::Float32, {channels}), new_var(DType::Float32, {channels});
-    forward->run(run, views_of({x, scale, bias, running_mean, running_var}), views_of({y, new_mean, new_var}));
+    run_in(run, *forward, {x, scale, bias, running_mean, running_var}, forward_spec.outputs);
     const std::string key = "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
-    const Stream::Derived kept = run.derived(x.raw(), key);
-    ASSERT_NE(kept, nullptr) << "the forward kept no statistics under '" << key << "'";
-    ASSERT_EQ(kept->size(), 2 * channels * sizeof(float));
-    const auto* stats = reinterpret_cast<const float*>(kept->data());
     const int64_t per_channel = x.numel() / channels, inner = per_channel / shape[0];
-    for (int64_t c = 0; c < channels; ++c) {  // the batch mean and population variance, in double
-      double sum = 0, squares = 0;
-      for (int64_t n = 0; n < shape[0]; ++n)
-        for (int64_t i = 0; i < inner; ++i) {
-          const double v = x.data<float>()[(n * channels + c) * inner + i];
-          sum += v;
-          squares += v * v;
-        }
-      const double mean = sum / per_channel;
-      EXPECT_NEAR(stats[c], mean, 1e-5) << "mean of channel " << c;
-      EXPECT_NEAR(stats[channels + c], squares / per_channel - mean * mean, 1e-4) << "variance of channel " << c;
-    }
-    std::vector<Tensor> with_kept{Tensor(DType::Float32, shape), Tensor(DType::Float32, {channels}),
-                                  Tensor(DType::Float32, {channels})};
-    backward->run(run, views_of(grad_inputs), views_of(with_kept));
-    for (size_t o = 0; o < 3; ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
-
-    // Statistics of mean 0 and variance 1 kept instead: dX is no longer the gradient at X's statistics.
-    auto other = std::make_shared<std::vector<std::byte>>(kept->size());
-    for (int64_t c = 0; c < channels; ++c) reinterpret_cast<float*>(other->data())[channels + c] = 1.0f;
-    run.keep_derived(x.raw(), key, other);
-    backward->run(run, views_of(grad_inputs), views_of(with_kept));
-    double difference = 0;
-    for (int64_t i = 0; i < x.numel(); ++i)
-      difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
-    EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
-    run.forget_derived(x.raw());
-    backward->run(run, views_of(grad_inputs), views_of(with_kept));
-    expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
+    expect_kept_statistics(run, x, key, channels, per_channel, [&](int64_t c, int64_t i) {
+      return x.data<float>()[(i / inner * channels + c) * inner + i % inner];
+    });
+    expect_gradient_reads_kept(run, *backward, grad_spec, grad_inputs, x, key, channels, alone);
   }
-}
-
-// Runs `kernel` on `inputs` in `run`, into fresh outputs of `outputs`' sizes (absent ones stay absent).
-std::vector<Tensor> run_in(Stream& run, Kernel& kernel, const std::vector<Tensor>& inputs,
-                           const std::vector<TensorDesc>& outputs) {
-  std::vector<Tensor> out;
-  for (const TensorDesc& d : outputs) out.push_back(d.present() ? Tensor(DType::Float32, d.sizes) : Tensor());
-  kernel.run(run, views_of(inputs), views_of(out));
-  return out;
 }
 
 TEST(LayerNormStatistics, TheGradientReadsTheForwardsRowStatisticsWithinARun) {
@@ -150,11 +169,7 @@ TEST(LayerNormStatistics, TheGradientReadsTheForwardsRowStatisticsWithinARun) {
     grad_spec.inputs = input_descs(grad_inputs);
     grad_spec.outputs = {{DType::Float32, c.shape}, {DType::Float32, normalized}, {DType::Float32, normalized}};
     const std::unique_ptr<Kernel> forward = prepare(forward_spec), backward = prepare(grad_spec);
-    const std::vector<Tensor> alone = run_prepared(*backward, grad_inputs, grad_spec.outputs);
-    const std::vector<Tensor> reference =
-        run_prepared(*prepare(grad_spec, "reference"), grad_inputs, grad_spec.outputs);
-    for (size_t o = 0; o < 3; ++o)
-      expect_close(alone[o], reference[o], "against the reference, output " + std::to_string(o));
+    const std::vector<Tensor> alone = gradient_alone(*backward, grad_spec, grad_inputs);
 
     Stream run(DeviceKind::Cpu, 1);
     run.enable_derived_values();
@@ -164,36 +179,9 @@ TEST(LayerNormStatistics, TheGradientReadsTheForwardsRowStatisticsWithinARun) {
     for (size_t o = 0; o < y.size(); ++o) expect_close(y[o], y_reference[o], "forward output " + std::to_string(o));
     const std::string key =
         "LayerNormalization mean and variance of " + std::to_string(rows) + " rows of " + std::to_string(width);
-    const Stream::Derived kept = run.derived(x.raw(), key);
-    ASSERT_NE(kept, nullptr) << "the forward kept no statistics under '" << key << "'";
-    ASSERT_EQ(kept->size(), 2 * rows * sizeof(float));
-    const auto* stats = reinterpret_cast<const float*>(kept->data());
-    for (int64_t r = 0; r < rows; ++r) {  // the row mean and population variance, in double
-      double sum = 0, squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        const double v = x.data<float>()[r * width + i];
-        sum += v;
-        squares += v * v;
-      }
-      const double mean = sum / width;
-      EXPECT_NEAR(stats[r], mean, 1e-5) << "mean of row " << r;
-      EXPECT_NEAR(stats[rows + r], squares / width - mean * mean, 1e-4) << "variance of row " << r;
-    }
-    std::vector<Tensor> with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
-    for (size_t o = 0; o < 3; ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
-
-    // Statistics of mean 0 and variance 1 kept instead: dX is no longer the gradient at X's statistics.
-    auto other = std::make_shared<std::vector<std::byte>>(kept->size());
-    for (int64_t r = 0; r < rows; ++r) reinterpret_cast<float*>(other->data())[rows + r] = 1.0f;
-    run.keep_derived(x.raw(), key, other);
-    with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
-    double difference = 0;
-    for (int64_t i = 0; i < x.numel(); ++i)
-      difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
-    EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
-    run.forget_derived(x.raw());
-    with_kept = run_in(run, *backward, grad_inputs, grad_spec.outputs);
-    expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
+    expect_kept_statistics(run, x, key, rows, width,
+                           [&](int64_t r, int64_t i) { return x.data<float>()[r * width + i]; });
+    expect_gradient_reads_kept(run, *backward, grad_spec, grad_inputs, x, key, rows, alone);
   }
 }
 

@@ -1,11 +1,13 @@
-// The oneDNN convolution kernels' tests share this oracle: random inputs, a case's shapes, and a run of a
-// spec on the "onednn" and the "reference" kernels with every output asked for compared.
+// The oneDNN convolution kernels' tests share this oracle: random inputs, a case's shapes, its Conv and
+// ConvGrad specs, and a run of a spec on the "onednn" and the "reference" kernels with every output asked
+// for compared.
 //
-//   const std::string implementation = expect_matches_reference(spec, inputs);
+//   const std::string implementation = expect_matches_reference(conv_spec(c, inputs), inputs);
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -31,6 +33,25 @@ struct ConvCase {
   Ints x, w, y;
   bool bias = true;
 };
+
+// The Conv of case `c` on `inputs` (X, W[, B]).
+inline KernelSpec conv_spec(const ConvCase& c, const std::vector<Tensor>& inputs) {
+  KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+  spec.inputs = input_descs(inputs);
+  spec.outputs = {{DType::Float32, c.y}};
+  return spec;
+}
+
+// The ConvGrad of case `c` on `inputs` (dY, X, W) asking for the `wanted` ones of dX, dW and dB.
+inline KernelSpec conv_grad_spec(const ConvCase& c, const std::vector<Tensor>& inputs,
+                                 const std::array<bool, 3>& wanted) {
+  KernelSpec spec{
+      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
+  spec.inputs = input_descs(inputs);
+  const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
+  for (int o = 0; o < 3; ++o) spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+  return spec;
+}
 
 // Runs `spec` on the "onednn" and the "reference" entries and compares every output asked for.
 // Returns what the oneDNN kernel reports it ran ("" for the reference loops).

@@ -66,9 +66,7 @@ TEST(SinglePixelConv, ConvMatchesReferenceAsAMatrixProduct) {
     SCOPED_TRACE(c.label);
     std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w)};
     if (c.bias) inputs.push_back(random_tensor(rng, {c.w[0]}));
-    KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
-    spec.inputs = input_descs(inputs);
-    spec.outputs = {{DType::Float32, c.y}};
+    const KernelSpec spec = conv_spec(c, inputs);
     const std::string implementation = expect_matches_reference(spec, inputs);
     EXPECT_TRUE(single_pixel_path(c, implementation)) << implementation;
   }
@@ -83,12 +81,7 @@ TEST(SinglePixelConv, ConvGradMatchesReferenceForEveryOutputSubset) {
       SCOPED_TRACE(c.label + " outputs " + std::to_string(wanted[0]) + std::to_string(wanted[1]) +
                    std::to_string(wanted[2]));
       const std::vector<Tensor> inputs{random_tensor(rng, c.y), random_tensor(rng, c.x), random_tensor(rng, c.w)};
-      KernelSpec spec{
-          .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
-      spec.inputs = input_descs(inputs);
-      const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
-      for (int o = 0; o < 3; ++o)
-        spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
+      const KernelSpec spec = conv_grad_spec(c, inputs, wanted);
       const std::string implementation = expect_matches_reference(spec, inputs);
       EXPECT_TRUE(single_pixel_path(c, implementation)) << implementation;
     }
@@ -148,9 +141,7 @@ TEST(SinglePixelConv, MoreThanOnePixelOrGroupKeepsTheDirectConvolution) {
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.label);
     std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w), random_tensor(rng, {c.w[0]})};
-    KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
-    spec.inputs = input_descs(inputs);
-    spec.outputs = {{DType::Float32, c.y}};
+    const KernelSpec spec = conv_spec(c, inputs);
     const std::string implementation = expect_matches_reference(spec, inputs);
     EXPECT_EQ(implementation.find("matmul"), std::string::npos) << implementation;
   }

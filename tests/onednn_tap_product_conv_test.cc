@@ -60,22 +60,6 @@ std::unique_ptr<Kernel> prepare_onednn(const KernelSpec& spec) {
       ->prepare(spec);
 }
 
-KernelSpec conv_spec(const ConvCase& c, const std::vector<Tensor>& inputs) {
-  KernelSpec spec{.op_type = "Conv", .opset = 17, .attributes = c.attributes, .node_name = "t"};
-  spec.inputs = input_descs(inputs);
-  spec.outputs = {{DType::Float32, c.y}};
-  return spec;
-}
-
-KernelSpec conv_grad_spec(const ConvCase& c, const std::vector<Tensor>& inputs, const std::array<bool, 3>& wanted) {
-  KernelSpec spec{
-      .op_type = "ConvGrad", .domain = "ai.onnxtrain", .opset = 17, .attributes = c.attributes, .node_name = "t"};
-  spec.inputs = input_descs(inputs);
-  const Ints sizes[3] = {c.x, c.w, {c.w[0]}};
-  for (int o = 0; o < 3; ++o) spec.outputs.push_back(wanted[o] ? TensorDesc{DType::Float32, sizes[o]} : TensorDesc{});
-  return spec;
-}
-
 TEST(TapProductConv, WeightTransposeMovesEveryTapAndAddsWhenAsked) {
   // 20 output channels: a whole block of 16 and a partial one; 3 input channels, a 3x3 kernel.
   onednn::TapProductConv g;

@@ -142,15 +142,9 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec) {
   try {
     if (std::unique_ptr<Kernel> matrix_product = onednn::make_single_pixel_conv(spec, w)) return matrix_product;
     if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv(spec, w)) return tap_products;
-    if (onednn::winograd_pays(x.sizes, spec.inputs[1].sizes, w, spec.attributes.get_int("group", 1)) &&
-        x.dtype == DType::Float32) {
-      try {
-        return std::make_unique<OnednnConv>(spec, w, dnnl::algorithm::convolution_winograd);
-      } catch (const dnnl::error& e) {
-        if (e.status != dnnl_unimplemented) throw;  // else the direct convolution below
-      }
-    }
-    return std::make_unique<OnednnConv>(spec, w, dnnl::algorithm::convolution_direct);
+    return onednn::winograd_or_direct(spec, 0, w, [&](dnnl::algorithm algorithm) -> std::unique_ptr<Kernel> {
+      return std::make_unique<OnednnConv>(spec, w, algorithm);
+    });
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
     return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });

@@ -287,15 +287,9 @@ std::unique_ptr<Kernel> make_onednn_conv_grad(const KernelSpec& spec) {
   try {
     if (std::unique_ptr<Kernel> matrix_products = onednn::make_single_pixel_conv_grad(spec, w)) return matrix_products;
     if (std::unique_ptr<Kernel> tap_products = onednn::make_tap_product_conv_grad(spec, w)) return tap_products;
-    if (onednn::winograd_pays(x.sizes, spec.inputs[2].sizes, w, spec.attributes.get_int("group", 1)) &&
-        dtype == DType::Float32) {
-      try {
-        return std::make_unique<OnednnConvGrad>(spec, w, dnnl::algorithm::convolution_winograd);
-      } catch (const dnnl::error& e) {
-        if (e.status != dnnl_unimplemented) throw;  // else the direct convolution below
-      }
-    }
-    return std::make_unique<OnednnConvGrad>(spec, w, dnnl::algorithm::convolution_direct);
+    return onednn::winograd_or_direct(spec, 1, w, [&](dnnl::algorithm algorithm) -> std::unique_ptr<Kernel> {
+      return std::make_unique<OnednnConvGrad>(spec, w, algorithm);
+    });
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return reference;  // a variant oneDNN has no implementation for
     return onednn::checked(spec, "prepare", [&]() -> std::unique_ptr<Kernel> { throw; });

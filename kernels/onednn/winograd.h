@@ -15,12 +15,15 @@
 // direct convolution's in the last bits (the transforms round differently): within 2e-6 of each output's
 // largest element (onednn_winograd_test), not of each element.
 //
-//   const dnnl::algorithm algorithm = onednn::winograd_pays(x, w, window, group) ? winograd : direct;
+//   return onednn::winograd_or_direct(spec, 0, window, [&](dnnl::algorithm a) { return make_unique<K>(..., a); });
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "kernels/kernel.h"
 #include "kernels/reference/window.h"
 
 namespace onnxtrain::onednn {
@@ -32,5 +35,22 @@ namespace onnxtrain::onednn {
 // convolution.
 bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                    const reference::WindowGeometry& window, int64_t group);
+
+// make(convolution_winograd) for a float32 Conv or ConvGrad spec (X input `x_input`, W the next) that
+// winograd_pays for and oneDNN implements; make(convolution_direct) otherwise.
+template <typename Make>
+std::unique_ptr<Kernel> winograd_or_direct(const KernelSpec& spec, size_t x_input,
+                                           const reference::WindowGeometry& window, Make&& make) {
+  const TensorDesc& x = spec.inputs[x_input];
+  if (x.dtype == DType::Float32 &&
+      winograd_pays(x.sizes, spec.inputs[x_input + 1].sizes, window, spec.attributes.get_int("group", 1))) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;  // else the direct convolution
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
+}
 
 }  // namespace onnxtrain::onednn
