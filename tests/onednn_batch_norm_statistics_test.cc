@@ -39,15 +39,6 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
         << what << " element " << i;
 }
 
-// Runs `kernel` on `inputs` in `run`, into fresh outputs of `outputs`' sizes (absent ones stay absent).
-std::vector<Tensor> run_in(Stream& run, Kernel& kernel, const std::vector<Tensor>& inputs,
-                           const std::vector<TensorDesc>& outputs) {
-  std::vector<Tensor> out;
-  for (const TensorDesc& d : outputs) out.push_back(d.present() ? Tensor(DType::Float32, d.sizes) : Tensor());
-  kernel.run(run, views_of(inputs), views_of(out));
-  return out;
-}
-
 // The gradient kernel's outputs computing its own statistics (no stream keeps any), checked against the
 // reference kernel's.
 std::vector<Tensor> gradient_alone(Kernel& backward, const KernelSpec& spec, const std::vector<Tensor>& inputs) {
@@ -86,18 +77,18 @@ void expect_kept_statistics(const Stream& run, const Tensor& x, const std::strin
 void expect_gradient_reads_kept(Stream& run, Kernel& backward, const KernelSpec& spec,
                                 const std::vector<Tensor>& inputs, const Tensor& x, const std::string& key,
                                 int64_t groups, const std::vector<Tensor>& alone) {
-  std::vector<Tensor> with_kept = run_in(run, backward, inputs, spec.outputs);
+  std::vector<Tensor> with_kept = run_prepared(run, backward, inputs, spec.outputs);
   for (size_t o = 0; o < alone.size(); ++o) expect_close(with_kept[o], alone[o], "output " + std::to_string(o));
   auto other = std::make_shared<std::vector<std::byte>>(2 * groups * sizeof(float));
   for (int64_t g = 0; g < groups; ++g) reinterpret_cast<float*>(other->data())[groups + g] = 1.0f;
   run.keep_derived(x.raw(), key, other);
-  with_kept = run_in(run, backward, inputs, spec.outputs);
+  with_kept = run_prepared(run, backward, inputs, spec.outputs);
   double difference = 0;
   for (int64_t i = 0; i < x.numel(); ++i)
     difference = std::max<double>(difference, std::abs(with_kept[0].data<float>()[i] - alone[0].data<float>()[i]));
   EXPECT_GT(difference, 1e-2) << "the gradient did not read the kept statistics";
   run.forget_derived(x.raw());
-  with_kept = run_in(run, backward, inputs, spec.outputs);
+  with_kept = run_prepared(run, backward, inputs, spec.outputs);
   expect_close(with_kept[0], alone[0], "dX after the statistics are forgotten");
 }
 
@@ -128,7 +119,7 @@ TEST(BatchNormStatistics, TheGradientReadsTheForwardsBatchStatisticsWithinARun) 
 
     Stream run(DeviceKind::Cpu, 1);
     run.enable_derived_values();
-    run_in(run, *forward, {x, scale, bias, running_mean, running_var}, forward_spec.outputs);
+    run_prepared(run, *forward, {x, scale, bias, running_mean, running_var}, forward_spec.outputs);
     const std::string key = "BatchNormalization batch mean and variance of " + std::to_string(channels) + " channels";
     const int64_t per_channel = x.numel() / channels, inner = per_channel / shape[0];
     expect_kept_statistics(run, x, key, channels, per_channel, [&](int64_t c, int64_t i) {
@@ -173,7 +164,7 @@ TEST(LayerNormStatistics, TheGradientReadsTheForwardsRowStatisticsWithinARun) {
 
     Stream run(DeviceKind::Cpu, 1);
     run.enable_derived_values();
-    const std::vector<Tensor> y = run_in(run, *forward, {x, scale, bias}, forward_spec.outputs);
+    const std::vector<Tensor> y = run_prepared(run, *forward, {x, scale, bias}, forward_spec.outputs);
     const std::vector<Tensor> y_reference =
         run_prepared(*prepare(forward_spec, "reference"), {x, scale, bias}, forward_spec.outputs);
     for (size_t o = 0; o < y.size(); ++o) expect_close(y[o], y_reference[o], "forward output " + std::to_string(o));

@@ -67,29 +67,8 @@ const std::vector<ConvCase>& winograd_cases() {
 // oneDNN 2.6 has its Winograd kernels for AVX-512 only.
 bool expects_winograd() { return onednn::channel_block_is_16(); }
 
-// Runs `spec` on the "onednn" and "reference" kernels and compares every output asked for within 2e-6 of
-// its largest reference element; returns what the oneDNN kernel reports it ran.
-std::string expect_close_to_reference(const KernelSpec& spec, const std::vector<Tensor>& inputs) {
-  const auto prepare = [&](const char* implementation) {
-    return KernelRegistry::builtin()
-        .find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, implementation)
-        ->prepare(spec);
-  };
-  const std::unique_ptr<Kernel> onednn = prepare("onednn");
-  const std::vector<Tensor> got = run_prepared(*onednn, inputs, spec.outputs);
-  const std::vector<Tensor> want = run_prepared(*prepare("reference"), inputs, spec.outputs);
-  for (size_t o = 0; o < got.size(); ++o) {
-    if (!spec.outputs[o].present()) continue;
-    float largest = 0, error = 0;
-    for (int64_t i = 0; i < got[o].numel(); ++i) {
-      largest = std::max(largest, std::abs(want[o].data<float>()[i]));
-      error = std::max(error, std::abs(got[o].data<float>()[i] - want[o].data<float>()[i]));
-    }
-    EXPECT_LE(error, 2e-6f * largest) << "output " << o << ", largest element " << largest;
-  }
-  const auto* reports = dynamic_cast<const onednn::ReportsImplementation*>(onednn.get());
-  return reports ? reports->library_implementation() : "";
-}
+// Winograd's error against the reference kernels, as a fraction of each output's largest element.
+constexpr float kOfLargest = 2e-6f;
 
 TEST(Winograd, ConvMatchesReference) {
   std::mt19937 rng(61);
@@ -98,7 +77,7 @@ TEST(Winograd, ConvMatchesReference) {
     std::vector<Tensor> inputs{random_tensor(rng, c.x), random_tensor(rng, c.w)};
     if (c.bias) inputs.push_back(random_tensor(rng, {c.w[0]}));
     const KernelSpec spec = conv_spec(c, inputs);
-    const std::string implementation = expect_close_to_reference(spec, inputs);
+    const std::string implementation = expect_matches_reference(spec, inputs, kOfLargest);
     if (expects_winograd()) EXPECT_NE(implementation.find("wino"), std::string::npos) << implementation;
   }
 }
@@ -113,7 +92,7 @@ TEST(Winograd, ConvGradMatchesReferenceForEveryOutputSubset) {
                    std::to_string(wanted[2]));
       const std::vector<Tensor> inputs{random_tensor(rng, c.y), random_tensor(rng, c.x), random_tensor(rng, c.w)};
       const KernelSpec spec = conv_grad_spec(c, inputs, wanted);
-      const std::string implementation = expect_close_to_reference(spec, inputs);
+      const std::string implementation = expect_matches_reference(spec, inputs, kOfLargest);
       if (expects_winograd()) EXPECT_NE(implementation.find("wino"), std::string::npos) << implementation;
     }
   }

@@ -43,14 +43,20 @@ inline std::vector<TensorView> views_of(const std::vector<Tensor>& tensors) {
 }
 
 // Runs a prepared kernel on `inputs` and fresh outputs of `outputs` (an absent descriptor stays a default
-// Tensor, passed as an omitted output) on a stream with `run_index`; returns the outputs.
-inline std::vector<Tensor> run_prepared(Kernel& kernel, const std::vector<Tensor>& inputs,
-                                        const std::vector<TensorDesc>& outputs, uint64_t run_index = 0) {
+// Tensor, passed as an omitted output) on `stream` (one that keeps derived values, say); returns the outputs.
+inline std::vector<Tensor> run_prepared(Stream& stream, Kernel& kernel, const std::vector<Tensor>& inputs,
+                                        const std::vector<TensorDesc>& outputs) {
   std::vector<Tensor> results;
   for (const TensorDesc& d : outputs) results.push_back(d.present() ? Tensor(d.dtype, d.sizes) : Tensor());
-  Stream stream(DeviceKind::Cpu, run_index);
   kernel.run(stream, views_of(inputs), views_of(results));
   return results;
+}
+
+// The same on a fresh stream with `run_index`.
+inline std::vector<Tensor> run_prepared(Kernel& kernel, const std::vector<Tensor>& inputs,
+                                        const std::vector<TensorDesc>& outputs, uint64_t run_index = 0) {
+  Stream stream(DeviceKind::Cpu, run_index);
+  return run_prepared(stream, kernel, inputs, outputs);
 }
 
 // Random contents for any fixed-size dtype (data-movement tests move every dtype): bool 0/1, float32 and

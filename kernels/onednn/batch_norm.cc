@@ -86,7 +86,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelSpec& spec) {
     });
     // The batch statistics for the gradient of this run (BatchNormalizationGrad's statistics step).
     kernel->set_keep([=, key = batch_statistics_key(channels)](Stream& stream, std::span<const TensorView> in) {
-      keep_batch_statistics(stream, in[0].data, key, mean, var, channels);
+      keep_norm_statistics(stream, in[0].data, key, mean, var, channels);
     });
     return kernel;
   } catch (const dnnl::error&) {

@@ -54,7 +54,7 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelSpec& spec) {
     }
     kernel->set_keep(
         [=, key = layer_norm_statistics_key(outer, inner)](Stream& stream, std::span<const TensorView> in) {
-          keep_batch_statistics(stream, in[0].data, key, mean, var, outer);
+          keep_norm_statistics(stream, in[0].data, key, mean, var, outer);
         });
     return kernel;
   } catch (const dnnl::error&) {

@@ -265,7 +265,7 @@ class PlainBatchNormKernel final : public Kernel, public ReportsImplementation {
       forward_block(g_, x, scale, bias, epsilon_, relu_, c0, c1, mean_.data(), var_.data(), y);
     });
     store_statistics(in, out);
-    if (stream.keeps_derived_values()) keep_batch_statistics(stream, x, key_, mean_.data(), var_.data(), g_.c);
+    if (stream.keeps_derived_values()) keep_norm_statistics(stream, x, key_, mean_.data(), var_.data(), g_.c);
   }
 
  private:

@@ -240,9 +240,9 @@ inline std::string layer_norm_statistics_key(int64_t rows, int64_t width) {
 }
 
 // Keeps `channels` means and variances under X's address for the gradient of the run (`key`:
-// batch_statistics_key, or layer_norm_statistics_key with channels the rows).
-inline void keep_batch_statistics(Stream& stream, const void* x, const std::string& key, const float* mean,
-                                  const float* variance, int64_t channels) {
+// batch_statistics_key, or layer_norm_statistics_key with `channels` the rows).
+inline void keep_norm_statistics(Stream& stream, const void* x, const std::string& key, const float* mean,
+                                 const float* variance, int64_t channels) {
   const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
   auto kept = std::make_shared<std::vector<std::byte>>(2 * bytes);
   std::memcpy(kept->data(), mean, bytes);
