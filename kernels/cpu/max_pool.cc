@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -92,34 +93,71 @@ ONNXTRAIN_CPU_CLONES void cpu::running_argmax(const float* x, const int64_t* row
     running_argmax_loop(x, rows, row_count, first + i0, span - i0, kernel_width, dilation, best_value + i0, best + i0);
 }
 
-// Declared in max_pool_window.h. A lane takes a tap where the tap is inside the input and the lane has no
-// element yet or the tap's value is greater (ordered: the first maximal, NaN first included, as the scalar
-// search). Masked loads never read past the row. AVX-512 intrinsics: GCC's vector extensions turn the
-// two-register shuffle with a run-time index into scalar code (6x slower than the vector passes).
-__attribute__((target("avx512f"))) void cpu::narrow_row_argmax(const float* x, const int64_t* rows, int64_t row_count,
-                                                               int64_t width, const int32_t* columns,
-                                                               const uint16_t* inside, int64_t kernel_width,
-                                                               int32_t* best) {
+// Declared in max_pool_window.h. A row's NaNs are searched as -inf (x86's max returns its second operand
+// where either is NaN), which never wins: only the first tap decides whether the row starts with a NaN.
+// Along a row, a lane starts at its first tap inside the input and takes any later tap that is greater;
+// down the window rows, the same. The compares that take a tap are the only chain from tap to tap (a mask
+// built in general registers from the compare cost 3x). Masked loads never read past the row. AVX-512
+// intrinsics: GCC's vector extensions turn the two-register shuffle with a run-time index into scalar code.
+__attribute__((target("avx512f"))) void cpu::narrow_plane_argmax(const float* x, const MaxPoolWindow& w,
+                                                                 NarrowPlaneScratch& scratch, float* values,
+                                                                 int32_t* best) {
+  const int64_t width = w.input[2];
   const auto low_lanes = static_cast<__mmask16>(width >= 16 ? 0xFFFF : (1u << width) - 1);
   const auto high_lanes = static_cast<__mmask16>(width >= 32 ? 0xFFFF : width > 16 ? (1u << (width - 16)) - 1 : 0);
-  __m512 best_values = _mm512_setzero_ps();
-  __m512i positions = _mm512_set1_epi32(-1);
-  for (int64_t r = 0; r < row_count; ++r) {
-    const float* row = x + rows[r];
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i first_column = _mm512_loadu_si512(w.narrow_first_column.data());
+  const __mmask16 valid = w.narrow_valid;
+  for (int64_t r = 0; r < w.in_rows(); ++r) {
+    const float* row = x + r * width;
     const __m512 low = _mm512_maskz_loadu_ps(low_lanes, row);
     const __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + 16);
-    const __m512i start = _mm512_set1_epi32(static_cast<int32_t>(rows[r]));
-    for (int64_t kw = 0; kw < kernel_width; ++kw) {
-      const __m512i column = _mm512_loadu_si512(columns + kw * 16);
-      const __m512 v = _mm512_permutex2var_ps(low, column, high);
-      const __mmask16 empty = _mm512_cmplt_epi32_mask(positions, _mm512_setzero_si512());
-      const __mmask16 greater = _mm512_cmp_ps_mask(v, best_values, _CMP_GT_OQ);
-      const auto take = static_cast<__mmask16>(inside[kw] & (empty | greater));
-      best_values = _mm512_mask_mov_ps(best_values, take, v);
-      positions = _mm512_mask_add_epi32(positions, take, start, column);
+    const __m512 first = _mm512_permutex2var_ps(low, first_column, high);
+    scratch.leading_nan[static_cast<size_t>(r)] = _mm512_mask_cmp_ps_mask(valid, first, first, _CMP_UNORD_Q);
+    const __m512 low_searched = _mm512_max_ps(low, minus_inf), high_searched = _mm512_max_ps(high, minus_inf);
+    __m512 row_best =
+        _mm512_mask_mov_ps(minus_inf, valid, _mm512_permutex2var_ps(low_searched, first_column, high_searched));
+    __m512i column_best = first_column;
+    for (int64_t kw = 1; kw < w.kernel[2]; ++kw) {
+      const __m512i column = _mm512_loadu_si512(w.narrow_columns.data() + kw * 16);
+      const __m512 v = _mm512_permutex2var_ps(low_searched, column, high_searched);
+      const __mmask16 take = _mm512_mask_cmp_ps_mask(w.narrow_later[kw], v, row_best, _CMP_GT_OQ);
+      row_best = _mm512_mask_mov_ps(row_best, take, v);
+      column_best = _mm512_mask_mov_epi32(column_best, take, column);
     }
+    _mm512_storeu_ps(scratch.values.data() + r * 16, row_best);
+    _mm512_storeu_si512(scratch.columns.data() + r * 16, column_best);
   }
-  _mm512_storeu_si512(best, positions);
+  const int64_t out_width = w.output[2];
+  const auto out_lanes = static_cast<__mmask16>(out_width >= 16 ? 0xFFFF : (1u << out_width) - 1);
+  for (int64_t o = 0; o + 1 < static_cast<int64_t>(w.narrow_row_begin.size()); ++o) {
+    const size_t begin = w.narrow_row_begin[o], end = w.narrow_row_begin[o + 1];
+    __m512 window_best = minus_inf;
+    __m512i position = _mm512_set1_epi32(-1);
+    if (begin < end) {
+      const int32_t r = w.narrow_window_rows[begin];
+      const __m512i row_start = _mm512_set1_epi32(static_cast<int32_t>(r * width));
+      window_best = _mm512_loadu_ps(scratch.values.data() + r * 16);
+      position = _mm512_mask_add_epi32(position, valid, row_start, _mm512_loadu_si512(scratch.columns.data() + r * 16));
+      for (size_t i = begin + 1; i < end; ++i) {
+        const int32_t next = w.narrow_window_rows[i];
+        const __m512 v = _mm512_loadu_ps(scratch.values.data() + next * 16);
+        const __mmask16 take = _mm512_cmp_ps_mask(v, window_best, _CMP_GT_OQ);
+        window_best = _mm512_mask_mov_ps(window_best, take, v);
+        position = _mm512_mask_add_epi32(position, take, _mm512_set1_epi32(static_cast<int32_t>(next * width)),
+                                         _mm512_loadu_si512(scratch.columns.data() + next * 16));
+      }
+      // A NaN first in the window is its result.
+      const __mmask16 leading_nan = scratch.leading_nan[static_cast<size_t>(r)];
+      if (leading_nan) {
+        const __m512i at = _mm512_add_epi32(row_start, first_column);
+        position = _mm512_mask_mov_epi32(position, leading_nan, at);
+        window_best = _mm512_mask_i32gather_ps(window_best, leading_nan, at, x, 4);
+      }
+    }
+    if (values) _mm512_mask_storeu_ps(values + o * out_width, out_lanes, window_best);
+    if (best) _mm512_mask_storeu_epi32(best + o * out_width, out_lanes, position);
+  }
 }
 
 namespace {
@@ -133,6 +171,12 @@ class MaxPoolKernel final : public Kernel {
     float* y = outputs[0].as<float>();
     const int64_t in_plane = w_.in_plane(), out_plane = w_.out_plane();
     cpu::parallel_for(planes_, 4096 / (out_plane + 1) + 1, [&](int64_t begin, int64_t end) {
+      if (w_.narrow && !w_.two_by_two()) {
+        cpu::NarrowPlaneScratch scratch(w_);
+        for (int64_t p = begin; p < end; ++p)
+          cpu::narrow_plane_argmax(x + p * in_plane, w_, scratch, y + p * out_plane, nullptr);
+        return;
+      }
       for (int64_t p = begin; p < end; ++p) {
         const float* xp = x + p * in_plane;
         float* yp = y + p * out_plane;

@@ -3,6 +3,7 @@
 // overlapping windows an element that wins several may differ in the last bit). The (n, c) planes split
 // over the threads; 2x2 windows of stride 2 have a pass of their own (max_pool_grad_2x2).
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -90,6 +91,21 @@ class MaxPoolGradKernel final : public Kernel {
         for (int64_t p = begin; p < end; ++p) {
           max_pool_grad_2x2(x + p * in_plane, dy + p * out_plane, w_.input[1], w_.input[2], w_.output[1], w_.output[2],
                             dx + p * in_plane);
+        }
+        return;
+      }
+      if (w_.narrow) {
+        // Each plane zeroed just before its sums land, in L1 (the whole range zeroed first was read back
+        // from L3).
+        cpu::NarrowPlaneScratch scratch(w_);
+        std::vector<int32_t> best(static_cast<size_t>(out_plane));
+        for (int64_t p = begin; p < end; ++p) {
+          cpu::narrow_plane_argmax(x + p * in_plane, w_, scratch, nullptr, best.data());
+          const float* dyp = dy + p * out_plane;
+          float* dxp = dx + p * in_plane;
+          std::memset(dxp, 0, static_cast<size_t>(in_plane) * sizeof(float));
+          for (int64_t o = 0; o < out_plane; ++o)
+            if (best[static_cast<size_t>(o)] >= 0) dxp[best[static_cast<size_t>(o)]] += dyp[o];
         }
         return;
       }
