@@ -121,6 +121,17 @@ TEST_F(BenchCli, MeasuresAndPredictsEveryStrategy) {
     EXPECT_GT(run["predicted"]["samples_per_s"].get<double>(), 0);
     EXPECT_GT(run["ratio_predicted_to_measured"].get<double>(), 0);
   }
+  // The repeats run in rounds, every row once per round in table order: the second round starts after the
+  // first round's last run (a drifting host then moves every row alike).
+  for (size_t i = 0; i + 1 < runs.size(); ++i) {
+    for (size_t round = 0; round < 2; ++round)
+      EXPECT_LT(runs[i]["measured_repeats"][round]["started_at"].get<double>(),
+                runs[i + 1]["measured_repeats"][round]["started_at"].get<double>())
+          << "round " << round << ": row " << i << " before row " << i + 1;
+  }
+  EXPECT_LT(runs.back()["measured_repeats"][0]["started_at"].get<double>(),
+            runs.front()["measured_repeats"][1]["started_at"].get<double>())
+      << "the first round ends before the second begins";
   // The pipeline rows carry their stages' report, and ran the split that was predicted.
   const auto& pipedream = runs[4];
   ASSERT_EQ(pipedream["strategy"], "pipedream:2");

@@ -1,7 +1,8 @@
 // `onnxtrain bench MODEL... --strategies LIST`: every strategy trained for real on the same data, seed and
-// weights (a child `onnxtrain train` per run, bench_run.h), K timed steps after W warm-up steps, R repeats;
-// next to each, the simulated prediction from node times measured at start (bench_predict.h) and the
-// ratio predicted/measured. Prints a table; --json FILE and --report DIR (report.md, report.csv) keep it.
+// weights (a child `onnxtrain train` per run, bench_run.h), K timed steps after W warm-up steps, R repeats
+// in rounds (run_rounds); next to each, the simulated prediction from node times measured at start
+// (bench_predict.h) and the ratio predicted/measured. Prints a table; --json FILE and --report DIR (report.md,
+// report.csv) keep it.
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -139,41 +140,62 @@ std::string synthetic_spec_for(const ImportedModel& model, const std::string& pa
   return "synthetic:" + dims + classes_and_rows;
 }
 
-BenchRow bench_one(const BenchOptions& o, const std::string& model_path, int64_t batch, const StrategySpec& strategy,
-                   BenchPredictor& predictor, const std::string& data, int threads) {
-  const std::string tag = bench_tag(model_path, strategy.spec, threads);
-  BenchRow row{.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads};
-  const std::string label = strategy.spec + (threads == 1 ? " (1 thread)" : "");
-  BenchRunSpec spec{.model = model_path,
-                    .data = data,
-                    .batch = batch,
-                    .steps = o.steps,
-                    .warmup = o.warmup,
-                    .threads = threads,
-                    .seed = o.seed,
-                    .workdir = o.workdir};
+// One row of the table while its runs are taken: the strategy's prediction (and, for a pipeline, the
+// split it predicted, passed as --plan) and the child run's options.
+struct PendingRow {
+  BenchRow row;
+  StrategySpec strategy;
+  BenchRunSpec spec;
+  std::string tag, label;
+};
+
+PendingRow prepare_row(const BenchOptions& o, const std::string& model_path, int64_t batch,
+                       const StrategySpec& strategy, BenchPredictor& predictor, const std::string& data, int threads) {
+  PendingRow p{.row = {.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads},
+               .strategy = strategy,
+               .spec = {.model = model_path,
+                        .data = data,
+                        .batch = batch,
+                        .steps = o.steps,
+                        .warmup = o.warmup,
+                        .threads = threads,
+                        .seed = o.seed,
+                        .workdir = o.workdir},
+               .tag = bench_tag(model_path, strategy.spec, threads),
+               .label = strategy.spec + (threads == 1 ? " (1 thread)" : "")};
   try {
-    row.predicted = predictor.predict(strategy, batch, threads,
-                                      (fs::path(o.workdir) / ("plan-" + tag + ".json")).string(), o.warmup, o.steps);
-    if (!row.predicted->plan_path.empty()) spec.extra_args = {"--plan", row.predicted->plan_path};
+    p.row.predicted = predictor.predict(
+        strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + p.tag + ".json")).string(), o.warmup, o.steps);
+    if (!p.row.predicted->plan_path.empty()) p.spec.extra_args = {"--plan", p.row.predicted->plan_path};
   } catch (const Error& e) {
-    row.prediction_error = e.what();
+    p.row.prediction_error = e.what();
   }
+  return p;
+}
+
+// The repeats of a model's rows, round by round: each round runs every row once, in table order, so that
+// a host whose speed drifts over minutes (a shared VM's) moves every row's median alike, and the speed-ups
+// against the one-thread row compare runs made minutes apart, not a row's runs with another's made ten
+// minutes later. A row whose run failed runs no more (the same options fail the same way).
+void run_rounds(const BenchOptions& o, const std::string& model_path, std::vector<PendingRow>& rows) {
   const bool terminal = ::isatty(STDERR_FILENO);
   for (int64_t r = 0; r < o.repeats; ++r) {
-    if (terminal) {
-      std::fprintf(stderr, "\r\033[K  %s %s: run %lld/%lld", fs::path(model_path).filename().c_str(), label.c_str(),
-                   static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
+    for (PendingRow& p : rows) {
+      if (!p.row.runs.empty() && !p.row.runs.back().ok) continue;
+      if (terminal) {
+        std::fprintf(stderr, "\r\033[K  %s %s: round %lld/%lld", fs::path(model_path).filename().c_str(),
+                     p.label.c_str(), static_cast<long long>(r + 1), static_cast<long long>(o.repeats));
+      }
+      p.spec.trace = p.strategy.is_pipeline() && r == 0;  // one timeline per row is enough
+      p.row.runs.push_back(run_bench_once(p.spec, p.strategy, p.tag + "-r" + std::to_string(r)));
     }
-    spec.trace = strategy.is_pipeline() && r == 0;  // one timeline per row is enough
-    row.runs.push_back(run_bench_once(spec, strategy, tag + "-r" + std::to_string(r)));
-    if (!row.runs.back().ok) break;  // the same options fail the same way
   }
   if (terminal) std::fprintf(stderr, "\r\033[K");
-  const MeasuredRun& last = row.runs.back();
-  std::fprintf(stderr, "  %-22s %s\n", label.c_str(),
-               last.ok ? (std::to_string(static_cast<int64_t>(row.median())) + " samples/s").c_str() : "FAILED");
-  return row;
+  for (const PendingRow& p : rows) {
+    const MeasuredRun& last = p.row.runs.back();
+    std::fprintf(stderr, "  %-22s %s\n", p.label.c_str(),
+                 last.ok ? (std::to_string(static_cast<int64_t>(p.row.median())) + " samples/s").c_str() : "FAILED");
+  }
 }
 
 void run_bench(const BenchOptions& o_in) {
@@ -224,10 +246,12 @@ void run_bench(const BenchOptions& o_in) {
     std::fprintf(stderr, "  profiling the nodes on this machine for the predictions...\n");
     BenchPredictor predictor(model_path, o.loss, o.seq_len);
     // The baseline of every speed-up: one device, one thread.
-    const StrategySpec single = parse_strategy_specs("single", 1).front();
-    results.rows.push_back(bench_one(o, model_path, batch, single, predictor, data, 1));
+    std::vector<PendingRow> rows;
+    rows.push_back(prepare_row(o, model_path, batch, parse_strategy_specs("single", 1).front(), predictor, data, 1));
     for (const StrategySpec& s : strategies)
-      results.rows.push_back(bench_one(o, model_path, batch, s, predictor, data, threads));
+      rows.push_back(prepare_row(o, model_path, batch, s, predictor, data, threads));
+    run_rounds(o, model_path, rows);
+    for (PendingRow& p : rows) results.rows.push_back(std::move(p.row));
   }
   results.machine["load_average_at_end"] = load_average();
   std::printf("%s", format_bench_table(results).c_str());
@@ -248,7 +272,8 @@ void add_bench_command(CLI::App& app) {
       "bench",
       "Measure training strategies against each other on one or more models: each strategy trains the model for\n"
       "real (a child `onnxtrain train` per run: same synthetic data, seed and initial weights), K timed steps after\n"
-      "W warm-up steps, R repeats. Prints samples/s (median, min, max), the speed-up over one thread, per stage or\n"
+      "W warm-up steps, R repeats taken round by round. Prints samples/s (median, min, max), the speed-up over one "
+      "thread, per stage or\n"
       "replica timing, peak memory and the loss, next to the prediction of the event simulation (as onnxtrain\n"
       "simulate) with node times measured at start, and the ratio predicted/measured. Pipelines run the split that\n"
       "was predicted (passed as --plan).\n"
@@ -275,7 +300,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o->steps, "timed steps per run (default 20)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
-  cmd->add_option("--repeats", o->repeats, "runs per strategy; the table shows their median, min and max (default 3)")
+  cmd->add_option("--repeats", o->repeats,
+                  "runs per strategy, taken in rounds (each round runs every strategy once, in turn, so a machine "
+                  "whose speed drifts moves them alike); the table shows their median, min and max (default 3)")
       ->check(CLI::Range(1, 100));
   cmd->add_option(
          "--threads", o->threads,

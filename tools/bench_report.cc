@@ -152,8 +152,9 @@ nlohmann::json bench_json(const BenchResults& results) {
       repeats.push_back(r.ok ? nlohmann::json{{"samples_per_s", r.samples_per_s},
                                               {"seconds", r.seconds},
                                               {"peak_rss_bytes", r.peak_rss_bytes},
-                                              {"final_loss", r.final_loss}}
-                             : nlohmann::json{{"error", r.error}});
+                                              {"final_loss", r.final_loss},
+                                              {"started_at", r.started_at}}
+                             : nlohmann::json{{"error", r.error}, {"started_at", r.started_at}});
     }
     if (row.ok()) {
       const Figures f = figures_of(results, row);

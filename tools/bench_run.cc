@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,7 @@ MeasuredRun run_bench_once(const BenchRunSpec& spec, const StrategySpec& strateg
   }
 
   rusage usage{};
+  r.started_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const int status = run_child(argv, log, spec.threads, usage);
   r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -39,6 +39,7 @@ struct MeasuredRun {
   double mean_staleness = -1;                     // ps: mean staleness of the pushes; -1 when the strategy has none
   nlohmann::json report;                          // the strategy's {"report": ...} line (null for single, cs, ps)
   std::string trace_path;                         // the run's Chrome trace, when spec.trace
+  double started_at = 0;                          // when the child started, Unix seconds
 };
 
 // The path of the running onnxtrain binary (/proc/self/exe).
