@@ -108,6 +108,7 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                 .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
                 .tap_major_conv_weights = options_.tap_major_conv_weights && cpu,
                 .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && cpu,
+                .fuse_add_relu = options_.fuse_add_relu && cpu,
                 .pool_before_relu = options_.pool_before_relu && cpu,
                 .fuse_matmul = options_.fuse_matmul && cpu,
                 .fuse_gelu = options_.fuse_gelu && cpu,

@@ -119,6 +119,8 @@ struct TrainerOptions {
   // Training-mode BatchNormalization followed by Relu runs as one node on the CPU
   // (graph/autodiff/batch_norm_relu.h); false: as two.
   bool fuse_batch_norm_relu = true;
+  // Add followed by Relu runs as one node on the CPU (graph/autodiff/add_relu.h); false: as two.
+  bool fuse_add_relu = true;
   // Relu then MaxPool trains as MaxPool then Relu on the CPU (graph/autodiff/pool_before_relu.h).
   bool pool_before_relu = true;
   // Float32 MatMuls train as FusedMatMul on the CPU, with the Transposes before them and their bias Add

@@ -38,12 +38,13 @@ struct Fixture {
   std::unique_ptr<Trainer> trainer;  // builds the training graph `onnxtrain train` runs on a GPU
 };
 
-// The tests below price the graph for an H100: without the CPU's rewrites (BatchNorm + Relu fused, MaxPool
-// before Relu, FusedMatMul, Gelu, Gathers before Transposes), as a GPU trains.
+// The tests below price the graph for an H100: without the CPU's rewrites (BatchNorm + Relu and Add + Relu
+// fused, MaxPool before Relu, FusedMatMul, Gelu, Gathers before Transposes), as a GPU trains.
 Fixture training_fixture(const std::string& name) {
   Fixture f{import_model(kModels + name), nullptr};
   f.trainer = std::make_unique<Trainer>(f.model.graph, TrainerOptions{.loss = parse_loss_spec("cross-entropy"),
                                                                       .fuse_batch_norm_relu = false,
+                                                                      .fuse_add_relu = false,
                                                                       .pool_before_relu = false,
                                                                       .fuse_matmul = false,
                                                                       .fuse_gelu = false,

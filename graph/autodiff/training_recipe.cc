@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/autodiff/add_relu.h"
 #include "graph/autodiff/batch_norm_relu.h"
 #include "graph/autodiff/fused_gelu.h"
 #include "graph/autodiff/fused_matmul.h"
@@ -128,6 +129,7 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   if (options.fuse_batch_norm_relu && options.precision == Precision::fp32)
     r.fused_batch_norm_relus = fuse_batch_norm_relu(forward);                      // the training graph's only
   if (options.pool_before_relu) r.pools_before_relus = pool_before_relu(forward);  // after: a fused Relu stays
+  if (options.fuse_add_relu && options.precision == Precision::fp32) r.fused_add_relus = fuse_add_relu(forward);
   if (options.gather_before_transpose) r.transposes_after_gathers = gather_before_transpose(forward);
   if (options.fuse_gelu && options.precision == Precision::fp32) r.fused_gelus = fuse_gelu(forward);
   if (options.fuse_matmul && options.precision == Precision::fp32) r.fused_matmuls = fuse_matmul(forward);

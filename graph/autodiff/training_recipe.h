@@ -44,6 +44,9 @@ struct TrainingRecipeOptions {
   // Training-mode BatchNormalization followed by Relu becomes one node in the training graph, in float32
   // (graph/autodiff/batch_norm_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
   bool fuse_batch_norm_relu = true;
+  // Add followed by Relu (a ResNet block's end) becomes one node in the training graph, in float32
+  // (graph/autodiff/add_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
+  bool fuse_add_relu = true;
   // Relu then MaxPool trains as MaxPool then Relu (graph/autodiff/pool_before_relu.h): exact, a quarter of
   // the Relu's work under a 2x2 pool. Trainer turns it off on a GPU, where it is not measured.
   bool pool_before_relu = true;
@@ -57,10 +60,11 @@ struct TrainingRecipeOptions {
   // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
   bool gather_before_transpose = true;
 
-  // Turns the CPU's rewrites above (BatchNorm + Relu, MaxPool before Relu, FusedMatMul, Gelu, Gathers
-  // before Transposes) on or off together: off, the training graph has the model's nodes, as a GPU trains.
+  // Turns the CPU's rewrites above (BatchNorm + Relu, Add + Relu, MaxPool before Relu, FusedMatMul, Gelu,
+  // Gathers before Transposes) on or off together: off, the training graph has the model's nodes, as a GPU
+  // trains.
   void set_cpu_rewrites(bool on) {
-    fuse_batch_norm_relu = pool_before_relu = fuse_matmul = fuse_gelu = gather_before_transpose = on;
+    fuse_batch_norm_relu = fuse_add_relu = pool_before_relu = fuse_matmul = fuse_gelu = gather_before_transpose = on;
   }
 };
 
@@ -73,6 +77,7 @@ struct TrainingRecipe {
   std::vector<LiveConvTaps> live_conv_taps;                // what live_conv_taps_only rewrote
   std::vector<TapMajorConvWeight> tap_major_conv_weights;  // what tap_major_conv_weights rewrote
   int fused_batch_norm_relus = 0;                          // what fuse_batch_norm_relu fused
+  int fused_add_relus = 0;                                 // what fuse_add_relu fused
   int pools_before_relus = 0;                              // what pool_before_relu moved
   int fused_matmuls = 0;                                   // what fuse_matmul fused
   int fused_gelus = 0;                                     // what fuse_gelu fused

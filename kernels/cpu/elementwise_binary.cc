@@ -7,9 +7,11 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/fused_activation.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_broadcast.h"
 #include "kernels/cpu/elementwise_vector_math.h"
+#include "kernels/elementwise_functors.h"
 
 namespace onnxtrain {
 namespace {
@@ -19,6 +21,9 @@ using namespace cpu::elementwise;
 
 struct AddOp {
   float operator()(float a, float b) const { return a + b; }
+};
+struct AddReluOp {  // Add with a fused Relu (graph/autodiff/add_relu.h), as Relu computes it
+  float operator()(float a, float b) const { return ::onnxtrain::elementwise::Relu<float>{}(a + b); }
 };
 struct SubOp {
   float operator()(float a, float b) const { return a - b; }
@@ -151,6 +156,10 @@ std::unique_ptr<Kernel> make_variadic(const KernelSpec& spec) {
   return std::make_unique<VariadicKernel<Combine, kMean>>(std::move(plans), spec.inputs.size());
 }
 
+std::unique_ptr<Kernel> make_add(const KernelSpec& spec) {
+  return fuses_relu(spec.attributes) ? make_arithmetic<AddReluOp>(spec) : make_arithmetic<AddOp>(spec);
+}
+
 std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
   std::unique_ptr<Kernel> fallback = elementwise_reference_kernel(spec);
   if (!float32_only(spec)) return fallback;
@@ -161,7 +170,7 @@ std::unique_ptr<Kernel> make_prelu(const KernelSpec& spec) {
 
 void register_cpu_elementwise_binary_kernels(KernelRegistry& registry) {
   const std::vector<DType> f32 = {DType::Float32};
-  registry.add(cpu::cpu_entry("Add", f32, &make_arithmetic<AddOp>));
+  registry.add(cpu::cpu_entry("Add", f32, &make_add));
   registry.add(cpu::cpu_entry("Sub", f32, &make_arithmetic<SubOp>));
   registry.add(cpu::cpu_entry("Mul", f32, &make_arithmetic<MulOp>));
   registry.add(cpu::cpu_entry("Div", f32, &make_arithmetic<DivOp>));

@@ -6,6 +6,7 @@
 //
 // Integer Div by zero: the reference kernel throws; a device cannot without a host round trip, so the
 // CUDA kernel writes 0 there (elementwise::Div), and Mod too.
+#include "graph/fused_activation.h"
 #include "graph/onnx_mod.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 
@@ -34,6 +35,8 @@ std::unique_ptr<Kernel> make_binary(const KernelSpec& spec, MakeFunctor make_fun
 
 template <template <typename> class Functor>
 std::unique_ptr<Kernel> make_arithmetic(const KernelSpec& spec) {
+  if (fuses_relu(spec.attributes))  // graph/autodiff/add_relu.h: a CPU training graph's only
+    reference::kernel_fail(spec, "the fused Relu runs on the CPU only; train on the GPU unfused");
   return make_binary(spec, [](auto zero) { return Functor<decltype(zero)>{}; });
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "graph/fused_activation.h"
 #include "graph/onnx_mod.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/reference/elementwise_common.h"
@@ -32,6 +33,13 @@ struct ArithmeticOp {
   }
 };
 using AddOp = ArithmeticOp<elementwise::Add>;
+// Add with a fused Relu (graph/autodiff/add_relu.h): Relu(a + b), as the two reference kernels compute it.
+struct AddReluOp {
+  template <typename T>
+  static T apply(const KernelSpec&, T a, T b) {
+    return elementwise::Relu<T>{}(elementwise::Add<T>{}(a, b));
+  }
+};
 using SubOp = ArithmeticOp<elementwise::Sub>;
 using MulOp = ArithmeticOp<elementwise::Mul>;
 
@@ -214,7 +222,9 @@ std::unique_ptr<Kernel> make_variadic_kernel(const KernelSpec& spec, const std::
 }  // namespace
 
 void register_reference_elementwise_binary_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("Add", kArithmeticDTypes, &make_arithmetic_kernel<AddOp>));
+  registry.add(reference_entry("Add", kArithmeticDTypes, [](const KernelSpec& s) {
+    return fuses_relu(s.attributes) ? make_arithmetic_kernel<AddReluOp>(s) : make_arithmetic_kernel<AddOp>(s);
+  }));
   registry.add(reference_entry("Sub", kArithmeticDTypes, &make_arithmetic_kernel<SubOp>));
   registry.add(reference_entry("Mul", kArithmeticDTypes, &make_arithmetic_kernel<MulOp>));
   registry.add(reference_entry("Div", kArithmeticDTypes, &make_arithmetic_kernel<DivOp>));
