@@ -65,12 +65,16 @@ TEST(AddRelu, TheTrainingGraphFusesAnAddThatOnlyAReluReads) {
     EXPECT_EQ(g.node(add).op_type, "Add") << fused;
     EXPECT_TRUE(fuses_relu(g.node(add).attributes)) << fused;
   }
-  // Each fused Add's gradient is masked by its output, as Relu's rule reads it.
+  // Each fused Add's gradient is masked by its output, as Relu's rule reads it; r2's gradient comes in two
+  // parts (add3 reads it twice), which that ActivationGrad takes as its first and third inputs, unsummed.
   int masks = 0;
   for (NodeId id : g.order()) {
     const Node& n = g.node(id);
-    if (n.op_type == "ActivationGrad" && (g.value(n.inputs[1]).name == "r1" || g.value(n.inputs[1]).name == "r2"))
-      ++masks;
+    if (n.op_type != "ActivationGrad") continue;
+    const std::string& at = g.value(n.inputs[1]).name;
+    if (at != "r1" && at != "r2") continue;
+    ++masks;
+    EXPECT_EQ(n.inputs.size(), at == "r2" ? 3u : 2u) << at;
   }
   EXPECT_EQ(masks, 2);
   EXPECT_EQ(count_op(r.evaluation, "Relu"), 3u);  // evaluation (and the written model) keep the pairs
@@ -130,6 +134,38 @@ TEST(AddRelu, TheFusedKernelsComputeReluOfTheSum) {
           EXPECT_EQ(g, w) << "element " << i;
         }
       }
+    }
+  }
+}
+
+// ActivationGrad with the gradient's second part dY2, on the default kernel (oneDNN's, which hands it to the
+// "cpu" one), the "cpu" one and the reference: the derivative of dY + dY2, as a Sum and then ActivationGrad
+// compute it, for Relu (the fused Add's) and activations that take other paths in the "cpu" kernel.
+TEST(AddRelu, ActivationGradAddsTheSecondPartOfTheGradient) {
+  const Ints shape{3, 700};  // more than one block of the "cpu" kernel's exp passes
+  const Tensor dy = uniform_tensor(shape, 21), dy2 = uniform_tensor(shape, 22), x = uniform_tensor(shape, 23);
+  for (const char* activation : {"Relu", "Selu", "Erf", "Clip", "HardSigmoid", "Tanh"}) {
+    SCOPED_TRACE(activation);
+    KernelSpec sum{.op_type = "Add", .opset = 14, .node_name = "sum"};
+    sum.inputs = testing_support::input_descs({dy, dy2});
+    sum.outputs = {{DType::Float32, shape}};
+    KernelSpec grad{.op_type = "ActivationGrad",
+                    .domain = "ai.onnxtrain",
+                    .opset = 1,
+                    .attributes = {{"activation", std::string(activation)}},
+                    .node_name = "grad"};
+    if (std::string(activation) == "Clip") grad.attributes["alpha"] = -0.5, grad.attributes["beta"] = 0.5;
+    grad.inputs = testing_support::input_descs({dy, x});
+    grad.outputs = {{DType::Float32, shape}};
+    const Tensor total = run(sum, "reference", {dy, dy2})[0];
+    const Tensor want = run(grad, "reference", {total, x})[0];
+    grad.inputs = testing_support::input_descs({dy, x, dy2});
+    for (const char* implementation : {"", "cpu", "reference"}) {
+      SCOPED_TRACE(implementation);
+      const Tensor got = run(grad, implementation, {dy, x, dy2})[0];
+      for (int64_t i = 0; i < got.numel(); ++i)
+        ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 2e-6f * (1 + std::abs(want.data<float>()[i])))
+            << "element " << i;
     }
   }
 }

@@ -18,6 +18,11 @@ ValueId GradientContext::output_grad(size_t i) {
   return builder_.gradient_of(output(i));
 }
 
+std::vector<ValueId> GradientContext::output_grad_parts(size_t i) {
+  if (i >= node().outputs.size() || !output(i).valid()) return {ValueId{}};
+  return builder_.gradient_parts_of(output(i));
+}
+
 ValueId GradientContext::output_grad_or_zeros(size_t i) {
   ValueId g = output_grad(i);
   if (g.valid()) return g;

@@ -50,6 +50,9 @@ class GradientContext {
   bool needs_grad(size_t i) const;
   // The summed gradient flowing into output i; invalid when the loss does not depend on that output.
   ValueId output_grad(size_t i);
+  // The gradient flowing into output i as two parts when two contributions reach it, for a rule that adds
+  // them in its own pass; else {output_grad(i)}.
+  std::vector<ValueId> output_grad_parts(size_t i);
   // output_grad(i), or zeros shaped like output i when no gradient reached it.
   ValueId output_grad_or_zeros(size_t i);
   // Contributes `grad` (shaped like input i) to input i's gradient; ignored when !needs_grad(i).

@@ -44,6 +44,14 @@ ValueId TrainingGraphBuilder::gradient_of(ValueId v) {
   return parts[0];
 }
 
+std::vector<ValueId> TrainingGraphBuilder::gradient_parts_of(ValueId v) {
+  if (contributions_.size() > v.index && contributions_[v.index].size() == 2) {
+    summed_[v.index] = true;
+    return contributions_[v.index];
+  }
+  return {gradient_of(v)};
+}
+
 std::string TrainingGraphBuilder::unique_name(const std::string& base) {
   if (!names_loaded_) {
     for (size_t i = 0; i < graph().value_count(); ++i)

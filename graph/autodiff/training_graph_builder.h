@@ -24,6 +24,9 @@ class TrainingGraphBuilder {
   void add_contribution(ValueId v, ValueId grad);
   // The sum of every contribution to `v` (one Sum node when there are several); invalid when none.
   ValueId gradient_of(ValueId v);
+  // The contributions to `v`'s gradient unsummed when there are exactly two (a rule that adds them in
+  // its own pass: add_relu.h), else {gradient_of(v)}; either way the gradient is then final.
+  std::vector<ValueId> gradient_parts_of(ValueId v);
   // The contributions `parts` to v's gradient as one Concat when they are GatherGrads of each slice of an
   // axis once (gathered_slices.cc); invalid (nothing emitted) otherwise.
   ValueId concat_of_gathered_slices(NodeId owner, ValueId v, const std::vector<ValueId>& parts);

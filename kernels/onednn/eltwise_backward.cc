@@ -57,7 +57,9 @@ std::unique_ptr<Kernel> make_onednn_activation_grad(const KernelSpec& spec) {
   if (!all_float32_nonempty(spec)) return fallback;
   const Activation a = *derivatives::activation_from_name(spec.attributes.get_string("activation", ""));
   const std::optional<EltwiseParams> p = eltwise_params(a, derivatives::activation_params(a, spec.attributes));
-  if (!p) {  // onnxtrain's own vectorised kernel where there is one (kernels/cpu/elementwise_activation_grad.cc)
+  const bool second_part = spec.inputs.size() > 2 && spec.inputs[2].present();  // dY2: the "cpu" kernel adds it
+  if (!p || second_part) {  // onnxtrain's own vectorised kernel where there is one
+                            // (kernels/cpu/elementwise_activation_grad.cc)
     const KernelEntry* cpu =
         KernelRegistry::builtin().find(spec.domain, spec.op_type, DeviceKind::Cpu, DType::Float32, "cpu");
     return cpu ? cpu->prepare(spec) : std::move(fallback);
