@@ -22,6 +22,7 @@ using testing_support::add_inferred_node;
 using testing_support::add_input;
 using testing_support::add_parameter;
 using testing_support::conv2d_attributes;
+using testing_support::count_op;
 using testing_support::uniform_tensor;
 using Ints = std::vector<int64_t>;
 
@@ -46,11 +47,6 @@ Graph residual_model() {
   const ValueId pooled = add_inferred_node(g, "pool", "GlobalAveragePool", {both}, "pooled");
   g.outputs.push_back(add_inferred_node(g, "flatten", "Flatten", {pooled}, "logits", {{"axis", int64_t{1}}}));
   return g;
-}
-
-size_t count_op(const Graph& g, const std::string& op) {
-  return static_cast<size_t>(
-      std::count_if(g.order().begin(), g.order().end(), [&](NodeId id) { return g.node(id).op_type == op; }));
 }
 
 TEST(AddRelu, TheTrainingGraphFusesAnAddThatOnlyAReluReads) {

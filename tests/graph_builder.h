@@ -5,6 +5,7 @@
 //   ValueId y = add_inferred_node(g, "mm", "MatMul", {x, w}, "mm_out");
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -69,6 +70,12 @@ inline Tensor uniform_tensor(const std::vector<int64_t>& sizes, uint32_t seed) {
 }
 
 // A 2-D Conv's attributes: the same stride and pad on both axes.
+// How many nodes of `g` run `op` (any domain).
+inline size_t count_op(const Graph& g, const std::string& op) {
+  return static_cast<size_t>(
+      std::count_if(g.order().begin(), g.order().end(), [&](NodeId id) { return g.node(id).op_type == op; }));
+}
+
 inline Attributes conv2d_attributes(int64_t stride, int64_t pad, int64_t group = 1) {
   return {{"strides", std::vector<int64_t>{stride, stride}},
           {"pads", std::vector<int64_t>{pad, pad, pad, pad}},

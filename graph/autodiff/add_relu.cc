@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include "graph/autodiff/relu_fusion.h"
+
 namespace onnxtrain {
 namespace {
 
@@ -13,31 +15,11 @@ std::optional<NodeId> fusable_relu(const Graph& g, const Node& add) {
     return std::nullopt;
   for (ValueId v : {add.inputs[0], add.inputs[1], add.outputs[0]})
     if (g.value(v).dtype != DType::Float32) return std::nullopt;
-  const std::optional<NodeId> reader = g.sole_reader(add.outputs[0]);
-  if (!reader) return std::nullopt;
-  const Node& relu = g.node(*reader);
-  if (!relu.is_onnx_op("Relu") || relu.outputs.size() != 1 || !relu.outputs[0].valid()) return std::nullopt;
-  return reader;
+  return sole_relu_reader(g, add.outputs[0]);
 }
 
 }  // namespace
 
-int fuse_add_relu(Graph& graph) {
-  int fused = 0;
-  for (NodeId id : std::vector<NodeId>(graph.order())) {
-    const std::optional<NodeId> relu = fusable_relu(graph, graph.node(id));
-    if (!relu) continue;
-    const ValueId z = graph.node(*relu).outputs[0];
-    graph.remove_node(*relu);
-    Node& add = graph.node(id);
-    graph.value(add.outputs[0]).producer = NodeId{};
-    add.outputs[0] = z;
-    add.attributes[kFusedActivation] = std::string("Relu");
-    graph.value(z).producer = id;
-    ++fused;
-  }
-  if (fused > 0) graph.sort();
-  return fused;
-}
+int fuse_add_relu(Graph& graph) { return fuse_relus(graph, fusable_relu); }
 
 }  // namespace onnxtrain

@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include "graph/autodiff/relu_fusion.h"
+
 namespace onnxtrain {
 namespace {
 
@@ -16,31 +18,11 @@ std::optional<NodeId> fusable_relu(const Graph& g, const Node& bn) {
   if (x.dtype != DType::Float32 || y.dtype != DType::Float32 || !x.shape.rank_known || x.shape.rank() < 3 ||
       x.shape.rank() > 5)
     return std::nullopt;
-  const std::optional<NodeId> reader = g.sole_reader(bn.outputs[0]);
-  if (!reader) return std::nullopt;
-  const Node& relu = g.node(*reader);
-  if (!relu.is_onnx_op("Relu") || relu.outputs.size() != 1 || !relu.outputs[0].valid()) return std::nullopt;
-  return reader;
+  return sole_relu_reader(g, bn.outputs[0]);
 }
 
 }  // namespace
 
-int fuse_batch_norm_relu(Graph& graph) {
-  int fused = 0;
-  for (NodeId id : std::vector<NodeId>(graph.order())) {
-    const std::optional<NodeId> relu = fusable_relu(graph, graph.node(id));
-    if (!relu) continue;
-    const ValueId z = graph.node(*relu).outputs[0];
-    graph.remove_node(*relu);
-    Node& bn = graph.node(id);
-    graph.value(bn.outputs[0]).producer = NodeId{};
-    bn.outputs[0] = z;
-    bn.attributes[kFusedActivation] = std::string("Relu");
-    graph.value(z).producer = id;
-    ++fused;
-  }
-  if (fused > 0) graph.sort();
-  return fused;
-}
+int fuse_batch_norm_relu(Graph& graph) { return fuse_relus(graph, fusable_relu); }
 
 }  // namespace onnxtrain
