@@ -132,8 +132,7 @@ struct MaxPoolWindow {
         int64_t rows[kMaxRows];
         int64_t row_count = 0;
         for (int64_t kd = d.first; kd < d.last; ++kd)
-          for (int64_t kh = h.first; kh < h.last; ++kh)
-            rows[row_count++] = ((d.start + kd * dilation[0]) * input[1] + h.start + kh * dilation[1]) * input[2];
+          for (int64_t kh = h.first; kh < h.last; ++kh) rows[row_count++] = input_row(d, kd, h, kh) * input[2];
         const auto scalar = [&](int64_t ow) {
           const AxisRange& wr = ranges[2][ow];
           int64_t best = -1;
@@ -152,6 +151,11 @@ struct MaxPoolWindow {
   }
 
  private:
+  // The input row (d·input[1] + h) that window row (kd, kh) of the windows at (d, h) reads.
+  int64_t input_row(const AxisRange& d, int64_t kd, const AxisRange& h, int64_t kh) const {
+    return (d.start + kd * dilation[0]) * input[1] + h.start + kh * dilation[1];
+  }
+
   void compute_narrow_tables() {
     narrow_columns.assign(static_cast<size_t>(kernel[2]) * 16, 0);
     narrow_later.assign(static_cast<size_t>(kernel[2]), 0);
@@ -176,8 +180,7 @@ struct MaxPoolWindow {
       for (const AxisRange& h : ranges[1]) {
         for (int64_t kd = d.first; kd < d.last; ++kd)
           for (int64_t kh = h.first; kh < h.last; ++kh)
-            narrow_window_rows.push_back(
-                static_cast<int32_t>((d.start + kd * dilation[0]) * input[1] + h.start + kh * dilation[1]));
+            narrow_window_rows.push_back(static_cast<int32_t>(input_row(d, kd, h, kh)));
         narrow_row_begin.push_back(narrow_window_rows.size());
       }
   }
