@@ -1,8 +1,9 @@
 // graph/autodiff/fused_matmul: which MatMuls of an attention block the training graph fuses, what it folds
-// into them (a weight's Transpose, a key's Transpose through its scaling, bias Adds on either side) and what
-// it leaves (a Transpose another node reads too, a MatMul of a 1-D operand, the evaluation graph), and that
-// training fused follows training as the model has it (the same values up to float32 rounding: the products
-// sum in another order).
+// into them (a weight's Transpose, a key's Transpose through its scaling, constant scalings of either
+// operand and of the product, bias Adds on either side) and what it leaves (a Transpose another node reads
+// too, a MatMul of a 1-D operand, a scaling by a trained or non-scalar factor or read elsewhere, the
+// evaluation graph), that the kernels' alpha scales the product, and that training fused follows training
+// as the model has it (the same values up to float32 rounding: the products sum in another order).
 #include "graph/autodiff/fused_matmul.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "kernels/kernel.h"
 #include "kernels/onednn/onednn_common.h"
 #include "tests/graph_builder.h"
+#include "tests/reference_kernel_call.h"
 #include "tests/same_training.h"
 
 namespace onnxtrain {
@@ -27,9 +29,9 @@ using testing_support::uniform_tensor;
 
 const Attributes kSwapLastTwo{{"perm", std::vector<int64_t>{0, 2, 1}}};
 
-// X (4,6,8): q = X·Transpose(Wq) + bq, k = bk + X·Wk, scores = q · (Transpose(k) · 0.5), P = Softmax,
-// o = P·X; o's transpose feeds a MatMul and a ReduceMean (so it stays); logits = h·Wo + bo (2-D): five
-// classes.
+// X (4,6,8): q = X·Transpose(Wq) + bq, k = bk + X·Wk, scores = (0.25·q) · (Transpose(k) · 0.5) / 2 (ViT's
+// scaled q and k, BERT's divided scores), P = Softmax, o = P·X; o's transpose feeds a MatMul and a ReduceMean (so it
+// stays); logits = h·Wo + bo (2-D): five classes.
 Graph attention_model() {
   Graph g;
   const ValueId x = add_input(g, "x", {4, 6, 8});
@@ -42,7 +44,9 @@ Graph attention_model() {
   const ValueId k = add_inferred_node(g, "k_add", "Add", {add_parameter(g, "bk", uniform_tensor({8}, 4)), k0}, "k");
   const ValueId kt = add_inferred_node(g, "k_t", "Transpose", {k}, "kt", kSwapLastTwo);
   const ValueId ks = add_inferred_node(g, "k_scale", "Mul", {kt, add_scalar(g, "half", 0.5f)}, "ks");
-  const ValueId s = add_inferred_node(g, "scores", "MatMul", {q, ks}, "s");
+  const ValueId qs = add_inferred_node(g, "q_scale", "Mul", {add_scalar(g, "quarter", 0.25f), q}, "qs");
+  const ValueId s0 = add_inferred_node(g, "scores", "MatMul", {qs, ks}, "s0");
+  const ValueId s = add_inferred_node(g, "scores_div", "Div", {s0, add_scalar(g, "two", 2.0f)}, "s");
   const ValueId p = add_inferred_node(g, "softmax", "Softmax", {s}, "p", {{"axis", int64_t{-1}}});
   const ValueId o = add_inferred_node(g, "pv", "MatMul", {p, x}, "o");
   const ValueId ot = add_inferred_node(g, "o_t", "Transpose", {o}, "ot", kSwapLastTwo);  // read twice
@@ -78,29 +82,32 @@ TEST(FusedMatMul, TheTrainingGraphFoldsTransposesScalingAndBiases) {
   const Node& k = producer(g, "k");
   EXPECT_EQ(k.name, "k_mm");
   EXPECT_EQ(g.value(k.inputs[2]).name, "bk");  // the bias was the Add's first operand
-  const Node& scores = producer(g, "s");
-  EXPECT_EQ(scores.attr_int("transB", -1), 1);  // Transpose(k) · 0.5 became (k · 0.5)ᵀ
-  const Node& scale = producer(g, "ks");
-  EXPECT_EQ(scale.op_type, "Mul");
-  EXPECT_EQ(g.value(scale.inputs[0]).name, "k");
-  EXPECT_EQ(g.value(*g.find_value("ks")).shape.to_string(), "(4,6,8)");
+  const Node& scores = producer(g, "s");       // the Div's output is now the product's
+  EXPECT_EQ(scores.name, "scores");
+  EXPECT_EQ(scores.attr_int("transB", -1), 1);  // Transpose(k) · 0.5 became (k · 0.5)ᵀ, then kᵀ and alpha
+  EXPECT_EQ(g.value(scores.inputs[0]).name, "q");
+  EXPECT_EQ(g.value(scores.inputs[1]).name, "k");
+  EXPECT_DOUBLE_EQ(scores.attr_float("alpha", 1.0), 0.25 * 0.5 / 2);
+  EXPECT_EQ(q.attr_float("alpha", 1.0), 1.0);
   const Node& oo = producer(g, "oo");
   EXPECT_EQ(oo.op_type, "FusedMatMul");
   EXPECT_EQ(oo.attr_int("transA", -1), 0);  // o_t is also read by the ReduceMean: it stays
   EXPECT_EQ(producer(g, "ot").op_type, "Transpose");
   EXPECT_EQ(producer(g, "logits").name, "out_mm");  // 2-D, with the bias
 
-  size_t forward_transposes = 0, forward_adds = 0, backward_transposes = 0;
+  size_t forward_transposes = 0, forward_adds = 0, backward_transposes = 0, scalings = 0;
   for (size_t i = 0; i < g.order().size(); ++i) {
     const Node& n = g.node(g.order()[i]);
     const bool forward = i < r.training.forward_node_count;
     forward_transposes += forward && n.op_type == "Transpose";
     forward_adds += forward && n.op_type == "Add";
     backward_transposes += !forward && n.op_type == "Transpose";
+    scalings += n.op_type == "Mul" || n.op_type == "Div" ? n.name.rfind("mean", 0) != 0 : 0;  // not ReduceMean's
   }
   EXPECT_EQ(forward_transposes, 1u);   // o_t
   EXPECT_EQ(forward_adds, 1u);         // h
   EXPECT_EQ(backward_transposes, 1u);  // o_t's gradient; the products' gradients take flags
+  EXPECT_EQ(scalings, 0u);             // no scaling forward or backward (the ReduceMeans' gradients aside)
 
   // The evaluation graph keeps the model's nodes; so does training with the fusion off.
   EXPECT_EQ(r.evaluation.node(r.evaluation.value(*r.evaluation.find_value("q")).producer).op_type, "Add");
@@ -122,6 +129,85 @@ TEST(FusedMatMul, NeitherADivisorTransposedNorA1DOperandIsFused) {
   EXPECT_EQ(producer(g, "y").op_type, "FusedMatMul");
   EXPECT_EQ(producer(g, "y").attr_int("transA", -1), 0);
   EXPECT_EQ(producer(g, "z").op_type, "MatMul");
+}
+
+// Scalings that stay: by a trained factor (a learnt temperature needs its gradient), by a vector, by zero
+// (x / 0), and one whose result another node reads too.
+TEST(FusedMatMul, OnlyAConstantScalarScalingReadByTheProductAloneFolds) {
+  Graph g;
+  const ValueId x = add_input(g, "x", {2, 3, 4});
+  const ValueId w = add_parameter(g, "w", uniform_tensor({4, 4}, 1));
+  const auto product_of = [&](const std::string& name, ValueId a) {
+    return add_inferred_node(g, name, "MatMul", {a, w}, name + "_y");
+  };
+  const ValueId learnt =
+      add_inferred_node(g, "by_param", "Mul", {x, add_parameter(g, "t", uniform_tensor({}, 2))}, "a1");
+  const ValueId by_vector =
+      add_inferred_node(g, "by_vector", "Mul", {x, add_parameter(g, "v", uniform_tensor({4}, 3))}, "a2");
+  const ValueId by_zero = add_inferred_node(g, "by_zero", "Div", {x, add_scalar(g, "zero", 0.0f)}, "a3");
+  const ValueId shared = add_inferred_node(g, "shared", "Mul", {x, add_scalar(g, "three", 3.0f)}, "a4");
+  for (const auto& [name, a] :
+       std::vector<std::pair<std::string, ValueId>>{{"p1", learnt}, {"p2", by_vector}, {"p3", by_zero}, {"p4", shared}})
+    g.outputs.push_back(product_of(name, a));
+  g.outputs.push_back(shared);  // read by p4 and as an output
+  EXPECT_EQ(fuse_matmul(g), 4);
+  for (const char* name : {"p1_y", "p2_y", "p3_y", "p4_y"}) {
+    const Node& p = producer(g, name);
+    EXPECT_EQ(p.op_type, "FusedMatMul") << name;
+    EXPECT_EQ(p.attr_float("alpha", 1.0), 1.0) << name;
+    EXPECT_NE(g.value(p.inputs[0]).name, "x") << name;
+  }
+}
+
+// FusedMatMul's alpha on oneDNN's kernel against the reference kernel: batched with either operand
+// transposed, rows against a matrix with a bias (alpha·A·Bᵀ + C), in float32.
+TEST(FusedMatMul, AlphaScalesTheProductOnEveryKernel) {
+  struct Product {
+    std::vector<int64_t> a, b, c, y;
+    int64_t trans_a, trans_b;
+  };
+  const std::vector<Product> products = {
+      {{2, 3, 5, 4}, {2, 3, 5, 4}, {}, {2, 3, 5, 5}, 0, 1},
+      {{2, 3, 5, 5}, {2, 3, 5, 4}, {}, {2, 3, 5, 4}, 1, 0},
+      {{6, 2, 8}, {7, 8}, {7}, {6, 2, 7}, 0, 1},
+  };
+  uint32_t seed = 10;
+  for (const Product& p : products) {
+    KernelSpec spec{.op_type = "FusedMatMul",
+                    .domain = kTrainingDomain,
+                    .opset = 1,
+                    .attributes = {{"transA", p.trans_a}, {"transB", p.trans_b}, {"alpha", 0.125}},
+                    .node_name = "product"};
+    std::vector<Tensor> inputs = {uniform_tensor(p.a, seed++), uniform_tensor(p.b, seed++)};
+    if (!p.c.empty()) inputs.push_back(uniform_tensor(p.c, seed++));
+    spec.inputs = testing_support::input_descs(inputs);
+    spec.outputs = {{DType::Float32, p.y}};
+    const Tensor expected = testing_support::run_prepared(
+        *KernelRegistry::builtin()
+             .find(kTrainingDomain, "FusedMatMul", DeviceKind::Cpu, DType::Float32, "reference")
+             ->prepare(spec),
+        inputs, spec.outputs)[0];
+    const Tensor got = testing_support::run_prepared(
+        *KernelRegistry::builtin().find(kTrainingDomain, "FusedMatMul", DeviceKind::Cpu, DType::Float32)->prepare(spec),
+        inputs, spec.outputs)[0];
+    // The unscaled product, to show that alpha changed something.
+    Attributes unscaled = spec.attributes;
+    unscaled.erase("alpha");
+    KernelSpec plain = spec;
+    plain.attributes = unscaled;
+    const Tensor product = testing_support::run_prepared(
+        *KernelRegistry::builtin()
+             .find(kTrainingDomain, "FusedMatMul", DeviceKind::Cpu, DType::Float32, "reference")
+             ->prepare(plain),
+        inputs, spec.outputs)[0];
+    const auto e = expected.data<float>(), o = got.data<float>(), u = product.data<float>();
+    const auto c = p.c.empty() ? std::span<const float>() : inputs[2].data<float>();
+    for (size_t i = 0; i < e.size(); ++i) {
+      EXPECT_NEAR(o[i], e[i], 1e-6) << "product " << &p - products.data() << " element " << i;
+      const float bias = c.empty() ? 0.0f : c[i % c.size()];
+      EXPECT_NEAR(e[i], 0.125f * (u[i] - bias) + bias, 1e-6) << "product " << &p - products.data() << " element " << i;
+    }
+  }
 }
 
 // A tied embedding: Gather reads W, the output layer Transpose(W). Folded, a pipeline split would find W

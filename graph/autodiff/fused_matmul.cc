@@ -1,5 +1,5 @@
-// MatMul trained as FusedMatMul, with the Transposes before it and the bias Add after it folded in
-// (fused_matmul.h).
+// MatMul trained as FusedMatMul, with the Transposes and constant scalings before it and the scaling and
+// bias Add after it folded in (fused_matmul.h).
 #include "graph/autodiff/fused_matmul.h"
 
 #include <numeric>
@@ -75,6 +75,56 @@ bool fold_transpose(Graph& g, NodeId id, size_t i) {
   return false;
 }
 
+// The input a Mul or Div node `id` scales and the factor: x for x·s, s·x or x/s (factor s, s, 1/s), with
+// s a float32 constant of one element whose rank is at most x's, so that the result has x's shape.
+std::optional<std::pair<ValueId, double>> constant_scaling(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  const bool div = n.is_onnx_op("Div");
+  if ((!n.is_onnx_op("Mul") && !div) || n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
+  for (size_t d : {size_t{0}, size_t{1}}) {
+    if (d == 1 && div) break;  // s / x is no scaling
+    const Value& x = g.value(n.inputs[d]);
+    const Value& s = g.value(n.inputs[1 - d]);
+    if (s.role != ValueRole::Constant || !s.data || s.dtype != DType::Float32 || s.data->numel() != 1 ||
+        !s.shape.rank_known || !x.shape.rank_known || s.shape.rank() > x.shape.rank())
+      continue;
+    const double factor = s.data->to_double()[0];
+    if (div && factor == 0.0) continue;  // x / 0 is ±inf or NaN, not a factor
+    return std::pair{n.inputs[d], div ? 1.0 / factor : factor};
+  }
+  return std::nullopt;
+}
+
+// Folds a constant scaling that alone feeds operand `i` of FusedMatMul `id` into `alpha`: the product
+// reads the scaling's input instead.
+bool fold_operand_scaling(Graph& g, NodeId id, size_t i, double& alpha) {
+  const ValueId operand = g.node(id).inputs[i];
+  const NodeId scale_id = g.value(operand).producer;
+  if (!scale_id.valid() || g.sole_reader(operand) != std::optional(id)) return false;
+  const auto scaling = constant_scaling(g, scale_id);
+  if (!scaling || scaling->first == g.node(id).inputs[1 - i]) return false;  // not (x·s)·x: one operand twice
+  g.node(id).inputs[i] = scaling->first;
+  g.remove_node(scale_id);
+  alpha *= scaling->second;
+  return true;
+}
+
+// Folds the constant scaling that alone reads FusedMatMul `id`'s product into `alpha` (attention scores
+// divided by √d after Q·Kᵀ, as BERT's and GPT-2's exports have them).
+bool fold_product_scaling(Graph& g, NodeId id, double& alpha) {
+  const ValueId product = g.node(id).outputs[0];
+  const std::optional<NodeId> reader = g.sole_reader(product);
+  if (!reader) return false;
+  const auto scaling = constant_scaling(g, *reader);
+  if (!scaling || scaling->first != product) return false;
+  const ValueId scaled = g.node(*reader).outputs[0];
+  g.remove_node(*reader);
+  g.node(id).outputs[0] = scaled;
+  g.value(scaled).producer = id;
+  alpha *= scaling->second;
+  return true;
+}
+
 // Folds the Add of a (N) bias that alone reads FusedMatMul `id`'s product into it as C.
 bool fold_bias(Graph& g, NodeId id) {
   const ValueId product = g.node(id).outputs[0];
@@ -115,6 +165,13 @@ int fuse_matmul(Graph& graph) {
     const bool trans_a = fold_transpose(graph, id, 0), trans_b = fold_transpose(graph, id, 1);
     graph.node(id).attributes["transA"] = int64_t{trans_a};
     graph.node(id).attributes["transB"] = int64_t{trans_b};
+    // Scalings first: alpha·(A'·B') + C is the op, so a bias Add folds in after them (the Add reads the
+    // scaled product), never a scaling after the bias.
+    double alpha = 1.0;
+    fold_operand_scaling(graph, id, 0, alpha);
+    fold_operand_scaling(graph, id, 1, alpha);
+    fold_product_scaling(graph, id, alpha);
+    if (alpha != 1.0) graph.node(id).attributes["alpha"] = alpha;
     fold_bias(graph, id);
     infer_node(graph, id, schema);
     ++fused;

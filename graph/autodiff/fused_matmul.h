@@ -2,7 +2,11 @@
 // operands of rank 2 or more becomes a FusedMatMul, which then absorbs
 //   - a Transpose that swaps the last two axes of an operand and feeds nothing else (transA/transB), also
 //     through a Mul or Div by a scalar between them (the scaling moves before the swap: the same values);
-//   - an Add of a (N) bias that alone reads the product (C).
+//   - a Mul or Div by a float32 constant of one element that alone feeds an operand or alone reads the
+//     product (alpha: ViT's q and k each scaled by d^-1/4, BERT's and GPT-2's scores divided by √d), so
+//     that neither the scaling nor its gradient makes a pass over the tensor; the product then rounds
+//     differently from scaling first (float32 rounding, no longer bit for bit the unfused graph);
+//   - an Add of a (N) bias that alone reads the (scaled) product (C).
 // A transformer's attention transposes its keys into Q·Kᵀ, its linear layers add their bias to a MatMul, and
 // MatMul's own gradients multiply by transposed operands: apart, each transpose is a copy of a matrix and each
 // bias a pass over the activation, forward and backward. FusedMatMul's gradient rule picks the operands'

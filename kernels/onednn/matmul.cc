@@ -9,7 +9,7 @@
 // float32, and bfloat16 where the CPU has native bfloat16 (onednn::native_bf16; accumulation in float32, the
 // result rounded once; C then also bfloat16, but not with the copy into Y, which is float32 code).
 // FusedMatMul (graph/ops/training/fused_matmul.cc) is MatMul with Gemm's transA/transB as strides, over
-// batches too, and a (N) bias.
+// batches too, Gemm's alpha (the same post-op) and a (N) bias.
 // Variants oneDNN has no implementation for, and zero-size tensors, use the reference kernel.
 // The scratchpad is in the running thread's arena (kernels/scratch_arena.h), the data handles are the
 // kernel's own: one kernel object runs on one thread at a time.
@@ -295,8 +295,8 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec) {
   });
 }
 
-// FusedMatMul: MatMul's product with each operand's flag as the strides of its desc, and C (N) as the
-// bias, broadcast over the rows.
+// FusedMatMul: MatMul's product with each operand's flag as the strides of its desc, alpha as Gemm's, and
+// C (N) as the bias, broadcast over the rows.
 std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
   std::unique_ptr<Kernel> reference = onednn::reference_kernel(spec);
   std::vector<int64_t> a = spec.inputs[0].sizes, b = spec.inputs[1].sizes;
@@ -324,9 +324,9 @@ std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
     c_desc = onednn::plain_desc(c, dtype);
   }
   return onednn_or_reference(spec, std::move(reference), [&] {
-    return std::make_unique<OnednnMatMul>(spec, strided_desc(a, matrix_strides(a, trans_a), dtype),
-                                          strided_desc(b, matrix_strides(b, trans_b), dtype),
-                                          onednn::plain_desc(y_dims, dtype), 1.0, 1.0, c_desc);
+    return std::make_unique<OnednnMatMul>(
+        spec, strided_desc(a, matrix_strides(a, trans_a), dtype), strided_desc(b, matrix_strides(b, trans_b), dtype),
+        onednn::plain_desc(y_dims, dtype), spec.attributes.get_float("alpha", 1.0), 1.0, c_desc);
   });
 }
 

@@ -2,7 +2,7 @@
 // dropped from the result); the leading batch dims broadcast. float32/float64 and float16/bfloat16
 // (accumulating in double, the result rounded once: kernels/reference/half_float.h).
 // FusedMatMul (graph/ops/training/fused_matmul.cc): the same product of operands of rank 2 or more, each
-// read transposed where its flag says so, plus C (N) on every row.
+// read transposed where its flag says so, times alpha, plus C (N) on every row.
 #include <algorithm>
 #include <optional>
 
@@ -21,6 +21,7 @@ struct MatMulGeometry {
   std::vector<int64_t> a_batch_strides, b_batch_strides;  // in matrices, over `batch`; 0 where broadcast
   bool trans_a = false, trans_b = false;                  // A holds (K, M) matrices, B (N, K) ones
   bool bias = false;                                      // input 2 is C (N)
+  double alpha = 1.0;                                     // FusedMatMul's factor of the product
 };
 
 template <typename T>
@@ -35,12 +36,14 @@ void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::sp
                        T* y_mat = y + flat * g.m * g.n;
                        for (int64_t i = 0; i < g.m; ++i) {
                          for (int64_t j = 0; j < g.n; ++j) {
-                           double sum = g.bias ? static_cast<double>(inputs[2].as<const T>()[j]) : 0.0;
+                           double sum = 0.0;
                            for (int64_t p = 0; p < g.k; ++p) {
                              const T a_ip = g.trans_a ? a_mat[p * g.m + i] : a_mat[i * g.k + p];
                              const T b_pj = g.trans_b ? b_mat[j * g.k + p] : b_mat[p * g.n + j];
                              sum += static_cast<double>(a_ip) * static_cast<double>(b_pj);
                            }
+                           sum *= g.alpha;
+                           if (g.bias) sum += static_cast<double>(inputs[2].as<const T>()[j]);
                            y_mat[i * g.n + j] = static_cast<T>(sum);
                          }
                        }
@@ -110,6 +113,7 @@ std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
   MatMulGeometry g;
   g.trans_a = spec.attributes.get_int("transA", 0) != 0;
   g.trans_b = spec.attributes.get_int("transB", 0) != 0;
+  g.alpha = spec.attributes.get_float("alpha", 1.0);
   const size_t ra = a.size(), rb = b.size();
   g.m = g.trans_a ? a[ra - 1] : a[ra - 2];
   g.k = g.trans_a ? a[ra - 2] : a[ra - 1];

@@ -18,16 +18,22 @@ ValueId transposed(GradientContext& ctx, ValueId v, bool as_row) {
 
 }  // namespace
 
-void rows_times_matrix_gradient(GradientContext& ctx, ValueId dy, int64_t k, int64_t n, bool trans_b) {
+void rows_times_matrix_gradient(GradientContext& ctx, ValueId dy, int64_t k, int64_t n, bool trans_b, double alpha) {
   const ValueId a = ctx.input(0), b = ctx.input(1);
   const ValueId dy_rows = ctx.emit("Reshape", {dy, ctx.int64s({-1, n})});
+  // Gemm's flags, with alpha where it is not 1.
+  const auto gemm_flags = [alpha](const char* flag, bool set) {
+    Attributes a{{flag, int64_t{set}}};
+    if (alpha != 1.0) a["alpha"] = alpha;
+    return a;
+  };
   if (ctx.needs_grad(0)) {
-    const ValueId da_rows = ctx.emit("Gemm", {dy_rows, b}, {{"transB", int64_t{!trans_b}}});
+    const ValueId da_rows = ctx.emit("Gemm", {dy_rows, b}, gemm_flags("transB", !trans_b));
     ctx.add_input_grad(0, ctx.emit("Reshape", {da_rows, ctx.emit("Shape", {a})}));
   }
   if (ctx.needs_grad(1)) {
     const ValueId a_rows = ctx.emit("Reshape", {a, ctx.int64s({-1, k})});
-    const Attributes first_transposed{{"transA", int64_t{1}}};  // (K, N) = A_rowsᵀ·dY_rows, or its transpose
+    const Attributes first_transposed = gemm_flags("transA", true);  // (K, N) = A_rowsᵀ·dY_rows, or its transpose
     ctx.add_input_grad(1, trans_b ? ctx.emit("Gemm", {dy_rows, a_rows}, first_transposed)
                                   : ctx.emit("Gemm", {a_rows, dy_rows}, first_transposed));
   }

@@ -48,8 +48,10 @@ void conv_transpose_gradient(GradientContext& ctx);
 void tap_major_conv_gradient(GradientContext& ctx);
 void fused_matmul_gradient(GradientContext& ctx);
 // MatMul's and FusedMatMul's gradients where A (..., M, K) is a batch of rows and B (K, N) one matrix, read
-// transposed (N, K) when `trans_b`: Gemms over the flattened rows (rules/matmul.cc).
-void rows_times_matrix_gradient(GradientContext& ctx, ValueId dy, int64_t k, int64_t n, bool trans_b);
+// transposed (N, K) when `trans_b`: Gemms over the flattened rows (rules/matmul.cc), scaled by `alpha` (the
+// product's own: FusedMatMul's alpha).
+void rows_times_matrix_gradient(GradientContext& ctx, ValueId dy, int64_t k, int64_t n, bool trans_b,
+                                double alpha = 1.0);
 void gemm_gradient(GradientContext& ctx);
 void matmul_gradient(GradientContext& ctx);
 // --- end conv, gemm, matmul ---
