@@ -1,8 +1,9 @@
 // FusedMatMul (ai.onnxtrain, opset 1): Y = alpha·A'·B' [+ C], numpy's batch broadcasting, where A' is A
 // with its last two axes swapped when transA is 1 (B' likewise with transB) and the optional C (N) is added
-// to every row. Both operands have rank 2 or more. Training on the CPU turns a float32 MatMul into one, folding in
-// the Transposes that feed it and the bias Add that reads it (graph/autodiff/fused_matmul.h), so neither
-// the forward nor the gradient products (which take transposed operands) copy a matrix to transpose it.
+// to every row. Both operands have rank 2 or more. Training on the CPU turns a float32 MatMul into one,
+// folding in the Transposes and constant scalings that feed it and the scaling and bias Add that read it
+// (graph/autodiff/fused_matmul.h), so neither the forward nor the gradient products (which take transposed
+// operands) copy a matrix to transpose or scale it.
 //   FusedMatMul(A, B[, C]) -> Y        attributes transA, transB (0 or 1, default 0), alpha (default 1)
 // Cost: MatMul's (2·K per output element forward, twice that backward).
 #include "graph/ops/op_helpers.h"
