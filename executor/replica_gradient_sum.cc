@@ -70,6 +70,19 @@ void add_weighed_taps(const ReplicaGradientSum::Taps& taps, W w, size_t from, si
   }
 }
 
+// Replica k's gradient t as dense values where it has them: its buffer, or its taps where they are every
+// element of each row in order (a 1x1 convolution's weight gradient over a single output pixel: the kept
+// taps are the gradient itself, and the buffer was never written). Null for taps with zeros between them.
+const float* dense_values(const std::vector<std::vector<std::span<float>>>& gradients,
+                          const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps, size_t k, size_t t) {
+  const ReplicaGradientSum::Taps* tapped = taps[k].empty() || !taps[k][t].values ? nullptr : &taps[k][t];
+  if (!tapped) return gradients[k][t].data();
+  const TapLayout& layout = *tapped->layout;
+  for (int64_t i = 0; i < layout.taps(); ++i)
+    if (layout.offsets[static_cast<size_t>(i)] != i) return nullptr;
+  return layout.taps() == layout.plane ? tapped->values : nullptr;
+}
+
 // sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row
 // weight is a float (0.5 for two replicas of equal rows) the products are float multiplications: the same
 // bits as the double product rounded to float (the double product of two floats is exact, so both are
@@ -78,8 +91,9 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
                const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps, const std::vector<double>& row_weights,
                size_t t, size_t from, size_t count, float* sum) {
   for (size_t k = 0; k < gradients.size(); ++k) {
-    const float* g = gradients[k][t].data() + from;
-    const ReplicaGradientSum::Taps* tapped = taps[k].empty() || !taps[k][t].values ? nullptr : &taps[k][t];
+    const float* dense = dense_values(gradients, taps, k, t);
+    const float* g = dense ? dense + from : nullptr;
+    const ReplicaGradientSum::Taps* tapped = dense ? nullptr : &taps[k][t];
     const double w = row_weights[k];
     const auto as_float = static_cast<float>(w);
     const auto add = [&](auto weight) {
@@ -111,11 +125,11 @@ void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gra
     const size_t begin = share_begin + share * p / ps, end = share_begin + share * (p + 1) / ps;
     // One replica of weight 1 with the whole gradient (Trainer's own step): the sum is the gradient itself,
     // bit for bit, so it is read where it is rather than copied block by block.
-    const bool itself = r == 1 && row_weights[0] == 1.0 && (taps[0].empty() || !taps[0][t].values);
+    const float* itself = r == 1 && row_weights[0] == 1.0 ? dense_values(gradients, taps, 0, t) : nullptr;
     for (size_t from = begin; from < end; from += kBlock) {
       const size_t count = std::min(kBlock, end - from);
       if (itself) {
-        done(t, from, count, gradients[0][t].data() + from);
+        done(t, from, count, itself + from);
         continue;
       }
       sum_block(gradients, taps, row_weights, t, from, count, sum);

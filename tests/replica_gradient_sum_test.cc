@@ -181,6 +181,57 @@ TEST(ReplicaGradientSum, TapsGiveTheDenseGradientsStepBitForBit) {
   }
 }
 
+// One replica of weight 1 (Trainer's own step), whose taps are read where they are when they are every
+// element (a 1x1 convolution's weight gradient over one output pixel) and expanded block by block when
+// zeros lie between them: the same weights and state as its dense gradients give, the dense buffers of the
+// tapped gradients NaN and never read.
+TEST(ReplicaGradientSum, OneReplicasTapsGiveItsDenseStepBitForBit) {
+  const std::vector<TapLayout> layouts{{.rows = 5000, .plane = 1, .offsets = {0}},
+                                       {.rows = 70, .plane = 4, .offsets = {0, 1, 2, 3}},
+                                       {.rows = 500, .plane = 9, .offsets = {4}},
+                                       {.rows = 300, .plane = 4, .offsets = {1, 2, 3}}};
+  std::vector<std::pair<std::string, size_t>> params;
+  for (size_t t = 0; t < layouts.size(); ++t)
+    params.emplace_back("p" + std::to_string(t), static_cast<size_t>(layouts[t].elements()));
+  std::mt19937 rng(23);
+  std::vector<size_t> sizes;
+  for (const auto& [name, n] : params) sizes.push_back(n);
+  const Tensors initial = random_tensors(sizes, rng);
+  Optimizer dense_optimizer({.kind = OptimizerKind::sgd, .momentum = 0.9}, LrSchedule{.base_lr = 0.05}),
+      taps_optimizer({.kind = OptimizerKind::sgd, .momentum = 0.9}, LrSchedule{.base_lr = 0.05});
+  Tensors dense_weights = initial, taps_weights = initial;
+  for (int s = 0; s < 2; ++s) {
+    Tensors taps, dense, nan;
+    for (const TapLayout& layout : layouts) {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      taps.emplace_back(static_cast<size_t>(layout.rows * layout.taps()));
+      for (float& v : taps.back()) v = normal(rng);
+      dense.emplace_back(static_cast<size_t>(layout.elements()));
+      expand_taps(layout, taps.back().data(), dense.back().data(), false);
+      nan.emplace_back(static_cast<size_t>(layout.elements()), std::nanf(""));
+    }
+    const auto run = [&](Optimizer& optimizer, Tensors& weights, bool with_taps) {
+      ShardedOptimizerStep step;
+      step.prepare(optimizer, params);
+      ReplicaGradientSum sum(1);
+      std::vector<ReplicaGradientSum::Taps> given;
+      for (size_t t = 0; t < layouts.size(); ++t)
+        given.push_back(with_taps ? ReplicaGradientSum::Taps{taps[t].data(), &layouts[t]} : ReplicaGradientSum::Taps{});
+      sum.publish(0, spans_of(with_taps ? nan : dense), 1.0, spans_of(weights), std::move(given));
+      sum.step_share(0, step, 0, 2);  // in two parts, as an OpenMP team of two would
+      sum.step_share(0, step, 1, 2);
+      step.finish(optimizer);
+    };
+    run(dense_optimizer, dense_weights, false);
+    run(taps_optimizer, taps_weights, true);
+  }
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    ASSERT_EQ(std::memcmp(taps_weights[t].data(), dense_weights[t].data(), sizes[t] * sizeof(float)), 0)
+        << "tensor " << t;
+    EXPECT_NE(std::memcmp(taps_weights[t].data(), initial[t].data(), sizes[t] * sizeof(float)), 0);
+  }
+}
+
 struct OptimizerCase {
   const char* name;
   OptimizerConfig config;
