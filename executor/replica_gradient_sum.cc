@@ -71,16 +71,14 @@ void add_weighed_taps(const ReplicaGradientSum::Taps& taps, W w, size_t from, si
 }
 
 // Replica k's gradient t as dense values where it has them: its buffer, or its taps where they are every
-// element of each row in order (a 1x1 convolution's weight gradient over a single output pixel: the kept
-// taps are the gradient itself, and the buffer was never written). Null for taps with zeros between them.
+// element of each row (as many taps as the plane has positions: the offsets increase within the plane, so
+// they are 0, 1, ...; a 1x1 convolution's weight gradient over a single output pixel: the kept taps are the
+// gradient itself, and the buffer was never written). Null for taps with zeros between them.
 const float* dense_values(const std::vector<std::vector<std::span<float>>>& gradients,
                           const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps, size_t k, size_t t) {
   const ReplicaGradientSum::Taps* tapped = taps[k].empty() || !taps[k][t].values ? nullptr : &taps[k][t];
   if (!tapped) return gradients[k][t].data();
-  const TapLayout& layout = *tapped->layout;
-  for (int64_t i = 0; i < layout.taps(); ++i)
-    if (layout.offsets[static_cast<size_t>(i)] != i) return nullptr;
-  return layout.taps() == layout.plane ? tapped->values : nullptr;
+  return tapped->layout->taps() == tapped->layout->plane ? tapped->values : nullptr;
 }
 
 // sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row

@@ -49,6 +49,20 @@ void bypass(Graph& g, NodeId swap, NodeId reader, ValueId swapped) {
   g.remove_node(swap);
 }
 
+// The positions d of the inputs that Mul or Div node `n` scales by its other input, a one-element tensor of
+// static shape: x·s and s·x (0 and 1), x/s (0 only: s/x is no scaling). Empty for any other node.
+std::vector<size_t> scaled_inputs(const Graph& g, const Node& n) {
+  const bool div = n.is_onnx_op("Div");
+  if ((!n.is_onnx_op("Mul") && !div) || n.inputs.size() != 2) return {};
+  std::vector<size_t> scaled;
+  for (size_t d : {size_t{0}, size_t{1}}) {
+    if (d == 1 && div) break;
+    const Shape& s = g.value(n.inputs[1 - d]).shape;
+    if (s.rank_known && s.is_static() && s.numel() == 1) scaled.push_back(d);
+  }
+  return scaled;
+}
+
 // Folds a transposing operand `i` of FusedMatMul `id` into its flag: a Transpose that feeds it directly,
 // or one that feeds a Mul or Div by a scalar that feeds it (the scaling then applies before the swap).
 bool fold_transpose(Graph& g, NodeId id, size_t i) {
@@ -60,14 +74,10 @@ bool fold_transpose(Graph& g, NodeId id, size_t i) {
   const NodeId scale_id = g.value(operand).producer;
   if (!scale_id.valid() || g.sole_reader(operand) != std::optional(id)) return false;
   const Node& scale = g.node(scale_id);
-  if ((!scale.is_onnx_op("Mul") && !scale.is_onnx_op("Div")) || scale.inputs.size() != 2) return false;
-  for (size_t d : {size_t{0}, size_t{1}}) {
-    if (d == 1 && scale.is_onnx_op("Div")) break;  // x / s only: s / x is no scaling
-    const Value& other = g.value(scale.inputs[1 - d]);
-    const bool scalar = other.shape.rank_known && other.shape.is_static() && other.shape.numel() == 1 &&
-                        other.shape.rank() <= g.value(operand).shape.rank();
+  for (size_t d : scaled_inputs(g, scale)) {
+    if (g.value(scale.inputs[1 - d]).shape.rank() > g.value(operand).shape.rank()) continue;
     const std::optional<NodeId> swap = swap_read_only_by(g, scale.inputs[d], scale_id);
-    if (!scalar || !swap) continue;
+    if (!swap) continue;
     bypass(g, *swap, scale_id, scale.inputs[d]);
     infer_node(g, scale_id, *OpRegistry::builtin().find("", g.node(scale_id).op_type));
     return true;
@@ -79,14 +89,13 @@ bool fold_transpose(Graph& g, NodeId id, size_t i) {
 // s a float32 constant of one element whose rank is at most x's, so that the result has x's shape.
 std::optional<std::pair<ValueId, double>> constant_scaling(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
+  if (n.outputs.size() != 1) return std::nullopt;
   const bool div = n.is_onnx_op("Div");
-  if ((!n.is_onnx_op("Mul") && !div) || n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
-  for (size_t d : {size_t{0}, size_t{1}}) {
-    if (d == 1 && div) break;  // s / x is no scaling
+  for (size_t d : scaled_inputs(g, n)) {
     const Value& x = g.value(n.inputs[d]);
     const Value& s = g.value(n.inputs[1 - d]);
-    if (s.role != ValueRole::Constant || !s.data || s.dtype != DType::Float32 || s.data->numel() != 1 ||
-        !s.shape.rank_known || !x.shape.rank_known || s.shape.rank() > x.shape.rank())
+    if (s.role != ValueRole::Constant || !s.data || s.dtype != DType::Float32 || !x.shape.rank_known ||
+        s.shape.rank() > x.shape.rank())
       continue;
     const double factor = s.data->to_double()[0];
     if (div && factor == 0.0) continue;  // x / 0 is ±inf or NaN, not a factor
