@@ -4,7 +4,7 @@
 // statistics and the session's own work. The kernel times come from profiled mode's node profiler
 // (partitioner/node_profiler.h), which prepares kernels as InferenceSession does.
 //
-//   OMP_NUM_THREADS=1 training_step_profile models/resnet_opset17.onnx 32 [STEPS=50] [TOP=15]
+//   OMP_NUM_THREADS=1 training_step_profile models/resnet_opset17.onnx 32 [STEPS=50] [TOP=15] [PRECISION=fp32]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,7 +28,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL.onnx BATCH [STEPS=50] [TOP=15]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.onnx BATCH [STEPS=50] [TOP=15] [PRECISION=fp32|bf16|fp16]\n", argv[0]);
     return 2;
   }
   const int64_t batch = std::stoll(argv[2]);
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   apply_optimizer_name("momentum", options.optimizer);
   options.optimizer.momentum = 0.9;
   options.schedule = {.base_lr = 0.01};
+  options.precision = precision_from_name(argc > 5 ? argv[5] : "fp32");  // as `train --precision`
   Trainer trainer(model.graph, options);
 
   // One batch: normal inputs (token ids in [0, 10)), labels in [0, 10), one per position for a language model.

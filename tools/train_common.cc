@@ -208,9 +208,7 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 }
 
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
-bool trains_tap_major_conv_weights(const TrainOptions& o) {
-  return !o.device.starts_with("cuda") && o.precision == "fp32";
-}
+bool trains_tap_major_conv_weights(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
 
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
@@ -408,11 +406,15 @@ void print_live_conv_taps(const Graph& model, const TrainOptions& o) {
 void print_tap_major_conv_weights(const Graph& model, const TrainOptions& o) {
   const size_t n = tap_major_conv_weights(model).size();
   if (n == 0 || !trains_tap_major_conv_weights(o)) return;
-  std::fprintf(
-      stderr,
-      "%zu convolution%s over small planes (2 to 16 output positions) train%s on weights held tap-major, the layout of "
-      "their CPU kernels (checkpoints name them <W>.tap_major; the written model has the usual layout)\n",
-      n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+  const std::string precision =
+      o.precision == "fp32" ? ""
+                            : ", in float32 under --precision " + o.precision +
+                                  " (oneDNN's half-precision convolutions over such planes are several times slower)";
+  std::fprintf(stderr,
+               "%zu convolution%s over small planes (2 to 16 output positions) train%s on weights held tap-major, the "
+               "layout of their CPU kernels%s (checkpoints name them <W>.tap_major; the written model has the usual "
+               "layout)\n",
+               n, n == 1 ? "" : "s", n == 1 ? "s" : "", precision.c_str());
 }
 
 }  // namespace

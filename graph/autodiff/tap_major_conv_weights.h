@@ -4,7 +4,8 @@
 // transposed each 2.4 MB weight forward and its gradient back at every step (about 1 ms each from memory,
 // 7 ms of a 59 ms step at one thread).
 //
-// For training on the CPU in float32, each such Conv becomes TapMajorConv(X, Wt[, B]) with
+// For training on the CPU (in float32, also under bf16 and fp16 autocast, which leaves them in float32:
+// training_recipe.h), each such Conv becomes TapMajorConv(X, Wt[, B]) with
 // Wt = Transpose(W, perm (2..n+1, 1, 0)) a parameter named "<W>.tap_major" and W dropped from the graph. A
 // permutation of the elements: every optimizer and every strategy trains it as it trained W. What leaves
 // training as a model (the written ONNX file, `export`, `--init-from`) has W again

@@ -118,8 +118,10 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   TrainingRecipe r;
   for (ValueId in : forward.inputs) r.inputs.push_back(forward.value(in).name);
   if (options.live_conv_taps_only) r.live_conv_taps = train_live_conv_taps_only(forward);
-  if (options.tap_major_conv_weights && options.precision == Precision::fp32)
-    r.tap_major_conv_weights = train_tap_major_conv_weights(forward);
+  // Before autocast, in any precision: a TapMajorConv is no Conv to cast, so under bf16 or fp16 these
+  // convolutions stay float32 on the CPU's own kernels, which beat oneDNN's bfloat16 ones over such
+  // small planes several times (training_recipe.h).
+  if (options.tap_major_conv_weights) r.tap_major_conv_weights = train_tap_major_conv_weights(forward);
   batch_norm_to_training_mode(forward);
   seed_or_disable_dropout(forward, options);
   r.loss = attach_loss(forward, options.loss);

@@ -38,8 +38,11 @@ struct TrainingRecipeOptions {
   // need with_full_conv_weights to become the model's again.
   bool live_conv_taps_only = true;
   // Convolutions over small planes (tap_product_takes) train their weights tap-major, as TapMajorConv
-  // (graph/autodiff/tap_major_conv_weights.h), in float32: the CPU kernels' layout. Trainer turns it off
-  // on a GPU. The trained values need with_full_conv_weights to become the model's again.
+  // (graph/autodiff/tap_major_conv_weights.h), in float32: the CPU kernels' layout. Under bf16 or fp16
+  // too, where autocast then leaves them in float32: oneDNN's bfloat16 convolutions over 2 to 16 output
+  // positions run several times slower than these kernels (ResNet-18 at 32x32, one thread: layer3's
+  // backward 10.4 ms against 1.5, README "Mixed precision"). Trainer turns it off on a GPU. The trained
+  // values need with_full_conv_weights to become the model's again.
   bool tap_major_conv_weights = true;
   // Training-mode BatchNormalization followed by Relu becomes one node in the training graph, in float32
   // (graph/autodiff/batch_norm_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
