@@ -146,6 +146,21 @@ TEST_F(ExportCli, ConvolutionsTrainedOnTapMajorWeightsAreWrittenInTheModelsLayou
   EXPECT_EQ(bytes_of(path("exported.onnx")), bytes_of(path("trained.onnx")));
 }
 
+// Under --precision bf16 they train tap-major too, in float32 (oneDNN's bfloat16 convolutions over such
+// planes are the slow ones), and train says so; the written model is in the model's layout, as above.
+TEST_F(ExportCli, UnderBf16TheSmallPlaneConvolutionsTrainInFloat32) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const CliRun trained =
+      run("train " + model + " --data synthetic:4,4,4:10:128 --batch 64 --precision bf16 -o " + path("bf16.onnx"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("train on weights held tap-major, the layout of their CPU kernels, in float32 under "
+                                "--precision bf16"),
+            std::string::npos)
+      << trained.output;
+  const CliRun scored = run("eval " + path("bf16.onnx") + " --data synthetic:4,4,4:10:64");
+  EXPECT_EQ(scored.exit_code, 0) << scored.output;
+}
+
 TEST_F(ExportCli, ExportErrorsNameTheFile) {
   fs::create_directories(path("empty"));
   CliRun r = run("export " + path("empty") + " -o " + path("m.onnx"));
