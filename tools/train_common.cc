@@ -409,7 +409,7 @@ void print_tap_major_conv_weights(const Graph& model, const TrainOptions& o) {
   const std::string precision =
       o.precision == "fp32" ? ""
                             : ", in float32 under --precision " + o.precision +
-                                  " (oneDNN's half-precision convolutions over such planes are several times slower)";
+                                  " (half-precision convolutions over such planes run several times slower on the CPU)";
   std::fprintf(stderr,
                "%zu convolution%s over small planes (2 to 16 output positions) train%s on weights held tap-major, the "
                "layout of their CPU kernels%s (checkpoints name them <W>.tap_major; the written model has the usual "
