@@ -137,6 +137,11 @@ TEST(TapMajorConvWeights, TheRecipeRewritesInFloat32AndSaysWhat) {
   }
   EXPECT_EQ(tap_major, 2);
   EXPECT_EQ(convs, 1);
+  // A GPU's graph (set_cpu_rewrites(false): Trainer on a GPU, partition and simulate pricing one) keeps them
+  // Conv, which bf16 casts as a GPU trains them, so a plan made for a GPU names the same nodes.
+  TrainingRecipeOptions gpu{.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16};
+  gpu.set_cpu_rewrites(false);
+  EXPECT_TRUE(make_training_recipe(model, gpu).tap_major_conv_weights.empty());
 }
 
 TrainerOptions momentum_sgd(bool tap_major, double weight_decay) {

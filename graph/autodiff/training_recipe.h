@@ -63,11 +63,13 @@ struct TrainingRecipeOptions {
   // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
   bool gather_before_transpose = true;
 
-  // Turns the CPU's rewrites above (BatchNorm + Relu, Add + Relu, MaxPool before Relu, FusedMatMul, Gelu,
-  // Gathers before Transposes) on or off together: off, the training graph has the model's nodes, as a GPU
-  // trains.
+  // Turns the CPU's rewrites above (tap-major weights, BatchNorm + Relu, Add + Relu, MaxPool before Relu,
+  // FusedMatMul, Gelu, Gathers before Transposes) on or off together: off, the training graph has the
+  // model's nodes, as a GPU trains (under bf16 with autocast's Casts around every Conv: a plan made for a
+  // GPU names them).
   void set_cpu_rewrites(bool on) {
-    fuse_batch_norm_relu = fuse_add_relu = pool_before_relu = fuse_matmul = fuse_gelu = gather_before_transpose = on;
+    tap_major_conv_weights = fuse_batch_norm_relu = fuse_add_relu = pool_before_relu = fuse_matmul = fuse_gelu =
+        gather_before_transpose = on;
   }
 };
 
