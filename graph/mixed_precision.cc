@@ -22,7 +22,9 @@ class Rewriter {
   }
 
   bool eligible(const Node& n) const {
-    if (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul")) return false;
+    const bool fused = is_fused_matmul(n);
+    if (!fused && (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul")))
+      return false;
     if (n.outputs.size() != 1 || !n.outputs[0].valid()) return false;
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i].valid() && graph_.value(n.inputs[i]).dtype != DType::Float32) return false;
@@ -30,19 +32,23 @@ class Rewriter {
       const Shape& y = graph_.value(n.outputs[0]).shape;
       return y.rank_known && y.rank() >= 3;
     }
-    if (n.op_type != "MatMul") return true;
+    if (n.op_type != "MatMul" && !fused) return true;
     // MatMul: plain matrices, or equal ranks with batch sizes known equal (static, or the same symbol):
-    // no broadcast whose gradient would sum back.
+    // no broadcast whose gradient would sum back. FusedMatMul also takes rows against a matrix, whose
+    // gradient rule already multiplies over the flattened rows.
     const Shape& a = graph_.value(n.inputs[0]).shape;
     const Shape& b = graph_.value(n.inputs[1]).shape;
     if (!a.rank_known || !b.rank_known || a.rank() < 2) return false;
     if (flattens(n)) return true;
+    if (fused && a.rank() >= 3 && b.rank() == 2 && n.attr_int("transA", 0) == 0) return true;
     if (a.rank() != b.rank()) return false;
     for (int64_t d = 0; d + 2 < a.rank(); ++d) {
       if (a.dims[d].is_unknown() || a.dims[d] != b.dims[d]) return false;
     }
     return true;
   }
+
+  static bool is_fused_matmul(const Node& n) { return n.domain == kTrainingDomain && n.op_type == "FusedMatMul"; }
 
   // A MatMul of activations (..., M, K) by a static matrix (K, N) (a linear layer on a sequence): computed
   // as one (·, K) × (K, N) matrix product between float32 Reshapes, so that its gradient is a plain Gemm
@@ -64,7 +70,7 @@ class Rewriter {
     node.inputs = {a, b};
     node.outputs = {half_out};
     graph_.value(half_out).producer = id;
-    const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
+    const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
     ONNXTRAIN_CHECK(schema, node.op_type + " has no schema");
     infer_node(graph_, id, *schema);
     return half_out;
@@ -97,7 +103,7 @@ class Rewriter {
     const ValueId x = n.inputs[0], w = n.inputs[1];
     ValueId bias;
     double alpha = 1, beta = 1;
-    if (conv && n.has_input(2)) bias = n.inputs[2];
+    if ((conv || is_fused_matmul(n)) && n.has_input(2)) bias = n.inputs[2];  // FusedMatMul's alpha stays
     if (n.op_type == "Gemm") {
       alpha = n.attr_float("alpha", 1.0);
       beta = n.attr_float("beta", 1.0);

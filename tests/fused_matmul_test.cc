@@ -66,6 +66,12 @@ const Node& producer(const Graph& g, const std::string& value) {
   return g.node(g.value(*g.find_value(value)).producer);
 }
 
+const Node& node_named(const Graph& g, const std::string& name) {
+  const auto it = std::find_if(g.order().begin(), g.order().end(), [&](NodeId id) { return g.node(id).name == name; });
+  EXPECT_NE(it, g.order().end()) << name;
+  return g.node(*it);
+}
+
 TEST(FusedMatMul, TheTrainingGraphFoldsTransposesScalingAndBiases) {
   const Graph model = attention_model();
   const TrainingRecipe r = make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy")});
@@ -288,6 +294,47 @@ TEST(FusedMatMul, CostsWhatGemmDoes) {
     EXPECT_DOUBLE_EQ(cost.forward_flops, 2.0 * 2 * 10 * 784 + 20) << op;
     EXPECT_DOUBLE_EQ(cost.backward_flops, 4.0 * 2 * 10 * 784 + 20) << op;
   }
+}
+
+// Under bf16 the products fuse before autocast: autocast casts the FusedMatMuls' operands, the Transposes
+// and scalings stay folded (not float32 passes between the Casts), alpha stays in the half product, and
+// the biases are float32 Adds after the cast back, as for Gemm.
+TEST(FusedMatMul, UnderBf16AutocastCastsTheFusedProducts) {
+  const TrainingRecipe r =
+      make_training_recipe(attention_model(), {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
+  EXPECT_EQ(r.fused_matmuls, 6);
+  const Graph& g = r.training.graph;
+  const Node& scores = node_named(g, "scores");
+  EXPECT_EQ(scores.op_type, "FusedMatMul");
+  EXPECT_EQ(scores.attr_int("transB", -1), 1);
+  EXPECT_DOUBLE_EQ(scores.attr_float("alpha", 1.0), 0.25 * 0.5 / 2);
+  const Node& q = node_named(g, "q_mm");
+  ASSERT_EQ(q.inputs.size(), 2u);  // the bias left the product
+  for (const Node* n : {&scores, &q}) {
+    for (ValueId in : n->inputs) {
+      EXPECT_EQ(g.value(in).dtype, DType::BFloat16) << n->name;
+      EXPECT_EQ(g.node(g.value(in).producer).op_type, "Cast") << n->name;
+    }
+  }
+  EXPECT_EQ(g.value(g.node(g.value(q.inputs[1]).producer).inputs[0]).name, "wq");  // Wq read transposed in place
+  EXPECT_EQ(producer(g, "q").op_type, "Add");                                      // q = float32(product) + bq
+  EXPECT_EQ(g.value(producer(g, "q").inputs[1]).name, "bq");
+  size_t forward_transposes = 0, scalings = 0;
+  for (size_t i = 0; i < g.order().size(); ++i) {
+    const Node& n = g.node(g.order()[i]);
+    forward_transposes += i < r.training.forward_node_count && n.op_type == "Transpose";
+    scalings += n.op_type == "Mul" || n.op_type == "Div" ? n.name.rfind("mean", 0) != 0 : 0;
+  }
+  EXPECT_EQ(forward_transposes, 1u);  // o_t, read twice
+  EXPECT_EQ(scalings, 0u);
+}
+
+TEST(FusedMatMul, UnderBf16TrainingFusedFollowsTrainingUnfused) {
+  TrainerOptions fused = testing_support::momentum_sgd_options();
+  fused.precision = Precision::bf16;
+  TrainerOptions unfused = fused;
+  unfused.fuse_matmul = false;
+  testing_support::expect_close_training(attention_model(), fused, unfused, {4, 6, 8}, 5, 6, 2e-2);
 }
 
 TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {

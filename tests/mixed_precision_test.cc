@@ -40,9 +40,10 @@ TrainerOptions options(Precision precision, double lr = 0.05) {
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
-// The ops that may touch a half value: the three compute ops, their backward ops, Cast and data movement.
-const std::set<std::string> kHalfOps = {"Conv",      "ConvGrad", "Gemm",      "MatMul",  "Cast",
-                                        "Transpose", "Reshape",  "Unsqueeze", "Squeeze", "Identity"};
+// The ops that may touch a half value: the compute ops, their backward ops, Cast, data movement, and Shape
+// (a FusedMatMul's gradient over flattened rows reads the shape of its half operand to give it back).
+const std::set<std::string> kHalfOps = {"Conv",      "ConvGrad", "Gemm",      "MatMul",  "FusedMatMul", "Cast",
+                                        "Transpose", "Reshape",  "Unsqueeze", "Squeeze", "Identity",    "Shape"};
 
 // Checks the training graph of `trainer`: half values only around kHalfOps, every initializer float32 or
 // integer, and a reference kernel for every node. Returns the number of half compute nodes.
@@ -61,10 +62,14 @@ int check_training_graph(const Trainer& trainer, DType half) {
     }
     if (!touches_half) continue;
     EXPECT_TRUE(kHalfOps.count(n.op_type)) << n.op_type << " node '" << n.name << "' runs in half";
-    if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") {
+    if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "FusedMatMul") {
       ++compute;
       EXPECT_EQ(n.inputs.size(), 2u) << n.name << ": the bias must stay float32";
-      EXPECT_FALSE(n.has_attribute("alpha") || n.has_attribute("beta")) << n.name;
+      EXPECT_FALSE(n.has_attribute("beta")) << n.name;
+      // A FusedMatMul keeps its folded scalings as alpha, and so do the products of its gradient; a model's
+      // Gemm has its alpha as a float32 Mul after the cast back.
+      const bool fused_product = n.op_type == "FusedMatMul" || n.name.find("MatMul_grad/") != std::string::npos;
+      EXPECT_TRUE(fused_product || !n.has_attribute("alpha")) << n.name;
     }
   }
   for (ValueId v : g.initializers) EXPECT_FALSE(is_half(g.value(v).dtype)) << g.value(v).name;

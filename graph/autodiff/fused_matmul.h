@@ -14,7 +14,9 @@
 // ViT (TorchScript export, 6 layers of width 256) loses 72 of its 158 Transposes and 18 of its 37 Adds
 // (benchmarks/training_step_profile).
 //
-// Only the training graph is fused (the evaluation graph and the written model keep the original nodes).
+// In float32 only the training graph is fused (the evaluation graph and the written model keep the original
+// nodes). Under bf16 or fp16 the fusion runs before autocast (training_recipe.h), so the evaluation graph,
+// which computes in that precision too, has the FusedMatMuls; the written model keeps the original nodes.
 //
 //   int fused = fuse_matmul(forward);   // make_training_recipe, before autodiff
 #pragma once

@@ -110,6 +110,13 @@ std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
   return name;
 }
 
+// The Gathers moved before their Transposes, then the MatMuls fused: in this order in every precision, so
+// that a Transpose a Gather no longer reads can fold into a product.
+void fuse_products(Graph& g, const TrainingRecipeOptions& o, TrainingRecipe& r) {
+  if (o.gather_before_transpose) r.transposes_after_gathers = gather_before_transpose(g);
+  if (o.fuse_matmul) r.fused_matmuls = fuse_matmul(g);
+}
+
 }  // namespace
 
 TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOptions& options) {
@@ -125,6 +132,11 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   batch_norm_to_training_mode(forward);
   seed_or_disable_dropout(forward, options);
   r.loss = attach_loss(forward, options.loss);
+  // Under bf16 or fp16, before autocast: autocast then casts the FusedMatMul's operands, with the Transposes
+  // and constant scalings folded into it, not left as float32 passes between its Casts (mixed_precision.h).
+  // In float32, after the other fusions: the evaluation graph keeps the model's MatMuls.
+  const bool half = options.precision != Precision::fp32;
+  if (half) fuse_products(forward, options, r);
   apply_mixed_precision(forward, options.precision);
   // Evaluation computes in the same precision; it never scales its loss.
   r.evaluation = make_inference_graph(forward);
@@ -132,9 +144,8 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
     r.fused_batch_norm_relus = fuse_batch_norm_relu(forward);                      // the training graph's only
   if (options.pool_before_relu) r.pools_before_relus = pool_before_relu(forward);  // after: a fused Relu stays
   if (options.fuse_add_relu && options.precision == Precision::fp32) r.fused_add_relus = fuse_add_relu(forward);
-  if (options.gather_before_transpose) r.transposes_after_gathers = gather_before_transpose(forward);
-  if (options.fuse_gelu && options.precision == Precision::fp32) r.fused_gelus = fuse_gelu(forward);
-  if (options.fuse_matmul && options.precision == Precision::fp32) r.fused_matmuls = fuse_matmul(forward);
+  if (options.fuse_gelu && !half) r.fused_gelus = fuse_gelu(forward);
+  if (!half) fuse_products(forward, options, r);
   std::string minimised = r.loss.loss;
   if (options.scale_loss) minimised = attach_loss_scale(forward, r.loss.loss_value, r.loss_scale_input);
   r.training = build_training_graph(forward, {.loss = minimised});
