@@ -132,6 +132,12 @@ std::vector<std::pair<std::string, Call>> calls() {
       {"Cast", {{"to", int64_t{1}}}, {random_tensor(DType::Float16, act)}, {{DType::Float32, act}}});
   add("Cast/f32_to_bf16_(64,16,128)",
       {"Cast", {{"to", int64_t{16}}}, {random_tensor(F, act)}, {{DType::BFloat16, act}}});
+  // The ViT's in-projection output (batch 32 of 65 tokens, 3 x 256), which autocast casts back from bfloat16.
+  const Ints projection = {32, 65, 768};
+  add("Cast/f32_to_bf16_(32,65,768)",
+      {"Cast", {{"to", int64_t{16}}}, {random_tensor(F, projection)}, {{DType::BFloat16, projection}}});
+  add("Cast/bf16_to_f32_(32,65,768)",
+      {"Cast", {{"to", int64_t{1}}}, {random_tensor(DType::BFloat16, projection)}, {{DType::Float32, projection}}});
   add("Cast/f32_to_i64_(64,16,128)", {"Cast", {{"to", int64_t{7}}}, {random_tensor(F, act)}, {{DType::Int64, act}}});
   add("Cast/i64_to_f32_(64,16,128)",
       {"Cast", {{"to", int64_t{1}}}, {random_tensor(DType::Int64, act)}, {{DType::Float32, act}}});

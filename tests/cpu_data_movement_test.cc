@@ -607,6 +607,19 @@ TEST(CpuDataMovement, CastFloat32ToFloat16ExactOnManyBitPatterns) {
   expect_agree(back);
 }
 
+// The conversions autocast runs around every product, on the clone this CPU picks (cast.cc).
+TEST(CpuDataMovement, CastFloat32ToBFloat16ExactOnManyBitPatterns) {
+  expect_agree(
+      {"Cast", 13, {{"to", int64_t{16}}}, {cast_source(DType::Float32, 1 << 20)}, {{DType::BFloat16, {1 << 20}}}});
+  Case back{"Cast",
+            13,
+            {{"to", int64_t{1}}},
+            {random_tensor(DType::BFloat16, {1 << 16}, true)},
+            {{DType::Float32, {1 << 16}}}};
+  for (int64_t i = 0; i < (1 << 16); ++i) back.inputs[0].data<uint16_t>()[i] = static_cast<uint16_t>(i);
+  expect_agree(back);
+}
+
 TEST(CpuDataMovement, CastLikeAndLargeTensors) {
   expect_agree({"Cast",
                 13,
