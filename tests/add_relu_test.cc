@@ -1,5 +1,5 @@
 // graph/autodiff/add_relu: which Add + Relu pairs the training graph fuses (not the evaluation graph, not an
-// Add whose output another node reads, not bf16), that training fused gives what training them apart
+// Add whose output another node reads; under bf16 too), that training fused gives what training them apart
 // gives, bit for bit, and that the cpu and reference kernels compute the fused Add as Relu(Add) does,
 // broadcasting included.
 #include "graph/autodiff/add_relu.h"
@@ -81,16 +81,22 @@ TEST(AddRelu, TheTrainingGraphFusesAnAddThatOnlyAReluReads) {
   TrainingRecipeOptions gpu{.loss = parse_loss_spec("cross-entropy")};
   gpu.set_cpu_rewrites(false);
   EXPECT_EQ(make_training_recipe(model, gpu).fused_add_relus, 0);
+  // Under bf16 the Adds and Relus stay float32 (autocast casts the convolutions' operands): fused as well.
   const TrainingRecipe bf16 =
       make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
-  EXPECT_EQ(bf16.fused_add_relus, 0);
+  EXPECT_EQ(bf16.fused_add_relus, 2);
+  EXPECT_EQ(count_op(bf16.training.graph, "Relu"), 1u);
 }
 
 TEST(AddRelu, TrainingFusedEqualsTrainingApartBitForBit) {
-  const TrainerOptions fused = testing_support::momentum_sgd_options();
-  TrainerOptions apart = fused;
-  apart.fuse_add_relu = false;
-  testing_support::expect_same_training(residual_model(), fused, apart, {4, 3, 6, 6}, 5);
+  for (Precision precision : {Precision::fp32, Precision::bf16}) {
+    SCOPED_TRACE(precision_name(precision));
+    TrainerOptions fused = testing_support::momentum_sgd_options();
+    fused.precision = precision;
+    TrainerOptions apart = fused;
+    apart.fuse_add_relu = false;
+    testing_support::expect_same_training(residual_model(), fused, apart, {4, 3, 6, 6}, 5);
+  }
 }
 
 std::vector<Tensor> run(const KernelSpec& spec, const char* implementation, const std::vector<Tensor>& inputs) {

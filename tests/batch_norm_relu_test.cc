@@ -1,5 +1,5 @@
 // graph/autodiff/batch_norm_relu: which BatchNormalization + Relu pairs the training graph fuses (not the
-// evaluation graph, not a BatchNorm whose output another node reads, not bf16), that training fused gives
+// evaluation graph, not a BatchNorm whose output another node reads; under bf16 too), that training fused gives
 // what training them apart gives, bit for bit (the same values summed in the same order), and that the
 // plain-layout kernels and the reference kernels compute the fused pair as the unfused reference does:
 // max(BN(X), 0) forward, and the gradient of dY masked where that output is 0.
@@ -93,16 +93,23 @@ TEST(BatchNormRelu, TheTrainingGraphFusesABatchNormThatOnlyAReluReads) {
       make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .fuse_batch_norm_relu = false});
   EXPECT_EQ(off.fused_batch_norm_relus, 0);
   EXPECT_EQ(count_op(off.training.graph, "Relu"), 2u);
+  // Under bf16 the BatchNorms and Relus stay float32 (autocast casts the convolutions' operands): fused
+  // as well.
   const TrainingRecipe bf16 =
       make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
-  EXPECT_EQ(bf16.fused_batch_norm_relus, 0);
+  EXPECT_EQ(bf16.fused_batch_norm_relus, 1);
+  EXPECT_EQ(count_op(bf16.training.graph, "Relu"), 1u);
 }
 
 TEST(BatchNormRelu, TrainingFusedEqualsTrainingApartBitForBit) {
-  const TrainerOptions fused = testing_support::momentum_sgd_options();
-  TrainerOptions apart = fused;
-  apart.fuse_batch_norm_relu = false;
-  testing_support::expect_same_training(conv_batch_norm_relu_model(), fused, apart, {4, 3, 6, 6}, 6);
+  for (Precision precision : {Precision::fp32, Precision::bf16}) {
+    SCOPED_TRACE(precision_name(precision));
+    TrainerOptions fused = testing_support::momentum_sgd_options();
+    fused.precision = precision;
+    TrainerOptions apart = fused;
+    apart.fuse_batch_norm_relu = false;
+    testing_support::expect_same_training(conv_batch_norm_relu_model(), fused, apart, {4, 3, 6, 6}, 6);
+  }
 }
 
 Tensor random_tensor(std::mt19937& rng, const Ints& sizes, float lo, float hi) {

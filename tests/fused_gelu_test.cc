@@ -177,13 +177,23 @@ TEST(FusedGelu, TheTrainingGraphIsFusedTheEvaluationGraphIsNot) {
   for (NodeId id : r.evaluation.order()) evaluation_erfs += r.evaluation.node(id).op_type == "Erf";
   EXPECT_EQ(evaluation_erfs, 1u);
   EXPECT_EQ(make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .fuse_gelu = false}).fused_gelus, 0);
+  // Under bf16 the formula reads the float32 bias Add after the cast back: fused as well, in float32.
+  const TrainingRecipe bf16 =
+      make_training_recipe(model, {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
+  EXPECT_EQ(bf16.fused_gelus, 2);
 }
 
 TEST(FusedGelu, TrainingFusedFollowsTrainingAsTheModelHasIt) {
-  const TrainerOptions fused = testing_support::momentum_sgd_options();
-  TrainerOptions unfused = fused;
-  unfused.fuse_gelu = false;
-  testing_support::expect_close_training(mlp_with_gelus(), fused, unfused, {4, 6}, 5, 6, 1e-5);
+  for (Precision precision : {Precision::fp32, Precision::bf16}) {
+    SCOPED_TRACE(precision_name(precision));
+    TrainerOptions fused = testing_support::momentum_sgd_options();
+    fused.precision = precision;
+    TrainerOptions unfused = fused;
+    unfused.fuse_gelu = false;
+    // bf16: the same float32 formula on the same bfloat16 products (erf's polynomial aside).
+    testing_support::expect_close_training(mlp_with_gelus(), fused, unfused, {4, 6}, 5, 6,
+                                           precision == Precision::fp32 ? 1e-5 : 1e-3);
+  }
 }
 
 }  // namespace

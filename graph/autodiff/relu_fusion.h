@@ -39,7 +39,8 @@ int fuse_relus(Graph& graph, Fusable&& fusable) {
     graph.value(z).producer = id;
     ++fused;
   }
-  if (fused > 0) graph.sort();
+  // No sort: the node precedes its Relu, and every reader of z follows it. Under autocast the weight Casts
+  // stay beside their layers, where sort() would move them to the front (graph.h).
   return fused;
 }
 

@@ -110,9 +110,11 @@ std::string attach_loss_scale(Graph& g, ValueId loss, std::string& input) {
   return name;
 }
 
-// The Gathers moved before their Transposes, then the MatMuls fused: in this order in every precision, so
-// that a Transpose a Gather no longer reads can fold into a product.
-void fuse_products(Graph& g, const TrainingRecipeOptions& o, TrainingRecipe& r) {
+// The GELU formulas, the Gathers moved before their Transposes, then the MatMuls fused, in this order in
+// every precision: a product would fold a formula's final 0.5 into its alpha, and a Transpose that a
+// Gather no longer reads can fold into a product.
+void fuse_transformer_ops(Graph& g, const TrainingRecipeOptions& o, TrainingRecipe& r) {
+  if (o.fuse_gelu) r.fused_gelus = fuse_gelu(g);
   if (o.gather_before_transpose) r.transposes_after_gathers = gather_before_transpose(g);
   if (o.fuse_matmul) r.fused_matmuls = fuse_matmul(g);
 }
@@ -134,18 +136,17 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   r.loss = attach_loss(forward, options.loss);
   // Under bf16 or fp16, before autocast: autocast then casts the FusedMatMul's operands, with the Transposes
   // and constant scalings folded into it, not left as float32 passes between its Casts (mixed_precision.h).
-  // In float32, after the other fusions: the evaluation graph keeps the model's MatMuls.
+  // In float32, after the other fusions: the evaluation graph keeps the model's nodes.
   const bool half = options.precision != Precision::fp32;
-  if (half) fuse_products(forward, options, r);
+  if (half) fuse_transformer_ops(forward, options, r);
   apply_mixed_precision(forward, options.precision);
   // Evaluation computes in the same precision; it never scales its loss.
   r.evaluation = make_inference_graph(forward);
-  if (options.fuse_batch_norm_relu && options.precision == Precision::fp32)
-    r.fused_batch_norm_relus = fuse_batch_norm_relu(forward);                      // the training graph's only
+  // In every precision: autocast leaves BatchNorm, Add and Relu in float32.
+  if (options.fuse_batch_norm_relu) r.fused_batch_norm_relus = fuse_batch_norm_relu(forward);  // training's only
   if (options.pool_before_relu) r.pools_before_relus = pool_before_relu(forward);  // after: a fused Relu stays
-  if (options.fuse_add_relu && options.precision == Precision::fp32) r.fused_add_relus = fuse_add_relu(forward);
-  if (options.fuse_gelu && !half) r.fused_gelus = fuse_gelu(forward);
-  if (!half) fuse_products(forward, options, r);
+  if (options.fuse_add_relu) r.fused_add_relus = fuse_add_relu(forward);
+  if (!half) fuse_transformer_ops(forward, options, r);
   std::string minimised = r.loss.loss;
   if (options.scale_loss) minimised = attach_loss_scale(forward, r.loss.loss_value, r.loss_scale_input);
   r.training = build_training_graph(forward, {.loss = minimised});
