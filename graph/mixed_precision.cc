@@ -13,7 +13,8 @@ constexpr int64_t kOnnxFloat = 1, kOnnxFloat16 = 10, kOnnxBFloat16 = 16;  // Ten
 
 class Rewriter {
  public:
-  Rewriter(Graph& graph, Precision precision) : graph_(graph), half_(compute_dtype(precision)) {
+  Rewriter(Graph& graph, Precision precision, const AutocastOptions& options)
+      : graph_(graph), half_(compute_dtype(precision)), options_(options) {
     for (size_t i = 0; i < graph.value_count(); ++i) taken_.insert(graph.value(ValueId{static_cast<uint32_t>(i)}).name);
     for (NodeId n : graph.order()) taken_.insert(graph.node(n).name);
     auto it = graph.info.opsets.find("");
@@ -26,6 +27,7 @@ class Rewriter {
     if (!fused && (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul")))
       return false;
     if (n.outputs.size() != 1 || !n.outputs[0].valid()) return false;
+    if (options_.thin_convs_in_float32 && is_thin_conv(graph_, n)) return false;
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i].valid() && graph_.value(n.inputs[i]).dtype != DType::Float32) return false;
     if (n.op_type == "Conv" && n.has_input(2)) {  // the bias Add needs the output's rank to broadcast B
@@ -133,6 +135,7 @@ class Rewriter {
  private:
   Graph& graph_;
   DType half_;
+  AutocastOptions options_;
   int opset_ = 17;
   std::set<std::string> taken_;
 
@@ -226,10 +229,16 @@ DType compute_dtype(Precision precision) {
   }
 }
 
-MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision) {
+bool is_thin_conv(const Graph& graph, const Node& n) {
+  if (!n.is_onnx_op("Conv") || n.inputs.empty()) return false;
+  const Shape& x = graph.value(n.inputs[0]).shape;
+  return x.rank_known && x.rank() >= 3 && x.dims[1].is_static() && x.dims[1].value() < kHalfConvMinChannels;
+}
+
+MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision, const AutocastOptions& options) {
   MixedPrecisionReport report;
   if (precision == Precision::fp32) return report;
-  Rewriter rewriter(graph, precision);
+  Rewriter rewriter(graph, precision, options);
   std::vector<NodeId> targets;
   for (NodeId id : graph.order())
     if (rewriter.eligible(graph.node(id))) targets.push_back(id);

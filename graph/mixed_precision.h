@@ -37,7 +37,18 @@ struct MixedPrecisionReport {
   std::vector<std::string> half_nodes;  // the nodes now computing in half, by name
 };
 
+// On the CPU a Conv whose input X has fewer channels than this (a stem reading the image) stays float32:
+// oneDNN 2.6's bfloat16 backward over 1 to 3 input channels runs 1.8-2.7x slower than its float32 one on
+// an AMX Xeon, more than the half forward saves (README "Mixed precision").
+inline constexpr int64_t kHalfConvMinChannels = 4;
+// Whether `n` is such a Conv: X's channel count known and below kHalfConvMinChannels.
+bool is_thin_conv(const Graph& graph, const Node& n);
+
+struct AutocastOptions {
+  bool thin_convs_in_float32 = false;  // the CPU's choice: is_thin_conv nodes stay float32
+};
+
 // Rewrites `graph` in place (fp32: unchanged). Nodes whose float inputs are not all float32 are left alone.
-MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision);
+MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision, const AutocastOptions& options = {});
 
 }  // namespace onnxtrain

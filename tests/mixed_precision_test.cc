@@ -18,6 +18,7 @@
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
 #include "frontend/importer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "kernels/cuda/device_query.h"
 #include "tests/graph_builder.h"
 
@@ -140,6 +141,27 @@ TEST(MixedPrecision, RewriteKeepsGemmAlphaBetaAndBiasInFloat32) {
   }
   EXPECT_GT(worst, 0) << "bf16 rounding must show";
   EXPECT_LT(worst, 2e-2 * scale);
+}
+
+// On the CPU the CNN's first convolution (one input channel) stays float32 under bf16: it reads the image
+// itself, no Cast; the second casts its operands. A GPU's recipe (the CPU's rewrites off) casts both.
+TEST(MixedPrecision, OnTheCpuAConvOfFewerThanFourChannelsStaysFloat32) {
+  ImportedModel model = import_model(kModels + "cnn_opset17.onnx");
+  TrainingRecipeOptions cpu{.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16};
+  TrainingRecipeOptions gpu = cpu;
+  gpu.set_cpu_rewrites(false);
+  for (const auto& [options, first_in_half] : {std::pair{cpu, false}, std::pair{gpu, true}}) {
+    const Graph& g = make_training_recipe(model.graph, options).training.graph;
+    std::vector<DType> conv_inputs;
+    for (NodeId id : g.order())
+      if (g.node(id).op_type == "Conv") conv_inputs.push_back(g.value(g.node(id).inputs[0]).dtype);
+    ASSERT_EQ(conv_inputs.size(), 2u);
+    EXPECT_EQ(conv_inputs[0], first_in_half ? DType::BFloat16 : DType::Float32);
+    EXPECT_EQ(conv_inputs[1], DType::BFloat16);
+  }
+  int thin = 0;
+  for (NodeId id : model.graph.order()) thin += is_thin_conv(model.graph, model.graph.node(id));
+  EXPECT_EQ(thin, 1);
 }
 
 // The relative difference ‖a − b‖ / ‖b‖.

@@ -21,6 +21,7 @@
 #include "graph/cpu_budget.h"
 #include "graph/cpu_contention.h"
 #include "graph/load_adaptive_threads.h"
+#include "graph/mixed_precision.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
@@ -209,6 +210,16 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
 bool trains_tap_major_conv_weights(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
+
+std::string thin_conv_note(const Graph& model, const TrainOptions& o) {
+  if (o.precision == "fp32" || o.device.starts_with("cuda")) return "";
+  size_t n = 0;
+  for (NodeId id : model.order()) n += is_thin_conv(model, model.node(id));
+  if (n == 0) return "";
+  return "; " + std::to_string(n) + " convolution" + (n == 1 ? "" : "s") + " of fewer than " +
+         std::to_string(kHalfConvMinChannels) +
+         " input channels in float32 (their half-precision gradient runs slower on the CPU)";
+}
 
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {
   TrainerOptions t;
