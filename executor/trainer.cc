@@ -107,7 +107,7 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                                        uint64_t position) { return random_stream_seed(seed ^ node_seed, position); },
                 .live_conv_taps_only = options_.live_conv_taps && options_.optimizer.keeps_untouched_elements(),
                 .tap_major_conv_weights = options_.tap_major_conv_weights && cpu,
-                .thin_convs_in_float32 = options_.thin_convs_in_float32 && cpu,
+                .cpu_float32_convs = options_.cpu_float32_convs && cpu,
                 .fuse_batch_norm_relu = options_.fuse_batch_norm_relu && cpu,
                 .fuse_add_relu = options_.fuse_add_relu && cpu,
                 .pool_before_relu = options_.pool_before_relu && cpu,

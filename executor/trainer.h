@@ -116,9 +116,9 @@ struct TrainerOptions {
   // Convolutions over small planes (tap_product_takes) train their weights tap-major on the CPU
   // (graph/autodiff/tap_major_conv_weights.h); false: in the model's layout.
   bool tap_major_conv_weights = true;
-  // Under bf16 or fp16 a Conv reading fewer than 4 channels stays float32 on the CPU
-  // (graph/mixed_precision.h is_thin_conv); false: autocast casts it as the others.
-  bool thin_convs_in_float32 = true;
+  // Under bf16 or fp16 a Conv reading fewer than 4 channels, and a depthwise Conv, stay float32 on the CPU
+  // (graph/mixed_precision.h conv_stays_float32_on_cpu); false: autocast casts them as the others.
+  bool cpu_float32_convs = true;
   // Training-mode BatchNormalization followed by Relu runs as one node on the CPU
   // (graph/autodiff/batch_norm_relu.h); false: as two.
   bool fuse_batch_norm_relu = true;

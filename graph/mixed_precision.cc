@@ -27,7 +27,7 @@ class Rewriter {
     if (!fused && (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul")))
       return false;
     if (n.outputs.size() != 1 || !n.outputs[0].valid()) return false;
-    if (options_.thin_convs_in_float32 && is_thin_conv(graph_, n)) return false;
+    if (options_.cpu_float32_convs && conv_stays_float32_on_cpu(graph_, n)) return false;
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i].valid() && graph_.value(n.inputs[i]).dtype != DType::Float32) return false;
     if (n.op_type == "Conv" && n.has_input(2)) {  // the bias Add needs the output's rank to broadcast B
@@ -229,10 +229,12 @@ DType compute_dtype(Precision precision) {
   }
 }
 
-bool is_thin_conv(const Graph& graph, const Node& n) {
+bool conv_stays_float32_on_cpu(const Graph& graph, const Node& n) {
   if (!n.is_onnx_op("Conv") || n.inputs.empty()) return false;
   const Shape& x = graph.value(n.inputs[0]).shape;
-  return x.rank_known && x.rank() >= 3 && x.dims[1].is_static() && x.dims[1].value() < kHalfConvMinChannels;
+  if (!x.rank_known || x.rank() < 3 || !x.dims[1].is_static()) return false;
+  const int64_t channels = x.dims[1].value(), group = n.attr_int("group", 1);
+  return channels < kHalfConvMinChannels || (group > 1 && group == channels);
 }
 
 MixedPrecisionReport apply_mixed_precision(Graph& graph, Precision precision, const AutocastOptions& options) {

@@ -37,15 +37,16 @@ struct MixedPrecisionReport {
   std::vector<std::string> half_nodes;  // the nodes now computing in half, by name
 };
 
-// On the CPU a Conv whose input X has fewer channels than this (a stem reading the image) stays float32:
-// oneDNN 2.6's bfloat16 backward over 1 to 3 input channels runs 1.8-2.7x slower than its float32 one on
-// an AMX Xeon, more than the half forward saves (README "Mixed precision").
+// On the CPU two kinds of Conv stay float32 under autocast, where oneDNN 2.6's half-precision gradient runs
+// several times slower than onnxtrain's float32 kernels (README "Mixed precision"): a Conv whose input X has
+// fewer channels than kHalfConvMinChannels (a stem reading the image; 1.8-2.7x slower) and a depthwise Conv
+// (group = X's channels > 1: MobileNetV2's, 9x slower).
 inline constexpr int64_t kHalfConvMinChannels = 4;
-// Whether `n` is such a Conv: X's channel count known and below kHalfConvMinChannels.
-bool is_thin_conv(const Graph& graph, const Node& n);
+// Whether `n` is such a Conv (X's channel count known).
+bool conv_stays_float32_on_cpu(const Graph& graph, const Node& n);
 
 struct AutocastOptions {
-  bool thin_convs_in_float32 = false;  // the CPU's choice: is_thin_conv nodes stay float32
+  bool cpu_float32_convs = false;  // the CPU's choice: conv_stays_float32_on_cpu nodes stay float32
 };
 
 // Rewrites `graph` in place (fp32: unchanged). Nodes whose float inputs are not all float32 are left alone.

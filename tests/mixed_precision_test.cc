@@ -159,9 +159,31 @@ TEST(MixedPrecision, OnTheCpuAConvOfFewerThanFourChannelsStaysFloat32) {
     EXPECT_EQ(conv_inputs[0], first_in_half ? DType::BFloat16 : DType::Float32);
     EXPECT_EQ(conv_inputs[1], DType::BFloat16);
   }
-  int thin = 0;
-  for (NodeId id : model.graph.order()) thin += is_thin_conv(model.graph, model.graph.node(id));
-  EXPECT_EQ(thin, 1);
+  int kept = 0;
+  for (NodeId id : model.graph.order()) kept += conv_stays_float32_on_cpu(model.graph, model.graph.node(id));
+  EXPECT_EQ(kept, 1);
+}
+
+// A depthwise Conv (group = its input's channels) stays float32 on the CPU too; a grouped one that is not
+// depthwise, and a pointwise one, are cast.
+TEST(MixedPrecision, OnTheCpuADepthwiseConvStaysFloat32) {
+  Graph g;
+  g.info.opsets[""] = 17;
+  const ValueId x = testing_support::add_input(g, "x", {2, 8, 6, 6});
+  const auto conv = [&](const std::string& name, ValueId in, std::vector<int64_t> w, int64_t group) {
+    return add_inferred_node(g, name, "Conv",
+                             {in, add_parameter(g, name + ".w", testing_support::uniform_tensor(w, 1))}, name + "_out",
+                             {{"group", group}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  };
+  const ValueId d = conv("depthwise", x, {8, 1, 3, 3}, 8);
+  const ValueId p = conv("grouped", d, {8, 4, 3, 3}, 2);
+  g.outputs.push_back(conv("dense", p, {4, 8, 3, 3}, 1));
+  std::map<std::string, bool> kept;
+  for (NodeId id : g.order()) kept[g.node(id).name] = conv_stays_float32_on_cpu(g, g.node(id));
+  EXPECT_EQ(kept, (std::map<std::string, bool>{{"depthwise", true}, {"grouped", false}, {"dense", false}}));
+  Graph half = g;
+  EXPECT_EQ(apply_mixed_precision(half, Precision::bf16, {.cpu_float32_convs = true}).half_nodes,
+            (std::vector<std::string>{"grouped", "dense"}));
 }
 
 // The relative difference ‖a − b‖ / ‖b‖.

@@ -211,14 +211,14 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
 bool trains_tap_major_conv_weights(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
 
-std::string thin_conv_note(const Graph& model, const TrainOptions& o) {
+std::string float32_conv_note(const Graph& model, const TrainOptions& o) {
   if (o.precision == "fp32" || o.device.starts_with("cuda")) return "";
   size_t n = 0;
-  for (NodeId id : model.order()) n += is_thin_conv(model, model.node(id));
+  for (NodeId id : model.order()) n += conv_stays_float32_on_cpu(model, model.node(id));
   if (n == 0) return "";
-  return "; " + std::to_string(n) + " convolution" + (n == 1 ? "" : "s") + " of fewer than " +
+  return "; " + std::to_string(n) + " convolution" + (n == 1 ? "" : "s") + " (depthwise, or of fewer than " +
          std::to_string(kHalfConvMinChannels) +
-         " input channels in float32 (their half-precision gradient runs slower on the CPU)";
+         " input channels) in float32 (their half-precision gradients run several times slower on the CPU)";
 }
 
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train) {

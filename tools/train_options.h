@@ -98,10 +98,10 @@ bool trains_live_conv_taps_only(const TrainOptions& o);
 // Whether they train convolutions over small planes on tap-major weights
 // (graph/autodiff/tap_major_conv_weights.h): on the CPU, as the trainers decide.
 bool trains_tap_major_conv_weights(const TrainOptions& o);
-// Under --precision bf16/fp16 on the CPU, where the model has Convs reading fewer than 4 channels (which
-// stay float32, graph/mixed_precision.h is_thin_conv): "; N convolution(s) of fewer than 4 input channels
-// in float32 (...)", for the precision line. Empty otherwise.
-std::string thin_conv_note(const Graph& model, const TrainOptions& o);
+// Under --precision bf16/fp16 on the CPU, where the model has Convs that stay float32 there
+// (graph/mixed_precision.h conv_stays_float32_on_cpu): "; N convolution(s) in float32 (...)", for the
+// precision line. Empty otherwise.
+std::string float32_conv_note(const Graph& model, const TrainOptions& o);
 // `device`: where the (first) trainer runs, from training_device. Per-position labels in `train` put the
 // cross-entropy's class axis last (language models' (N, T, V) logits).
 TrainerOptions trainer_options(const TrainOptions& o, int64_t total_steps, Device device, const Dataset& train);

@@ -231,7 +231,7 @@ int run_training(const TrainOptions& o) {
   if (o.precision != "fp32") {
     std::fprintf(stderr, "precision %s: Conv, Gemm and MatMul in %s, float32 master weights%s%s\n", o.precision.c_str(),
                  o.precision == "bf16" ? "bfloat16" : "float16", trainer.loss_scaler() ? ", dynamic loss scaling" : "",
-                 thin_conv_note(data.model.graph, o).c_str());
+                 float32_conv_note(data.model.graph, o).c_str());
   }
   std::fprintf(
       stderr, "training %s: %lld epochs x %lld batches of %lld%s, %s lr %g (%s), loss %s; validation %lld samples%s\n",

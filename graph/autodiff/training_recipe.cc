@@ -139,7 +139,7 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   // In float32, after the other fusions: the evaluation graph keeps the model's nodes.
   const bool half = options.precision != Precision::fp32;
   if (half) fuse_transformer_ops(forward, options, r);
-  apply_mixed_precision(forward, options.precision, {.thin_convs_in_float32 = options.thin_convs_in_float32});
+  apply_mixed_precision(forward, options.precision, {.cpu_float32_convs = options.cpu_float32_convs});
   // Evaluation computes in the same precision; it never scales its loss.
   r.evaluation = make_inference_graph(forward);
   // In every precision: autocast leaves BatchNorm, Add and Relu in float32.

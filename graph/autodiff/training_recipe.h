@@ -44,9 +44,10 @@ struct TrainingRecipeOptions {
   // backward 10.4 ms against 1.5, README "Mixed precision"). Trainer turns it off on a GPU. The trained
   // values need with_full_conv_weights to become the model's again.
   bool tap_major_conv_weights = true;
-  // Under bf16 or fp16 a Conv reading fewer than 4 channels (a stem reading the image) stays float32
-  // (graph/mixed_precision.h is_thin_conv): the CPU's choice. Trainer turns it off on a GPU.
-  bool thin_convs_in_float32 = true;
+  // Under bf16 or fp16 a Conv reading fewer than 4 channels (a stem reading the image) and a depthwise Conv
+  // stay float32 (graph/mixed_precision.h conv_stays_float32_on_cpu): the CPU's choice. Trainer turns it off on
+  // a GPU.
+  bool cpu_float32_convs = true;
   // Training-mode BatchNormalization followed by Relu becomes one node in the training graph, in float32
   // (graph/autodiff/batch_norm_relu.h): the CPU kernels' fusion. Trainer turns it off on a GPU.
   bool fuse_batch_norm_relu = true;
@@ -68,13 +69,13 @@ struct TrainingRecipeOptions {
   // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
   bool gather_before_transpose = true;
 
-  // Turns the CPU's rewrites above (tap-major weights, float32 thin convolutions, BatchNorm + Relu, Add +
+  // Turns the CPU's rewrites above (tap-major weights, float32 stem and depthwise convolutions, BatchNorm + Relu, Add +
   // Relu, MaxPool before Relu, FusedMatMul, Gelu, Gathers before Transposes) on or off together: off, the
   // training graph has the model's nodes, as a GPU trains (under bf16 with autocast's Casts around every
   // Conv: a plan made for a GPU names them).
   void set_cpu_rewrites(bool on) {
-    tap_major_conv_weights = thin_convs_in_float32 = fuse_batch_norm_relu = fuse_add_relu = pool_before_relu =
-        fuse_matmul = fuse_gelu = gather_before_transpose = on;
+    tap_major_conv_weights = cpu_float32_convs = fuse_batch_norm_relu = fuse_add_relu = pool_before_relu = fuse_matmul =
+        fuse_gelu = gather_before_transpose = on;
   }
 };
 
