@@ -128,12 +128,10 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                                   int64_t micro_batch) {
   // The training graph the stages run (bf16: with autocast's Cast nodes, which the plan places too; a
   // language model's loss with its (N, T, V) logits reshaped, as the trainer attaches it).
-  const bool cpu_rewrites = !o.device.starts_with("cuda");  // as Trainer decides (the fusion: in float32 only)
   TrainingRecipeOptions options{.loss = loss,
                                 .precision = precision_from_name(o.precision),
-                                .live_conv_taps_only = trains_live_conv_taps_only(o),
-                                .tap_major_conv_weights = trains_tap_major_conv_weights(o)};
-  options.set_cpu_rewrites(cpu_rewrites);
+                                .live_conv_taps_only = trains_live_conv_taps_only(o)};
+  options.set_cpu_rewrites(!o.device.starts_with("cuda"));  // as Trainer decides
   const TrainingRecipe recipe = make_training_recipe(graph, options);
   const TrainingGraph& training = recipe.training;
   Plan plan;
