@@ -72,7 +72,7 @@ class Rewriter {
     node.inputs = {a, b};
     node.outputs = {half_out};
     graph_.value(half_out).producer = id;
-    const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
+    const OpSchema* schema = OpRegistry::builtin().find("", node.op_type);
     ONNXTRAIN_CHECK(schema, node.op_type + " has no schema");
     infer_node(graph_, id, *schema);
     return half_out;
@@ -95,7 +95,23 @@ class Rewriter {
     add_node("Reshape", {back, shape}, {}, base + "/autocast_unflatten", y);
   }
 
+  // A FusedMatMul reads its operands cast to half and writes y itself in float32 (float32_output): the
+  // cast back and the bias Add of the other products are folded into it, and so is its alpha.
+  void rewrite_fused_matmul(NodeId id) {
+    const Node& n = graph_.node(id);
+    const std::string base = n.name.empty() ? n.op_type : n.name;
+    const ValueId x = n.inputs[0], w = n.inputs[1];
+    const ValueId a = cast(x, base + "/autocast_in0");
+    const ValueId b = cast(w, base + "/autocast_in1");
+    Node& node = graph_.node(id);  // cast() may move the graph's nodes
+    node.inputs[0] = a;
+    node.inputs[1] = b;
+    node.attributes["float32_output"] = int64_t{1};
+    infer_node(graph_, id, *OpRegistry::builtin().find(kTrainingDomain, "FusedMatMul"));
+  }
+
   void rewrite(NodeId id) {
+    if (is_fused_matmul(graph_.node(id))) return rewrite_fused_matmul(id);
     if (flattens(graph_.node(id))) return rewrite_flattened(id);
     // add_node may move the graph's nodes: `n` is not used after the first node is added.
     Node& n = graph_.node(id);
@@ -105,7 +121,7 @@ class Rewriter {
     const ValueId x = n.inputs[0], w = n.inputs[1];
     ValueId bias;
     double alpha = 1, beta = 1;
-    if ((conv || is_fused_matmul(n)) && n.has_input(2)) bias = n.inputs[2];  // FusedMatMul's alpha stays
+    if (conv && n.has_input(2)) bias = n.inputs[2];
     if (n.op_type == "Gemm") {
       alpha = n.attr_float("alpha", 1.0);
       beta = n.attr_float("beta", 1.0);

@@ -13,9 +13,10 @@
 // MatMul's batch axes must not broadcast (its gradient would sum over them, a ReduceSum in half): a linear
 // layer on a sequence, (..., M, K) × a static (K, N), runs as one (·, K) × (K, N) product between float32
 // Reshapes; any other MatMul whose batch sizes are not known equal (static, or the same symbol) stays float32.
-// A FusedMatMul (graph/autodiff/fused_matmul.h: the CPU fuses MatMuls before autocast) is cast as MatMul is,
-// rows against a matrix included (its gradient rule multiplies over the flattened rows); its bias becomes a
-// float32 Add after the cast back, and its alpha (the folded constant scalings) stays in the half product.
+// A FusedMatMul (graph/autodiff/fused_matmul.h: the CPU fuses MatMuls before autocast) reads its operands cast
+// as MatMul's, rows against a matrix included (its gradient rule multiplies over the flattened rows), and
+// writes its float32 result itself (float32_output): no cast back, and its float32 bias and its alpha (the
+// folded constant scalings) stay in the product, accumulated in float32 before the one rounding to float32.
 #pragma once
 
 #include <string>

@@ -297,8 +297,8 @@ TEST(FusedMatMul, CostsWhatGemmDoes) {
 }
 
 // Under bf16 the products fuse before autocast: autocast casts the FusedMatMuls' operands, the Transposes
-// and scalings stay folded (not float32 passes between the Casts), alpha stays in the half product, and
-// the biases are float32 Adds after the cast back, as for Gemm.
+// and scalings stay folded (not float32 passes between the Casts), and each product writes its float32
+// result itself (float32_output) with its alpha and its float32 bias: no cast back, no bias Add.
 TEST(FusedMatMul, UnderBf16AutocastCastsTheFusedProducts) {
   const TrainingRecipe r =
       make_training_recipe(attention_model(), {.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16});
@@ -308,24 +308,32 @@ TEST(FusedMatMul, UnderBf16AutocastCastsTheFusedProducts) {
   EXPECT_EQ(scores.op_type, "FusedMatMul");
   EXPECT_EQ(scores.attr_int("transB", -1), 1);
   EXPECT_DOUBLE_EQ(scores.attr_float("alpha", 1.0), 0.25 * 0.5 / 2);
-  const Node& q = node_named(g, "q_mm");
-  ASSERT_EQ(q.inputs.size(), 2u);  // the bias left the product
+  const Node& q = producer(g, "q");
+  EXPECT_EQ(q.name, "q_mm");
+  ASSERT_EQ(q.inputs.size(), 3u);
+  EXPECT_EQ(g.value(q.inputs[2]).name, "bq");
+  EXPECT_EQ(g.value(q.inputs[2]).dtype, DType::Float32);
   for (const Node* n : {&scores, &q}) {
-    for (ValueId in : n->inputs) {
-      EXPECT_EQ(g.value(in).dtype, DType::BFloat16) << n->name;
-      EXPECT_EQ(g.node(g.value(in).producer).op_type, "Cast") << n->name;
+    EXPECT_EQ(n->attr_int("float32_output", 0), 1) << n->name;
+    EXPECT_EQ(g.value(n->outputs[0]).dtype, DType::Float32) << n->name;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(g.value(n->inputs[i]).dtype, DType::BFloat16) << n->name;
+      EXPECT_EQ(g.node(g.value(n->inputs[i]).producer).op_type, "Cast") << n->name;
     }
   }
   EXPECT_EQ(g.value(g.node(g.value(q.inputs[1]).producer).inputs[0]).name, "wq");  // Wq read transposed in place
-  EXPECT_EQ(producer(g, "q").op_type, "Add");                                      // q = float32(product) + bq
-  EXPECT_EQ(g.value(producer(g, "q").inputs[1]).name, "bq");
-  size_t forward_transposes = 0, scalings = 0;
+  size_t forward_transposes = 0, scalings = 0, forward_adds = 0, casts_to_float = 0;
   for (size_t i = 0; i < g.order().size(); ++i) {
     const Node& n = g.node(g.order()[i]);
-    forward_transposes += i < r.training.forward_node_count && n.op_type == "Transpose";
+    const bool forward = i < r.training.forward_node_count;
+    forward_transposes += forward && n.op_type == "Transpose";
+    forward_adds += forward && n.op_type == "Add";
+    casts_to_float += forward && n.op_type == "Cast" && n.attr_int("to", 0) == 1;
     scalings += n.op_type == "Mul" || n.op_type == "Div" ? n.name.rfind("mean", 0) != 0 : 0;
   }
   EXPECT_EQ(forward_transposes, 1u);  // o_t, read twice
+  EXPECT_EQ(forward_adds, 1u);        // h
+  EXPECT_EQ(casts_to_float, 0u);      // no product's result is cast back
   EXPECT_EQ(scalings, 0u);
 }
 

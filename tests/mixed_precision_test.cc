@@ -65,7 +65,10 @@ int check_training_graph(const Trainer& trainer, DType half) {
     EXPECT_TRUE(kHalfOps.count(n.op_type)) << n.op_type << " node '" << n.name << "' runs in half";
     if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "FusedMatMul") {
       ++compute;
-      EXPECT_EQ(n.inputs.size(), 2u) << n.name << ": the bias must stay float32";
+      // A FusedMatMul's float32 bias stays in it (float32_output); the others' leave as float32 Adds.
+      const bool float32_bias = n.op_type == "FusedMatMul" && n.inputs.size() == 3 &&
+                                n.attr_int("float32_output", 0) == 1 && g.value(n.inputs[2]).dtype == DType::Float32;
+      EXPECT_TRUE(n.inputs.size() == 2u || float32_bias) << n.name << ": the bias must stay float32";
       EXPECT_FALSE(n.has_attribute("beta")) << n.name;
       // A FusedMatMul keeps its folded scalings as alpha, and so do the products of its gradient; a model's
       // Gemm has its alpha as a float32 Mul after the cast back.

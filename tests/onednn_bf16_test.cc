@@ -9,9 +9,11 @@
 #include <cmath>
 #include <random>
 
+#include "graph/op_schema.h"
 #include "kernels/backend_info.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/reference/half_float.h"
+#include "tests/graph_builder.h"
 #include "tests/reference_kernel_call.h"
 
 namespace onnxtrain {
@@ -146,6 +148,39 @@ TEST(OnednnBFloat16, GemmAndMatMulMatchReference) {
            {"MatMul", "", {}, {{2, 16, 48}, {2, 48, 24}}, {{2, 16, 24}}},
        })
     expect_matches_reference(c, seed++);
+}
+
+// FusedMatMul with float32_output (autocast's product on the CPU): bfloat16 A (transposed) and B, float32 C
+// and Y, alpha. The reference kernel against the formula over the operands' values, oneDNN's against it.
+TEST(OnednnBFloat16, FusedMatMulWithFloat32OutputMatchesReference) {
+  std::mt19937 rng(31);
+  const std::vector<Tensor> inputs = {random_bf16(rng, {2, 16, 5}), random_bf16(rng, {16, 7}), uniform_tensor({7}, 13)};
+  KernelSpec spec{.op_type = "FusedMatMul",
+                  .domain = kTrainingDomain,
+                  .opset = 1,
+                  .attributes = {{"transA", int64_t{1}}, {"alpha", 0.5}, {"float32_output", int64_t{1}}},
+                  .node_name = "t"};
+  spec.inputs = input_descs(inputs);
+  spec.outputs = {{DType::Float32, {2, 5, 7}}};
+  const auto run = [&](const char* implementation) {
+    const KernelEntry* e = KernelRegistry::builtin().find(kTrainingDomain, "FusedMatMul", DeviceKind::Cpu,
+                                                          DType::BFloat16, implementation);
+    return run_prepared(*e->prepare(spec), inputs, spec.outputs)[0];
+  };
+  const Tensor want = run("reference");
+  ASSERT_EQ(want.dtype(), DType::Float32);
+  const std::span<const float> w = want.data<float>(), c = inputs[2].data<float>();
+  for (int64_t batch = 0; batch < 2; ++batch) {
+    for (int64_t i = 0; i < 5; ++i) {
+      for (int64_t j = 0; j < 7; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < 16; ++k) sum += at(inputs[0], (batch * 16 + k) * 5 + i) * at(inputs[1], k * 7 + j);
+        EXPECT_NEAR(w[(batch * 5 + i) * 7 + j], 0.5 * sum + c[j], 1e-5);
+      }
+    }
+  }
+  const Tensor got = run("onednn");
+  for (int64_t i = 0; i < want.numel(); ++i) EXPECT_NEAR(got.data<float>()[i], w[i], 1e-4) << i;
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ class OnednnMatMul final : public Kernel, public onednn::ReportsImplementation {
                double alpha, double beta, const std::optional<memory::desc>& c_desc)
       : spec_(spec), a_desc_(a), b_desc_(b), y_desc_(y) {
     // Y = AB alone (a MatMul, or a Gemm's weight gradient) can also be added into Y: sums_output.
-    sums_ = !c_desc && alpha == 1.0 && y.data_type() == memory::data_type::f32;
+    sums_ =
+        !c_desc && alpha == 1.0 && a.data_type() == memory::data_type::f32 && y.data_type() == memory::data_type::f32;
     dnnl::engine& engine = onednn::cpu_engine();
     a_ = memory(a, engine, nullptr);
     b_ = memory(b, engine, nullptr);
@@ -317,16 +318,18 @@ std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
   };
   a = product_dims(a, trans_a);
   b = product_dims(b, trans_b);
+  // float32_output: Y and C are float32 over half A and B (the reference prepare checked them).
+  const DType y_dtype = spec.outputs[0].dtype;
   std::optional<memory::desc> c_desc;
   if (spec.inputs.size() > 2 && spec.inputs[2].present()) {
     std::vector<int64_t> c(y_dims.size(), 1);
     c.back() = y_dims.back();
-    c_desc = onednn::plain_desc(c, dtype);
+    c_desc = onednn::plain_desc(c, y_dtype);
   }
   return onednn_or_reference(spec, std::move(reference), [&] {
     return std::make_unique<OnednnMatMul>(
         spec, strided_desc(a, matrix_strides(a, trans_a), dtype), strided_desc(b, matrix_strides(b, trans_b), dtype),
-        onednn::plain_desc(y_dims, dtype), spec.attributes.get_float("alpha", 1.0), 1.0, c_desc);
+        onednn::plain_desc(y_dims, y_dtype), spec.attributes.get_float("alpha", 1.0), 1.0, c_desc);
   });
 }
 

@@ -22,18 +22,20 @@ struct MatMulGeometry {
   bool trans_a = false, trans_b = false;                  // A holds (K, M) matrices, B (N, K) ones
   bool bias = false;                                      // input 2 is C (N)
   double alpha = 1.0;                                     // FusedMatMul's factor of the product
+  bool float32_output = false;                            // FusedMatMul's: half A and B, float32 Y and C
 };
 
-template <typename T>
+// Y (and C) of type Y: T, or float for FusedMatMul's float32_output over half operands.
+template <typename T, typename Y = T>
 void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const T* a = inputs[0].as<const T>();
   const T* b = inputs[1].as<const T>();
-  T* y = outputs[0].as<T>();
+  Y* y = outputs[0].as<Y>();
   for_each_broadcast(g.batch, {g.a_batch_strides, g.b_batch_strides},
                      [&](int64_t flat, const std::vector<int64_t>& offsets) {
                        const T* a_mat = a + offsets[0] * g.m * g.k;
                        const T* b_mat = b + offsets[1] * g.k * g.n;
-                       T* y_mat = y + flat * g.m * g.n;
+                       Y* y_mat = y + flat * g.m * g.n;
                        for (int64_t i = 0; i < g.m; ++i) {
                          for (int64_t j = 0; j < g.n; ++j) {
                            double sum = 0.0;
@@ -43,8 +45,8 @@ void matmul(const MatMulGeometry& g, std::span<const TensorView> inputs, std::sp
                              sum += static_cast<double>(a_ip) * static_cast<double>(b_pj);
                            }
                            sum *= g.alpha;
-                           if (g.bias) sum += static_cast<double>(inputs[2].as<const T>()[j]);
-                           y_mat[i * g.n + j] = static_cast<T>(sum);
+                           if (g.bias) sum += static_cast<double>(inputs[2].as<const Y>()[j]);
+                           y_mat[i * g.n + j] = static_cast<Y>(sum);
                          }
                        }
                      });
@@ -73,8 +75,12 @@ void set_batch(const KernelSpec& spec, const std::vector<int64_t>& a, const std:
 std::unique_ptr<Kernel> make_kernel(const KernelSpec& spec, DType dtype, const MatMulGeometry& g) {
   return make_float_or_half_kernel(spec, dtype, [&](auto zero) {
     using T = decltype(zero);
-    return make_closure_kernel(
-        [g](std::span<const TensorView> in, std::span<const TensorView> out) { matmul<T>(g, in, out); });
+    return make_closure_kernel([g](std::span<const TensorView> in, std::span<const TensorView> out) {
+      if (g.float32_output)
+        matmul<T, float>(g, in, out);
+      else
+        matmul<T>(g, in, out);
+    });
   });
 }
 
@@ -119,10 +125,15 @@ std::unique_ptr<Kernel> make_fused_matmul(const KernelSpec& spec) {
   g.k = g.trans_a ? a[ra - 2] : a[ra - 1];
   g.n = g.trans_b ? b[rb - 2] : b[rb - 1];
   if ((g.trans_b ? b[rb - 1] : b[rb - 2]) != g.k) kernel_fail(spec, "inner dimensions differ: " + operands);
+  g.float32_output = spec.attributes.get_int("float32_output", 0) != 0;
+  const DType y_dtype = g.float32_output ? DType::Float32 : dtype;
+  if (g.float32_output && dtype != DType::Float16 && dtype != DType::BFloat16)
+    kernel_fail(spec, "float32_output needs float16 or bfloat16 operands");
+  if (y.dtype != y_dtype) kernel_fail(spec, "Y must be " + std::string(dtype_name(y_dtype)));
   if (spec.inputs.size() > 2 && spec.inputs[2].present()) {
-    if (spec.inputs[2].dtype != dtype || spec.inputs[2].sizes != std::vector<int64_t>{g.n})
+    if (spec.inputs[2].dtype != y_dtype || spec.inputs[2].sizes != std::vector<int64_t>{g.n})
       kernel_fail(spec,
-                  "C must be (" + std::to_string(g.n) + ") in A's dtype, not " + sizes_to_string(spec.inputs[2].sizes));
+                  "C must be (" + std::to_string(g.n) + ") in Y's dtype, not " + sizes_to_string(spec.inputs[2].sizes));
     g.bias = true;
   }
   set_batch(spec, a, b, y, g);

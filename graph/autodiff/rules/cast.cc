@@ -4,16 +4,11 @@
 
 namespace onnxtrain::gradient_rules {
 
-namespace {
-
-// ONNX's TensorProto code of `dtype` (Cast's `to`): the inverse of dtype_from_onnx_code.
 int64_t onnx_code_of(DType dtype) {
   for (int64_t code = 1; code <= 32; ++code)
     if (dtype_from_onnx_code(code) == dtype) return code;
   return 0;
 }
-
-}  // namespace
 
 void cast_gradient(GradientContext& ctx) {
   if (!ctx.needs_grad(0)) return;

@@ -26,8 +26,11 @@ void fused_matmul_gradient(GradientContext& ctx) {
   if (!sa.rank_known || !sb.rank_known) ctx.fail("needs the ranks of both operands");
   const bool ta = ctx.node().attr_int("transA", 0) != 0, tb = ctx.node().attr_int("transB", 0) != 0;
   const double alpha = ctx.node().attr_float("alpha", 1.0);
-  const ValueId dy = ctx.output_grad(0);
+  ValueId dy = ctx.output_grad(0);
   if (ctx.has_input(2)) ctx.add_broadcast_input_grad(2, dy);
+  // float32_output (autocast's cast back folded in): the products take dY in the operands' half type, as
+  // the Cast's own gradient would give it; C's gradient sums the float32 dY.
+  if (const DType half = ctx.dtype(a); ctx.dtype(dy) != half) dy = ctx.emit("Cast", {dy}, {{"to", onnx_code_of(half)}});
   if (sa.rank() >= 3 && sb.rank() == 2 && !ta && sa.dims.back().is_static()) {
     const Dim n = ctx.shape(dy).dims.back();
     if (!n.is_static()) ctx.fail("needs the static width N of a batch of rows times a matrix");

@@ -21,6 +21,8 @@ void where_gradient(GradientContext& ctx);
 void max_min_gradient(GradientContext& ctx);
 void sum_mean_gradient(GradientContext& ctx);
 void cast_gradient(GradientContext& ctx);  // Cast, CastLike
+// ONNX's TensorProto code of `dtype` (Cast's `to`), 0 when it has none: the inverse of dtype_from_onnx_code.
+int64_t onnx_code_of(DType dtype);
 void identity_gradient(GradientContext& ctx);
 // --- end elementwise ---
 

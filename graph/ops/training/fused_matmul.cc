@@ -4,7 +4,11 @@
 // folding in the Transposes and constant scalings that feed it and the scaling and bias Add that read it
 // (graph/autodiff/fused_matmul.h), so neither the forward nor the gradient products (which take transposed
 // operands) copy a matrix to transpose or scale it.
-//   FusedMatMul(A, B[, C]) -> Y        attributes transA, transB (0 or 1, default 0), alpha (default 1)
+//   FusedMatMul(A, B[, C]) -> Y        attributes transA, transB (0 or 1, default 0), alpha (default 1),
+//                                      float32_output (0 or 1, default 0)
+// float32_output 1 takes float16 or bfloat16 A and B and writes a float32 Y (C float32 too): autocast's
+// product with its cast back and bias folded in (graph/mixed_precision.h), accumulated in float32 and never
+// rounded to half.
 // Cost: MatMul's (2·K per output element forward, twice that backward).
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
@@ -23,9 +27,14 @@ std::pair<Dim, Dim> product_dims(const Shape& s, bool transposed) {
 void infer_fused_matmul(InferContext& ctx) {
   require_numeric(ctx, 0);
   require_same_dtype(ctx, 1, 0);
+  const bool float32_output = ctx.node().attr_int("float32_output", 0) != 0;
+  if (float32_output && ctx.input_dtype(0) != DType::Float16 && ctx.input_dtype(0) != DType::BFloat16)
+    fail_op(ctx,
+            "float32_output needs float16 or bfloat16 operands, not " + std::string(dtype_name(ctx.input_dtype(0))));
+  const DType y_dtype = float32_output ? DType::Float32 : ctx.input_dtype(0);
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);
-  if (!a.rank_known || !b.rank_known) return ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+  if (!a.rank_known || !b.rank_known) return ctx.set_output(0, y_dtype, Shape::unknown_rank());
   const std::string operands = a.to_string() + " x " + b.to_string();
   if (a.rank() < 2 || b.rank() < 2) fail_op(ctx, "both operands need rank 2 or more: " + operands);
   const auto [m, k_a] = product_dims(a, ctx.node().attr_int("transA", 0) != 0);
@@ -40,7 +49,9 @@ void infer_fused_matmul(InferContext& ctx) {
   std::optional<Shape> batch = broadcast_shapes(batch_a, batch_b);
   if (!batch) fail_op(ctx, "batch dimensions do not broadcast: " + operands);
   if (ctx.has_input(2)) {
-    require_same_dtype(ctx, 2, 0);
+    if (ctx.input_dtype(2) != y_dtype)
+      fail_op(ctx, "C must be " + std::string(dtype_name(y_dtype)) + ", Y's type, not " +
+                       std::string(dtype_name(ctx.input_dtype(2))));
     const Shape& c = ctx.input_shape(2);
     const bool per_column =
         c.rank_known && c.rank() == 1 && (!c.dims[0].is_static() || !n.is_static() || c.dims[0].value() == n.value());
@@ -48,7 +59,7 @@ void infer_fused_matmul(InferContext& ctx) {
   }
   batch->dims.push_back(m);
   batch->dims.push_back(n);
-  ctx.set_output(0, ctx.input_dtype(0), *batch);
+  ctx.set_output(0, y_dtype, *batch);
 }
 
 OpCost fused_matmul_cost(const CostContext& ctx) {
