@@ -59,8 +59,9 @@ struct TrainingRecipeOptions {
   bool pool_before_relu = true;
   // Float32 MatMuls train as FusedMatMul with the Transposes before them and their bias Add folded in
   // (graph/autodiff/fused_matmul.h): the CPU kernels' fusion. Under bf16 or fp16 before autocast, which
-  // then casts the FusedMatMuls' operands (its bias stays a float32 Add): the ViT's Transposes and scalings
-  // no longer run as float32 passes between the Casts. Trainer turns it off on a GPU.
+  // then casts the FusedMatMuls' operands and lets them write float32 with their bias (float32_output): the
+  // ViT's Transposes and scalings no longer run as float32 passes between the Casts. Trainer turns it off on
+  // a GPU.
   bool fuse_matmul = true;
   // GELU written out (Erf or Tanh and four to eight elementwise ops) trains as one Gelu node, in float32
   // (graph/autodiff/fused_gelu.h). Trainer turns it off on a GPU, where it is not measured.
