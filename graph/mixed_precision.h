@@ -9,7 +9,8 @@
 //
 // Biases never enter half precision: Conv's B becomes a float32 Add after the cast back (B reshaped to
 // (M,1,..,1)), Gemm's C a float32 Add and its alpha/beta float32 Muls, so the only half ops are the three
-// above plus Cast, and their gradient rules emit only ConvGrad, Gemm, MatMul and data movement in half.
+// above, the CPU's FusedMatMul (below) and Cast, and their gradient rules emit only ConvGrad, Gemm, MatMul,
+// FusedMatMul and data movement in half.
 // MatMul's batch axes must not broadcast (its gradient would sum over them, a ReduceSum in half): a linear
 // layer on a sequence, (..., M, K) × a static (K, N), runs as one (·, K) × (K, N) product between float32
 // Reshapes; any other MatMul whose batch sizes are not known equal (static, or the same symbol) stays float32.
