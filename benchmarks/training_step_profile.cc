@@ -107,8 +107,9 @@ int main(int argc, char** argv) {
   std::printf("\n%-60s %-30s %10s %7s\n", "node (top)", "op", "ms/step", "share");
   for (int i = 0; i < top && i < static_cast<int>(nodes.size()); ++i) {
     const Node& node = g.node(nodes[i].node);
-    std::printf("%-60s %-30s %10.3f %6.1f%%\n", node.name.substr(0, 60).c_str(), node.op_type.c_str(),
-                nodes[i].seconds * 1e3, 100 * nodes[i].seconds / kernel_seconds);
+    std::printf("%-60s %-30s %10.3f %6.1f%%\n",
+                (node.name.size() > 60 ? node.name.substr(node.name.size() - 60) : node.name).c_str(),
+                node.op_type.c_str(), nodes[i].seconds * 1e3, 100 * nodes[i].seconds / kernel_seconds);
   }
   return 0;
 }

@@ -113,7 +113,8 @@ Trainer::Trainer(const Graph& forward, TrainerOptions options)
                 .pool_before_relu = options_.pool_before_relu && cpu,
                 .fuse_matmul = options_.fuse_matmul && cpu,
                 .fuse_gelu = options_.fuse_gelu && cpu,
-                .gather_before_transpose = options_.gather_before_transpose && cpu});
+                .gather_before_transpose = options_.gather_before_transpose && cpu,
+                .fold_casts_into_products = options_.fold_casts_into_products && cpu});
   inputs_ = std::move(recipe.inputs);
   loss_ = std::move(recipe.loss);
   loss_scale_input_ = std::move(recipe.loss_scale_input);

@@ -135,6 +135,9 @@ struct TrainerOptions {
   // Single slices gathered after a Transpose are gathered before it on the CPU
   // (graph/autodiff/gather_before_transpose.h); false: as the model has them.
   bool gather_before_transpose = true;
+  // Under bf16 or fp16, the backward's half products write float32 on the CPU where autodiff would cast
+  // their result back (graph/autodiff/float32_products.h); false: with the Casts.
+  bool fold_casts_into_products = true;
 };
 
 class Trainer {

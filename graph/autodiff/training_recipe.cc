@@ -4,6 +4,7 @@
 
 #include "graph/autodiff/add_relu.h"
 #include "graph/autodiff/batch_norm_relu.h"
+#include "graph/autodiff/float32_products.h"
 #include "graph/autodiff/fused_gelu.h"
 #include "graph/autodiff/fused_matmul.h"
 #include "graph/autodiff/gather_before_transpose.h"
@@ -150,6 +151,8 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   std::string minimised = r.loss.loss;
   if (options.scale_loss) minimised = attach_loss_scale(forward, r.loss.loss_value, r.loss_scale_input);
   r.training = build_training_graph(forward, {.loss = minimised});
+  // Half products write the float32 gradients the Casts of autodiff would make of them (float32_products.h).
+  if (half && options.fold_casts_into_products) r.casts_into_products = fold_casts_into_products(r.training);
   return r;
 }
 

@@ -69,14 +69,17 @@ struct TrainingRecipeOptions {
   // Single slices gathered after a Transpose are gathered before it (graph/autodiff/gather_before_transpose.h):
   // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
   bool gather_before_transpose = true;
+  // Under bf16 or fp16, the backward's half products write float32 where autodiff would cast their result
+  // back (graph/autodiff/float32_products.h). Trainer turns it off on a GPU.
+  bool fold_casts_into_products = true;
 
   // Turns the CPU's rewrites above (tap-major weights, float32 stem and depthwise convolutions, BatchNorm + Relu, Add +
-  // Relu, MaxPool before Relu, FusedMatMul, Gelu, Gathers before Transposes) on or off together: off, the
-  // training graph has the model's nodes, as a GPU trains (under bf16 with autocast's Casts around every
-  // Conv: a plan made for a GPU names them).
+  // Relu, MaxPool before Relu, FusedMatMul, Gelu, Gathers before Transposes, casts folded into products) on or off
+  // together: off, the training graph has the model's nodes, as a GPU trains (under bf16 with autocast's Casts around
+  // every Conv: a plan made for a GPU names them).
   void set_cpu_rewrites(bool on) {
     tap_major_conv_weights = cpu_float32_convs = fuse_batch_norm_relu = fuse_add_relu = pool_before_relu = fuse_matmul =
-        fuse_gelu = gather_before_transpose = on;
+        fuse_gelu = gather_before_transpose = fold_casts_into_products = on;
   }
 };
 
@@ -94,6 +97,7 @@ struct TrainingRecipe {
   int fused_matmuls = 0;                                   // what fuse_matmul fused
   int fused_gelus = 0;                                     // what fuse_gelu fused
   int transposes_after_gathers = 0;                        // what gather_before_transpose removed
+  int casts_into_products = 0;                             // what fold_casts_into_products removed
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
