@@ -24,8 +24,7 @@ Graph attention_model() {
   Graph g;
   const ValueId x = add_input(g, "x", {4, 6, 8});
   const ValueId q = add_inferred_node(g, "q_mm", "MatMul", {x, add_parameter(g, "wq", uniform_tensor({8, 8}, 1))}, "q");
-  const ValueId xt =
-      add_inferred_node(g, "x_t", "Transpose", {x}, "xt", {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  const ValueId xt = add_inferred_node(g, "x_t", "Transpose", {x}, "xt", {{"perm", std::vector<int64_t>{0, 2, 1}}});
   const ValueId s = add_inferred_node(g, "scores", "MatMul", {q, xt}, "s");
   const ValueId p = add_inferred_node(g, "softmax", "Softmax", {s}, "p", {{"axis", int64_t{-1}}});
   const ValueId o = add_inferred_node(g, "pv", "MatMul", {p, x}, "o");

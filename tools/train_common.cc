@@ -209,10 +209,11 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 }
 
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
-bool trains_tap_major_conv_weights(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
+bool trains_with_cpu_rewrites(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
+bool trains_tap_major_conv_weights(const TrainOptions& o) { return trains_with_cpu_rewrites(o); }
 
 std::string float32_conv_note(const Graph& model, const TrainOptions& o) {
-  if (o.precision == "fp32" || o.device.starts_with("cuda")) return "";
+  if (o.precision == "fp32" || !trains_with_cpu_rewrites(o)) return "";
   size_t n = 0;
   for (NodeId id : model.order()) n += conv_stays_float32_on_cpu(model, model.node(id));
   if (n == 0) return "";

@@ -131,7 +131,7 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
   TrainingRecipeOptions options{.loss = loss,
                                 .precision = precision_from_name(o.precision),
                                 .live_conv_taps_only = trains_live_conv_taps_only(o)};
-  options.set_cpu_rewrites(!o.device.starts_with("cuda"));  // as Trainer decides
+  options.set_cpu_rewrites(trains_with_cpu_rewrites(o));
   const TrainingRecipe recipe = make_training_recipe(graph, options);
   const TrainingGraph& training = recipe.training;
   Plan plan;
