@@ -66,6 +66,8 @@ void fold(Graph& g, NodeId cast_id, const Folded& f) {
   product.attributes["float32_output"] = int64_t{1};
   // The last node of the chain writes the Cast's output value, so its readers and the graph outputs stay.
   const NodeId last = f.reshape.valid() ? f.reshape : f.product;
+  const ValueId dropped = g.node(last).outputs[0];  // the half value the Cast read: no node writes it now
+  g.value(dropped).producer = NodeId{};
   g.node(last).outputs[0] = out;
   g.value(out).producer = last;
   infer(g, f.product);
