@@ -117,6 +117,15 @@ void register_all() {
         },
         in_bytes + 4.0 * numel);
   }
+  // Attention's scores (the ViT's: 32 images x 8 heads, 65 x 65) normalised over the last axis: the default
+  // Softmax kernel there is kernels/cpu/row_softmax.h (with AVX-512). Bytes read and written.
+  const Ints attention{32, 8, 65, 65};
+  add(
+      "Softmax/" + shape_name(attention),
+      [=] {
+        return Op{"", "Softmax", 13, {{"axis", int64_t{-1}}}, {random_tensor(attention, -8, 8)}, {attention}};
+      },
+      8.0 * 32 * 8 * 65 * 65);
   for (const Ints& scores : {Ints{1024, 1000}, Ints{64, 16, 1000}}) {
     Ints per_element = scores;
     per_element.erase(per_element.begin() + 1);

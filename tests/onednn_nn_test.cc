@@ -7,9 +7,11 @@
 // Configurations that fall back to the reference kernel (even LRN
 // sizes, broadcast LayerNorm scale, ...) run through the same comparison.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernels/kernel.h"
@@ -209,6 +211,29 @@ TEST(OnednnNn, SoftmaxMatchesReference) {
     const Attributes a{{"axis", pick(rng, -rank, rank - 1)}};
     for (const char* op : {"Softmax", "LogSoftmax"})
       expect_agree({op, opset, a, {random_tensor(rng, x, -8, 8)}, {f32(x)}}, "trial " + std::to_string(trial));
+  }
+}
+
+// Softmax over the last axis runs on kernels/cpu/row_softmax.h where the CPU has AVX-512: rows of whole
+// vectors, of a masked tail and of both (attention's 65), -inf scores (masked positions), a row that is
+// all -inf but one, and scores far from 0; one thread and two give the same bits.
+TEST(OnednnNn, SoftmaxOverRowsMatchesReference) {
+  std::mt19937 rng(53);
+  for (const int64_t n : {1, 15, 16, 17, 65, 1000}) {
+    Tensor x = random_tensor(rng, {3, 37, n}, -30, 30);
+    float* v = x.data<float>().data();
+    for (int64_t i = 0; i < x.numel(); i += 7) v[i] = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) v[i] = i == n / 2 ? 80.0f : -INFINITY;  // row 0: one finite score
+    for (int64_t i = n; i < 2 * n; ++i) v[i] += 1000.0f;                    // row 1: far from 0
+    v[n] = 1000.0f;
+    const Case c{"Softmax", 13, {{"axis", int64_t{-1}}}, {x}, {f32({3, 37, n})}};
+    expect_agree(c, "n " + std::to_string(n), Path::Primitive, 1e-5, 1e-7);
+    omp_set_num_threads(1);
+    const std::vector<Tensor> one = run(c, "onednn");
+    omp_set_num_threads(2);
+    const std::vector<Tensor> two = run(c, "onednn");
+    EXPECT_EQ(std::memcmp(one[0].data<float>().data(), two[0].data<float>().data(), one[0].nbytes()), 0)
+        << "n " << n;  // bits: a row of one -inf is NaN
   }
 }
 

@@ -2,6 +2,10 @@
 // opset 13 over `axis` alone, X viewed as (outer, n, inner) with axis 1; before 13 X coerced to 2-D
 // (outer, n) at `axis` (default 1) and normalised over n. Falls back to the reference kernel (same
 // device) for empty tensors and anything oneDNN refuses; attribute errors are the reference kernel's.
+// Softmax over contiguous rows (the normalised axis innermost: attention's scores) runs on the CPU's own
+// AVX-512 kernel instead (kernels/cpu/row_softmax.h), where the CPU has AVX-512.
+#include "kernels/cpu/row_softmax.h"
+#include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/primitive_kernel.h"
 
@@ -9,6 +13,18 @@ namespace onnxtrain {
 namespace {
 
 using namespace onednn;
+
+class RowSoftmaxKernel final : public Kernel, public ReportsImplementation {
+ public:
+  RowSoftmaxKernel(int64_t rows, int64_t n) : rows_(rows), n_(n) {}
+  void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
+    cpu::row_softmax(inputs[0].as<const float>(), outputs[0].as<float>(), rows_, n_);
+  }
+  std::string library_implementation() const override { return "cpu row softmax (avx512)"; }
+
+ private:
+  int64_t rows_, n_;
+};
 
 template <bool Log>
 std::unique_ptr<Kernel> make_softmax(const KernelSpec& spec) {
@@ -29,6 +45,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelSpec& spec) {
       inner *= sizes[d];
     }
   }
+  if (!Log && inner == 1 && cpu::has_row_softmax()) return std::make_unique<RowSoftmaxKernel>(outer, n);
   try {
     const dnnl::memory::desc view = plain_desc({outer, n, inner});
     dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_inference,
