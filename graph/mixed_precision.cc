@@ -50,8 +50,6 @@ class Rewriter {
     return true;
   }
 
-  static bool is_fused_matmul(const Node& n) { return n.domain == kTrainingDomain && n.op_type == "FusedMatMul"; }
-
   // A MatMul of activations (..., M, K) by a static matrix (K, N) (a linear layer on a sequence): computed
   // as one (·, K) × (K, N) matrix product between float32 Reshapes, so that its gradient is a plain Gemm
   // (no sum over the broadcast batch axes in half).
@@ -244,6 +242,8 @@ DType compute_dtype(Precision precision) {
       return DType::Float32;
   }
 }
+
+bool is_fused_matmul(const Node& n) { return n.domain == kTrainingDomain && n.op_type == "FusedMatMul"; }
 
 bool conv_stays_float32_on_cpu(const Graph& graph, const Node& n) {
   if (!n.is_onnx_op("Conv") || n.inputs.empty()) return false;

@@ -47,6 +47,10 @@ inline constexpr int64_t kHalfConvMinChannels = 4;
 // Whether `n` is such a Conv (X's channel count known).
 bool conv_stays_float32_on_cpu(const Graph& graph, const Node& n);
 
+// Whether `n` is the CPU's FusedMatMul (ai.onnxtrain; graph/autodiff/fused_matmul.h), which autocast casts
+// as MatMul and which can write float32 over half operands (float32_output).
+bool is_fused_matmul(const Node& n);
+
 struct AutocastOptions {
   bool cpu_float32_convs = false;  // the CPU's choice: conv_stays_float32_on_cpu nodes stay float32
 };

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "graph/mixed_precision.h"  // is_fused_matmul
 #include "graph/op_schema.h"
 
 namespace onnxtrain {
@@ -11,8 +12,6 @@ namespace {
 constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT
 
 bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
-
-bool is_fused_matmul(const Node& n) { return n.domain == kTrainingDomain && n.op_type == "FusedMatMul"; }
 
 // A product that can write float32 instead of half: a FusedMatMul without float32_output whose C (if
 // any) is float32 already (none is, under autocast's half products), or a Gemm without C.
