@@ -31,8 +31,11 @@ Linear and of every MultiheadAttention (its input and output projections and its
 Q.K^T and P.V) (forward hooks, one sample in eval() mode; BatchNorm, LayerNorm, activations, softmax,
 pooling, the loss and the update are not counted), and takes a training step as 3 x forward (forward,
 backward to the data, backward to the weights). GFLOP/s = samples/s * step FLOPs per sample / 1e9. The
-peak: once per thread count, the worker times float32 torch.mm of two 2048x2048 matrices (on --device,
-after warm-up, repeated for about a second): 2 * 2048^3 * repetitions / seconds; "% of peak" is onnxtrain's
+peak: before each configuration's timed blocks, the worker times float32 torch.mm of two 2048x2048
+matrices (on --device, after warm-up, repeated for about a second): 2 * 2048^3 * repetitions / seconds; on
+the CPU so does BUILD/benchmarks/gemm_peak with oneDNN's sgemm (torch's MKL under-reads AMD hosts by up to a
+third). A thread count's peak is the best of all its samples over the whole run (a shared host's noise only
+lowers a sample; one low torch.mm sample made VGG-11 run at 168% of "the peak"); "% of peak" is onnxtrain's
 GFLOP/s against it. That count credits every kernel tap, also those that fall in the zero padding (8 of 9
 of ResNet-18's layer4 at 32x32, which onnxtrain neither computes nor trains); "% of peak, live taps" counts
 only the (output position, tap) pairs whose input lies inside the input: the multiply-adds onnxtrain does.
@@ -122,6 +125,14 @@ def busy_fraction(interval=0.5):
     time.sleep(interval)
     total1, idle1 = sample()
     return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def cpu_steal_ticks():
+    """(stolen, total) CPU ticks since boot over all CPUs (Linux /proc/stat; steal is the 8th field): the time a
+    virtual machine's CPUs were runnable but the hypervisor ran something else, the load `uptime` cannot see."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
 
 
 def wait_for_idle(limit_s):
@@ -390,6 +401,17 @@ def gemm_peak(device, n=PEAK_N, seconds=PEAK_SECONDS):
     return {"gflops": 2.0 * n ** 3 * reps / elapsed / 1e9, "n": n, "repetitions": reps, "seconds": elapsed}
 
 
+def onnxtrain_gemm_peak(onnxtrain, threads, n=PEAK_N, seconds=PEAK_SECONDS):
+    """The same float32 product on oneDNN's sgemm (BUILD/benchmarks/gemm_peak.cc) at `threads`: its JSON line,
+    or None when that tool was not built (a --binary outside a build folder)."""
+    tool = os.path.join(os.path.dirname(os.path.dirname(onnxtrain)), "benchmarks", "gemm_peak")
+    if not os.path.exists(tool):
+        return None
+    out = subprocess.run([tool, str(n), str(seconds)], env=thread_env(threads), check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out)
+
+
 def torch_worker(name, batch, threads, profile_steps, device="cpu", tf32=False, workdir=None, precision="fp32"):
     import numpy as np
     import torch
@@ -531,8 +553,10 @@ def fmt_rates(values):
     return "%.0f [%.0f-%.0f]" % (statistics.median(values), min(values), max(values))
 
 
-def fmt_peaks(peaks):
-    return ", ".join("%d thread%s %.1f GFLOP/s" % (t, "" if t == 1 else "s", peaks[t]["gflops"]) for t in sorted(peaks))
+def fmt_peaks(peaks, samples):
+    return ", ".join("%d thread%s %.1f GFLOP/s (samples %s)" %
+                     (t, "" if t == 1 else "s", peaks[t]["gflops"], " ".join("%.1f" % g for g in samples[t]))
+                     for t in sorted(peaks))
 
 
 def main():
@@ -578,7 +602,9 @@ def main():
     binary = find_onnxtrain(os.path.abspath(args.build), args.binary)
     configs = [(n, b, int(t)) for n, b in parse_models(args.models) for t in args.threads.split(",")]
     rows, torch_version = [], None
-    peaks = {}  # threads -> the worker's gemm_peak
+    peaks = {}  # threads -> the best of the worker's gemm_peak samples
+    peak_samples = {}  # threads -> every sample's GFLOP/s, in order
+    steal_start = cpu_steal_ticks()
     print("onnxtrain: %s\ntorch: %s; %d repeats, %d warm-up steps; load average %s" %
           (binary, args.python, args.repeats, args.warmup, " ".join("%.2f" % x for x in os.getloadavg())), flush=True)
     with tempfile.TemporaryDirectory(prefix="compare_pytorch_") as workdir:
@@ -590,12 +616,18 @@ def main():
             model = worker.info["model"]
             step_flops = 3 * worker.info["forward_flops_per_sample"]  # forward, backward to data and to weights
             step_live_flops = 3 * worker.info["forward_live_flops_per_sample"]
-            if threads not in peaks:
-                if args.wait_idle:
-                    wait_for_idle(args.wait_idle)
-                peaks[threads] = worker.ask(peak=True)
-                print("  float32 GEMM peak (torch.mm %dx%d) at %d threads: %.1f GFLOP/s" %
-                      (PEAK_N, PEAK_N, threads, peaks[threads]["gflops"]), flush=True)
+            if args.wait_idle:
+                wait_for_idle(args.wait_idle)
+            samples = [dict(worker.ask(peak=True), by="torch.mm")]
+            ours_peak = onnxtrain_gemm_peak(binary, threads) if args.device == "cpu" else None
+            if ours_peak:
+                samples.append(dict(ours_peak, by="oneDNN sgemm"))
+            for sample in samples:
+                peak_samples.setdefault(threads, []).append(sample["gflops"])
+                if threads not in peaks or sample["gflops"] > peaks[threads]["gflops"]:
+                    peaks[threads] = sample
+            print("  float32 GEMM peak (%dx%d) at %d threads: %s GFLOP/s" %
+                  (PEAK_N, PEAK_N, threads, ", ".join("%s %.1f" % (x["by"], x["gflops"]) for x in samples)), flush=True)
             ours, theirs = [], []
             busy_repeats = 0
             for _ in range(args.repeats):
@@ -617,7 +649,6 @@ def main():
             ratios = [a / b for a, b in zip(ours, theirs)]
             ours_gflops = statistics.median(ours) * step_flops / 1e9
             theirs_gflops = statistics.median(theirs) * step_flops / 1e9
-            peak = peaks[threads]["gflops"]
             rows.append({"model": name, "batch": batch, "threads": threads, "steps": steps, "onnxtrain": ours,
                          "torch": theirs, "ratio": statistics.median(ours) / statistics.median(theirs),
                          "ratio_per_repeat": ratios, "model_file": model,
@@ -626,25 +657,30 @@ def main():
                          "onnxtrain_gflops": ours_gflops, "torch_gflops": theirs_gflops,
                          "onnxtrain_gflops_per_repeat": [v * step_flops / 1e9 for v in ours],
                          "torch_gflops_per_repeat": [v * step_flops / 1e9 for v in theirs],
-                         "peak_gflops": peak, "onnxtrain_percent_of_peak": 100 * ours_gflops / peak,
-                         "step_live_flops_per_sample": step_live_flops,
-                         "onnxtrain_live_percent_of_peak":
-                             100 * statistics.median(ours) * step_live_flops / 1e9 / peak,
-                         "torch_percent_of_peak": 100 * theirs_gflops / peak})
+                         "step_live_flops_per_sample": step_live_flops})
             print("  %s b%d t%d: onnxtrain %s, torch %s samples/s; %.1f and %.1f GFLOP/s (%.1f MFLOP a sample's "
                   "step)%s" % (name, batch, threads, fmt_rates(ours), fmt_rates(theirs), ours_gflops, theirs_gflops,
                                step_flops / 1e6,
                                ", %d timed blocks started on a busy machine" % busy_repeats if busy_repeats else ""),
                   flush=True)
 
+    for r in rows:  # against the best peak sample of the run, known only now
+        peak = peaks[r["threads"]]["gflops"]
+        r.update({"peak_gflops": peak, "onnxtrain_percent_of_peak": 100 * r["onnxtrain_gflops"] / peak,
+                  "onnxtrain_live_percent_of_peak":
+                      100 * statistics.median(r["onnxtrain"]) * r["step_live_flops_per_sample"] / 1e9 / peak,
+                  "torch_percent_of_peak": 100 * r["torch_gflops"] / peak})
+    steal_end = cpu_steal_ticks()
+    steal_percent = 100.0 * (steal_end[0] - steal_start[0]) / max(steal_end[1] - steal_start[1], 1)
     print("\non %s%s, %s; torch %s (%s); samples/s, median [min-max] of %d repeats; ratio = onnxtrain / torch medians "
-          "[min-max of the per-repeat ratios]; load average after: %s\n" %
+          "[min-max of the per-repeat ratios]; load average after: %s; CPU time stolen by the hypervisor during "
+          "the run: %.1f%%\n" %
           (args.device, " with TF32" if args.tf32 else "", args.precision, torch_version, args.python, args.repeats,
-           " ".join("%.2f" % x for x in os.getloadavg())))
-    print("float32 GEMM peak (torch.mm %dx%d, about %g s after warm-up)%s: %s; GFLOP/s = samples/s x step MFLOP "
-          "per sample (3 x the forward's 2 x multiply-adds of every Conv, Linear and attention) / 1000 at the "
-          "medians\n" %
-          (PEAK_N, PEAK_N, PEAK_SECONDS, " with TF32 allowed" if args.tf32 else "", fmt_peaks(peaks)))
+           " ".join("%.2f" % x for x in os.getloadavg()), steal_percent))
+    print("float32 GEMM peak (%dx%d, about %g s after warm-up, the best of torch.mm's and oneDNN sgemm's samples "
+          "before each configuration)%s: %s; GFLOP/s = samples/s x step MFLOP per sample (3 x the forward's 2 x multiply-adds "
+          "of every Conv, Linear and attention) / 1000 at the medians\n" %
+          (PEAK_N, PEAK_N, PEAK_SECONDS, " with TF32 allowed" if args.tf32 else "", fmt_peaks(peaks, peak_samples)))
     header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio", "step MFLOP/sample",
               "onnxtrain GFLOP/s", "torch GFLOP/s", "onnxtrain % of peak", "% of peak, live taps")
     lines = [header] + [(r["model"], str(r["batch"]), str(r["threads"]), fmt_rates(r["onnxtrain"]), fmt_rates(r["torch"]),
@@ -657,9 +693,12 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"torch": torch_version, "python": args.python, "onnxtrain": binary, "precision": args.precision,
-                       "peak": {"what": "float32 torch.mm of two %dx%d matrices on %s, 2 n^3 repetitions / seconds"
-                                        % (PEAK_N, PEAK_N, args.device), "tf32": args.tf32,
-                                "by_threads": {str(t): v for t, v in sorted(peaks.items())}},
+                       "peak": {"what": "the best of float32 torch.mm and (CPU) oneDNN sgemm of two %dx%d matrices "
+                                        "on %s, 2 n^3 repetitions / seconds" % (PEAK_N, PEAK_N, args.device),
+                                "tf32": args.tf32,
+                                "by_threads": {str(t): v for t, v in sorted(peaks.items())},
+                                "samples_by_threads": {str(t): v for t, v in sorted(peak_samples.items())}},
+                       "cpu_steal_percent": steal_percent,
                        "flops": "forward: 2 x multiply-adds of every Conv, Linear and attention (projections, QK^T, "
                                 "PV) for one sample; step: 3 x forward; "
                                 "live: only the (output position, tap) pairs whose input lies inside the input",
