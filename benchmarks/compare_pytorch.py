@@ -401,6 +401,15 @@ def gemm_peak(device, n=PEAK_N, seconds=PEAK_SECONDS):
     return {"gflops": 2.0 * n ** 3 * reps / elapsed / 1e9, "n": n, "repetitions": reps, "seconds": elapsed}
 
 
+def record_peak_samples(peaks, peak_samples, threads, samples):
+    """Adds GEMM peak samples (dicts with "gflops") taken at `threads`: peak_samples[threads] lists every
+    sample's GFLOP/s in order, peaks[threads] is the best sample so far (noise only lowers a sample)."""
+    for sample in samples:
+        peak_samples.setdefault(threads, []).append(sample["gflops"])
+        if threads not in peaks or sample["gflops"] > peaks[threads]["gflops"]:
+            peaks[threads] = sample
+
+
 def onnxtrain_gemm_peak(onnxtrain, threads, n=PEAK_N, seconds=PEAK_SECONDS):
     """The same float32 product on oneDNN's sgemm (BUILD/benchmarks/gemm_peak.cc) at `threads`: its JSON line,
     or None when that tool was not built (a --binary outside a build folder)."""
@@ -622,10 +631,7 @@ def main():
             ours_peak = onnxtrain_gemm_peak(binary, threads) if args.device == "cpu" else None
             if ours_peak:
                 samples.append(dict(ours_peak, by="oneDNN sgemm"))
-            for sample in samples:
-                peak_samples.setdefault(threads, []).append(sample["gflops"])
-                if threads not in peaks or sample["gflops"] > peaks[threads]["gflops"]:
-                    peaks[threads] = sample
+            record_peak_samples(peaks, peak_samples, threads, samples)
             print("  float32 GEMM peak (%dx%d) at %d threads: %s GFLOP/s" %
                   (PEAK_N, PEAK_N, threads, ", ".join("%s %.1f" % (x["by"], x["gflops"]) for x in samples)), flush=True)
             ours, theirs = [], []

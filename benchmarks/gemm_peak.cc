@@ -6,12 +6,12 @@
 // at 1 and 2 threads, this 108 and 213), and a network then ran at "162% of the peak".
 //
 //   OMP_NUM_THREADS=2 build/release/benchmarks/gemm_peak 2048 1.0
-#include <dnnl.hpp>
 #include <omp.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dnnl.hpp>
 #include <string>
 #include <vector>
 
