@@ -136,7 +136,8 @@ struct TrainerOptions {
   // (graph/autodiff/gather_before_transpose.h); false: as the model has them.
   bool gather_before_transpose = true;
   // Under bf16 or fp16, the backward's half products write float32 on the CPU where autodiff would cast
-  // their result back (graph/autodiff/float32_products.h); false: with the Casts.
+  // their result back, and the forward's Casts to half go before the Transposes that lead to half products
+  // (graph/autodiff/float32_products.h); false: the Casts where autocast puts them.
   bool fold_casts_into_products = true;
 };
 

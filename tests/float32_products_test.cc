@@ -35,20 +35,77 @@ Graph attention_model() {
   return g;
 }
 
+// An int64 shape constant (what an exporter's Constant node becomes), never trained.
+ValueId add_shape(Graph& g, const std::string& name, const std::vector<int64_t>& shape) {
+  const Tensor t = Tensor::vector_int64(shape);
+  const ValueId v = g.add_value(
+      {.name = name, .dtype = DType::Int64, .shape = Shape::of(t.sizes()), .role = ValueRole::Constant, .data = t});
+  g.initializers.push_back(v);
+  return v;
+}
+
+// X (4,6,8) as nn.MultiheadAttention's heads: q, k and v each Transpose (1,0,2) to (6,4,8), Reshape to
+// (6,4,2,4) and Transpose (0,2,1,3) to (6,2,4,4) (six sequences of two heads); q times k transposed,
+// Softmax, times v, back through a Transpose to (4,6,8), the mean over its six rows and Wo: five classes.
+// The heads' Transposes swap other axes than the products' last two, which FusedMatMul folds.
+ValueId heads(Graph& g, ValueId x, const std::string& name) {
+  const ValueId t =
+      add_inferred_node(g, name + "_seq", "Transpose", {x}, name + "_t", {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  const ValueId r =
+      add_inferred_node(g, name + "_split", "Reshape", {t, add_shape(g, name + "_shape", {6, 4, 2, 4})}, name + "_r");
+  return add_inferred_node(g, name + "_heads", "Transpose", {r}, name, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+}
+
+Graph heads_model() {
+  Graph g;
+  const ValueId x = add_input(g, "x", {4, 6, 8});
+  const ValueId q = heads(g, x, "q"), k = heads(g, x, "k"), v = heads(g, x, "v");
+  const ValueId kt = add_inferred_node(g, "k_t", "Transpose", {k}, "kt", {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  const ValueId s = add_inferred_node(g, "scores", "MatMul", {q, kt}, "s");
+  const ValueId p = add_inferred_node(g, "softmax", "Softmax", {s}, "p", {{"axis", int64_t{-1}}});
+  const ValueId o = add_inferred_node(g, "pv", "MatMul", {p, v}, "o");  // (6,2,4,4)
+  const ValueId back =
+      add_inferred_node(g, "merge", "Transpose", {o}, "back", {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
+  const ValueId merged = add_inferred_node(g, "merged", "Reshape", {back, add_shape(g, "flat", {4, 6, 8})}, "mg");
+  const ValueId m = add_inferred_node(g, "mean", "ReduceMean", {merged}, "m",
+                                      {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});  // (4,8)
+  g.outputs.push_back(
+      add_inferred_node(g, "out_mm", "MatMul", {m, add_parameter(g, "wo", uniform_tensor({8, 5}, 2))}, "logits"));
+  return g;
+}
+
 bool is_product(const Node& n) { return n.op_type == "FusedMatMul" || n.is_onnx_op("Gemm"); }
 
-// Backward Casts to float32 that read a product's output, directly or through a Reshape.
+// The node that writes what `n` reads first, through Reshapes and Transposes.
+NodeId through_data_movement(const Graph& g, const Node& n) {
+  NodeId from = g.value(n.inputs[0]).producer;
+  while (from.valid() && (g.node(from).is_onnx_op("Reshape") || g.node(from).is_onnx_op("Transpose")))
+    from = g.value(g.node(from).inputs[0]).producer;
+  return from;
+}
+
+// Backward Casts to float32 that read a product's output, directly or through Reshapes and Transposes.
 int casts_back_of_products(const TrainingGraph& t) {
   const Graph& g = t.graph;
   int found = 0;
   for (size_t i = t.forward_node_count; i < g.order().size(); ++i) {
     const Node& n = g.node(g.order()[i]);
     if (!n.is_onnx_op("Cast") || n.attr_int("to", 0) != 1) continue;
-    NodeId from = g.value(n.inputs[0]).producer;
-    if (from.valid() && g.node(from).is_onnx_op("Reshape")) from = g.value(g.node(from).inputs[0]).producer;
+    const NodeId from = through_data_movement(g, n);
     found += from.valid() && is_product(g.node(from));
   }
   return found;
+}
+
+// Forward Transposes of float32 values, and of half ones.
+std::pair<int, int> forward_transposes(const TrainingGraph& t) {
+  std::pair<int, int> n{0, 0};
+  for (size_t i = 0; i < t.forward_node_count; ++i) {
+    const Node& node = t.graph.node(t.graph.order()[i]);
+    if (!node.is_onnx_op("Transpose")) continue;
+    (t.graph.value(node.outputs[0]).dtype == DType::Float32 ? n.first : n.second)++;
+  }
+  return n;
 }
 
 TEST(Float32Products, UnderBf16TheBackwardProductsWriteFloat32) {
@@ -85,6 +142,42 @@ TEST(Float32Products, UnderBf16TheBackwardProductsWriteFloat32) {
   o.precision = Precision::fp32;
   o.fold_casts_into_products = true;
   EXPECT_EQ(make_training_recipe(attention_model(), o).casts_into_products, 0);
+}
+
+// The Casts to half go before the Transposes that lead to the half products: the heads' Transposes move
+// bfloat16, the Casts back are folded through their gradients, and float32 training moves none.
+TEST(Float32Products, UnderBf16TheCastsToHalfGoBeforeTheTransposes) {
+  TrainingRecipeOptions o{.loss = parse_loss_spec("cross-entropy"), .precision = Precision::bf16};
+  const TrainingRecipe moved = make_training_recipe(heads_model(), o);
+  o.fold_casts_into_products = false;
+  const TrainingRecipe kept = make_training_recipe(heads_model(), o);
+
+  EXPECT_EQ(kept.casts_before_transposes, 0);
+  EXPECT_EQ(forward_transposes(kept.training), std::make_pair(7, 0));  // k_t is folded into the scores
+  // Each of q, k and v: its Cast moves before both Transposes (and the Reshape between them), twice;
+  // merge's output reaches no product.
+  EXPECT_EQ(moved.casts_before_transposes, 6);
+  EXPECT_EQ(forward_transposes(moved.training), std::make_pair(1, 6));
+  EXPECT_EQ(moved.training.forward_node_count, kept.training.forward_node_count);
+  EXPECT_EQ(casts_back_of_products(moved.training), 0);
+  EXPECT_GT(moved.casts_into_products, 0);
+  // The Casts read the model's input X itself now.
+  const Graph& g = moved.training.graph;
+  int casts_of_x = 0;
+  for (NodeId id : g.order()) casts_of_x += g.node(id).is_onnx_op("Cast") && g.value(g.node(id).inputs[0]).name == "x";
+  EXPECT_EQ(casts_of_x, 3);
+
+  o.precision = Precision::fp32;
+  o.fold_casts_into_products = true;
+  EXPECT_EQ(make_training_recipe(heads_model(), o).casts_before_transposes, 0);
+}
+
+TEST(Float32Products, TrainingMovedFollowsTrainingWithTheCasts) {
+  TrainerOptions moved = testing_support::momentum_sgd_options();
+  moved.precision = Precision::bf16;
+  TrainerOptions kept = moved;
+  kept.fold_casts_into_products = false;
+  testing_support::expect_close_training(heads_model(), moved, kept, {4, 6, 8}, 5, 6, 2e-2);
 }
 
 TEST(Float32Products, TrainingFoldedFollowsTrainingWithTheCasts) {

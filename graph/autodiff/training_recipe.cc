@@ -141,6 +141,8 @@ TrainingRecipe make_training_recipe(const Graph& model, const TrainingRecipeOpti
   const bool half = options.precision != Precision::fp32;
   if (half) fuse_transformer_ops(forward, options, r);
   apply_mixed_precision(forward, options.precision, {.cpu_float32_convs = options.cpu_float32_convs});
+  // The Casts to half before the Transposes that lead to half products (float32_products.h).
+  if (half && options.fold_casts_into_products) r.casts_before_transposes = move_half_casts_before_transposes(forward);
   // Evaluation computes in the same precision; it never scales its loss.
   r.evaluation = make_inference_graph(forward);
   // In every precision: autocast leaves BatchNorm, Add and Relu in float32.

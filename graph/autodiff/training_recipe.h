@@ -70,7 +70,8 @@ struct TrainingRecipeOptions {
   // nn.MultiheadAttention's split of q, k and v without the copy. Trainer turns it off on a GPU.
   bool gather_before_transpose = true;
   // Under bf16 or fp16, the backward's half products write float32 where autodiff would cast their result
-  // back (graph/autodiff/float32_products.h). Trainer turns it off on a GPU.
+  // back, and the forward's Casts to half go before the Transposes that lead to half products
+  // (graph/autodiff/float32_products.h). Trainer turns it off on a GPU.
   bool fold_casts_into_products = true;
 
   // Turns the CPU's rewrites above (tap-major weights, float32 stem and depthwise convolutions, BatchNorm + Relu, Add +
@@ -98,6 +99,7 @@ struct TrainingRecipe {
   int fused_gelus = 0;                                     // what fuse_gelu fused
   int transposes_after_gathers = 0;                        // what gather_before_transpose removed
   int casts_into_products = 0;                             // what fold_casts_into_products removed
+  int casts_before_transposes = 0;                         // what it moved before Transposes
 };
 
 // Throws Error for a model without a data input, or what the loss and autodiff refuse.
