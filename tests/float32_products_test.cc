@@ -14,6 +14,7 @@
 namespace onnxtrain {
 namespace {
 
+using testing_support::add_constant;
 using testing_support::add_inferred_node;
 using testing_support::add_input;
 using testing_support::add_parameter;
@@ -36,15 +37,6 @@ Graph attention_model() {
   return g;
 }
 
-// An int64 shape constant (what an exporter's Constant node becomes), never trained.
-ValueId add_shape(Graph& g, const std::string& name, const std::vector<int64_t>& shape) {
-  const Tensor t = Tensor::vector_int64(shape);
-  const ValueId v = g.add_value(
-      {.name = name, .dtype = DType::Int64, .shape = Shape::of(t.sizes()), .role = ValueRole::Constant, .data = t});
-  g.initializers.push_back(v);
-  return v;
-}
-
 // X (4,6,8) as nn.MultiheadAttention's heads: q, k and v each Transpose (1,0,2) to (6,4,8), Reshape to
 // (6,4,2,4) and Transpose (0,2,1,3) to (6,2,4,4) (six sequences of two heads); q times k transposed,
 // Softmax, times v, back through a Transpose to (4,6,8), the mean over its six rows and Wo: five classes.
@@ -53,7 +45,8 @@ ValueId heads(Graph& g, ValueId x, const std::string& name) {
   const ValueId t =
       add_inferred_node(g, name + "_seq", "Transpose", {x}, name + "_t", {{"perm", std::vector<int64_t>{1, 0, 2}}});
   const ValueId r =
-      add_inferred_node(g, name + "_split", "Reshape", {t, add_shape(g, name + "_shape", {6, 4, 2, 4})}, name + "_r");
+      add_inferred_node(g, name + "_split", "Reshape",
+                        {t, add_constant(g, name + "_shape", Tensor::vector_int64({6, 4, 2, 4}))}, name + "_r");
   return add_inferred_node(g, name + "_heads", "Transpose", {r}, name, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
 }
 
@@ -67,7 +60,8 @@ Graph heads_model() {
   const ValueId o = add_inferred_node(g, "pv", "MatMul", {p, v}, "o");  // (6,2,4,4)
   const ValueId back =
       add_inferred_node(g, "merge", "Transpose", {o}, "back", {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
-  const ValueId merged = add_inferred_node(g, "merged", "Reshape", {back, add_shape(g, "flat", {4, 6, 8})}, "mg");
+  const ValueId merged =
+      add_inferred_node(g, "merged", "Reshape", {back, add_constant(g, "flat", Tensor::vector_int64({4, 6, 8}))}, "mg");
   const ValueId m = add_inferred_node(g, "mean", "ReduceMean", {merged}, "m",
                                       {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});  // (4,8)
   g.outputs.push_back(

@@ -50,14 +50,22 @@ inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& va
   return id;
 }
 
-// A float32 scalar constant (what an exporter's Constant node becomes), never trained.
+// A constant initializer holding `value` (what an exporter's Constant node becomes), never trained.
+inline ValueId add_constant(Graph& g, const std::string& name, const Tensor& value) {
+  const ValueId v = g.add_value({.name = name,
+                                 .dtype = value.dtype(),
+                                 .shape = Shape::of(value.sizes()),
+                                 .role = ValueRole::Constant,
+                                 .data = value});
+  g.initializers.push_back(v);
+  return v;
+}
+
+// A float32 scalar constant, never trained.
 inline ValueId add_scalar(Graph& g, const std::string& name, float value) {
   Tensor t(DType::Float32, {});
   t.data<float>()[0] = value;
-  const ValueId v = g.add_value(
-      {.name = name, .dtype = DType::Float32, .shape = Shape::of({}), .role = ValueRole::Constant, .data = t});
-  g.initializers.push_back(v);
-  return v;
+  return add_constant(g, name, t);
 }
 
 // A float32 tensor of `sizes` uniform in [-0.5, 0.5), the same for the same seed.
