@@ -39,26 +39,22 @@ inline ValueId add_input(Graph& g, const std::string& name, const std::vector<in
   return v;
 }
 
-// A float trainable initializer holding `value`.
-inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& value) {
-  ValueId id = g.add_value({.name = name,
-                            .dtype = value.dtype(),
-                            .shape = Shape::of(value.sizes()),
-                            .role = ValueRole::Parameter,
-                            .data = value});
+// An initializer of `role` holding `value`.
+inline ValueId add_initializer(Graph& g, const std::string& name, const Tensor& value, ValueRole role) {
+  const ValueId id = g.add_value(
+      {.name = name, .dtype = value.dtype(), .shape = Shape::of(value.sizes()), .role = role, .data = value});
   g.initializers.push_back(id);
   return id;
 }
 
+// A float trainable initializer holding `value`.
+inline ValueId add_parameter(Graph& g, const std::string& name, const Tensor& value) {
+  return add_initializer(g, name, value, ValueRole::Parameter);
+}
+
 // A constant initializer holding `value` (what an exporter's Constant node becomes), never trained.
 inline ValueId add_constant(Graph& g, const std::string& name, const Tensor& value) {
-  const ValueId v = g.add_value({.name = name,
-                                 .dtype = value.dtype(),
-                                 .shape = Shape::of(value.sizes()),
-                                 .role = ValueRole::Constant,
-                                 .data = value});
-  g.initializers.push_back(v);
-  return v;
+  return add_initializer(g, name, value, ValueRole::Constant);
 }
 
 // A float32 scalar constant, never trained.
