@@ -210,7 +210,6 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 
 bool trains_live_conv_taps_only(const TrainOptions& o) { return optimizer_config(o).keeps_untouched_elements(); }
 bool trains_with_cpu_rewrites(const TrainOptions& o) { return !o.device.starts_with("cuda"); }
-bool trains_tap_major_conv_weights(const TrainOptions& o) { return trains_with_cpu_rewrites(o); }
 
 std::string float32_conv_note(const Graph& model, const TrainOptions& o) {
   if (o.precision == "fp32" || !trains_with_cpu_rewrites(o)) return "";
@@ -417,7 +416,7 @@ void print_live_conv_taps(const Graph& model, const TrainOptions& o) {
 // said, since checkpoints name them "<W>.tap_major".
 void print_tap_major_conv_weights(const Graph& model, const TrainOptions& o) {
   const size_t n = tap_major_conv_weights(model).size();
-  if (n == 0 || !trains_tap_major_conv_weights(o)) return;
+  if (n == 0 || !trains_with_cpu_rewrites(o)) return;
   const std::string precision =
       o.precision == "fp32" ? ""
                             : ", in float32 under --precision " + o.precision +
@@ -655,7 +654,7 @@ int64_t resume_or_refuse(const TrainOptions& o, const Graph& model, const nlohma
                  path.c_str());
   // Tap-major weights as this run trains them: an earlier build's or a GPU run's checkpoint on the CPU, or
   // the other way.
-  match_tap_major_conv_weights(model, trains_tap_major_conv_weights(o), c.tensors, c.optimizer_state);
+  match_tap_major_conv_weights(model, trains_with_cpu_rewrites(o), c.tensors, c.optimizer_state);
   restore(c, path);
   if (rank == 0) {
     if (!o.resume_from.empty() && !o.checkpoint_dir.empty()) set_aside_newer_checkpoints(o.checkpoint_dir, c.step);

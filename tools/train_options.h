@@ -97,10 +97,8 @@ OptimizerConfig optimizer_config(const TrainOptions& o);
 bool trains_live_conv_taps_only(const TrainOptions& o);
 // Whether the trainers apply the CPU's graph rewrites (TrainingRecipeOptions::set_cpu_rewrites: tap-major
 // weights, float32 stem and depthwise convolutions, the fusions): everywhere but on a GPU, as Trainer decides.
+// With them, convolutions over small planes train on tap-major weights (graph/autodiff/tap_major_conv_weights.h).
 bool trains_with_cpu_rewrites(const TrainOptions& o);
-// Whether they train convolutions over small planes on tap-major weights
-// (graph/autodiff/tap_major_conv_weights.h): with the CPU's rewrites.
-bool trains_tap_major_conv_weights(const TrainOptions& o);
 // Under --precision bf16/fp16 on the CPU, where the model has Convs that stay float32 there
 // (graph/mixed_precision.h conv_stays_float32_on_cpu): "; N convolution(s) in float32 (...)", for the
 // precision line. Empty otherwise.
