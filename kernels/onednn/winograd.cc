@@ -3,9 +3,16 @@
 
 namespace onnxtrain::onednn {
 
+int64_t winograd_least_work() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_is("intel")) return int64_t{1} << 18;
+#endif
+  return int64_t{1} << 16;
+}
+
 bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                    const reference::WindowGeometry& window, int64_t group) {
-  constexpr int64_t kLeastChannels = 32, kLeastSide = 8, kLeastWork = int64_t{1} << 18;
+  constexpr int64_t kLeastChannels = 32, kLeastSide = 8;
   if (group != 1 || x.size() != 4 || w.size() != 4 || window.spatial() != 2) return false;
   if (x[1] < kLeastChannels || w[0] < kLeastChannels) return false;
   for (size_t a = 0; a < 2; ++a) {
@@ -14,7 +21,7 @@ bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
   }
   // The 4x4 output tiles times the channel pairs: the transforms' work against the products'.
   const int64_t tiles = x[0] * ((window.output[0] + 3) / 4) * ((window.output[1] + 3) / 4);
-  return tiles * x[1] * w[0] >= kLeastWork;
+  return tiles * x[1] * w[0] >= winograd_least_work();
 }
 
 }  // namespace onnxtrain::onednn
