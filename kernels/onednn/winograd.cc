@@ -4,10 +4,14 @@
 namespace onnxtrain::onednn {
 
 int64_t winograd_least_work() {
+  static const int64_t least = [] {
 #if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_is("intel")) return int64_t{1} << 18;
+    __builtin_cpu_init();  // GCC: before __builtin_cpu_is where a static initialiser may run first
+    if (__builtin_cpu_is("intel")) return int64_t{1} << 18;
 #endif
-  return int64_t{1} << 16;
+    return int64_t{1} << 16;
+  }();
+  return least;
 }
 
 bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
