@@ -69,8 +69,8 @@ PassTimes time_passes(const Shape& s, dnnl::algorithm algorithm) {
       {dnnl::prop_kind::forward_training, algorithm, xd, wd, yd, ones, ones, ones}, engine());
   const dnnl::convolution_backward_data::primitive_desc data({algorithm, xd, wd, yd, ones, ones, ones}, engine(),
                                                              forward);
-  const dnnl::convolution_backward_weights::primitive_desc weights({algorithm, xd, wd, yd, ones, ones, ones},
-                                                                   engine(), forward);
+  const dnnl::convolution_backward_weights::primitive_desc weights({algorithm, xd, wd, yd, ones, ones, ones}, engine(),
+                                                                   forward);
   PassTimes t;
   t.forward = median_ms(dnnl::convolution_forward(forward), {{DNNL_ARG_SRC, filled(forward.src_desc())},
                                                              {DNNL_ARG_WEIGHTS, filled(forward.weights_desc())},
@@ -91,8 +91,8 @@ PassTimes time_passes(const Shape& s, dnnl::algorithm algorithm) {
 int main() {
   // ResNet-18's layer1 at 32x32 (64 channels at 8x8) from a pipeline's micro-batch up to the whole batch,
   // and smaller and larger channel counts and planes around the threshold.
-  const std::vector<Shape> shapes = {{4, 64, 8},  {8, 64, 8},  {16, 64, 8},  {32, 64, 8},  {8, 32, 8},
-                                     {16, 32, 8}, {8, 32, 16}, {2, 64, 16},  {8, 128, 8},  {8, 256, 8}};
+  const std::vector<Shape> shapes = {{4, 64, 8},  {8, 64, 8},  {16, 64, 8}, {32, 64, 8}, {8, 32, 8},
+                                     {16, 32, 8}, {8, 32, 16}, {2, 64, 16}, {8, 128, 8}, {8, 256, 8}};
   std::printf("3x3 convolutions, stride 1, pads 1, %d thread(s); this CPU's threshold: work >= 2^%.0f\n",
               omp_get_max_threads(), std::log2(static_cast<double>(onnxtrain::onednn::winograd_least_work())));
   std::printf("%-18s %6s  %-24s %-24s %9s  %-8s %s\n", "N x C x H x W", "work", "direct fwd/bwd_d/bwd_w ms",

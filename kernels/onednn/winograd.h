@@ -40,9 +40,9 @@ int64_t winograd_least_work();
 
 // Whether a float32 convolution of X (N, C, H, W) with W (M, C, 3, 3), one group, stride 1 and no
 // dilation, runs faster as Winograd's: at least 32 input and output channels, an output plane of at least
-// 8x8, and N·ceil(H/4)·ceil(W/4)·C·M (4x4 output tiles times channel pairs) at least winograd_least_work(). oneDNN may
-// still refuse it (channels not in its blocks of 16, pads over 1): the caller then builds the direct
-// convolution.
+// 8x8, and N·ceil(H/4)·ceil(W/4)·C·M (4x4 output tiles times channel pairs) at least winograd_least_work().
+// oneDNN may still refuse it (channels not in its blocks of 16, pads over 1): the caller then builds the
+// direct convolution.
 bool winograd_pays(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                    const reference::WindowGeometry& window, int64_t group);
 
