@@ -96,10 +96,13 @@ class StagePricer {
   // working weights where the executor mirrors them; after a flush's sum, first the weight-gradient
   // products its nodes deferred to it (NodeCost::sum_end_seconds).
   double update(int64_t first, int64_t end) const {
-    const double sum_end = flushes() ? static_cast<double>(sum_ends_[end] - sum_ends_[first]) : 0.0;
-    return sum_end +
+    return deferred_products(first, end) +
            passes_over_weights(3.0 + 2.0 * options_.optimizer_slots + (options_.update_writes_working ? 1.0 : 0.0),
                                first, end);
+  }
+  // The weight-gradient products that nodes [first, end) deferred to the end of a flush's sum.
+  double deferred_products(int64_t first, int64_t end) const {
+    return flushes() ? static_cast<double>(sum_ends_[end] - sum_ends_[first]) : 0.0;
   }
   // SpecTrain, per micro-batch on every stage but the last (whose s is 0): the forward's predicted weights
   // (W and the velocity read, the prediction written: 3 passes over the stage's parameters) and W put back
@@ -302,6 +305,7 @@ std::vector<StageTimes> plan_stage_times(const CostProfile& profile, const Plan&
     t.forward_s /= r;
     t.backward_s /= r;
     t.update_s = (s.allreduce_seconds + pricer.update(s.first_node, s.end_node)) / r;
+    t.deferred_products_s = pricer.deferred_products(s.first_node, s.end_node) / r;
     t.activation_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_forward) / r));
     t.gradient_bytes_out = static_cast<int64_t>(std::llround(static_cast<double>(s.bytes_sent_backward) / r));
     t.kept_bytes_per_micro_batch = s.in_flight > 0 ? s.memory.activations / s.in_flight : 0;

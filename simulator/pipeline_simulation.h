@@ -29,9 +29,12 @@ namespace onnxtrain {
 
 struct StageTimes {
   double forward_s = 0, backward_s = 0, update_s = 0;  // one (micro-)batch; the update once per step
-  int64_t activation_bytes_out = 0;                    // sent to stage k+1 per micro-batch
-  int64_t gradient_bytes_out = 0;                      // sent to stage k-1 per micro-batch
-  int64_t resident_bytes = 0;                          // weights, their versions, gradients, optimizer state
+  // Of update_s: the weight-gradient products a flushing stage deferred to the end of its micro-batches'
+  // sum (NodeCost::sum_end_seconds), compute that a simulated machine's memory bandwidth does not price.
+  double deferred_products_s = 0;
+  int64_t activation_bytes_out = 0;  // sent to stage k+1 per micro-batch
+  int64_t gradient_bytes_out = 0;    // sent to stage k-1 per micro-batch
+  int64_t resident_bytes = 0;        // weights, their versions, gradients, optimizer state
   int64_t kept_bytes_per_micro_batch = 0;
 };
 
