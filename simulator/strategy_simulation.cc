@@ -196,9 +196,8 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   // Stage k's copies sit on devices k, N+k, 2N+k, ...: their ring crosses nodes when the copies do.
   const LinkTimes ring = times_of(machine.ring_link(s.devices() > machine.devices_per_node ? s.devices() : s.replicas));
   // The update on this machine: the deferred weight-gradient products as profiled, then the all-reduce and
-  // the optimizer's passes at the machine's bandwidth. (Without the products the bench predicted gpipe and
-  // 1f1b on ResNet-18 at 1.17-1.34x their measured speed: its last stage's 4-6 ms of them a step went
-  // missing.)
+  // the optimizer's passes at the machine's bandwidth. (Before, the products went missing here: 5.85 ms a
+  // step of ResNet-18's last stage under gpipe:2x4 on a 2-core host.)
   for (size_t k = 0; k < times.size(); ++k) {
     const int64_t p = plan.stages[k].parameter_bytes;
     const double mirror = settings.host_executor ? update_seconds(p, machine, {.update_passes = 1}) : 0.0;

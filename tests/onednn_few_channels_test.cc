@@ -1,10 +1,11 @@
 // oneDNN's Conv and ConvGrad against the reference kernels for convolutions with few channels, where the
 // kernels steer oneDNN away from its first choice on an AVX-512 CPU: ConvGrad with fewer input channels than
 // AVX-512's block of 16 (the fixture CNN's second convolution, 8 -> 16), or a depthwise one where oneDNN would
-// run im2col + GEMM, asks for the weight gradient over channels-last data, which runs oneDNN's AVX-512 kernel,
-// and for dX in blocks of 8, not padded to 16 (kernels/onednn/conv_grad.cc), and a depthwise one over a plane of at
-// most 4 positions runs our own loops; Conv with 8 output channels writes them in blocks of 8, not padded to 16 (the
-// CNN's first convolution, 1 -> 8; kernels/onednn/conv.cc). The results agree with the reference either way.
+// run im2col + GEMM, asks for the weight gradient over channels-last data, which runs oneDNN's AVX-512
+// kernel, and for dX in blocks of 8, not padded to 16 (kernels/onednn/conv_grad.cc), and a depthwise one
+// over a plane of at most 4 positions runs our own loops; Conv with 8 output channels writes them in blocks
+// of 8, not padded to 16 (the CNN's first convolution, 1 -> 8; kernels/onednn/conv.cc). The results agree
+// with the reference either way.
 #include <gtest/gtest.h>
 
 #include <random>
