@@ -116,15 +116,7 @@ class OnednnConvGrad final : public Kernel, public onednn::ReportsImplementation
       // make the AVX-512 kernel compute dX's padding too and double what the copy back to the plain layout
       // reads; in blocks of 8 oneDNN runs its AVX2 kernel without it (batch 64, 8 <- 16 channels at 14x14,
       // one thread: 0.29 against 0.45 ms, as Conv's few output channels in conv.cc).
-      if (!x_view && type == memory::data_type::f32 &&
-          2 * pd.diff_src_desc().get_size() >= 3 * plain(x.sizes).get_size()) {
-        try {
-          const tag blocks_of_8 = x_dims.size() == 3 ? tag::nCw8c : x_dims.size() == 4 ? tag::nChw8c : tag::nCdhw8c;
-          auto unpadded = data_pd(memory::desc(x_dims, type, blocks_of_8));
-          if (std::string(unpadded.impl_info_str()).starts_with("jit:")) pd = unpadded;
-        } catch (const dnnl::error&) {  // no implementation: keep the first
-        }
-      }
+      if (!x_view) pd = onednn::unpadded_where_blocks_pad(pd, pd.diff_src_desc(), plain(x.sizes), data_pd);
       dy_.prepare(plain(dy.sizes), pd.diff_dst_desc(), true);
       dy_layout = pd.diff_dst_desc();
       weights_.prepare(plain(w_sizes), pd.weights_desc(), true);

@@ -36,6 +36,27 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& sizes, DType dtype = D
 // A memory object over a caller's buffer (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& desc, const TensorView& view);
 
+// `chosen`, or the float32 primitive descriptor `make(layout)` builds with one tensor (N, C, spatial...) in
+// blocks of 8 channels, where `chosen_layout` (oneDNN's first choice for it) pads it to 1.5x `plain` or
+// more (8 channels in AVX-512's blocks of 16) and oneDNN answers with a JIT kernel for blocks of 8 (its
+// AVX2 one): that kernel computes no padding, and the copy to or from the plain layout reads none.
+// Conv's output with few channels (conv.cc), ConvGrad's dX with few input channels (conv_grad.cc).
+template <typename PrimitiveDesc, typename Make>
+PrimitiveDesc unpadded_where_blocks_pad(PrimitiveDesc chosen, const dnnl::memory::desc& chosen_layout,
+                                        const dnnl::memory::desc& plain, Make&& make) {
+  if (plain.data_type() != dnnl::memory::data_type::f32 || 2 * chosen_layout.get_size() < 3 * plain.get_size())
+    return chosen;
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::dims dims = plain.dims();
+  const tag blocks_of_8 = dims.size() == 3 ? tag::nCw8c : dims.size() == 4 ? tag::nChw8c : tag::nCdhw8c;
+  try {
+    PrimitiveDesc unpadded = make(dnnl::memory::desc(dims, plain.data_type(), blocks_of_8));
+    if (std::string(unpadded.impl_info_str()).starts_with("jit:")) return unpadded;
+  } catch (const dnnl::error&) {  // no implementation: keep the first
+  }
+  return chosen;
+}
+
 // `sizes` as rows: (outer, inner) split before `axis` (negative counts from the end; the reference kernel
 // has validated it). LayerNormalization's view of X, forward and backward.
 struct Rows {
