@@ -12,6 +12,12 @@
 // Concurrent transfers on one link are served one after another, not side by side: the last of them
 // ends when fair sharing would end it (the same bytes through the same bandwidth), the first ones earlier.
 //
+// Processors: compute tasks of several resources may share a pool of processors (bench's pipeline stages
+// beyond this machine's CPUs, which the operating system time-slices). Such a task also needs one of the
+// pool's processors for its whole length: it starts at the earliest time, not before it could start
+// otherwise, at which fewer than `count` of the pool's tasks run throughout it (a gap between tasks placed
+// before it may take it). Tasks outside any pool, zero-second ones included, need none.
+//
 // Memory: a task may allocate bytes on a memory pool (a device) when it starts and release bytes when
 // it ends; `peak_memory` replays those events in time order (releases before allocations at equal
 // times) on top of each pool's resident bytes.
@@ -40,6 +46,7 @@ struct SimTask {
   TaskKind kind = TaskKind::forward;
   int64_t micro_batch = -1;  // for traces: the (micro-)batch, -1 for none
   int64_t bytes = 0;         // transfers: the message size
+  int processors = -1;       // the processor pool whose processor it occupies while it runs; -1: none
   int memory_pool = -1;      // the pool `allocate`/`release` apply to; -1: none
   int64_t allocate = 0;      // bytes taken on memory_pool when the task starts
   int64_t release = 0;       // bytes given back when it ends
@@ -49,7 +56,8 @@ class EventSimulation {
  public:
   int add_resource(std::string name);
   int add_memory_pool(std::string name, int64_t resident_bytes);
-  int add_task(SimTask task);  // returns its id; `after` must name tasks already added
+  int add_processors(int count);  // a pool of `count` >= 1 processors
+  int add_task(SimTask task);     // returns its id; `after` must name tasks already added
 
   void run();  // computes every start and end
 
@@ -61,6 +69,8 @@ class EventSimulation {
   // The same within [from, to): each task counts for the part of it inside the window.
   double busy_between(int resource, double from, double to) const;
   int64_t peak_memory(int pool) const;
+  // The most of the pool's tasks that ran at one time (at most its count).
+  int processors_in_use(int pool) const;
 
   const std::vector<SimTask>& tasks() const { return tasks_; }
   const std::vector<std::string>& resource_names() const { return resources_; }
@@ -71,6 +81,7 @@ class EventSimulation {
   std::vector<std::vector<int>> queues_;  // per resource: its tasks in order
   std::vector<std::string> pools_;
   std::vector<int64_t> resident_;
+  std::vector<int> processor_counts_;  // per processor pool
   std::vector<SimTask> tasks_;
   std::vector<double> start_, end_;
   double makespan_ = 0;

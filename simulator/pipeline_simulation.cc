@@ -30,7 +30,7 @@ double rate_between(const std::vector<double>& step_end, int64_t skip_first, int
 double PipelineSimulation::steady_rate(int64_t warmup) const { return rate_between(step_end, warmup, warmup); }
 
 PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const StageTimes> stages,
-                                     std::span<const LinkTimes> links, int64_t mini_batches) {
+                                     std::span<const LinkTimes> links, int64_t mini_batches, int processors) {
   const int n = schedule.stages;
   if (static_cast<int>(stages.size()) != n || static_cast<int>(links.size()) != n - 1 || mini_batches < 1)
     throw Error("simulate_pipeline: " + std::to_string(n) + " stages need " + std::to_string(n) + " stage times and " +
@@ -40,6 +40,7 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
   const bool gpipe = strategy_traits(schedule.strategy).flushes;  // gpipe, 1f1b: the programs repeat per mini-batch
   PipelineSimulation out;
   EventSimulation& sim = out.sim;
+  const int cpus = processors > 0 && processors < n ? sim.add_processors(processors) : -1;
   std::vector<int> pool(n);
   for (int k = 0; k < n; ++k) {
     out.stage_resource.push_back(sim.add_resource("stage " + std::to_string(k)));
@@ -111,6 +112,7 @@ PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const S
             task.kind = TaskKind::update;
             task.seconds = t.update_s;
           }
+          task.processors = cpus;
           last[k] = sim.add_task(std::move(task));
           if (in.op == Op::OptimizerStep) updates[k].push_back(last[k]);
           ++pc[k];

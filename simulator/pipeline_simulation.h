@@ -63,10 +63,12 @@ struct PipelineSimulation {
   double steady_rate(int64_t warmup) const;
 };
 
-// `links[k]` joins stages k and k+1 (stages − 1 entries, both directions alike). Throws Error on sizes
-// that do not match the schedule or negative times.
+// `links[k]` joins stages k and k+1 (stages − 1 entries, both directions alike). `processors` > 0: the
+// stages' forward, backward and update share that many processors (more stages than CPUs, as bench runs
+// them: a stage computes when one is free, see event_simulation.h); 0: each stage has its own device.
+// Throws Error on sizes that do not match the schedule or negative times.
 PipelineSimulation simulate_pipeline(const Schedule& schedule, std::span<const StageTimes> stages,
-                                     std::span<const LinkTimes> links, int64_t mini_batches = 1);
+                                     std::span<const LinkTimes> links, int64_t mini_batches = 1, int processors = 0);
 
 // Steps per second over the steps left when the first `skip_first` and the last `skip_last` are left out:
 // count / (end of the last kept − end of the last skipped at the start, or 0). 0 when none is left.

@@ -209,7 +209,7 @@ StrategySimulation simulate_pipeline_strategy(const StrategySpec& s, const Machi
   const Schedule schedule =
       gpipe ? make_schedule(strategy, s.workers, s.micro_batches)
             : make_schedule(strategy, s.workers, settings.steps * per_update, SpecTrainTarget::sequential, per_update);
-  PipelineSimulation p = simulate_pipeline(schedule, times, links, gpipe ? settings.steps : 1);
+  PipelineSimulation p = simulate_pipeline(schedule, times, links, gpipe ? settings.steps : 1, settings.processors);
   StrategySimulation out{.strategy = s, .plan = plan};
   conclude(out, std::move(p.sim), p.stages, p.stage_resource, p.step_end, machine, settings, micro);
   return out;
@@ -226,12 +226,8 @@ std::string format_megabytes(int64_t bytes) {
 CpuShare cpu_share(const StrategySpec& strategy, int threads) {
   const int devices = std::max(strategy.devices(), 1);
   CpuShare share{.per_worker = std::max(1, threads / devices)};
-  if (strategy.is_pipeline()) {
-    share.at_once = devices;
-    return share;
-  }
   share.at_once = std::min(devices, std::max(1, threads / share.per_worker));
-  share.time_shared = static_cast<double>(devices) / share.at_once;
+  if (!strategy.is_pipeline()) share.time_shared = static_cast<double>(devices) / share.at_once;
   return share;
 }
 

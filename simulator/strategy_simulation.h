@@ -54,6 +54,9 @@ struct SimulationSettings {
   // The devices are this machine's CPU cores, run by onnxtrain's host-memory executor: a pipeline stage
   // sums its micro-batch gradients in place and its update writes the working weights too (one pass more).
   bool host_executor = false;
+  // > 0: pipeline stages beyond this many share them (bench's stages beyond this machine's CPUs, each
+  // computing when the operating system gives it one); 0: every stage has its own device.
+  int processors = 0;
 };
 
 struct WorkerFigures {
@@ -83,7 +86,8 @@ StrategySimulation simulate_strategy(const StrategySpec& strategy, const Machine
 // (threads / devices, at least 1), how many workers' threads fit the CPUs at once, and by how much a
 // worker's compute stretches when they do not all fit. Replicas and workers compute all at once, so they
 // take turns on the CPUs (time_shared = devices / at_once); pipeline stages idle in their bubbles and lend
-// their CPU to the others (time_shared 1, every stage profiled at once).
+// their CPU to the others: time_shared 1, and the simulation runs at most at_once of them at a time
+// (SimulationSettings::processors).
 struct CpuShare {
   int per_worker = 1;
   int at_once = 1;

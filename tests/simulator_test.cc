@@ -51,6 +51,44 @@ TEST(EventSimulation, ATaskWaitsOnlyOnTasksAddedBeforeIt) {
   EXPECT_THROW(sim.add_task({.resource = a, .seconds = -1}), std::exception);
 }
 
+TEST(EventSimulation, TasksOfAProcessorPoolRunAtMostItsCountAtOnce) {
+  EventSimulation sim;
+  const int cpus = sim.add_processors(2);
+  std::vector<int> resources, tasks;
+  for (int r = 0; r < 3; ++r) resources.push_back(sim.add_resource("worker " + std::to_string(r)));
+  for (int r = 0; r < 3; ++r)
+    tasks.push_back(sim.add_task({.resource = resources[r], .seconds = 1, .processors = cpus}));
+  // Outside the pool: starts at once, whatever the pool's load.
+  const int transfer = sim.add_task({.resource = resources[2], .seconds = 0.5});
+  sim.run();
+  EXPECT_EQ(sim.start(tasks[0]), 0);
+  EXPECT_EQ(sim.start(tasks[1]), 0);
+  EXPECT_EQ(sim.start(tasks[2]), 1);  // two processors: the third waits for one
+  EXPECT_EQ(sim.start(transfer), 2);  // after its resource's task, not held back by the pool
+  EXPECT_EQ(sim.makespan(), 2.5);
+  EXPECT_EQ(sim.processors_in_use(cpus), 2);
+}
+
+TEST(EventSimulation, APoolTaskTakesTheEarliestGapThatHoldsIt) {
+  EventSimulation sim;
+  const int cpu = sim.add_processors(1);
+  const int a = sim.add_resource("a"), b = sim.add_resource("b"), c = sim.add_resource("c");
+  const int first = sim.add_task({.resource = a, .seconds = 1, .processors = cpu});                   // [0, 1)
+  const int late = sim.add_task({.resource = b, .seconds = 1, .after = {first}, .processors = cpu});  // waits to 1
+  const int wait = sim.add_task({.resource = a, .seconds = 3});                                       // a: [1, 4)
+  const int after_wait = sim.add_task({.resource = a, .seconds = 1, .processors = cpu});              // [4, 5)
+  // Ready at 0 on its own resource: the gap [2, 4) is the first that holds 2 seconds.
+  const int gap = sim.add_task({.resource = c, .seconds = 2, .processors = cpu});
+  sim.run();
+  EXPECT_EQ(sim.start(late), 1);
+  EXPECT_EQ(sim.start(wait), 1);
+  EXPECT_EQ(sim.start(after_wait), 4);
+  EXPECT_EQ(sim.start(gap), 2);
+  EXPECT_EQ(sim.processors_in_use(cpu), 1);
+  EXPECT_THROW(sim.add_processors(0), std::exception);
+  EXPECT_THROW(sim.add_task({.resource = a, .seconds = 1, .processors = 5}), std::exception);
+}
+
 std::vector<LinkTimes> free_links(int stages) { return std::vector<LinkTimes>(static_cast<size_t>(stages - 1)); }
 
 TEST(PipelineSimulation, GPipeBubbleIsTheClosedForm) {
@@ -63,6 +101,27 @@ TEST(PipelineSimulation, GPipeBubbleIsTheClosedForm) {
       for (const StageSummary& s : p.stages) EXPECT_NEAR(s.bubble_fraction, expected, 1e-12) << n << " stages, M " << m;
       EXPECT_NEAR(p.makespan, static_cast<double>(m + n - 1) * 3e-3, 1e-12);
     }
+}
+
+// Stages beyond the CPUs (bench's gpipe:4x4 on 2 cores) compute when a CPU is free: the run can go no
+// faster than the CPUs' total, and with as many CPUs as stages nothing changes.
+TEST(PipelineSimulation, StagesSharingFewerProcessorsComputeAtMostThatManyAtOnce) {
+  const int n = 4;
+  const int64_t m = 4, steps = 6;
+  const std::vector<StageTimes> equal(n, StageTimes{.forward_s = 1e-3, .backward_s = 2e-3, .update_s = 1e-3});
+  const Schedule s = make_schedule(PipelineStrategy::gpipe, n, m);
+  const PipelineSimulation own = simulate_pipeline(s, equal, free_links(n), steps);
+  EXPECT_DOUBLE_EQ(simulate_pipeline(s, equal, free_links(n), steps, n).makespan, own.makespan);
+  for (int cpus : {1, 2, 3}) {
+    const PipelineSimulation shared = simulate_pipeline(s, equal, free_links(n), steps, cpus);
+    const double work = static_cast<double>(steps) * n * (m * 3e-3 + 1e-3);
+    EXPECT_GE(shared.makespan, work / cpus - 1e-12) << cpus << " CPUs";
+    EXPECT_GT(shared.makespan, own.makespan) << cpus << " CPUs";
+    EXPECT_EQ(shared.sim.processors_in_use(0), cpus);
+    if (cpus == 1) {
+      EXPECT_NEAR(shared.makespan, work, 1e-12);  // one CPU: every pass one after another
+    }
+  }
 }
 
 TEST(PipelineSimulation, OneFOneBSteadyStateIsTheSlowestStage) {
@@ -311,9 +370,26 @@ TEST(StrategySimulation, WorkersBeyondTheCpusTakeTurnsUnlessTheyArePipelineStage
   EXPECT_EQ(wide.per_worker, 4);
   EXPECT_EQ(wide.time_shared, 1.0);
   EXPECT_GT(ps.time_shared, 1.0);
+  // Stages beyond the CPUs are not stretched: they lend their CPU in their bubbles, and the simulation
+  // runs at most at_once of them at a time (SimulationSettings::processors).
   const CpuShare stages = share("pipedream:4", 2);
-  EXPECT_EQ(stages.at_once, 4);
+  EXPECT_EQ(stages.at_once, 2);
   EXPECT_EQ(stages.time_shared, 1.0);
+  EXPECT_EQ(share("gpipe:2x4", 2).at_once, 2);
+}
+
+TEST(StrategySimulation, PipelineStagesBeyondTheCpusShareThem) {
+  ToyProfiles toy;
+  const Machine m = machine_from_preset("8xh100");
+  const auto step = [&](const std::string& spec, int processors) {
+    const SimulationSettings settings{.batch = 32, .steps = 24, .warmup = 4, .processors = processors};
+    return simulate_strategy(parse_strategy_specs(spec, 8)[0], m, toy.at(), settings).step_seconds;
+  };
+  // 24 ms of compute a step: 8 stages on 2 CPUs take at least half of it, as 2 stages do on their own.
+  EXPECT_GE(step("gpipe:8x4", 2), 12e-3);
+  EXPECT_LT(step("gpipe:8x4", 0), 12e-3);  // the 8 stages' own devices: faster than 2 CPUs could be
+  EXPECT_GT(step("gpipe:8x4", 2), step("gpipe:8x4", 4));
+  EXPECT_DOUBLE_EQ(step("gpipe:2x4", 2), step("gpipe:2x4", 0));  // one CPU each: nothing shared
 }
 
 TEST(StrategySimulation, MemoryThatDoesNotFitIsFlaggedAndLeftOutOfTheRecommendation) {
