@@ -459,12 +459,22 @@ NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& traini
     if (!options.cache_path.empty()) write_cache(options.cache_path, key, names, ops, times);
     if (times.cache_note.empty()) times.cache_note = note;
   }
-  for (size_t i = 0; i < n; ++i) {
-    profile.nodes[i].forward_seconds = times.forward_seconds[i];
-    profile.nodes[i].backward_seconds = times.backward_seconds[i];
-    profile.nodes[i].sum_end_seconds = times.sum_end_seconds[i];
-  }
+  apply_mean_node_times(profile, std::span(&times, 1));
   return times;
+}
+
+void apply_mean_node_times(CostProfile& profile, std::span<const NodeTimes> measured) {
+  ONNXTRAIN_CHECK(!measured.empty(), "apply_mean_node_times: no measurement");
+  const auto count = static_cast<double>(measured.size());
+  for (size_t i = 0; i < profile.nodes.size(); ++i) {
+    NodeCost& node = profile.nodes[i];
+    node.forward_seconds = node.backward_seconds = node.sum_end_seconds = 0;
+    for (const NodeTimes& t : measured) {
+      node.forward_seconds += t.forward_seconds.at(i) / count;
+      node.backward_seconds += t.backward_seconds.at(i) / count;
+      node.sum_end_seconds += t.sum_end_seconds.at(i) / count;
+    }
+  }
 }
 
 }  // namespace onnxtrain

@@ -16,6 +16,7 @@
 // Part of onnxtrain_partitioner_profile (needs the kernels library).
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,11 +57,17 @@ struct NodeTimes {
 // batch bound or a node has no CPU kernel.
 NodeTimes measure_node_times(const TrainingGraph& training, int64_t batch, const NodeProfileOptions& options = {});
 
+// Sets every node's forward_seconds, backward_seconds and sum_end_seconds of `profile` to their mean over
+// `measured` (measurements of the same training graph at the profile's batch; bench's workers timed at
+// once). Every field a measurement has goes through here: bench had copied two of three by hand, and its
+// flushing stages' deferred products went missing from its predictions.
+void apply_mean_node_times(CostProfile& profile, std::span<const NodeTimes> measured);
+
 // "MODEL.onnx.profile-B32.json"; "MODEL.onnx.profile-B8-M4.json" in micro-batch mode
 std::string profile_cache_path(const std::string& model_path, int64_t batch, int micro_batches_summed = 1);
 
-// Reads the cache when it matches (else measures and writes it), then sets forward_seconds and
-// backward_seconds of every node of `profile` (built from the same training graph and batch).
+// Reads the cache when it matches (else measures and writes it), then sets the node times of `profile`
+// (built from the same training graph and batch; apply_mean_node_times).
 // An empty options.cache_path means profile_cache_path(model_path, profile.batch); an empty model_path
 // means no cache.
 NodeTimes apply_profiled_times(CostProfile& profile, const TrainingGraph& training, const std::string& model_path,

@@ -62,7 +62,7 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   profile.memory_bandwidth = memory_bandwidth_at(threads);  // a pipeline stage's update runs on its threads
   // `workers` profiles at once, each on its own thread with the OpenMP threads one worker of the strategy
   // has: the workers of a run share the caches and the memory bandwidth, and their kernels are slower
-  // together than one alone. Each node's time is the mean over the workers.
+  // together than one alone. Each node's times are the mean over the workers.
   // Worker 0 runs on this thread: a second OpenMP team (a team started from another thread) would make
   // libgomp count more threads than CPUs and throttle its spin-wait, after which every parallel region wakes
   // its workers through the kernel: ResNet-18's node times on 2 threads summed to those of 1 thread (67
@@ -86,12 +86,7 @@ const CostProfile& BenchPredictor::profile_at(int64_t batch, int threads, int wo
   for (std::thread& t : running) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
-  for (size_t i = 0; i < profile.nodes.size(); ++i) {
-    double forward = 0, backward = 0;
-    for (const NodeTimes& t : times) forward += t.forward_seconds.at(i), backward += t.backward_seconds.at(i);
-    profile.nodes[i].forward_seconds = forward / workers;
-    profile.nodes[i].backward_seconds = backward / workers;
-  }
+  apply_mean_node_times(profile, times);
   return profiles_.emplace(key, std::move(profile)).first->second;
 }
 
