@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 
 #include "executor/sharded_optimizer_step.h"
 #include "graph/error.h"
@@ -109,18 +110,25 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
   }
 }
 
+// Elements [begin, end) of a tensor of n that part `part` of `parts` of replica `replica`'s share (of r) covers.
+std::pair<size_t, size_t> share_of(size_t n, size_t r, int replica, int part, int parts) {
+  const auto me = static_cast<size_t>(replica), p = static_cast<size_t>(part), ps = static_cast<size_t>(parts);
+  const size_t share_begin = n * me / r, share = n * (me + 1) / r - share_begin;
+  return {share_begin + share * p / ps, share_begin + share * (p + 1) / ps};
+}
+
 // Calls done(t, from, count, sum) for every block of part `part` of `parts` of replica `replica`'s share of
-// every tensor t, with sum the block's weighed sum over the replicas.
-template <typename Done>
+// every tensor t for which skip(t) is false, with sum the block's weighed sum over the replicas.
+template <typename Skip, typename Done>
 void for_each_summed_block(const std::vector<std::vector<std::span<float>>>& gradients,
                            const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps,
-                           const std::vector<double>& row_weights, int replica, int part, int parts, Done&& done) {
-  const size_t r = gradients.size(), me = static_cast<size_t>(replica);
-  const auto p = static_cast<size_t>(part), ps = static_cast<size_t>(parts);
+                           const std::vector<double>& row_weights, int replica, int part, int parts, Skip&& skip,
+                           Done&& done) {
+  const size_t r = gradients.size();
   float sum[kBlock];
   for (size_t t = 0; t < gradients[0].size(); ++t) {
-    const size_t n = gradients[0][t].size(), share_begin = n * me / r, share = n * (me + 1) / r - share_begin;
-    const size_t begin = share_begin + share * p / ps, end = share_begin + share * (p + 1) / ps;
+    if (skip(t)) continue;
+    const auto [begin, end] = share_of(gradients[0][t].size(), r, replica, part, parts);
     // One replica of weight 1 with the whole gradient (Trainer's own step): the sum is the gradient itself,
     // bit for bit, so it is read where it is rather than copied block by block.
     const float* itself = r == 1 && row_weights[0] == 1.0 ? dense_values(gradients, taps, 0, t) : nullptr;
@@ -142,11 +150,12 @@ void ReplicaGradientSum::sum_share(int replica) {
   check_published();
   for (const std::vector<Taps>& taps : taps_)
     for (const Taps& t : taps) ONNXTRAIN_CHECK(!t.values, "replica gradient sum: sum_share of a gradient's taps");
-  for_each_summed_block(gradients_, taps_, row_weights_, replica, 0, 1,
-                        [&](size_t t, size_t from, size_t count, const float* sum) {
-                          for (std::vector<std::span<float>>& tensors : gradients_)
-                            if (tensors[t].data() + from != sum) std::copy_n(sum, count, tensors[t].data() + from);
-                        });
+  for_each_summed_block(
+      gradients_, taps_, row_weights_, replica, 0, 1, [](size_t) { return false; },
+      [&](size_t t, size_t from, size_t count, const float* sum) {
+        for (std::vector<std::span<float>>& tensors : gradients_)
+          if (tensors[t].data() + from != sum) std::copy_n(sum, count, tensors[t].data() + from);
+      });
 }
 
 void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& step, int part, int parts) {
@@ -157,15 +166,37 @@ void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& ste
     for (size_t t = 0; t < weights_[k].size(); ++t)
       ONNXTRAIN_CHECK(weights_[k][t].size() == gradients_[0][t].size(), "replica gradient sum: weight sizes differ");
   }
-  for_each_summed_block(
-      gradients_, taps_, row_weights_, replica, part, parts,
-      [&](size_t t, size_t from, size_t count, const float* sum) {
-        float* master = weights_[0][t].data() + from;
-        step.apply(t, from, from + count, master, sum);
-        for (size_t k = 1; k < weights_.size(); ++k)
-          if (weights_[k][t].data() != weights_[0][t].data())  // replicas that share replica 0's weights
-            std::copy_n(master, count, weights_[k][t].data() + from);
-      });
+  // The updated elements into the other replicas' weights, unless they share replica 0's.
+  const auto copy_to_others = [&](size_t t, size_t from, size_t count) {
+    for (size_t k = 1; k < weights_.size(); ++k)
+      if (weights_[k][t].data() != weights_[0][t].data())
+        std::copy_n(weights_[0][t].data() + from, count, weights_[k][t].data() + from);
+  };
+  // Two replicas' dense gradients at float row weights (dp:2's every tensor but those given by taps with
+  // zeros between): summed in the update's own pass, the same bits as a block's sum (apply_sum_of_two).
+  // ResNet-18's exchange on the 2-core AMD EPYC host: 5.4-5.6 ms a replica through the blocks.
+  const auto in_one_pass = [&](size_t t) {
+    if (gradients_.size() != 2) return false;
+    for (size_t k = 0; k < 2; ++k)
+      if (!dense_values(gradients_, taps_, k, t) ||
+          static_cast<double>(static_cast<float>(row_weights_[k])) != row_weights_[k])
+        return false;
+    return true;
+  };
+  for (size_t t = 0; t < gradients_[0].size(); ++t) {
+    if (!in_one_pass(t)) continue;
+    const auto [begin, end] = share_of(gradients_[0][t].size(), 2, replica, part, parts);
+    if (begin == end) continue;
+    step.apply_sum_of_two(t, begin, end, weights_[0][t].data() + begin, dense_values(gradients_, taps_, 0, t) + begin,
+                          static_cast<float>(row_weights_[0]), dense_values(gradients_, taps_, 1, t) + begin,
+                          static_cast<float>(row_weights_[1]));
+    copy_to_others(t, begin, end - begin);
+  }
+  for_each_summed_block(gradients_, taps_, row_weights_, replica, part, parts, in_one_pass,
+                        [&](size_t t, size_t from, size_t count, const float* sum) {
+                          step.apply(t, from, from + count, weights_[0][t].data() + from, sum);
+                          copy_to_others(t, from, count);
+                        });
 }
 
 }  // namespace onnxtrain

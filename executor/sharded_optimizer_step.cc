@@ -39,6 +39,27 @@ void ShardedOptimizerStep::apply(size_t index, size_t begin, size_t end, float* 
       p.rule);
 }
 
+void ShardedOptimizerStep::apply_sum_of_two(size_t index, size_t begin, size_t end, float* __restrict w,
+                                            const float* __restrict g0, float w0, const float* __restrict g1,
+                                            float w1) const {
+  const Param& p = params_.at(index);
+  const size_t n = end - begin;
+  std::visit(
+      [&](const auto& rule) {
+        using Rule = std::decay_t<decltype(rule)>;
+        const Rule f = rule;
+        optim::call_with_state_arrays<Rule>(std::span<float* const>(p.states), [&](auto*... state) {
+#pragma omp simd
+          for (size_t i = 0; i < n; ++i) {
+            float g = g0[i] * w0;
+            g += g1[i] * w1;
+            f(w[i], g, state[begin + i]...);
+          }
+        });
+      },
+      p.rule);
+}
+
 void ShardedOptimizerStep::finish(Optimizer& optimizer) {
   for (const Param& p : params_) ++optimizer.state(p.name).step;
   optimizer.count_step();

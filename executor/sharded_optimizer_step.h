@@ -29,6 +29,11 @@ class ShardedOptimizerStep {
   void prepare(Optimizer& optimizer, const std::vector<std::pair<std::string, size_t>>& params);
   // Updates elements [begin, end) of parameter `index`: w[0..end-begin) with the gradient g[0..end-begin).
   void apply(size_t index, size_t begin, size_t end, float* w, const float* g) const;
+  // The same with g = (g0·w0 rounded) + (g1·w1 rounded), two replicas' weighed gradients summed as
+  // ReplicaGradientSum sums them, in the pass that updates: the sum never goes through a buffer. g0 and g1
+  // are parameter `index`'s elements [begin, end) as w is.
+  void apply_sum_of_two(size_t index, size_t begin, size_t end, float* w, const float* g0, float w0, const float* g1,
+                        float w1) const;
   // Counts the step: each parameter's update count and the optimizer's global step.
   void finish(Optimizer& optimizer);
 

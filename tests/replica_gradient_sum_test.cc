@@ -239,15 +239,16 @@ struct OptimizerCase {
 
 class ShardedStep : public ::testing::TestWithParam<OptimizerCase> {};
 
-TEST_P(ShardedStep, EqualsTheSumThenTheOptimizerStepBitForBit) {
-  const int replicas = 3, steps = 3;
+// Three replicas at row weights of no float (summed block by block, in double products); two at 0.5 each
+// (dp:2 with an even batch: summed in the update's own pass, apply_sum_of_two); two at 1/3 and 2/3.
+void sharded_step_equals_the_sum_then_the_step(const OptimizerConfig& config, const std::vector<double>& row_weights) {
+  const int replicas = static_cast<int>(row_weights.size()), steps = 3;
   const std::vector<size_t> sizes{1, 2, 4099, 10000};
   const std::vector<std::string> names{"a", "b", "c", "d"};
-  const std::vector<double> row_weights{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0};
   const LrSchedule schedule{.kind = LrScheduleKind::cosine, .base_lr = 0.05, .t_max = steps};
   std::mt19937 rng(11);
   const Tensors initial = random_tensors(sizes, rng);
-  Optimizer reference_optimizer(GetParam().config, schedule), first_optimizer(GetParam().config, schedule);
+  Optimizer reference_optimizer(config, schedule), first_optimizer(config, schedule);
   Tensors reference_weights = initial;
   std::vector<Tensors> weights(replicas, initial);
   const auto barrier = make_local_group(replicas, std::chrono::seconds(60));
@@ -291,6 +292,14 @@ TEST_P(ShardedStep, EqualsTheSumThenTheOptimizerStepBitForBit) {
     ASSERT_TRUE(mine.count(name)) << name;
     ASSERT_EQ(mine.at(name).nbytes(), t.nbytes()) << name;
     EXPECT_EQ(std::memcmp(mine.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+TEST_P(ShardedStep, EqualsTheSumThenTheOptimizerStepBitForBit) {
+  for (const std::vector<double>& row_weights :
+       {std::vector<double>{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0}, {0.5, 0.5}, {1.0 / 3.0, 2.0 / 3.0}}) {
+    SCOPED_TRACE(std::to_string(row_weights.size()) + " replicas, the first at " + std::to_string(row_weights[0]));
+    sharded_step_equals_the_sum_then_the_step(GetParam().config, row_weights);
   }
 }
 
