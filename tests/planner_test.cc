@@ -196,7 +196,9 @@ TEST(Planner, DpEqualsBruteForceOnRandomProfiles) {
           distance += std::abs(other[c] - cuts[c]);
         }
         const bool power_of_two = distance > 0 && (distance & (distance - 1)) == 0;
-        if (differing == 1 && power_of_two) EXPECT_GE(p.makespan_seconds, plan.makespan_seconds);
+        if (differing == 1 && power_of_two) {
+          EXPECT_GE(p.makespan_seconds, plan.makespan_seconds);
+        }
       });
       EXPECT_LE(plan.makespan_seconds, worst_of_best);
       ++refined;
