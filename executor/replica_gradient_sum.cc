@@ -82,6 +82,9 @@ const float* dense_values(const std::vector<std::vector<std::span<float>>>& grad
   return tapped->layout->taps() == tapped->layout->plane ? tapped->values : nullptr;
 }
 
+// Whether a row weight is exactly a float (then g·w can be a float multiplication; below).
+bool is_a_float(double w) { return static_cast<double>(static_cast<float>(w)) == w; }
+
 // sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row
 // weight is a float (0.5 for two replicas of equal rows) the products are float multiplications: the same
 // bits as the double product rounded to float (the double product of two floats is exact, so both are
@@ -94,7 +97,6 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
     const float* g = dense ? dense + from : nullptr;
     const ReplicaGradientSum::Taps* tapped = dense ? nullptr : &taps[k][t];
     const double w = row_weights[k];
-    const auto as_float = static_cast<float>(w);
     const auto add = [&](auto weight) {
       if (tapped) {
         add_weighed_taps(*tapped, weight, from, count, k == 0, sum);
@@ -102,8 +104,8 @@ void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
         add_weighed(g, weight, count, k == 0, sum);
       }
     };
-    if (static_cast<double>(as_float) == w) {
-      add(as_float);
+    if (is_a_float(w)) {
+      add(static_cast<float>(w));
     } else {
       add(w);
     }
@@ -179,9 +181,7 @@ void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& ste
   const auto in_one_pass = [&](size_t t) {
     if (gradients_.size() != 2) return false;
     for (size_t k = 0; k < 2; ++k)
-      if (!dense_values(gradients_, taps_, k, t) ||
-          static_cast<double>(static_cast<float>(row_weights_[k])) != row_weights_[k])
-        return false;
+      if (!dense_values(gradients_, taps_, k, t) || !is_a_float(row_weights_[k])) return false;
     return true;
   };
   for (size_t t = 0; t < gradients_[0].size(); ++t) {

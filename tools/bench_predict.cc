@@ -165,7 +165,7 @@ Prediction BenchPredictor::predict(const StrategySpec& s, int64_t batch, int thr
                          .warmup = warmup,
                          .cooldown = 0,
                          .host_executor = true,
-                         .processors = s.is_pipeline() && share.at_once < devices ? share.at_once : 0});
+                         .processors = share.at_once});  // shared only by pipeline stages beyond it
   Prediction p;
   p.samples_per_s = sim.samples_per_s;
   p.bubble_fraction = sim.bubble_fraction;
