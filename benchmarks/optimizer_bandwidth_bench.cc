@@ -7,7 +7,9 @@
 //   - dp's exchange on 2 replica threads: the sum of both replicas' gradients into both copies
 //     (ReplicaGradientSum::sum_share) followed by each replica's whole momentum step on its own copy,
 //     against the sharded step (step_share: the sums and the update of replica 0's weights in one pass,
-//     then the copy to replica 1; executor/sharded_optimizer_step.h).
+//     then the copy to replica 1; executor/sharded_optimizer_step.h);
+//   - the sharded step of 3 and 4 replicas over one shared copy of the weights, their shares run on the
+//     same 2 threads (dp:4 on a bigger machine reads 4 gradients a step; here the bandwidth per pass).
 // Counters: GB/s (the bytes the passes read and write, per second), copy_GB/s (std::copy of two 45 MB
 // arrays split over the same threads: bytes read + written), of_copy (the ratio) and ms per call; each
 // the best of alternating rounds against the copy, so load from other processes skews neither side.
@@ -128,34 +130,42 @@ void optimizer_step(benchmark::State& state, OptimizerConfig config, double pass
       state, [=] { optimizer->step(*slots); }, passes * static_cast<double>(total(sizes)) * sizeof(float), threads);
 }
 
-// Two replicas on two threads (the caller and one worker), as DataParallelTrainer runs them.
-struct TwoReplicas {
+// R replicas on two threads (the caller and one worker), as DataParallelTrainer runs two; with more, each
+// thread runs every other replica's share in turn (the same passes over memory as R threads would make).
+struct Replicas {
   std::vector<size_t> sizes = resnet18_parameter_sizes();
+  int count;
   std::vector<Tensors> weights, gradients;
   std::vector<Optimizer> optimizers;
-  ReplicaGradientSum sum{2};
+  ReplicaGradientSum sum;
   WorkerThreads worker{1};
 
-  // shared_weights: both replicas publish replica 0's weights, as DataParallelTrainer's replica threads do.
-  explicit TwoReplicas(bool shared_weights = false) {
+  // shared_weights: every replica publishes replica 0's weights, as DataParallelTrainer's replica threads
+  // do. Equal rows: row weights 1/R (exact floats for 2 and 4 replicas; 1/3 is not one).
+  explicit Replicas(int replicas, bool shared_weights = false) : count(replicas), sum(replicas) {
     const Tensors w = random_tensors(sizes, 0.1f);
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < count; ++k) {
       weights.push_back(w);
       gradients.push_back(random_tensors(sizes, 0.01f));
       optimizers.emplace_back(OptimizerConfig{.momentum = 0.9}, LrSchedule{.base_lr = 1e-4});
-      sum.publish(k, spans_of(gradients[k]), 0.5, spans_of(weights[shared_weights ? 0 : k]));
     }
+    for (int k = 0; k < count; ++k)
+      sum.publish(k, spans_of(gradients[k]), 1.0 / count, spans_of(weights[shared_weights ? 0 : k]));
   }
+  // task(k) for every replica k, split over the two threads.
   void on_both(const std::function<void(int)>& task) {
-    const std::function<void(int)> second = [&](int) { task(1); };
+    const auto every_other = [&](int first) {
+      for (int k = first; k < count; k += 2) task(k);
+    };
+    const std::function<void(int)> second = [&](int) { every_other(1); };
     worker.start(second);
-    task(0);
+    every_other(0);
     worker.wait();
   }
 };
 
 void sum_then_step(benchmark::State& state) {
-  auto r = std::make_shared<TwoReplicas>();
+  auto r = std::make_shared<Replicas>(2);
   omp_set_num_threads(1);
   const auto run = [r] {
     r->on_both([&](int k) { r->sum.sum_share(k); });
@@ -169,8 +179,8 @@ void sum_then_step(benchmark::State& state) {
   report(state, run, 14.0 * static_cast<double>(total(r->sizes)) * sizeof(float), 2);
 }
 
-void sharded_step(benchmark::State& state, bool shared_weights) {
-  auto r = std::make_shared<TwoReplicas>(shared_weights);
+void sharded_step(benchmark::State& state, int replicas, bool shared_weights) {
+  auto r = std::make_shared<Replicas>(replicas, shared_weights);
   std::vector<std::pair<std::string, size_t>> params;
   for (size_t t = 0; t < r->sizes.size(); ++t) params.emplace_back("p" + std::to_string(t), r->sizes[t]);
   const auto run = [r, params] {
@@ -179,9 +189,10 @@ void sharded_step(benchmark::State& state, bool shared_weights) {
     r->on_both([&](int k) { r->sum.step_share(k, step); });
     step.finish(r->optimizers[0]);
   };
-  // Reads both gradients, the weights and the momentum; writes the weights (both replicas' copies unless
+  // Reads every gradient, the weights and the momentum; writes the weights (every replica's copy unless
   // shared) and the momentum.
-  report(state, run, (shared_weights ? 6.0 : 7.0) * static_cast<double>(total(r->sizes)) * sizeof(float), 2);
+  const double passes = replicas + 3.0 + (shared_weights ? 1 : replicas);
+  report(state, run, passes * static_cast<double>(total(r->sizes)) * sizeof(float), 2);
 }
 
 void register_all() {
@@ -204,8 +215,10 @@ void register_all() {
       ->Iterations(1)
       ->UseRealTime();
   benchmark::RegisterBenchmark("dp2_sum_then_step", sum_then_step)->Iterations(1)->UseRealTime();
-  benchmark::RegisterBenchmark("dp2_sharded_step", sharded_step, false)->Iterations(1)->UseRealTime();
-  benchmark::RegisterBenchmark("dp2_sharded_step_shared_weights", sharded_step, true)->Iterations(1)->UseRealTime();
+  benchmark::RegisterBenchmark("dp2_sharded_step", sharded_step, 2, false)->Iterations(1)->UseRealTime();
+  benchmark::RegisterBenchmark("dp2_sharded_step_shared_weights", sharded_step, 2, true)->Iterations(1)->UseRealTime();
+  benchmark::RegisterBenchmark("dp3_sharded_step_shared_weights", sharded_step, 3, true)->Iterations(1)->UseRealTime();
+  benchmark::RegisterBenchmark("dp4_sharded_step_shared_weights", sharded_step, 4, true)->Iterations(1)->UseRealTime();
 }
 
 }  // namespace

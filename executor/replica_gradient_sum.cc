@@ -82,13 +82,9 @@ const float* dense_values(const std::vector<std::vector<std::span<float>>>& grad
   return tapped->layout->taps() == tapped->layout->plane ? tapped->values : nullptr;
 }
 
-// Whether a row weight is exactly a float (then g·w can be a float multiplication; below).
-bool is_a_float(double w) { return static_cast<double>(static_cast<float>(w)) == w; }
-
 // sum[0..count) = Σ_k gradients[k][t][from..from+count) · row_weights[k], in replica order. Where a row
-// weight is a float (0.5 for two replicas of equal rows) the products are float multiplications: the same
-// bits as the double product rounded to float (the double product of two floats is exact, so both are
-// the exact product rounded once), at twice the lanes and without the conversions.
+// weight is a float (0.5 for two replicas of equal rows) the products are float multiplications, the same
+// bits (is_a_float).
 void sum_block(const std::vector<std::vector<std::span<float>>>& gradients,
                const std::vector<std::vector<ReplicaGradientSum::Taps>>& taps, const std::vector<double>& row_weights,
                size_t t, size_t from, size_t count, float* sum) {
@@ -174,23 +170,24 @@ void ReplicaGradientSum::step_share(int replica, const ShardedOptimizerStep& ste
       if (weights_[k][t].data() != weights_[0][t].data())
         std::copy_n(weights_[0][t].data() + from, count, weights_[k][t].data() + from);
   };
-  // Two replicas' dense gradients at float row weights (dp:2's every tensor but those given by taps with
-  // zeros between): summed in the update's own pass, the same bits as a block's sum (apply_sum_of_two).
-  // ResNet-18's dp:2 on a 2-core AMD EPYC: each replica's share took 5.4-5.6 ms through the blocks, the
-  // whole exchange 3.5-4.1 ms this way.
+  // Dense gradients of 2 to 8 replicas (dp's every tensor but those given by taps with zeros between):
+  // summed in the update's own pass, the same bits as a block's sum (apply_sum). ResNet-18's dp:2 on a
+  // 2-core AMD EPYC: each replica's share took 5.4-5.6 ms through the blocks, the whole exchange 3.5-4.1 ms
+  // this way; the sharded step of 4 replicas' 45 MB, 15.0 ms through the blocks (optimizer_bandwidth_bench).
+  const size_t r = gradients_.size();
   const auto in_one_pass = [&](size_t t) {
-    if (gradients_.size() != 2) return false;
-    for (size_t k = 0; k < 2; ++k)
-      if (!dense_values(gradients_, taps_, k, t) || !is_a_float(row_weights_[k])) return false;
+    if (r < 2 || r > ShardedOptimizerStep::kMaxReplicasInPass) return false;
+    for (size_t k = 0; k < r; ++k)
+      if (!dense_values(gradients_, taps_, k, t)) return false;
     return true;
   };
+  std::vector<const float*> dense(r);
   for (size_t t = 0; t < gradients_[0].size(); ++t) {
     if (!in_one_pass(t)) continue;
-    const auto [begin, end] = share_of(gradients_[0][t].size(), 2, replica, part, parts);
+    const auto [begin, end] = share_of(gradients_[0][t].size(), r, replica, part, parts);
     if (begin == end) continue;
-    step.apply_sum_of_two(t, begin, end, weights_[0][t].data() + begin, dense_values(gradients_, taps_, 0, t) + begin,
-                          static_cast<float>(row_weights_[0]), dense_values(gradients_, taps_, 1, t) + begin,
-                          static_cast<float>(row_weights_[1]));
+    for (size_t k = 0; k < r; ++k) dense[k] = dense_values(gradients_, taps_, k, t) + begin;
+    step.apply_sum(t, begin, end, weights_[0][t].data() + begin, dense, row_weights_);
     copy_to_others(t, begin, end - begin);
   }
   for_each_summed_block(gradients_, taps_, row_weights_, replica, part, parts, in_one_pass,

@@ -1,6 +1,10 @@
 #include "executor/sharded_optimizer_step.h"
 
+#include <algorithm>
+#include <array>
 #include <variant>
+
+#include "graph/error.h"
 
 namespace onnxtrain {
 
@@ -39,25 +43,73 @@ void ShardedOptimizerStep::apply(size_t index, size_t begin, size_t end, float* 
       p.rule);
 }
 
-void ShardedOptimizerStep::apply_sum_of_two(size_t index, size_t begin, size_t end, float* __restrict w,
-                                            const float* __restrict g0, float w0, const float* __restrict g1,
-                                            float w1) const {
+namespace {
+
+// w[i] updated by `f` with Σ_k g[k][i]·weight[k] over R replicas, each product rounded to float. Weight:
+// float where every row weight is one, else double (the same bits for those that are floats: is_a_float).
+template <size_t R, typename Weight, typename Rule, typename... State>
+void update_with_sum(const Rule& f, size_t n, size_t begin, float* __restrict w, const std::array<const float*, R>& g,
+                     const std::array<Weight, R>& weight, State*... state) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    auto sum = static_cast<float>(g[0][i] * weight[0]);
+    for (size_t k = 1; k < R; ++k) sum += static_cast<float>(g[k][i] * weight[k]);
+    f(w[i], sum, state[begin + i]...);
+  }
+}
+
+}  // namespace
+
+void ShardedOptimizerStep::apply_sum(size_t index, size_t begin, size_t end, float* __restrict w,
+                                     std::span<const float* const> gradients,
+                                     std::span<const double> row_weights) const {
+  ONNXTRAIN_CHECK(
+      gradients.size() == row_weights.size() && gradients.size() >= 2 && gradients.size() <= kMaxReplicasInPass,
+      "sharded optimizer step: 2 to " + std::to_string(kMaxReplicasInPass) +
+          " replicas' gradients, one row weight each");
   const Param& p = params_.at(index);
   const size_t n = end - begin;
-  std::visit(
-      [&](const auto& rule) {
-        using Rule = std::decay_t<decltype(rule)>;
-        const Rule f = rule;
-        optim::call_with_state_arrays<Rule>(std::span<float* const>(p.states), [&](auto*... state) {
-#pragma omp simd
-          for (size_t i = 0; i < n; ++i) {
-            float g = g0[i] * w0;
-            g += g1[i] * w1;
-            f(w[i], g, state[begin + i]...);
-          }
-        });
-      },
-      p.rule);
+  const bool floats = std::all_of(row_weights.begin(), row_weights.end(), is_a_float);
+  const auto with_replicas = [&]<size_t R>() {
+    std::array<const float*, R> g{};
+    std::copy_n(gradients.begin(), R, g.begin());
+    const auto run = [&](const auto& weight) {
+      std::visit(
+          [&](const auto& rule) {
+            using Rule = std::decay_t<decltype(rule)>;
+            const Rule f = rule;  // a local copy: the stores below cannot alias its fields
+            optim::call_with_state_arrays<Rule>(std::span<float* const>(p.states), [&](auto*... state) {
+              update_with_sum(f, n, begin, w, g, weight, state...);
+            });
+          },
+          p.rule);
+    };
+    if (floats) {
+      std::array<float, R> weight{};
+      for (size_t k = 0; k < R; ++k) weight[k] = static_cast<float>(row_weights[k]);
+      run(weight);
+    } else {
+      std::array<double, R> weight{};
+      std::copy_n(row_weights.begin(), R, weight.begin());
+      run(weight);
+    }
+  };
+  switch (gradients.size()) {
+    case 2:
+      return with_replicas.operator()<2>();
+    case 3:
+      return with_replicas.operator()<3>();
+    case 4:
+      return with_replicas.operator()<4>();
+    case 5:
+      return with_replicas.operator()<5>();
+    case 6:
+      return with_replicas.operator()<6>();
+    case 7:
+      return with_replicas.operator()<7>();
+    default:
+      return with_replicas.operator()<8>();
+  }
 }
 
 void ShardedOptimizerStep::finish(Optimizer& optimizer) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,11 @@
 #include "executor/optimizer.h"
 
 namespace onnxtrain {
+
+// Whether a row weight is exactly a float. Then g·w rounded to float is the float product g·w: the double
+// product of two floats is exact, so both are the exact product rounded once; the float one takes twice
+// the lanes and no conversions.
+inline bool is_a_float(double w) { return static_cast<double>(static_cast<float>(w)) == w; }
 
 class ShardedOptimizerStep {
  public:
@@ -29,11 +35,13 @@ class ShardedOptimizerStep {
   void prepare(Optimizer& optimizer, const std::vector<std::pair<std::string, size_t>>& params);
   // Updates elements [begin, end) of parameter `index`: w[0..end-begin) with the gradient g[0..end-begin).
   void apply(size_t index, size_t begin, size_t end, float* w, const float* g) const;
-  // The same with g = (g0·w0 rounded) + (g1·w1 rounded), two replicas' weighed gradients summed as
-  // ReplicaGradientSum sums them, in the pass that updates: the sum never goes through a buffer. g0 and g1
-  // are parameter `index`'s elements [begin, end) as w is.
-  void apply_sum_of_two(size_t index, size_t begin, size_t end, float* w, const float* g0, float w0, const float* g1,
-                        float w1) const;
+  // The same with g = Σ_k gradients[k]·row_weights[k], each product rounded to float, added in replica
+  // order: R replicas' weighed gradients summed as ReplicaGradientSum sums them, in the pass that updates,
+  // so the sum never goes through a buffer. gradients[k] holds parameter `index`'s elements [begin, end)
+  // as w does. R from 2 to kMaxReplicasInPass (the loop is unrolled for each R).
+  static constexpr size_t kMaxReplicasInPass = 8;
+  void apply_sum(size_t index, size_t begin, size_t end, float* w, std::span<const float* const> gradients,
+                 std::span<const double> row_weights) const;
   // Counts the step: each parameter's update count and the optimizer's global step.
   void finish(Optimizer& optimizer);
 

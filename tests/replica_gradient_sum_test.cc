@@ -239,8 +239,10 @@ struct OptimizerCase {
 
 class ShardedStep : public ::testing::TestWithParam<OptimizerCase> {};
 
-// Three replicas at row weights of no float (summed block by block, in double products); two at 0.5 each
-// (dp:2 with an even batch: summed in the update's own pass, apply_sum_of_two); two at 1/3 and 2/3.
+// Every replica count and kind of row weight the update's own pass sums (apply_sum): float weights (0.5
+// each: dp:2 with an even batch; 11/32, 11/32, 10/32: dp:3 at batch 32; 0.25 each) in float products,
+// others (3/7, 2/7, 2/7; 1/3 and 2/3) in double products; and nine replicas, more than the pass takes,
+// summed block by block.
 void sharded_step_equals_the_sum_then_the_step(const OptimizerConfig& config, const std::vector<double>& row_weights) {
   const int replicas = static_cast<int>(row_weights.size()), steps = 3;
   const std::vector<size_t> sizes{1, 2, 4099, 10000};
@@ -296,8 +298,12 @@ void sharded_step_equals_the_sum_then_the_step(const OptimizerConfig& config, co
 }
 
 TEST_P(ShardedStep, EqualsTheSumThenTheOptimizerStepBitForBit) {
-  for (const std::vector<double>& row_weights :
-       {std::vector<double>{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0}, {0.5, 0.5}, {1.0 / 3.0, 2.0 / 3.0}}) {
+  for (const std::vector<double>& row_weights : {std::vector<double>{3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0},
+                                                 {0.5, 0.5},
+                                                 {1.0 / 3.0, 2.0 / 3.0},
+                                                 {11.0 / 32, 11.0 / 32, 10.0 / 32},
+                                                 {0.25, 0.25, 0.25, 0.25},
+                                                 std::vector<double>(9, 1.0 / 9)}) {
     SCOPED_TRACE(std::to_string(row_weights.size()) + " replicas, the first at " + std::to_string(row_weights[0]));
     sharded_step_equals_the_sum_then_the_step(GetParam().config, row_weights);
   }
