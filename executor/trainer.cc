@@ -689,6 +689,30 @@ void Trainer::running_statistics_changed() {
     if (g.value(id).role == ValueRole::State) device_initializers_->mark_host_changed(g.value(id).name);
 }
 
+int Trainer::share_parameters_of(const Trainer& first) {
+  if (device_initializers_ || first.device_initializers_)
+    throw Error("sharing parameters between trainers is built for the CPU");
+  std::map<std::string, const Tensor*> theirs;
+  const Graph& other = first.training_->graph;
+  for (ValueId id : other.initializers)
+    if (const Value& v = other.value(id); v.role == ValueRole::Parameter && v.data) theirs[v.name] = &*v.data;
+  int shared = 0;
+  for (const Slot& s : slots_) {
+    Value& mine = training_->graph.value(s.value);
+    const auto it = theirs.find(mine.name);
+    if (!mine.data || it == theirs.end() || it->second->dtype() != mine.data->dtype() ||
+        it->second->sizes() != mine.data->sizes())
+      continue;
+    const Tensor previous = *mine.data;
+    mine.data = *it->second;
+    // The evaluation graph held the same buffer as the training graph's value.
+    for (ValueId id : eval_graph_->initializers)
+      if (Value& v = eval_graph_->value(id); v.data && v.data->raw() == previous.raw()) v.data = *it->second;
+    ++shared;
+  }
+  return shared;
+}
+
 std::map<std::string, Tensor> Trainer::trained_initializers() const {
   std::map<std::string, Tensor> result;
   const Graph& g = training_->graph;

@@ -263,6 +263,13 @@ class Trainer {
   // newer values, and since a caller may write through them (data parallelism copies running statistics
   // between replicas) the next run uploads them again.
   std::map<std::string, Tensor> trained_initializers() const;
+  // On the CPU: every trained parameter of this trainer's that `first` has too (the same name, dtype and
+  // sizes) becomes `first`'s Tensor, in the training and the evaluation graph, so that both read and one
+  // optimizer step writes one copy. For DataParallelTrainer's replica threads, which share the model's
+  // weights: the parameters each trainer's recipe derives from them (tap-major and live-tap weights,
+  // graph/autodiff/tap_major_conv_weights.h, live_conv_taps.h) are its own otherwise. Returns how many it
+  // shares.
+  int share_parameters_of(const Trainer& first);
   // The State initializers alone (BatchNorm running statistics), by name: the graph's own Tensors, always
   // current on the host (the statistics are updated there on every device), so nothing is downloaded.
   // A caller that writes through them calls running_statistics_changed() (a CUDA trainer uploads them

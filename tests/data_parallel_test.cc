@@ -278,6 +278,44 @@ TEST(DataParallel, ShardedStepOnKeptTapsEqualsTheDenseGradients) {
     EXPECT_EQ(std::memcmp(t.raw(), weights[0].at(name).raw(), t.nbytes()), 0) << name;
 }
 
+// The parameters a replica's recipe derives from the shared weights (a small plane's tap-major weight, a
+// one-pixel output's live taps) are replica 0's too under the sharded step: one copy that every replica
+// reads and the step writes, not one per replica that the step copies its updates into. The weights stay
+// those of every replica stepping its own copy, bit for bit.
+TEST(DataParallel, ShardedReplicasShareTheParametersTheirRecipesDerive) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/small_planes/small_plane_cnn.onnx";
+  const auto batches = batches_of("synthetic:4,4,4:10:64", 16, 3);
+  TrainerOptions unsharded_options = momentum_sgd();
+  unsharded_options.clip_grad_norm = 1e30;  // every replica steps its own copy
+  std::vector<std::map<std::string, Tensor>> weights;
+  for (const TrainerOptions& options : {momentum_sgd(), unsharded_options}) {
+    ImportedModel m = import_model(model);
+    DataParallelTrainer dp(m.graph, {.trainer = options, .replicas = 3});
+    size_t i = 0;
+    dp.train(static_cast<int64_t>(batches.size()), [&] { return batches[i++]; });
+    const std::map<std::string, Tensor> first = dp.replica(0).trained_initializers();
+    int tap_major = 0, live_taps = 0;
+    weights.emplace_back();
+    for (const auto& [name, t] : first) {
+      tap_major += name.ends_with(".tap_major");
+      live_taps += name.ends_with(".live_taps");
+      weights.back()[name] = t.clone();
+    }
+    EXPECT_GE(tap_major, 1) << "no tap-major parameter: the test misses its case";
+    EXPECT_GE(live_taps, 1) << "no live-tap parameter: the test misses its case";
+    const bool sharded = options.clip_grad_norm == 0;
+    const std::map<std::string, Tensor> statistics = dp.replica(0).running_statistics();
+    for (int r = 1; r < 3; ++r) {
+      for (const auto& [name, t] : dp.replica(r).trained_initializers()) {
+        EXPECT_EQ(t.raw() == first.at(name).raw(), sharded && !statistics.count(name))
+            << "replica " << r << " " << name;
+      }
+    }
+  }
+  for (const auto& [name, t] : weights[1])
+    EXPECT_EQ(std::memcmp(t.raw(), weights[0].at(name).raw(), t.nbytes()), 0) << name;
+}
+
 TEST(DataParallel, TooFewRowsForTheReplicasIsAnError) {
   ImportedModel m = import_model(kModels + "mlp_opset17.onnx");
   DataParallelTrainer dp(m.graph, {.trainer = momentum_sgd(), .replicas = 4});
