@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <variant>
 
 #include "graph/error.h"
@@ -94,22 +95,11 @@ void ShardedOptimizerStep::apply_sum(size_t index, size_t begin, size_t end, flo
       run(weight);
     }
   };
-  switch (gradients.size()) {
-    case 2:
-      return with_replicas.operator()<2>();
-    case 3:
-      return with_replicas.operator()<3>();
-    case 4:
-      return with_replicas.operator()<4>();
-    case 5:
-      return with_replicas.operator()<5>();
-    case 6:
-      return with_replicas.operator()<6>();
-    case 7:
-      return with_replicas.operator()<7>();
-    default:
-      return with_replicas.operator()<8>();
+  // with_replicas<R> for R = gradients.size(): one unrolled loop per count from 2 to kMaxReplicasInPass.
+  [&]<size_t... Extra>(std::index_sequence<Extra...>) {
+    ((gradients.size() == Extra + 2 ? (with_replicas.template operator()<Extra + 2>(), true) : false) || ...);
   }
+  (std::make_index_sequence<kMaxReplicasInPass - 1>());
 }
 
 void ShardedOptimizerStep::finish(Optimizer& optimizer) {
