@@ -179,17 +179,28 @@ LoadedData load_npz(const std::string& path, const DatasetOptions& options) {
                 " (--y-key), the archive holds: " + (names.empty() ? "no .npy members" : names))
         .in_file(path);
   }
+  // The inputs and the labels are looked up each by its own list (the model input's name, x, inputs,
+  // x_train/x_test; labels, y, y_train/y_test): an archive of x and labels is as good as one of x and y.
   const std::string suffix = is_test_split(options) ? "_test" : "_train";
-  std::vector<std::pair<std::string, std::string>> pairs = {
-      {"x", "y"}, {"inputs", "labels"}, {"x" + suffix, "y" + suffix}};
-  if (!options.input_name.empty()) pairs.insert(pairs.begin(), {options.input_name, "labels"});
-  for (const auto& [x, y] : pairs) {
-    if (archive.find(x) && archive.find(y)) return {*archive.find(x), *archive.find(y), 0, "npz " + path, path, path};
-  }
+  std::vector<std::string> input_keys{"x", "inputs", "x" + suffix};
+  if (!options.input_name.empty()) input_keys.insert(input_keys.begin(), options.input_name);
+  const std::vector<std::string> label_keys{"labels", "y", "y" + suffix};
+  const auto first_found = [&](const std::vector<std::string>& keys) -> const Tensor* {
+    for (const std::string& key : keys)
+      if (const Tensor* a = archive.find(key)) return a;
+    return nullptr;
+  };
+  const Tensor* inputs = first_found(input_keys);
+  const Tensor* labels = first_found(label_keys);
+  if (inputs && labels) return {*inputs, *labels, 0, "npz " + path, path, path};
   std::string names;
   for (const std::string& n : archive.names) names += (names.empty() ? "" : ", ") + n;
-  const std::string model_pair = options.input_name.empty() ? "" : options.input_name + " and labels, or ";
-  throw Error("expected arrays " + model_pair + "x and y (or inputs and labels, or x" + suffix + " and y" + suffix +
+  const auto listed = [](const std::vector<std::string>& keys) {
+    std::string text;
+    for (size_t i = 0; i < keys.size(); ++i) text += (i == 0 ? "" : i + 1 == keys.size() ? " or " : ", ") + keys[i];
+    return text;
+  };
+  throw Error("expected an array of inputs (" + listed(input_keys) + ") and one of labels (" + listed(label_keys) +
               "), the archive holds: " + (names.empty() ? "no .npy members" : names))
       .in_file(path);
 }
@@ -299,7 +310,7 @@ void check_finite_inputs(const Tensor& x, const std::string& file) {
       .in_file(file);
 }
 
-Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
+Tensor inputs_as_float(const Tensor& raw, const std::string& file, int64_t model_rank = 0) {
   Tensor x(DType::Float32, raw.sizes());
   auto out = x.data<float>();
   if (raw.dtype() == DType::UInt8) {
@@ -318,7 +329,8 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file) {
   }
   if (x.rank() < 2) throw Error("inputs have rank " + std::to_string(x.rank()) + ": expected (N, ...)").in_file(file);
   if (raw.dtype() != DType::UInt8) check_finite_inputs(x, file);
-  if (x.rank() == 3) x = x.reshaped({x.sizes()[0], 1, x.sizes()[1], x.sizes()[2]});  // (N,H,W) → (N,1,H,W)
+  if (x.rank() == 3 && model_rank != 3)
+    x = x.reshaped({x.sizes()[0], 1, x.sizes()[1], x.sizes()[2]});  // (N,H,W) → (N,1,H,W)
   return x;
 }
 
@@ -466,7 +478,8 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
 
   Dataset data;
   const bool ids = options.integer_inputs;
-  data.inputs = ids ? inputs_as_ids(d.inputs, d.images_file) : inputs_as_float(d.inputs, d.images_file);
+  data.inputs =
+      ids ? inputs_as_ids(d.inputs, d.images_file) : inputs_as_float(d.inputs, d.images_file, options.input_rank);
   data.raw_dtype = dtype_name(d.inputs.dtype());
   if (d.inputs.dtype() == DType::UInt8 && !ids) data.input_scale = 1.0f / 255.0f;
   data.hold_out_tail = prefix == "tokens" || prefix == "text";

@@ -49,12 +49,15 @@ enum class Normalization { None, MeanStd };
 struct DatasetOptions {
   std::string split = "train";  // "train" | "test"
   Normalization normalize = Normalization::None;
-  std::vector<float> mean, std;      // per channel; override the statistics MeanStd uses
-  int64_t classes = 0;               // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
-  uint64_t seed = 0;                 // synthetic data, and the window offset of token streams
-  int64_t seq_len = 0;               // tokens:/text:: the tokens per sample
-  bool integer_inputs = false;       // the model reads integer ids: integer data stays int64 (uint8 too)
-  std::string input_name;            // npz: the model input's name, tried (with `labels`) before x/y
+  std::vector<float> mean, std;  // per channel; override the statistics MeanStd uses
+  int64_t classes = 0;           // idx/npz/npy: 0 = max label + 1; otherwise labels must be < classes
+  uint64_t seed = 0;             // synthetic data, and the window offset of token streams
+  int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
+  bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
+  std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
+  // The model input's rank, 0 when unknown: 3-D float data (N, H, W) gets a channel axis, (N, 1, H, W),
+  // unless the model reads rank 3 (a sequence's (N, T, F)).
+  int64_t input_rank = 0;
   std::string x_key, y_key;          // npz: the arrays to read (--x-key/--y-key; either alone: the other x or y)
   std::vector<int64_t> image_shape;  // imagefolder: the (C, H, W) the images are decoded and resized to
   // npz: the model's other data inputs (BERT's attention_mask, token_type_ids), arrays of those names,

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -140,8 +143,10 @@ int set_inference_mode(onnx::ModelProto& model, const std::string& source) {
 }
 
 void check_output_path(const std::string& out_path) {
+  if (out_path.empty()) throw Error("-o '': an empty path; -o names the .onnx file to write");
   std::error_code ec;
   const fs::path out(out_path);
+  if (!out.has_filename()) throw Error(out_path + ": names a folder; -o names the .onnx file to write");
   const fs::file_status status = fs::status(out, ec);
   if (fs::exists(status)) {
     if (fs::is_directory(status)) throw Error(out_path + ": is a folder; -o names the .onnx file to write");
@@ -155,6 +160,13 @@ void check_output_path(const std::string& out_path) {
   if (!fs::is_directory(folder, ec)) throw Error(out_path + ": " + folder.string() + " is not a folder");
   if (::access(folder.c_str(), W_OK) != 0)
     throw Error(out_path + ": the folder " + folder.string() + " is not writable");
+  // access() grants root every folder, /proc's and a read-only mount's alike: a file made and removed
+  // there says whether the written model can appear.
+  std::string probe = (folder / ".onnxtrain-write-check-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) throw Error(out_path + ": cannot create a file in " + folder.string() + ": " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_trained_model(const std::string& source_model, const std::string& out_path,

@@ -736,6 +736,57 @@ TEST_F(CliReliability, AFailedWriteIsExitOneAndKeepsTheOldFile) {
       << "a temporary file was left behind";
 }
 
+// An outside check (2026-12-06) with models and commands of its own: a range error printed 300 digits of
+// the largest double and let inf and nan through; -o '' and -o /proc/FILE failed only after the training;
+// -o naming the model being trained replaced it; a --batch above the training rows printed a throughput
+// counted in rows that did not exist.
+TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
+  const std::string data = " --data synthetic:1,28,28:10:64 --limit-batches 2 --validation 0 --test-data none";
+  const std::string model = kModels + "mlp_opset17.onnx";
+  const std::string out = (dir_ / "m.onnx").string();
+  for (const auto& [option, message] :
+       std::vector<std::pair<std::string, std::string>>{{"--batch 0", "--batch: must be a number above 0, got 0"},
+                                                        {"--batch -4", "--batch: must be a number above 0, got -4"},
+                                                        {"--lr nan", "--lr: must be a number above 0, got nan"},
+                                                        {"--lr inf", "--lr: must be a number above 0, got inf"},
+                                                        {"--epochs 0", "--epochs: must be a number above 0, got 0"}}) {
+    const CliRun r = run_after("true", "train " + model + data + " " + option + " -o " + out);
+    EXPECT_EQ(r.exit_code, 2) << option << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << option << ": " << r.output;
+    EXPECT_LT(r.output.size(), 200u) << option << ": " << r.output;
+  }
+  CliRun r = run_after("true", "train " + model + data + " -o ''");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("onnxtrain: error: -o '': an empty path"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "it trained first: " << r.output;
+  r = run_after("true", "train " + model + data + " -o " + (dir_ / "sub").string() + "/");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("names a folder"), std::string::npos) << r.output;
+  if (fs::is_directory("/proc")) {  // access() grants root /proc, where no file can be made
+    r = run_after("true", "train " + model + data + " -o /proc/onnxtrain_cli_test.onnx");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const bool named = r.output.find("cannot create a file in /proc") != std::string::npos ||
+                       r.output.find("the folder /proc is not writable") != std::string::npos;  // not root
+    EXPECT_TRUE(named) << r.output;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "it trained first: " << r.output;
+  }
+  const std::string same = (dir_ / "same.onnx").string();
+  fs::copy_file(model, same);
+  const std::string before = read_file(same);
+  r = run_after("true", "train " + same + data + " -o " + same);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is the model being trained"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(same), before);
+  r = run_after("true", "train " + model +
+                            " --data synthetic:1,28,28:10:64 --validation 0 --test-data none --batch "
+                            "1000 --log-every 1 -o " +
+                            out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--batch 1000 is more than the 64 training samples: each mini-batch is all 64 of them"),
+            std::string::npos)
+      << r.output;
+}
+
 // inspect --batch 2^31 of a model whose activations exceed int64 bytes printed negative FLOPs and bytes.
 TEST_F(CliReliability, InspectAHugeBatchPrintsNoNegativeFigure) {
   // x (batch, 65536, 65536) -> Relu -> y: 2^63 elements per output at a batch of 2^31.

@@ -277,11 +277,30 @@ TEST(NpzDataset, KerasLayoutPicksTheSplit) {
   EXPECT_FLOAT_EQ(test.inputs.data<float>()[1], 1.0f - 1.0f / 8.0f);
 }
 
+// The inputs and the labels are looked up each by its own list, as --x-key's and --y-key's help says: x
+// with labels is found as x with y is (outside check, 2026-12-06: "expected arrays ... x and y", refused).
+TEST(NpzDataset, InputsAndLabelsAreFoundEachByItsOwnNames) {
+  const Dataset d = load_dataset("npz:" + fixture("dataset_x_labels.npz"));
+  EXPECT_EQ(d.inputs.sizes(), (std::vector<int64_t>{3, 1, 2, 2}));
+  EXPECT_FLOAT_EQ(d.inputs.data<float>()[11], 11.0f);
+  EXPECT_EQ(d.labels.to_int64(), (std::vector<int64_t>{2, 1, 0}));
+}
+
+// 3-D float data is (N, H, W) images for a model of rank-4 input, which get their channel axis, and
+// (N, T, F) sequences for a model that reads rank 3, which keep their shape (outside check, 2026-12-06:
+// "(64,1,16,8) do not match the model input (batch,16,8)").
+TEST(NpzDataset, ThreeDimensionalDataGetsAChannelAxisOnlyForAModelOfRankFour) {
+  const std::string path = "npz:" + fixture("dataset_keras_layout.npz");
+  EXPECT_EQ(load_dataset(path).inputs.sizes(), (std::vector<int64_t>{4, 1, 2, 2}));
+  EXPECT_EQ(load_dataset(path, {.input_rank = 4}).inputs.sizes(), (std::vector<int64_t>{4, 1, 2, 2}));
+  EXPECT_EQ(load_dataset(path, {.input_rank = 3}).inputs.sizes(), (std::vector<int64_t>{4, 2, 2}));
+}
+
 TEST(NpzDataset, MissingArraysAndTruncatedArchiveAreErrors) {
   EXPECT_EQ(error_of([] { load_dataset("npz:" + fixture("dataset_other_names.npz")); }),
             fixture("dataset_other_names.npz") +
-                ": expected arrays x and y (or inputs and labels, or x_train and y_train), the archive holds: images, "
-                "targets");
+                ": expected an array of inputs (x, inputs or x_train) and one of labels (labels, y or y_train), the "
+                "archive holds: images, targets");
   TempDir dir;
   std::ifstream in(fixture("dataset_savez.npz"), std::ios::binary);
   const std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -692,7 +711,7 @@ TEST(TokenData, NpzWithModelInputNameAndPerPositionLabels) {
       error_of([&] { load_dataset("npz:" + bad, {.classes = 50, .integer_inputs = true, .input_name = "input_ids"}); }),
       bad + ": label 50 at row 2, position 3, expected < 50 (or -100, ignored)");
   const std::string message = error_of([&] { load_dataset("npz:" + good, {.input_name = "ids"}); });
-  EXPECT_NE(message.find("expected arrays ids and labels, or x and y"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected an array of inputs (ids, x, inputs or x_train)"), std::string::npos) << message;
 }
 
 TEST(TokenData, ModelInputDtypeMustMatch) {

@@ -24,6 +24,7 @@
 #include "tools/bench_predict.h"
 #include "tools/bench_report.h"
 #include "tools/bench_run.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/zoo.h"
 
@@ -297,7 +298,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seq-len", o->seq_len,
                   "models that read token ids: ids per sample of the synthetic token stream (default: the input's "
                   "static sequence length)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--steps", o->steps, "timed steps per run (default 20)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "untimed steps before them (default 3)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--repeats", o->repeats,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <exception>
 
 namespace onnxtrain::cli {
 
@@ -57,6 +59,32 @@ CLI::Validator one_of(std::vector<std::string> names) {
       },
       "", "one_of");
 }
+
+namespace {
+
+CLI::Validator number_check(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& value) {
+        const std::string wanted = zero_allowed ? "a number of 0 or more" : "a number above 0";
+        double number = 0;
+        try {
+          size_t used = 0;
+          number = std::stod(value, &used);
+          if (used != value.size()) return "must be " + wanted + ", got '" + value + "'";
+        } catch (const std::exception&) {
+          return "must be " + wanted + ", got '" + value + "'";
+        }
+        if (!std::isfinite(number) || number < 0 || (number == 0 && !zero_allowed))
+          return "must be " + wanted + ", got " + value;
+        return std::string();
+      },
+      zero_allowed ? "NONNEGATIVE" : "POSITIVE", zero_allowed ? "non_negative_number" : "positive_number");
+}
+
+}  // namespace
+
+const CLI::Validator positive_number = number_check(false);
+const CLI::Validator non_negative_number = number_check(true);
 
 void usage_error(const std::string& message) { throw CLI::ValidationError(message); }
 

@@ -18,6 +18,12 @@ std::string not_one_of(const std::string& what, const std::string& given, const 
 // A CLI11 check that the value is one of `names`, failing with not_one_of's message (CLI11 prefixes the option).
 CLI::Validator one_of(std::vector<std::string> names);
 
+// CLI11 checks of a number (CLI11 prefixes the option): a finite number above 0 ("must be a positive
+// number, got 0"), or at 0 or above. CLI11's own PositiveNumber said "Value 0 not in range 0.000000 to
+// 1797693134862315708145...", 300 digits of the largest double, and let inf and nan through.
+extern const CLI::Validator positive_number;
+extern const CLI::Validator non_negative_number;
+
 // Options that do not go together, or a flag the chosen strategy would ignore: exit 2 with `message`.
 [[noreturn]] void usage_error(const std::string& message);
 

@@ -23,6 +23,7 @@
 #include "graph/autodiff/loss.h"
 #include "graph/autodiff/training_recipe.h"
 #include "graph/error.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
 #include "tools/text_file.h"
@@ -195,9 +196,9 @@ void add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--split", o->split, "test (the default) or train: which split of a source that has both")
       ->check(CLI::IsMember({"test", "train"}));
-  cmd->add_option("--batch", o->batch, "samples per forward pass (default 256)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "samples per forward pass (default 256)")->check(positive_number);
   cmd->add_option("--seq-len", o->seq_len, "tokens:/text: data: tokens per sample (default: the input's static length)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--x-key", o->x_key, "npz data: the array of the inputs");
   cmd->add_option("--y-key", o->y_key, "npz data: the array of the labels");
   cmd->add_option("--json", o->json, "also write the figures (and the confusion matrix) as one JSON document");

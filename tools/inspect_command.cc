@@ -6,6 +6,7 @@
 
 #include "frontend/importer.h"
 #include "graph/model_summary.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
 #include "tools/text_format.h"
@@ -145,7 +146,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--seq-len", options->seq_len,
                   "bind the data input's symbolic sequence dimension to T (an exporter's dynamic sequence axis): "
                   "shapes and FLOPs for sequences of T tokens")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--freeze", options->freeze, "parameters whose names match this regex are frozen (not trained)");
   cmd->add_flag("--all", options->all_nodes, "list every node (default: the first 60)");
   cmd->callback([options] {

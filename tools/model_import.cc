@@ -33,7 +33,8 @@ DatasetOptions data_options_for(const Graph& model, int64_t seq_len) {
                                     : static_length ? input.shape.dims[1].value()
                                                     : 0,
                          .integer_inputs = is_integer(input.dtype),
-                         .input_name = input.name};
+                         .input_name = input.name,
+                         .input_rank = input.shape.rank_known ? input.shape.rank() : 0};
   const Shape& shape = input.shape;
   if (shape.rank_known && shape.rank() == 4 && shape.dims[1].is_static() && shape.dims[2].is_static() &&
       shape.dims[3].is_static())

@@ -21,6 +21,7 @@
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
 #include "simulator/strategy_simulation.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
 #include "tools/text_format.h"
@@ -222,14 +223,13 @@ void add_partition_command(CLI::App& app) {
       "nodes, parameters, FLOPs, predicted time and memory and the bytes it sends; the predicted throughput,\n"
       "speed-up and bubble against one device. Writes the plan `onnxtrain train --plan` reads (-o).");
   cmd->add_option("model", o->model, "the .onnx file (not needed with --schedule)");
-  cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(CLI::PositiveNumber);
+  cmd->add_option("--stages,-n", o->stages, "number of pipeline stages (devices; default 2)")->check(positive_number);
+  cmd->add_option("--batch", o->batch, "micro-batch size the costs are for (default 32)")->check(positive_number);
   cmd->add_option("--seq-len", o->seq_len,
                   "sequence length the costs are for, when the data input has a symbolic sequence dimension")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--micro-batches", o->micro_batches, "micro-batches per flush (GPipe) or run (default 4 x stages)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--strategy", o->strategy,
                   "pipedream (default) | naive | spectrain | gpipe | 1f1b | 2bw: sets the weight copies and "
                   "activations each stage keeps");
@@ -249,7 +249,7 @@ void add_partition_command(CLI::App& app) {
                   "replicas per stage: one number for all, or one per stage (data parallel stages)");
   cmd->add_option("--devices", o->devices,
                   "devices in all (>= stages): the planner also chooses how many replicas each stage gets (PipeDream)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--memory-cap", o->memory_cap, "bytes per device, e.g. 80G or 512MiB; the plan must fit");
   cmd->add_option("--split", o->split, "evaluate this split instead of planning: the N-1 cut positions, e.g. 12,30,41");
   cmd->add_option("--optimizer", o->optimizer, "optimizer whose state is counted in memory (default momentum)");

@@ -9,6 +9,7 @@
 #include "frontend/importer.h"
 #include "frontend/npy.h"
 #include "graph/error.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/device_option.h"
 
@@ -103,7 +104,7 @@ void add_run_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("-o,--output-dir", options->output_dir, "where to write NAME.npy for each output (default .)");
   cmd->add_option("--bench", options->bench, "after the first run, time N more runs and print latency and samples/s")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--kernels", options->kernels, "kernel implementation to use (\"reference\": the plain loops)");
   cmd->add_option("--device", options->device,
                   "cpu (the default) | cuda | cuda:N: where the forward pass runs (a GPU run's latency includes the "

@@ -19,6 +19,7 @@
 #include "simulator/recommend.h"
 #include "simulator/simulation_trace.h"
 #include "simulator/strategy_simulation.h"
+#include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
 #include "tools/text_file.h"
@@ -274,7 +275,7 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq-len", o->seq_len,
                   "sequence length, when the data input has a symbolic sequence dimension (a transformer export)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--steps", o->steps, "mini-batches simulated (default 40)")->check(CLI::Range(2, 100000));
   cmd->add_option("--warmup", o->warmup,
                   "of them, left out of samples/s at each end: the fill and the drain (default 8)")

@@ -108,13 +108,13 @@ void add_train_command(CLI::App& app) {
                   "tokens:/text: data: tokens per sample (default: the model input's static sequence length). The "
                   "stream is cut into windows with next-token labels, at an offset drawn by --seed; the validation "
                   "split is the stream's tail")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(CLI::PositiveNumber);
+      ->check(positive_number);
+  cmd->add_option("--epochs", o->epochs, "passes over the training rows (default 1)")->check(positive_number);
   cmd->add_option("--batch", o->batch,
                   "samples per step (default 64): the global mini-batch, which dp replicas, ps workers and pipeline "
                   "copies share and gpipe/1f1b/2bw split into --micro-batches, as PyTorch's global batch size")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(CLI::PositiveNumber);
+      ->check(positive_number);
+  cmd->add_option("--lr", o->lr, "base learning rate (default 0.01)")->check(positive_number);
   cmd->add_option(
          "--optimizer", o->optimizer,
          "sgd | momentum (SGD with --momentum, the default) | nesterov | adam | adamw | adagrad; torch.optim semantics")
@@ -122,12 +122,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--momentum", o->momentum, "momentum of momentum/nesterov, or of sgd when given (default 0.9)")
       ->each([o](const std::string&) { o->momentum_given = true; });
   cmd->add_option("--weight-decay", o->weight_decay, "L2 weight decay (decoupled for adamw; default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--schedule", o->schedule,
                   "learning-rate schedule per step: constant (default) | step (x0.1 after each third of the steps) | "
                   "cosine (down to 0 at the last step)");
   cmd->add_option("--warmup-steps", o->warmup_steps, "linear warm-up from lr/3 over the first N steps (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--loss", o->loss,
                   "cross-entropy (default) | mse | l1 | bce-with-logits (one-hot targets from the class labels) | "
                   "output:NAME (a scalar loss the model computes)");
@@ -138,9 +138,9 @@ void add_train_command(CLI::App& app) {
          "drawn by --seed, stratified by class (every class gives its share); for token streams the last windows")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--limit-batches", o->limit_batches, "stop each epoch after K batches (quick runs; default all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--log-every", o->log_every, "when stderr is not a terminal: a log line every N steps (default 100)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option(
       "--metrics", o->metrics,
       "write FILE.jsonl: one JSON object per step {step,epoch,loss,lr,time_s (since training began),samples_per_s}, "
@@ -198,23 +198,23 @@ void add_train_command(CLI::App& app) {
                   "directory of checkpoints (parameters, optimizer state, step, data position; written atomically)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every,
                   "write a checkpoint every K steps (default 0: only on SIGINT)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
                   "how many of the newest checkpoints to keep (default 3; 0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option(
          "--clip-grad-norm", o->clip_grad_norm,
          "scale the gradients down to this total 2-norm (over every parameter) when it is larger, before "
          "each update, as torch.nn.utils.clip_grad_norm_ (single, dp, central storage, and ps per push, on the CPU; "
          "default 0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--accumulate", o->accumulate,
                   "gradient accumulation: each step's --batch runs as K forward and backward passes of batch/K rows "
                   "(per replica for dp), whose gradients add up to the batch's before one update: the memory of a "
                   "batch/K pass for the step of the whole batch, as DeepSpeed's gradient_accumulation_steps "
                   "(--batch stays the samples per update). BatchNorm normalises each pass with its own statistics. "
                   "Single and dp on the CPU (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--label-smoothing", o->label_smoothing,
                   "cross-entropy against (1 - EPS) on the label plus EPS/C on every class (PyTorch's label_smoothing; "
                   "torchvision's recipes use 0.1). The validation and test losses include it, as the recipes "
@@ -223,7 +223,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--patience", o->patience,
                   "early stopping: end the run after this many epochs without a lower validation loss (the test "
                   "pass and -o then follow as after the last epoch; -o holds the last weights, --save-best the best)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--save-best", o->save_best,
                   "also write the model of the epoch with the lowest validation loss so far to this .onnx file "
                   "(rewritten at each improvement, like -o; score it with `onnxtrain eval`)");
@@ -251,10 +251,10 @@ void add_train_command(CLI::App& app) {
                   "dp: data-parallel replicas (threads; under mpirun one per process, so leave it out or give the "
                   "process count); ps: workers; with --stages under mpirun: copies of the pipeline, each on its "
                   "rows of every mini-batch (mpirun -np stages*replicas) (default 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(CLI::PositiveNumber);
+      ->check(positive_number);
+  cmd->add_option("--stages", o->stages, "pipeline stages (default 1)")->check(positive_number);
   cmd->add_option("--micro-batches", o->micro_batches, "gpipe, 1f1b, 2bw: micro-batches per mini-batch (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_option("--plan", o->plan,
                   "stage split from `onnxtrain partition -o plan.json` (default: planned at start); --stages defaults "
                   "to its stage count");
@@ -284,12 +284,12 @@ void add_train_command(CLI::App& app) {
          "has computed it, overlapping communication with the rest of the backward pass (DDP's bucket_cap_mb); "
          "0: one all-reduce after the backward pass (default 0; the result is the same bit for bit). On GPUs "
          "NCCL all-reduces every gradient in one group after the backward pass and this option does not apply")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number);
   cmd->add_option("--comm-timeout", o->comm_timeout,
                   "runs over several processes (mpirun, torchrun) and pipeline stages: the longest any process or "
                   "stage waits for another, in seconds, before it stops naming the rank and what it waited for "
                   "(default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_flag("--central-storage", o->central_storage,
                 "with --strategy dp: keep the weights and optimizer state once (a master copy) instead of per replica; "
                 "replicas copy the weights each step, their gradients are summed into it in replica order and one "
@@ -297,7 +297,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--servers", o->servers,
                   "ps: parameter-server shards (default 1); parameters are split over them balancing bytes, each "
                   "shard has its own optimizer and applies each pushed gradient as it arrives")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number);
   cmd->add_flag("--ps-predict", o->ps_predict,
                 "ps: a worker trains on SpecTrain's predicted weights: the shard optimizer's own update rule run s "
                 "steps ahead (s: the worker's measured staleness, the mean over its own pushes, rounded); prints the "

@@ -173,9 +173,9 @@ int report_stop(const TrainOptions& o, int64_t step, const std::string& path) {
   return 130;
 }
 
-void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch, float loss,
-                double lr, double elapsed_s, bool terminal) {
-  const double samples_per_s = static_cast<double>((step - first_step) * o.batch) / std::max(elapsed_s, 1e-9);
+void print_step(const TrainOptions& o, int64_t batch_rows, int64_t step, int64_t first_step, int64_t total_steps,
+                int64_t epoch, float loss, double lr, double elapsed_s, bool terminal) {
+  const double samples_per_s = static_cast<double>((step - first_step) * batch_rows) / std::max(elapsed_s, 1e-9);
   const double eta = elapsed_s / static_cast<double>(std::max<int64_t>(1, step - first_step)) *
                      static_cast<double>(total_steps - step);
   if (terminal) {
@@ -442,6 +442,11 @@ void TrainingData::print_data_line(const TrainOptions& o) const {
                            .c_str());
   }
   std::fprintf(stderr, "data: %s\n", train.description.c_str());
+  if (batch_rows < o.batch) {
+    std::fprintf(stderr, "--batch %lld is more than the %lld training samples: each mini-batch is all %lld of them\n",
+                 static_cast<long long>(o.batch), static_cast<long long>(batch_rows),
+                 static_cast<long long>(batch_rows));
+  }
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
   print_live_conv_taps(model.graph, o);
@@ -467,7 +472,8 @@ TrainingData::TrainingData(const TrainOptions& o, const Device& device)
                      .augment = parse_augment(o.augment)}),
       per_epoch(o.limit_batches > 0 ? std::min(o.limit_batches, loader.batches_per_epoch())
                                     : loader.batches_per_epoch()),
-      total_steps(per_epoch * o.epochs) {
+      total_steps(per_epoch * o.epochs),
+      batch_rows(std::min(o.batch, std::max<int64_t>(1, loader.train_size()))) {
   if (!o.init_from.empty()) init_line = init_from(model.graph, o.init_from);
 }
 

@@ -107,9 +107,9 @@ struct RunRole {
 std::string stop_checkpoint_dir(const TrainOptions& o);
 // The message and exit code of a run stopped by a signal after `step` (checkpoint `path`; "" for none).
 int report_stop(const TrainOptions& o, int64_t step, const std::string& path);
-// One progress line (terminal: redrawn in place) and its --metrics line.
-void print_step(const TrainOptions& o, int64_t step, int64_t first_step, int64_t total_steps, int64_t epoch, float loss,
-                double lr, double elapsed_s, bool terminal);
+// One progress line (terminal: redrawn in place) and its --metrics line; samples/s counts batch_rows a step.
+void print_step(const TrainOptions& o, int64_t batch_rows, int64_t step, int64_t first_step, int64_t total_steps,
+                int64_t epoch, float loss, double lr, double elapsed_s, bool terminal);
 
 // The epoch of the lowest validation loss so far (--patience, --save-best).
 struct BestEpoch {
@@ -185,15 +185,15 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
                            strsignal(g_stop_signal.load()), static_cast<long long>(epoch * per_epoch + at + chunk));
             }
             const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-            print_step(o, step, role.first_step, total_steps, epoch, loss, schedule.lr_at(mini_batch), elapsed,
-                       terminal);
-            nlohmann::json line{
-                {"step", step},
-                {"epoch", epoch + 1},
-                {"loss", loss},
-                {"lr", schedule.lr_at(mini_batch)},
-                {"time_s", elapsed},
-                {"samples_per_s", static_cast<double>((step - role.first_step) * o.batch) / std::max(elapsed, 1e-9)}};
+            print_step(o, data.batch_rows, step, role.first_step, total_steps, epoch, loss, schedule.lr_at(mini_batch),
+                       elapsed, terminal);
+            nlohmann::json line{{"step", step},
+                                {"epoch", epoch + 1},
+                                {"loss", loss},
+                                {"lr", schedule.lr_at(mini_batch)},
+                                {"time_s", elapsed},
+                                {"samples_per_s", static_cast<double>((step - role.first_step) * data.batch_rows) /
+                                                      std::max(elapsed, 1e-9)}};
             if (role.step_fields) role.step_fields(mini_batch, line);
             metrics.write(line);
           });

@@ -185,6 +185,7 @@ struct TrainingData {
   DataLoader loader;
   int64_t per_epoch;      // --limit-batches, else the loader's batches per epoch
   int64_t total_steps;    // per_epoch × --epochs
+  int64_t batch_rows;     // rows of a full mini-batch: --batch, or every training row where they are fewer
   std::string init_line;  // --init-from: what was loaded (printed by print_data_line)
 
   // Prints "data: ..." (the training data's description), with --freeze the parameters it froze, with

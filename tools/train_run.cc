@@ -124,6 +124,11 @@ void check_common_options(const TrainOptions& o) {
       !std::filesystem::is_directory(o.dump_gradients))
     throw Error("--dump-gradients " + o.dump_gradients + ": not a directory (the gradients go there as NAME.npy)");
   check_output_path(o.output);  // before any step: a bad -o must not cost the training
+  // The written model is the source file with its initializers replaced: writing it over the source
+  // would leave no untrained model to start again from, and a sidecar naming a file that changed.
+  if (std::error_code same; std::filesystem::equivalent(o.output, o.model, same))
+    usage_error("-o " + o.output + " is the model being trained (" + o.model +
+                "): write the trained model to another file");
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
     usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");

@@ -7,6 +7,8 @@
   dataset_keras_layout.npz      numpy.savez_compressed: x_train float64 (4,2,2) = arange / 16,
                                 y_train uint8 [1,0,1,0], x_test float64 (2,2,2) = 1 - arange / 8, y_test uint8 [0,1]
   dataset_other_names.npz       numpy.savez: images, targets (names load_dataset does not accept)
+  dataset_x_labels.npz          numpy.savez: x float32 (3,1,2,2) = arange, labels int64 [2,1,0] (the inputs'
+                                and the labels' names from different pairs)
   dataset_tokens.npz            numpy.savez: input_ids int32 (4,6) = arange % 50, labels int64 (4,6) = the
                                 ids shifted by one, with labels[0,1] = -100 (ignored)
   dataset_tokens_bad_label.npz  the same with labels[2,3] = 50 (above 50 classes)
@@ -64,3 +66,5 @@ rng = np.random.default_rng(6)
 copy_ids = rng.integers(1, 64, size=(1024, 16)).astype(np.int64)
 decoder_ids = np.concatenate([np.zeros((1024, 1), dtype=np.int64), copy_ids[:, :-1]], axis=1)
 np.savez(os.path.join(here, "dataset_t5_copy.npz"), input_ids=copy_ids, decoder_input_ids=decoder_ids, labels=copy_ids)
+np.savez(os.path.join(here, "dataset_x_labels.npz"),
+         x=np.arange(12, dtype=np.float32).reshape(3, 1, 2, 2), labels=np.array([2, 1, 0], dtype=np.int64))
