@@ -132,7 +132,6 @@ void remove_dead_nodes(Graph& graph) {
 
 std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report) {
   std::vector<ValueId> constant_node_outputs;
-  std::set<std::string> unsupported;
   for (NodeId id : std::vector<NodeId>(graph.order())) {
     Node& node = graph.node(id);
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
@@ -145,13 +144,23 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
                               "' (custom domains need a model-local function or an onnxtrain schema)")
             .at_node(node.name, node.op_type, node.domain, node.opset);
       }
-      unsupported.insert(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
       for (ValueId out : node.outputs) {
         if (!out.valid()) continue;
         auto it = onnx_infos.find(graph.value(out).name);
         if (it != onnx_infos.end()) {
           graph.value(out).dtype = it->second.dtype;
           graph.value(out).shape = it->second.shape;
+        } else if (std::ranges::any_of(graph.consumers(out), [&](NodeId reader) {
+                     const Node& r = graph.node(reader);
+                     return OpRegistry::builtin().find(r.domain, r.op_type) != nullptr;
+                   })) {
+          // Else that reader would be blamed ("input 0 has no known type"): a GRU's Transpose. (A reader
+          // without a schema takes ONNX's types too: SplitToSequence's sequence into SequenceAt.)
+          throw Error("onnxtrain has no implementation of " + node.op_type +
+                      " yet (it can neither train nor run it), and ONNX's shape inference gives no type for its "
+                      "output '" +
+                      graph.value(out).name + "', so the nodes after it cannot be imported")
+              .at_node(node.name, node.op_type, node.domain, node.opset);
         }
       }
       continue;
@@ -173,7 +182,14 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
     }
   }
   remove_dead_nodes(graph);
-  report.unsupported_ops.assign(unsupported.begin(), unsupported.end());
+  // Those still in the graph: an op whose outputs nothing reads left with the dead nodes.
+  std::set<std::string> remaining;
+  for (NodeId id : graph.order()) {
+    const Node& node = graph.node(id);
+    if (!OpRegistry::builtin().find(node.domain, node.op_type))
+      remaining.insert(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+  }
+  report.unsupported_ops.assign(remaining.begin(), remaining.end());
   return constant_node_outputs;
 }
 

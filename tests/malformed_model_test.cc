@@ -303,6 +303,38 @@ TEST_F(MalformedModel, SplitIntoTooManyChunks) {
   EXPECT_EQ(imported.unsupported_ops, (std::vector<std::string>{"SequenceAt", "SplitToSequence"}));
 }
 
+// An op onnxtrain has no schema for, whose outputs ONNX's inference leaves untyped (a GRU as torch's dynamo
+// exporter writes it, tests/data/outside/make_gru_export.py): the error names it, not the Transpose that
+// reads its output (an outside check, 2026-12-06: "node 'node_Transpose_47': input 0 has no known type").
+TEST_F(MalformedModel, AnUntypedOutputOfAnOpWithoutSchemaNamesThatOp) {
+  const std::string path = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/gru_dynamo.onnx";
+  Error e = expect_error(path, "onnxtrain has no implementation of GRU yet");
+  EXPECT_EQ(e.node(), "node_gru__1");
+}
+
+// An op without an onnxtrain schema whose outputs nothing reads leaves with the dead nodes: the import
+// does not list it among the ops it cannot train.
+TEST_F(MalformedModel, AnUnusedOpWithoutSchemaIsNotListed) {
+  auto m = relu_model(13);
+  auto* g = m.mutable_graph();
+  auto* top = g->add_node();
+  top->set_name("unused_topk");
+  top->set_op_type("TopK");
+  top->add_input("x");
+  top->add_input("k");
+  top->add_output("values");
+  top->add_output("indices");
+  auto* k = g->add_initializer();
+  k->set_name("k");
+  k->set_data_type(onnx::TensorProto::INT64);
+  k->add_dims(1);
+  k->add_int64_data(1);
+  EXPECT_TRUE(import_model(write("unused_topk.onnx", m)).unsupported_ops.empty());
+  g->mutable_output(0)->set_name("values");  // now the graph's output
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
+  EXPECT_EQ(import_model(write("used_topk.onnx", m)).unsupported_ops, std::vector<std::string>{"TopK"});
+}
+
 TEST_F(MalformedModel, TruncatedInitializer) {
   auto m = relu_model(13);
   auto* w = m.mutable_graph()->add_initializer();
