@@ -282,7 +282,7 @@ Dataset load_model_data(const TrainOptions& o, const Graph& model, const std::st
   if (train) options.mean = train->mean, options.std = train->std;
   Dataset data = load_dataset(spec, options);
   check_data_fits_model(data, model);
-  check_labels_fit_model(data, model, o);
+  check_labels_fit_model(data, spec, model, o);
   return data;
 }
 
@@ -515,14 +515,14 @@ void add_evaluation_fields(nlohmann::json& line, const std::string& prefix, cons
 }
 
 // Labels above the model's class count fail here, naming the data, not later inside a loss node.
-void check_labels_fit_model(const Dataset& data, const Graph& model, const TrainOptions& o) {
+void check_labels_fit_model(const Dataset& data, const std::string& spec, const Graph& model, const TrainOptions& o) {
   if (o.loss != "cross-entropy" && o.loss != "softmax-cross-entropy") return;
   if (model.outputs.empty()) return;
   const Shape& logits = model.value(model.outputs.front()).shape;
   if (!logits.rank_known || logits.rank() < 2) return;
   const Dim& classes = data.per_position_labels() ? logits.dims.back() : logits.dims[1];
   if (classes.is_static() && data.classes > classes.value()) {
-    throw Error("the labels of " + data.description + " go up to " + std::to_string(data.classes - 1) +
+    throw Error("the labels of " + spec + " go up to " + std::to_string(data.classes - 1) +
                 ", but the model's output '" + model.value(model.outputs.front()).name + "' " + logits.to_string() +
                 " scores " + std::to_string(classes.value()) + " classes");
   }

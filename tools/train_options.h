@@ -129,7 +129,8 @@ std::string evaluation_text(const Trainer::Evaluation& e, const Dataset& data);
 // PREFIX_loss, PREFIX_accuracy (and PREFIX_perplexity) of a --metrics line.
 void add_evaluation_fields(nlohmann::json& line, const std::string& prefix, const Trainer::Evaluation& e,
                            const Dataset& data);
-void check_labels_fit_model(const Dataset& data, const Graph& model, const TrainOptions& o);
+// Cross-entropy labels above the model's class count: Error naming the data by its spec (--data, --test-data).
+void check_labels_fit_model(const Dataset& data, const std::string& spec, const Graph& model, const TrainOptions& o);
 // The first device of a run that places `devices` stages or replicas on consecutive devices from it
 // (offset by the process's local rank under a launcher). Throws Error when --device is malformed or
 // names more CUDA devices than are visible.
