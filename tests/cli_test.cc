@@ -777,38 +777,31 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("is the model being trained"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(same), before);
-  // An op without an onnxtrain schema in the path (TopK; ONNX's inference types it): refused as that, with
-  // its node, not as a shape error of a node after it (NonMaxSuppression's Shape was named).
+  // An op without an onnxtrain schema in the path (Hardmax; ONNX's inference types it): refused as that,
+  // with its node, not as a shape error of a node after it (NonMaxSuppression's Shape was named).
   {
     onnx::ModelProto m;
     m.set_ir_version(8);
     m.add_opset_import()->set_version(17);
     onnx::GraphProto* g = m.mutable_graph();
-    g->set_name("topk");
-    for (const char* io : {"x", "values"}) {
+    g->set_name("hardmax");
+    for (const char* io : {"x", "y"}) {
       onnx::ValueInfoProto* v = std::string(io) == "x" ? g->add_input() : g->add_output();
       v->set_name(io);
       auto* t = v->mutable_type()->mutable_tensor_type();
       t->set_elem_type(onnx::TensorProto::FLOAT);
       t->mutable_shape()->add_dim()->set_dim_param("batch");
-      t->mutable_shape()->add_dim()->set_dim_value(std::string(io) == "x" ? 784 : 10);
+      t->mutable_shape()->add_dim()->set_dim_value(784);
     }
-    onnx::TensorProto* k = g->add_initializer();
-    k->set_name("k");
-    k->set_data_type(onnx::TensorProto::INT64);
-    k->add_dims(1);
-    k->add_int64_data(10);
     onnx::NodeProto* n = g->add_node();
-    n->set_name("top_ten");
-    n->set_op_type("TopK");
+    n->set_name("the_hardmax");
+    n->set_op_type("Hardmax");
     n->add_input("x");
-    n->add_input("k");
-    n->add_output("values");
-    n->add_output("indices");
-    const std::string path = existing("topk.onnx", m.SerializeAsString());
+    n->add_output("y");
+    const std::string path = existing("hardmax.onnx", m.SerializeAsString());
     r = run_after("true", "train " + path + data + " -o " + out);
     EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find("onnxtrain cannot train TopK yet (the first: node 'top_ten')"), std::string::npos)
+    EXPECT_NE(r.output.find("onnxtrain cannot train Hardmax yet (the first: node 'the_hardmax')"), std::string::npos)
         << r.output;
   }
   r = run_after("true", "train " + model +

@@ -317,22 +317,14 @@ TEST_F(MalformedModel, AnUntypedOutputOfAnOpWithoutSchemaNamesThatOp) {
 TEST_F(MalformedModel, AnUnusedOpWithoutSchemaIsNotListed) {
   auto m = relu_model(13);
   auto* g = m.mutable_graph();
-  auto* top = g->add_node();
-  top->set_name("unused_topk");
-  top->set_op_type("TopK");
-  top->add_input("x");
-  top->add_input("k");
-  top->add_output("values");
-  top->add_output("indices");
-  auto* k = g->add_initializer();
-  k->set_name("k");
-  k->set_data_type(onnx::TensorProto::INT64);
-  k->add_dims(1);
-  k->add_int64_data(1);
-  EXPECT_TRUE(import_model(write("unused_topk.onnx", m)).unsupported_ops.empty());
-  g->mutable_output(0)->set_name("values");  // now the graph's output
-  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
-  EXPECT_EQ(import_model(write("used_topk.onnx", m)).unsupported_ops, std::vector<std::string>{"TopK"});
+  auto* hardmax = g->add_node();
+  hardmax->set_name("unused_hardmax");
+  hardmax->set_op_type("Hardmax");
+  hardmax->add_input("x");
+  hardmax->add_output("h");
+  EXPECT_TRUE(import_model(write("unused_hardmax.onnx", m)).unsupported_ops.empty());
+  g->mutable_output(0)->set_name("h");  // now the graph's output
+  EXPECT_EQ(import_model(write("used_hardmax.onnx", m)).unsupported_ops, std::vector<std::string>{"Hardmax"});
 }
 
 TEST_F(MalformedModel, TruncatedInitializer) {

@@ -39,6 +39,7 @@ void register_compare_logic_ops(OpRegistry& registry);
 // --- math ops ---
 void register_elementwise_binary_ops(OpRegistry& registry);
 void register_mod_op(OpRegistry& registry);
+void register_top_k_op(OpRegistry& registry);
 void register_elementwise_unary_ops(OpRegistry& registry);
 void register_variadic_ops(OpRegistry& registry);
 void register_conv_ops(OpRegistry& registry);

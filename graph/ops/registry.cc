@@ -26,6 +26,7 @@ void register_builtin_ops(OpRegistry& registry) {
   // --- math ops ---
   register_elementwise_binary_ops(registry);
   register_mod_op(registry);
+  register_top_k_op(registry);
   register_elementwise_unary_ops(registry);
   register_variadic_ops(registry);
   register_conv_ops(registry);

@@ -200,6 +200,7 @@ void register_cuda_data_movement_kernels(KernelRegistry& registry) {
   cuda::register_cuda_slice_kernels(registry);
   cuda::register_cuda_gather_kernels(registry);
   cuda::register_cuda_cumsum_kernels(registry);
+  cuda::register_cuda_top_k_kernels(registry);
   cuda::register_cuda_trilu_kernels(registry);
   cuda::register_cuda_pad_kernels(registry);
   cuda::register_cuda_gather_elements_kernels(registry);

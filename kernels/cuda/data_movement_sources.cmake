@@ -10,4 +10,5 @@ target_sources(onnxtrain_kernels_cuda PRIVATE
   gather_nd.cu
   cumsum.cu
   trilu.cu
-  pad.cu)
+  pad.cu
+  top_k.cu)

@@ -41,6 +41,7 @@ void register_reference_expand_tile_kernels(KernelRegistry& registry);
 void register_reference_constant_kernels(KernelRegistry& registry);
 void register_reference_pad_kernels(KernelRegistry& registry);
 void register_reference_gather_elements_kernels(KernelRegistry& registry);
+void register_reference_top_k_kernels(KernelRegistry& registry);
 void register_reference_scatter_elements_kernels(KernelRegistry& registry);
 void register_reference_gather_nd_kernels(KernelRegistry& registry);
 // --- backward ops (domain ai.onnxtrain) ---

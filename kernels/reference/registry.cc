@@ -37,6 +37,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_constant_kernels(registry);
   register_reference_pad_kernels(registry);
   register_reference_gather_elements_kernels(registry);
+  register_reference_top_k_kernels(registry);
   register_reference_scatter_elements_kernels(registry);
   register_reference_gather_nd_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---

@@ -184,6 +184,25 @@ std::vector<GradientCase> data_movement_gradient_cases() {
                    .attributes = {{"axis", int64_t{-1}}},
                    .inputs = {normal({2, 3}), values({2, 0, 0, 1}, {2, 2})},
                    .opset = 11});
+  // TopK: dX is dValues scattered back to the positions Indices names (GatherElementsGrad); K as input
+  // (opset 10, 11) and attribute (opset 1), largest and smallest, a middle axis.
+  cases.push_back({.label = "TopK largest axis -1",
+                   .op_type = "TopK",
+                   .inputs = {normal({3, 5}), values({2}, {1})},
+                   .outputs = 2,
+                   .opset = 11});
+  cases.push_back({.label = "TopK smallest axis 1 of 3",
+                   .op_type = "TopK",
+                   .attributes = {{"axis", int64_t{1}}, {"largest", int64_t{0}}},
+                   .inputs = {normal({2, 4, 3}), values({3}, {1})},
+                   .outputs = 2,
+                   .opset = 11});
+  cases.push_back({.label = "TopK opset 1 attribute k",
+                   .op_type = "TopK",
+                   .attributes = {{"k", int64_t{2}}, {"axis", int64_t{0}}},
+                   .inputs = {normal({4, 2})},
+                   .outputs = 2,
+                   .opset = 1});
   // ScatterElements "none": d data = dy with the written positions zeroed, d updates = GatherElements(dy)
   // (unique indices: repeated ones are undefined in ONNX); "add": d data = dy (repeated indices fine).
   cases.push_back({.label = "ScatterElements none axis 1",

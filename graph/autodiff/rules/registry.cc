@@ -15,6 +15,7 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "Mul", &mul_gradient);
   r.add("", "Div", &div_gradient);
   r.add("", "Mod", &mod_gradient);
+  r.add("", "TopK", &top_k_gradient);
   r.add("", "Pow", &pow_gradient);
   r.add("", "Neg", &neg_gradient);
   for (const char* op : {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Gelu", "Erf", "Softplus",

@@ -12,6 +12,7 @@ void sub_gradient(GradientContext& ctx);
 void mul_gradient(GradientContext& ctx);
 void div_gradient(GradientContext& ctx);
 void mod_gradient(GradientContext& ctx);
+void top_k_gradient(GradientContext& ctx);
 void pow_gradient(GradientContext& ctx);
 void neg_gradient(GradientContext& ctx);
 void activation_gradient(GradientContext& ctx);  // the ActivationGrad ops: Relu ... Reciprocal
