@@ -623,6 +623,29 @@ std::string read_file(const fs::path& p) {
 
 size_t lines_of(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
 
+// A model of one node, `op` named `name`: float32 x (batch, dims...) -> y of the same shape, opset 17.
+onnx::ModelProto one_node_model(const std::string& op, const std::string& name, const std::vector<int64_t>& dims) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name(name);
+  for (const char* io : {"x", "y"}) {
+    onnx::ValueInfoProto* v = std::string(io) == "x" ? g->add_input() : g->add_output();
+    v->set_name(io);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_param("batch");
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  onnx::NodeProto* n = g->add_node();
+  n->set_name(name);
+  n->set_op_type(op);
+  n->add_input("x");
+  n->add_output("y");
+  return m;
+}
+
 class CliReliability : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -780,25 +803,8 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
   // An op without an onnxtrain schema in the path (Hardmax; ONNX's inference types it): refused as that,
   // with its node, not as a shape error of a node after it (NonMaxSuppression's Shape was named).
   {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(17);
-    onnx::GraphProto* g = m.mutable_graph();
-    g->set_name("hardmax");
-    for (const char* io : {"x", "y"}) {
-      onnx::ValueInfoProto* v = std::string(io) == "x" ? g->add_input() : g->add_output();
-      v->set_name(io);
-      auto* t = v->mutable_type()->mutable_tensor_type();
-      t->set_elem_type(onnx::TensorProto::FLOAT);
-      t->mutable_shape()->add_dim()->set_dim_param("batch");
-      t->mutable_shape()->add_dim()->set_dim_value(784);
-    }
-    onnx::NodeProto* n = g->add_node();
-    n->set_name("the_hardmax");
-    n->set_op_type("Hardmax");
-    n->add_input("x");
-    n->add_output("y");
-    const std::string path = existing("hardmax.onnx", m.SerializeAsString());
+    const std::string path =
+        existing("hardmax.onnx", one_node_model("Hardmax", "the_hardmax", {784}).SerializeAsString());
     r = run_after("true", "train " + path + data + " -o " + out);
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("onnxtrain cannot train Hardmax yet (the first: node 'the_hardmax')"), std::string::npos)
@@ -817,26 +823,7 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
 // inspect --batch 2^31 of a model whose activations exceed int64 bytes printed negative FLOPs and bytes.
 TEST_F(CliReliability, InspectAHugeBatchPrintsNoNegativeFigure) {
   // x (batch, 65536, 65536) -> Relu -> y: 2^63 elements per output at a batch of 2^31.
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("huge");
-  for (const char* io : {"x", "y"}) {
-    onnx::ValueInfoProto* v = std::string(io) == "x" ? g->add_input() : g->add_output();
-    v->set_name(io);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_param("batch");
-    t->mutable_shape()->add_dim()->set_dim_value(65536);
-    t->mutable_shape()->add_dim()->set_dim_value(65536);
-  }
-  onnx::NodeProto* n = g->add_node();
-  n->set_name("relu");
-  n->set_op_type("Relu");
-  n->add_input("x");
-  n->add_output("y");
-  const std::string path = existing("huge.onnx", m.SerializeAsString());
+  const std::string path = existing("huge.onnx", one_node_model("Relu", "relu", {65536, 65536}).SerializeAsString());
 
   CliRun r = run("inspect --json --batch 2147483648 " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -57,8 +57,9 @@ class TopKKernel : public Kernel {
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const TensorView& x = inputs[0];
     const int64_t total = x.numel(), n = x.sizes[axis_], k = outputs[0].sizes.at(axis_);
-    if (k > n) reference::kernel_fail(spec_, "K " + std::to_string(k) + " is more than the " + std::to_string(n) +
-                                                 " elements along axis " + std::to_string(axis_));
+    if (k > n)
+      reference::kernel_fail(spec_, "K " + std::to_string(k) + " is more than the " + std::to_string(n) +
+                                        " elements along axis " + std::to_string(axis_));
     if (total == 0 || k == 0) return;
     int64_t inner = 1;
     for (size_t d = static_cast<size_t>(axis_) + 1; d < x.sizes.size(); ++d) inner *= x.sizes[d];

@@ -31,8 +31,8 @@ class TopKKernel : public DataMovementKernel {
 
   void run(Stream&, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
     const TensorView& x = inputs[0];
-    const int64_t k = inputs.size() > 1 && inputs[1].present() ? read_int_values(inputs[1]).at(0)
-                                                               : spec_.attributes.get_int("k", -1);
+    const int64_t k =
+        inputs.size() > 1 && inputs[1].present() ? read_int_values(inputs[1]).at(0) : spec_.attributes.get_int("k", -1);
     const int64_t n = x.sizes[axis_];
     if (k < 0 || k > n) {
       fail("K " + std::to_string(k) + " is out of range for the " + std::to_string(n) + " elements along axis " +
@@ -85,8 +85,8 @@ class TopKKernel : public DataMovementKernel {
 }  // namespace
 
 void register_reference_top_k_kernels(KernelRegistry& registry) {
-  registry.add(reference_entry("TopK", {DType::Float32, DType::Float64, DType::Int32, DType::Int64},
-                               make_kernel<TopKKernel>));
+  registry.add(
+      reference_entry("TopK", {DType::Float32, DType::Float64, DType::Int32, DType::Int64}, make_kernel<TopKKernel>));
 }
 
 }  // namespace onnxtrain
