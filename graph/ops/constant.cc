@@ -131,6 +131,12 @@ int64_t range_length_float(double start, double limit, double delta) {
   return length >= 0x1p63 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(length);
 }
 
+// Element i of an integer Range: start + i·delta, which lies between start and limit and so fits int64,
+// though i·delta alone may not (a fuzzer's start -2^63, limit 2^63 - 1, delta 4.6e18: 3·delta overflowed).
+int64_t range_element(int64_t start, int64_t i, int64_t delta) {
+  return static_cast<int64_t>(static_cast<__int128>(start) + static_cast<__int128>(i) * delta);
+}
+
 void infer_range(InferContext& ctx) {
   DType dtype = ctx.input_dtype(0);
   static const char* kNames[] = {"start", "limit", "delta"};
@@ -159,7 +165,7 @@ void infer_range(InferContext& ctx) {
         length = range_length_int(s.value(), l.value(), d.value());
         if (length.value() <= static_cast<int64_t>(kMaxKnownElements)) {
           std::vector<Dim> values;
-          for (int64_t i = 0; i < length.value(); ++i) values.emplace_back(s.value() + i * d.value());
+          for (int64_t i = 0; i < length.value(); ++i) values.emplace_back(range_element(s.value(), i, d.value()));
           set_known_output(ctx, 0, dtype, values);
         }
       } else if (d == Dim(1)) {
@@ -183,7 +189,7 @@ std::vector<Tensor> fold_range(const FoldContext& ctx) {
   int64_t s = read_as_int64(start, 0), d = read_as_int64(delta, 0);
   if (d == 0) fail_fold(ctx, "delta must be non-zero");
   Tensor out(dtype, {range_length_int(s, read_as_int64(limit, 0), d)});
-  for (int64_t i = 0; i < out.numel(); ++i) write_from_int64(out, i, s + i * d);
+  for (int64_t i = 0; i < out.numel(); ++i) write_from_int64(out, i, range_element(s, i, d));
   return {out};
 }
 

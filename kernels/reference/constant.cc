@@ -114,17 +114,17 @@ class RangeKernel : public DataMovementKernel {
     int64_t count = 0;
     if constexpr (std::is_floating_point_v<T>) {
       count = std::max<int64_t>(static_cast<int64_t>(std::ceil((double{limit} - start) / delta)), 0);
-    } else {  // exact integer ceil division
-      const int64_t distance = int64_t{limit} - start, step = delta;
-      count = step > 0 ? (distance > 0 ? (distance + step - 1) / step : 0)
-                       : (distance < 0 ? (distance + step + 1) / step : 0);
+    } else {  // exact integer ceil division, in 128 bits: limit - start spans up to 2^64 for int64
+      const __int128 distance = static_cast<__int128>(limit) - start, step = delta;
+      count = static_cast<int64_t>(step > 0 ? (distance > 0 ? (distance + step - 1) / step : 0)
+                                            : (distance < 0 ? (distance + step + 1) / step : 0));
     }
     require_output_sizes(out, {count});
     for (int64_t i = 0; i < count; ++i) {
       if constexpr (std::is_floating_point_v<T>)
         out.as<T>()[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * delta);
       else
-        out.as<T>()[i] = static_cast<T>(int64_t{start} + i * int64_t{delta});
+        out.as<T>()[i] = static_cast<T>(static_cast<__int128>(start) + static_cast<__int128>(i) * delta);
     }
   }
 };
