@@ -46,6 +46,7 @@ const std::map<std::string, std::string> kNonDifferentiableOps = {
     {"And", "bool"},
     {"Or", "bool"},
     {"Xor", "bool"},
+    {"IsNaN", "bool output"},
 };
 
 std::vector<GradientCase> all_cases() {

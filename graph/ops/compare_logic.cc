@@ -107,6 +107,13 @@ void infer_not(InferContext& ctx) {
   ctx.set_output(0, DType::Bool, ctx.input_shape(0));
 }
 
+// IsNaN (opset 9, 13): a bool per element of a float tensor. Exporters emit it in masked attention
+// (transformers' sdpa path replaces the NaN rows of fully masked softmaxes).
+void infer_is_nan(InferContext& ctx) {
+  require_floating(ctx, 0);
+  ctx.set_output(0, DType::Bool, ctx.input_shape(0));
+}
+
 void infer_logical(InferContext& ctx) {
   require_bool(ctx, 0);
   require_bool(ctx, 1);
@@ -152,6 +159,10 @@ void register_compare_logic_ops(OpRegistry& registry) {
                 .infer = infer_not,
                 .cost = flops_per_output_element<1, 0>,
                 .fold = fold_logical});
+  registry.add({.op_type = "IsNaN",
+                .input_kinds = {InputKind::NonDifferentiable},
+                .infer = infer_is_nan,
+                .cost = flops_per_output_element<1, 0>});
   registry.add({.op_type = "Where",
                 .min_inputs = 3,
                 .max_inputs = 3,

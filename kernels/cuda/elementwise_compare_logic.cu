@@ -24,6 +24,13 @@ struct NotByte {
   ONNXTRAIN_HOST_DEVICE uint8_t operator()(uint8_t a) const { return a != 0 ? 0 : 1; }
 };
 
+struct IsNaNByte {
+  template <typename T>
+  ONNXTRAIN_HOST_DEVICE uint8_t operator()(T a) const {
+    return a != a ? 1 : 0;  // NaN alone compares unequal to itself
+  }
+};
+
 template <typename T>
 struct Select {
   ONNXTRAIN_HOST_DEVICE T operator()(uint8_t condition, T x, T y) const { return condition != 0 ? x : y; }
@@ -78,6 +85,22 @@ std::unique_ptr<Kernel> make_not(const KernelSpec& spec) {
   return make_cuda_kernel([](cudaStream_t stream, auto inputs, auto outputs) {
     launch_map(stream, inputs[0].template as<const uint8_t>(), outputs[0].template as<uint8_t>(), outputs[0].numel(),
                NotByte{});
+  });
+}
+
+std::unique_ptr<Kernel> make_is_nan(const KernelSpec& spec) {
+  reference::require_input_count(spec, 1, 1);
+  require_cuda_dtype(spec, 0, {DType::Float32, DType::Float64});
+  reference::require_output(spec, 0, DType::Bool, spec.inputs[0].sizes);
+  const bool single = spec.inputs[0].dtype == DType::Float32;
+  return make_cuda_kernel([single](cudaStream_t stream, auto inputs, auto outputs) {
+    if (single) {
+      launch_map(stream, inputs[0].template as<const float>(), outputs[0].template as<uint8_t>(), outputs[0].numel(),
+                 IsNaNByte{});
+    } else {
+      launch_map(stream, inputs[0].template as<const double>(), outputs[0].template as<uint8_t>(), outputs[0].numel(),
+                 IsNaNByte{});
+    }
   });
 }
 
@@ -143,6 +166,7 @@ void register_cuda_compare_logic_kernels(KernelRegistry& registry) {
   registry.add(cuda_entry("And", {DType::Bool}, &make_logical<And>));
   registry.add(cuda_entry("Or", {DType::Bool}, &make_logical<Or>));
   registry.add(cuda_entry("Xor", {DType::Bool}, &make_logical<Xor>));
+  registry.add(cuda_entry("IsNaN", {DType::Float32, DType::Float64}, &make_is_nan));
   registry.add(cuda_entry("Where", {DType::Bool}, &make_where));
 }
 

@@ -1,7 +1,8 @@
 // Reference kernels for the comparisons Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool output,
-// Equal also on bool inputs), the logical Not, And, Or, Xor (bool) and Where (a bool condition picking
-// from X or Y of any fixed-size dtype). All broadcast like numpy; the comparison and logic math is
-// kernels/elementwise_functors.h's, shared with the CUDA kernels.
+// Equal also on bool inputs), the logical Not, And, Or, Xor (bool), IsNaN (float32/float64) and Where (a
+// bool condition picking from X or Y of any fixed-size dtype). All broadcast like numpy; the comparison and logic math
+// is kernels/elementwise_functors.h's, shared with the CUDA kernels.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/elementwise_functors.h"
@@ -65,6 +66,20 @@ std::unique_ptr<Kernel> make_not(const KernelSpec& spec) {
   });
 }
 
+std::unique_ptr<Kernel> make_is_nan(const KernelSpec& spec) {
+  require_input_count(spec, 1, 1);
+  require_dtype_in(spec, 0, {DType::Float32, DType::Float64});
+  require_output(spec, 0, DType::Bool, spec.inputs[0].sizes);
+  const bool single = spec.inputs[0].dtype == DType::Float32;
+  return make_closure_kernel([single](auto inputs, auto outputs) {
+    for (int64_t i = 0; i < outputs[0].numel(); ++i) {
+      const bool nan = single ? std::isnan(inputs[0].template as<const float>()[i])
+                              : std::isnan(inputs[0].template as<const double>()[i]);
+      write_bool(outputs[0], i, nan);
+    }
+  });
+}
+
 // Where copies whole elements, so any dtype with a fixed size works.
 std::unique_ptr<Kernel> make_where(const KernelSpec& spec) {
   require_input_count(spec, 3, 3);
@@ -114,6 +129,7 @@ void register_reference_compare_logic_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("And", {DType::Bool}, &make_logical<elementwise::And>));
   registry.add(reference_entry("Or", {DType::Bool}, &make_logical<elementwise::Or>));
   registry.add(reference_entry("Xor", {DType::Bool}, &make_logical<elementwise::Xor>));
+  registry.add(reference_entry("IsNaN", {DType::Float32, DType::Float64}, &make_is_nan));
   registry.add(reference_entry("Where", {DType::Bool}, &make_where));
 }
 
