@@ -778,7 +778,11 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
     EXPECT_NE(r.output.find(message), std::string::npos) << option << ": " << r.output;
     EXPECT_LT(r.output.size(), 200u) << option << ": " << r.output;
   }
-  CliRun r = run_after("true", "train " + model + data + " -o ''");
+  // --config naming a folder trained without the options (a second outside check).
+  CliRun r = run_after("true", "train " + model + data + " --config " + dir_.string() + " -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(dir_.string() + ": --config: is a folder"), std::string::npos) << r.output;
+  r = run_after("true", "train " + model + data + " -o ''");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("onnxtrain: error: -o '': an empty path"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "it trained first: " << r.output;

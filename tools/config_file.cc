@@ -1,6 +1,7 @@
 #include "tools/config_file.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include "graph/error.h"
 
@@ -20,6 +21,9 @@ std::vector<std::string> expand_config_file(const std::vector<std::string>& argv
     }
   }
   if (path.empty()) return argv;
+  // CLI11 reads a folder as an empty file: a run would go on without the options the user meant to give.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw Error(path + ": --config: is a folder; --config names a TOML file of options");
   std::vector<CLI::ConfigItem> items;
   try {
     items = CLI::ConfigTOML().from_file(path);
