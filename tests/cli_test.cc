@@ -19,6 +19,7 @@
 #include "frontend/npy.h"
 #include "tests/child_process.h"
 #include "tests/cli_run.h"
+#include "tests/free_port.h"
 
 namespace {
 
@@ -673,7 +674,7 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
   for (const char* limit : {"ulimit -n 1024", "ulimit -n 20000"}) {
     const CliRun r =
         run_after(std::string(limit) + "; export WORLD_SIZE=100000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                      std::to_string(20000 + ::getpid() % 20000),
+                      std::to_string(onnxtrain::testing_support::free_loopback_port()),
                   "train " + kModels +
                       "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
                       "--comm-timeout 1 -o " +
@@ -686,12 +687,12 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
         << r.output.substr(0, 2000);
   }
   // Within the limit: the ranks that never came are a few and a count.
-  const CliRun r = run_after(
-      "export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(20001 + ::getpid() % 20000),
-      "train " + kModels +
-          "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
-          "--comm-timeout 1 -o " +
-          (dir_ / "m.onnx").string());
+  const CliRun r = run_after("export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                                 std::to_string(onnxtrain::testing_support::free_loopback_port()),
+                             "train " + kModels +
+                                 "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
+                                 "--comm-timeout 1 -o " +
+                                 (dir_ / "m.onnx").string());
   EXPECT_EQ(r.exit_code, 1) << r.output.substr(0, 2000);
   EXPECT_NE(r.output.find("waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 291 more to connect"), std::string::npos)
       << r.output.substr(0, 2000);

@@ -16,22 +16,12 @@
 #include "executor/comm/launch.h"
 #include "tests/child_process.h"
 #include "tests/comm_conformance.h"
+#include "tests/free_port.h"
 
 namespace onnxtrain::comm_test {
 namespace {
 
-// A port nobody listens on now (the kernel's pick for port 0); the rendezvous binds it again at once.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using testing_support::free_loopback_port;
 
 TcpRendezvous local_rendezvous(int port, int rank, int size) {
   // The mesh forms in milliseconds; a generous connect timeout keeps short call timeouts from failing it.
@@ -44,7 +34,7 @@ TcpRendezvous local_rendezvous(int port, int rank, int size) {
 
 // `size` connected communicators, built on one thread per rank (the rendezvous needs all at once).
 std::vector<std::unique_ptr<Communicator>> make_tcp_group(int size, std::chrono::milliseconds timeout) {
-  const int port = free_port();
+  const int port = free_loopback_port();
   std::vector<std::unique_ptr<Communicator>> group(static_cast<std::size_t>(size));
   std::vector<std::string> errors(static_cast<std::size_t>(size));
   std::vector<std::thread> threads;
@@ -110,7 +100,7 @@ TEST(TcpComm, ARankThatExitsMakesWaitsOnItThrowAtOnce) {
 }
 
 TEST(TcpComm, AProcessKilledWithSigkillMakesItsPeerThrowAtOnce) {
-  const int port = free_port();
+  const int port = free_loopback_port();
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {  // rank 1: joins, then waits to be killed (or gives up after 20 s if the parent failed)
@@ -152,12 +142,12 @@ TEST(TcpComm, AProcessKilledWithSigkillMakesItsPeerThrowAtOnce) {
 }
 
 TEST(TcpComm, RendezvousTimeoutNamesTheRanksThatNeverCame) {
-  TcpRendezvous rv = local_rendezvous(free_port(), 0, 3);
+  TcpRendezvous rv = local_rendezvous(free_loopback_port(), 0, 3);
   rv.connect_timeout = 300ms;
   const std::string e = error_of([&] { TcpCommunicator comm(rv, 10s); });
   EXPECT_TRUE(contains(e, "rank 0 timed out after 300 ms waiting for ranks 1, 2 to connect")) << e;
 
-  TcpRendezvous lonely = local_rendezvous(free_port(), 1, 2);  // rank 0 never listens
+  TcpRendezvous lonely = local_rendezvous(free_loopback_port(), 1, 2);  // rank 0 never listens
   lonely.connect_timeout = 300ms;
   const std::string e1 = error_of([&] { TcpCommunicator comm(lonely, 10s); });
   EXPECT_TRUE(contains(e1, "TCP rendezvous of rank 1 of 2 at 127.0.0.1:" + std::to_string(lonely.master_port) +
@@ -167,7 +157,7 @@ TEST(TcpComm, RendezvousTimeoutNamesTheRanksThatNeverCame) {
 
 // WORLD_SIZE=100000 printed every missing rank: a 689 KB error line. A few ranks, then a count.
 TEST(TcpComm, RendezvousTimeoutListsAFewRanksNotAll) {
-  TcpRendezvous rv = local_rendezvous(free_port(), 0, 200);
+  TcpRendezvous rv = local_rendezvous(free_loopback_port(), 0, 200);
   rv.connect_timeout = 300ms;
   const std::string e = error_of([&] { TcpCommunicator comm(rv, 10s); });
   EXPECT_TRUE(contains(e,
@@ -188,7 +178,7 @@ TEST(TcpComm, RefusesAWorldLargerThanTheOpenFileLimit) {
   const testing_support::ChildResult r = testing_support::run_in_child([] {
     const rlimit files{256, 256};
     ::setrlimit(RLIMIT_NOFILE, &files);
-    TcpRendezvous rv = local_rendezvous(free_port(), 0, 100000);
+    TcpRendezvous rv = local_rendezvous(free_loopback_port(), 0, 100000);
     rv.connect_timeout = 300ms;
     return error_of([&] { TcpCommunicator comm(rv, 1s); });
   });
@@ -200,7 +190,7 @@ TEST(TcpComm, RefusesAWorldLargerThanTheOpenFileLimit) {
 }
 
 TEST(TcpComm, RendezvousRejectsAWorldSizeMismatch) {
-  const int port = free_port();
+  const int port = free_loopback_port();
   std::string e0, e1;
   std::thread rank1([&] {
     TcpRendezvous rv = local_rendezvous(port, 1, 3);  // thinks the world has 3 ranks
@@ -227,7 +217,7 @@ TEST(TcpComm, RejectsBadArguments) {
 }
 
 TEST(TcpComm, WorldCommunicatorForATorchrunLaunch) {
-  const int port = free_port();
+  const int port = free_loopback_port();
   std::vector<std::unique_ptr<Communicator>> world(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)

@@ -21,6 +21,7 @@
 #include "frontend/npy.h"
 #include "tests/cli_processes.h"
 #include "tests/cli_run.h"
+#include "tests/free_port.h"
 
 namespace onnxtrain {
 namespace {
@@ -326,7 +327,7 @@ TEST(TrainCli, SpecTrainResumesExactlyWithItsKeptGradientAverage) {
 // threads; a rank killed mid-run makes the other stop at once, naming the dead rank and the step.
 TEST(TrainCli, TorchrunStyleProcessesTrainLikeThreadsAndStopWhenARankDies) {
   const fs::path dir = scratch("torchrun");
-  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  const int port = testing_support::free_loopback_port();
   const std::string base = "train " + kModels +
                            "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
                            "--validation 0 --test-data none --seed 5 --epochs 2 --strategy dp";
