@@ -4,23 +4,12 @@
 // position gets exactly one writer, so the outputs equal the reference kernel's bit for bit. The work is
 // n per element (n² per line): fine for a classifier's scores, slow for a line of 10^5. K is the
 // outputs' size along the axis, which shape inference took from the K input or attribute.
-#include <type_traits>
-
 #include "kernels/cuda/data_movement_common.cuh"
+#include "kernels/top_k_order.h"
 
 namespace onnxtrain::cuda {
 
 namespace {
-
-template <typename T>
-__device__ bool comes_before(T a, int64_t ia, T b, int64_t ib, bool largest) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const bool a_nan = isnan(a), b_nan = isnan(b);
-    if (a_nan || b_nan) return a_nan != b_nan ? a_nan == largest : ia < ib;
-  }
-  if (a != b) return largest ? a > b : a < b;
-  return ia < ib;
-}
 
 template <typename T>
 __global__ void top_k_kernel(const T* x, T* values, int64_t* indices, int64_t total, int64_t n, int64_t inner,
@@ -31,7 +20,7 @@ __global__ void top_k_kernel(const T* x, T* values, int64_t* indices, int64_t to
     const T mine = x[e];
     int64_t rank = 0;
     for (int64_t j = 0; j < n && rank < k; ++j)
-      if (j != along && comes_before(x[base + j * inner], j, mine, along, largest)) ++rank;
+      if (j != along && top_k_comes_before(x[base + j * inner], j, mine, along, largest)) ++rank;
     if (rank < k) {
       values[(o * k + rank) * inner + in] = mine;
       indices[(o * k + rank) * inner + in] = along;

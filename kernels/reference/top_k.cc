@@ -1,14 +1,12 @@
 // TopK (opset 1, 10, 11): along `axis`, the K largest (largest = 1) or smallest elements and their int64
-// indices, in order; equal values by lower index first (a stable order, as ONNX's reference), NaN after
-// every number for largest and before none for smallest (it compares as larger than anything, as numpy's
-// sort places it last). K is the attribute k (opset 1) or input 1 read at run time.
+// indices, in the order kernels/top_k_order.h defines (NaN as the largest value, equal values by the lower
+// index). K is the attribute k (opset 1) or input 1 read at run time.
 #include <algorithm>
-#include <cmath>
 #include <numeric>
-#include <type_traits>
 
 #include "kernels/reference/copy.h"
 #include "kernels/reference/reference_kernels.h"
+#include "kernels/top_k_order.h"
 
 namespace onnxtrain {
 
@@ -55,22 +53,13 @@ class TopKKernel : public DataMovementKernel {
     const T* in = x.as<const T>();
     T* top = values.as<T>();
     int64_t* where = indices.as<int64_t>();
-    // a before b: the larger (smaller) value first, NaN as the largest, ties by the lower index.
-    const auto before = [&](T a, int64_t ia, T b, int64_t ib) {
-      if constexpr (std::is_floating_point_v<T>) {
-        const bool a_nan = std::isnan(a), b_nan = std::isnan(b);
-        if (a_nan || b_nan) return a_nan != b_nan ? (a_nan == largest_) : ia < ib;
-      }
-      if (a != b) return largest_ ? a > b : a < b;
-      return ia < ib;
-    };
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
         const auto at = [&](int64_t j) { return in[(o * n + j) * inner + i]; };
         std::iota(order.begin(), order.end(), int64_t{0});
         std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](int64_t a, int64_t b) { return before(at(a), a, at(b), b); });
+                          [&](int64_t a, int64_t b) { return top_k_comes_before(at(a), a, at(b), b, largest_); });
         for (int64_t j = 0; j < k; ++j) {
           top[(o * k + j) * inner + i] = at(order[j]);
           where[(o * k + j) * inner + i] = order[j];
