@@ -186,8 +186,9 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
   std::set<std::string> remaining;
   for (NodeId id : graph.order()) {
     const Node& node = graph.node(id);
-    if (!OpRegistry::builtin().find(node.domain, node.op_type))
-      remaining.insert(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+    if (OpRegistry::builtin().find(node.domain, node.op_type)) continue;
+    remaining.insert(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+    if (report.first_unsupported_node.empty()) report.first_unsupported_node = node.name;
   }
   report.unsupported_ops.assign(remaining.begin(), remaining.end());
   return constant_node_outputs;

@@ -33,7 +33,8 @@ struct ImportedModel {
   // Ops present in the model that onnxtrain has no schema for (op type, with domain when not ai.onnx):
   // they load (shapes from ONNX's inference) but cannot be trained yet.
   std::vector<std::string> unsupported_ops;
-  int folded_nodes = 0;  // nodes replaced by constants
+  std::string first_unsupported_node;  // the name of the first such node in graph order; "" when none
+  int folded_nodes = 0;                // nodes replaced by constants
   // The model's metadata_props (a model `train` wrote records its preprocessing: onnxtrain.preprocess.*).
   std::map<std::string, std::string> metadata;
 };

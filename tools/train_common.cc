@@ -22,7 +22,6 @@
 #include "graph/cpu_contention.h"
 #include "graph/load_adaptive_threads.h"
 #include "graph/mixed_precision.h"
-#include "graph/op_schema.h"
 #include "kernels/cuda/cuda_runtime.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
@@ -320,18 +319,12 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
   // Ops onnxtrain has no kernel or gradient for import (inspect lists them) but cannot train: say so
   // before the data is read, not as a shape error of some node after them.
   if (!model.unsupported_ops.empty()) {
-    std::string ops, first_node;
+    std::string ops;
     for (const std::string& op : model.unsupported_ops) ops += (ops.empty() ? "" : ", ") + op;
-    for (NodeId id : model.graph.order()) {
-      const Node& n = model.graph.node(id);
-      if (!OpRegistry::builtin().find(n.domain, n.op_type)) {
-        first_node = n.name;
-        break;
-      }
-    }
+    const std::string& first = model.first_unsupported_node;
     throw Error(o.model + ": onnxtrain cannot train " + ops + " yet" +
-                (first_node.empty() ? "" : " (the first: node '" + first_node + "')") + "; `onnxtrain inspect " +
-                o.model + "` lists what it cannot train");
+                (first.empty() ? "" : " (the first: node '" + first + "')") + "; `onnxtrain inspect " + o.model +
+                "` lists what it cannot train");
   }
   Dataset train = load_model_data(o, model.graph, o.data);
   if (o.bake_normalization && is_integer(train.inputs.dtype())) {
