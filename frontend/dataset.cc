@@ -508,6 +508,15 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   }
   if (options.normalize == Normalization::MeanStd && !ids) {
     const int64_t channels = data.inputs.rank() > 2 ? data.inputs.sizes()[1] : 1;
+    // Data of another channel count than the model's image input: said as shapes, before the model's
+    // recorded statistics (eval) would be blamed for having the model's count.
+    if (options.image_shape.size() == 3 && data.inputs.rank() == 4 && channels != options.image_shape[0]) {
+      const std::vector<int64_t>& chw = options.image_shape;
+      throw Error("dataset inputs " + Shape::of(data.inputs.sizes()).to_string() + " do not match the model input '" +
+                  options.input_name + "' (batch," + std::to_string(chw[0]) + "," + std::to_string(chw[1]) + "," +
+                  std::to_string(chw[2]) + "): " + std::to_string(channels) + " channels, the model takes " +
+                  std::to_string(chw[0]));
+    }
     std::string origin = "training split";
     if (!options.mean.empty() || !options.std.empty()) {
       data.mean = options.mean, data.std = options.std, origin = "given";

@@ -254,6 +254,42 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
       << r.output;
 }
 
+// A misspelt option, on the command line or as a --config key, and a --config key given twice: CLI11 blamed
+// the model path beside them ("The following argument was not expected: MODEL"; a second outside check).
+TEST_F(CliReliability, AnUnknownOptionOrConfigKeyIsNamedWithTheClosestOption) {
+  const std::string model = kModels + "mlp_opset17.onnx";
+  const std::string out = (dir_ / "m.onnx").string();
+  CliRun r = run("train " + model + " --batchh 32 -o " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'--batchh' is not an option of `onnxtrain train`: did you mean '--batch'?"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find(model), std::string::npos) << r.output;
+  r = run("bench " + model + " --step=20");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'--step' is not an option of `onnxtrain bench`: did you mean '--steps'?"), std::string::npos)
+      << r.output;
+  r = run("train " + model + " --limit 2 -o " + out);  // the one option it begins
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'--limit' is not an option of `onnxtrain train`: did you mean '--limit-batches'?"),
+            std::string::npos)
+      << r.output;
+
+  const std::string typo = existing("typo.toml", "epochs = 1\nbatchh = 32\n");
+  r = run("train " + model + " --config " + typo + " -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(typo + ": --config: '--batchh' is not an option of `onnxtrain train`: did you "
+                                 "mean '--batch'?"),
+            std::string::npos)
+      << r.output;
+  const std::string twice = existing("twice.toml", "epochs = 1\nepochs = 2\n");
+  r = run("train " + model + " --config " + twice + " -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(twice + ": --config: 'epochs' has 2 values and --epochs takes 1"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // inspect --batch 2^31 of a model whose activations exceed int64 bytes printed negative FLOPs and bytes.
 TEST_F(CliReliability, InspectAHugeBatchPrintsNoNegativeFigure) {
   // x (batch, 65536, 65536) -> Relu -> y: 2^63 elements per output at a batch of 2^31.

@@ -165,6 +165,26 @@ TEST(Cli, EvalScoresWhatTheTrainingRunsFinalLineSaid) {
   std::filesystem::remove_all(dir);
 }
 
+// eval of a 3-channel model on 1-channel data blamed the model's recorded statistics ("normalisation needs
+// 1 per-channel means and standard deviations, got 3 and 3"; a second outside check): it names the shapes.
+TEST(Cli, EvalOnDataOfAnotherChannelCountNamesTheShapes) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("onnxtrain_cli_eval_channels_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "m.onnx").string();
+  const CliRun trained = run("train " + kModels + "resnet_opset17.onnx --data synthetic:3,32,32:10:64 --batch 16 " +
+                             "--limit-batches 1 --validation 0 --test-data none -o " + out);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const CliRun r = run("eval " + out + " --data synthetic:1,32,32:10:64");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("dataset inputs (64,1,32,32) do not match the model input 'input' (batch,3,32,32): 1 "
+                          "channels, the model takes 3"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("normalisation"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 // --freeze REGEX: the matching parameters are not trained under any strategy and are written back as they
 // were; the others train. A pattern that matches nothing is an error naming the parameters.
 TEST(Cli, FrozenParametersAreWrittenBackUnchanged) {

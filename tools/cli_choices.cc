@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <exception>
+#include <iterator>
 
 namespace onnxtrain::cli {
 
@@ -85,6 +86,29 @@ CLI::Validator number_check(bool zero_allowed) {
 
 const CLI::Validator positive_number = number_check(false);
 const CLI::Validator non_negative_number = number_check(true);
+
+std::string unknown_option_message(const CLI::App& command, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;  // what follows is positional
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (command.get_option_no_throw(name) != nullptr) continue;
+    std::vector<std::string> names;
+    for (const CLI::Option* option : command.get_options())
+      for (const std::string& long_name : option->get_lnames()) names.push_back("--" + long_name);
+    std::string message = "'" + name + "' is not an option of `onnxtrain " + command.get_name() + "`";
+    std::string close = closest_name(name, names);
+    if (close.empty()) {  // --limit for --limit-batches: the one option it begins, as git's abbreviations
+      std::vector<std::string> longer;
+      std::copy_if(names.begin(), names.end(), std::back_inserter(longer),
+                   [&](const std::string& n) { return n.rfind(name, 0) == 0; });
+      if (longer.size() == 1) close = longer.front();
+    }
+    if (!close.empty()) message += ": did you mean '" + close + "'?";
+    return message + " (`onnxtrain " + command.get_name() + " --help` lists them)";
+  }
+  return "";
+}
 
 void usage_error(const std::string& message) { throw CLI::ValidationError(message); }
 

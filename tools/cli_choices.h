@@ -24,6 +24,11 @@ CLI::Validator one_of(std::vector<std::string> names);
 extern const CLI::Validator positive_number;
 extern const CLI::Validator non_negative_number;
 
+// The first token of `args` (a command's arguments) that names a long option `command` lacks, as
+// "'--batchh' is not an option of `onnxtrain train`: did you mean '--batch'?", or "" when every one is known.
+// CLI11 itself blamed the positional argument next to it ("The following argument was not expected: MODEL").
+std::string unknown_option_message(const CLI::App& command, const std::vector<std::string>& args);
+
 // Options that do not go together, or a flag the chosen strategy would ignore: exit 2 with `message`.
 [[noreturn]] void usage_error(const std::string& message);
 

@@ -4,10 +4,11 @@
 #include <filesystem>
 
 #include "graph/error.h"
+#include "tools/cli_choices.h"
 
 namespace onnxtrain::cli {
 
-std::vector<std::string> expand_config_file(const std::vector<std::string>& argv) {
+std::vector<std::string> expand_config_file(const std::vector<std::string>& argv, const CLI::App* command) {
   if (argv.size() < 2) return argv;
   std::vector<std::string> rest;  // the command line after the command, without --config FILE
   std::string path;
@@ -39,6 +40,17 @@ std::vector<std::string> expand_config_file(const std::vector<std::string>& argv
                   "command, as `key = value` lines without sections");
     }
     if (item.name == "++" || item.name == "--") continue;  // CLI11's section markers
+    // Checked here, by key: CLI11 would blame the model path next to an unknown option's tokens, or next to
+    // the second value of a key given twice, which CLI11's TOML reader joins into one item of two values.
+    if (command != nullptr) {
+      if (const std::string unknown = unknown_option_message(*command, {"--" + item.name}); !unknown.empty())
+        throw Error(path + ": --config: " + unknown);
+      const CLI::Option* option = command->get_option("--" + item.name);
+      if (option->get_type_size_max() > 0 && static_cast<int>(item.inputs.size()) > option->get_items_expected_max())
+        throw Error(path + ": --config: '" + item.name + "' has " + std::to_string(item.inputs.size()) +
+                    " values and --" + item.name + " takes " + std::to_string(option->get_items_expected_max()) +
+                    " (is the key given twice?)");
+    }
     if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
       if (item.inputs[0] == "true") expanded.push_back("--" + item.name);
       continue;

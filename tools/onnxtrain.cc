@@ -50,7 +50,19 @@ int main(int argc, char** argv) {
   onnxtrain::start_spin_wait_policy();
   try {
     // --config FILE: the file's options go in before the command line's (tools/config_file.h).
-    std::vector<std::string> args = onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc));
+    const CLI::App* command = nullptr;
+    for (const CLI::App* candidate : app.get_subcommands({}))
+      if (argc > 1 && candidate->get_name() == argv[1]) command = candidate;
+    std::vector<std::string> args =
+        onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc), command);
+    if (command != nullptr) {
+      const std::string unknown =
+          onnxtrain::cli::unknown_option_message(*command, std::vector<std::string>(args.begin() + 2, args.end()));
+      if (!unknown.empty()) {
+        std::cerr << "onnxtrain: " << unknown << "\n";
+        return 2;
+      }
+    }
     args.erase(args.begin());                // the program name
     std::reverse(args.begin(), args.end());  // CLI11 takes the tokens last first
     app.parse(args);
