@@ -192,14 +192,24 @@ SymbolBindings data_input_bindings(const Graph& graph, const std::vector<int64_t
 
 SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string, std::vector<int64_t>>& sizes) {
   SymbolBindings bindings;
+  std::map<std::string, std::string> bound_by;  // symbol -> "input_ids (dimension 1)"
   for (ValueId id : graph.inputs) {
     const Value& v = graph.value(id);
     auto given = sizes.find(v.name);
     if (given == sizes.end() || !v.shape.rank_known || v.shape.rank() != static_cast<int64_t>(given->second.size()))
       continue;
-    for (int64_t d = 1; d < v.shape.rank(); ++d)
-      if (v.shape.dims[d].is_symbolic() && v.shape.dims[d].factor() == 1)
-        bindings[v.shape.dims[d].symbol_name()] = given->second[d];
+    for (int64_t d = 1; d < v.shape.rank(); ++d) {
+      if (!v.shape.dims[d].is_symbolic() || v.shape.dims[d].factor() != 1) continue;
+      const std::string symbol = v.shape.dims[d].symbol_name();
+      const std::string here =
+          "'" + v.name + "' " + Shape::of(given->second).to_string() + " in dimension " + std::to_string(d);
+      // An attention mask of another length than the ids: refused here, by both names, where the first
+      // step would have blamed whichever input was checked against the last binding.
+      if (auto [it, added] = bindings.emplace(symbol, given->second[d]); !added && it->second != given->second[d])
+        throw Error("the data's inputs disagree on the model's dimension '" + symbol + "': " + bound_by[symbol] + ", " +
+                    here + "; the model gives both that one size");
+      bound_by.emplace(symbol, here);
+    }
   }
   return bindings;
 }

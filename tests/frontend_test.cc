@@ -176,3 +176,24 @@ TEST(Frontend, DynamoZeroBiasChainsFold) {
 }
 
 }  // namespace
+
+namespace {
+
+// Data inputs that share a symbolic dim bind it once: BERT's ids and mask of lengths 16 and 8 are refused
+// by both names, where the first step blamed input_ids against the mask's binding (an outside check).
+TEST(Frontend, DataInputsThatDisagreeOnASharedDimAreRefusedByBothNames) {
+  const Graph g = import_model(kModels + "transformers/bert_masked_torchscript.onnx").graph;
+  const SymbolBindings agreeing =
+      input_dim_bindings(g, {{"input_ids", {4, 16}}, {"attention_mask", {4, 16}}, {"token_type_ids", {4, 16}}});
+  EXPECT_EQ(agreeing.at("seq"), 16);
+  try {
+    input_dim_bindings(g, {{"input_ids", {4, 16}}, {"attention_mask", {4, 8}}});
+    ADD_FAILURE() << "an attention mask of another length was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "the data's inputs disagree on the model's dimension 'seq': 'input_ids' (4,16) in dimension 1, "
+                 "'attention_mask' (4,8) in dimension 1; the model gives both that one size");
+  }
+}
+
+}  // namespace
