@@ -28,20 +28,11 @@ void ShardedOptimizerStep::prepare(Optimizer& optimizer, const std::vector<std::
   }
 }
 
-void ShardedOptimizerStep::apply(size_t index, size_t begin, size_t end, float* __restrict w,
-                                 const float* __restrict g) const {
-  const Param& p = params_.at(index);
-  const size_t n = end - begin;
-  std::visit(
-      [&](const auto& rule) {
-        using Rule = std::decay_t<decltype(rule)>;
-        const Rule f = rule;  // a local copy: the stores below cannot alias its fields, which stay in registers
-        optim::call_with_state_arrays<Rule>(std::span<float* const>(p.states), [&](auto*... state) {
-#pragma omp simd
-          for (size_t i = 0; i < n; ++i) f(w[i], g[i], state[begin + i]...);
-        });
-      },
-      p.rule);
+// One replica's gradient at weight 1: the sum's loop with g·1, which is g itself.
+void ShardedOptimizerStep::apply(size_t index, size_t begin, size_t end, float* w, const float* g) const {
+  const std::array<const float*, 1> gradients{g};
+  const std::array<double, 1> unit{1.0};
+  apply_sum(index, begin, end, w, gradients, unit);
 }
 
 namespace {
@@ -65,8 +56,8 @@ void ShardedOptimizerStep::apply_sum(size_t index, size_t begin, size_t end, flo
                                      std::span<const float* const> gradients,
                                      std::span<const double> row_weights) const {
   ONNXTRAIN_CHECK(
-      gradients.size() == row_weights.size() && gradients.size() >= 2 && gradients.size() <= kMaxReplicasInPass,
-      "sharded optimizer step: 2 to " + std::to_string(kMaxReplicasInPass) +
+      gradients.size() == row_weights.size() && !gradients.empty() && gradients.size() <= kMaxReplicasInPass,
+      "sharded optimizer step: 1 to " + std::to_string(kMaxReplicasInPass) +
           " replicas' gradients, one row weight each");
   const Param& p = params_.at(index);
   const size_t n = end - begin;
@@ -95,11 +86,11 @@ void ShardedOptimizerStep::apply_sum(size_t index, size_t begin, size_t end, flo
       run(weight);
     }
   };
-  // with_replicas<R> for R = gradients.size(): one unrolled loop per count from 2 to kMaxReplicasInPass.
+  // with_replicas<R> for R = gradients.size(): one unrolled loop per count from 1 to kMaxReplicasInPass.
   [&]<size_t... Extra>(std::index_sequence<Extra...>) {
-    ((gradients.size() == Extra + 2 ? (with_replicas.template operator()<Extra + 2>(), true) : false) || ...);
+    ((gradients.size() == Extra + 1 ? (with_replicas.template operator()<Extra + 1>(), true) : false) || ...);
   }
-  (std::make_index_sequence<kMaxReplicasInPass - 1>());
+  (std::make_index_sequence<kMaxReplicasInPass>());
 }
 
 void ShardedOptimizerStep::finish(Optimizer& optimizer) {

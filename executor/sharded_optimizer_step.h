@@ -38,7 +38,7 @@ class ShardedOptimizerStep {
   // The same with g = Σ_k gradients[k]·row_weights[k], each product rounded to float, added in replica
   // order: R replicas' weighed gradients summed as ReplicaGradientSum sums them, in the pass that updates,
   // so the sum never goes through a buffer. gradients[k] holds parameter `index`'s elements [begin, end)
-  // as w does. R from 2 to kMaxReplicasInPass (the loop is unrolled for each R).
+  // as w does. R from 1 to kMaxReplicasInPass (the loop is unrolled for each R).
   static constexpr size_t kMaxReplicasInPass = 8;
   void apply_sum(size_t index, size_t begin, size_t end, float* w, std::span<const float* const> gradients,
                  std::span<const double> row_weights) const;
