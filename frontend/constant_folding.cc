@@ -130,8 +130,7 @@ void remove_dead_nodes(Graph& graph) {
 
 }  // namespace
 
-std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report) {
-  std::vector<ValueId> constant_node_outputs;
+void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report) {
   for (NodeId id : std::vector<NodeId>(graph.order())) {
     Node& node = graph.node(id);
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
@@ -174,12 +173,7 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
       ++report.folded_nodes;
       continue;
     }
-    const bool is_constant_node = node.op_type == "Constant" && node.domain.empty();
-    std::vector<ValueId> outputs = node.outputs;
-    if (fold_with_evaluator(graph, id, *schema) || fold_known_values(graph, id)) {
-      ++report.folded_nodes;
-      if (is_constant_node) constant_node_outputs.insert(constant_node_outputs.end(), outputs.begin(), outputs.end());
-    }
+    if (fold_with_evaluator(graph, id, *schema) || fold_known_values(graph, id)) ++report.folded_nodes;
   }
   remove_dead_nodes(graph);
   // Those still in the graph: an op whose outputs nothing reads left with the dead nodes.
@@ -191,7 +185,6 @@ std::vector<ValueId> infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_inf
     if (report.first_unsupported_node.empty()) report.first_unsupported_node = node.name;
   }
   report.unsupported_ops.assign(remaining.begin(), remaining.end());
-  return constant_node_outputs;
 }
 
 }  // namespace onnxtrain

@@ -82,23 +82,100 @@ Image decode_jpeg(const std::string& bytes, const std::string& path) {
   return image;
 }
 
-// libpng's simplified API: palette, gray, 16-bit and interlaced files all come out as 8-bit RGBA (colours
-// not premultiplied), whose alpha is then dropped.
-Image decode_png(const std::string& bytes, const std::string& path) {
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()))
-    throw Error(std::string("not a PNG image libpng can decode: ") + png.message).in_file(path);
-  png.format = PNG_FORMAT_RGBA;
-  std::vector<uint8_t> rgba(PNG_IMAGE_SIZE(png));
-  if (!png_image_finish_read(&png, nullptr, rgba.data(), 0, nullptr)) {
-    const std::string message = png.message;
-    png_image_free(&png);
-    throw Error("the PNG image is damaged: " + message).in_file(path);
+// libpng's errors longjmp back to the decoder, as libjpeg's do; the message is kept for the exception.
+struct PngReader {
+  const std::string* bytes = nullptr;
+  size_t offset = 0;
+  std::string message;
+};
+
+void png_error_exit(png_structp png, png_const_charp message) {
+  static_cast<PngReader*>(png_get_error_ptr(png))->message = message;
+  png_longjmp(png, 1);
+}
+
+void png_read_from_memory(png_structp png, png_bytep out, png_size_t length) {
+  auto* reader = static_cast<PngReader*>(png_get_io_ptr(png));
+  if (length > reader->bytes->size() - reader->offset) png_error(png, "the file ends early");
+  std::memcpy(out, reader->bytes->data() + reader->offset, length);
+  reader->offset += length;
+}
+
+// libpng's read structures, destroyed with the decoder.
+struct PngDecoder {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  explicit PngDecoder(PngReader& reader) {
+    png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_error_exit, [](png_structp, png_const_charp) {});
+    if (png != nullptr) info = png_create_info_struct(png);
   }
-  Image image{png.height, png.width, 3, std::vector<uint8_t>(rgba.size() / 4 * 3)};
-  for (size_t p = 0; p < rgba.size() / 4; ++p) std::copy_n(&rgba[4 * p], 3, &image.pixels[3 * p]);
+  ~PngDecoder() { png_destroy_read_struct(&png, &info, nullptr); }
+};
+
+// The header, and the transforms into 8-bit gray or RGB without alpha (16-bit gray stays 16-bit, in host
+// order). False when libpng fails; nothing with a destructor lives between the setjmp and a longjmp.
+bool png_read_header(PngDecoder& d, PngReader& reader, bool& gray16) {
+  if (setjmp(png_jmpbuf(d.png))) return false;
+  png_set_read_fn(d.png, &reader, png_read_from_memory);
+  png_read_info(d.png, d.info);
+  const int color = png_get_color_type(d.png, d.info), depth = png_get_bit_depth(d.png, d.info);
+  gray16 = depth == 16 && color == PNG_COLOR_TYPE_GRAY;
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(d.png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(d.png);
+  if (depth == 16 && !gray16) png_set_strip_16(d.png);
+  if (gray16) png_set_swap(d.png);
+  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(d.png);
+  png_set_interlace_handling(d.png);
+  png_read_update_info(d.png, d.info);
+  return true;
+}
+
+bool png_read_rows(PngDecoder& d, png_bytep* rows) {
+  if (setjmp(png_jmpbuf(d.png))) return false;
+  png_read_image(d.png, rows);
+  png_read_end(d.png, nullptr);
+  return true;
+}
+
+// Decodes as 8-bit RGB, as PIL's open and convert("RGB") do (torchvision's loader): palette and gray
+// expanded, alpha dropped, no gamma correction (PIL ignores the gAMA, sRGB and iCCP chunks), 16-bit colour
+// samples cut to their high byte, and 16-bit gray (PIL's mode I;16) clipped to 0..255 as PIL clips it.
+// libpng's simplified API, used before, converted 16-bit and gAMA files through gamma curves: a 16-bit
+// 0x1000 came out as 72, not 16.
+bool decode_png_into(PngReader& reader, Image& out) {
+  PngDecoder d(reader);
+  bool gray16 = false;
+  if (d.info == nullptr || !png_read_header(d, reader, gray16)) return false;
+  out.height = png_get_image_height(d.png, d.info), out.width = png_get_image_width(d.png, d.info);
+  const int channels = png_get_channels(d.png, d.info);  // 1 (gray) or 3
+  const size_t row_bytes = png_get_rowbytes(d.png, d.info);
+  std::vector<uint8_t> decoded(row_bytes * static_cast<size_t>(out.height));
+  std::vector<png_bytep> rows(static_cast<size_t>(out.height));
+  for (size_t y = 0; y < rows.size(); ++y) rows[y] = decoded.data() + y * row_bytes;
+  if (!png_read_rows(d, rows.data())) return false;
+  const auto pixels = static_cast<size_t>(out.height * out.width);
+  out.channels = 3;
+  out.pixels.resize(pixels * 3);
+  for (size_t p = 0; p < pixels; ++p) {
+    if (channels == 3) {
+      std::copy_n(&decoded[3 * p], 3, &out.pixels[3 * p]);
+      continue;
+    }
+    uint16_t value = decoded[p];
+    if (gray16) {
+      std::memcpy(&value, &decoded[2 * p], 2);
+      value = std::min<uint16_t>(value, 255);
+    }
+    std::fill_n(&out.pixels[3 * p], 3, static_cast<uint8_t>(value));
+  }
+  return true;
+}
+
+Image decode_png(const std::string& bytes, const std::string& path) {
+  Image image;
+  PngReader reader{.bytes = &bytes};
+  if (!decode_png_into(reader, image))
+    throw Error("not a PNG image libpng can decode, or a damaged one: " + reader.message).in_file(path);
   return image;
 }
 

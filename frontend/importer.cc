@@ -244,8 +244,10 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
     report.graph.info.path = path;
     classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);
     keep_exporter_buffers_constant(report.graph, exporter_buffers(model));
-    std::vector<ValueId> from_constant_nodes = infer_and_fold(report.graph, onnx_infos, report);
-    classify_initializers(report.graph, from_constant_nodes, options.freeze_pattern);
+    // Constant nodes and what folds from them are never trained: PyTorch has no parameter behind them (a
+    // LayerNorm, GroupNorm or BatchNorm without affine exports its ones and zeros so), and the written
+    // model could not hold a trained value, which replaces initializers only.
+    infer_and_fold(report.graph, onnx_infos, report);
   } catch (Error& e) {
     e.in_file(path);
     throw;

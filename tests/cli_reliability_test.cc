@@ -290,6 +290,19 @@ TEST_F(CliReliability, AnUnknownOptionOrConfigKeyIsNamedWithTheClosestOption) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// TorchScript's GroupNorm holds Constant ones and zeros: the run trained them, then could not write them
+// back ("has no initializer '/n/Constant_1_output_0' to replace"; an outside check). Now the model is
+// written, and ONNX's checker accepts it as every written model.
+TEST_F(CliReliability, ANormExportedWithConstantNodesTrainsAndIsWritten) {
+  const std::string out = (dir_ / "gn.onnx").string();
+  const CliRun r = run("train " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                       "/tests/data/outside/gn_ts.onnx --data synthetic:3,32,32:10:64 --limit-batches 2 "
+                       "--validation 0 --test-data none -o " +
+                       out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out)) << r.output;
+}
+
 // inspect --batch 2^31 of a model whose activations exceed int64 bytes printed negative FLOPs and bytes.
 TEST_F(CliReliability, InspectAHugeBatchPrintsNoNegativeFigure) {
   // x (batch, 65536, 65536) -> Relu -> y: 2^63 elements per output at a batch of 2^31.

@@ -197,3 +197,19 @@ TEST(Frontend, DataInputsThatDisagreeOnASharedDimAreRefusedByBothNames) {
 }
 
 }  // namespace
+
+namespace {
+
+// A norm without affine parameters exports its ones and zeros as Constant nodes (TorchScript): they are
+// not trained, so the trainable count is PyTorch's (printed by tests/data/outside/make_norm_exports.py).
+// They were trained, and the written model could not hold them: train failed after the last epoch.
+TEST(Frontend, ConstantNodesOfANormWithoutAffineAreNotTrained) {
+  const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/";
+  for (const auto& [file, torch_parameters] : std::vector<std::pair<std::string, int64_t>>{
+           {"ln_noaff_ts.onnx", 709}, {"bn_noaff_ts_train.onnx", 314}, {"gn_ts.onnx", 330}}) {
+    const ImportedModel model = import_model(dir + file);
+    EXPECT_EQ(summarize_model(model.graph, 1).trainable_parameters, torch_parameters) << file;
+  }
+}
+
+}  // namespace

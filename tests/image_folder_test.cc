@@ -58,6 +58,16 @@ TEST(ImageFolder, MatchesTorchvisionsLoaderAndResize) {
   EXPECT_LE(differences(gray.data.inputs, array(expected, "train_gray")).first, 1);
 }
 
+// PNGs that are not 8-bit sRGB, as PIL reads them (tests/data/imagefolder_png_depths, made by the same
+// script): 16-bit colour cut to its high byte, 16-bit gray clipped to 255, gAMA ignored. libpng's
+// simplified API passed them through gamma curves (a 16-bit 0x1000 came out as 72; an outside check).
+TEST(ImageFolder, SixteenBitAndGammaPngsAreReadAsPilReadsThem) {
+  const std::string folder = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/imagefolder_png_depths";
+  const ImageFolder rgb = read_image_folder(folder, 3, 8, 8);
+  const auto [worst, differing] = differences(rgb.data.inputs, array(read_npz(folder + "/expected.npz"), "rgb"));
+  EXPECT_EQ(worst, 0) << differing << " elements differ";
+}
+
 TEST(ImageFolder, TestSplitTakesTheTrainingClasses) {
   const Dataset val = load_dataset("imagefolder:" + kFolder, {.split = "test", .image_shape = {3, 32, 32}});
   const NpzArchive expected = read_npz(kFolder + "/expected.npz");

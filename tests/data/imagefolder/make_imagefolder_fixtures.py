@@ -10,9 +10,16 @@ torchvision's loading does to it, for `imagefolder:DIR` (frontend/image_folder.c
   (N, 3, 32, 32) `train_rgb`/`val_rgb`; the same through convert("L") as (N, 1, 32, 32) `train_gray`;
   and the labels `train_labels`/`val_labels`.
 
+- ../imagefolder_png_depths/: 8x8 PNGs whose samples are not 8-bit sRGB (16-bit RGB, RGBA, gray and gray
+  with alpha; 8-bit RGB with a gAMA chunk of 1.0), written byte by byte here since Pillow writes no 16-bit
+  colour PNG, and expected.npz beside them: PIL's convert("RGB") of each, as uint8 (N, 3, 8, 8) `rgb`.
+  PIL cuts 16-bit colour to its high byte, clips 16-bit gray (mode I;16) to 255 and ignores gAMA.
+
 Run with a Python that has torchvision (and so Pillow): python make_imagefolder_fixtures.py
 """
 import os
+import struct
+import zlib
 
 import numpy as np
 import torchvision
@@ -75,6 +82,42 @@ def expected():
     print("torchvision", torchvision.__version__, {k: v.shape for k, v in arrays.items()})
 
 
+def png_bytes(samples, bit_depth, color_type, gamma=None):
+    """A PNG of `samples` (height, width, channels), big-endian when 16-bit, with an optional gAMA chunk."""
+    height, width = samples.shape[:2]
+    data = samples.astype(">u2" if bit_depth == 16 else np.uint8)
+    raw = b"".join(b"\x00" + data[y].tobytes() for y in range(height))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0))
+    extra = chunk(b"gAMA", struct.pack(">I", gamma)) if gamma else b""
+    return b"\x89PNG\r\n\x1a\n" + header + extra + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def write_png_depths():
+    root = os.path.join(HERE, "..", "imagefolder_png_depths")
+    rng = np.random.default_rng(5)
+    files = {  # name: (samples, bit depth, colour type, gAMA)
+        "a/gray16.png": (rng.integers(0, 600, (8, 8, 1)), 16, 0, None),  # PIL clips the values above 255
+        "a/gray_alpha16.png": (rng.integers(0, 65536, (8, 8, 2)), 16, 4, None),
+        "a/rgb16.png": (rng.integers(0, 65536, (8, 8, 3)), 16, 2, None),
+        "b/gamma_linear.png": (rng.integers(0, 256, (8, 8, 3)), 8, 2, 100000),
+        "b/rgba16.png": (rng.integers(0, 65536, (8, 8, 4)), 16, 6, None),
+    }
+    for name, (samples, depth, color, gamma) in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(png_bytes(samples, depth, color, gamma))
+    folder = torchvision.datasets.ImageFolder(root)
+    rgb = [np.asarray(folder.loader(path)).transpose(2, 0, 1) for path, _ in folder.samples]
+    np.savez(os.path.join(root, "expected.npz"), rgb=np.stack(rgb))
+    print("png depths", [os.path.relpath(p, root) for p, _ in folder.samples])
+
+
 if __name__ == "__main__":
     write_images()
     expected()
+    write_png_depths()
