@@ -395,14 +395,21 @@ void channel_statistics(const Tensor& x, std::vector<float>& mean, std::vector<f
   auto v = x.data<float>();
   mean.assign(channels, 0);
   stddev.assign(channels, 1);
+  // Two passes: the variance as the mean of (x - mean)², which is 0 for a constant channel. The one-pass
+  // E[x²] - mean² left rounding there: a channel of 72/255 everywhere got std 1.1e-7, and a later pixel of
+  // 73 would have been normalised to 35000 (an outside check).
   for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0, sum_sq = 0;
+    double sum = 0, squares = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float* p = v.data() + (i * channels + c) * inner;
-      for (int64_t k = 0; k < inner; ++k) sum += p[k], sum_sq += double{p[k]} * p[k];
+      for (int64_t k = 0; k < inner; ++k) sum += p[k];
     }
     const double count = static_cast<double>(n * inner), m = count > 0 ? sum / count : 0;
-    const double var = count > 0 ? std::max(0.0, sum_sq / count - m * m) : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = v.data() + (i * channels + c) * inner;
+      for (int64_t k = 0; k < inner; ++k) squares += (p[k] - m) * (p[k] - m);
+    }
+    const double var = count > 0 ? squares / count : 0;
     mean[c] = static_cast<float>(m);
     stddev[c] = var > 0 ? static_cast<float>(std::sqrt(var)) : 1.0f;
   }

@@ -347,6 +347,23 @@ TEST(NpyDataset, PairOfNpyFiles) {
   EXPECT_FLOAT_EQ(d.inputs.data<float>()[5], 2.5f / std::sqrt(17.5f / 6.0f));
 }
 
+// A channel of one value everywhere gets std 1, as an exactly representable one always did: the one-pass
+// E[x²] - mean² gave 72/255 std 1.1e-7, so a later 73 became 35000 after normalisation (an outside check).
+TEST(NpyDataset, AConstantChannelIsNotScaledByRoundingNoise) {
+  TempDir dir;
+  Tensor x(DType::Float32, {64, 2, 8, 8});  // 4096 values a channel: where the one-pass sums round
+  float* v = x.data<float>().data();
+  for (int64_t i = 0; i < x.numel(); ++i) v[i] = (i / 64) % 2 == 0 ? 72.0f / 255 : static_cast<float>(i % 7);
+  write_npy(dir.file("x.npy"), x);
+  write_npy(dir.file("y.npy"), Tensor::vector_int64(std::vector<int64_t>(64, 0)));
+  const Dataset d =
+      load_dataset("npy:" + dir.file("x.npy") + "," + dir.file("y.npy"), {.normalize = Normalization::MeanStd});
+  ASSERT_EQ(d.std.size(), 2u);
+  EXPECT_EQ(d.mean[0], 72.0f / 255);
+  EXPECT_EQ(d.std[0], 1.0f);
+  EXPECT_GT(d.std[1], 1.0f);
+}
+
 // Beyond 4096 values a sample's label is the linear map of its means over runs of values (here pairs):
 // a linear classifier on those means, fitted on the train split, predicts the test split well (356 of 400;
 // 273 when the labels were the full map of the values).
