@@ -123,14 +123,16 @@ LoadedData load_image_folder(const std::string& dir, const DatasetOptions& optio
                 " channels; images give 1 (gray) or 3 (RGB)");
   const bool split_folders = std::filesystem::is_directory(dir + "/train");
   std::string folder = split_folders ? dir + "/train" : dir;
-  std::vector<std::string> classes;
+  std::vector<std::string> classes = options.class_names;
+  std::string whose = "the model's";
   if (is_test_split(options)) {
     if (!split_folders)
       throw Error("imagefolder: no test split: expected DIR/train with DIR/val or DIR/test beside it").in_file(dir);
-    classes = image_folder_classes(folder);
+    if (classes.empty()) classes = image_folder_classes(folder), whose = "the training split's";
     folder = std::filesystem::is_directory(dir + "/val") ? dir + "/val" : dir + "/test";
   }
-  ImageFolder images = read_image_folder(folder, channels, options.image_shape[1], options.image_shape[2], classes);
+  ImageFolder images =
+      read_image_folder(folder, channels, options.image_shape[1], options.image_shape[2], classes, whose);
   const auto count = std::to_string(images.data.labels.numel());
   LoadedData d{images.data.inputs,
                images.data.labels,

@@ -60,6 +60,9 @@ struct DatasetOptions {
   int64_t input_rank = 0;
   std::string x_key, y_key;          // npz: the arrays to read (--x-key/--y-key; either alone: the other x or y)
   std::vector<int64_t> image_shape;  // imagefolder: the (C, H, W) the images are decoded and resized to
+  // imagefolder: the classes the labels follow, by folder name (eval: the model's onnxtrain.class_names);
+  // empty: the training split's folders. A folder of another name is an error.
+  std::vector<std::string> class_names;
   // npz: the model's other data inputs (BERT's attention_mask, token_type_ids), arrays of those names,
   // read with input_name and `labels`. Never scaled or normalised; integer ones stay int64, float ones
   // float32. Other sources refuse them.

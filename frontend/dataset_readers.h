@@ -39,9 +39,11 @@ struct ImageFolder {
   std::vector<std::string> class_names;  // label k is class_names[k]
   int64_t skipped_files = 0;             // files that are not .jpg, .jpeg or .png
 };
-// `classes` (a test split: the training split's names) fixes the labels; empty: DIR's own class folders.
+// `classes` (a test split: the training split's names; eval: the model's) fixes the labels, and a folder
+// of another name is an error naming `whose` classes they are; empty: DIR's own class folders.
 ImageFolder read_image_folder(const std::string& dir, int64_t channels, int64_t height, int64_t width,
-                              const std::vector<std::string>& classes = {});
+                              const std::vector<std::string>& classes = {},
+                              const std::string& whose = "the training split's");
 // DIR's class folder names, sorted (Error when DIR is not a folder).
 std::vector<std::string> image_folder_classes(const std::string& dir);
 

@@ -260,12 +260,12 @@ std::vector<std::string> image_folder_classes(const std::string& dir) {
 }
 
 ImageFolder read_image_folder(const std::string& dir, int64_t channels, int64_t height, int64_t width,
-                              const std::vector<std::string>& classes) {
+                              const std::vector<std::string>& classes, const std::string& whose) {
   ImageFolder folder;
   folder.class_names = classes.empty() ? image_folder_classes(dir) : classes;
   for (const std::string& name : image_folder_classes(dir)) {
     if (std::find(folder.class_names.begin(), folder.class_names.end(), name) == folder.class_names.end())
-      throw Error("imagefolder: class folder '" + name + "' is not one of the training split's " +
+      throw Error("imagefolder: class folder '" + name + "' is not one of " + whose + " " +
                   std::to_string(folder.class_names.size()) + " classes")
           .in_file(dir);
   }

@@ -389,6 +389,19 @@ TEST(Cli, ImageFolderTrainsWithAugmentationAndEvaluates) {
   EXPECT_NE(r.output.find("accuracy " + final[1].str() + "% (top-1)"), std::string::npos) << r.output;
   EXPECT_EQ(run("train " + kModels + "resnet_opset17.onnx --data " + data + " --augment crop:0 -o " + out).exit_code,
             2);
+  // A folder of one of the model's classes is labelled by the model's names: bag is 1, not the folder's own
+  // class 0 (an outside check scored 0% on images the model got all right). A class it lacks is refused.
+  std::filesystem::create_directories(dir / "bags");
+  std::filesystem::copy(std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/imagefolder/train/bag", dir / "bags" / "bag",
+                        std::filesystem::copy_options::recursive);
+  const CliRun bags = run("eval " + out + " --split train --data imagefolder:" + (dir / "bags").string());
+  ASSERT_EQ(bags.exit_code, 0) << bags.output;
+  EXPECT_NE(bags.output.find("class counts 0:0 1:3"), std::string::npos) << bags.output;
+  std::filesystem::rename(dir / "bags" / "bag", dir / "bags" / "wolf");
+  const CliRun wolves = run("eval " + out + " --split train --data imagefolder:" + (dir / "bags").string());
+  EXPECT_EQ(wolves.exit_code, 1) << wolves.output;
+  EXPECT_NE(wolves.output.find("class folder 'wolf' is not one of the model's 2 classes"), std::string::npos)
+      << wolves.output;
   std::filesystem::remove_all(dir);
 }
 

@@ -52,6 +52,15 @@ DatasetOptions data_options(const EvalOptions& o, const ImportedModel& imported)
   DatasetOptions options = data_options_for(model, o.seq_len);
   options.split = o.split;
   options.x_key = o.x_key, options.y_key = o.y_key;
+  // An image folder's classes by name, as the model learned them: a folder holding only some of them
+  // (images of dogs alone) keeps the model's labels instead of numbering its own folders from 0.
+  if (meta.count("onnxtrain.class_names")) {
+    try {
+      options.class_names = nlohmann::json::parse(meta["onnxtrain.class_names"]).get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error(o.model + ": metadata onnxtrain.class_names is not a JSON array of names");
+    }
+  }
   if (meta.count("onnxtrain.preprocess.mean") && meta.count("onnxtrain.preprocess.std")) {
     try {
       options.normalize = Normalization::MeanStd;
