@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <tuple>
 
 #include "graph/error.h"
@@ -64,14 +65,16 @@ size_t recommended_index(const std::vector<std::string>& staleness_warnings) {
 }
 
 std::string train_command(const std::string& model, const StrategySpec& strategy, int64_t batch,
-                          const std::string& plan_path, bool cuda, bool processes) {
+                          const std::string& plan_path, bool cuda, bool processes, const std::string& data) {
   std::string cmd =
       processes ? "mpirun -np " + std::to_string(strategy.devices()) + " onnxtrain train " : "onnxtrain train ";
-  cmd += model + " --batch " + std::to_string(batch);
+  cmd += model;
+  if (!data.empty()) cmd += " --data " + data;
+  cmd += " --batch " + std::to_string(batch);
   for (const std::string& a : strategy.train_args) cmd += " " + a;
   if (!plan_path.empty()) cmd += " --plan " + plan_path;
   if (cuda) cmd += " --device cuda";
-  return cmd;
+  return cmd + " -o " + std::filesystem::path(model).stem().string() + ".trained.onnx";
 }
 
 Recommendation recommend(const Machine& machine, const ProfileAt& profiles, const SimulationSettings& settings) {

@@ -36,9 +36,11 @@ std::vector<StrategySpec> recommendation_candidates(int devices, int64_t batch);
 // The first of `ranked` (fastest first) without a staleness warning; the first when all carry one.
 size_t recommended_index(const std::vector<std::string>& staleness_warnings);
 // The `onnxtrain train` command of a strategy: one process (threads or GPUs) unless `processes` (mpirun
-// -np, one per device: hybrids, several nodes); --plan when a plan is given, --device cuda on GPUs.
+// -np, one per device: hybrids, several nodes); --plan when a plan is given, --device cuda on GPUs, --data
+// when `data` is given (else train's default, Fashion-MNIST), and -o MODEL.trained.onnx in the current
+// folder, so that it runs as printed.
 std::string train_command(const std::string& model, const StrategySpec& strategy, int64_t batch,
-                          const std::string& plan_path, bool cuda, bool processes);
+                          const std::string& plan_path, bool cuda, bool processes, const std::string& data = "");
 std::string staleness_warning(const StrategySpec& strategy);
 Recommendation recommend(const Machine& machine, const ProfileAt& profiles, const SimulationSettings& settings);
 

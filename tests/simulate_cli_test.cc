@@ -87,11 +87,12 @@ TEST_F(SimulateCli, RecommendationOnAJsonMachineLeavesOutWhatDoesNotFitAndItsCom
   ASSERT_TRUE(command.starts_with("onnxtrain train ")) << command;
   EXPECT_EQ(command.find("--device cuda"), std::string::npos) << "a CPU machine: " << command;
   if (!rec["plan"].get<std::string>().empty()) EXPECT_TRUE(fs::exists(plan));
-  // The winner's command trains (on a few synthetic rows).
-  command = command.substr(std::string("onnxtrain ").size()) + " --data synthetic:1,28,28:10:64 --test-data none -o " +
-            (dir_ / "m.onnx").string();
-  const auto trained = run_cli(command);
+  // The winner's command trains as printed, given data (simulate has none: here a few synthetic rows), and
+  // writes MODEL.trained.onnx in the folder it runs in.
+  command = command.substr(std::string("onnxtrain ").size()) + " --data synthetic:1,28,28:10:64 --test-data none";
+  const auto trained = onnxtrain::testing_support::run_cli_prefixed("cd " + dir_.string() + " &&", command);
   EXPECT_EQ(trained.exit_code, 0) << command << "\n" << trained.output;
+  EXPECT_TRUE(fs::exists(dir_ / "mlp_opset17.trained.onnx")) << trained.output;
 }
 
 TEST_F(SimulateCli, BadMachinesAreClearErrors) {

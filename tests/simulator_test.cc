@@ -430,7 +430,10 @@ TEST(Recommend, CandidatesAndStalenessWarnings) {
   EXPECT_EQ(recommended_index({"stale", "stale"}), 0u);
   EXPECT_EQ(train_command("m.onnx", parse_strategy_specs("pipedream:2x4", 8)[0], 64, "p.json", true, true),
             "mpirun -np 8 onnxtrain train m.onnx --batch 64 --strategy pipedream --stages 2 --replicas 4 --plan p.json "
-            "--device cuda");
+            "--device cuda -o m.trained.onnx");
+  EXPECT_EQ(train_command("dir/m.onnx", parse_strategy_specs("dp:2", 2)[0], 32, "", false, false, "synthetic:16:4:64"),
+            "onnxtrain train dir/m.onnx --data synthetic:16:4:64 --batch 32 --strategy dp --replicas 2 -o "
+            "m.trained.onnx");
 }
 
 }  // namespace

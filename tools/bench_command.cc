@@ -75,7 +75,8 @@ void print_measured_recommendation(const BenchResults& results, const BenchOptio
       fs::copy_file(winner.predicted->plan_path, plan, fs::copy_options::overwrite_existing);
     }
     std::printf("recommended: %s\n  %s\n", winner.strategy.c_str(),
-                train_command(model, parse_strategy_specs(winner.strategy, 1).front(), winner.batch, plan, false, false)
+                train_command(model, parse_strategy_specs(winner.strategy, 1).front(), winner.batch, plan, false, false,
+                              winner.data)
                     .c_str());
   }
 }
@@ -152,18 +153,19 @@ struct PendingRow {
 
 PendingRow prepare_row(const BenchOptions& o, const std::string& model_path, int64_t batch,
                        const StrategySpec& strategy, BenchPredictor& predictor, const std::string& data, int threads) {
-  PendingRow p{.row = {.model = model_path, .strategy = strategy.spec, .batch = batch, .threads = threads},
-               .strategy = strategy,
-               .spec = {.model = model_path,
-                        .data = data,
-                        .batch = batch,
-                        .steps = o.steps,
-                        .warmup = o.warmup,
-                        .threads = threads,
-                        .seed = o.seed,
-                        .workdir = o.workdir},
-               .tag = bench_tag(model_path, strategy.spec, threads),
-               .label = strategy.spec + (threads == 1 ? " (1 thread)" : "")};
+  PendingRow p{
+      .row = {.model = model_path, .strategy = strategy.spec, .data = data, .batch = batch, .threads = threads},
+      .strategy = strategy,
+      .spec = {.model = model_path,
+               .data = data,
+               .batch = batch,
+               .steps = o.steps,
+               .warmup = o.warmup,
+               .threads = threads,
+               .seed = o.seed,
+               .workdir = o.workdir},
+      .tag = bench_tag(model_path, strategy.spec, threads),
+      .label = strategy.spec + (threads == 1 ? " (1 thread)" : "")};
   try {
     p.row.predicted = predictor.predict(
         strategy, batch, threads, (fs::path(o.workdir) / ("plan-" + p.tag + ".json")).string(), o.warmup, o.steps);

@@ -20,6 +20,7 @@ namespace onnxtrain::cli {
 
 struct BenchRow {
   std::string model, strategy;
+  std::string data;  // the --data every repeat trained on (a synthetic spec)
   int64_t batch = 0;
   int threads = 0;
   std::vector<MeasuredRun> runs;  // the repeats (stops at the first failure)
