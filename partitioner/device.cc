@@ -149,7 +149,7 @@ DeviceDescription parse_device_profile(const std::string& json_text, const std::
   json doc;
   try {
     doc = json::parse(json_text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double (1e400)
     throw Error(std::string("device profile: not valid JSON: ") + e.what()).in_file(source);
   }
   if (!doc.is_object()) throw r.error("", "must be a JSON object, got " + std::string(doc.type_name()));
@@ -201,7 +201,7 @@ LinkDescription parse_link_description(const std::string& json_text, const std::
   json doc;
   try {
     doc = json::parse(json_text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double (1e400)
     throw Error(std::string("link: not valid JSON: ") + e.what()).in_file(source);
   }
   return read_link(r, doc);

@@ -117,7 +117,7 @@ Machine parse_machine(const std::string& json_text, const std::string& source) {
   json doc;
   try {
     doc = json::parse(json_text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double (1e400)
     throw Error(std::string("machine: not valid JSON: ") + e.what()).in_file(source);
   }
   if (!doc.is_object()) throw machine_error(source, "", "must be a JSON object");

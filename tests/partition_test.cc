@@ -156,6 +156,18 @@ TEST(Partition, CommandErrorsSayWhatWouldWork) {
   r = run("partition " + resnet + " --stages 2 --device-profile /nonexistent/device.json");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/device.json"), std::string::npos) << r.output;
+  // A device profile's memory is the cap, as in simulate (an outside check's 1-byte profile was planned
+  // without a word), and a number beyond double is named with the file (it was exit 3, no file).
+  const fs::path profiles = scratch("profiles");
+  std::ofstream(profiles / "tiny.json") << R"({"preset": "h100", "memory_bytes": 1000})";
+  r = run("partition " + resnet + " --stages 2 --device-profile " + (profiles / "tiny.json").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fits the memory cap of 1000 bytes"), std::string::npos) << r.output;
+  std::ofstream(profiles / "huge.json") << R"({"preset": "h100", "fp32_flops": 1e400})";
+  r = run("partition " + resnet + " --stages 2 --device-profile " + (profiles / "huge.json").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find((profiles / "huge.json").string() + ": device profile: not valid JSON"), std::string::npos)
+      << r.output;
   // A user split is priced, not planned: the table shows exactly the cuts given.
   r = run("partition " + resnet + " --stages 3 --device h100 --split 5,12 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -3,7 +3,9 @@
 //
 // The training graph is the one `onnxtrain train` runs (make_training_recipe builds it: loss attached, BatchNorm
 // in training mode), so a plan's node names are the executor's.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -190,7 +192,13 @@ void partition_model(const PartitionOptions& o) {
   apply_optimizer_name(o.optimizer, optimizer);
   p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
   p.prediction_metrics = o.prediction_metrics == "on";
-  if (!o.memory_cap.empty()) p.memory_cap = parse_byte_size(o.memory_cap);
+  // The cap: --memory-cap, else the memory of a device given by name or profile (as simulate checks it;
+  // an outside check's 1-byte profile planned 7 MiB stages without a word). The CPU has no fixed cap.
+  if (!o.memory_cap.empty()) {
+    p.memory_cap = parse_byte_size(o.memory_cap);
+  } else if ((o.device != "cpu" || !o.device_profile.empty()) && device.memory_bytes > 0) {
+    p.memory_cap = static_cast<int64_t>(std::min<uint64_t>(device.memory_bytes, INT64_MAX));
+  }
   // As the CPU executor runs them: gradients summed in place, the update mirrored into the working weights.
   p.gradients_into_sum = p.update_writes_working = o.device == "cpu" && o.device_profile.empty();
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
