@@ -324,9 +324,9 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file, int64_t model
     auto in = raw.data<double>();
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(in[i]);
   } else {
-    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) +
-                ": expected uint8 pixels or float32/float64 (integer token ids need a model whose input is an "
-                "integer type)")
+    throw Error("inputs are " + std::string(dtype_name(raw.dtype())) + ": expected uint8 pixels or float32/float64 " +
+                (raw.dtype() == DType::Float16 ? "(save float16 data as float32: x.astype(np.float32))"
+                                               : "(integer token ids need a model whose input is an integer type)"))
         .in_file(file);
   }
   if (x.rank() < 2) throw Error("inputs have rank " + std::to_string(x.rank()) + ": expected (N, ...)").in_file(file);

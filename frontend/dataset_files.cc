@@ -1,6 +1,7 @@
 // Byte-level helpers of the dataset readers: whole files, gzip and raw deflate through zlib.
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,9 @@ std::string inflate_all(const std::string& input, int window_bits, std::size_t s
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
+  // An ifstream opens a folder and reads nothing: text:DIR said its "stream has 0 tokens".
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw Error("is a folder; expected a file").in_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open the file (missing?)").in_file(path);
   std::ostringstream buffer;

@@ -8,6 +8,8 @@
 // The resize is PIL's BILINEAR (what torchvision's Resize does to PIL images): a triangle filter whose
 // support widens by the scale when shrinking, so a downscaled image is averaged, not sampled.
 #include <jpeglib.h>
+// jerror.h after jpeglib.h, whose types it uses: the message codes (JWRN_JPEG_EOF).
+#include <jerror.h>
 #include <png.h>
 
 #include <algorithm>
@@ -40,6 +42,7 @@ struct JpegErrors {
   jpeg_error_mgr manager;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool truncated = false;  // libjpeg's "Premature end of JPEG file" warning: it fills the rest with gray
 };
 
 void jpeg_error_exit(j_common_ptr info) {
@@ -54,6 +57,11 @@ bool decode_jpeg_into(const std::string& bytes, Image& out, JpegErrors& errors) 
   info.err = jpeg_std_error(&errors.manager);
   errors.manager.error_exit = jpeg_error_exit;
   errors.manager.output_message = [](j_common_ptr) {};  // warnings (e.g. extraneous bytes) are not fatal
+  // But a file that ends early is, as PIL's "image file is truncated" is: libjpeg would pad the missing
+  // rows with gray and train on them.
+  errors.manager.emit_message = [](j_common_ptr info, int level) {
+    if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF) reinterpret_cast<JpegErrors*>(info->err)->truncated = true;
+  };
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&info);
     return false;
@@ -71,14 +79,16 @@ bool decode_jpeg_into(const std::string& bytes, Image& out, JpegErrors& errors) 
   }
   jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
-  return true;
+  return !errors.truncated;
 }
 
 Image decode_jpeg(const std::string& bytes, const std::string& path) {
   Image image;
   JpegErrors errors{};
-  if (!decode_jpeg_into(bytes, image, errors))
+  if (!decode_jpeg_into(bytes, image, errors)) {
+    if (errors.truncated) throw Error("the JPEG image is truncated: the file ends early").in_file(path);
     throw Error(std::string("not a JPEG image libjpeg can decode: ") + errors.message).in_file(path);
+  }
   return image;
 }
 
@@ -309,6 +319,7 @@ ImageFolder read_image_folder(const std::string& dir, int64_t channels, int64_t 
       try {
         const std::string& path = files[static_cast<size_t>(i)].first;
         const std::string bytes = read_file_bytes(path);
+        if (bytes.empty()) throw Error("an empty file (0 bytes), not an image").in_file(path);
         const bool png = bytes.size() >= 8 && std::memcmp(bytes.data(), "\x89PNG", 4) == 0;
         const Image rgb = png ? decode_png(bytes, path) : decode_jpeg(bytes, path);
         const Image image = channels == 1 ? luma(rgb) : rgb;

@@ -10,7 +10,8 @@ namespace {
 
 constexpr char kForms[] =
     "single, dp:R, cs:R, ps:W:S, naive:N, pipedream:N, spectrain:N, gpipe:NxM, 1f1b:NxM, 2bw:NxM, the hybrids "
-    "naive:NxR, pipedream:NxR, spectrain:NxR, gpipe:NxMxR, 1f1b:NxMxR, 2bw:NxMxR, or all (with --devices D)";
+    "naive:NxR, pipedream:NxR, spectrain:NxR, gpipe:NxMxR, 1f1b:NxMxR, 2bw:NxMxR, or all (every one for the devices: "
+    "bench's --devices, simulate's machine)";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;

@@ -711,6 +711,10 @@ TEST(TokenData, ErrorsNameTheFileAndWhatWasExpected) {
             dir.file("t.txt") +
                 ": inputs are int64: expected uint8 pixels or float32/float64 (integer token ids need a "
                 "model whose input is an integer type)");
+  // A folder: an ifstream opens it and reads nothing, which was "the stream has 0 tokens".
+  fs::create_directories(dir.file("texts"));
+  EXPECT_EQ(error_of([&] { load_dataset("text:" + dir.file("texts"), {.seq_len = 3, .integer_inputs = true}); }),
+            dir.file("texts") + ": is a folder; expected a file");
 }
 
 // An npz named after the model's input, with per-position labels where -100 is ignored and larger labels

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "frontend/data_loader.h"
 #include "frontend/dataset.h"
@@ -95,6 +97,20 @@ TEST(ImageFolder, DamagedImagesAndUnknownClassesAreNamed) {
       FAIL() << name << " was read";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    fs::remove(dir / "train" / "cat" / name);
+  }
+  // An empty file, and a JPEG cut short, which libjpeg would pad with gray rows (PIL refuses it too).
+  const std::string jpeg = read_file_bytes(kFolder + "/train/bag/f.jpg");
+  for (const auto& [name, bytes, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"empty.png", "", "an empty file (0 bytes)"},
+           {"cut.jpg", jpeg.substr(0, jpeg.size() / 2), "the JPEG image is truncated"}}) {
+    std::ofstream(dir / "train" / "cat" / name, std::ios::binary) << bytes;
+    try {
+      read_image_folder((dir / "train").string(), 3, 32, 32);
+      FAIL() << name << " was read";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name + ": " + why), std::string::npos) << e.what();
     }
     fs::remove(dir / "train" / "cat" / name);
   }
