@@ -229,11 +229,9 @@ std::map<std::string, Tensor> Trainer::run_step(const DataInputs& x, const Tenso
 std::map<std::string, Tensor> Trainer::accumulated_run(const DataInputs& x, const Tensor& y,
                                                        const InferenceSession::OutputCallback& on_output) {
   if (on_output) throw Error("gradient accumulation cannot stream gradients during the backward pass (--bucket-mb)");
-  const int64_t rows = x.rows(), k = options_.accumulate;
-  if (rows < k) {
-    throw Error("--accumulate " + std::to_string(k) + ": a batch of " + std::to_string(rows) +
-                " rows cannot be split into " + std::to_string(k) + " slices");
-  }
+  // A batch shorter than K rows (an epoch's last) runs as one pass per row: the sums are still its mean
+  // gradient. It was an error after the epoch's full batches had trained (an outside check).
+  const int64_t rows = x.rows(), k = std::min(options_.accumulate, rows);
   const bool mean = options_.loss.reduction == LossReduction::Mean;
   std::map<std::string, Tensor> sum;
   const int64_t first_row = first_row_;

@@ -115,6 +115,11 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
               std::string::npos)
         << r.output.substr(0, 2000);
   }
+  // Beyond int: out of range, not "not an integer" (an outside check).
+  const CliRun huge = run_after("export WORLD_SIZE=99999999999 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500",
+                                "train " + kModels + "mlp_opset17.onnx --strategy dp -o " + (dir_ / "m.onnx").string());
+  EXPECT_EQ(huge.exit_code, 1) << huge.output;
+  EXPECT_NE(huge.output.find("WORLD_SIZE='99999999999' is out of range"), std::string::npos) << huge.output;
   // Within the limit: the ranks that never came are a few and a count.
   const CliRun r = run_after("export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
                                  std::to_string(onnxtrain::testing_support::free_loopback_port()),
@@ -197,12 +202,13 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
   const std::string data = " --data synthetic:1,28,28:10:64 --limit-batches 2 --validation 0 --test-data none";
   const std::string model = kModels + "mlp_opset17.onnx";
   const std::string out = (dir_ / "m.onnx").string();
-  for (const auto& [option, message] :
-       std::vector<std::pair<std::string, std::string>>{{"--batch 0", "--batch: must be a number above 0, got 0"},
-                                                        {"--batch -4", "--batch: must be a number above 0, got -4"},
-                                                        {"--lr nan", "--lr: must be a number above 0, got nan"},
-                                                        {"--lr inf", "--lr: must be a number above 0, got inf"},
-                                                        {"--epochs 0", "--epochs: must be a number above 0, got 0"}}) {
+  for (const auto& [option, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--batch 0", "--batch: must be a number above 0, got 0"},
+           {"--batch -4", "--batch: must be a number above 0, got -4"},
+           {"--lr nan", "--lr: must be a number above 0, got nan"},
+           {"--lr inf", "--lr: must be a number above 0, got inf"},
+           {"--epochs 0", "--epochs: must be a number above 0, got 0"},
+           {"--label-smoothing nan", "--label-smoothing: must be a number of 0 or more, got nan"}}) {
     const CliRun r = run_after("true", "train " + model + data + " " + option + " -o " + out);
     EXPECT_EQ(r.exit_code, 2) << option << ": " << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << option << ": " << r.output;

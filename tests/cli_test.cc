@@ -351,6 +351,18 @@ TEST(Cli, AccumulateGivesTheUpdateOfTheWholeBatch) {
   for (const auto& [name, values] : plain)
     for (size_t i = 0; i < values.size(); ++i) differs = std::max(differs, std::abs(values[i] - sliced.at(name)[i]));
   EXPECT_GT(differs, 1e-4);
+  // An epoch's last batch of fewer rows than K (36 of 100 rows at --batch 64) runs one pass per row; it
+  // was an error after the epoch's full batches had trained (an outside check). More passes than a
+  // step's rows is refused before training.
+  CliRun last = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:100 --test-data none " +
+                    "--validation 0 --batch 64 --accumulate 48 -o " + (dir / "m.onnx").string());
+  EXPECT_EQ(last.exit_code, 0) << last.output;
+  last = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:100 --batch 64 --accumulate 65 -o " +
+             (dir / "m.onnx").string());
+  EXPECT_EQ(last.exit_code, 2) << last.output;
+  EXPECT_NE(last.output.find("--accumulate 65: each pass needs a row, and a step has 64 rows"), std::string::npos)
+      << last.output;
+  EXPECT_EQ(last.output.find("training "), std::string::npos) << last.output;
   for (const std::string& options : {" --strategy gpipe --stages 2", " --strategy pipedream --stages 2",
                                      " --strategy dp --replicas 2 --bucket-mb 1", " --device cuda"}) {
     const CliRun r = run("train " + kModels + "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --accumulate 2" +

@@ -215,6 +215,13 @@ TEST_F(ExportCli, InitFromRefusesAnotherModelAndAResume) {
           path("m.onnx"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no such file or directory"), std::string::npos) << r.output;
+  {  // a file that is no model: named (it was "not an ONNX model: ..." alone; an outside check)
+    std::ofstream(path("script.py")) << "print(1)\n";
+    r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("script.py") + " -o " +
+            path("m.onnx"));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(path("script.py") + ": --init-from: not an ONNX model"), std::string::npos) << r.output;
+  }
   r = run("train " + kModels + "mlp_opset17.onnx" + kData + " --init-from " + path("cnn.onnx") +
           " --resume --checkpoint-dir " + path("ckpt") + " -o " + path("m.onnx"));
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -22,6 +22,7 @@
 #include "frontend/npy.h"
 #include "tests/cli_processes.h"
 #include "tests/cli_run.h"
+#include "tests/free_port.h"
 
 namespace onnxtrain {
 namespace {
@@ -113,7 +114,7 @@ TEST(TrainLoopCli, CentralStorageStopsOnSigintAndSaysThatItWritesNoCheckpoint) {
 
 TEST(TrainLoopCli, RanksStartedWithOtherOptionsAreRefusedAtRendezvous) {
   const fs::path dir = scratch("options");
-  const int port = 20000 + static_cast<int>((getpid() + 7919) % 20000);
+  const int port = testing_support::free_loopback_port();
   const std::string base = "train " + kModels +
                            "cnn_opset17.onnx --data synthetic:1,28,28:10:96 --batch 12 "
                            "--test-data none --strategy dp --comm-timeout 60 -o " +
@@ -131,6 +132,19 @@ TEST(TrainLoopCli, RanksStartedWithOtherOptionsAreRefusedAtRendezvous) {
   EXPECT_NE(read_bytes(dir / "rank0.log").find("rank 1 was started with --lr 0.1"), std::string::npos)
       << read_bytes(dir / "rank0.log");
   EXPECT_FALSE(fs::exists(dir / "m.onnx"));
+  // Options that change only one rank's gradients or rows were not compared: ranks of another
+  // --label-smoothing or --augment trained one model without a word (an outside check).
+  for (const std::string option : {"--label-smoothing 0.1", "--augment flip", "--accumulate 2"}) {
+    const int other_port = testing_support::free_loopback_port();
+    const pid_t first = testing_support::start_torchrun_rank(0, 2, other_port, base, dir / "rank0.log");
+    const pid_t second = testing_support::start_torchrun_rank(1, 2, other_port, base + " " + option, dir / "rank1.log");
+    EXPECT_EQ(testing_support::wait_exit_code(second), 1) << option << ": " << read_bytes(dir / "rank1.log");
+    EXPECT_EQ(testing_support::wait_exit_code(first), 1) << option << ": " << read_bytes(dir / "rank0.log");
+    const std::string flag = option.substr(0, option.find(' '));
+    EXPECT_NE(read_bytes(dir / "rank1.log").find("rank 1 was started with " + flag), std::string::npos)
+        << read_bytes(dir / "rank1.log");
+    EXPECT_FALSE(fs::exists(dir / "m.onnx"));
+  }
 }
 
 TEST(TrainLoopCli, OneProcessStrategiesUnderALauncherAreRefused) {

@@ -24,7 +24,12 @@ std::map<std::string, Tensor> source_tensors(const std::string& source, std::str
     return read_checkpoint(file).tensors;
   }
   kind = "model " + source;
-  return read_model_initializers(source);
+  try {
+    return read_model_initializers(source);
+  } catch (Error& e) {  // "not an ONNX model: ..." did not say which file
+    if (e.message().find(source) == std::string::npos) throw Error(source + ": --init-from: " + e.message());
+    throw;
+  }
 }
 
 std::string listed(const std::vector<std::string>& names) {

@@ -219,7 +219,7 @@ void add_train_command(CLI::App& app) {
                   "cross-entropy against (1 - EPS) on the label plus EPS/C on every class (PyTorch's label_smoothing; "
                   "torchvision's recipes use 0.1). The validation and test losses include it, as the recipes "
                   "report them; `onnxtrain eval` reports the plain cross-entropy (default 0)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(non_negative_number & CLI::Range(0.0, 1.0));
   cmd->add_option("--patience", o->patience,
                   "early stopping: end the run after this many epochs without a lower validation loss (the test "
                   "pass and -o then follow as after the last epoch; -o holds the last weights, --save-best the best)")

@@ -207,6 +207,15 @@ nlohmann::json options_every_rank_shares(const TrainOptions& o) {
           {"--resume", o.resume},
           {"--resume-from", o.resume_from},
           {"--kernels", o.kernels},
+          // What changes the gradients or the data one rank computes (an outside check trained ranks of
+          // different --label-smoothing or --augment into one model without a word).
+          {"--label-smoothing", o.label_smoothing},
+          {"--augment", o.augment},
+          {"--accumulate", o.accumulate},
+          {"--clip-grad-norm", o.clip_grad_norm},
+          {"--on-nonfinite", o.on_nonfinite},
+          {"--freeze", o.freeze},
+          {"--init-from", std::filesystem::path(o.init_from).filename().string()},
           {"--keep-training-mode", o.keep_training_mode},
           {"--bake-normalization", o.bake_normalization}};
 }

@@ -147,6 +147,11 @@ void check_common_options(const TrainOptions& o) {
         std::string(o.strategy == "gpipe" || o.strategy == "1f1b" || o.strategy == "2bw"
                         ? ": --strategy " + o.strategy + " accumulates over its --micro-batches already"
                         : " (pipeline stages, parameter-server workers and central storage do not accumulate)"));
+  if (o.accumulate > 1 && o.accumulate > o.batch / std::max<int64_t>(1, o.strategy == "dp" ? o.replicas : 1))
+    usage_error("--accumulate " + std::to_string(o.accumulate) + ": each pass needs a row, and a step has " +
+                std::to_string(o.batch) + " rows" +
+                (o.strategy == "dp" ? " over " + std::to_string(o.replicas) + " replicas" : std::string()) +
+                ": give at most that many passes");
   if (o.accumulate > 1 && o.device != "cpu")
     usage_error("--accumulate runs on the CPU; on a GPU, give the batch that fits as --batch");
   if (o.accumulate > 1 && o.bucket_mb > 0)

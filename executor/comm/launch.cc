@@ -25,6 +25,8 @@ int parse_int(const std::string& value, const char* name, const char* launcher) 
   int out = 0;
   const char* end = value.data() + value.size();
   const auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  if (ec == std::errc::result_out_of_range && ptr == end)
+    throw Error(std::string(launcher) + " environment: " + name + "='" + value + "' is out of range");
   if (ec != std::errc() || ptr != end)
     throw Error(std::string(launcher) + " environment: " + name + "='" + value + "' is not an integer");
   return out;
