@@ -258,6 +258,11 @@ TEST_F(CliReliability, OutsideCheckOptionsAndOutputsFailClearlyBeforeTraining) {
   EXPECT_NE(r.output.find("--batch 1000 is more than the 64 training samples: each mini-batch is all 64 of them"),
             std::string::npos)
       << r.output;
+  // A warmup as long as the run: cosine decayed nothing, silently (a fourth outside check).
+  r = run_after("true", "train " + model + data + " --schedule cosine --warmup-steps 100 -o " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: --warmup-steps 100 is not shorter than the run (1 step)"), std::string::npos)
+      << r.output;
 }
 
 // A misspelt option, on the command line or as a --config key, and a --config key given twice: CLI11 blamed

@@ -457,6 +457,13 @@ void TrainingData::print_data_line(const TrainOptions& o) const {
                  static_cast<long long>(o.batch), static_cast<long long>(batch_rows),
                  static_cast<long long>(batch_rows));
   }
+  if (o.warmup_steps > 0 && o.warmup_steps >= total_steps) {  // cosine and step then equal constant (an outside check)
+    std::fprintf(stderr,
+                 "warning: --warmup-steps %lld is not shorter than the run (%lld step%s): the lr rises the whole run, "
+                 "never reaches --lr %g, and --schedule %s never starts\n",
+                 static_cast<long long>(o.warmup_steps), static_cast<long long>(total_steps),
+                 total_steps == 1 ? "" : "s", o.lr, o.schedule.c_str());
+  }
   for (const std::string& line : export_pitfalls(o, model.graph)) std::fprintf(stderr, "%s\n", line.c_str());
   if (!init_line.empty()) std::fprintf(stderr, "%s\n", init_line.c_str());
   print_live_conv_taps(model.graph, o);
