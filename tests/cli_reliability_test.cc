@@ -100,14 +100,16 @@ class CliReliability : public ::testing::Test {
 
 // torchrun-style WORLD_SIZE=100000 printed every missing rank in one 689 KB error line.
 TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
+  // A dp run as torchrun's rank 0 of WORLD_SIZE=`size`, after the shell commands `setup`.
+  const auto rank0_of = [&](const std::string& size, const std::string& setup) {
+    return run_after(setup + "; export WORLD_SIZE=" + size + " RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                         std::to_string(onnxtrain::testing_support::free_loopback_port()),
+                     "train " + kModels +
+                         "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp --comm-timeout 1 -o " +
+                         (dir_ / "m.onnx").string());
+  };
   for (const char* limit : {"ulimit -n 1024", "ulimit -n 20000"}) {
-    const CliRun r =
-        run_after(std::string(limit) + "; export WORLD_SIZE=100000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                      std::to_string(onnxtrain::testing_support::free_loopback_port()),
-                  "train " + kModels +
-                      "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
-                      "--comm-timeout 1 -o " +
-                      (dir_ / "m.onnx").string());
+    const CliRun r = rank0_of("100000", limit);
     EXPECT_EQ(r.exit_code, 1) << r.output.substr(0, 2000);
     EXPECT_EQ(lines_of(r.output), 1u) << r.output.substr(0, 2000);
     EXPECT_LT(r.output.size(), 1000u) << r.output.substr(0, 2000);
@@ -116,17 +118,11 @@ TEST_F(CliReliability, AHugeWorldSizeIsOneShortLine) {
         << r.output.substr(0, 2000);
   }
   // Beyond int: out of range, not "not an integer" (an outside check).
-  const CliRun huge = run_after("export WORLD_SIZE=99999999999 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500",
-                                "train " + kModels + "mlp_opset17.onnx --strategy dp -o " + (dir_ / "m.onnx").string());
+  const CliRun huge = rank0_of("99999999999", "true");
   EXPECT_EQ(huge.exit_code, 1) << huge.output;
   EXPECT_NE(huge.output.find("WORLD_SIZE='99999999999' is out of range"), std::string::npos) << huge.output;
   // Within the limit: the ranks that never came are a few and a count.
-  const CliRun r = run_after("export WORLD_SIZE=300 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                                 std::to_string(onnxtrain::testing_support::free_loopback_port()),
-                             "train " + kModels +
-                                 "mlp_opset17.onnx --data synthetic:1,28,28:10:64 --strategy dp "
-                                 "--comm-timeout 1 -o " +
-                                 (dir_ / "m.onnx").string());
+  const CliRun r = rank0_of("300", "true");
   EXPECT_EQ(r.exit_code, 1) << r.output.substr(0, 2000);
   EXPECT_NE(r.output.find("waiting for ranks 1, 2, 3, 4, 5, 6, 7, 8 and 291 more to connect"), std::string::npos)
       << r.output.substr(0, 2000);

@@ -34,10 +34,15 @@ int main(int argc, char** argv) {
   onnxtrain::cli::add_train_command(app);
   onnxtrain::cli::add_version_command(app);
 
-  // `onnxtrain trian`: CLI11 would say only that a subcommand is required.
+  // The command argv[1] names (null without one); `onnxtrain trian`: CLI11 would say only that a subcommand
+  // is required.
   std::vector<std::string> names;
-  for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
-  if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+  const CLI::App* command = nullptr;
+  for (const CLI::App* candidate : app.get_subcommands({})) {
+    names.push_back(candidate->get_name());
+    if (argc > 1 && candidate->get_name() == argv[1]) command = candidate;
+  }
+  if (argc > 1 && argv[1][0] != '-' && command == nullptr) {
     std::cerr << "onnxtrain: " << onnxtrain::cli::not_one_of("command", argv[1], names)
               << "\nRun `onnxtrain --help` for the commands.\n";
     return 2;
@@ -50,9 +55,6 @@ int main(int argc, char** argv) {
   onnxtrain::start_spin_wait_policy();
   try {
     // --config FILE: the file's options go in before the command line's (tools/config_file.h).
-    const CLI::App* command = nullptr;
-    for (const CLI::App* candidate : app.get_subcommands({}))
-      if (argc > 1 && candidate->get_name() == argv[1]) command = candidate;
     std::vector<std::string> args =
         onnxtrain::cli::expand_config_file(std::vector<std::string>(argv, argv + argc), command);
     if (command != nullptr) {
