@@ -1,7 +1,7 @@
 // The "cpu" data-movement kernels (Transpose, Concat, Split, Slice, Gather, Expand, Tile, Pad, Cast, CastLike,
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity; SliceGrad, GatherGrad, PadGrad) against the reference
-// kernels: seeded random data, shapes large enough for several threads and odd enough for loop tails,
-// every axis/attribute/mode that changes the code path, several dtypes. Data movement is exact, and the
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Resize, DepthToSpace, SpaceToDepth; SliceGrad, GatherGrad, PadGrad,
+// ResizeGrad) against the reference kernels: seeded random data, shapes large enough for several threads and odd enough
+// for loop tails, every axis/attribute/mode that changes the code path, several dtypes. Data movement is exact, and the
 // backward ops add in the reference kernel's order, so outputs must match bit for bit; bad data must fail
 // with the reference kernel's message. Each case also checks that the registry's default is "cpu" and runs
 // the prepared kernel twice (the second run takes the cached plan).
@@ -578,6 +578,74 @@ Tensor cast_source(DType dtype, int64_t n) {
     }
   }
   return t;
+}
+
+// --- Resize / ResizeGrad: image planes (the last two axes) and the per-element path for other axes ---
+
+Tensor floats(const std::vector<float>& v) {
+  Tensor t(DType::Float32, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>().begin());
+  return t;
+}
+
+TEST(CpuDataMovement, ResizeAndItsGradient) {
+  const DType f = DType::Float32;
+  const Attributes bilinear{{"mode", std::string("linear")}};
+  const Attributes cubic_crop{{"mode", std::string("cubic")},
+                              {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                              {"extrapolation_value", 0.5}};
+  const Attributes nearest_channels{{"axes", Ints{1, 3}}, {"nearest_mode", std::string("ceil")}};
+  const Tensor roi = floats({0, 0, -0.1f, 0.2f, 1, 1, 0.9f, 1.3f});
+  expect_agree({"Resize",
+                13,
+                bilinear,
+                {random_tensor(f, {32, 16, 16, 16}), Tensor(), floats({1, 1, 2, 2})},
+                {{f, {32, 16, 32, 32}}}});
+  expect_agree({"Resize",
+                13,
+                {},
+                {random_tensor(DType::Float64, {3, 5, 7}), Tensor(), floats({1, 0.5f, 2.5f})},
+                {{DType::Float64, {3, 2, 17}}}});
+  expect_agree({"Resize",
+                13,
+                cubic_crop,
+                {random_tensor(f, {2, 3, 9, 11}), roi, Tensor(), ints({2, 3, 13, 6})},
+                {{f, {2, 3, 13, 6}}}});
+  expect_agree({"Resize",
+                18,
+                nearest_channels,
+                {random_tensor(f, {4, 6, 5, 7}), Tensor(), Tensor(), ints({9, 3})},
+                {{f, {4, 9, 5, 3}}}});
+  expect_agree(
+      training_case("ResizeGrad", bilinear,
+                    {random_tensor(f, {32, 16, 32, 32}), ints({32, 16, 16, 16}), Tensor(), floats({1, 1, 2, 2})},
+                    {{f, {32, 16, 16, 16}}}));
+  expect_agree(training_case("ResizeGrad", cubic_crop,
+                             {random_tensor(f, {2, 3, 13, 6}), ints({2, 3, 9, 11}), roi, Tensor(), ints({2, 3, 13, 6})},
+                             {{f, {2, 3, 9, 11}}}));
+  Case channels = training_case("ResizeGrad", nearest_channels,
+                                {random_tensor(f, {4, 9, 5, 3}), ints({4, 6, 5, 7}), Tensor(), Tensor(), ints({9, 3})},
+                                {{f, {4, 6, 5, 7}}});
+  expect_agree(channels);
+  Case bad = channels;  // dY of other sizes than the resize gives
+  bad.inputs[0] = random_tensor(f, {4, 9, 5, 4});
+  bad.outputs = {{f, {4, 6, 5, 7}}};
+  expect_same_error(bad);
+}
+
+TEST(CpuDataMovement, DepthToSpaceAndSpaceToDepth) {
+  for (const std::string mode : {"DCR", "CRD"}) {
+    expect_agree({"DepthToSpace",
+                  13,
+                  {{"blocksize", int64_t{2}}, {"mode", mode}},
+                  {random_tensor(DType::Float32, {8, 64, 14, 14})},
+                  {{DType::Float32, {8, 16, 28, 28}}}});
+  }
+  expect_agree({"SpaceToDepth",
+                13,
+                {{"blocksize", int64_t{3}}},
+                {random_tensor(DType::UInt8, {2, 3, 9, 12})},
+                {{DType::UInt8, {2, 27, 3, 4}}}});
 }
 
 TEST(CpuDataMovement, CastEveryPair) {

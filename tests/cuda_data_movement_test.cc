@@ -385,6 +385,11 @@ TEST(CudaDataMovementRegistry, CoversTheReferenceDTypes) {
                                                                 {"", "Tile"},
                                                                 {"", "Gather"},
                                                                 {"", "Pad"},
+                                                                {"", "Resize"},
+                                                                {"", "Upsample"},
+                                                                {"", "DepthToSpace"},
+                                                                {"", "SpaceToDepth"},
+                                                                {"ai.onnxtrain", "ResizeGrad"},
                                                                 {"ai.onnxtrain", "SliceGrad"},
                                                                 {"ai.onnxtrain", "GatherGrad"},
                                                                 {"ai.onnxtrain", "PadGrad"}};
@@ -491,6 +496,46 @@ std::vector<Case> gpu_cases() {
   cases.push_back(
       {"Pad", 18, {}, {i64, ints({1, 2}, DType::Int32), Tensor(), ints({-1})}, {{DType::Int64, {3, 4, 8}}}});
   cases.push_back({"Pad", 2, {{"pads", Ints{1, 0, 0, 0, 1, 1}}, {"value", 2.5}}, {x}, {{f, {4, 5, 6}}}});
+  // DepthToSpace and SpaceToDepth (strided copies); Resize and ResizeGrad (the shared per-element math over
+  // tables made on the host) in cubic, linear with extrapolation, and legacy nearest.
+  cases.push_back({"DepthToSpace",
+                   13,
+                   {{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}},
+                   {random_tensor(f, {2, 8, 3, 2})},
+                   {{f, {2, 2, 6, 4}}}});
+  cases.push_back({"SpaceToDepth",
+                   13,
+                   {{"blocksize", int64_t{2}}},
+                   {random_tensor(DType::Int64, {1, 3, 4, 6})},
+                   {{DType::Int64, {1, 12, 2, 3}}}});
+  Tensor scales(f, {4});
+  for (int k = 0; k < 4; ++k) scales.data<float>()[k] = k < 2 ? 1.0f : 1.5f + 0.25f * static_cast<float>(k);
+  const Attributes cubic{{"mode", std::string("cubic")}, {"exclude_outside", int64_t{1}}};
+  cases.push_back({"Resize", 13, cubic, {random_tensor(f, {2, 3, 4, 5}), Tensor(), scales}, {{f, {2, 3, 8, 11}}}});
+  cases.push_back({"ResizeGrad",
+                   1,
+                   cubic,
+                   {random_tensor(f, {2, 3, 8, 11}), ints({2, 3, 4, 5}), Tensor(), scales},
+                   {{f, {2, 3, 4, 5}}},
+                   "ai.onnxtrain"});
+  Tensor roi(f, {8});
+  const float box[8] = {0, 0, -0.25f, 0.1f, 1, 1, 1.2f, 0.9f};
+  std::copy(box, box + 8, roi.data<float>().begin());
+  const Attributes crop{{"mode", std::string("linear")},
+                        {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                        {"extrapolation_value", -1.5}};
+  cases.push_back({"Resize",
+                   13,
+                   crop,
+                   {random_tensor(DType::Float64, {1, 2, 5, 4}), roi, Tensor(), ints({1, 2, 7, 3})},
+                   {{DType::Float64, {1, 2, 7, 3}}}});
+  cases.push_back({"ResizeGrad",
+                   1,
+                   crop,
+                   {random_tensor(DType::Float64, {1, 2, 7, 3}), ints({1, 2, 5, 4}), roi, Tensor(), ints({1, 2, 7, 3})},
+                   {{DType::Float64, {1, 2, 5, 4}}},
+                   "ai.onnxtrain"});
+  cases.push_back({"Upsample", 9, {}, {random_tensor(f, {1, 2, 3, 2}), scales}, {{f, {1, 2, 6, 4}}}});
   return cases;
 }
 

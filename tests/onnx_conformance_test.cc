@@ -27,7 +27,15 @@ constexpr const char* kBfloat16AsUint16 =
     "libonnx-testdata 1.12 stores these bfloat16 tensors with data type UINT16, so they do not match the model";
 
 // Tests whose expected outputs onnxtrain cannot or should not reproduce, with the reason.
+// ONNX's reference Resize divides by scale x input length where the specification, ONNX Runtime 1.32 and
+// PyTorch divide by the output length (graph/resize_sampling.cc); with scale 0.6 or 0.8 they differ.
+constexpr const char* kResizeOutputLength =
+    "align_corners at a scale whose product with the input length is no integer: ONNX Runtime gives "
+    "onnxtrain's values (1, 4 and 1, 2.5, 4 in the first row), PyTorch's align_corners=True too";
+
 const std::map<std::string, std::string> kExcluded = {
+    {"test_resize_downsample_scales_linear_align_corners", kResizeOutputLength},
+    {"test_resize_downsample_scales_cubic_align_corners", kResizeOutputLength},
     {"test_training_dropout", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_default", "training-mode Dropout: the expected mask comes from NumPy's RNG"},
     {"test_training_dropout_default_mask", "training-mode Dropout: the expected mask comes from NumPy's RNG"},

@@ -32,6 +32,8 @@ void register_expand_tile_ops(OpRegistry& registry);
 void register_cast_identity_ops(OpRegistry& registry);
 void register_constant_ops(OpRegistry& registry);
 void register_pad_ops(OpRegistry& registry);
+void register_resize_ops(OpRegistry& registry);       // Resize, Upsample
+void register_depth_space_ops(OpRegistry& registry);  // DepthToSpace, SpaceToDepth
 void register_gather_elements_op(OpRegistry& registry);
 void register_scatter_elements_op(OpRegistry& registry);
 void register_gather_nd_op(OpRegistry& registry);
@@ -64,6 +66,7 @@ void register_gather_elements_grad_op(OpRegistry& registry);
 void register_gather_nd_grad_op(OpRegistry& registry);
 void register_dropout_grad_op(OpRegistry& registry);
 void register_pad_grad_op(OpRegistry& registry);
+void register_resize_grad_op(OpRegistry& registry);
 // --- end data movement ---
 // --- conv, gemm, matmul ---
 void register_conv_grad_op(OpRegistry& registry);

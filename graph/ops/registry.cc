@@ -19,6 +19,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_cast_identity_ops(registry);
   register_constant_ops(registry);
   register_pad_ops(registry);
+  register_resize_ops(registry);
+  register_depth_space_ops(registry);
   register_gather_elements_op(registry);
   register_scatter_elements_op(registry);
   register_gather_nd_op(registry);
@@ -51,6 +53,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_gather_nd_grad_op(registry);
   register_dropout_grad_op(registry);
   register_pad_grad_op(registry);
+  register_resize_grad_op(registry);
   // --- end data movement ---
   // --- conv, gemm, matmul ---
   register_conv_grad_op(registry);

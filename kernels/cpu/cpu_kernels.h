@@ -25,6 +25,8 @@ void register_cpu_slice_kernels(KernelRegistry& registry);
 void register_cpu_gather_kernels(KernelRegistry& registry);
 void register_cpu_expand_tile_kernels(KernelRegistry& registry);
 void register_cpu_pad_kernels(KernelRegistry& registry);
+void register_cpu_resize_kernels(KernelRegistry& registry);       // Resize, Upsample, ResizeGrad
+void register_cpu_depth_space_kernels(KernelRegistry& registry);  // DepthToSpace, SpaceToDepth
 void register_cpu_cast_kernels(KernelRegistry& registry);
 void register_cpu_reshape_kernels(KernelRegistry& registry);
 // --- end data movement ---

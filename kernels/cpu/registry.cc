@@ -23,6 +23,8 @@ void register_cpu_kernels(KernelRegistry& registry) {
   register_cpu_gather_kernels(registry);
   register_cpu_expand_tile_kernels(registry);
   register_cpu_pad_kernels(registry);
+  register_cpu_resize_kernels(registry);
+  register_cpu_depth_space_kernels(registry);
   register_cpu_cast_kernels(registry);
   register_cpu_reshape_kernels(registry);
   // --- end data movement ---

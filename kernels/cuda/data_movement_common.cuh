@@ -114,6 +114,7 @@ void register_cuda_gather_elements_kernels(KernelRegistry& registry);   // gathe
 void register_cuda_scatter_elements_kernels(KernelRegistry& registry);  // scatter_elements.cu
 void register_cuda_gather_nd_kernels(KernelRegistry& registry);         // gather_nd.cu
 void register_cuda_top_k_kernels(KernelRegistry& registry);             // top_k.cu
+void register_cuda_resize_kernels(KernelRegistry& registry);            // resize.cu
 
 // A CUDA entry ("cuda" implementation) in the default domain or in ai.onnxtrain.
 inline KernelEntry movement_entry(std::string op_type, std::vector<DType> dtypes, KernelFactory factory,

@@ -203,6 +203,7 @@ void register_cuda_data_movement_kernels(KernelRegistry& registry) {
   cuda::register_cuda_top_k_kernels(registry);
   cuda::register_cuda_trilu_kernels(registry);
   cuda::register_cuda_pad_kernels(registry);
+  cuda::register_cuda_resize_kernels(registry);
   cuda::register_cuda_gather_elements_kernels(registry);
   cuda::register_cuda_scatter_elements_kernels(registry);
   cuda::register_cuda_gather_nd_kernels(registry);

@@ -11,4 +11,5 @@ target_sources(onnxtrain_kernels_cuda PRIVATE
   cumsum.cu
   trilu.cu
   pad.cu
-  top_k.cu)
+  top_k.cu
+  resize.cu)

@@ -1,9 +1,10 @@
-// CUDA Transpose, Expand and Tile: one strided gather each, out[flat] = in[map.source(flat)] with the
-// StridedMap (strided_index.h) built at prepare time from the sizes (Expand's shape and Tile's repeats
-// inputs are device tensors that only repeat the allocated output's sizes). Elements move as 1/2/4/8-byte
-// words, so every fixed-size dtype shares one kernel per width. The gather reads uncoalesced for
+// CUDA Transpose, Expand, Tile, DepthToSpace and SpaceToDepth: one strided gather each, out[flat] =
+// in[map.source(flat)] with the StridedMap (strided_index.h) built at prepare time from the sizes (Expand's shape and
+// Tile's repeats inputs are device tensors that only repeat the allocated output's sizes). Elements move as
+// 1/2/4/8-byte words, so every fixed-size dtype shares one kernel per width. The gather reads uncoalesced for
 // transposes of the last dim; a tiled shared-memory transpose would be the next step if it shows up in
 // profiles.
+#include "graph/depth_space_view.h"
 #include "kernels/cuda/data_movement_common.cuh"
 
 namespace onnxtrain::cuda {
@@ -71,6 +72,17 @@ std::unique_ptr<Kernel> make_transpose(const KernelSpec& spec) {
   return strided_kernel(spec, transpose_map(in, perm));
 }
 
+// DepthToSpace and SpaceToDepth: the transpose of x's 6-D view (graph/depth_space_view.h).
+std::unique_ptr<Kernel> make_depth_space(const KernelSpec& spec) {
+  reference::require_inputs(spec, 1);
+  const DepthSpaceView view =
+      depth_space_view(spec.op_type == "DepthToSpace", spec.attributes.get_string("mode", "DCR"), spec.inputs[0].sizes,
+                       spec.attributes.get_int("blocksize", 0));
+  if (!view.error.empty()) kernel_fail(spec, view.error);
+  require_strided(spec, view.out);
+  return strided_kernel(spec, transpose_map(view.sizes, view.perm));
+}
+
 std::unique_ptr<Kernel> make_expand(const KernelSpec& spec) {
   reference::require_inputs(spec, 2);
   reference::require_index_input(spec, 1, "shape");
@@ -101,6 +113,8 @@ void register_cuda_transpose_expand_kernels(KernelRegistry& registry) {
   registry.add(movement_entry("Transpose", reference::kFixedSizeDTypes, &make_transpose));
   registry.add(movement_entry("Expand", reference::kFixedSizeDTypes, &make_expand));
   registry.add(movement_entry("Tile", reference::kFixedSizeDTypes, &make_tile));
+  registry.add(movement_entry("DepthToSpace", reference::kFixedSizeDTypes, &make_depth_space));
+  registry.add(movement_entry("SpaceToDepth", reference::kFixedSizeDTypes, &make_depth_space));
 }
 
 }  // namespace onnxtrain::cuda

@@ -40,6 +40,8 @@ void register_reference_transpose_kernels(KernelRegistry& registry);
 void register_reference_expand_tile_kernels(KernelRegistry& registry);
 void register_reference_constant_kernels(KernelRegistry& registry);
 void register_reference_pad_kernels(KernelRegistry& registry);
+void register_reference_resize_kernels(KernelRegistry& registry);       // Resize, Upsample
+void register_reference_depth_space_kernels(KernelRegistry& registry);  // DepthToSpace, SpaceToDepth
 void register_reference_gather_elements_kernels(KernelRegistry& registry);
 void register_reference_top_k_kernels(KernelRegistry& registry);
 void register_reference_scatter_elements_kernels(KernelRegistry& registry);
@@ -55,6 +57,7 @@ void register_reference_gather_elements_grad_kernels(KernelRegistry& registry);
 void register_reference_gather_nd_grad_kernels(KernelRegistry& registry);
 void register_reference_dropout_grad_kernels(KernelRegistry& registry);
 void register_reference_pad_grad_kernels(KernelRegistry& registry);
+void register_reference_resize_grad_kernels(KernelRegistry& registry);
 // --- end data movement ---
 // --- backward: conv, gemm, matmul ---
 void register_reference_conv_grad_kernels(KernelRegistry& registry);

@@ -36,6 +36,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_expand_tile_kernels(registry);
   register_reference_constant_kernels(registry);
   register_reference_pad_kernels(registry);
+  register_reference_resize_kernels(registry);
+  register_reference_depth_space_kernels(registry);
   register_reference_gather_elements_kernels(registry);
   register_reference_top_k_kernels(registry);
   register_reference_scatter_elements_kernels(registry);
@@ -51,6 +53,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_gather_nd_grad_kernels(registry);
   register_reference_dropout_grad_kernels(registry);
   register_reference_pad_grad_kernels(registry);
+  register_reference_resize_grad_kernels(registry);
   // --- end data movement ---
   // --- backward: conv, gemm, matmul ---
   register_reference_conv_grad_kernels(registry);

@@ -1,6 +1,6 @@
 // Harness cases of the data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-// Slice, Gather, CumSum, Trilu, Expand, Tile, Pad and Dropout (and through them SliceGrad, GatherGrad, PadGrad,
-// DropoutGrad).
+// Slice, Gather, CumSum, Trilu, Expand, Tile, Pad, Dropout, Resize, Upsample, DepthToSpace and
+// SpaceToDepth (and through them SliceGrad, GatherGrad, PadGrad, DropoutGrad, ResizeGrad).
 #include "tests/gradient_harness.h"
 
 namespace onnxtrain::harness {
@@ -232,6 +232,92 @@ std::vector<GradientCase> data_movement_gradient_cases() {
                    .attributes = {{"batch_dims", int64_t{1}}},
                    .inputs = {normal({2, 3, 4}), values({2, 2, 0, 1}, {2, 2, 1})},
                    .opset = 12});
+  // Resize and Upsample: ResizeGrad gathers each input element's share of every output that read it.
+  // Every mode and coordinate transformation the taps distinguish, enlarging and shrinking; the same
+  // sampling ONNX's node tests check forward.
+  using S = std::string;
+  auto f32 = [](std::vector<double> v) {
+    const auto n = static_cast<int64_t>(v.size());
+    return values(std::move(v), {n}, DType::Float32);
+  };
+  cases.push_back({.label = "Resize nearest asymmetric floor sizes",
+                   .op_type = "Resize",
+                   .attributes = {{"coordinate_transformation_mode", S("asymmetric")}, {"nearest_mode", S("floor")}},
+                   .inputs = {normal({1, 2, 3, 2}), omitted(), omitted(), int64s({1, 2, 7, 5})},
+                   .opset = 13});
+  cases.push_back({.label = "Resize nearest round_prefer_ceil shrink",
+                   .op_type = "Resize",
+                   .attributes = {{"nearest_mode", S("round_prefer_ceil")}},
+                   .inputs = {normal({2, 5, 4}), omitted(), f32({1, 0.6f, 0.5f})},
+                   .opset = 13});
+  cases.push_back({.label = "Resize linear half_pixel scales",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("linear")}},
+                   .inputs = {normal({1, 1, 3, 4}), omitted(), f32({1, 1, 2, 1.5})},
+                   .opset = 13});
+  cases.push_back({.label = "Resize linear pytorch_half_pixel shrink",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("linear")}, {"coordinate_transformation_mode", S("pytorch_half_pixel")}},
+                   .inputs = {normal({1, 2, 5, 6}), omitted(), omitted(), int64s({1, 2, 3, 1})},
+                   .opset = 13});
+  cases.push_back({.label = "Resize linear align_corners",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}},
+                   .inputs = {normal({2, 1, 3, 3}), omitted(), f32({1, 1, 2, 2})},
+                   .opset = 13});
+  cases.push_back({.label = "Resize cubic exclude_outside A -0.5",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("cubic")}, {"exclude_outside", int64_t{1}}, {"cubic_coeff_a", -0.5}},
+                   .inputs = {normal({1, 1, 4, 3}), omitted(), f32({1, 1, 1.75, 2})},
+                   .opset = 13});
+  cases.push_back(
+      {.label = "Resize linear tf_crop_and_resize extrapolates",
+       .op_type = "Resize",
+       .attributes = {{"mode", S("linear")},
+                      {"coordinate_transformation_mode", S("tf_crop_and_resize")},
+                      {"extrapolation_value", 2.5}},
+       .inputs = {normal({1, 1, 4, 4}), f32({0, 0, -0.2, 0.3, 1, 1, 0.8, 1.4}), omitted(), int64s({1, 1, 3, 5})},
+       .opset = 13});
+  cases.push_back({.label = "Resize opset 11 cubic scales with an empty roi",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("cubic")}},
+                   .inputs = {normal({1, 1, 3, 5}), f32({}), f32({1, 1, 2, 0.8})},
+                   .opset = 11});
+  cases.push_back({.label = "Resize opset 18 axes keep_aspect not_larger",
+                   .op_type = "Resize",
+                   .attributes = {{"mode", S("linear")},
+                                  {"axes", V{2, 3}},
+                                  {"keep_aspect_ratio_policy", S("not_larger")},
+                                  {"coordinate_transformation_mode", S("half_pixel_symmetric")}},
+                   .inputs = {normal({1, 2, 4, 6}), omitted(), omitted(), int64s({6, 6})},
+                   .opset = 18});
+  cases.push_back({.label = "Resize opset 10 nearest shrinks up",
+                   .op_type = "Resize",
+                   .inputs = {normal({1, 1, 5, 3}), f32({1, 1, 0.6f, 2})},
+                   .opset = 10});
+  cases.push_back({.label = "Upsample opset 9 linear",
+                   .op_type = "Upsample",
+                   .attributes = {{"mode", S("linear")}},
+                   .inputs = {normal({1, 2, 2, 3}), f32({1, 1, 2, 3})},
+                   .opset = 9});
+  cases.push_back({.label = "Upsample opset 7 scales attribute",
+                   .op_type = "Upsample",
+                   .attributes = {{"scales", std::vector<double>{1, 1, 3, 2}}},
+                   .inputs = {normal({1, 1, 2, 2})},
+                   .opset = 7});
+  // DepthToSpace and SpaceToDepth: dx is dy moved back by the inverse transpose of the 6-D view.
+  cases.push_back({.label = "DepthToSpace DCR",
+                   .op_type = "DepthToSpace",
+                   .attributes = {{"blocksize", int64_t{2}}},
+                   .inputs = {normal({2, 8, 2, 3})}});
+  cases.push_back({.label = "DepthToSpace CRD",
+                   .op_type = "DepthToSpace",
+                   .attributes = {{"blocksize", int64_t{2}}, {"mode", S("CRD")}},
+                   .inputs = {normal({1, 8, 3, 2})}});
+  cases.push_back({.label = "SpaceToDepth blocksize 3",
+                   .op_type = "SpaceToDepth",
+                   .attributes = {{"blocksize", int64_t{3}}},
+                   .inputs = {normal({2, 2, 3, 6})}});
   return cases;
 }
 

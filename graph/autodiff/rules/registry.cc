@@ -49,6 +49,10 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "Expand", &expand_gradient);
   r.add("", "Tile", &tile_gradient);
   r.add("", "Pad", &pad_gradient);
+  r.add("", "Resize", &resize_gradient);
+  r.add("", "Upsample", &resize_gradient);
+  r.add("", "DepthToSpace", &depth_space_gradient);
+  r.add("", "SpaceToDepth", &depth_space_gradient);
   r.add("", "GatherElements", &gather_elements_gradient);
   r.add("", "ScatterElements", &scatter_elements_gradient);
   r.add("", "GatherND", &gather_nd_gradient);

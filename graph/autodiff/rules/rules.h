@@ -39,6 +39,8 @@ void trilu_gradient(GradientContext& ctx);
 void expand_gradient(GradientContext& ctx);
 void tile_gradient(GradientContext& ctx);
 void pad_gradient(GradientContext& ctx);
+void resize_gradient(GradientContext& ctx);       // Resize, Upsample
+void depth_space_gradient(GradientContext& ctx);  // DepthToSpace, SpaceToDepth
 void gather_elements_gradient(GradientContext& ctx);
 void scatter_elements_gradient(GradientContext& ctx);
 void gather_nd_gradient(GradientContext& ctx);

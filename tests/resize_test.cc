@@ -1,0 +1,146 @@
+// Resize and Upsample beyond ONNX's node tests (which check the forward sampling of every mode, run by
+// onnx_conformance_test): PyTorch's exports of a network that enlarges and shrinks as UNets and
+// F.interpolate do train with PyTorch's gradients (tests/data/resize/make_resize_exports.py); the gathered
+// gradient (the CUDA kernels' code, run here on the host) is the exact transpose of the forward map for
+// every mode and coordinate transformation; and what is not built is refused at import, naming the node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "executor/trainer.h"
+#include "frontend/dataset_readers.h"
+#include "frontend/importer.h"
+#include "kernels/resize_gather.h"
+
+namespace onnxtrain {
+namespace {
+
+const std::string kDir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/resize/";
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+class ResizeExport : public ::testing::TestWithParam<std::string> {};
+
+// The first step's loss and every parameter's gradient within 10x PyTorch's own float32 error (against
+// its float64 run) plus 1e-6 of the tensor's largest element.
+TEST_P(ResizeExport, FirstStepGradientsMatchPyTorch) {
+  const NpzArchive ref = read_npz(kDir + "upsample_reference.npz");
+  const Tensor& x = *ref.find("input");
+  ImportedModel model = import_model(kDir + GetParam(), {.batch = x.sizes()[0]});
+  ASSERT_TRUE(model.unsupported_ops.empty()) << "first: " << model.unsupported_ops.front();
+  Trainer trainer(model.graph, TrainerOptions{});
+  float loss = 0;
+  const std::map<std::string, Tensor> grads =
+      trainer.compute_gradients(DataInputs(NamedTensors{{"input", x}}), *ref.find("labels"), &loss);
+
+  const double loss64 = ref.find("loss64")->to_double()[0], loss32 = ref.find("loss32")->to_double()[0];
+  EXPECT_LE(std::abs(loss - loss64), 10 * std::abs(loss32 - loss64) + 1e-6 * std::abs(loss64));
+  int checked = 0;
+  double worst = 0;
+  for (size_t k = 0; k < ref.names.size(); ++k) {
+    const std::string& name = ref.names[k];
+    const Tensor& tensor = ref.arrays[k];
+    if (name.rfind("grad64/", 0) != 0) continue;
+    const std::string param = name.substr(7);
+    const auto g = grads.find(param);
+    ASSERT_NE(g, grads.end()) << param << " gets no gradient";
+    const std::vector<double> g64 = tensor.to_double(), g32 = ref.find("grad32/" + param)->to_double();
+    const std::vector<double> got = g->second.to_double();
+    ASSERT_EQ(got.size(), g64.size()) << param;
+    const double bound = 10 * max_abs_difference(g32, g64) + 1e-6 * max_abs(g64);
+    const double error = max_abs_difference(got, g64);
+    EXPECT_LE(error, bound) << param << ": max |g - g64| " << error << ", PyTorch float32's "
+                            << max_abs_difference(g32, g64);
+    worst = std::max(worst, error / bound);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 10) << "five layers' weights and biases";
+  EXPECT_EQ(grads.size(), 10u);
+  std::printf("%s: loss %.7f (PyTorch float64 %.7f), worst gradient at %.2f of its bound\n", GetParam().c_str(), loss,
+              loss64, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(TorchScriptAndDynamo, ResizeExport,
+                         ::testing::Values("upsample_ts.onnx", "upsample_dynamo.onnx"),
+                         [](const auto& info) { return info.param.find("dynamo") != std::string::npos ? "dynamo" : "torchscript"; });
+
+// y = A·x for the forward's tables; the gathered gradient must equal Aᵀ·dy for every input element, so
+// each axis's reach covers every output that reads it (a missed one would drop a term). Random lengths,
+// scales and rois, in every mode and coordinate transformation, with rank 3.
+TEST(Resize, GatheredGradientIsTheTransposeOfTheForward) {
+  std::mt19937 rng(7);
+  const char* modes[] = {"nearest", "linear", "cubic"};
+  const char* coordinates[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                               "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  const char* nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  int configurations = 0;
+  for (const char* mode : modes) {
+    for (const char* coordinate : coordinates) {
+      for (int trial = 0; trial < 6; ++trial) {
+        Attributes a{{"mode", std::string(mode)},
+                     {"coordinate_transformation_mode", std::string(coordinate)},
+                     {"nearest_mode", std::string(nearest[trial % 4])},
+                     {"exclude_outside", int64_t{trial % 2}}};
+        const ResizeSampling sampling = decode_resize_sampling(a, false);
+        ASSERT_TRUE(sampling.error.empty()) << sampling.error;
+        const std::vector<int64_t> in = {2, 1 + static_cast<int64_t>(rng() % 6), 1 + static_cast<int64_t>(rng() % 5)};
+        std::uniform_real_distribution<double> scale(0.3, 3.2), roi(-0.4, 1.4);
+        std::vector<double> scales = {1.0, scale(rng), scale(rng)};
+        std::vector<double> box = {0, roi(rng), roi(rng), 1, roi(rng), roi(rng)};  // a reversed roi too
+        // tf_crop_and_resize by sizes: a reversed roi would give a negative length from scales.
+        const bool crop = std::string(coordinate) == "tf_crop_and_resize";
+        std::vector<int64_t> sizes = {2, 1 + static_cast<int64_t>(rng() % 7), 1 + static_cast<int64_t>(rng() % 7)};
+        std::string error;
+        const std::vector<ResizeAxis> axes = crop ? resolve_resize_axes(sampling, in, &box, nullptr, &sizes, &error)
+                                                  : resolve_resize_axes(sampling, in, nullptr, &scales, nullptr, &error);
+        ASSERT_FALSE(axes.empty()) << error;
+        const ResizeTables tables = make_resize_tables(sampling, axes);
+        const ResizeGeometry g = resize_geometry(axes, tables);
+        const int64_t n_in = in[0] * in[1] * in[2], n_out = axes[0].out * axes[1].out * axes[2].out;
+        std::vector<double> a_matrix(static_cast<size_t>(n_out * n_in)), unit(static_cast<size_t>(n_in));
+        for (int64_t j = 0; j < n_in; ++j) {
+          unit.assign(unit.size(), 0.0);
+          unit[j] = 1.0;
+          for (int64_t o = 0; o < n_out; ++o) a_matrix[o * n_in + j] = resize_value(g, tables.taps.data(), unit.data(), o, 0.0);
+        }
+        std::vector<double> dy(static_cast<size_t>(n_out));
+        for (double& v : dy) v = std::uniform_real_distribution<double>(-1, 1)(rng);
+        for (int64_t j = 0; j < n_in; ++j) {
+          double expected = 0;
+          for (int64_t o = 0; o < n_out; ++o) expected += a_matrix[o * n_in + j] * dy[o];
+          const double got = resize_gradient(g, tables.taps.data(), tables.reach.data(), dy.data(), j);
+          ASSERT_NEAR(got, expected, 1e-12) << mode << " " << coordinate << " input " << j << " of sizes " << in[1] << "x"
+                                            << in[2] << ", scales " << scales[1] << ", " << scales[2];
+        }
+        ++configurations;
+      }
+    }
+  }
+  EXPECT_EQ(configurations, 3 * 7 * 6);
+}
+
+// antialias (opset 18) is not built: the import names the node and the attribute, not a wrong result.
+TEST(Resize, AntialiasIsRefusedNamingTheNode) {
+  try {
+    import_model(kDir + "resize_antialias.onnx");
+    FAIL() << "antialias=1 was accepted";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("shrink_aa"), std::string::npos) << text;
+    EXPECT_NE(text.find("antialias"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace onnxtrain
