@@ -53,6 +53,10 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
 // without importing the graph: the weights of a model (train --init-from). Throws Error naming the file.
 std::map<std::string, Tensor> read_model_initializers(const std::string& path);
 
+// The files a model's tensors are stored in besides the model file itself (their external-data
+// locations, resolved against the model's folder), each once; empty when the file does not parse.
+std::vector<std::string> external_data_files(const std::string& model_path);
+
 // The opsets of the default domain onnxtrain accepts.
 constexpr int kMinOpset = 7;
 constexpr int kMaxOpset = 21;

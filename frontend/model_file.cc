@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <filesystem>
@@ -164,6 +165,29 @@ void load_external_data(onnx::ModelProto& model, const std::string& model_path) 
         load_one_external(*attr.mutable_t(), folder);
     }
   }
+}
+
+std::vector<std::string> external_data_files(const std::string& model_path) {
+  onnx::ModelProto model;
+  try {
+    model = read_model_file(model_path);
+  } catch (const Error&) {
+    return {};  // the command itself says what is wrong with the file
+  }
+  std::vector<std::string> files;
+  auto add = [&](const onnx::TensorProto& tensor) {
+    if (tensor.data_location() != onnx::TensorProto::EXTERNAL) return;
+    for (const auto& entry : tensor.external_data()) {
+      if (entry.key() != "location") continue;
+      const std::string file = (fs::path(model_path).parent_path() / entry.value()).string();
+      if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+    }
+  };
+  for (const auto& tensor : model.graph().initializer()) add(tensor);
+  for (const auto& node : model.graph().node())
+    for (const auto& attr : node.attribute())
+      if (attr.has_t()) add(attr.t());
+  return files;
 }
 
 int default_opset(const onnx::ModelProto& model) {

@@ -34,8 +34,8 @@ inline DepthSpaceView depth_space_view(bool to_space, const std::string& mode, c
   const int64_t n = in[0], c = in[1], h = in[2], w = in[3];
   if (to_space) {
     if (c % (b * b) != 0) {
-      v.error = std::to_string(c) + " channels do not divide into blocks of " + std::to_string(b) + "x" +
-                std::to_string(b);
+      v.error =
+          std::to_string(c) + " channels do not divide into blocks of " + std::to_string(b) + "x" + std::to_string(b);
     } else if (mode == "DCR") {
       v.sizes = {n, b, b, c / (b * b), h, w};
       v.perm = {0, 3, 4, 1, 5, 2};

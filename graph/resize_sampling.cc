@@ -8,31 +8,48 @@ namespace onnxtrain {
 namespace {
 
 bool decode_mode(const std::string& name, ResizeMode& mode) {
-  if (name == "nearest") mode = ResizeMode::Nearest;
-  else if (name == "linear" || name == "bilinear") mode = ResizeMode::Linear;  // Upsample-7 spelled it bilinear too
-  else if (name == "cubic") mode = ResizeMode::Cubic;
-  else return false;
+  if (name == "nearest")
+    mode = ResizeMode::Nearest;
+  else if (name == "linear" || name == "bilinear")
+    mode = ResizeMode::Linear;  // Upsample-7 spelled it bilinear too
+  else if (name == "cubic")
+    mode = ResizeMode::Cubic;
+  else
+    return false;
   return true;
 }
 
 bool decode_coordinates(const std::string& name, ResizeCoordinates& c) {
-  if (name == "half_pixel") c = ResizeCoordinates::HalfPixel;
-  else if (name == "half_pixel_symmetric") c = ResizeCoordinates::HalfPixelSymmetric;
-  else if (name == "pytorch_half_pixel") c = ResizeCoordinates::PytorchHalfPixel;
-  else if (name == "align_corners") c = ResizeCoordinates::AlignCorners;
-  else if (name == "asymmetric") c = ResizeCoordinates::Asymmetric;
-  else if (name == "tf_half_pixel_for_nn") c = ResizeCoordinates::TfHalfPixelForNn;
-  else if (name == "tf_crop_and_resize") c = ResizeCoordinates::TfCropAndResize;
-  else return false;
+  if (name == "half_pixel")
+    c = ResizeCoordinates::HalfPixel;
+  else if (name == "half_pixel_symmetric")
+    c = ResizeCoordinates::HalfPixelSymmetric;
+  else if (name == "pytorch_half_pixel")
+    c = ResizeCoordinates::PytorchHalfPixel;
+  else if (name == "align_corners")
+    c = ResizeCoordinates::AlignCorners;
+  else if (name == "asymmetric")
+    c = ResizeCoordinates::Asymmetric;
+  else if (name == "tf_half_pixel_for_nn")
+    c = ResizeCoordinates::TfHalfPixelForNn;
+  else if (name == "tf_crop_and_resize")
+    c = ResizeCoordinates::TfCropAndResize;
+  else
+    return false;
   return true;
 }
 
 bool decode_nearest(const std::string& name, ResizeNearest& n) {
-  if (name == "round_prefer_floor") n = ResizeNearest::RoundPreferFloor;
-  else if (name == "round_prefer_ceil") n = ResizeNearest::RoundPreferCeil;
-  else if (name == "floor") n = ResizeNearest::Floor;
-  else if (name == "ceil") n = ResizeNearest::Ceil;
-  else return false;
+  if (name == "round_prefer_floor")
+    n = ResizeNearest::RoundPreferFloor;
+  else if (name == "round_prefer_ceil")
+    n = ResizeNearest::RoundPreferCeil;
+  else if (name == "floor")
+    n = ResizeNearest::Floor;
+  else if (name == "ceil")
+    n = ResizeNearest::Ceil;
+  else
+    return false;
   return true;
 }
 
@@ -126,10 +143,14 @@ ResizeSampling decode_resize_sampling(const Attributes& attributes, bool legacy)
   s.extrapolation_value = attributes.get_float("extrapolation_value", 0.0);
   s.axes = attributes.get_ints("axes");
   const std::string aspect = attributes.get_string("keep_aspect_ratio_policy", "stretch");
-  if (aspect == "stretch") s.aspect = ResizeAspect::Stretch;
-  else if (aspect == "not_larger") s.aspect = ResizeAspect::NotLarger;
-  else if (aspect == "not_smaller") s.aspect = ResizeAspect::NotSmaller;
-  else s.error = "unknown keep_aspect_ratio_policy '" + aspect + "' (expected stretch, not_larger or not_smaller)";
+  if (aspect == "stretch")
+    s.aspect = ResizeAspect::Stretch;
+  else if (aspect == "not_larger")
+    s.aspect = ResizeAspect::NotLarger;
+  else if (aspect == "not_smaller")
+    s.aspect = ResizeAspect::NotSmaller;
+  else
+    s.error = "unknown keep_aspect_ratio_policy '" + aspect + "' (expected stretch, not_larger or not_smaller)";
   if (attributes.get_int("antialias", 0) != 0)
     s.error = "antialias=1 (a widened filter when shrinking) is not implemented; export with antialias=False";
   return s;
@@ -168,7 +189,8 @@ std::vector<ResizeAxis> resolve_resize_axes(const ResizeSampling& s, const std::
   if (axes.empty())
     for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
   for (int64_t& a : axes) {
-    if (a < -rank || a >= rank) return fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+    if (a < -rank || a >= rank)
+      return fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
     if (a < 0) a += rank;
   }
   const auto n = static_cast<int64_t>(axes.size());
@@ -214,7 +236,8 @@ std::vector<ResizeAxis> resolve_resize_axes(const ResizeSampling& s, const std::
         return fail("scales has " + std::to_string(a.scale) + "; every scale must be positive and finite");
       double length = static_cast<double>(a.in) * a.scale;
       if (s.coordinates == ResizeCoordinates::TfCropAndResize) length *= a.roi_end - a.roi_start;
-      if (!(length >= 0.0)) return fail("the roi and scales give axis " + std::to_string(axes[j]) + " a negative length");
+      if (!(length >= 0.0))
+        return fail("the roi and scales give axis " + std::to_string(axes[j]) + " a negative length");
       a.out = static_cast<int64_t>(std::floor(length));
     }
     if (a.in == 0 && a.out > 0) return fail("cannot resize an empty axis to " + std::to_string(a.out));

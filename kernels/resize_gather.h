@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/elementwise_derivatives.h"  // ONNXTRAIN_HOST_DEVICE
 #include "graph/resize_sampling.h"
+#include "kernels/elementwise_derivatives.h"  // ONNXTRAIN_HOST_DEVICE
 
 namespace onnxtrain {
 

@@ -48,7 +48,8 @@ inline ResizePlan plan_resize(const KernelSpec& spec, const ResizeSampling& samp
     std::vector<double> values;
     const TensorView& v = inputs[slot];
     if (!read_resize_floats(v.dtype, v.data, v.numel(), values))
-      reference::kernel_fail(spec, std::string(what) + " must be float32 or float64, not " + std::string(dtype_name(v.dtype)));
+      reference::kernel_fail(
+          spec, std::string(what) + " must be float32 or float64, not " + std::string(dtype_name(v.dtype)));
     return values;
   };
   std::vector<double> roi, scales;
@@ -60,7 +61,8 @@ inline ResizePlan plan_resize(const KernelSpec& spec, const ResizeSampling& samp
   std::string error;
   ResizePlan plan;
   plan.axes = resolve_resize_axes(sampling, x_sizes, present(slots.roi) ? &roi : nullptr, &scales, &sizes, &error);
-  if (plan.axes.empty()) reference::kernel_fail(spec, error + " (input sizes " + reference::sizes_to_string(x_sizes) + ")");
+  if (plan.axes.empty())
+    reference::kernel_fail(spec, error + " (input sizes " + reference::sizes_to_string(x_sizes) + ")");
   plan.tables = make_resize_tables(sampling, plan.axes);
   plan.geometry = resize_geometry(plan.axes, plan.tables);
   return plan;

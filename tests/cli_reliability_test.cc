@@ -330,3 +330,63 @@ TEST_F(CliReliability, InspectAHugeBatchPrintsNoNegativeFigure) {
 }
 
 }  // namespace
+
+// A fifth outside check (2026-12-06): only train's -o was guarded. --metrics, --trace and --save-best
+// naming the model, eval --json, partition -o and --dot, simulate --json and export -o all replaced it
+// (--metrics after the whole training, so that the model and the run were both lost), and -o naming the
+// model's external-data file rewrote the weights another model reads. Every written path is now checked
+// against the files the command reads, and against the other outputs, before any work.
+TEST_F(CliReliability, NoOutputReplacesAFileTheCommandReads) {
+  const std::string data = " --data synthetic:1,28,28:10:64 --limit-batches 2 --validation 0 --test-data none";
+  const std::string model = (dir_ / "v.onnx").string();
+  fs::copy_file(kModels + "mlp_opset17.onnx", model);
+  const std::string before = read_file(model);
+  const std::string out = (dir_ / "out.onnx").string();
+  const std::string spelt = (dir_ / "sub" / ".." / "v.onnx").string();
+  fs::create_directories(dir_ / "sub");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"train " + model + data + " -o " + out + " --metrics " + model, "--metrics " + model + " is the model"},
+           {"train " + model + data + " -o " + out + " --save-best " + spelt, "--save-best " + spelt + " is the model"},
+           {"train " + model + data + " -o " + out + " --metrics " + out, "--metrics and -o both name " + out},
+           {"eval " + model + " --data synthetic:1,28,28:10:64 --json " + model, "--json " + model + " is the model"},
+           {"partition " + model + " -o " + model, "-o " + model + " is the model"},
+           {"partition " + model + " --dot " + model, "--dot " + model + " is the model"},
+           {"simulate " + model + " --machine 8xh100 --json " + model, "--json " + model + " is a model simulated"}}) {
+    const CliRun r = run_after("true", args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "it trained first: " << r.output;
+    EXPECT_EQ(read_file(model), before) << args;
+  }
+  // export -o naming the model its checkpoint trained.
+  CliRun r = run_after("true", "train " + model + data + " -o " + out + " --checkpoint-every 1 --checkpoint-dir " +
+                                   (dir_ / "ck").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_after("true", "export " + (dir_ / "ck").string() + " -o " + model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is the model the checkpoint trained"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(model), before);
+
+  // A model whose first initializer lives in weights.data beside it: -o there is refused.
+  onnx::ModelProto m;
+  {
+    std::ifstream in(model, std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+  }
+  onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+  ASSERT_FALSE(w->raw_data().empty()) << "the fixture stores raw_data";
+  const std::string external = existing("weights.data", w->raw_data());
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("weights.data");
+  const std::string split = existing("split.onnx", m.SerializeAsString());
+  const std::string weights = read_file(external);
+  r = run_after("true", "train " + split + data + " -o " + external);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("-o " + external + " is the model's external data"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(external), weights);
+  r = run_after("true", "train " + split + data + " -o " + out);  // and the model trains from it
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}

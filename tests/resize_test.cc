@@ -72,8 +72,9 @@ TEST_P(ResizeExport, FirstStepGradientsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TorchScriptAndDynamo, ResizeExport,
-                         ::testing::Values("upsample_ts.onnx", "upsample_dynamo.onnx"),
-                         [](const auto& info) { return info.param.find("dynamo") != std::string::npos ? "dynamo" : "torchscript"; });
+                         ::testing::Values("upsample_ts.onnx", "upsample_dynamo.onnx"), [](const auto& info) {
+                           return info.param.find("dynamo") != std::string::npos ? "dynamo" : "torchscript";
+                         });
 
 // y = A·x for the forward's tables; the gathered gradient must equal Aᵀ·dy for every input element, so
 // each axis's reach covers every output that reads it (a missed one would drop a term). Random lengths,
@@ -102,8 +103,9 @@ TEST(Resize, GatheredGradientIsTheTransposeOfTheForward) {
         const bool crop = std::string(coordinate) == "tf_crop_and_resize";
         std::vector<int64_t> sizes = {2, 1 + static_cast<int64_t>(rng() % 7), 1 + static_cast<int64_t>(rng() % 7)};
         std::string error;
-        const std::vector<ResizeAxis> axes = crop ? resolve_resize_axes(sampling, in, &box, nullptr, &sizes, &error)
-                                                  : resolve_resize_axes(sampling, in, nullptr, &scales, nullptr, &error);
+        const std::vector<ResizeAxis> axes = crop
+                                                 ? resolve_resize_axes(sampling, in, &box, nullptr, &sizes, &error)
+                                                 : resolve_resize_axes(sampling, in, nullptr, &scales, nullptr, &error);
         ASSERT_FALSE(axes.empty()) << error;
         const ResizeTables tables = make_resize_tables(sampling, axes);
         const ResizeGeometry g = resize_geometry(axes, tables);
@@ -112,7 +114,8 @@ TEST(Resize, GatheredGradientIsTheTransposeOfTheForward) {
         for (int64_t j = 0; j < n_in; ++j) {
           unit.assign(unit.size(), 0.0);
           unit[j] = 1.0;
-          for (int64_t o = 0; o < n_out; ++o) a_matrix[o * n_in + j] = resize_value(g, tables.taps.data(), unit.data(), o, 0.0);
+          for (int64_t o = 0; o < n_out; ++o)
+            a_matrix[o * n_in + j] = resize_value(g, tables.taps.data(), unit.data(), o, 0.0);
         }
         std::vector<double> dy(static_cast<size_t>(n_out));
         for (double& v : dy) v = std::uniform_real_distribution<double>(-1, 1)(rng);
@@ -120,8 +123,8 @@ TEST(Resize, GatheredGradientIsTheTransposeOfTheForward) {
           double expected = 0;
           for (int64_t o = 0; o < n_out; ++o) expected += a_matrix[o * n_in + j] * dy[o];
           const double got = resize_gradient(g, tables.taps.data(), tables.reach.data(), dy.data(), j);
-          ASSERT_NEAR(got, expected, 1e-12) << mode << " " << coordinate << " input " << j << " of sizes " << in[1] << "x"
-                                            << in[2] << ", scales " << scales[1] << ", " << scales[2];
+          ASSERT_NEAR(got, expected, 1e-12) << mode << " " << coordinate << " input " << j << " of sizes " << in[1]
+                                            << "x" << in[2] << ", scales " << scales[1] << ", " << scales[2];
         }
         ++configurations;
       }

@@ -26,6 +26,7 @@
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
+#include "tools/output_paths.h"
 #include "tools/text_file.h"
 
 namespace onnxtrain::cli {
@@ -118,6 +119,7 @@ void score(const float* logits, const int64_t* labels, int64_t rows, int64_t cla
 }
 
 void run_eval(const EvalOptions& o) {
+  refuse_outputs_over_inputs({{"--json", o.json}}, data_spec_files("--data", o.data), {"the model evaluated", o.model});
   ImportedModel model = import_model(o.model);
   if (model.graph.inputs.empty() || model.graph.outputs.empty())
     throw Error(o.model + ": eval needs a model with a data input and an output");

@@ -15,6 +15,7 @@
 #include "graph/error.h"
 #include "tools/commands.h"
 #include "tools/init_from.h"
+#include "tools/output_paths.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -59,6 +60,8 @@ void run_export(const ExportOptions& o) {
   if (!std::filesystem::exists(model, ec)) {
     throw Error(path + ": its model " + model + " is not there any more: give --model with the same model's file");
   }
+  refuse_outputs_over_inputs({{"-o", o.output}}, {{"the checkpoint", path}},
+                             {"the model the checkpoint trained", model});
   // Every parameter and running statistic of the model must come from the checkpoint: a model file that
   // is not the one trained would otherwise be written with some weights untrained.
   const ImportedModel imported = import_model(model);

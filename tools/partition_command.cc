@@ -26,6 +26,7 @@
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
+#include "tools/output_paths.h"
 #include "tools/text_format.h"
 
 namespace onnxtrain::cli {
@@ -144,6 +145,8 @@ void print_schedule(const PartitionOptions& o) {
 void partition_model(const PartitionOptions& o) {
   if (!o.schedule.empty()) return print_schedule(o);
   if (o.model.empty()) throw Error("partition needs a MODEL (or --schedule STRATEGY)");
+  refuse_outputs_over_inputs({{"-o", o.output}, {"--dot", o.dot}}, {{"the --device-profile", o.device_profile}},
+                             {"the model partitioned", o.model});
   ImportedModel model = import_for_costs(o.model, o.seq_len);
   if (const std::vector<std::string> unbound = unbound_sequence_dims(model.graph); !unbound.empty()) {
     throw Error(o.model + ": the data input's dimension '" + unbound.front() +

@@ -22,6 +22,7 @@
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
+#include "tools/output_paths.h"
 #include "tools/text_file.h"
 #include "tools/zoo.h"
 
@@ -178,6 +179,10 @@ void run_simulate(const SimulateOptions& o) {
     throw Error("simulate: give --machine PRESET or FILE.json (presets: " + known_machine_presets() + ")");
   if (2 * o.warmup >= o.steps)
     throw Error("simulate: --steps must be more than twice --warmup (left out at both ends)");
+  std::vector<NamedPath> inputs = {{"the --machine file", o.machine}};
+  for (const std::string& m : o.models) inputs.push_back({"a model simulated", m});
+  refuse_outputs_over_inputs({{"--json", o.json}, {"--trace", o.trace}, {"--plan-out", o.recommend ? o.plan_out : ""}},
+                             inputs);
   const Machine machine = machine_from_argument(o.machine);
   std::vector<ZooModel> models;
   for (const std::string& path : o.models) models.push_back({path, o.batch > 0 ? o.batch : 32});

@@ -30,6 +30,7 @@
 #include "kernels/backend_info.h"
 #include "kernels/cuda/math_mode.h"
 #include "tools/cli_choices.h"
+#include "tools/output_paths.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
 
@@ -126,9 +127,19 @@ void check_common_options(const TrainOptions& o) {
   check_output_path(o.output);  // before any step: a bad -o must not cost the training
   // The written model is the source file with its initializers replaced: writing it over the source
   // would leave no untrained model to start again from, and a sidecar naming a file that changed.
-  if (std::error_code same; std::filesystem::equivalent(o.output, o.model, same))
-    usage_error("-o " + o.output + " is the model being trained (" + o.model +
-                "): write the trained model to another file");
+  std::vector<NamedPath> inputs = data_spec_files("--data", o.data);
+  for (NamedPath& file : data_spec_files("--test-data", o.test_data)) inputs.push_back(file);
+  inputs.insert(inputs.end(), {{"the --init-from weights", o.init_from},
+                               {"the --plan", o.plan},
+                               {"the --resume-from checkpoint", o.resume_from},
+                               {"the --config file", o.config_file}});
+  refuse_outputs_over_inputs({{"-o", o.output},
+                              {"--save-best", o.save_best},
+                              {"--metrics", o.metrics},
+                              {"--trace", o.trace},
+                              {"--tensorboard", o.tensorboard},
+                              {"--dump-gradients", o.dump_gradients}},
+                             inputs, {"the model being trained", o.model});
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   if ((o.patience > 0 || !o.save_best.empty()) && o.validation <= 0)
     usage_error("--patience and --save-best watch the validation loss: keep --validation above 0");

@@ -2,8 +2,8 @@
 // and its predecessor Upsample (7: a scales attribute; 9: a scales input). Modes nearest, linear and cubic
 // with every coordinate transformation mode; the sampling itself is graph/resize_sampling.h's.
 #include "graph/ops/op_helpers.h"
-#include "graph/ops/shape_rules.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/shape_rules.h"
 #include "graph/resize_sampling.h"
 
 namespace onnxtrain {
@@ -20,7 +20,8 @@ std::optional<std::vector<double>> constant_floats(const InferContext& ctx, int 
   if (!t) return std::nullopt;
   std::vector<double> values;
   if (!read_resize_floats(t->dtype(), t->raw(), t->numel(), values))
-    fail_op(ctx, std::string(what) + " has dtype " + std::string(dtype_name(t->dtype())) + ", expected float32 or float64");
+    fail_op(ctx,
+            std::string(what) + " has dtype " + std::string(dtype_name(t->dtype())) + ", expected float32 or float64");
   return values;
 }
 

@@ -25,8 +25,9 @@ class CpuDepthSpaceKernel final : public CpuDataMovementKernel {
  private:
   void plan(const std::vector<int64_t>& in) {
     in_sizes_ = in;
-    const DepthSpaceView view = depth_space_view(spec_.op_type == "DepthToSpace", spec_.attributes.get_string("mode", "DCR"),
-                                                 in, spec_.attributes.get_int("blocksize", 0));
+    const DepthSpaceView view =
+        depth_space_view(spec_.op_type == "DepthToSpace", spec_.attributes.get_string("mode", "DCR"), in,
+                         spec_.attributes.get_int("blocksize", 0));
     planned_ = view.error.empty();
     if (!planned_) return;
     out_sizes_ = view.out;

@@ -20,8 +20,8 @@ __global__ void resize_kernel(ResizeGeometry g, const ResizeTaps* taps, const T*
 }
 
 template <typename T>
-__global__ void resize_grad_kernel(ResizeGeometry g, const ResizeTaps* taps, const int64_t* reach, const T* dy,
-                                   T* dx, int64_t n) {
+__global__ void resize_grad_kernel(ResizeGeometry g, const ResizeTaps* taps, const int64_t* reach, const T* dy, T* dx,
+                                   int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x)
     dx[i] = resize_gradient(g, taps, reach, dy, i);
 }
@@ -150,8 +150,8 @@ class ResizeGradKernel final : public ResizeKernelBase {
 void register_cuda_resize_kernels(KernelRegistry& registry) {
   registry.add(movement_entry("Resize", reference::kFloatDTypes, &reference::make_kernel<ResizeKernel>));
   registry.add(movement_entry("Upsample", reference::kFloatDTypes, &reference::make_kernel<ResizeKernel>));
-  registry.add(movement_entry("ResizeGrad", reference::kFloatDTypes, &reference::make_kernel<ResizeGradKernel>,
-                              "ai.onnxtrain"));
+  registry.add(
+      movement_entry("ResizeGrad", reference::kFloatDTypes, &reference::make_kernel<ResizeGradKernel>, "ai.onnxtrain"));
 }
 
 }  // namespace onnxtrain::cuda

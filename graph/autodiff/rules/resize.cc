@@ -22,8 +22,9 @@ void resize_gradient(GradientContext& ctx) {
   Attributes attributes = node.attributes;
   attributes.erase("scales");
   attributes["legacy"] = Attribute(int64_t{resize_is_legacy(node.op_type, node.opset) ? 1 : 0});
-  ctx.add_input_grad(0, ctx.emit_training("ResizeGrad", {ctx.output_grad(0), ctx.shape_of(ctx.input(0)),
-                                                          operand(slots.roi), scales, operand(slots.sizes)},
+  ctx.add_input_grad(0, ctx.emit_training("ResizeGrad",
+                                          {ctx.output_grad(0), ctx.shape_of(ctx.input(0)), operand(slots.roi), scales,
+                                           operand(slots.sizes)},
                                           attributes));
 }
 

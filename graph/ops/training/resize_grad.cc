@@ -3,8 +3,8 @@
 // (kernels/resize_gather.h). Inputs: dY, x_shape (1-D int64), then the forward's roi, scales and sizes
 // (each optional); attributes: the forward's, plus `legacy` = 1 for Upsample and Resize before opset 11.
 #include "graph/ops/op_helpers.h"
-#include "graph/ops/shape_rules.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/shape_rules.h"
 #include "graph/resize_sampling.h"
 
 namespace onnxtrain {
