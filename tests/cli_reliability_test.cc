@@ -390,3 +390,44 @@ TEST_F(CliReliability, NoOutputReplacesAFileTheCommandReads) {
   r = run_after("true", "train " + split + data + " -o " + out);  // and the model trains from it
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
+
+// A model exported with a fixed batch (torch.onnx.export without dynamic_axes) trained a whole epoch,
+// then failed at the validation pass's batch of 200 with nothing written (a fifth outside check). Now:
+// another --batch, or a split of the batch, is refused before the data is read, naming the export fix;
+// --batch equal to it trains (the epoch's smaller last batch is dropped) and is validated in batches of
+// that size; eval fills its last batch up and scores every sample.
+TEST_F(CliReliability, AModelExportedWithAFixedBatchTrainsAtThatBatch) {
+  onnx::ModelProto m;
+  {
+    std::ifstream in(kModels + "mlp_opset17.onnx", std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+  }
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(8);
+  const std::string model = existing("static8.onnx", m.SerializeAsString());
+  const std::string out = (dir_ / "out.onnx").string();
+  const std::string data = " --data synthetic:1,28,28:10:90 --epochs 1 --test-data none";
+  CliRun r = run_after("true", "train " + model + data + " --batch 32 -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("was exported with a fixed batch of 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train it with --batch 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dynamic_axes={'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  r = run_after("true", "train " + model + data + " --batch 8 --strategy dp --replicas 2 -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("replicas, micro-batches and --accumulate"), std::string::npos) << r.output;
+  // 90 rows, 9 held out: 81 train in 10 batches of 8 (the 81st row dropped), 8 of the 9 validated.
+  r = run_after("true", "train " + model + data + " --batch 8 -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("10 batches of 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the model's batch is fixed at 8: 8 of 9 rows scored"), std::string::npos) << r.output;
+  r = run_after("true", "eval " + out + " --data synthetic:1,28,28:10:20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("has a fixed batch of 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
+}

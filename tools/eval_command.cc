@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -37,6 +38,20 @@ struct EvalOptions {
   std::string model, data, split = "test", json, kernels, x_key, y_key;
   int64_t batch = 256, seq_len = 0;
 };
+
+// `rows` rows: t's, then copies of its last row (rows 0 or no more than t has: t itself).
+Tensor fill_rows(Tensor t, int64_t rows) {
+  const int64_t have = t.rank() > 0 ? t.sizes()[0] : 0;
+  if (rows <= have || have == 0) return t;
+  std::vector<int64_t> sizes = t.sizes();
+  sizes[0] = rows;
+  Tensor filled(t.dtype(), sizes);
+  const size_t row_bytes = t.nbytes() / static_cast<size_t>(have);
+  std::memcpy(filled.raw(), t.raw(), t.nbytes());
+  for (int64_t r = have; r < rows; ++r)
+    std::memcpy(filled.raw() + r * row_bytes, t.raw() + (have - 1) * row_bytes, row_bytes);
+  return filled;
+}
 
 std::vector<float> floats_of(const std::string& text) {
   std::vector<float> values;
@@ -138,15 +153,23 @@ void run_eval(const EvalOptions& o) {
   const std::string logits_name = graph.value(graph.outputs[0]).name;
   const bool per_position = data.per_position_labels();
 
+  // A model exported with a fixed batch runs in batches of that size, the last one filled up with copies
+  // of its last row whose outputs are not scored.
+  const std::optional<int64_t> fixed = fixed_batch(model.graph);
+  const int64_t batch = fixed.value_or(o.batch);
+  if (fixed && *fixed != o.batch)
+    std::printf("eval: %s has a fixed batch of %lld: evaluating in batches of that size\n", o.model.c_str(),
+                static_cast<long long>(*fixed));
   Scores s;
   int64_t classes = 0;
   const int64_t n = data.size();
-  for (int64_t begin = 0; begin < n; begin += o.batch) {
-    const int64_t end = std::min(n, begin + o.batch);
+  for (int64_t begin = 0; begin < n; begin += batch) {
+    const int64_t end = std::min(n, begin + batch);
     std::map<std::string, Tensor> feed;
     for (const auto& [name, tensor] : all.tensors)
-      feed[name.empty() ? options.input_name : name] = slice_rows(tensor, begin, end);
-    const Tensor logits = session.run(feed).at(logits_name);
+      feed[name.empty() ? options.input_name : name] = fill_rows(slice_rows(tensor, begin, end), fixed ? batch : 0);
+    Tensor logits = session.run(feed).at(logits_name);
+    if (fixed && logits.rank() > 0 && logits.sizes()[0] == batch) logits = slice_rows(logits, 0, end - begin);
     const Tensor labels = slice_rows(data.labels, begin, end);
     if (logits.dtype() != DType::Float32 || logits.rank() != (per_position ? 3 : 2) ||
         logits.sizes()[0] != end - begin) {

@@ -11,6 +11,21 @@ ImportedModel import_for_costs(const std::string& path, int64_t seq_len, ImportO
   return options.dims.empty() ? model : import_model(path, options);
 }
 
+std::optional<int64_t> fixed_batch(const Graph& model) {
+  if (model.inputs.empty()) return std::nullopt;
+  const Shape& shape = model.value(model.inputs[0]).shape;
+  if (!shape.rank_known || shape.rank() < 2 || !shape.dims[0].is_static()) return std::nullopt;
+  return shape.dims[0].value();
+}
+
+std::string fixed_batch_text(const std::string& path, const Graph& model, const std::string& what) {
+  const Value& input = model.value(model.inputs.at(0));
+  return path + " was exported with a fixed batch of " + std::to_string(*fixed_batch(model)) + " (input '" +
+         input.name + "' is " + input.shape.to_string() + "): " + what + ". Or export it with a dynamic batch " +
+         "axis: torch.onnx.export(..., dynamic_axes={'" + input.name + "': {0: 'batch'}}), or with dynamo=True, " +
+         "dynamic_shapes=({0: torch.export.Dim('batch')},)";
+}
+
 std::vector<std::string> unbound_sequence_dims(const Graph& graph) {
   std::vector<std::string> names;
   if (graph.inputs.empty()) return names;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,13 @@ ImportedModel import_for_costs(const std::string& path, int64_t seq_len, ImportO
 std::vector<std::string> unbound_sequence_dims(const Graph& graph);
 // An integer (token id) data input and rank-3 logits (N, T, V) as the first output.
 bool is_language_model(const Graph& graph);
+
+// The batch a model was exported with when its data input's first dim is a number, not a symbol
+// (torch.onnx.export without dynamic_axes or dynamic_shapes); nullopt for a dynamic batch.
+std::optional<int64_t> fixed_batch(const Graph& model);
+// "MODEL was exported with a fixed batch of B (input 'x' is (B, ...))", then `what`, then how to export
+// a dynamic batch axis.
+std::string fixed_batch_text(const std::string& path, const Graph& model, const std::string& what);
 
 // The data options that fit `model`'s data inputs (train and eval start from these): integer ids where an
 // input is an integer type, the first input's name (an npz array of that name), the other inputs by name,

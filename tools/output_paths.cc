@@ -45,7 +45,8 @@ void refuse_outputs_over_inputs(const std::vector<NamedPath>& outputs, std::vect
     inputs.insert(inputs.begin(), model_input);
     // A model's external data lies in its folder; read its list only when an output exists to collide.
     bool existing_output = false;
-    for (const NamedPath& out : outputs) existing_output = existing_output || (!out.path.empty() && fs::exists(out.path));
+    for (const NamedPath& out : outputs)
+      existing_output = existing_output || (!out.path.empty() && fs::exists(out.path));
     if (existing_output)
       for (const std::string& file : external_data_files(model))
         inputs.push_back({"the model's external data (" + model + " stores its weights there)", file});

@@ -326,6 +326,16 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
                 (first.empty() ? "" : " (the first: node '" + first + "')") + "; `onnxtrain inspect " + o.model +
                 "` lists what it cannot train");
   }
+  if (const std::optional<int64_t> fixed = fixed_batch(model.graph)) {
+    const bool splits = o.strategy == "dp" || o.strategy == "ps" || o.central_storage || o.replicas > 1 ||
+                        o.micro_batches > 1 || o.accumulate > 1;
+    if (o.batch != *fixed)
+      throw Error(fixed_batch_text(o.model, model.graph, "train it with --batch " + std::to_string(*fixed)));
+    if (splits) {
+      throw Error(fixed_batch_text(o.model, model.graph,
+                                   "replicas, micro-batches and --accumulate would each feed it part of a batch"));
+    }
+  }
   Dataset train = load_model_data(o, model.graph, o.data);
   if (o.bake_normalization && is_integer(train.inputs.dtype())) {
     throw Error(
@@ -483,7 +493,7 @@ TrainingData::TrainingData(const TrainOptions& o, const Device& device)
       loader(train, {.batch = o.batch,
                      .shuffle = true,
                      .seed = o.seed,
-                     .drop_last = false,
+                     .drop_last = fixed_batch(model.graph).has_value(),  // a smaller last batch would not fit
                      .validation_fraction = o.validation,
                      .allocate_input = batch_allocator(device),
                      .augment = parse_augment(o.augment)}),

@@ -33,6 +33,7 @@
 #include "frontend/tensorboard_events.h"
 #include "graph/autodiff/live_conv_taps.h"
 #include "graph/error.h"
+#include "tools/model_import.h"
 #include "tools/train_options.h"
 
 namespace onnxtrain::cli {
@@ -143,7 +144,21 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   bool stop_announced = false;
   NonFiniteGuard nonfinite(o.on_nonfinite);
   BestEpoch best;  // --patience, --save-best (in a resumed run: since the resume)
+  const std::optional<int64_t> fixed = fixed_batch(data.model.graph);
   auto evaluate = [&](const Dataset& data, const std::string& split, const std::string& label) {
+    if (fixed) {  // batches of the model's own size; rows beyond the last whole batch are not scored
+      const int64_t rows = data.size() - data.size() % *fixed;
+      if (rows == 0)
+        throw Error(split + ": fewer rows (" + std::to_string(data.size()) + ") than the model's fixed batch");
+      const Trainer::Evaluation e =
+          trainer.evaluate(data.model_inputs().slice_rows(0, rows), slice_rows(data.labels, 0, rows), *fixed);
+      std::printf("%s: %s %s (the model's batch is fixed at %lld: %lld of %lld rows scored)\n", label.c_str(),
+                  split.c_str(), evaluation_text(e, data).c_str(), static_cast<long long>(*fixed),
+                  static_cast<long long>(rows), static_cast<long long>(data.size()));
+      std::fflush(stdout);
+      check_finite_evaluation(e.loss, split);
+      return e;
+    }
     const Trainer::Evaluation e = trainer.evaluate(data.model_inputs(), data.labels, std::max<int64_t>(o.batch, 256));
     std::printf("%s: %s %s\n", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
     std::fflush(stdout);
