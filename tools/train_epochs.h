@@ -145,25 +145,48 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   NonFiniteGuard nonfinite(o.on_nonfinite);
   BestEpoch best;  // --patience, --save-best (in a resumed run: since the resume)
   const std::optional<int64_t> fixed = fixed_batch(data.model.graph);
-  auto evaluate = [&](const Dataset& data, const std::string& split, const std::string& label) {
-    if (fixed) {  // batches of the model's own size; rows beyond the last whole batch are not scored
-      const int64_t rows = data.size() - data.size() % *fixed;
-      if (rows == 0)
-        throw Error(split + ": fewer rows (" + std::to_string(data.size()) + ") than the model's fixed batch");
-      const Trainer::Evaluation e =
-          trainer.evaluate(data.model_inputs().slice_rows(0, rows), slice_rows(data.labels, 0, rows), *fixed);
-      std::printf("%s: %s %s (the model's batch is fixed at %lld: %lld of %lld rows scored)\n", label.c_str(),
-                  split.c_str(), evaluation_text(e, data).c_str(), static_cast<long long>(*fixed),
-                  static_cast<long long>(rows), static_cast<long long>(data.size()));
-      std::fflush(stdout);
-      check_finite_evaluation(e.loss, split);
-      return e;
+  // In one process a stop signal ends an evaluation pass between its chunks of batches (a validation pass
+  // of 54,000 rows took 14 s); nullopt then. Processes of one run stop together at a step instead.
+  const bool evaluation_stops = role.stops_on_signal && !role.leader_decides;
+  auto evaluate = [&](const Dataset& data, const std::string& split,
+                      const std::string& label) -> std::optional<Trainer::Evaluation> {
+    // A fixed batch (an export without a dynamic batch axis) runs in batches of its size: rows beyond the
+    // last whole batch are not scored.
+    const int64_t batch = fixed.value_or(std::max<int64_t>(o.batch, 256));
+    const int64_t rows = fixed ? data.size() - data.size() % *fixed : data.size();
+    if (rows == 0)
+      throw Error(split + ": fewer rows (" + std::to_string(data.size()) + ") than the model's fixed batch");
+    const DataInputs inputs = data.model_inputs();
+    const int64_t chunk = evaluation_stops ? 16 * batch : rows;
+    Trainer::Evaluation e;
+    double loss_sum = 0, correct = 0, weights = 0;
+    for (int64_t begin = 0; begin < rows; begin += chunk) {
+      if (evaluation_stops && g_stop_signal != 0) return std::nullopt;
+      const int64_t end = std::min(rows, begin + chunk);
+      const Trainer::Evaluation part =
+          begin == 0 && end == data.size()
+              ? trainer.evaluate(inputs, data.labels, batch)
+              : trainer.evaluate(inputs.slice_rows(begin, end), slice_rows(data.labels, begin, end), batch);
+      // Means over labels counted (per sample where a loss counts none): weighted back into sums.
+      const auto weight = static_cast<double>(part.labels_counted > 0 ? part.labels_counted : part.samples);
+      loss_sum += part.loss * weight, correct += part.accuracy * weight, weights += weight;
+      e.samples += part.samples, e.labels_counted += part.labels_counted;
     }
-    const Trainer::Evaluation e = trainer.evaluate(data.model_inputs(), data.labels, std::max<int64_t>(o.batch, 256));
-    std::printf("%s: %s %s\n", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
+    e.loss = loss_sum / std::max(weights, 1e-300);
+    e.accuracy = correct / std::max(weights, 1e-300);
+    std::printf("%s: %s %s", label.c_str(), split.c_str(), evaluation_text(e, data).c_str());
+    if (fixed)
+      std::printf(" (the model's batch is fixed at %lld: %lld of %lld rows scored)", static_cast<long long>(*fixed),
+                  static_cast<long long>(rows), static_cast<long long>(data.size()));
+    std::printf("\n");
     std::fflush(stdout);
     check_finite_evaluation(e.loss, split);
     return e;
+  };
+  // A signal that ended an evaluation: the checkpoint and the exit code of a stop between steps.
+  auto stop_in_evaluation = [&] {
+    if (terminal && role.prints_progress) std::fprintf(stderr, "\n");
+    return report_stop(o, done, role.checkpoint ? role.checkpoint(stop_checkpoint_dir(o), done) : "");
   };
   for (int64_t epoch = role.first_step / per_epoch; epoch < o.epochs; ++epoch) {
     for (int64_t at = epoch == role.first_step / per_epoch ? role.first_step % per_epoch : 0; at < per_epoch;) {
@@ -224,10 +247,13 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
     if (!progress) continue;
     const std::map<std::string, Tensor> synced = role.sync_model ? role.sync_model() : std::map<std::string, Tensor>{};
     // The leading process evaluates; it alone decides an early stop (--patience), and tells the others.
+    bool interrupted = false;
     auto validate = [&] {
-      const Trainer::Evaluation e =
+      const std::optional<Trainer::Evaluation> evaluation =
           evaluate(*progress, progress == &val ? "validation" : "test", "epoch " + std::to_string(epoch + 1));
-      if (progress != &val) return false;
+      interrupted = !evaluation;
+      if (interrupted || progress != &val) return false;
+      const Trainer::Evaluation& e = *evaluation;
       nlohmann::json line{{"epoch", epoch + 1}};
       add_evaluation_fields(line, "val", e, val);
       metrics.write(line);
@@ -246,6 +272,7 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
       return true;
     };
     bool stop = role.leads && validate();
+    if (interrupted) return stop_in_evaluation();
     if (o.patience > 0 && role.leader_decides)
       stop = role.leader_decides(stop, "early stop after epoch " + std::to_string(epoch + 1));
     if (stop) break;
@@ -259,9 +286,10 @@ int run_epochs(const TrainOptions& o, MultiBatchTrainer& trainer, TrainingData& 
   const std::map<std::string, Tensor> model = role.sync_model ? role.sync_model() : trainer.trained_initializers();
   if (!role.leads) return 0;
   if (test) {
-    const Trainer::Evaluation e = evaluate(*test, "test", "final");
+    const std::optional<Trainer::Evaluation> e = evaluate(*test, "test", "final");
+    if (!e) return stop_in_evaluation();
     nlohmann::json line;
-    add_evaluation_fields(line, "test", e, *test);
+    add_evaluation_fields(line, "test", *e, *test);
     metrics.write(line);
   }
   check_finite_model(model);
