@@ -336,6 +336,38 @@ Tensor inputs_as_float(const Tensor& raw, const std::string& file, int64_t model
   return x;
 }
 
+// A model's other data input (an attention mask, a per-sample index, a flag) in the dtype the model reads:
+// bool from a bool or an integer 0/1 array, integers from any integer array, float32 from a float (or
+// uint8 pixel) array. One value per sample (N) or any (N, ...).
+Tensor extra_input_as(const Tensor& raw, DType model_dtype, const std::string& where) {
+  if (raw.rank() < 1) throw Error("the array is a scalar: expected one row per sample, (N, ...)").in_file(where);
+  const std::string given(dtype_name(raw.dtype()));
+  if (model_dtype == DType::Bool || is_integer(model_dtype)) {
+    if (!is_integer(raw.dtype()) && raw.dtype() != DType::Bool) {
+      throw Error("the array is " + given + ", but the model's input is " + std::string(dtype_name(model_dtype)) +
+                  ": expected a bool or integer array")
+          .in_file(where);
+    }
+    if (raw.dtype() == model_dtype) return raw;
+    const std::vector<int64_t> values = raw.to_int64();
+    Tensor t(model_dtype, raw.sizes());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (model_dtype == DType::Bool)
+        reinterpret_cast<uint8_t*>(t.raw())[i] = values[i] != 0;
+      else if (model_dtype == DType::Int32)
+        t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+      else if (model_dtype == DType::Int64)
+        t.data<int64_t>()[i] = values[i];
+      else
+        throw Error("the model's input is " + std::string(dtype_name(model_dtype)) + ": expected bool, int32 or int64")
+            .in_file(where);
+    }
+    return t;
+  }
+  if (raw.rank() == 1) return inputs_as_float(raw.reshaped({raw.sizes()[0], 1}), where).reshaped(raw.sizes());
+  return inputs_as_float(raw, where, raw.rank());
+}
+
 // int64 labels (N), or (N, T) one per position, checked against the count of inputs and the class count
 // (0: max label + 1). kIgnoredLabel is allowed anywhere.
 Tensor checked_labels(const LoadedData& d, int64_t count, int64_t& classes) {
@@ -499,7 +531,7 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   for (size_t i = 0; i < d.extra_inputs.size(); ++i) {
     const auto& [name, raw] = d.extra_inputs[i];
     const std::string where = d.images_file + " (array " + name + ")";
-    Tensor t = options.extra_inputs[i].integer ? inputs_as_ids(raw, where) : inputs_as_float(raw, where);
+    Tensor t = extra_input_as(raw, options.extra_inputs[i].dtype, where);
     if (t.rank() == 0 || t.sizes()[0] != data.inputs.sizes()[0]) {
       throw Error("array " + name + " has " + std::to_string(t.rank() == 0 ? 0 : t.sizes()[0]) + " rows, " +
                   options.input_name + " has " + std::to_string(data.inputs.sizes()[0]))
@@ -548,6 +580,13 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
     normalize_in_place(data.inputs, data.mean, data.std);
     data.description +=
         ", normalised with mean " + format_values(data.mean) + " std " + format_values(data.std) + " (" + origin + ")";
+  }
+  if (options.float64_inputs && data.inputs.dtype() == DType::Float32) {
+    Tensor wide(DType::Float64, data.inputs.sizes());
+    const auto from = data.inputs.data<float>();
+    std::copy(from.begin(), from.end(), wide.data<double>().begin());
+    data.inputs = std::move(wide);
+    data.description += ", as float64 (the model's input)";
   }
   data.description += class_counts_text(data);
   return data;

@@ -54,6 +54,7 @@ struct DatasetOptions {
   uint64_t seed = 0;             // synthetic data, and the window offset of token streams
   int64_t seq_len = 0;           // tokens:/text:: the tokens per sample
   bool integer_inputs = false;   // the model reads integer ids: integer data stays int64 (uint8 too)
+  bool float64_inputs = false;   // the model reads float64 (model.double()): the prepared inputs become float64
   std::string input_name;        // npz: the model input's name, tried (with `labels`) before x/y
   // The model input's rank, 0 when unknown: 3-D float data (N, H, W) gets a channel axis, (N, 1, H, W),
   // unless the model reads rank 3 (a sequence's (N, T, F)).
@@ -68,7 +69,7 @@ struct DatasetOptions {
   // float32. Other sources refuse them.
   struct ExtraInput {
     std::string name;
-    bool integer = false;
+    DType dtype = DType::Float32;  // the model input's: bool and integer arrays keep their values
   };
   std::vector<ExtraInput> extra_inputs;
 };

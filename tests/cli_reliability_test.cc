@@ -431,3 +431,49 @@ TEST_F(CliReliability, AModelExportedWithAFixedBatchTrainsAtThatBatch) {
   EXPECT_NE(r.output.find("has a fixed batch of 8"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
 }
+
+// A bool mask and a per-sample int64 index beside the features, from npz (a fifth outside check): the
+// index was refused as "expected (N, T)", the mask as "expected uint8 pixels or float32". They train and
+// evaluate in the model's dtypes now; a float array where the model reads bool is refused by name.
+TEST_F(CliReliability, BoolAndPerSampleIntegerInputsTrainFromNpz) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/multi_input_ts.onnx";
+  const std::string data = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/multi_input.npz";
+  const std::string out = (dir_ / "out.onnx").string();
+  CliRun r = run_after("true", "train " + model + " --data npz:" + data +
+                                   " --epochs 2 --batch 16 --lr 0.1 "
+                                   "--normalize none --test-data none -o " +
+                                   out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("with idx () int64, mask (4) bool"), std::string::npos) << r.output;
+  r = run_after("true", "eval " + out + " --data npz:" + data);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(96 samples)"), std::string::npos) << r.output;
+
+  // mask as float32: the model reads bool.
+  r = run_after("true", "train " + model + " --data npz:" + data.substr(0, data.size() - 4) +
+                            "_float_mask.npz --epochs 1 --test-data none -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("(array mask): the array is float32, but the model's input is bool"), std::string::npos)
+      << r.output;
+}
+
+// model.double() exports failed at their first step (the data was always float32) and model.half() ones
+// were refused as "the loss must be float32 or float64" (a fifth outside check). Both are refused before
+// the data is read, saying what to export; eval reads a float64 model's data as float64.
+TEST_F(CliReliability, Float64AndFloat16ModelsAreToldWhatToExport) {
+  const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/";
+  const std::string data = " --data synthetic:1,4,4:5:128 --epochs 1 --batch 16 --test-data none -o ";
+  const std::string out = (dir_ / "out.onnx").string();
+  CliRun r = run_after("true", "train " + dir + "mlp_f64_ts.onnx" + data + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("computes in float64 (its input is): onnxtrain trains float32 models"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  r = run_after("true", "eval " + dir + "mlp_f64_ts.onnx --data synthetic:1,4,4:5:40");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("as float64 (the model's input)"), std::string::npos) << r.output;
+  r = run_after("true", "train " + dir + "mlp_f16_ts.onnx" + data + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("computes in float16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--precision fp16 or bf16"), std::string::npos) << r.output;
+}

@@ -170,6 +170,13 @@ void run_eval(const EvalOptions& o) {
       feed[name.empty() ? options.input_name : name] = fill_rows(slice_rows(tensor, begin, end), fixed ? batch : 0);
     Tensor logits = session.run(feed).at(logits_name);
     if (fixed && logits.rank() > 0 && logits.sizes()[0] == batch) logits = slice_rows(logits, 0, end - begin);
+    if (logits.dtype() == DType::Float64) {  // a model exported in float64: scored as float32 logits
+      Tensor narrow(DType::Float32, logits.sizes());
+      const auto wide = logits.data<double>();
+      std::transform(wide.begin(), wide.end(), narrow.data<float>().begin(),
+                     [](double v) { return static_cast<float>(v); });
+      logits = std::move(narrow);
+    }
     const Tensor labels = slice_rows(data.labels, begin, end);
     if (logits.dtype() != DType::Float32 || logits.rank() != (per_position ? 3 : 2) ||
         logits.sizes()[0] != end - begin) {

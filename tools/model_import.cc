@@ -48,6 +48,7 @@ DatasetOptions data_options_for(const Graph& model, int64_t seq_len) {
                                     : static_length ? input.shape.dims[1].value()
                                                     : 0,
                          .integer_inputs = is_integer(input.dtype),
+                         .float64_inputs = input.dtype == DType::Float64,
                          .input_name = input.name,
                          .input_rank = input.shape.rank_known ? input.shape.rank() : 0};
   const Shape& shape = input.shape;
@@ -56,7 +57,7 @@ DatasetOptions data_options_for(const Graph& model, int64_t seq_len) {
     options.image_shape = {shape.dims[1].value(), shape.dims[2].value(), shape.dims[3].value()};
   for (size_t i = 1; i < model.inputs.size(); ++i) {
     const Value& extra = model.value(model.inputs[i]);
-    options.extra_inputs.push_back({extra.name, is_integer(extra.dtype)});
+    options.extra_inputs.push_back({extra.name, extra.dtype});
   }
   return options;
 }

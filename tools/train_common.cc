@@ -326,6 +326,14 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
                 (first.empty() ? "" : " (the first: node '" + first + "')") + "; `onnxtrain inspect " + o.model +
                 "` lists what it cannot train");
   }
+  // The trainers step float32 weights on float32 losses and gradients (mixed precision casts inside).
+  if (const DType input = model.graph.value(model.graph.inputs.at(0)).dtype;
+      input == DType::Float16 || input == DType::BFloat16 || input == DType::Float64) {
+    throw Error(o.model + " computes in " + std::string(dtype_name(input)) +
+                " (its input is): onnxtrain trains float32 models. Export it in float32 (model.float())" +
+                (input == DType::Float64 ? std::string(": eval and run take this one as it is")
+                                         : " and train with --precision fp16 or bf16 for mixed precision"));
+  }
   if (const std::optional<int64_t> fixed = fixed_batch(model.graph)) {
     const bool splits = o.strategy == "dp" || o.strategy == "ps" || o.central_storage || o.replicas > 1 ||
                         o.micro_batches > 1 || o.accumulate > 1;
