@@ -14,9 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "frontend/npy.h"
 #include "tests/child_process.h"
 #include "tests/cli_run.h"
 #include "tests/free_port.h"
@@ -476,4 +478,27 @@ TEST_F(CliReliability, Float64AndFloat16ModelsAreToldWhatToExport) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("computes in float16"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--precision fp16 or bf16"), std::string::npos) << r.output;
+}
+
+// Smaller findings of the fifth outside check: --seed -1 and 99999999999999999999 wrapped into other seeds
+// in silence; partition took --precision fp16, which pipelines refuse; --memory-cap beyond int64 said it
+// "must be >= 0 bytes"; run -i with a name the model lacks blamed the input not given, and a repeated -i
+// was taken.
+TEST_F(CliReliability, SeedsSizesAndRunInputsOutOfRangeAreNamed) {
+  const std::string model = kModels + "mlp_opset17.onnx";
+  const std::string npy = (dir_ / "x.npy").string();
+  onnxtrain::write_npy(npy, onnxtrain::Tensor(onnxtrain::DType::Float32, {2, 1, 28, 28}));
+  for (const auto& [args, code, message] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"train " + model + " --seed -1 -o m.onnx", 2, "--seed: must be a whole number from 0 to"},
+           {"train " + model + " --seed 99999999999999999999 -o m.onnx", 2, "got '99999999999999999999'"},
+           {"partition " + model + " --precision fp16", 2, "--precision fp16: pipelines train in fp32 or bf16"},
+           {"partition " + model + " --memory-cap 99999999999999999999999", 1, "is beyond 9.2 EB"},
+           {"run " + model + " -i foo=" + npy + " -o " + dir_.string(), 1,
+            "the model has no input 'foo' (its inputs: input)"},
+           {"run " + model + " -i " + npy + " -i " + npy + " -o " + dir_.string(), 1,
+            "input 'input' is given twice"}}) {
+    const CliRun r = run_after("true", args);
+    EXPECT_EQ(r.exit_code, code) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+  }
 }

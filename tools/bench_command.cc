@@ -312,7 +312,8 @@ void add_bench_command(CLI::App& app) {
          "CPU threads every run shares out (default: the CPUs this process may use, its affinity mask capped by "
          "its cgroup's CPU quota)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", o->seed, "seed of the data and weights, the same for every run (default 0)");
+  cmd->add_option("--seed", o->seed, "seed of the data and weights, the same for every run (default 0)")
+      ->check(seed_number);
   cmd->add_option("--loss", o->loss, "the loss attached to the first output (default cross-entropy)");
   cmd->add_option("--device", o->device, "cpu (the default); cuda is not benchmarked yet");
   cmd->add_option("--json", o->json, "write every figure as one JSON document: {machine, runs: [...]}");

@@ -87,6 +87,17 @@ CLI::Validator number_check(bool zero_allowed) {
 const CLI::Validator positive_number = number_check(false);
 const CLI::Validator non_negative_number = number_check(true);
 
+// A whole number 0 ... 2^64 - 1, in digits: CLI11 wrapped -1 and 99999999999999999999 into other seeds.
+const CLI::Validator seed_number(
+    [](std::string& value) {
+      const bool digits = !value.empty() && value.size() <= 20 &&
+                          std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || (value.size() == 20 && value > "18446744073709551615"))
+        return "must be a whole number from 0 to 18446744073709551615, got '" + value + "'";
+      return std::string();
+    },
+    "SEED", "seed_number");
+
 std::string unknown_option_message(const CLI::App& command, const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "--") break;  // what follows is positional

@@ -23,6 +23,7 @@ CLI::Validator one_of(std::vector<std::string> names);
 // 1797693134862315708145...", 300 digits of the largest double, and let inf and nan through.
 extern const CLI::Validator positive_number;
 extern const CLI::Validator non_negative_number;
+extern const CLI::Validator seed_number;  // 0 ... 2^64 - 1
 
 // The first token of `args` (a command's arguments) that names a long option `command` lacks, as
 // "'--batchh' is not an option of `onnxtrain train`: did you mean '--batch'?", or "" when every one is known.

@@ -65,6 +65,7 @@ int64_t parse_byte_size(const std::string& text) {
     scale = std::pow(binary ? 1024.0 : 1000.0, static_cast<double>(p + 1));
   }
   if (!(value > 0)) throw Error("--memory-cap '" + text + "' must be positive");
+  if (!(value * scale < 9.2e18)) throw Error("--memory-cap '" + text + "' is beyond 9.2 EB, the largest size it takes");
   return static_cast<int64_t>(std::llround(value * scale));
 }
 
@@ -145,6 +146,10 @@ void print_schedule(const PartitionOptions& o) {
 void partition_model(const PartitionOptions& o) {
   if (!o.schedule.empty()) return print_schedule(o);
   if (o.model.empty()) throw Error("partition needs a MODEL (or --schedule STRATEGY)");
+  if (o.precision == "fp16")
+    usage_error(
+        "--precision fp16: pipelines train in fp32 or bf16 (fp16 needs a loss scale the stages would have to agree "
+        "on)");
   refuse_outputs_over_inputs({{"-o", o.output}, {"--dot", o.dot}}, {{"the --device-profile", o.device_profile}},
                              {"the model partitioned", o.model});
   ImportedModel model = import_for_costs(o.model, o.seq_len);

@@ -42,6 +42,14 @@ std::map<std::string, Tensor> read_inputs(const Graph& graph, const std::vector<
       name = spec.substr(0, eq);
       file = spec.substr(eq + 1);
     }
+    std::string names;  // the model's inputs, for a name it lacks
+    bool known = false;
+    for (ValueId id : graph.inputs) {
+      known = known || graph.value(id).name == name;
+      names += (names.empty() ? "" : ", ") + graph.value(id).name;
+    }
+    if (!known) throw Error("--input " + spec + ": the model has no input '" + name + "' (its inputs: " + names + ")");
+    if (inputs.count(name)) throw Error("--input " + spec + ": input '" + name + "' is given twice");
     inputs[name] = read_tensor_file(file);
   }
   return inputs;

@@ -131,7 +131,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--loss", o->loss,
                   "cross-entropy (default) | mse | l1 | bce-with-logits (one-hot targets from the class labels) | "
                   "output:NAME (a scalar loss the model computes)");
-  cmd->add_option("--seed", o->seed, "seed of the shuffle and of synthetic data (default 0)");
+  cmd->add_option("--seed", o->seed, "seed of the shuffle and of synthetic data (default 0)")->check(seed_number);
   cmd->add_option(
          "--validation", o->validation,
          "fraction of the training rows held out for validation each epoch (default 0.1): "
