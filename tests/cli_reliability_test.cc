@@ -482,8 +482,8 @@ TEST_F(CliReliability, Float64AndFloat16ModelsAreToldWhatToExport) {
 
 // Smaller findings of the fifth outside check: --seed -1 and 99999999999999999999 wrapped into other seeds
 // in silence; partition took --precision fp16, which pipelines refuse; --memory-cap beyond int64 said it
-// "must be >= 0 bytes"; run -i with a name the model lacks blamed the input not given, and a repeated -i
-// was taken.
+// "must be >= 0 bytes"; partition planned 368 TiB of CPU stages for a 25 GB host without a word; run -i with a name the
+// model lacks blamed the input not given, and a repeated -i was taken.
 TEST_F(CliReliability, SeedsSizesAndRunInputsOutOfRangeAreNamed) {
   const std::string model = kModels + "mlp_opset17.onnx";
   const std::string npy = (dir_ / "x.npy").string();
@@ -493,6 +493,7 @@ TEST_F(CliReliability, SeedsSizesAndRunInputsOutOfRangeAreNamed) {
            {"train " + model + " --seed 99999999999999999999 -o m.onnx", 2, "got '99999999999999999999'"},
            {"partition " + model + " --precision fp16", 2, "--precision fp16: pipelines train in fp32 or bf16"},
            {"partition " + model + " --memory-cap 99999999999999999999999", 1, "is beyond 9.2 EB"},
+           {"partition " + model + " --batch 2147483648", 0, "GB together, more than this machine's"},
            {"run " + model + " -i foo=" + npy + " -o " + dir_.string(), 1,
             "the model has no input 'foo' (its inputs: input)"},
            {"run " + model + " -i " + npy + " -i " + npy + " -o " + dir_.string(), 1,
