@@ -503,3 +503,22 @@ TEST_F(CliReliability, SeedsSizesAndRunInputsOutOfRangeAreNamed) {
     EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
   }
 }
+
+// The dynamo exporter's default optimize=True merges a fresh model's LayerNorm weights (all ones) and
+// biases (zeros) into one initializer each, which then train tied (a fourth outside check). Said before
+// the training, with the export option that keeps them apart; a model without the tie says nothing.
+TEST_F(CliReliability, NormalisationParametersSharedByTheExporterAreSaid) {
+  const std::string data = " --data synthetic:8:3:64 --limit-batches 1 --epochs 1 --test-data none -o ";
+  const std::string out = (dir_ / "out.onnx").string();
+  CliRun r = run_after(
+      "true", "train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/ln_tied_dynamo.onnx" + data + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: 2 normalisation parameters are shared by several nodes, e.g. 'n1."),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("optimize=False"), std::string::npos) << r.output;
+  r = run_after("true", "train " + std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/ln_noaff_ts.onnx" +
+                            " --data synthetic:16:5:64 --limit-batches 1 --epochs 1 --test-data none -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("shared by several nodes"), std::string::npos) << r.output;
+}

@@ -389,6 +389,33 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
     for (const char* op : {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization"})
       normalisations += n.is_onnx_op(op) ? 1 : 0;
   }
+  // A parameter several normalisation nodes take as their scale or bias. PyTorch's layers each have
+  // their own; the dynamo exporter's default optimize=True merges a fresh model's equal ones and zeros
+  // into one initializer, which would then train tied (tests/data/outside/make_tied_norm_export.py).
+  std::map<ValueId, std::vector<std::string>> norm_users;
+  for (NodeId id : graph.order()) {
+    const Node& n = graph.node(id);
+    if (!n.is_onnx_op("LayerNormalization") && !n.is_onnx_op("BatchNormalization") &&
+        !n.is_onnx_op("InstanceNormalization") && !n.is_onnx_op("GroupNormalization"))
+      continue;
+    for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i)
+      if (n.inputs[i].valid() && graph.value(n.inputs[i]).role == ValueRole::Parameter)
+        norm_users[n.inputs[i]].push_back(n.name);
+  }
+  int shared = 0;
+  std::string example;
+  for (const auto& [param, nodes] : norm_users) {
+    if (nodes.size() < 2) continue;
+    if (shared++ == 0)
+      example = "'" + graph.value(param).name + "' (" + std::to_string(nodes.size()) + " nodes: '" + nodes[0] + "', '" +
+                nodes[1] + "'" + (nodes.size() > 2 ? ", ..." : "") + ")";
+  }
+  if (shared > 0)
+    lines.push_back("warning: " + std::to_string(shared) + " normalisation parameter" + (shared > 1 ? "s are" : " is") +
+                    " shared by several nodes, e.g. " + example +
+                    ": they will train as one tensor. If each PyTorch layer has its own, the dynamo exporter merged "
+                    "them (equal initial values, optimize=True): export with torch.onnx.export(..., dynamo=True, "
+                    "optimize=False)");
   if (convs >= 5 && normalisations == 0)
     lines.push_back("note: " + std::to_string(convs) +
                     " Conv nodes and no normalisation node: if the PyTorch model has BatchNorm layers, the export "
