@@ -2,55 +2,53 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 namespace onnxtrain {
 
 namespace {
 
+// The enum value `name` spells in `table`; false when it spells none.
+template <typename E>
+bool decode(const std::string& name, std::initializer_list<std::pair<const char*, E>> table, E& out) {
+  for (const auto& [spelling, value] : table) {
+    if (name == spelling) {
+      out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool decode_mode(const std::string& name, ResizeMode& mode) {
-  if (name == "nearest")
-    mode = ResizeMode::Nearest;
-  else if (name == "linear" || name == "bilinear")
-    mode = ResizeMode::Linear;  // Upsample-7 spelled it bilinear too
-  else if (name == "cubic")
-    mode = ResizeMode::Cubic;
-  else
-    return false;
-  return true;
+  return decode(name,
+                {{"nearest", ResizeMode::Nearest},
+                 {"linear", ResizeMode::Linear},
+                 {"bilinear", ResizeMode::Linear},  // Upsample-7 spelled it bilinear too
+                 {"cubic", ResizeMode::Cubic}},
+                mode);
 }
 
 bool decode_coordinates(const std::string& name, ResizeCoordinates& c) {
-  if (name == "half_pixel")
-    c = ResizeCoordinates::HalfPixel;
-  else if (name == "half_pixel_symmetric")
-    c = ResizeCoordinates::HalfPixelSymmetric;
-  else if (name == "pytorch_half_pixel")
-    c = ResizeCoordinates::PytorchHalfPixel;
-  else if (name == "align_corners")
-    c = ResizeCoordinates::AlignCorners;
-  else if (name == "asymmetric")
-    c = ResizeCoordinates::Asymmetric;
-  else if (name == "tf_half_pixel_for_nn")
-    c = ResizeCoordinates::TfHalfPixelForNn;
-  else if (name == "tf_crop_and_resize")
-    c = ResizeCoordinates::TfCropAndResize;
-  else
-    return false;
-  return true;
+  return decode(name,
+                {{"half_pixel", ResizeCoordinates::HalfPixel},
+                 {"half_pixel_symmetric", ResizeCoordinates::HalfPixelSymmetric},
+                 {"pytorch_half_pixel", ResizeCoordinates::PytorchHalfPixel},
+                 {"align_corners", ResizeCoordinates::AlignCorners},
+                 {"asymmetric", ResizeCoordinates::Asymmetric},
+                 {"tf_half_pixel_for_nn", ResizeCoordinates::TfHalfPixelForNn},
+                 {"tf_crop_and_resize", ResizeCoordinates::TfCropAndResize}},
+                c);
 }
 
 bool decode_nearest(const std::string& name, ResizeNearest& n) {
-  if (name == "round_prefer_floor")
-    n = ResizeNearest::RoundPreferFloor;
-  else if (name == "round_prefer_ceil")
-    n = ResizeNearest::RoundPreferCeil;
-  else if (name == "floor")
-    n = ResizeNearest::Floor;
-  else if (name == "ceil")
-    n = ResizeNearest::Ceil;
-  else
-    return false;
-  return true;
+  return decode(name,
+                {{"round_prefer_floor", ResizeNearest::RoundPreferFloor},
+                 {"round_prefer_ceil", ResizeNearest::RoundPreferCeil},
+                 {"floor", ResizeNearest::Floor},
+                 {"ceil", ResizeNearest::Ceil}},
+                n);
 }
 
 // The input coordinate of output position o, by the formulas of ONNX's Resize specification. Where they
@@ -143,13 +141,11 @@ ResizeSampling decode_resize_sampling(const Attributes& attributes, bool legacy)
   s.extrapolation_value = attributes.get_float("extrapolation_value", 0.0);
   s.axes = attributes.get_ints("axes");
   const std::string aspect = attributes.get_string("keep_aspect_ratio_policy", "stretch");
-  if (aspect == "stretch")
-    s.aspect = ResizeAspect::Stretch;
-  else if (aspect == "not_larger")
-    s.aspect = ResizeAspect::NotLarger;
-  else if (aspect == "not_smaller")
-    s.aspect = ResizeAspect::NotSmaller;
-  else
+  if (!decode(aspect,
+              {{"stretch", ResizeAspect::Stretch},
+               {"not_larger", ResizeAspect::NotLarger},
+               {"not_smaller", ResizeAspect::NotSmaller}},
+              s.aspect))
     s.error = "unknown keep_aspect_ratio_policy '" + aspect + "' (expected stretch, not_larger or not_smaller)";
   if (attributes.get_int("antialias", 0) != 0)
     s.error = "antialias=1 (a widened filter when shrinking) is not implemented; export with antialias=False";
