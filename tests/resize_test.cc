@@ -11,6 +11,7 @@
 #include "executor/trainer.h"
 #include "frontend/dataset_readers.h"
 #include "frontend/importer.h"
+#include "graph/op_schema.h"
 #include "kernels/resize_gather.h"
 
 namespace onnxtrain {
@@ -143,6 +144,25 @@ TEST(Resize, AntialiasIsRefusedNamingTheNode) {
     EXPECT_NE(text.find("shrink_aa"), std::string::npos) << text;
     EXPECT_NE(text.find("antialias"), std::string::npos) << text;
   }
+}
+
+// The planner prices a Resize by its taps (it priced none before): each output element a multiply and an
+// add per tap combination, 1, 2 or 4 taps per resized axis.
+TEST(Resize, CostCountsTheTapsOfEveryResizedAxis) {
+  const OpSchema* schema = OpRegistry::builtin().find("", "Resize");
+  ASSERT_NE(schema, nullptr);
+  ASSERT_NE(schema->cost, nullptr);
+  Node node;
+  node.op_type = "Resize";
+  const Shape in = Shape::of({2, 3, 8, 8}), out = Shape::of({2, 3, 16, 16});
+  auto flops = [&](const std::string& mode) {
+    node.attributes = Attributes{{"mode", mode}};
+    return schema->cost(CostContext{.node = node, .inputs = {in}, .outputs = {out}}).forward_flops;
+  };
+  const double elements = 2 * 3 * 16 * 16;
+  EXPECT_EQ(flops("nearest"), 2 * elements);
+  EXPECT_EQ(flops("linear"), 2 * 4 * elements);
+  EXPECT_EQ(flops("cubic"), 2 * 16 * elements);
 }
 
 }  // namespace

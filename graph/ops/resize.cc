@@ -3,7 +3,6 @@
 // with every coordinate transformation mode; the sampling itself is graph/resize_sampling.h's.
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/shape_rules.h"
 #include "graph/resize_sampling.h"
 
 namespace onnxtrain {
@@ -11,7 +10,6 @@ namespace onnxtrain {
 namespace {
 
 using namespace op_helpers;
-using shape_ops::no_flops;
 
 // The float values of input `slot` (roi, scales) when constant; nullopt when absent, empty or not constant.
 std::optional<std::vector<double>> constant_floats(const InferContext& ctx, int slot, const char* what) {
@@ -86,6 +84,20 @@ void infer_resize(InferContext& ctx) {
   ctx.set_output(0, dtype, out);
 }
 
+// Each output element sums its taps' products: 1 (nearest), 2 (linear) or 4 (cubic) per resized axis, a
+// multiply and an add each; the gradient gathers as many.
+OpCost resize_cost(const CostContext& ctx) {
+  const Shape& in = ctx.inputs.at(0);
+  const Shape& out = ctx.outputs.at(0);
+  const std::string mode = ctx.node.attr_string("mode", "nearest");
+  const double per_axis = mode == "cubic" ? 4 : mode == "nearest" ? 1 : 2;
+  double taps = 1;
+  for (int64_t k = 0; in.rank_known && out.rank_known && k < in.rank() && k < out.rank(); ++k)
+    if (in.dims[k] != out.dims[k]) taps *= per_axis;
+  const double flops = 2.0 * taps * static_cast<double>(ctx.output_numel(0));
+  return {.forward_flops = flops, .backward_flops = flops};
+}
+
 }  // namespace
 
 void register_resize_ops(OpRegistry& registry) {
@@ -93,12 +105,12 @@ void register_resize_ops(OpRegistry& registry) {
                 .max_inputs = 4,
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable},
                 .infer = infer_resize,
-                .cost = no_flops});
+                .cost = resize_cost});
   registry.add({.op_type = "Upsample",
                 .max_inputs = 2,
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable},
                 .infer = infer_resize,
-                .cost = no_flops});
+                .cost = resize_cost});
 }
 
 }  // namespace onnxtrain
