@@ -22,6 +22,9 @@ models/torchvision/make_torchvision.py does) into the script's temporary folder,
                   token), 6 layers of width 256, 8 heads, MLP 512, 10 classes (3.2M parameters)
     resnet50      torchvision.models.resnet50(num_classes=10) at 3x224x224 (ImageNet size; for --device cuda,
                   where tools/gpu-check.sh times it: one step at batch 64 takes seconds on a CPU core)
+    unet          a small UNet at 3x32x32 (small_unet_class): Conv-BN-ReLU blocks of 32, 64 and 128 channels,
+                  max pooling down, bilinear F.interpolate up with skip concatenations, a PixelShuffle head
+                  (Resize and DepthToSpace in ONNX), 10 classes
 Both sides start from the same weights: the worker loads the ONNX file's initializers into its module, for
 the fixtures and its own exports alike (the running statistics in its exports are the fresh ones, mean 0
 and var 1, as constructed).
@@ -91,10 +94,10 @@ CLASSES = 10
 FIXTURES = {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}
 # ... and the networks built from torch/torchvision code, which the worker exports itself (build_network).
 TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32),
-                  "vit": (3, 32, 32), "resnet50": (3, 224, 224)}
+                  "vit": (3, 32, 32), "resnet50": (3, 224, 224), "unet": (3, 32, 32)}
 # Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
 DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7,
-                 "vit": 4, "resnet50": 1}
+                 "vit": 4, "resnet50": 1, "unet": 4}
 PEAK_N = 2048  # the float32 GEMM peak: torch.mm of two PEAK_N x PEAK_N matrices
 PEAK_SECONDS = 1.0
 
@@ -217,6 +220,37 @@ def onnxtrain_profile(onnxtrain, name, batch, threads, steps, model=None, device
 # ----------------------------------------------------------------------------------------------------
 # torch side: a worker process (the chosen interpreter) that keeps one model and answers commands
 # ----------------------------------------------------------------------------------------------------
+def small_unet_class():
+    """A small UNet (the `unet` network): two levels of Conv-BN-ReLU with max pooling down, bilinear
+    F.interpolate up (Resize) with skip concatenations, a PixelShuffle head (DepthToSpace) and the mean over
+    its 16 channels at 64x64 into a Linear."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class SmallUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e1, self.e2, self.e3 = block(3, 32), block(32, 64), block(64, 128)
+            self.d2, self.d1 = block(128 + 64, 64), block(64 + 32, 32)
+            self.shuffle = nn.Sequential(nn.Conv2d(32, 64, 1), nn.PixelShuffle(2))
+            self.head = nn.Linear(16, CLASSES)
+
+        def forward(self, x):
+            def up(t):
+                return F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False)
+            a = self.e1(x)
+            b = self.e2(F.max_pool2d(a, 2))
+            c = self.e3(F.max_pool2d(b, 2))
+            d = self.d1(torch.cat([up(self.d2(torch.cat([up(c), b], 1))), a], 1))
+            return self.head(self.shuffle(d).mean((2, 3)))
+
+    return SmallUNet
+
+
 def build_network(name):
     """The torch module of `name` in train() mode, seed 0: a fixture of models/make_fixtures.py or one of
     TORCH_NETWORKS (see the module's docstring)."""
@@ -248,6 +282,8 @@ def build_network(name):
                                                      hidden_dim=256, mlp_dim=512, num_classes=CLASSES)
     elif name == "resnet50":
         model = torchvision.models.resnet50(weights=None, num_classes=CLASSES)
+    elif name == "unet":
+        model = small_unet_class()()
     else:
         sys.exit("unknown model %s" % name)
     model.train()
