@@ -132,6 +132,34 @@ TEST(TrainLoopCli, SigintDuringValidationStopsWithACheckpoint) {
   EXPECT_FALSE(fs::exists(dir / "model.onnx"));
 }
 
+// A second signal stops at once without a checkpoint; it ended the run by the signal's default action,
+// without a word (a fifth outside check). The process is held (SIGSTOP) while SIGINT and SIGTERM arrive, so
+// that both are pending together; either may reach a thread first, and the other stops the run.
+TEST(TrainLoopCli, ASecondSignalStopsAtOnceAndSaysSo) {
+  const fs::path dir = scratch("second");
+  const std::string args = "train " + kModels +
+                           "cnn_opset17.onnx --data synthetic:1,28,28:10:64000 --batch 32 --test-data none "
+                           "--log-every 1 --checkpoint-dir " +
+                           (dir / "ckpt").string() + " -o " + (dir / "model.onnx").string();
+  const pid_t pid = testing_support::start(args, dir / "log");
+  for (int i = 0; i < 6000 && read_bytes(dir / "log").find("step 2/") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  const int code = testing_support::wait_exit_code(pid);
+  const std::string log = read_bytes(dir / "log");
+  EXPECT_TRUE(code == 128 + SIGTERM || code == 128 + SIGINT) << code << ": " << log;
+  EXPECT_NE(log.find(code == 128 + SIGINT ? "onnxtrain: SIGINT again: stopped at once, without a checkpoint"
+                                          : "onnxtrain: SIGTERM after a stop was asked: stopped at once, without a "
+                                            "checkpoint"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(dir / "ckpt")) << "it wrote a checkpoint";
+  EXPECT_FALSE(fs::exists(dir / "model.onnx"));
+}
+
 TEST(TrainLoopCli, RanksStartedWithOtherOptionsAreRefusedAtRendezvous) {
   const fs::path dir = scratch("options");
   const int port = testing_support::free_loopback_port();

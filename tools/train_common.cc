@@ -97,9 +97,25 @@ std::string progress_bar(double done) {
 }
 
 namespace {
+// A signal after the first stops at once, without a checkpoint, with the exit code of a death by that
+// signal (128 + it), after saying so: with the default action (as before) the run vanished without a word.
+// Only async-signal-safe calls: write and _exit.
+extern "C" void stop_at_once(int signal) {
+  static constexpr char kInterrupt[] = "\nonnxtrain: SIGINT again: stopped at once, without a checkpoint\n";
+  static constexpr char kTerminate[] =
+      "\nonnxtrain: SIGTERM after a stop was asked: stopped at once, without a checkpoint\n";
+  const bool interrupt = signal == SIGINT;
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, interrupt ? kInterrupt : kTerminate,
+                                                   interrupt ? sizeof kInterrupt - 1 : sizeof kTerminate - 1);
+  ::_exit(128 + signal);
+}
+
 void request_stop(int signal) {
-  g_stop_signal = signal;
-  std::signal(signal, SIG_DFL);
+  // Two signals may reach two threads at once, both before either handler is replaced: the second sees
+  // the first's mark.
+  if (g_stop_signal.exchange(signal) != 0) stop_at_once(signal);
+  std::signal(SIGINT, stop_at_once);
+  std::signal(SIGTERM, stop_at_once);
 }
 }  // namespace
 
