@@ -70,6 +70,16 @@ void convert_old_opset(onnx::ModelProto& model, ImportedModel& report) {
   int opset = default_opset(model);
   constexpr int kTarget = 13;
   if (opset >= kTarget) return;
+  // ONNX 1.12's converter turns Upsample and Resize-10 into a Resize-11 without coordinate attributes, so
+  // they would sample half-pixel, not asymmetric as those ops (and ONNX Runtime) do; onnxtrain's schemas and
+  // kernels read them as they are (graph/resize_sampling.h).
+  for (const auto& node : model.graph().node()) {
+    if (opset < 11 && (node.op_type() == "Upsample" || node.op_type() == "Resize") && node.domain().empty()) {
+      report.notes.push_back("kept opset " + std::to_string(opset) + ": ONNX's version converter would change how " +
+                             node.op_type() + " samples");
+      return;
+    }
+  }
   try {
     model = onnx::version_conversion::ConvertVersion(model, kTarget);
     report.notes.push_back("converted from opset " + std::to_string(opset) + " to " + std::to_string(kTarget) +

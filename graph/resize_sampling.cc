@@ -57,30 +57,34 @@ bool decode_nearest(const std::string& name, ResizeNearest& n) {
 // there instead, which differs when that is not an integer (onnx_conformance_test excludes its two
 // node tests where it shows).
 double original_coordinate(ResizeCoordinates c, const ResizeAxis& a, int64_t o) {
-  const double x = static_cast<double>(o), in = static_cast<double>(a.in);
-  const double out = static_cast<double>(a.out);
+  // In float, as ONNX Runtime computes it: at a scale such as 1.6 (1.60000002 in float) output 8 falls on
+  // input 5.0 in float but on 4.99999992 in double, and nearest rounds down to 4 where ONNX Runtime and
+  // PyTorch (8 x 0.625) read 5.
+  const auto x = static_cast<float>(o), in = static_cast<float>(a.in), out = static_cast<float>(a.out);
+  const auto scale = static_cast<float>(a.scale);
+  const auto start = static_cast<float>(a.roi_start), end = static_cast<float>(a.roi_end);
   switch (c) {
     case ResizeCoordinates::AlignCorners:
-      return a.out == 1 ? 0.0 : x * (in - 1.0) / (out - 1.0);
+      return a.out == 1 ? 0.0f : x * (in - 1.0f) / (out - 1.0f);
     case ResizeCoordinates::Asymmetric:
-      return x / a.scale;
+      return x / scale;
     case ResizeCoordinates::TfCropAndResize: {
-      const double extent = (a.roi_end - a.roi_start) * (in - 1.0);
-      return a.roi_start * (in - 1.0) + (a.out == 1 ? extent / 2.0 : x * extent / (out - 1.0));
+      const float extent = (end - start) * (in - 1.0f);
+      return start * (in - 1.0f) + (a.out == 1 ? extent / 2.0f : x * extent / (out - 1.0f));
     }
     case ResizeCoordinates::TfHalfPixelForNn:
-      return (x + 0.5) / a.scale;
+      return (x + 0.5f) / scale;
     case ResizeCoordinates::PytorchHalfPixel:
-      return a.out > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
+      return a.out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
     case ResizeCoordinates::HalfPixelSymmetric: {
-      const double adjustment = out / (a.scale * in);
-      const double offset = in / 2.0 * (1.0 - adjustment);
-      return offset + (x + 0.5) / a.scale - 0.5;
+      const float adjustment = out / (scale * in);
+      const float offset = in / 2.0f * (1.0f - adjustment);
+      return offset + (x + 0.5f) / scale - 0.5f;
     }
     case ResizeCoordinates::HalfPixel:
       break;
   }
-  return (x + 0.5) / a.scale - 0.5;
+  return (x + 0.5f) / scale - 0.5f;
 }
 
 // The nearest tap's offset from floor(x) (0 or 1) for a fractional part `ratio` in (0, 1).

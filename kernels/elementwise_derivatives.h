@@ -28,7 +28,7 @@ namespace onnxtrain::derivatives {
 // The forward ops ActivationGrad differentiates (its `activation` attribute names one of them).
 enum class Activation {
   Relu, LeakyRelu, Elu, Selu, Sigmoid, Tanh, Gelu, Erf, Softplus, HardSigmoid, HardSwish,
-  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil, Clip,
+  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil, Floor, Clip,
 };
 
 inline constexpr struct {
@@ -41,7 +41,7 @@ inline constexpr struct {
     {"HardSigmoid", Activation::HardSigmoid}, {"HardSwish", Activation::HardSwish}, {"Abs", Activation::Abs},
     {"Sqrt", Activation::Sqrt}, {"Exp", Activation::Exp}, {"Log", Activation::Log},
     {"Reciprocal", Activation::Reciprocal}, {"Sin", Activation::Sin}, {"Cos", Activation::Cos},
-    {"Ceil", Activation::Ceil}, {"Clip", Activation::Clip},
+    {"Ceil", Activation::Ceil}, {"Floor", Activation::Floor}, {"Clip", Activation::Clip},
 };
 // clang-format on
 
@@ -238,7 +238,8 @@ void with_activation_grad(Activation a, const ActivationParams& p, Fn&& fn) {
     case Activation::Reciprocal: return fn(ReciprocalGrad<T>{});
     case Activation::Sin: return fn(SinGrad<T>{});
     case Activation::Cos: return fn(CosGrad<T>{});
-    case Activation::Ceil: return fn(CeilGrad<T>{});
+    case Activation::Ceil:
+    case Activation::Floor: return fn(CeilGrad<T>{});  // both step functions: 0 everywhere
     case Activation::Clip: return fn(ClipGrad<T>{alpha, beta});
   }
   // clang-format on

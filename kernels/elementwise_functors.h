@@ -105,6 +105,10 @@ struct Ceil {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::ceil(x); }
 };
 template <typename T>
+struct Floor {
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::floor(x); }
+};
+template <typename T>
 struct Log {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::log(x); }
 };

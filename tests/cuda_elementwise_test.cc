@@ -445,7 +445,7 @@ TEST(CudaElementwise, UnaryOps) {
     expect_cuda_matches_reference(unary(op, i64({64})));
   }
   for (const char* op : {"Sigmoid", "Tanh", "Exp", "Erf", "Softplus", "HardSwish", "Selu", "Elu", "LeakyRelu",
-                         "HardSigmoid", "Gelu", "Reciprocal", "Sin", "Cos", "Ceil"}) {
+                         "HardSigmoid", "Gelu", "Reciprocal", "Sin", "Cos", "Ceil", "Floor"}) {
     expect_cuda_matches_reference(unary(op, f32({5, 4099}, -8, 8)), libm);
     expect_cuda_matches_reference(unary(op, f64({333}, -8, 8)), libm);
   }
@@ -575,7 +575,7 @@ TEST(CudaElementwise, CastBetweenFloat32AndHalfTypes) {
 TEST(CudaElementwise, ActivationGrad) {
   REQUIRE_GPU();
   for (const char* name : {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Gelu", "Erf", "Softplus",
-                           "HardSigmoid", "HardSwish", "Abs", "Exp", "Sin", "Cos", "Ceil"}) {
+                           "HardSigmoid", "HardSwish", "Abs", "Exp", "Sin", "Cos", "Ceil", "Floor"}) {
     for (DType dtype : {DType::Float32, DType::Float64}) {
       Tensor dy = dtype == DType::Float32 ? f32({3, 300}, -2, 2, 11) : f64({3, 300}, -2, 2, 11);
       Tensor x = dtype == DType::Float32 ? f32({3, 300}, -5, 5, 12) : f64({3, 300}, -5, 5, 12);

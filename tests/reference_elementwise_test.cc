@@ -206,6 +206,7 @@ TEST(ReferenceElementwise, UnaryMath) {
   expect_near(values<double>(run1({"Sin", 7, {}, {f64({3}, {0, M_PI / 2, -M_PI / 6})}, {out3}})), {0, 1, -0.5}, 1e-15);
   expect_near(values<double>(run1({"Cos", 7, {}, {f64({3}, {0, M_PI, M_PI / 3})}, {out3}})), {1, -1, 0.5}, 1e-15);
   expect_near(values<double>(run1({"Ceil", 13, {}, {f64({3}, {1.2, -1.5, 3})}, {out3}})), {2, -1, 3}, 0);
+  expect_near(values<double>(run1({"Floor", 13, {}, {f64({3}, {1.2, -1.5, 3})}, {out3}})), {1, -2, 3}, 0);
   EXPECT_EQ(values<int64_t>(run1({"Neg", 13, {}, {i64({2}, {3, -4})}, {{DType::Int64, {2}}}})),
             (std::vector<int64_t>{-3, 4}));
   EXPECT_EQ(values<int32_t>(run1({"Abs", 13, {}, {i32({3}, {-3, 4, 0})}, {{DType::Int32, {3}}}})),

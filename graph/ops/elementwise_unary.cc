@@ -124,6 +124,13 @@ struct CeilOp {
     return std::ceil(x);
   }
 };
+struct FloorOp {
+  static constexpr bool floats_only = true;
+  template <typename T>
+  static T apply(T x) {
+    return std::floor(x);
+  }
+};
 struct NegOp {
   static constexpr bool floats_only = false;
   template <typename T>
@@ -182,6 +189,7 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
   registry.add(unary("Sin", &infer_float_unary, elementwise_cost, &fold_unary<SinOp>));
   registry.add(unary("Cos", &infer_float_unary, elementwise_cost, &fold_unary<CosOp>));
   registry.add(unary("Ceil", &infer_float_unary, cheap_backward_cost, &fold_unary<CeilOp>));
+  registry.add(unary("Floor", &infer_float_unary, cheap_backward_cost, &fold_unary<FloorOp>));
   registry.add(unary("Neg", &infer_numeric_unary, cheap_backward_cost, &fold_unary<NegOp>));
   registry.add(unary("Abs", &infer_numeric_unary, cheap_backward_cost, &fold_unary<AbsOp>));
   registry.add(unary("Reciprocal", &infer_float_unary, elementwise_cost, &fold_unary<ReciprocalOp>));

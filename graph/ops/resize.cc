@@ -78,8 +78,10 @@ void infer_resize(InferContext& ctx) {
       out.dims[k] = aspect_static ? Dim(axes[k].out) : Dim::unknown();
     else if (in.dims[k].is_static())
       out.dims[k] = axes[k].out;
-    else
-      out.dims[k] = axes[k].scale == 1.0 && !crop ? in.dims[k] : Dim::unknown();
+    else  // a symbolic length (the batch) passes where the axis keeps its length: scale 1, all of it cropped
+      out.dims[k] = axes[k].scale == 1.0 && (!crop || (axes[k].roi_start == 0.0 && axes[k].roi_end == 1.0))
+                        ? in.dims[k]
+                        : Dim::unknown();
   }
   ctx.set_output(0, dtype, out);
 }

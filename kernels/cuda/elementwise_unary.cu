@@ -135,6 +135,7 @@ void register_cuda_unary_kernels(KernelRegistry& registry) {
   registry.add(cuda_entry("Sin", kCudaFloatDTypes, &make_plain<Sin>));
   registry.add(cuda_entry("Cos", kCudaFloatDTypes, &make_plain<Cos>));
   registry.add(cuda_entry("Ceil", kCudaFloatDTypes, &make_plain<Ceil>));
+  registry.add(cuda_entry("Floor", kCudaFloatDTypes, &make_plain<Floor>));
   registry.add(cuda_entry("Softplus", kCudaFloatDTypes, &make_plain<Softplus>));
   registry.add(cuda_entry("HardSwish", kCudaFloatDTypes, &make_plain<HardSwish>));
   registry.add(cuda_entry("LeakyRelu", kCudaFloatDTypes, &make_leaky_relu));

@@ -45,6 +45,7 @@ std::optional<EltwiseParams> eltwise_params(Activation a, const derivatives::Act
     case Activation::Sin:
     case Activation::Cos:
     case Activation::Ceil:
+    case Activation::Floor:
     case Activation::HardSigmoid:
     case Activation::Clip: return std::nullopt;
   }

@@ -203,6 +203,7 @@ void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Sin", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Sin)));
   registry.add(reference_entry("Cos", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Cos)));
   registry.add(reference_entry("Ceil", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Ceil)));
+  registry.add(reference_entry("Floor", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Floor)));
   registry.add(reference_entry("Softplus", kFloatDTypes, &make_softplus));
   registry.add(reference_entry("LeakyRelu", kFloatDTypes, &make_leaky_relu));
   registry.add(reference_entry("Elu", kFloatDTypes, &make_elu));

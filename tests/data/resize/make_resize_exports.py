@@ -11,6 +11,8 @@ batch, in float64 and float32 (the test holds onnxtrain to 10x PyTorch's own flo
   flatten -> Linear(4 * 5 * 6, 5). Input (batch, 3, 6, 7); dynamic batch.
 - resize_antialias.onnx: one opset-18 Resize node named shrink_aa with antialias=1, which onnxtrain
   refuses at import (made with onnx.helper).
+- crop_batch.onnx: one Resize (tf_crop_and_resize by scales over every axis, roi 0..1 on the batch) on a
+  (batch, 3, 8, 8) input; its output kept the batch's symbol only after an outside check.
 - upsample_reference.npz: input, labels (int64), loss64, loss32, and grad64/NAME, grad32/NAME for every
   parameter, NAME its ONNX initializer name (the script checks both exports name them as PyTorch does).
 
@@ -63,6 +65,18 @@ def write_antialias_model():
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), os.path.join(HERE, "resize_antialias.onnx"))
 
 
+def write_crop_model():
+    """A tf_crop_and_resize over every axis by scales, on a symbolic batch: the batch's roi is 0..1 at scale 1."""
+    from onnx import TensorProto, helper
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], name="crop", mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    graph = helper.make_graph([node], "crop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("roi", TensorProto.FLOAT, [8], [0, 0, 0.1, 0.1, 1, 1, 0.9, 0.9]),
+                               helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 2, 2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(HERE, "crop_batch.onnx"))
+
+
 def check_names(path, model):
     names = {i.name for i in onnx.load(path).graph.initializer}
     missing = [n for n, _ in model.named_parameters() if n not in names]
@@ -92,4 +106,5 @@ if __name__ == "__main__":
         arrays["grad64/" + n] = g64[n]
     np.savez(os.path.join(HERE, "upsample_reference.npz"), **arrays)
     write_antialias_model()
+    write_crop_model()
     print("loss float32", loss32, "float64", loss64)
