@@ -522,3 +522,29 @@ TEST_F(CliReliability, NormalisationParametersSharedByTheExporterAreSaid) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("shared by several nodes"), std::string::npos) << r.output;
 }
+
+// --dump-gradients promises DIR/NAME.npy by the model's parameter names; a Conv trained on tap-major
+// weights or on its live taps only was dumped as "W.tap_major" (kh, kw, C, M) or "W.live_taps" (M, C*box)
+// (an outside check). Both come back in the model's name and layout, the untrained taps' gradient 0.
+TEST_F(CliReliability, DumpedGradientsHaveTheModelsNamesAndLayouts) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/small_plane_convs.onnx";
+  const fs::path dump = dir_ / "grads";
+  const CliRun r = run_after("true", "train " + model +
+                                         " --data synthetic:4,2,2:3:64 --batch 16 --limit-batches 1 --epochs 1 "
+                                         "--test-data none --dump-gradients " +
+                                         dump.string() + " -o " + (dir_ / "out.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dump)) files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"a.weight.npy", "b.weight.npy", "fc.bias.npy", "fc.weight.npy"}));
+  const onnxtrain::Tensor a = onnxtrain::read_npy((dump / "a.weight.npy").string());
+  const onnxtrain::Tensor b = onnxtrain::read_npy((dump / "b.weight.npy").string());
+  EXPECT_EQ(a.sizes(), (std::vector<int64_t>{8, 4, 3, 3}));
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{8, 8, 3, 3}));
+  double off_centre = 0, centre = 0;  // on a 1x1 plane with pad 1 only the centre tap reads the input
+  const auto values = b.data<float>();
+  for (size_t i = 0; i < values.size(); ++i) (i % 9 == 4 ? centre : off_centre) += std::abs(values[i]);
+  EXPECT_EQ(off_centre, 0.0);
+  EXPECT_GT(centre, 0.0);
+}

@@ -26,6 +26,7 @@
 #include "frontend/importer.h"
 #include "frontend/model_writer.h"
 #include "frontend/npy.h"
+#include "graph/autodiff/live_conv_taps.h"
 #include "graph/error.h"
 #include "kernels/backend_info.h"
 #include "kernels/cuda/math_mode.h"
@@ -39,10 +40,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void dump_gradients(Trainer& trainer, const Batch& b, const std::string& dir) {
+// By the model's parameter names, in its layouts: a convolution trained on tap-major weights or on its live
+// taps only has its gradient transposed back or set in zeros (an outside check found "W.tap_major.npy").
+void dump_gradients(Trainer& trainer, const Graph& model, const Batch& b, const std::string& dir) {
   std::filesystem::create_directories(dir);
   float loss = 0;
-  const std::map<std::string, Tensor> grads = trainer.compute_gradients(b.inputs(), b.y, &loss);
+  const std::map<std::string, Tensor> grads =
+      with_full_conv_gradients(model, trainer.compute_gradients(b.inputs(), b.y, &loss));
   for (const auto& [name, g] : grads) {
     std::string file = name;
     std::replace(file.begin(), file.end(), '/', '_');  // ONNX names may hold slashes
@@ -266,7 +270,7 @@ int run_training(const TrainOptions& o) {
           : "");
   if (role.first_step == 0 && !o.dump_gradients.empty()) {
     data.loader.seek(0, 0);
-    dump_gradients(trainer, data.loader.next(), o.dump_gradients);
+    dump_gradients(trainer, data.model.graph, data.loader.next(), o.dump_gradients);
   }
   OneDeviceRun run(trainer);
   return run_epochs(o, run, data, role);

@@ -178,13 +178,19 @@ std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph) {
   return done;
 }
 
-std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained) {
+namespace {
+
+// `trained` with the live taps put into tensors of W's size: W's own values (weights) or zeros (gradients)
+// elsewhere.
+std::map<std::string, Tensor> with_full_conv_tensors(const Graph& model, std::map<std::string, Tensor> trained,
+                                                     bool zeros_elsewhere) {
   trained = with_model_layout_conv_weights(model, std::move(trained));
   for (const LiveConvTaps& taps : live_conv_taps(model)) {
     auto it = trained.find(taps.live);
     if (it == trained.end()) continue;
     const Value& w = model.value(*model.find_value(taps.weight));
     Tensor full = w.data->clone();
+    if (zeros_elsewhere) std::fill(full.data<float>().begin(), full.data<float>().end(), 0.0f);
     const Tensor& live = it->second;
     const int64_t expected = taps.elements(full.sizes());
     if (live.dtype() != DType::Float32 || live.numel() != expected)
@@ -198,6 +204,16 @@ std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::ma
     trained[taps.weight] = std::move(full);
   }
   return trained;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained) {
+  return with_full_conv_tensors(model, std::move(trained), false);
+}
+
+std::map<std::string, Tensor> with_full_conv_gradients(const Graph& model, std::map<std::string, Tensor> gradients) {
+  return with_full_conv_tensors(model, std::move(gradients), true);
 }
 
 int keep_live_conv_taps(const Graph& model, std::map<std::string, Tensor>& tensors,

@@ -55,6 +55,8 @@ std::vector<LiveConvTaps> train_live_conv_taps_only(Graph& graph);
 // model's W with its live box taken from the trained taps, and every tap-major "<W>.tap_major" by W
 // (tap_major_conv_weights.h). Other names pass unchanged.
 std::map<std::string, Tensor> with_full_conv_weights(const Graph& model, std::map<std::string, Tensor> trained);
+// The same for gradients: W's untrained taps get 0 (their gradient), not W's values.
+std::map<std::string, Tensor> with_full_conv_gradients(const Graph& model, std::map<std::string, Tensor> gradients);
 
 // The other way, for a checkpoint written before training kept only the live taps: each W of `model`
 // with live taps that `tensors` holds whole becomes "<W>.live_taps" (its live box), and its optimizer
