@@ -177,6 +177,9 @@ bool read_resize_floats(DType dtype, const void* data, int64_t count, std::vecto
   return true;
 }
 
+// Output lengths at or beyond this (2^62) are refused: they fit no tensor, and their cast to int64 could overflow.
+constexpr double kMaxLength = 4611686018427387904.0;
+
 std::vector<ResizeAxis> resolve_resize_axes(const ResizeSampling& s, const std::vector<int64_t>& in_sizes,
                                             const std::vector<double>* roi, const std::vector<double>* scales,
                                             const std::vector<int64_t>* sizes, std::string* error) {
@@ -228,7 +231,11 @@ std::vector<ResizeAxis> resolve_resize_axes(const ResizeSampling& s, const std::
         a.scale = static_cast<double>(a.out) / static_cast<double>(a.in);
       } else {
         a.scale = common;
-        a.out = static_cast<int64_t>(std::floor(common * static_cast<double>(a.in) + 0.5));
+        const double length = std::floor(common * static_cast<double>(a.in) + 0.5);
+        if (!(length >= 0.0 && length < kMaxLength))
+          return fail("keep_aspect_ratio_policy gives axis " + std::to_string(axes[j]) + " the length " +
+                      std::to_string(length));
+        a.out = static_cast<int64_t>(length);
       }
     } else {
       a.scale = (*scales)[j];
@@ -238,6 +245,9 @@ std::vector<ResizeAxis> resolve_resize_axes(const ResizeSampling& s, const std::
       if (s.coordinates == ResizeCoordinates::TfCropAndResize) length *= a.roi_end - a.roi_start;
       if (!(length >= 0.0))
         return fail("the roi and scales give axis " + std::to_string(axes[j]) + " a negative length");
+      if (!(length < kMaxLength))  // a fuzzed scale of 1e33 made the cast to int64 undefined
+        return fail("scales give axis " + std::to_string(axes[j]) + " the length " + std::to_string(length) +
+                    ", beyond any tensor");
       a.out = static_cast<int64_t>(std::floor(length));
     }
     if (a.in == 0 && a.out > 0) return fail("cannot resize an empty axis to " + std::to_string(a.out));
