@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 
@@ -398,22 +399,21 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
                         "and poor");
     }
   }
+  // With the normalisation nodes, the parameters they take as scale or bias: several nodes sharing one
+  // is what the dynamo exporter's default optimize=True makes of a fresh model's equal ones and zeros
+  // (PyTorch's layers each have their own), which would then train tied
+  // (tests/data/outside/make_tied_norm_export.py).
   int convs = 0, normalisations = 0;
-  for (NodeId id : graph.order()) {
-    const Node& n = graph.node(id);
-    convs += n.is_onnx_op("Conv") ? 1 : 0;
-    for (const char* op : {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization"})
-      normalisations += n.is_onnx_op(op) ? 1 : 0;
-  }
-  // A parameter several normalisation nodes take as their scale or bias. PyTorch's layers each have
-  // their own; the dynamo exporter's default optimize=True merges a fresh model's equal ones and zeros
-  // into one initializer, which would then train tied (tests/data/outside/make_tied_norm_export.py).
   std::map<ValueId, std::vector<std::string>> norm_users;
   for (NodeId id : graph.order()) {
     const Node& n = graph.node(id);
-    if (!n.is_onnx_op("LayerNormalization") && !n.is_onnx_op("BatchNormalization") &&
-        !n.is_onnx_op("InstanceNormalization") && !n.is_onnx_op("GroupNormalization"))
-      continue;
+    convs += n.is_onnx_op("Conv") ? 1 : 0;
+    const bool normalisation =
+        std::ranges::any_of(std::initializer_list<const char*>{"BatchNormalization", "InstanceNormalization",
+                                                               "LayerNormalization", "GroupNormalization"},
+                            [&](const char* op) { return n.is_onnx_op(op); });
+    if (!normalisation) continue;
+    ++normalisations;
     for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i)
       if (n.inputs[i].valid() && graph.value(n.inputs[i]).role == ValueRole::Parameter)
         norm_users[n.inputs[i]].push_back(n.name);
