@@ -434,6 +434,46 @@ TEST_F(CliReliability, AModelExportedWithAFixedBatchTrainsAtThatBatch) {
   EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
 }
 
+// A Resize whose constant sizes include the batch axis (a sixth outside check) fixes the batch inside a
+// graph whose input's batch is symbolic: it trained at its batch, then failed at the first validation
+// batch with nothing written. It is now a fixed batch like an input's, named with the node.
+TEST_F(CliReliability, ANodeWhoseConstantSizesFixTheBatchMakesAFixedBatch) {
+  onnx::ModelProto m;
+  {
+    std::ifstream in(kModels + "mlp_opset17.onnx", std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+  }
+  onnx::GraphProto& g = *m.mutable_graph();
+  onnx::TensorProto& sizes = *g.add_initializer();
+  sizes.set_name("fixing_sizes");
+  sizes.set_data_type(onnx::TensorProto::INT64);
+  sizes.add_dims(4);
+  for (int64_t d : {8, 1, 28, 28}) sizes.add_int64_data(d);
+  g.mutable_node(0)->set_input(0, "resized");
+  onnx::NodeProto resize;
+  resize.set_name("batch_fixing_resize");
+  resize.set_op_type("Resize");
+  for (const char* input : {"input", "", "", "fixing_sizes"}) resize.add_input(input);
+  resize.add_output("resized");
+  *g.mutable_node()->Add() = resize;
+  std::rotate(g.mutable_node()->rbegin(), g.mutable_node()->rbegin() + 1, g.mutable_node()->rend());
+  const std::string model = existing("resize8.onnx", m.SerializeAsString());
+  const std::string out = (dir_ / "out.onnx").string();
+  const std::string data = " --data synthetic:1,28,28:10:90 --epochs 1 --test-data none";
+  CliRun r = run_after("true", "train " + model + data + " --batch 32 -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fixes the batch to 8 inside the graph"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node 'batch_fixing_resize' (Resize)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train it with --batch 8"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  r = run_after("true", "train " + model + data + " --batch 8 -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the model's batch is fixed at 8: 8 of 9 rows scored"), std::string::npos) << r.output;
+  r = run_after("true", "eval " + out + " --data synthetic:1,28,28:10:20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
+}
+
 // A bool mask and a per-sample int64 index beside the features, from npz (a fifth outside check): the
 // index was refused as "expected (N, T)", the mask as "expected uint8 pixels or float32". They train and
 // evaluate in the model's dtypes now; a float array where the model reads bool is refused by name.

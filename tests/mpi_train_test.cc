@@ -146,6 +146,42 @@ pid_t find_rank(int rank, const std::string& marker) {
   return -1;
 }
 
+struct KilledRun {
+  bool exited = false;  // ended by exit, not by a signal
+  int exit_code = 0;
+  double stop_seconds = 0;  // from the kill to the end of the run
+  std::string output;
+};
+
+// Runs `command` in the background, SIGKILLs its rank 1 (found by `marker` on its command line) once
+// `ready` exists, and waits for the run to end.
+KilledRun kill_rank_one_after(const std::string& command, const fs::path& ready, const std::string& marker,
+                              const fs::path& dir) {
+  const std::string log = (dir / "killed.log").string();
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const std::string logged = command + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", logged.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (!fs::exists(ready) && seconds() < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t victim = find_rank(1, marker);
+  EXPECT_GT(victim, 0) << "rank 1 not found (did the run end before the kill?); log:\n" << read_bytes(log);
+  if (victim > 0) {
+    EXPECT_EQ(kill(victim, SIGKILL), 0);
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(launcher, &status, WNOHANG) == 0 && seconds() < 120)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return {.exited = WIFEXITED(status),
+          .exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+          .stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(),
+          .output = read_bytes(log)};
+}
+
 // A rank killed with SIGKILL mid-run: the run stops within seconds, non-zero, naming the dead rank and
 // the step the others were at; resuming from the last complete checkpoint gives the uninterrupted run's
 // model exactly; and the same checkpoint resumes on one device and on 3 replicas (other layouts).
@@ -161,31 +197,14 @@ TEST_F(MpiTrain, AKilledRankStopsTheRunWhichResumesExactlyAndUnderOtherLayouts) 
                                  (dir_ / "whole.onnx").string());
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
 
-  // The interrupted run, in the background; rank 1 is killed once a checkpoint exists.
-  const std::string log = (dir_ / "killed.log").string();
-  const pid_t launcher = fork();
-  if (launcher == 0) {
-    const std::string command = mpirun(2) + args + " --checkpoint-dir " + ckpt.string() + " -o " +
-                                (dir_ / "killed.onnx").string() + " > " + log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  while (!fs::exists(ckpt / "checkpoint-00000008.otck") && seconds() < 60)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const pid_t victim = find_rank(1, ckpt.string());
-  ASSERT_GT(victim, 0) << "rank 1 not found (did the run end before the kill?); log:\n" << read_bytes(log);
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
-  int status = 0;
-  while (waitpid(launcher, &status, WNOHANG) == 0 && seconds() < 120)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  const std::string output = read_bytes(log);
-  ASSERT_TRUE(WIFEXITED(status)) << output;
-  EXPECT_NE(WEXITSTATUS(status), 0) << output;
-  EXPECT_LT(stop_seconds, 60 + 5) << "the survivors outlived the timeout";
+  // The interrupted run; rank 1 is killed once a checkpoint exists.
+  const KilledRun killed = kill_rank_one_after(
+      mpirun(2) + args + " --checkpoint-dir " + ckpt.string() + " -o " + (dir_ / "killed.onnx").string(),
+      ckpt / "checkpoint-00000008.otck", ckpt.string(), dir_);
+  const std::string& output = killed.output;
+  ASSERT_TRUE(killed.exited) << output;
+  EXPECT_NE(killed.exit_code, 0) << output;
+  EXPECT_LT(killed.stop_seconds, 60 + 5) << "the survivors outlived the timeout";
   EXPECT_NE(output.find("rank 1"), std::string::npos) << output;
   EXPECT_NE(output.find("after step"), std::string::npos) << output;
   ASSERT_FALSE(fs::exists(dir_ / "killed.onnx"));
@@ -212,6 +231,24 @@ TEST_F(MpiTrain, AKilledRankStopsTheRunWhichResumesExactlyAndUnderOtherLayouts) 
     EXPECT_NE(other.output.find("step 120/120"), std::string::npos) << other.output;
     EXPECT_TRUE(fs::exists(dir_ / "other.onnx"));
   }
+}
+
+// A pipeline's loss stage killed mid-run: the first stage, which sees no losses, names the step it had
+// finished when the launcher stopped it (it said "after step 0" whatever the step).
+TEST_F(MpiTrain, AFirstStageStoppedByTheLauncherNamesTheStepItReached) {
+  const fs::path ckpt = dir_ / "ckpt";
+  const KilledRun killed =
+      kill_rank_one_after(mpirun(2) + " train " + std::string(ONNXTRAIN_SOURCE_DIR) +
+                              "/models/resnet_opset17.onnx --data synthetic:3,32,32:10:480 --batch 12 --validation 0"
+                              " --test-data none --seed 5 --epochs 3 --strategy pipedream --stages 2"
+                              " --checkpoint-every 4 --checkpoint-dir " +
+                              ckpt.string() + " -o " + (dir_ / "killed.onnx").string(),
+                          ckpt / "checkpoint-00000008.otck", ckpt.string(), dir_);
+  const std::string said = "rank 0: terminated by the launcher after step ";
+  const size_t at = killed.output.find(said);
+  ASSERT_NE(at, std::string::npos) << killed.output;
+  EXPECT_GE(std::stoll(killed.output.substr(at + said.size())), 8) << killed.output;
+  EXPECT_FALSE(fs::exists(dir_ / "killed.onnx"));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tools/model_import.h"
 
+#include <algorithm>
+
 namespace onnxtrain::cli {
 
 ImportedModel import_for_costs(const std::string& path, int64_t seq_len, ImportOptions options) {
@@ -11,19 +13,63 @@ ImportedModel import_for_costs(const std::string& path, int64_t seq_len, ImportO
   return options.dims.empty() ? model : import_model(path, options);
 }
 
-std::optional<int64_t> fixed_batch(const Graph& model) {
-  if (model.inputs.empty()) return std::nullopt;
-  const Shape& shape = model.value(model.inputs[0]).shape;
+namespace {
+
+// The static leading dim of a value of rank 2 or more, if it has one.
+std::optional<int64_t> static_batch_of(const Shape& shape) {
   if (!shape.rank_known || shape.rank() < 2 || !shape.dims[0].is_static()) return std::nullopt;
   return shape.dims[0].value();
 }
 
+// The first node (in graph order) that turns the data input's symbolic batch into a number: one that
+// reads a value led by that symbol and writes a value of rank 2 or more led by a number. Shape and its
+// like write rank-1 values and are never it. Null when no node does.
+const Node* node_fixing_the_batch(const Graph& model) {
+  const Dim& batch = model.value(model.inputs[0]).shape.dims[0];
+  for (NodeId id : model.order()) {
+    const Node& n = model.node(id);
+    const bool reads_batch = std::ranges::any_of(n.inputs, [&](ValueId v) {
+      if (!v.valid()) return false;
+      const Shape& s = model.value(v).shape;
+      return s.rank_known && s.rank() >= 1 && s.dims[0] == batch;
+    });
+    if (reads_batch && std::ranges::any_of(n.outputs, [&](ValueId v) {
+          return v.valid() && static_batch_of(model.value(v).shape).has_value();
+        }))
+      return &n;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<int64_t> fixed_batch(const Graph& model) {
+  if (model.inputs.empty()) return std::nullopt;
+  const Shape& input = model.value(model.inputs[0]).shape;
+  if (!input.rank_known || input.rank() < 2) return std::nullopt;
+  if (input.dims[0].is_static()) return input.dims[0].value();
+  if (!input.dims[0].is_symbolic() || model.outputs.empty()) return std::nullopt;
+  return static_batch_of(model.value(model.outputs[0]).shape);
+}
+
 std::string fixed_batch_text(const std::string& path, const Graph& model, const std::string& what) {
   const Value& input = model.value(model.inputs.at(0));
-  return path + " was exported with a fixed batch of " + std::to_string(*fixed_batch(model)) + " (input '" +
-         input.name + "' is " + input.shape.to_string() + "): " + what + ". Or export it with a dynamic batch " +
-         "axis: torch.onnx.export(..., dynamic_axes={'" + input.name + "': {0: 'batch'}}), or with dynamo=True, " +
-         "dynamic_shapes=({0: torch.export.Dim('batch')},)";
+  const std::string batch = std::to_string(*fixed_batch(model));
+  if (input.shape.dims[0].is_static()) {
+    return path + " was exported with a fixed batch of " + batch + " (input '" + input.name + "' is " +
+           input.shape.to_string() + "): " + what + ". Or export it with a dynamic batch " +
+           "axis: torch.onnx.export(..., dynamic_axes={'" + input.name + "': {0: 'batch'}}), or with dynamo=True, " +
+           "dynamic_shapes=({0: torch.export.Dim('batch')},)";
+  }
+  const Value& output = model.value(model.outputs.at(0));
+  const Node* fixing = node_fixing_the_batch(model);
+  return path + " fixes the batch to " + batch + " inside the graph: its input '" + input.name + "' is " +
+         input.shape.to_string() + ", but its output '" + output.name + "' is " + output.shape.to_string() +
+         (fixing ? ", from node '" + fixing->name + "' (" + fixing->op_type +
+                       ") on, whose constant sizes include the batch"
+                 : "") +
+         ": " + what + ". Or export it so that no node's sizes are constants over the batch axis " +
+         "(take them from the input's shape, as a dynamic batch axis does)";
 }
 
 std::vector<std::string> unbound_sequence_dims(const Graph& graph) {

@@ -25,10 +25,12 @@ std::vector<std::string> unbound_sequence_dims(const Graph& graph);
 bool is_language_model(const Graph& graph);
 
 // The batch a model was exported with when its data input's first dim is a number, not a symbol
-// (torch.onnx.export without dynamic_axes or dynamic_shapes); nullopt for a dynamic batch.
+// (torch.onnx.export without dynamic_axes or dynamic_shapes), or when the input's is a symbol but the
+// first output's is a number: a node's constant sizes (a Resize's `sizes`, a Reshape's shape) fix it
+// inside the graph. nullopt for a dynamic batch.
 std::optional<int64_t> fixed_batch(const Graph& model);
-// "MODEL was exported with a fixed batch of B (input 'x' is (B, ...))", then `what`, then how to export
-// a dynamic batch axis.
+// "MODEL was exported with a fixed batch of B (input 'x' is (B, ...))" or "MODEL fixes the batch to B
+// inside the graph (node 'n' (Resize) ...)", then `what`, then how to export a dynamic batch axis.
 std::string fixed_batch_text(const std::string& path, const Graph& model, const std::string& what);
 
 // The data options that fit `model`'s data inputs (train and eval start from these): integer ids where an

@@ -408,6 +408,7 @@ int run_in(const TrainOptions& o, const LaunchInfo& launch, Communicator* world)
   p.world = world;
   p.replicas = o.replicas;
   p.trace = !o.trace.empty();
+  if (world) p.mini_batches_done = &g_last_step;  // the SIGTERM line of a rank without losses
   if (p.trace && world)
     throw Error("--trace: pipelines over processes are not traced yet; run the stages in one process");
   const bool micro_batched = strategy_traits(p.strategy).flushes || strategy_traits(p.strategy).accumulates;

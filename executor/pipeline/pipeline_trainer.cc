@@ -187,7 +187,8 @@ std::vector<float> PipelineTrainer::train(int64_t count, const BatchSource& next
   const int n = options_.stages;
   std::vector<float> losses(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
   const int64_t first = trained_;
-  BatchFeed feed([&] { return prepare_batch(next()); }, first, count, options_.world ? 1 : n);
+  BatchFeed feed([&] { return prepare_batch(next()); }, first, count, options_.world ? 1 : n,
+                 options_.mini_batches_done);
 
   const bool flushes = strategy_traits(options_.strategy).flushes;
   // 2bw: every mini-batch's M micro-batches in one 1F1B program (M = 1 for naive, pipedream, spectrain).

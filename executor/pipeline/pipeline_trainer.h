@@ -42,6 +42,7 @@
 //    predicts is `prediction_error`).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -74,7 +75,11 @@ struct PipelineOptions {
   std::chrono::milliseconds timeout{60000};  // longest wait for a neighbour's tensor
   bool measure_prediction = true;            // spectrain: keep Ŵ and W until W_t exists to score the prediction
   PassObserver observer;                     // called before every pass (from the stage's thread)
-  bool trace = false;                        // threaded stages: keep a TraceSpan per instruction (trace())
+  // Not null: raised to k + 1 once every stage of this process is done with mini-batch k (its backward),
+  // on every process of a pipeline, where losses come to the last stage's only. Lock-free: a signal
+  // handler may read it.
+  std::atomic<int64_t>* mini_batches_done = nullptr;
+  bool trace = false;  // threaded stages: keep a TraceSpan per instruction (trace())
   // Non-null: stages across processes (`mpirun -np N`): this process runs only stage world->rank() of
   // world->size() == stages, on all its OpenMP threads (`threads`), exchanging tensors over `world`. Every
   // process is given the same mini-batches. Losses (and on_loss) come on the last stage's process only;

@@ -75,7 +75,12 @@ void BatchFeed::fetch_through(int64_t mini_batch) {
 void BatchFeed::release(int64_t mini_batch) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = held_.find(mini_batch);
-  if (it != held_.end() && --it->second.second == 0) held_.erase(it);
+  if (it == held_.end() || --it->second.second > 0) return;
+  held_.erase(it);
+  if (!done_) return;
+  int64_t seen = done_->load();
+  while (seen < mini_batch + 1 && !done_->compare_exchange_weak(seen, mini_batch + 1)) {
+  }
 }
 
 std::pair<int64_t, int64_t> micro_batch_rows(int64_t rows, int64_t m, int64_t j) {

@@ -10,6 +10,7 @@
 //   while (!w.execute(in, mailbox)) ...                                          // emulation: Recv not ready
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,9 +46,11 @@ class BatchFeed {
     int64_t total_rows = 0;  // the whole mini-batch's (rows is this pipeline's share with data parallelism)
     int64_t first_row = 0;   // where this pipeline's share starts in the mini-batch
   };
-  // Mini-batches first .. first + count - 1.
-  BatchFeed(std::function<Batch()> fetch, int64_t first, int64_t count, int consumers)
-      : fetch_(std::move(fetch)), next_(first), end_(first + count), consumers_(consumers) {}
+  // Mini-batches first .. first + count - 1. `done`, when not null, is raised to k + 1 once every consumer
+  // has released mini-batch k (PipelineOptions::mini_batches_done).
+  BatchFeed(std::function<Batch()> fetch, int64_t first, int64_t count, int consumers,
+            std::atomic<int64_t>* done = nullptr)
+      : fetch_(std::move(fetch)), next_(first), end_(first + count), consumers_(consumers), done_(done) {}
   Batch get(int64_t mini_batch);
   // Fetches `mini_batch` now if it is one of this feed's and not fetched yet; a no-op otherwise.
   void prefetch(int64_t mini_batch);
@@ -62,6 +65,7 @@ class BatchFeed {
   int64_t next_;  // the first mini-batch not fetched yet
   int64_t end_;
   int consumers_;
+  std::atomic<int64_t>* done_;
   std::map<int64_t, std::pair<Batch, int>> held_;  // batch, releases still due
 };
 
