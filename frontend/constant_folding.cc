@@ -130,41 +130,70 @@ void remove_dead_nodes(Graph& graph) {
 
 }  // namespace
 
-void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report) {
+namespace {
+
+// Types the outputs of `node`, an op without an onnxtrain schema, from ONNX's inference.
+void type_from_onnx(Graph& graph, const Node& node, const OnnxValueInfos& onnx_infos) {
+  if (!onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, node.domain)) {
+    throw Error(node.domain.empty() || node.domain == "ai.onnx"
+                    ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " + std::to_string(node.opset) +
+                          " defines it"
+                    : "unknown op '" + node.op_type + "' in domain '" + node.domain +
+                          "' (custom domains need a model-local function or an onnxtrain schema)")
+        .at_node(node.name, node.op_type, node.domain, node.opset);
+  }
+  for (ValueId out : node.outputs) {
+    if (!out.valid()) continue;
+    auto it = onnx_infos.find(graph.value(out).name);
+    if (it != onnx_infos.end()) {
+      graph.value(out).dtype = it->second.dtype;
+      graph.value(out).shape = it->second.shape;
+    } else if (std::ranges::any_of(graph.consumers(out), [&](NodeId reader) {
+                 const Node& r = graph.node(reader);
+                 return OpRegistry::builtin().find(r.domain, r.op_type) != nullptr;
+               })) {
+      // Else that reader would be blamed ("input 0 has no known type"): a GRU's Transpose. (A reader
+      // without a schema takes ONNX's types too: SplitToSequence's sequence into SequenceAt.)
+      throw Error("onnxtrain has no implementation of " + node.op_type +
+                  " yet (it can neither train nor run it), and ONNX's shape inference gives no type for its "
+                  "output '" +
+                  graph.value(out).name + "', so the nodes after it cannot be imported")
+          .at_node(node.name, node.op_type, node.domain, node.opset);
+    }
+  }
+}
+
+bool reads_an_untyped_value(const Graph& graph, const Node& node) {
+  return std::ranges::any_of(node.inputs,
+                             [&](ValueId in) { return in.valid() && graph.value(in).dtype == DType::Undefined; });
+}
+
+}  // namespace
+
+void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report, bool keep_untypable) {
   for (NodeId id : std::vector<NodeId>(graph.order())) {
     Node& node = graph.node(id);
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
-    if (!schema) {
-      if (!onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, node.domain)) {
-        throw Error(node.domain.empty() || node.domain == "ai.onnx"
-                        ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " +
-                              std::to_string(node.opset) + " defines it"
-                        : "unknown op '" + node.op_type + "' in domain '" + node.domain +
-                              "' (custom domains need a model-local function or an onnxtrain schema)")
-            .at_node(node.name, node.op_type, node.domain, node.opset);
+    if (keep_untypable && reads_an_untyped_value(graph, node)) {
+      ++report.untyped_after;
+      continue;
+    }
+    try {
+      if (!schema) {
+        type_from_onnx(graph, node, onnx_infos);
+        continue;
       }
+      infer_node(graph, id, *schema);
+    } catch (const Error& e) {
+      if (!keep_untypable) throw;
+      report.untyped_nodes.push_back("node '" + node.name + "' (" + node.op_type + "): " + e.message());
       for (ValueId out : node.outputs) {
         if (!out.valid()) continue;
-        auto it = onnx_infos.find(graph.value(out).name);
-        if (it != onnx_infos.end()) {
-          graph.value(out).dtype = it->second.dtype;
-          graph.value(out).shape = it->second.shape;
-        } else if (std::ranges::any_of(graph.consumers(out), [&](NodeId reader) {
-                     const Node& r = graph.node(reader);
-                     return OpRegistry::builtin().find(r.domain, r.op_type) != nullptr;
-                   })) {
-          // Else that reader would be blamed ("input 0 has no known type"): a GRU's Transpose. (A reader
-          // without a schema takes ONNX's types too: SplitToSequence's sequence into SequenceAt.)
-          throw Error("onnxtrain has no implementation of " + node.op_type +
-                      " yet (it can neither train nor run it), and ONNX's shape inference gives no type for its "
-                      "output '" +
-                      graph.value(out).name + "', so the nodes after it cannot be imported")
-              .at_node(node.name, node.op_type, node.domain, node.opset);
-        }
+        graph.value(out).dtype = DType::Undefined;
+        graph.value(out).shape = Shape::unknown_rank();
       }
       continue;
     }
-    infer_node(graph, id, *schema);
     if (node.op_type == "Identity" && node.domain.empty() && node.has_input(0) &&
         !is_graph_output(graph, node.outputs[0])) {
       ValueId in = node.inputs[0], out = node.outputs[0];

@@ -51,6 +51,22 @@ void jpeg_error_exit(j_common_ptr info) {
   std::longjmp(errors->jump, 1);
 }
 
+// PIL's CMYK to RGB (Convert.c cmyk2rgb): each channel (255 - k) - c (255 - k) / 255, rounded as its
+// MULDIV255. Files with an Adobe marker (Photoshop's, Pillow's) store the samples inverted, as PIL's
+// "CMYK;I" reads them.
+void cmyk_to_rgb(const unsigned char* cmyk, unsigned char* rgb, int64_t pixels, bool inverted) {
+  const int flip = inverted ? 255 : 0;
+  for (int64_t i = 0; i < pixels; ++i, cmyk += 4, rgb += 3) {
+    const int not_k = 255 - (cmyk[3] ^ flip);
+    int channel[3];
+    for (int c = 0; c < 3; ++c) {
+      const int product = (cmyk[c] ^ flip) * not_k + 128;
+      channel[c] = std::clamp(not_k - (((product >> 8) + product) >> 8), 0, 255);
+    }
+    for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(channel[c]);  // after reading: in place
+  }
+}
+
 // Decodes into `out` as RGB; returns false with `errors.message` set when libjpeg fails.
 bool decode_jpeg_into(const std::string& bytes, Image& out, JpegErrors& errors) {
   jpeg_decompress_struct info;
@@ -69,13 +85,21 @@ bool decode_jpeg_into(const std::string& bytes, Image& out, JpegErrors& errors) 
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  info.out_color_space = JCS_RGB;  // from gray and YCbCr (CMYK and YCCK files are refused by libjpeg)
+  // Gray and YCbCr come out as RGB; CMYK and YCCK (which libjpeg will not turn into RGB) as CMYK, which
+  // cmyk_to_rgb converts as PIL does.
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&info);
   out.height = info.output_height, out.width = info.output_width, out.channels = info.output_components;
   out.pixels.resize(static_cast<size_t>(out.height * out.width * out.channels));
   while (info.output_scanline < info.output_height) {
     JSAMPROW row = out.pixels.data() + static_cast<size_t>(info.output_scanline) * out.width * out.channels;
     jpeg_read_scanlines(&info, &row, 1);
+  }
+  if (cmyk) {  // in place: pixel i's RGB lands at or before its CMYK
+    cmyk_to_rgb(out.pixels.data(), out.pixels.data(), out.height * out.width, info.saw_Adobe_marker);
+    out.channels = 3;
+    out.pixels.resize(static_cast<size_t>(out.height * out.width * 3));
   }
   jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);

@@ -42,7 +42,8 @@ void keep_exporter_buffers_constant(Graph& graph, const std::set<std::string>& b
 
 // Shape inference and constant folding in one topological sweep, then dead node removal. Ops without an
 // onnxtrain schema that ONNX knows get their shapes from `onnx_infos` and are listed in the report.
-// What folds (Constant nodes included) becomes a Constant value, never trained.
-void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report);
+// What folds (Constant nodes included) becomes a Constant value, never trained. `keep_untypable`:
+// ImportOptions::keep_untypable.
+void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report, bool keep_untypable);
 
 }  // namespace onnxtrain

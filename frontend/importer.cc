@@ -257,7 +257,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
     // Constant nodes and what folds from them are never trained: PyTorch has no parameter behind them (a
     // LayerNorm, GroupNorm or BatchNorm without affine exports its ones and zeros so), and the written
     // model could not hold a trained value, which replaces initializers only.
-    infer_and_fold(report.graph, onnx_infos, report);
+    infer_and_fold(report.graph, onnx_infos, report, options.keep_untypable);
   } catch (Error& e) {
     e.in_file(path);
     throw;

@@ -25,6 +25,11 @@ struct ImportOptions {
   // Binds other symbolic dims of the graph inputs by name (a sequence length "seq" = 128): shapes that
   // an exporter computes from them (attention masks, position ids) become static and fold.
   SymbolBindings dims;
+  // inspect: a node that cannot be typed (an op onnxtrain lacks whose outputs ONNX's inference leaves
+  // untyped, an attribute onnxtrain refuses) leaves its outputs, and those of the nodes that read them,
+  // untyped (DType::Undefined) and is listed in ImportedModel::untyped_nodes; import goes on. Such a graph
+  // can be listed, not run or trained.
+  bool keep_untypable = false;
 };
 
 struct ImportedModel {
@@ -35,6 +40,10 @@ struct ImportedModel {
   std::vector<std::string> unsupported_ops;
   std::string first_unsupported_node;  // the name of the first such node in graph order; "" when none
   int folded_nodes = 0;                // nodes replaced by constants
+  // ImportOptions::keep_untypable: "node 'n' (Op): why" for each node that could not be typed itself, and
+  // the count of nodes after them left untyped because they read an untyped value.
+  std::vector<std::string> untyped_nodes;
+  int untyped_after = 0;
   // The model's metadata_props (a model `train` wrote records its preprocessing: onnxtrain.preprocess.*).
   std::map<std::string, std::string> metadata;
 };

@@ -1,5 +1,6 @@
 #include "graph/model_summary.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -76,12 +77,13 @@ ModelSummary summarize_model(const Graph& graph, int64_t batch) {
     }
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
     n.supported = schema != nullptr;
-    if (schema) {
+    n.typed = std::ranges::none_of(
+        node.outputs, [&](ValueId out) { return out.valid() && graph.value(out).dtype == DType::Undefined; });
+    if (!schema) untrainable.insert(op_label(node));
+    if (schema && n.typed) {
       OpCost cost = node_cost(graph, id, *schema, bindings);
       n.forward_flops = cost.forward_flops;
       n.backward_flops = cost.backward_flops;
-    } else {
-      untrainable.insert(op_label(node));
     }
     s.forward_flops += n.forward_flops;
     s.backward_flops += n.backward_flops;

@@ -30,6 +30,7 @@ struct NodeSummary {
   double backward_flops = 0;
   int64_t activation_bytes = 0;  // bytes of the outputs (what backward may keep); 0 where unknown
   bool supported = true;         // onnxtrain has a schema for the op
+  bool typed = true;             // its outputs have types (ImportOptions::keep_untypable leaves some without)
 };
 
 struct ModelSummary {

@@ -58,6 +58,32 @@ TEST(Cli, InspectJsonIsOneDocument) {
   EXPECT_TRUE(doc["untrainable_ops"].empty());
 }
 
+// A node that cannot be typed (an op without a schema that ONNX leaves untyped, an attribute onnxtrain
+// refuses) stopped inspect with the error that train gives; inspect now lists the model and says where
+// typing stopped (outside checks, 2026-12-06). train still refuses it.
+TEST(Cli, InspectListsAModelPastANodeItCannotType) {
+  const std::string data = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/";
+  struct Case {
+    std::string model, node, reason;
+  };
+  for (const Case& c : {Case{data + "outside/gru_dynamo.onnx", "node 'node_gru__1' (GRU)", "no implementation of GRU"},
+                        Case{data + "resize/resize_antialias.onnx", "node 'shrink_aa' (Resize)", "antialias=1"}}) {
+    CliRun r = run("inspect " + c.model);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const size_t at = r.output.find("cannot type         " + c.node);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.reason, at), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Totals"), std::string::npos) << r.output;
+    nlohmann::json doc = nlohmann::json::parse(run("inspect --json " + c.model).output);
+    ASSERT_EQ(doc["untyped_nodes"].size(), 1u) << doc.dump(2);
+    EXPECT_FALSE(std::ranges::all_of(doc["nodes"], [](const nlohmann::json& n) { return n["typed"].get<bool>(); }));
+    r = run("train " + c.model + " --data synthetic:1,28,28:10:32 --epochs 1 -o " + testing::TempDir() +
+            "/untypable.onnx");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(c.reason), std::string::npos) << r.output;
+  }
+}
+
 TEST(Cli, UserErrorsExitOneWithTheFile) {
   CliRun r = run("inspect /nonexistent/model.onnx");
   EXPECT_EQ(r.exit_code, 1);

@@ -70,6 +70,15 @@ TEST(ImageFolder, SixteenBitAndGammaPngsAreReadAsPilReadsThem) {
   EXPECT_EQ(worst, 0) << differing << " elements differ";
 }
 
+// CMYK JPEGs (Photoshop's, print workflows') were refused by libjpeg's RGB output; torchvision's loader
+// converts them (a third outside check). Read as PIL's convert("RGB") reads them, exactly.
+TEST(ImageFolder, CmykJpegsAreReadAsPilReadsThem) {
+  const std::string folder = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/imagefolder_jpeg_cmyk";
+  const ImageFolder rgb = read_image_folder(folder, 3, 8, 8);
+  const auto [worst, differing] = differences(rgb.data.inputs, array(read_npz(folder + "/expected.npz"), "rgb"));
+  EXPECT_EQ(worst, 0) << differing << " elements differ";
+}
+
 TEST(ImageFolder, TestSplitTakesTheTrainingClasses) {
   const Dataset val = load_dataset("imagefolder:" + kFolder, {.split = "test", .image_shape = {3, 32, 32}});
   const NpzArchive expected = read_npz(kFolder + "/expected.npz");

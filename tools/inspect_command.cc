@@ -51,7 +51,8 @@ nlohmann::json to_json(const ImportedModel& model, const ModelSummary& s) {
                      {"forward_flops", n.forward_flops},
                      {"backward_flops", n.backward_flops},
                      {"activation_bytes", n.activation_bytes},
-                     {"supported", n.supported}});
+                     {"supported", n.supported},
+                     {"typed", n.typed}});
   }
   json opsets = json::object();
   for (const auto& [domain, version] : s.info.opsets) opsets[domain.empty() ? "ai.onnx" : domain] = version;
@@ -77,6 +78,8 @@ nlohmann::json to_json(const ImportedModel& model, const ModelSummary& s) {
             {"training_flops_per_sample", (s.forward_flops + s.backward_flops) / b},
             {"activation_bytes_per_sample", static_cast<double>(s.activation_bytes) / b}}},
           {"untrainable_ops", s.untrainable_ops},
+          {"untyped_nodes", model.untyped_nodes},
+          {"nodes_untyped_after_them", model.untyped_after},
           {"folded_nodes", model.folded_nodes},
           {"notes", model.notes}};
 }
@@ -121,12 +124,23 @@ void print_text(const ImportedModel& model, const ModelSummary& s, bool all_node
   std::printf("  FLOPs per sample    forward %s, training step (forward + backward) %s\n",
               human(s.forward_flops / b).c_str(), human((s.forward_flops + s.backward_flops) / b).c_str());
   std::printf("  activations/sample  %s bytes\n", human(static_cast<double>(s.activation_bytes) / b).c_str());
-  if (s.untrainable_ops.empty()) {
+  if (s.untrainable_ops.empty() && model.untyped_nodes.empty()) {
     std::printf("  cannot train yet    none: every op has an onnxtrain schema\n");
-  } else {
+  } else if (!s.untrainable_ops.empty()) {
     std::printf("  cannot train yet    ");
     for (const auto& op : s.untrainable_ops) std::printf("%s ", op.c_str());
     std::printf("(marked (!) above; no onnxtrain schema)\n");
+  }
+  for (const std::string& untyped : model.untyped_nodes) std::printf("  cannot type         %s\n", untyped.c_str());
+  if (!model.untyped_nodes.empty()) {
+    const std::string after = model.untyped_after == 0
+                                  ? std::string()
+                                  : " nor the " + std::to_string(model.untyped_after) + " nodes that read " +
+                                        (model.untyped_nodes.size() == 1 ? "its" : "their") +
+                                        " outputs, directly or not";
+    std::printf(
+        "                      (no shape or costs above for %s%s: the model can be listed, not run or trained)\n",
+        model.untyped_nodes.size() == 1 ? "it" : "them", after.c_str());
   }
   for (const auto& note : model.notes) std::printf("Note: %s\n", note.c_str());
 }
@@ -153,6 +167,7 @@ void add_inspect_command(CLI::App& app) {
     ImportOptions import_options;
     if (options->batch > 0) import_options.batch = options->batch;
     import_options.freeze_pattern = options->freeze;
+    import_options.keep_untypable = true;  // list what it can, and say where typing stopped
     ImportedModel model = import_for_costs(options->model, options->seq_len, import_options);
     if (const std::vector<std::string> unbound = unbound_sequence_dims(model.graph); !unbound.empty()) {
       model.notes.push_back("the data input's dimension '" + unbound.front() +

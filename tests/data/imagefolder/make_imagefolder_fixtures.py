@@ -15,6 +15,10 @@ torchvision's loading does to it, for `imagefolder:DIR` (frontend/image_folder.c
   colour PNG, and expected.npz beside them: PIL's convert("RGB") of each, as uint8 (N, 3, 8, 8) `rgb`.
   PIL cuts 16-bit colour to its high byte, clips 16-bit gray (mode I;16) to 255 and ignores gAMA.
 
+- ../imagefolder_jpeg_cmyk/: 8x8 CMYK JPEGs as Pillow writes them (an Adobe marker, inverted samples:
+  what Photoshop and print workflows write), and expected.npz: PIL's convert("RGB") of each, as uint8
+  (N, 3, 8, 8) `rgb`.
+
 Run with a Python that has torchvision (and so Pillow): python make_imagefolder_fixtures.py
 """
 import os
@@ -117,7 +121,22 @@ def write_png_depths():
     print("png depths", [os.path.relpath(p, root) for p, _ in folder.samples])
 
 
+def write_cmyk_jpegs():
+    root = os.path.join(HERE, "..", "imagefolder_jpeg_cmyk")
+    rng = np.random.default_rng(7)
+    for name, quality in (("a/cmyk.jpg", 95), ("b/cmyk_q60.jpg", 60)):
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (8, 8, 4), dtype=np.uint8), "CMYK").save(path, quality=quality)
+    folder = torchvision.datasets.ImageFolder(root)
+    assert all(Image.open(path).mode == "CMYK" for path, _ in folder.samples)
+    rgb = [np.asarray(folder.loader(path)).transpose(2, 0, 1) for path, _ in folder.samples]
+    np.savez(os.path.join(root, "expected.npz"), rgb=np.stack(rgb))
+    print("cmyk jpegs", [os.path.relpath(p, root) for p, _ in folder.samples])
+
+
 if __name__ == "__main__":
     write_images()
     expected()
     write_png_depths()
+    write_cmyk_jpegs()
