@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "graph/autodiff/training_recipe.h"
+#include "graph/fused_activation.h"
 #include "kernels/kernel.h"
 #include "kernels/onednn/onednn_common.h"
 #include "tests/graph_builder.h"
@@ -343,6 +344,32 @@ TEST(FusedMatMul, UnderBf16TrainingFusedFollowsTrainingUnfused) {
   TrainerOptions unfused = fused;
   unfused.fuse_matmul = false;
   testing_support::expect_close_training(attention_model(), fused, unfused, {4, 6, 8}, 5, 6, 2e-2);
+}
+
+// X (4,6,8) → MatMul (W 8x16) → Add (b) → Relu → MatMul (16x5) → ReduceMean over the 6 rows: a Linear and a
+// ReLU over 3-D inputs, which MatMul + Add + Relu export. add_relu.h fuses the Relu into the Add first; the
+// bias then stays out of the product (it was folded in, and the Relu lost: trained as the Linear alone).
+Graph linear_relu_model() {
+  Graph g;
+  const ValueId x = add_input(g, "x", {4, 6, 8});
+  const ValueId h0 =
+      add_inferred_node(g, "fc1", "MatMul", {x, add_parameter(g, "w1", uniform_tensor({8, 16}, 7))}, "h0");
+  const ValueId h = add_inferred_node(g, "fc1_bias", "Add", {h0, add_parameter(g, "b1", uniform_tensor({16}, 8))}, "h");
+  const ValueId r = add_inferred_node(g, "relu", "Relu", {h}, "r");
+  const ValueId o = add_inferred_node(g, "fc2", "MatMul", {r, add_parameter(g, "w2", uniform_tensor({16, 5}, 9))}, "o");
+  g.outputs.push_back(add_inferred_node(g, "mean", "ReduceMean", {o}, "logits",
+                                        {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}));
+  return g;
+}
+
+TEST(FusedMatMul, ABiasAddFusedWithItsReluKeepsTheRelu) {
+  const TrainingRecipe r = make_training_recipe(linear_relu_model(), {.loss = parse_loss_spec("cross-entropy")});
+  EXPECT_EQ(r.fused_add_relus, 1);
+  EXPECT_TRUE(fuses_relu(producer(r.training.graph, "r").attributes));
+  TrainerOptions fused = testing_support::momentum_sgd_options(), apart = fused;
+  apart.fuse_matmul = false;
+  apart.fuse_add_relu = false;
+  testing_support::expect_close_training(linear_relu_model(), fused, apart, {4, 6, 8}, 5, 6, 1e-5);
 }
 
 TEST(FusedMatMul, TrainingFusedFollowsTrainingAsTheModelHasIt) {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "graph/fused_activation.h"
 #include "graph/op_schema.h"
 #include "graph/ops/op_helpers.h"
 
@@ -134,13 +135,16 @@ bool fold_product_scaling(Graph& g, NodeId id, double& alpha) {
   return true;
 }
 
-// Folds the Add of a (N) bias that alone reads FusedMatMul `id`'s product into it as C.
+// Folds the Add of a (N) bias that alone reads FusedMatMul `id`'s product into it as C. Not an Add that
+// add_relu.h fused with its Relu: FusedMatMul has no activation, and the Relu would be lost (an outside
+// check found a Linear and ReLU over 3-D inputs trained as the Linear alone).
 bool fold_bias(Graph& g, NodeId id) {
   const ValueId product = g.node(id).outputs[0];
   const std::optional<NodeId> reader = g.sole_reader(product);
   if (!reader) return false;
   const Node& add = g.node(*reader);
-  if (!add.is_onnx_op("Add") || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || add.outputs.size() != 1)
+  if (!add.is_onnx_op("Add") || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || add.outputs.size() != 1 ||
+      add.attributes.contains(kFusedActivation))
     return false;
   const ValueId bias = add.inputs[0] == product ? add.inputs[1] : add.inputs[0];
   const Shape& b = g.value(bias).shape;
