@@ -1,4 +1,4 @@
-// The CUDA kernels of the element and ND index ops: GatherElements, ScatterElements, GatherND and their
+// The CUDA kernels of the element and ND index ops: GatherElements, ScatterElements, GatherND, ScatterND and their
 // backward ops GatherElementsGrad, GatherNDGrad. On the CPU (everywhere): the host/device index math of
 // kernels/cuda/element_index.h against the reference kernels (GatherElements and GatherND sources with
 // their bad indices, the ScatterElements fold bit for bit with its bad-index report) and the registry's
@@ -155,6 +155,7 @@ TEST(CudaDataMovementRegistry, CoversTheElementAndNDOps) {
   expect_cuda_kernels_cover({{"", "GatherElements"},
                              {"", "ScatterElements"},
                              {"", "GatherND"},
+                             {"", "ScatterND"},
                              {"ai.onnxtrain", "GatherElementsGrad"},
                              {"ai.onnxtrain", "GatherNDGrad"}});
 }
@@ -205,6 +206,20 @@ std::vector<Case> element_gpu_cases() {
                    {{"batch_dims", int64_t{1}}},
                    {i64, ints({3, 0, -1, 1, 2, 2}).reshaped({3, 2, 1})},
                    {{DType::Int64, {3, 2, 5}}}});
+  // ScatterND over the same rows (negative coordinates), each reduction; with k = rank, whole elements in
+  // int64, one of them written twice.
+  for (const char* reduction : {"none", "add", "mul", "max", "min"}) {
+    cases.push_back({"ScatterND",
+                     18,
+                     {{"reduction", std::string(reduction)}},
+                     {x, rows, random_tensor(f, {2, 2, 5})},
+                     {{f, {3, 4, 5}}}});
+  }
+  cases.push_back({"ScatterND",
+                   16,
+                   {{"reduction", std::string("add")}},
+                   {i64, ints({2, 3, 4, 0, 0, 0, 2, 3, 4}).reshaped({3, 3}), random_tensor(DType::Int64, {3})},
+                   {{DType::Int64, {3, 4, 5}}}});
   cases.push_back({"GatherNDGrad",
                    1,
                    {},
@@ -240,6 +255,7 @@ TEST(CudaDataMovementKernels, ElementAndNDOpsReportABadIndexAtTheNextRun) {
        {x, ints({-4}).reshaped({1, 1}), random_tensor(f, {1, 1})},
        {{f, {2, 3}}}},
       {"GatherND", 13, {}, {x, ints({1, 3}).reshaped({1, 2})}, {{f, {1}}}},
+      {"ScatterND", 13, {}, {x, ints({-3}).reshaped({1, 1}), random_tensor(f, {1, 3})}, {{f, {2, 3}}}},
       {"GatherElementsGrad",
        1,
        {},

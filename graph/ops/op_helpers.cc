@@ -70,6 +70,20 @@ void require_spatial_input(const InferContext& ctx, const Shape& x) {
   }
 }
 
+void check_scatter_reduction(const InferContext& ctx) {
+  const std::string reduction = ctx.node().attr_string("reduction", "none");
+  if (reduction == "none") return;
+  const bool arithmetic = reduction == "add" || reduction == "mul";
+  const bool extremum = reduction == "max" || reduction == "min";
+  if (ctx.opset() < 16 || (!arithmetic && !extremum)) {
+    fail_op(ctx, "reduction '" + reduction + "' is not defined at opset " + std::to_string(ctx.opset()) +
+                     " (none; from 16 add and mul; from 18 max and min)");
+  }
+  if (extremum && ctx.opset() < 18)
+    fail_op(ctx, "reduction '" + reduction + "' needs opset 18, the model has " + std::to_string(ctx.opset()));
+  if (ctx.input_dtype(0) == DType::Bool) fail_op(ctx, "reduction '" + reduction + "' is not defined on bool data");
+}
+
 bool is_static_value(const Dim& d, int64_t value) { return d.is_static() && d.value() == value; }
 
 std::string dims_to_string(const std::vector<Dim>& dims) { return Shape(dims).to_string(); }

@@ -42,6 +42,9 @@ void require_vector_of(const InferContext& ctx, size_t input, const char* what, 
 // X (N,C,D1,...) of Conv, pools and the normalisations: fails when its rank is known and below 3.
 void require_spatial_input(const InferContext& ctx, const Shape& x);
 bool is_static_value(const Dim& d, int64_t value);
+// ScatterElements' and ScatterND's `reduction`: none; add and mul from opset 16; max and min from 18; not
+// over bool data.
+void check_scatter_reduction(const InferContext& ctx);
 
 // "(N,-1,3)" for dims or int values.
 std::string dims_to_string(const std::vector<Dim>& dims);

@@ -37,6 +37,7 @@ void register_depth_space_ops(OpRegistry& registry);  // DepthToSpace, SpaceToDe
 void register_gather_elements_op(OpRegistry& registry);
 void register_scatter_elements_op(OpRegistry& registry);
 void register_gather_nd_op(OpRegistry& registry);
+void register_scatter_nd_op(OpRegistry& registry);
 void register_compare_logic_ops(OpRegistry& registry);
 // --- math ops ---
 void register_elementwise_binary_ops(OpRegistry& registry);

@@ -24,6 +24,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_gather_elements_op(registry);
   register_scatter_elements_op(registry);
   register_gather_nd_op(registry);
+  register_scatter_nd_op(registry);
   register_compare_logic_ops(registry);
   // --- math ops ---
   register_elementwise_binary_ops(registry);

@@ -13,20 +13,6 @@ namespace {
 
 using namespace op_helpers;
 
-void check_reduction(const InferContext& ctx) {
-  const std::string reduction = ctx.node().attr_string("reduction", "none");
-  if (reduction == "none") return;
-  const bool arithmetic = reduction == "add" || reduction == "mul";
-  const bool extremum = reduction == "max" || reduction == "min";
-  if (ctx.opset() < 16 || (!arithmetic && !extremum)) {
-    fail_op(ctx, "reduction '" + reduction + "' is not defined at opset " + std::to_string(ctx.opset()) +
-                     " (none; from 16 add and mul; from 18 max and min)");
-  }
-  if (extremum && ctx.opset() < 18)
-    fail_op(ctx, "reduction '" + reduction + "' needs opset 18, the model has " + std::to_string(ctx.opset()));
-  if (ctx.input_dtype(0) == DType::Bool) fail_op(ctx, "reduction '" + reduction + "' is not defined on bool data");
-}
-
 void infer_scatter_elements(InferContext& ctx) {
   const Shape& data = ctx.input_shape(0);
   const Shape& indices = ctx.input_shape(1);
@@ -35,7 +21,7 @@ void infer_scatter_elements(InferContext& ctx) {
     fail_op(ctx, "indices must be int32 or int64, got " + std::string(dtype_name(ctx.input_dtype(1))));
   }
   require_same_dtype(ctx, 2, 0);
-  check_reduction(ctx);
+  check_scatter_reduction(ctx);
   if (data.rank_known && data.rank() == 0) fail_op(ctx, "data must have rank >= 1, got a scalar");
   if (indices.rank_known && updates.rank_known) {
     bool same = indices.rank() == updates.rank();

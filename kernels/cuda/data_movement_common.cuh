@@ -113,6 +113,7 @@ void register_cuda_pad_kernels(KernelRegistry& registry);               // pad.c
 void register_cuda_gather_elements_kernels(KernelRegistry& registry);   // gather_elements.cu
 void register_cuda_scatter_elements_kernels(KernelRegistry& registry);  // scatter_elements.cu
 void register_cuda_gather_nd_kernels(KernelRegistry& registry);         // gather_nd.cu
+void register_cuda_scatter_nd_kernels(KernelRegistry& registry);        // scatter_nd.cu
 void register_cuda_top_k_kernels(KernelRegistry& registry);             // top_k.cu
 void register_cuda_resize_kernels(KernelRegistry& registry);            // resize.cu
 

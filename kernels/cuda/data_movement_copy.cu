@@ -207,6 +207,7 @@ void register_cuda_data_movement_kernels(KernelRegistry& registry) {
   cuda::register_cuda_gather_elements_kernels(registry);
   cuda::register_cuda_scatter_elements_kernels(registry);
   cuda::register_cuda_gather_nd_kernels(registry);
+  cuda::register_cuda_scatter_nd_kernels(registry);
 }
 
 }  // namespace onnxtrain

@@ -12,4 +12,5 @@ target_sources(onnxtrain_kernels_cuda PRIVATE
   trilu.cu
   pad.cu
   top_k.cu
-  resize.cu)
+  resize.cu
+  scatter_nd.cu)

@@ -4,47 +4,13 @@
 // flag, and the kernel's next run() throws Error naming the fault. GatherNDGrad is a deterministic
 // scatter-add without float atomics, as GatherGrad (gather.cu): one warp per dX slice scans its batch's
 // index rows 32 per ballot and adds the dY slices of the rows that name it in increasing order, so
-// results equal the reference's bit for bit.
-#include "kernels/cuda/indexed_copy.cuh"
+// results equal the reference's bit for bit (nd_slice_fold.cuh, shared with ScatterND).
+#include "kernels/cuda/nd_slice_fold.cuh"
 #include "kernels/reference/gather_nd_index.h"
 
 namespace onnxtrain::cuda {
 
-namespace {
-
-using reference::kernel_fail;
-
-constexpr int kWarp = 32;
-static_assert(kBlock % kWarp == 0, "gather_nd_grad_kernel needs whole warps per block");
-
-// One warp per dX slice r = (batch, row): the lanes zero it, then scan the batch's index rows 32 at a
-// time; a ballot marks those naming `row`, and for each of them in increasing order the lanes add its dY
-// slice, lane l owning elements l, l + 32, ... The warp of row 0 of each batch reports bad coordinates.
-template <typename T>
-__global__ void gather_nd_grad_kernel(const T* dy, T* dx, GatherNDGeometry g, const void* indices, bool indices_int64,
-                                      int64_t slices, int* flag) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarp;
-  // r is the same for every lane of a warp (blockDim is a multiple of 32), so the ballots see all 32 lanes.
-  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < slices; r += warps) {
-    const int64_t batch = r / g.rows, row = r % g.rows;
-    T* slice = dx + r * g.inner;
-    for (int64_t k = lane; k < g.inner; k += kWarp) slice[k] = T(0);
-    for (int64_t base = 0; base < g.count; base += kWarp) {
-      const int64_t j = base + lane;
-      const int64_t named = j < g.count ? gather_nd_row(batch * g.count + j, g, indices, indices_int64) : -2;
-      if (row == 0 && named == -1) raise_flag(flag, kIndexOutOfRange);
-      unsigned int mask = __ballot_sync(0xffffffffu, named == row);
-      while (mask != 0) {
-        const T* from = dy + (batch * g.count + base + __ffs(static_cast<int>(mask)) - 1) * g.inner;
-        mask &= mask - 1;
-        for (int64_t k = lane; k < g.inner; k += kWarp) slice[k] += from[k];
-      }
-    }
-  }
-}
-
-GatherNDGeometry geometry(const KernelSpec& spec, const reference::GatherNDLayout& l) {
+GatherNDGeometry gather_nd_geometry(const KernelSpec& spec, const reference::GatherNDLayout& l) {
   require_rank_at_most(spec, static_cast<size_t>(l.k), "the last axis of indices");
   GatherNDGeometry g;
   g.rows = l.rows;
@@ -54,6 +20,10 @@ GatherNDGeometry geometry(const KernelSpec& spec, const reference::GatherNDLayou
   for (int64_t c = 0; c < l.k; ++c) g.dims[c] = l.dims[c];
   return g;
 }
+
+namespace {
+
+using reference::kernel_fail;
 
 class GatherNDKernel : public Kernel {
  public:
@@ -65,7 +35,7 @@ class GatherNDKernel : public Kernel {
     reference::require_output(spec, 0, spec.inputs[0].dtype, layout.out_sizes);
     if (!dispatch_element_size(dtype_size(spec.inputs[0].dtype), [](auto) {}))
       kernel_fail(spec, "unsupported dtype " + std::string(dtype_name(spec.inputs[0].dtype)));
-    geometry_ = geometry(spec, layout);
+    geometry_ = gather_nd_geometry(spec, layout);
   }
 
   void run(Stream& stream, std::span<const TensorView> inputs, std::span<const TensorView> outputs) override {
@@ -100,7 +70,7 @@ class GatherNDGradKernel : public Kernel {
       kernel_fail(spec,
                   "dY has sizes " + sizes_text(spec.inputs[0].sizes) + ", expected " + sizes_text(layout.out_sizes));
     }
-    geometry_ = geometry(spec, layout);
+    geometry_ = gather_nd_geometry(spec, layout);
     slices_ = layout.batches * layout.rows;
   }
 
@@ -113,10 +83,11 @@ class GatherNDGradKernel : public Kernel {
     const bool int64_indices = inputs[2].dtype == DType::Int64;
     reference::dispatch_float(dtype_, [&](auto zero) {
       using T = decltype(zero);
-      gather_nd_grad_kernel<T><<<grid_for(slices_ * kWarp), kBlock, 0, native_stream(stream)>>>(
-          inputs[0].as<const T>(), outputs[0].as<T>(), geometry_, inputs[2].data, int64_indices, slices_,
+      const ScatterCombine add{reference::ScatterReduction::Add};
+      nd_slice_fold_kernel<T><<<grid_for(slices_ * kWarp), kBlock, 0, native_stream(stream)>>>(
+          nullptr, inputs[0].as<const T>(), outputs[0].as<T>(), geometry_, inputs[2].data, int64_indices, slices_, add,
           flag_.device_ptr());
-      ONNXTRAIN_CUDA_CHECK_LAUNCH(gather_nd_grad_kernel<T>);
+      ONNXTRAIN_CUDA_CHECK_LAUNCH((nd_slice_fold_kernel<T, ScatterCombine>));
     });
   }
 

@@ -6,8 +6,7 @@
 // positions per element in the indices' range. "none" moves any fixed-size dtype as words; the
 // reductions take the arithmetic dtypes. An index outside [-n, n) raises the kernel's error flag (the
 // element keeps what the other positions gave it) and the next run() throws Error naming the fault.
-#include "kernels/cuda/indexed_copy.cuh"
-#include "kernels/reference/elements_index.h"
+#include "kernels/cuda/nd_slice_fold.cuh"
 
 namespace onnxtrain::cuda {
 
@@ -16,30 +15,9 @@ namespace {
 using reference::kernel_fail;
 using reference::ScatterReduction;
 
-// The update itself ("none"), or the reduction of the element and the update.
-struct Combine {
-  ScatterReduction reduction;
-  template <typename T>
-  __device__ T operator()(T a, T b) const {
-    switch (reduction) {
-      case ScatterReduction::Add:
-        return static_cast<T>(a + b);
-      case ScatterReduction::Mul:
-        return static_cast<T>(a * b);
-      case ScatterReduction::Max:
-        return a < b ? b : a;
-      case ScatterReduction::Min:
-        return b < a ? b : a;
-      case ScatterReduction::None:
-        break;
-    }
-    return b;
-  }
-};
-
 template <typename T>
 __global__ void scatter_elements_kernel(const T* data, const T* updates, T* out, ElementsGeometry g,
-                                        const void* indices, bool indices_int64, Combine combine, int64_t n,
+                                        const void* indices, bool indices_int64, ScatterCombine combine, int64_t n,
                                         int* flag) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
     bool bad = false;
@@ -92,7 +70,7 @@ class ScatterElementsKernel : public Kernel {
  private:
   KernelSpec spec_;
   ElementsGeometry geometry_;
-  Combine combine_{ScatterReduction::None};
+  ScatterCombine combine_{ScatterReduction::None};
   DeviceErrorFlag flag_;
 };
 

@@ -67,6 +67,24 @@ void for_each_element_target(const KernelSpec& spec, const std::vector<int64_t>&
 // ScatterElements' `reduction`: none writes the update, the others combine it with the element there.
 enum class ScatterReduction { None, Add, Mul, Max, Min };
 
+// An element combined with an update under reduction `r` (the update itself for None).
+template <typename T>
+T scatter_combine(ScatterReduction r, T a, T b) {
+  switch (r) {
+    case ScatterReduction::Add:
+      return static_cast<T>(a + b);
+    case ScatterReduction::Mul:
+      return static_cast<T>(a * b);
+    case ScatterReduction::Max:
+      return std::max(a, b);
+    case ScatterReduction::Min:
+      return std::min(a, b);
+    case ScatterReduction::None:
+      break;
+  }
+  return b;
+}
+
 // The reduction attribute; fails on an unknown one, and on a combining one over data that is not
 // arithmetic (float32/float64 and the integer types: kArithmeticDTypes).
 inline ScatterReduction scatter_reduction(const KernelSpec& spec) {

@@ -46,6 +46,7 @@ void register_reference_gather_elements_kernels(KernelRegistry& registry);
 void register_reference_top_k_kernels(KernelRegistry& registry);
 void register_reference_scatter_elements_kernels(KernelRegistry& registry);
 void register_reference_gather_nd_kernels(KernelRegistry& registry);
+void register_reference_scatter_nd_kernels(KernelRegistry& registry);
 // --- backward ops (domain ai.onnxtrain) ---
 // --- backward: elementwise ---
 void register_reference_activation_grad_kernels(KernelRegistry& registry);

@@ -42,6 +42,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_top_k_kernels(registry);
   register_reference_scatter_elements_kernels(registry);
   register_reference_gather_nd_kernels(registry);
+  register_reference_scatter_nd_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---
   // --- backward: elementwise ---
   register_reference_activation_grad_kernels(registry);

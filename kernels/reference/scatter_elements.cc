@@ -14,23 +14,6 @@ namespace {
 
 using namespace reference;
 
-template <typename T>
-T combine(ScatterReduction r, T a, T b) {
-  switch (r) {
-    case ScatterReduction::Add:
-      return static_cast<T>(a + b);
-    case ScatterReduction::Mul:
-      return static_cast<T>(a * b);
-    case ScatterReduction::Max:
-      return std::max(a, b);
-    case ScatterReduction::Min:
-      return std::min(a, b);
-    case ScatterReduction::None:
-      break;
-  }
-  return b;
-}
-
 class ScatterElementsKernel : public DataMovementKernel {
  public:
   explicit ScatterElementsKernel(const KernelSpec& spec) : DataMovementKernel(spec) {
@@ -59,7 +42,7 @@ class ScatterElementsKernel : public DataMovementKernel {
       const T* from = updates.as<const T>();
       T* to = out.as<T>();
       for_each_element_target(spec_, data.sizes, inputs[1], axis_, [&](int64_t j, int64_t offset) {
-        to[offset] = combine(reduction_, to[offset], from[j]);
+        to[offset] = scatter_combine(reduction_, to[offset], from[j]);
       });
     });
   }

@@ -232,6 +232,20 @@ std::vector<GradientCase> data_movement_gradient_cases() {
                    .attributes = {{"batch_dims", int64_t{1}}},
                    .inputs = {normal({2, 3, 4}), values({2, 2, 0, 1}, {2, 2, 1})},
                    .opset = 12});
+  // ScatterND "none": d data = dy with the written slices zeroed, d updates = GatherND(dy) (unique rows:
+  // repeated ones are undefined in ONNX); "add": d data = dy (repeated rows fine). Slices and elements.
+  cases.push_back({.label = "ScatterND none slices negative",
+                   .op_type = "ScatterND",
+                   .inputs = {normal({4, 3}), values({2, -1}, {2, 1}), normal({2, 3})}});
+  cases.push_back({.label = "ScatterND none elements int32",
+                   .op_type = "ScatterND",
+                   .inputs = {normal({2, 3, 2}), values({0, 1, 1, 1, 2, 0}, {2, 3}, DType::Int32), normal({2})},
+                   .opset = 13});
+  cases.push_back({.label = "ScatterND add repeated",
+                   .op_type = "ScatterND",
+                   .attributes = {{"reduction", std::string("add")}},
+                   .inputs = {normal({3, 4}), values({1, 0, 1}, {3, 1}), normal({3, 4})},
+                   .opset = 16});
   // Resize and Upsample: ResizeGrad gathers each input element's share of every output that read it.
   // Every mode and coordinate transformation the taps distinguish, enlarging and shrinking; the same
   // sampling ONNX's node tests check forward.

@@ -57,6 +57,7 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "GatherElements", &gather_elements_gradient);
   r.add("", "ScatterElements", &scatter_elements_gradient);
   r.add("", "GatherND", &gather_nd_gradient);
+  r.add("", "ScatterND", &scatter_nd_gradient);
   r.add("", "Dropout", &dropout_gradient);
   // --- end data movement ---
 

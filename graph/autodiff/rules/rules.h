@@ -44,6 +44,7 @@ void depth_space_gradient(GradientContext& ctx);  // DepthToSpace, SpaceToDepth
 void gather_elements_gradient(GradientContext& ctx);
 void scatter_elements_gradient(GradientContext& ctx);
 void gather_nd_gradient(GradientContext& ctx);
+void scatter_nd_gradient(GradientContext& ctx);
 void dropout_gradient(GradientContext& ctx);
 // --- end data movement ---
 
