@@ -28,7 +28,7 @@ namespace onnxtrain::derivatives {
 // The forward ops ActivationGrad differentiates (its `activation` attribute names one of them).
 enum class Activation {
   Relu, LeakyRelu, Elu, Selu, Sigmoid, Tanh, Gelu, Erf, Softplus, HardSigmoid, HardSwish,
-  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil, Floor, Clip,
+  Abs, Sqrt, Exp, Log, Reciprocal, Sin, Cos, Ceil, Floor, Clip, Sign, Mish, Celu,
 };
 
 inline constexpr struct {
@@ -42,6 +42,7 @@ inline constexpr struct {
     {"Sqrt", Activation::Sqrt}, {"Exp", Activation::Exp}, {"Log", Activation::Log},
     {"Reciprocal", Activation::Reciprocal}, {"Sin", Activation::Sin}, {"Cos", Activation::Cos},
     {"Ceil", Activation::Ceil}, {"Floor", Activation::Floor}, {"Clip", Activation::Clip},
+    {"Sign", Activation::Sign}, {"Mish", Activation::Mish}, {"Celu", Activation::Celu},
 };
 // clang-format on
 
@@ -63,6 +64,7 @@ struct ActivationParams {
     switch (a) {
       case Activation::LeakyRelu: return {.alpha = 0.01};
       case Activation::Elu: return {.alpha = 1.0};
+      case Activation::Celu: return {.alpha = 1.0};
       case Activation::Selu: return {.alpha = 1.67326319217681884765625, .gamma = 1.05070102214813232421875};
       case Activation::HardSigmoid: return {.alpha = 0.2, .beta = 0.5};
       case Activation::Clip: return {.alpha = -std::numeric_limits<double>::infinity(),
@@ -158,6 +160,18 @@ struct SoftplusGrad {  // sigmoid(x)
   ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return dy * stable_sigmoid(x); }
 };
 template <typename T>
+struct MishGrad {  // tanh(s) + x sigmoid(x) (1 - tanh(s)^2), s = softplus(x)
+  ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const {
+    const T t = std::tanh(x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
+    return dy * (t + x * stable_sigmoid(x) * (T(1) - t * t));
+  }
+};
+template <typename T>
+struct CeluGrad {  // 1, or exp(x / alpha) for x <= 0
+  T alpha;
+  ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const { return x > T(0) ? dy : dy * std::exp(x / alpha); }
+};
+template <typename T>
 struct HardSigmoidGrad {  // alpha strictly inside 0 < alpha x + beta < 1, else 0
   T alpha, beta;
   ONNXTRAIN_HOST_DEVICE T operator()(T dy, T x) const {
@@ -239,8 +253,11 @@ void with_activation_grad(Activation a, const ActivationParams& p, Fn&& fn) {
     case Activation::Sin: return fn(SinGrad<T>{});
     case Activation::Cos: return fn(CosGrad<T>{});
     case Activation::Ceil:
-    case Activation::Floor: return fn(CeilGrad<T>{});  // both step functions: 0 everywhere
+    case Activation::Floor:
+    case Activation::Sign: return fn(CeilGrad<T>{});  // step functions: 0 everywhere
     case Activation::Clip: return fn(ClipGrad<T>{alpha, beta});
+    case Activation::Mish: return fn(MishGrad<T>{});
+    case Activation::Celu: return fn(CeluGrad<T>{alpha});
   }
   // clang-format on
 }

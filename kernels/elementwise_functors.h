@@ -108,6 +108,17 @@ template <typename T>
 struct Floor {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::floor(x); }
 };
+// Sign: -1, 0 or 1 (NaN stays NaN, as numpy's and ONNX's reference).
+template <typename T>
+struct Sign {
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) {
+      return x > T(0) ? T(1) : T(0);
+    } else {
+      return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x;
+    }
+  }
+};
 template <typename T>
 struct Log {
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return std::log(x); }
@@ -121,6 +132,15 @@ struct Softplus {  // log(exp(x) + 1) without overflow
   ONNXTRAIN_HOST_DEVICE T operator()(T x) const {
     return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   }
+};
+template <typename T>
+struct Mish {  // x tanh(softplus(x)) (opset 18)
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return x * std::tanh(Softplus<T>{}(x)); }
+};
+template <typename T>
+struct Celu {  // x for x > 0, alpha (exp(x / alpha) - 1) below (opset 12)
+  T alpha;
+  ONNXTRAIN_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : alpha * std::expm1(x / alpha); }
 };
 template <typename T>
 struct LeakyRelu {

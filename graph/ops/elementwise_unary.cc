@@ -150,6 +150,18 @@ struct AbsOp {
   }
 };
 
+struct SignOp {
+  static constexpr bool floats_only = false;
+  template <typename T>
+  static T apply(T x) {
+    if constexpr (std::is_unsigned_v<T>) {
+      return x > T(0) ? T(1) : T(0);
+    } else {
+      return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x;
+    }
+  }
+};
+
 template <typename Op>
 std::vector<Tensor> fold_unary(const FoldContext& ctx) {
   const Tensor& x = ctx.inputs[0];
@@ -192,10 +204,14 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
   registry.add(unary("Floor", &infer_float_unary, cheap_backward_cost, &fold_unary<FloorOp>));
   registry.add(unary("Neg", &infer_numeric_unary, cheap_backward_cost, &fold_unary<NegOp>));
   registry.add(unary("Abs", &infer_numeric_unary, cheap_backward_cost, &fold_unary<AbsOp>));
+  // DeBERTa's relative positions take the Sign of int64 distances.
+  registry.add(unary("Sign", &infer_numeric_unary, cheap_backward_cost, &fold_unary<SignOp>));
   registry.add(unary("Reciprocal", &infer_float_unary, elementwise_cost, &fold_unary<ReciprocalOp>));
   registry.add(unary("Softplus", &infer_float_unary, elementwise_cost));
   registry.add(unary("LeakyRelu", &infer_float_unary, cheap_backward_cost));
   registry.add(unary("Elu", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Celu", &infer_float_unary, elementwise_cost));
+  registry.add(unary("Mish", &infer_float_unary, elementwise_cost));
   registry.add(unary("Selu", &infer_float_unary, elementwise_cost));
   registry.add(unary("HardSigmoid", &infer_float_unary, elementwise_cost));
   registry.add(unary("HardSwish", &infer_float_unary, elementwise_cost));

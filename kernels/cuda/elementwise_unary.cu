@@ -1,6 +1,6 @@
 // CUDA kernels of the activations and unary math (Relu … Gelu) and Clip: one grid-stride map per op over
 // the functors of kernels/elementwise_functors.h, which the reference kernels run on the CPU. Float math
-// ops take float32/float64; Relu, Neg, Abs and Clip also int32/int64. Also holds
+// ops take float32/float64; Relu, Neg, Abs, Sign and Clip also int32/int64. Also holds
 // register_cuda_elementwise_kernels, the family's entry point.
 #include <cmath>
 #include <limits>
@@ -48,6 +48,14 @@ std::unique_ptr<Kernel> make_elu(const KernelSpec& spec) {
   return make_unary<false>(spec, [alpha](auto zero) {
     using T = decltype(zero);
     return elementwise::Elu<T>{static_cast<T>(alpha)};
+  });
+}
+
+std::unique_ptr<Kernel> make_celu(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 1.0);
+  return make_unary<false>(spec, [alpha](auto zero) {
+    using T = decltype(zero);
+    return elementwise::Celu<T>{static_cast<T>(alpha)};
   });
 }
 
@@ -125,6 +133,7 @@ void register_cuda_unary_kernels(KernelRegistry& registry) {
   registry.add(cuda_entry("Relu", kCudaNumericDTypes, &make_plain<Relu, true>));
   registry.add(cuda_entry("Neg", kCudaNumericDTypes, &make_plain<Neg, true>));
   registry.add(cuda_entry("Abs", kCudaNumericDTypes, &make_plain<Abs, true>));
+  registry.add(cuda_entry("Sign", kCudaNumericDTypes, &make_plain<Sign, true>));
   registry.add(cuda_entry("Erf", kCudaFloatDTypes, &make_plain<Erf>));
   registry.add(cuda_entry("Sigmoid", kCudaFloatDTypes, &make_plain<Sigmoid>));
   registry.add(cuda_entry("Tanh", kCudaFloatDTypes, &make_plain<Tanh>));
@@ -140,6 +149,8 @@ void register_cuda_unary_kernels(KernelRegistry& registry) {
   registry.add(cuda_entry("HardSwish", kCudaFloatDTypes, &make_plain<HardSwish>));
   registry.add(cuda_entry("LeakyRelu", kCudaFloatDTypes, &make_leaky_relu));
   registry.add(cuda_entry("Elu", kCudaFloatDTypes, &make_elu));
+  registry.add(cuda_entry("Celu", kCudaFloatDTypes, &make_celu));
+  registry.add(cuda_entry("Mish", kCudaFloatDTypes, &make_plain<Mish>));
   registry.add(cuda_entry("Selu", kCudaFloatDTypes, &make_selu));
   registry.add(cuda_entry("HardSigmoid", kCudaFloatDTypes, &make_hard_sigmoid));
   registry.add(cuda_entry("Gelu", kCudaFloatDTypes, &make_gelu));

@@ -6,7 +6,8 @@
 // of row 0 of each batch raises kIndexOutOfRange for a bad coordinate.
 //
 //   nd_slice_fold_kernel<T><<<grid_for(slices * kWarp), kBlock, 0, stream>>>(init, source, out, geometry,
-//                                                                             indices, is_int64, slices, combine, flag);
+//                                                                             indices, is_int64, slices, combine,
+//                                                                             flag);
 #pragma once
 
 #include "kernels/cuda/indexed_copy.cuh"

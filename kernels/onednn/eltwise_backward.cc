@@ -46,6 +46,9 @@ std::optional<EltwiseParams> eltwise_params(Activation a, const derivatives::Act
     case Activation::Cos:
     case Activation::Ceil:
     case Activation::Floor:
+    case Activation::Sign:
+    case Activation::Mish:
+    case Activation::Celu:
     case Activation::HardSigmoid:
     case Activation::Clip: return std::nullopt;
   }

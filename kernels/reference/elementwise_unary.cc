@@ -1,5 +1,5 @@
 // Reference kernels for the activations and unary math (Relu … Gelu), Clip and PRelu. Float math ops
-// take float32/float64; Relu and Neg also the signed integers, Abs, Erf, Clip and PRelu every
+// take float32/float64; Relu and Neg also the signed integers, Abs, Sign, Erf, Clip and PRelu every
 // arithmetic type. Each op's math is a functor of kernels/elementwise_functors.h (shared with the CUDA
 // kernels), applied here in plain loops.
 #include <cmath>
@@ -52,6 +52,10 @@ std::unique_ptr<Kernel> make_abs(const KernelSpec& spec) {
   return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) { return elementwise::Abs<decltype(x)>{}(x); });
 }
 
+std::unique_ptr<Kernel> make_sign(const KernelSpec& spec) {
+  return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) { return elementwise::Sign<decltype(x)>{}(x); });
+}
+
 std::unique_ptr<Kernel> make_erf(const KernelSpec& spec) {
   return make_unary_kernel<false>(spec, kArithmeticDTypes, [](auto x) {
     using T = decltype(x);
@@ -84,6 +88,14 @@ std::unique_ptr<Kernel> make_elu(const KernelSpec& spec) {
   return float_unary(spec, [alpha](auto x) {
     using T = decltype(x);
     return elementwise::Elu<T>{static_cast<T>(alpha)}(x);
+  });
+}
+
+std::unique_ptr<Kernel> make_celu(const KernelSpec& spec) {
+  const double alpha = spec.attributes.get_float("alpha", 1.0);
+  return float_unary(spec, [alpha](auto x) {
+    using T = decltype(x);
+    return elementwise::Celu<T>{static_cast<T>(alpha)}(x);
   });
 }
 
@@ -193,6 +205,7 @@ void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Relu", kSignedDTypes, &make_relu));
   registry.add(reference_entry("Neg", kSignedDTypes, &make_neg));
   registry.add(reference_entry("Abs", kArithmeticDTypes, &make_abs));
+  registry.add(reference_entry("Sign", kArithmeticDTypes, &make_sign));
   registry.add(reference_entry("Erf", kArithmeticDTypes, &make_erf));
   registry.add(reference_entry("Sigmoid", kFloatDTypes, &make_sigmoid));
   registry.add(reference_entry("Tanh", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Tanh)));
@@ -207,6 +220,8 @@ void register_reference_elementwise_unary_kernels(KernelRegistry& registry) {
   registry.add(reference_entry("Softplus", kFloatDTypes, &make_softplus));
   registry.add(reference_entry("LeakyRelu", kFloatDTypes, &make_leaky_relu));
   registry.add(reference_entry("Elu", kFloatDTypes, &make_elu));
+  registry.add(reference_entry("Celu", kFloatDTypes, &make_celu));
+  registry.add(reference_entry("Mish", kFloatDTypes, ONNXTRAIN_FLOAT_UNARY(Mish)));
   registry.add(reference_entry("Selu", kFloatDTypes, &make_selu));
   registry.add(reference_entry("HardSigmoid", kFloatDTypes, &make_hard_sigmoid));
   registry.add(reference_entry("HardSwish", kFloatDTypes, &make_hard_swish));

@@ -22,8 +22,8 @@ class ScatterNDKernel : public DataMovementKernel {
     if (spec.attributes.get_int("batch_dims", 0) != 0) fail("ScatterND has no batch_dims");
     layout_ = gather_nd_layout(spec, spec.inputs[0].sizes, spec.inputs[1].sizes);
     if (spec.inputs[2].sizes != layout_.out_sizes) {
-      fail("updates " + sizes_to_string(spec.inputs[2].sizes) + " must have the sizes indices[:-1] + data[k:] = " +
-           sizes_to_string(layout_.out_sizes));
+      fail("updates " + sizes_to_string(spec.inputs[2].sizes) +
+           " must have the sizes indices[:-1] + data[k:] = " + sizes_to_string(layout_.out_sizes));
     }
     reduction_ = scatter_reduction(spec);
     require_output(spec, 0, spec.inputs[0].dtype, spec.inputs[0].sizes);

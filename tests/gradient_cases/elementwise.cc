@@ -55,6 +55,13 @@ std::vector<GradientCase> elementwise_gradient_cases() {
   // Ceil's derivative is 0 (PyTorch's too); the seeded draws in [0.5, 2] stay off the integers where it jumps.
   cases.push_back({.label = "Ceil", .op_type = "Ceil", .inputs = {positive({2, 3})}});
   cases.push_back({.label = "Floor", .op_type = "Floor", .inputs = {positive({2, 3})}});
+  cases.push_back({.label = "Sign", .op_type = "Sign", .inputs = {away_from_zero({2, 3})}});
+  cases.push_back({.label = "Mish", .op_type = "Mish", .inputs = {normal({2, 3, 4})}, .opset = 18});
+  cases.push_back({.label = "Celu alpha 1.5",
+                   .op_type = "Celu",
+                   .attributes = {{"alpha", 1.5}},
+                   .inputs = {away_from_zero({2, 3, 4})},
+                   .opset = 12});
   cases.push_back({.label = "Relu", .op_type = "Relu", .inputs = {away_from_zero({2, 3, 4})}});
   cases.push_back({.label = "LeakyRelu default alpha", .op_type = "LeakyRelu", .inputs = {away_from_zero({2, 3, 4})}});
   cases.push_back({.label = "LeakyRelu alpha 0.2",

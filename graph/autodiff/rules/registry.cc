@@ -18,9 +18,9 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "TopK", &top_k_gradient);
   r.add("", "Pow", &pow_gradient);
   r.add("", "Neg", &neg_gradient);
-  for (const char* op :
-       {"Relu",      "LeakyRelu", "Elu",  "Selu", "Sigmoid", "Tanh",       "Gelu", "Erf", "Softplus", "HardSigmoid",
-        "HardSwish", "Abs",       "Sqrt", "Exp",  "Log",     "Reciprocal", "Sin",  "Cos", "Ceil",     "Floor"}) {
+  for (const char* op : {"Relu",     "LeakyRelu",   "Elu",       "Selu",  "Sigmoid", "Tanh", "Gelu", "Erf",
+                         "Softplus", "HardSigmoid", "HardSwish", "Abs",   "Sqrt",    "Exp",  "Log",  "Reciprocal",
+                         "Sin",      "Cos",         "Ceil",      "Floor", "Sign",    "Mish", "Celu"}) {
     r.add("", op, &activation_gradient);
   }
   r.add("", "Clip", &clip_gradient);

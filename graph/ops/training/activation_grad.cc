@@ -16,9 +16,10 @@ namespace {
 using namespace op_helpers;
 
 // The forward ops the kernels differentiate (kernels/elementwise_derivatives.h has the math).
-constexpr std::array<const char*, 21> kActivations = {
-    "Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid",    "Tanh", "Gelu", "Erf",  "Softplus", "HardSigmoid", "HardSwish",
-    "Abs",  "Sqrt",      "Exp", "Log",  "Reciprocal", "Sin",  "Cos",  "Ceil", "Floor",    "Clip"};
+constexpr std::array<const char*, 24> kActivations = {
+    "Relu",     "LeakyRelu",   "Elu",       "Selu",  "Sigmoid", "Tanh", "Gelu", "Erf",
+    "Softplus", "HardSigmoid", "HardSwish", "Abs",   "Sqrt",    "Exp",  "Log",  "Reciprocal",
+    "Sin",      "Cos",         "Ceil",      "Floor", "Clip",    "Sign", "Mish", "Celu"};
 
 void infer_activation_grad(InferContext& ctx) {
   const std::string activation = ctx.node().attr_string("activation", "");
