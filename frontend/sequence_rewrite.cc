@@ -53,9 +53,10 @@ std::optional<std::vector<int64_t>> chunk_sizes(const onnx::GraphProto& graph, c
   if (size <= 0) return std::nullopt;
   auto info = infos.find(node.input(0));
   const Shape* shape = info != infos.end() && info->second.shape.rank_known ? &info->second.shape : nullptr;
-  if (axis < 0 && !shape) return std::nullopt;
-  if (axis < 0) axis += shape->rank();
-  if (!shape || axis >= shape->rank() || !shape->dims[axis].is_static())
+  // Without a shape a negative axis stays negative: Split counts it from the end as SplitToSequence does
+  // (torch.chunk(3, -1) in an opset-20 export).
+  if (axis < 0 && shape) axis += shape->rank();
+  if (!shape || axis < 0 || axis >= shape->rank() || !shape->dims[axis].is_static())
     return std::vector<int64_t>(static_cast<size_t>(chunks_read), size);
   const int64_t length = shape->dims[axis].value();
   if (length < 0 || length / size >= kMaxChunks) return std::nullopt;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "frontend/dataset_readers.h"
 #include "frontend/npy.h"
 #include "tests/child_process.h"
 #include "tests/cli_run.h"
@@ -472,6 +473,26 @@ TEST_F(CliReliability, ANodeWhoseConstantSizesFixTheBatchMakesAFixedBatch) {
   r = run_after("true", "eval " + out + " --data synthetic:1,28,28:10:20");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
+}
+
+// torch.chunk(3, dim=-1) in a dynamo export (opset 20): SplitToSequence along axis -1 with a scalar split,
+// which the Split rewrite left alone without a shape from ONNX's inference (an outside check: Phi-3 and
+// MaxViT's attention). It imports as a Split, runs as PyTorch does and trains.
+TEST_F(CliReliability, ADynamoChunkAlongTheLastAxisImportsAsASplit) {
+  const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/";
+  const onnxtrain::NpzArchive expected = onnxtrain::read_npz(dir + "chunk_last_expected.npz");
+  const std::string x = (dir_ / "x.npy").string();
+  onnxtrain::write_npy(x, *expected.find("x"));
+  CliRun r = run_after("true", "run " + dir + "chunk_last_dynamo.onnx -i " + x + " -o " + (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const onnxtrain::Tensor got = onnxtrain::read_npy((dir_ / "out" / "logits.npy").string());
+  const onnxtrain::Tensor& want = *expected.find("logits");
+  ASSERT_EQ(got.sizes(), want.sizes());
+  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  r = run_after("true", "train " + dir +
+                            "chunk_last_dynamo.onnx --data synthetic:8:10:64 --epochs 1 --test-data none -o " +
+                            (dir_ / "trained.onnx").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // A bool mask and a per-sample int64 index beside the features, from npz (a fifth outside check): the
