@@ -495,6 +495,20 @@ TEST_F(CliReliability, ADynamoChunkAlongTheLastAxisImportsAsASplit) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// nn.Embedding(padding_idx=0) exports a Gather of a table whose row 0 is zeros, without padding_idx:
+// PyTorch keeps that row at zero, onnxtrain trains it (an outside check). Said before the first step.
+TEST_F(CliReliability, AnEmbeddingWithAZeroRowIsSaidToLoseItsPaddingIdx) {
+  const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/";
+  const CliRun r =
+      run_after("true", "train " + dir + "embedding_padding_ts.onnx --data npz:" + dir +
+                            "embedding_padding.npz --epochs 1 --test-data none -o " + (dir_ / "out.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t warning = r.output.find("warning: row 0 of embedding 'e.weight'");
+  ASSERT_NE(warning, std::string::npos) << r.output;
+  EXPECT_LT(warning, r.output.find("step 1/")) << r.output;
+  EXPECT_NE(r.output.find("padding_idx"), std::string::npos) << r.output;
+}
+
 // A bool mask and a per-sample int64 index beside the features, from npz (a fifth outside check): the
 // index was refused as "expected (N, T)", the mask as "expected uint8 pixels or float32". They train and
 // evaluate in the model's dtypes now; a float array where the model reads bool is refused by name.
