@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "frontend/einsum_lowering.h"
 #include "frontend/import_passes.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
@@ -171,6 +172,7 @@ bool reads_an_untyped_value(const Graph& graph, const Node& node) {
 }  // namespace
 
 void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedModel& report, bool keep_untypable) {
+  int einsums = 0;
   for (NodeId id : std::vector<NodeId>(graph.order())) {
     Node& node = graph.node(id);
     const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
@@ -179,6 +181,11 @@ void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedMode
       continue;
     }
     try {
+      if (node.is_onnx_op("Einsum")) {  // its ops are added after the others: sorted below
+        lower_einsum(graph, id);
+        ++einsums;
+        continue;
+      }
       if (!schema) {
         type_from_onnx(graph, node, onnx_infos);
         continue;
@@ -203,6 +210,11 @@ void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedMode
       continue;
     }
     if (fold_with_evaluator(graph, id, *schema) || fold_known_values(graph, id)) ++report.folded_nodes;
+  }
+  if (einsums > 0) {
+    graph.sort_depth_first();
+    report.notes.push_back("lowered " + std::to_string(einsums) + " Einsum node" + (einsums > 1 ? "s" : "") +
+                           " into Transpose, Reshape, ReduceSum and MatMul nodes (the written model keeps them)");
   }
   remove_dead_nodes(graph);
   // Those still in the graph: an op whose outputs nothing reads left with the dead nodes.

@@ -14,63 +14,19 @@
 #include "frontend/importer.h"
 #include "graph/op_schema.h"
 #include "kernels/resize_gather.h"
+#include "tests/pytorch_reference.h"
 
 namespace onnxtrain {
 namespace {
 
 const std::string kDir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/resize/";
 
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
-double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-
 class ResizeExport : public ::testing::TestWithParam<std::string> {};
 
 // The first step's loss and every parameter's gradient within 10x PyTorch's own float32 error (against
-// its float64 run) plus 1e-6 of the tensor's largest element.
+// its float64 run) plus 1e-6 of the tensor's largest element: five layers' weights and biases.
 TEST_P(ResizeExport, FirstStepGradientsMatchPyTorch) {
-  const NpzArchive ref = read_npz(kDir + "upsample_reference.npz");
-  const Tensor& x = *ref.find("input");
-  ImportedModel model = import_model(kDir + GetParam(), {.batch = x.sizes()[0]});
-  ASSERT_TRUE(model.unsupported_ops.empty()) << "first: " << model.unsupported_ops.front();
-  Trainer trainer(model.graph, TrainerOptions{});
-  float loss = 0;
-  const std::map<std::string, Tensor> grads =
-      trainer.compute_gradients(DataInputs(NamedTensors{{"input", x}}), *ref.find("labels"), &loss);
-
-  const double loss64 = ref.find("loss64")->to_double()[0], loss32 = ref.find("loss32")->to_double()[0];
-  EXPECT_LE(std::abs(loss - loss64), 10 * std::abs(loss32 - loss64) + 1e-6 * std::abs(loss64));
-  int checked = 0;
-  double worst = 0;
-  for (size_t k = 0; k < ref.names.size(); ++k) {
-    const std::string& name = ref.names[k];
-    const Tensor& tensor = ref.arrays[k];
-    if (name.rfind("grad64/", 0) != 0) continue;
-    const std::string param = name.substr(7);
-    const auto g = grads.find(param);
-    ASSERT_NE(g, grads.end()) << param << " gets no gradient";
-    const std::vector<double> g64 = tensor.to_double(), g32 = ref.find("grad32/" + param)->to_double();
-    const std::vector<double> got = g->second.to_double();
-    ASSERT_EQ(got.size(), g64.size()) << param;
-    const double bound = 10 * max_abs_difference(g32, g64) + 1e-6 * max_abs(g64);
-    const double error = max_abs_difference(got, g64);
-    EXPECT_LE(error, bound) << param << ": max |g - g64| " << error << ", PyTorch float32's "
-                            << max_abs_difference(g32, g64);
-    worst = std::max(worst, error / bound);
-    ++checked;
-  }
-  EXPECT_EQ(checked, 10) << "five layers' weights and biases";
-  EXPECT_EQ(grads.size(), 10u);
-  std::printf("%s: loss %.7f (PyTorch float64 %.7f), worst gradient at %.2f of its bound\n", GetParam().c_str(), loss,
-              loss64, worst);
+  testing_support::expect_first_step_matches_pytorch(kDir + GetParam(), kDir + "upsample_reference.npz", 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(TorchScriptAndDynamo, ResizeExport,
@@ -165,7 +121,7 @@ TEST(Resize, OldOpsetsSampleAsOnnxRuntimeDoes) {
       const Tensor y = session.run({{"x", *ref.find("x")}}).at("y");
       const std::vector<double> got = y.to_double(), want = ref.find(name)->to_double();
       ASSERT_EQ(got.size(), want.size()) << name;
-      EXPECT_LE(max_abs_difference(got, want), 1e-6)
+      EXPECT_LE(testing_support::max_abs_difference(got, want), 1e-6)
           << name << " with the " << (kernels.empty() ? "cpu" : kernels) << " kernels";
     }
   }
