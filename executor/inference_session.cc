@@ -285,7 +285,10 @@ void InferenceSession::infer_with_values(Graph& graph, NodeId id, const InputFac
     }
   }
   const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
-  if (!schema) throw node_error(node, "output sizes depend on run-time values and onnxtrain has no schema for the op");
+  if (!schema) {
+    throw node_error(node, "onnxtrain has no implementation of " + node.op_type +
+                               " yet (no schema to size its outputs from its inputs)");
+  }
   infer_node(graph, id, *schema);
   if (!outputs_static(graph, id)) {
     throw node_error(node, "output sizes stay unknown even with the input values known");

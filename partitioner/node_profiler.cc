@@ -88,7 +88,10 @@ void infer_with_values(Graph& g, NodeId id, const std::vector<Tensor>& values) {
     }
   }
   const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type);
-  if (!schema) throw node_error(node, "output sizes depend on run-time values and onnxtrain has no schema for the op");
+  if (!schema) {
+    throw node_error(node, "onnxtrain has no implementation of " + node.op_type +
+                               " yet (no schema to size its outputs from its inputs)");
+  }
   infer_node(g, id, *schema);
   for (ValueId out : node.outputs)
     if (out.valid() && !g.value(out).shape.is_static())

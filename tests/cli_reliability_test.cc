@@ -509,6 +509,20 @@ TEST_F(CliReliability, AnEmbeddingWithAZeroRowIsSaidToLoseItsPaddingIdx) {
   EXPECT_NE(r.output.find("padding_idx"), std::string::npos) << r.output;
 }
 
+// An op onnxtrain has no implementation of, whose output an exporter typed with unknown sizes: `run` said
+// "output sizes depend on run-time values and onnxtrain has no schema for the op" (DeBERTa-v2's Sign),
+// or blamed a later node's shape. It names the op first now.
+TEST_F(CliReliability, RunNamesTheOpItHasNoImplementationOf) {
+  const std::string x = (dir_ / "x.npy").string();
+  onnxtrain::write_npy(x, onnxtrain::Tensor(onnxtrain::DType::Float32, {2, 3}));
+  const CliRun r =
+      run_after("true", "run " + std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/compress_unk.onnx -i " + x +
+                            " -o " + (dir_ / "out").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("onnxtrain has no implementation of Compress yet"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("run-time values"), std::string::npos) << r.output;
+}
+
 // A bool mask and a per-sample int64 index beside the features, from npz (a fifth outside check): the
 // index was refused as "expected (N, T)", the mask as "expected uint8 pixels or float32". They train and
 // evaluate in the model's dtypes now; a float array where the model reads bool is refused by name.

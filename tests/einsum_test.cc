@@ -28,16 +28,17 @@ TEST_P(EinsumExport, FirstStepGradientsMatchPyTorch) {
   testing_support::expect_first_step_matches_pytorch(kDir + GetParam(), kDir + "einsum_reference.npz", 6);
 }
 
-INSTANTIATE_TEST_SUITE_P(TorchScriptAndDynamo, EinsumExport,
-                         ::testing::Values("einsum_ts.onnx", "einsum_dynamo.onnx"), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(TorchScriptAndDynamo, EinsumExport, ::testing::Values("einsum_ts.onnx", "einsum_dynamo.onnx"),
+                         [](const auto& info) {
                            return info.param.find("dynamo") != std::string::npos ? "dynamo" : "torchscript";
                          });
 
 // The trained model is the input model with new weights: its Einsum nodes, not their lowering.
 TEST(Einsum, TheWrittenModelKeepsTheEinsumNodes) {
   const std::string out = testing::TempDir() + "/einsum_trained.onnx";
-  const testing_support::CliRun r = testing_support::run_cli("train " + kDir + "einsum_ts.onnx --data npz:" + kDir +
-                                                             "einsum_reference.npz --epochs 1 --validation 0 --test-data none -o " + out);
+  const testing_support::CliRun r =
+      testing_support::run_cli("train " + kDir + "einsum_ts.onnx --data npz:" + kDir +
+                               "einsum_reference.npz --epochs 1 --validation 0 --test-data none -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   onnx::ModelProto m;
   std::ifstream in(out, std::ios::binary);
