@@ -33,12 +33,15 @@ inline double max_abs_difference(const std::vector<double>& a, const std::vector
   return m;
 }
 
-// `parameters`: how many the model trains (each must have its reference gradient).
+// `parameters`: how many the model trains (each must have its reference gradient). `bind_batch`: import
+// with the batch bound to the input's (shapes fold to numbers), else with it symbolic, as `train` does.
 inline void expect_first_step_matches_pytorch(const std::string& model_path, const std::string& reference_path,
-                                              size_t parameters) {
+                                              size_t parameters, bool bind_batch = true) {
   const NpzArchive ref = read_npz(reference_path);
   const Tensor& x = *ref.find("input");
-  ImportedModel model = import_model(model_path, {.batch = x.sizes()[0]});
+  ImportOptions options;
+  if (bind_batch) options.batch = x.sizes()[0];
+  ImportedModel model = import_model(model_path, options);
   ASSERT_TRUE(model.unsupported_ops.empty()) << "first: " << model.unsupported_ops.front();
   Trainer trainer(model.graph, TrainerOptions{});
   float loss = 0;

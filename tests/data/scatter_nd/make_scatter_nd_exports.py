@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Makes the ScatterND fixtures of tests/scatter_nd_test.cc: slice assignment into an activation, which both
+"""Makes the ScatterND fixtures of tests/pytorch_parity_test.cc: slice assignment into an activation, which both
 of torch's exporters (torch 2.15) write as ScatterND (Swin V2's attention masks are built so), and
 PyTorch's first-step loss and parameter gradients for one batch, in float64 and float32.
 
