@@ -140,6 +140,11 @@ OpCost flops_per_output_element(const CostContext& ctx) {
 // A matrix product's: 2·K FLOPs per output element forward, twice that backward, plus one each way per
 // output element for an added bias; nothing when K is unknown.
 OpCost matrix_product_cost(const CostContext& ctx, const Dim& k, bool bias = false);
+// ScatterElements and ScatterND: data movement, plus one FLOP per update element a reduction combines.
+inline OpCost scatter_cost(const CostContext& ctx) {
+  if (ctx.node.attr_string("reduction", "none") == "none") return {};
+  return {static_cast<double>(ctx.input_numel(2)), 0};
+}
 
 // --- constant folding ---
 // Throws Error at the node with "<Op>: <message>".

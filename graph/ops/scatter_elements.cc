@@ -48,11 +48,6 @@ void infer_scatter_elements(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), data);
 }
 
-OpCost cost_scatter_elements(const CostContext& ctx) {
-  if (ctx.node.attr_string("reduction", "none") == "none") return {};
-  return {static_cast<double>(ctx.input_numel(2)), 0};
-}
-
 }  // namespace
 
 void register_scatter_elements_op(OpRegistry& registry) {
@@ -61,7 +56,7 @@ void register_scatter_elements_op(OpRegistry& registry) {
                 .max_inputs = 3,
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable, InputKind::Data},
                 .infer = infer_scatter_elements,
-                .cost = cost_scatter_elements});
+                .cost = scatter_cost});
 }
 
 }  // namespace onnxtrain

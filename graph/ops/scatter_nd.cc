@@ -45,11 +45,6 @@ void infer_scatter_nd(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), data);
 }
 
-OpCost cost_scatter_nd(const CostContext& ctx) {
-  if (ctx.node.attr_string("reduction", "none") == "none") return {};
-  return {static_cast<double>(ctx.input_numel(2)), 0};
-}
-
 }  // namespace
 
 void register_scatter_nd_op(OpRegistry& registry) {
@@ -58,7 +53,7 @@ void register_scatter_nd_op(OpRegistry& registry) {
                 .max_inputs = 3,
                 .input_kinds = {InputKind::Data, InputKind::NonDifferentiable, InputKind::Data},
                 .infer = infer_scatter_nd,
-                .cost = cost_scatter_nd});
+                .cost = scatter_cost});
 }
 
 }  // namespace onnxtrain

@@ -14,16 +14,15 @@ test holds onnxtrain to 10x PyTorch's own float32 error).
 
     VENV/bin/python tests/data/einsum/make_einsum_exports.py   # writes next to this script
 """
-import copy
 import os
+import sys
 
-import numpy as np
-import onnx
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from pytorch_reference import export_both, write_reference  # noqa: E402
 
 
 class EinsumAttention(nn.Module):
@@ -41,14 +40,8 @@ class EinsumAttention(nn.Module):
         return torch.einsum("bc,cn->bn", torch.einsum("btc->bc", o), self.wc) + self.bias
 
 
-def gradients(model, x, labels):
-    model.zero_grad()
-    loss = F.cross_entropy(model(x), labels)
-    loss.backward()
-    return loss.item(), {n: p.grad.detach().numpy().copy() for n, p in model.named_parameters()}
-
-
 def write_diagonal_model():
+    import onnx
     from onnx import TensorProto, helper
     node = helper.make_node("Einsum", ["x"], ["y"], name="diagonal", equation="ii->i")
     graph = helper.make_graph([node], "diagonal", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
@@ -57,35 +50,10 @@ def write_diagonal_model():
               os.path.join(HERE, "einsum_diagonal.onnx"))
 
 
-def check_names(path, model):
-    graph = onnx.load(path).graph
-    assert any(n.op_type == "Einsum" for n in graph.node), f"{path} has no Einsum node"
-    names = {i.name for i in graph.initializer}
-    missing = [n for n, _ in model.named_parameters() if n not in names]
-    assert not missing, f"{path} names parameters otherwise: {missing} not among {sorted(names)}"
-
-
 if __name__ == "__main__":
     torch.manual_seed(0)
     model = EinsumAttention()
     x = torch.randn(3, 6, 8)
-    labels = torch.tensor([1, 3, 4])
-    for name, dynamo in (("einsum_ts.onnx", False), ("einsum_dynamo.onnx", True)):
-        path = os.path.join(HERE, name)
-        if dynamo:
-            torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["logits"], dynamo=True,
-                              optimize=False, dynamic_shapes=({0: torch.export.Dim("batch")},), external_data=False)
-        else:
-            torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["logits"], dynamo=False,
-                              opset_version=17, dynamic_axes={"input": {0: "batch"}})
-        check_names(path, model)
-    loss32, g32 = gradients(model, x, labels)
-    model64 = copy.deepcopy(model).double()
-    loss64, g64 = gradients(model64, x.double(), labels)
-    arrays = {"input": x.numpy(), "labels": labels.numpy(), "loss32": np.array(loss32), "loss64": np.array(loss64)}
-    for n in g32:
-        arrays["grad32/" + n] = g32[n]
-        arrays["grad64/" + n] = g64[n]
-    np.savez(os.path.join(HERE, "einsum_reference.npz"), **arrays)
+    export_both(model, x, HERE, "einsum", "Einsum")
+    write_reference(os.path.join(HERE, "einsum_reference.npz"), model, x, torch.tensor([1, 3, 4]))
     write_diagonal_model()
-    print("loss float32", loss32, "float64", loss64)
