@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -224,6 +225,47 @@ SymbolBindings input_dim_bindings(const Graph& graph, const std::map<std::string
   return bindings;
 }
 
+namespace {
+
+bool is_float_tensor(const onnx::TensorProto& t) {
+  using P = onnx::TensorProto;
+  return t.data_type() == P::FLOAT || t.data_type() == P::DOUBLE || t.data_type() == P::FLOAT16 ||
+         t.data_type() == P::BFLOAT16;
+}
+
+// The elements of a float tensor; 0 for other types and for dims no loaded model can have.
+int64_t float_elements(const onnx::TensorProto& t) {
+  if (!is_float_tensor(t)) return 0;
+  int64_t n = 1;
+  for (int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return 0;
+  return n;
+}
+
+// a + b, held at INT64_MAX (a hostile file's sizes).
+int64_t add_saturating(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+}
+
+// The float elements of `graph`'s initializers and Constant nodes when it is `inside` a body, and of every
+// body its nodes hold.
+int64_t body_weight_elements(const onnx::GraphProto& graph, bool inside) {
+  int64_t n = 0;
+  if (inside)
+    for (const auto& t : graph.initializer()) n = add_saturating(n, float_elements(t));
+  for (const auto& node : graph.node()) {
+    for (const auto& a : node.attribute()) {
+      if (inside && node.op_type() == "Constant" && a.has_t()) n = add_saturating(n, float_elements(a.t()));
+      if (a.has_g()) n = add_saturating(n, body_weight_elements(a.g(), true));
+      for (const auto& g : a.graphs()) n = add_saturating(n, body_weight_elements(g, true));
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 ImportedModel import_model(const std::string& path, const ImportOptions& options) {
   ImportedModel report;
   try {
@@ -250,6 +292,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
                              " SplitToSequence/SequenceAt chains (torch.split in the dynamo exporter) as Split");
     }
     for (const auto& prop : model.metadata_props()) report.metadata[prop.key()] = prop.value();
+    report.subgraph_weight_elements = body_weight_elements(model.graph(), false);
     report.graph = graph_from_proto(model, options.batch, options.dims);
     report.graph.info.path = path;
     classify_initializers(report.graph, report.graph.initializers, options.freeze_pattern);

@@ -44,6 +44,9 @@ struct ImportedModel {
   // the count of nodes after them left untyped because they read an untyped value.
   std::vector<std::string> untyped_nodes;
   int untyped_after = 0;
+  // Elements of the float tensors (initializers and Constant nodes) inside If, Loop and Scan bodies, nested
+  // ones too: weights no node of the imported graph reads (onnxtrain runs none of those ops).
+  int64_t subgraph_weight_elements = 0;
   // The model's metadata_props (a model `train` wrote records its preprocessing: onnxtrain.preprocess.*).
   std::map<std::string, std::string> metadata;
 };

@@ -84,6 +84,16 @@ TEST(Cli, InspectListsAModelPastANodeItCannotType) {
   }
 }
 
+// Weights inside If and Loop bodies were counted nowhere (an outside check): inspect says how many there are.
+// tests/data/outside/make_if_weights_model.py: a (4, 3) initializer in one branch, a (4, 3) Constant in the other.
+TEST(Cli, InspectCountsTheWeightsInsideIfBodies) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/if_weights.onnx";
+  CliRun r = run("inspect " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("in If/Loop bodies   24 float elements"), std::string::npos) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(run("inspect --json " + model).output)["subgraph_weight_elements"], 24);
+}
+
 TEST(Cli, UserErrorsExitOneWithTheFile) {
   CliRun r = run("inspect /nonexistent/model.onnx");
   EXPECT_EQ(r.exit_code, 1);

@@ -80,6 +80,7 @@ nlohmann::json to_json(const ImportedModel& model, const ModelSummary& s) {
           {"untrainable_ops", s.untrainable_ops},
           {"untyped_nodes", model.untyped_nodes},
           {"nodes_untyped_after_them", model.untyped_after},
+          {"subgraph_weight_elements", model.subgraph_weight_elements},
           {"folded_nodes", model.folded_nodes},
           {"notes", model.notes}};
 }
@@ -124,6 +125,12 @@ void print_text(const ImportedModel& model, const ModelSummary& s, bool all_node
   std::printf("  FLOPs per sample    forward %s, training step (forward + backward) %s\n",
               human(s.forward_flops / b).c_str(), human((s.forward_flops + s.backward_flops) / b).c_str());
   std::printf("  activations/sample  %s bytes\n", human(static_cast<double>(s.activation_bytes) / b).c_str());
+  if (model.subgraph_weight_elements > 0) {
+    std::printf(
+        "  in If/Loop bodies   %s float elements of initializers and constants (not among the parameters "
+        "above: onnxtrain cannot run or train those ops)\n",
+        human(static_cast<double>(model.subgraph_weight_elements)).c_str());
+  }
   if (s.untrainable_ops.empty() && model.untyped_nodes.empty()) {
     std::printf("  cannot train yet    none: every op has an onnxtrain schema\n");
   } else if (!s.untrainable_ops.empty()) {
