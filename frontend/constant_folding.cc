@@ -136,12 +136,17 @@ namespace {
 // Types the outputs of `node`, an op without an onnxtrain schema, from ONNX's inference.
 void type_from_onnx(Graph& graph, const Node& node, const OnnxValueInfos& onnx_infos) {
   if (!onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, node.domain)) {
-    throw Error(node.domain.empty() || node.domain == "ai.onnx"
-                    ? "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " + std::to_string(node.opset) +
-                          " defines it"
-                    : "unknown op '" + node.op_type + "' in domain '" + node.domain +
-                          "' (custom domains need a model-local function or an onnxtrain schema)")
-        .at_node(node.name, node.op_type, node.domain, node.opset);
+    const bool onnx_domain = node.domain.empty() || node.domain == "ai.onnx";
+    // Beyond the opsets Debian's ONNX library knows, an op it lacks may well be ONNX's (Mish at 18).
+    const std::string why = !onnx_domain ? "unknown op '" + node.op_type + "' in domain '" + node.domain +
+                                               "' (custom domains need a model-local function or an onnxtrain schema)"
+                            : node.opset > kOnnxLibraryMaxOpset
+                                ? "onnxtrain has no implementation of " + node.op_type +
+                                      " yet, and its ONNX library (opsets up to " +
+                                      std::to_string(kOnnxLibraryMaxOpset) + ") does not know it either"
+                                : "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " +
+                                      std::to_string(node.opset) + " defines it";
+    throw Error(why).at_node(node.name, node.op_type, node.domain, node.opset);
   }
   for (ValueId out : node.outputs) {
     if (!out.valid()) continue;
