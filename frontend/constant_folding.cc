@@ -198,8 +198,9 @@ void infer_and_fold(Graph& graph, const OnnxValueInfos& onnx_infos, ImportedMode
       infer_node(graph, id, *schema);
     } catch (const Error& e) {
       if (!keep_untypable) throw;
-      report.untyped_nodes.push_back("node '" + node.name + "' (" + node.op_type + "): " + e.message());
-      for (ValueId out : node.outputs) {
+      const Node& failed = graph.node(id);  // `node` may dangle: a lowering adds nodes before it refuses
+      report.untyped_nodes.push_back("node '" + failed.name + "' (" + failed.op_type + "): " + e.message());
+      for (ValueId out : failed.outputs) {
         if (!out.valid()) continue;
         graph.value(out).dtype = DType::Undefined;
         graph.value(out).shape = Shape::unknown_rank();

@@ -1,11 +1,14 @@
 // Einsum lowered to the ops onnxtrain trains (einsum_lowering.h).
 #include "frontend/einsum_lowering.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
 
+#include "frontend/import_passes.h"
 #include "graph/error.h"
 #include "graph/op_schema.h"
 
@@ -155,6 +158,14 @@ class Lowering {
 
   [[noreturn]] void refuse_lowering(const std::string& why) const { refuse(einsum_, why); }
 
+  // The sizes of `x`'s axes `labels_wanted` (labelled `labels`) as a 1-D int64 value: Shape then Gather,
+  // which fold to numbers or symbols at import.
+  ValueId dims_of(ValueId x, const Labels& labels, const Labels& wanted) {
+    std::vector<int64_t> at;
+    for (Label l : wanted) at.push_back(std::find(labels.begin(), labels.end(), l) - labels.begin());
+    return emit("Gather", {emit("Shape", {x}), ints(at)}, {{"axis", int64_t{0}}});
+  }
+
  private:
   Graph& g_;
   std::string name_;
@@ -200,7 +211,9 @@ Operand contract(Lowering& low, Operand a, Operand b, const std::set<Label>& nee
   std::vector<Labels> axes;
   for (Label l : a_only) axes.push_back({l});
   for (Label l : b_only) axes.push_back({l});
-  // The free axes' sizes, from the operands (the product holds them flattened).
+  // The free axes' sizes, from the operands (the product holds them flattened): numbers where they are, else
+  // the operands' own sizes through Shape and Gather (a Linear over a sequence, "btd,de->bte", has a batch
+  // and a length of symbols).
   std::vector<int64_t> shape(k, 0);
   int unknown = 0;
   for (Label l : join({&a_only, &b_only})) {
@@ -208,7 +221,14 @@ Operand contract(Lowering& low, Operand a, Operand b, const std::set<Label>& nee
     unknown += size < 0 ? 1 : 0;
     shape.push_back(size);
   }
-  if (unknown > 1) low.refuse_lowering("more than one of its free axes has a size that is not a number");
+  if (unknown > 1) {
+    std::vector<ValueId> parts;
+    if (k > 0) parts.push_back(low.dims_of(result.value, result.labels, batch));
+    if (!a_only.empty()) parts.push_back(low.dims_of(a.value, a.labels, a_only));
+    if (!b_only.empty()) parts.push_back(low.dims_of(b.value, b.labels, b_only));
+    result.value = low.emit("Reshape", {result.value, low.emit("Concat", parts, {{"axis", int64_t{0}}})});
+    return result;
+  }
   result.value = low.reshape(result.value, shape);
   return result;
 }
@@ -244,18 +264,13 @@ void lower_einsum(Graph& g, NodeId id) {
     }
     operands.push_back({einsum.inputs[i], labels});
   }
-  Labels output;
-  if (arrow == std::string::npos) {  // implicit: the ellipsis, then the letters used once, in order
-    for (const auto& [l, count] : uses)
-      if (l >= kEllipsis) output.push_back(l);
-    for (const auto& [l, count] : uses)
-      if (l < kEllipsis && count == 1) output.push_back(l);
-  } else {
-    output = parse_term(einsum, equation.substr(arrow + 2), -1, widest);
-    for (Label l : output)
-      if (!uses.count(l)) refuse(einsum, std::string("the output label '") + static_cast<char>(l) + "' is in no input");
-  }
+  // The import wrote implicit outputs out (make_einsum_outputs_explicit).
+  if (arrow == std::string::npos) refuse(einsum, "the equation has no explicit output");
+  const Labels output = parse_term(einsum, equation.substr(arrow + 2), -1, widest);
+  for (Label l : output)
+    if (!uses.count(l)) refuse(einsum, std::string("the output label '") + static_cast<char>(l) + "' is in no input");
 
+  // Nodes added before a refusal read the inputs and feed nothing: the import's dead-node pass drops them.
   Lowering low(g, einsum);
   // Labels read by the output or by operand j or later.
   auto needed_from = [&](size_t j) {
@@ -288,6 +303,25 @@ void lower_einsum(Graph& g, NodeId id) {
   v.producer = producer;
   v.dtype = g.value(result).dtype;
   v.shape = g.value(result).shape;
+}
+
+void make_einsum_outputs_explicit(onnx::ModelProto& model) {
+  for (onnx::NodeProto& node : *model.mutable_graph()->mutable_node()) {
+    if (node.op_type() != "Einsum" || !(node.domain().empty() || node.domain() == "ai.onnx")) continue;
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.name() != "equation" || a.s().find("->") != std::string::npos) continue;
+      std::map<char, int> uses;
+      bool ellipsis = false;
+      for (size_t i = 0; i < a.s().size(); ++i) {
+        if (a.s().compare(i, 3, "...") == 0) ellipsis = true;
+        if (std::isalpha(static_cast<unsigned char>(a.s()[i]))) ++uses[a.s()[i]];
+      }
+      std::string output = ellipsis ? "..." : "";
+      for (const auto& [letter, count] : uses)
+        if (count == 1) output.push_back(letter);
+      a.set_s(a.s() + "->" + output);
+    }
+  }
 }
 
 }  // namespace onnxtrain

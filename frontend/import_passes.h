@@ -25,6 +25,11 @@ Shape shape_from_type(const onnx::TypeProto& type);
 // (frontend/sequence_rewrite.cc); returns how many sequences it rewrote.
 int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& infos);
 
+// Writes out the implicit output of every Einsum equation of the main graph ("ij,jk" becomes "ij,jk->ik": the
+// ellipsis, then the letters used once, by character code, as numpy), before ONNX's checker and inference
+// see them: Debian's ONNX library aborts on an implicit output with an uppercase letter (einsum_lowering.cc).
+void make_einsum_outputs_explicit(onnx::ModelProto& model);
+
 // ModelProto → Graph: values, nodes (typed ids), attributes, graph inputs/outputs; sorts the nodes and
 // refuses missing inputs, duplicate outputs and cycles. Leading symbolic dims of inputs are recorded as
 // batch symbols and bound to `batch` when given.

@@ -278,6 +278,7 @@ ImportedModel import_model(const std::string& path, const ImportOptions& options
     check_opsets(model);
     check_graph_outputs_defined(model);
     OnnxValueInfos onnx_infos;
+    make_einsum_outputs_explicit(model);
     if (onnx_library_knows(model)) {
       run_onnx_checker(model);
       convert_old_opset(model, report);
