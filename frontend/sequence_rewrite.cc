@@ -39,10 +39,13 @@ std::optional<std::vector<int64_t>> constant_ints(const onnx::GraphProto& graph,
 
 // Chunk sizes of SplitToSequence `node` along its axis, or nullopt when they are not static. A scalar
 // split s over a length ONNX's inference did not find (opsets newer than Debian's ONNX library knows)
-// gives `chunks_read` chunks of s: if the length differs, Split's own shape inference reports it.
+// gives the `chunks_read` - 1 chunks of s before the last one read, and sets `last_from_length`: that
+// one may be short (torch.chunk(3) of 10 is 4, 4, 2), so its size comes from the length at import.
 std::optional<std::vector<int64_t>> chunk_sizes(const onnx::GraphProto& graph, const onnx::NodeProto& node,
-                                                const OnnxValueInfos& infos, int64_t chunks_read, int64_t& axis) {
+                                                const OnnxValueInfos& infos, int64_t chunks_read, int64_t& axis,
+                                                bool& last_from_length) {
   axis = 0;
+  last_from_length = false;
   for (const onnx::AttributeProto& a : node.attribute())
     if (a.name() == "axis") axis = a.i();
   if (node.input_size() < 2 || node.input(1).empty()) return std::nullopt;  // keepdims-style split by ones
@@ -56,13 +59,63 @@ std::optional<std::vector<int64_t>> chunk_sizes(const onnx::GraphProto& graph, c
   // Without a shape a negative axis stays negative: Split counts it from the end as SplitToSequence does
   // (torch.chunk(3, -1) in an opset-20 export).
   if (axis < 0 && shape) axis += shape->rank();
-  if (!shape || axis < 0 || axis >= shape->rank() || !shape->dims[axis].is_static())
-    return std::vector<int64_t>(static_cast<size_t>(chunks_read), size);
+  if (!shape || axis < 0 || axis >= shape->rank() || !shape->dims[axis].is_static()) {
+    if (chunks_read < 1) return std::nullopt;
+    last_from_length = true;
+    return std::vector<int64_t>(static_cast<size_t>(chunks_read - 1), size);
+  }
   const int64_t length = shape->dims[axis].value();
   if (length < 0 || length / size >= kMaxChunks) return std::nullopt;
   std::vector<int64_t> sizes(static_cast<size_t>(length / size), size);
   if (length % size) sizes.push_back(length % size);
   return sizes;
+}
+
+// Adds an int64 1-D initializer `name` of `values`; returns its name.
+std::string add_ints(onnx::GraphProto& graph, const std::string& name, const std::vector<int64_t>& values) {
+  onnx::TensorProto& t = *graph.add_initializer();
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t.add_int64_data(v);
+  return name;
+}
+
+// Appends node `op`(inputs) -> `output` (proto_to_graph sorts the nodes); returns the output's name.
+std::string add_node(onnx::GraphProto& graph, const std::string& op, const std::vector<std::string>& inputs,
+                     const std::string& output) {
+  onnx::NodeProto& n = *graph.add_node();
+  n.set_name(output);
+  n.set_op_type(op);
+  for (const std::string& in : inputs) n.add_input(in);
+  n.add_output(output);
+  return output;
+}
+
+// The sizes of `sizes` (chunks of s), then of the last chunk read, min(s, L - s (n - 1)), and of what is left
+// after it, from the length L of `input` along `axis`: a 1-D int64 value the import folds once L is known.
+std::string sizes_with_last_from_length(onnx::GraphProto& graph, const std::string& base, const std::string& input,
+                                        int64_t axis, int64_t s, const std::vector<int64_t>& sizes) {
+  const int64_t before = s * static_cast<int64_t>(sizes.size());
+  const std::string length = add_node(
+      graph, "Gather", {add_node(graph, "Shape", {input}, base + "/shape"), add_ints(graph, base + "/axis", {axis})},
+      base + "/length");
+  const std::string left =
+      add_node(graph, "Sub", {length, add_ints(graph, base + "/before", {before})}, base + "/left");
+  const std::string last = add_node(graph, "Min", {left, add_ints(graph, base + "/chunk", {s})}, base + "/last");
+  const std::string rest = add_node(graph, "Sub", {left, last}, base + "/rest");
+  std::vector<std::string> parts{last, rest};
+  if (!sizes.empty()) parts.insert(parts.begin(), add_ints(graph, base + "/whole_chunks", sizes));
+  onnx::NodeProto& concat = *graph.add_node();
+  concat.set_name(base + "/sizes");
+  concat.set_op_type("Concat");
+  for (const std::string& p : parts) concat.add_input(p);
+  concat.add_output(base + "/sizes");
+  onnx::AttributeProto& a = *concat.add_attribute();
+  a.set_name("axis");
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(0);
+  return concat.output(0);
 }
 
 }  // namespace
@@ -96,28 +149,31 @@ int rewrite_split_to_sequence(onnx::ModelProto& model, const OnnxValueInfos& inf
       chunks_read = std::max(chunks_read, (*at)[0] + 1);
     }
     int64_t axis = 0;
+    bool last_from_length = false;
     const std::optional<std::vector<int64_t>> sizes =
-        resolved && !positions.empty() ? chunk_sizes(graph, node, infos, chunks_read, axis) : std::nullopt;
+        resolved && !positions.empty() ? chunk_sizes(graph, node, infos, chunks_read, axis, last_from_length)
+                                       : std::nullopt;
     if (!sizes) continue;
-    const auto count = static_cast<int64_t>(sizes->size());
+    // With the last chunk sized at import, one more output holds what follows it (nothing reads it).
+    const auto count = static_cast<int64_t>(sizes->size()) + (last_from_length ? 2 : 0);
     for (auto& [r, k] : positions) {
+      if (k < 0 && last_from_length) resolved = false;  // counted from an end the import does not know yet
       if (k < 0) k += count;
       resolved = resolved && k >= 0 && k < count;
     }
     if (!resolved) continue;
 
-    onnx::TensorProto& split = *graph.add_initializer();
-    split.set_name(sequence + "/split_sizes");
-    split.set_data_type(onnx::TensorProto::INT64);
-    split.add_dims(static_cast<int64_t>(sizes->size()));
-    for (int64_t s : *sizes) split.add_int64_data(s);
-    const std::string input = node.input(0);
+    const std::string split = last_from_length
+                                  ? sizes_with_last_from_length(graph, sequence, node.input(0), axis,
+                                                                constant_ints(graph, node.input(1))->front(), *sizes)
+                                  : add_ints(graph, sequence + "/split_sizes", *sizes);
+    const std::string input = node.input(0), node_name = node.name();
     node.Clear();
-    node.set_name(sequence + "/Split");
+    node.set_name(node_name);  // the user's node, named in errors
     node.set_op_type("Split");
     node.add_input(input);
-    node.add_input(split.name());
-    for (size_t k = 0; k < sizes->size(); ++k) node.add_output(sequence + "/chunk_" + std::to_string(k));
+    node.add_input(split);
+    for (int64_t k = 0; k < count; ++k) node.add_output(sequence + "/chunk_" + std::to_string(k));
     onnx::AttributeProto* axis_attribute = node.add_attribute();
     axis_attribute->set_name("axis");
     axis_attribute->set_type(onnx::AttributeProto::INT);

@@ -480,19 +480,23 @@ TEST_F(CliReliability, ANodeWhoseConstantSizesFixTheBatchMakesAFixedBatch) {
 // MaxViT's attention). It imports as a Split, runs as PyTorch does and trains.
 TEST_F(CliReliability, ADynamoChunkAlongTheLastAxisImportsAsASplit) {
   const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/outside/";
-  const onnxtrain::NpzArchive expected = onnxtrain::read_npz(dir + "chunk_last_expected.npz");
-  const std::string x = (dir_ / "x.npy").string();
-  onnxtrain::write_npy(x, *expected.find("x"));
-  CliRun r = run_after("true", "run " + dir + "chunk_last_dynamo.onnx -i " + x + " -o " + (dir_ / "out").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const onnxtrain::Tensor got = onnxtrain::read_npy((dir_ / "out" / "logits.npy").string());
-  const onnxtrain::Tensor& want = *expected.find("logits");
-  ASSERT_EQ(got.sizes(), want.sizes());
-  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
-  r = run_after("true", "train " + dir +
-                            "chunk_last_dynamo.onnx --data synthetic:8:10:64 --epochs 1 --test-data none -o " +
-                            (dir_ / "trained.onnx").string());
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // chunk_uneven: 10 features in chunks of 4, 4 and 2 (the last one was made as long as the others).
+  for (const std::string name : {"chunk_last", "chunk_uneven"}) {
+    SCOPED_TRACE(name);
+    const onnxtrain::NpzArchive expected = onnxtrain::read_npz(dir + name + "_expected.npz");
+    const std::string x = (dir_ / "x.npy").string();
+    onnxtrain::write_npy(x, *expected.find("x"));
+    CliRun r = run_after("true", "run " + dir + name + "_dynamo.onnx -i " + x + " -o " + (dir_ / name).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const onnxtrain::Tensor got = onnxtrain::read_npy((dir_ / name / "logits.npy").string());
+    const onnxtrain::Tensor& want = *expected.find("logits");
+    ASSERT_EQ(got.sizes(), want.sizes());
+    for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+    r = run_after("true", "train " + dir + name +
+                              "_dynamo.onnx --data synthetic:8:10:64 --epochs 1 --test-data none -o " +
+                              (dir_ / "trained.onnx").string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
 }
 
 // nn.Embedding(padding_idx=0) exports a Gather of a table whose row 0 is zeros, without padding_idx:
