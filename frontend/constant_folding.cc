@@ -141,9 +141,9 @@ void type_from_onnx(Graph& graph, const Node& node, const OnnxValueInfos& onnx_i
     const std::string why = !onnx_domain ? "unknown op '" + node.op_type + "' in domain '" + node.domain +
                                                "' (custom domains need a model-local function or an onnxtrain schema)"
                             : node.opset > kOnnxLibraryMaxOpset
-                                ? "onnxtrain has no implementation of " + node.op_type +
-                                      " yet, and its ONNX library (opsets up to " +
-                                      std::to_string(kOnnxLibraryMaxOpset) + ") does not know it either"
+                                ? "unknown op '" + node.op_type + "': onnxtrain has no implementation of it, and " +
+                                      "its ONNX library (opsets up to " + std::to_string(kOnnxLibraryMaxOpset) +
+                                      ") does not know it either: it may be an op of ONNX " + std::to_string(node.opset)
                                 : "unknown op '" + node.op_type + "': neither onnxtrain nor ONNX " +
                                       std::to_string(node.opset) + " defines it";
     throw Error(why).at_node(node.name, node.op_type, node.domain, node.opset);
