@@ -22,6 +22,8 @@ models/torchvision/make_torchvision.py does) into the script's temporary folder,
                   token), 6 layers of width 256, 8 heads, MLP 512, 10 classes (3.2M parameters)
     resnet50      torchvision.models.resnet50(num_classes=10) at 3x224x224 (ImageNet size; for --device cuda,
                   where tools/gpu-check.sh times it: one step at batch 64 takes seconds on a CPU core)
+    lstm          a sequence classifier: nn.LSTM(64, 256, batch_first=True) over 32 steps of 64 features, its
+                  last hidden state into Linear(256, 10) (the ONNX LSTM op; input 32x64)
     unet          a small UNet at 3x32x32 (small_unet_class): Conv-BN-ReLU blocks of 32, 64 and 128 channels,
                   max pooling down, bilinear F.interpolate up with skip concatenations, a PixelShuffle head
                   (Resize and DepthToSpace in ONNX), 10 classes
@@ -30,9 +32,10 @@ the fixtures and its own exports alike (the running statistics in its exports ar
 and var 1, as constructed).
 
 FLOPs: the worker counts the forward FLOPs of one sample directly, 2 * the multiply-adds of every Conv and
-Linear and of every MultiheadAttention (its input and output projections and its two attention products,
-Q.K^T and P.V) (forward hooks, one sample in eval() mode; BatchNorm, LayerNorm, activations, softmax,
-pooling, the loss and the update are not counted), and takes a training step as 3 x forward (forward,
+Linear, of every MultiheadAttention (its input and output projections and its two attention products,
+Q.K^T and P.V) and of every RNN, GRU and LSTM layer (its gates' two products at each step) (forward hooks,
+one sample in eval() mode; BatchNorm, LayerNorm, activations, softmax, pooling, the loss and the update
+are not counted), and takes a training step as 3 x forward (forward,
 backward to the data, backward to the weights). GFLOP/s = samples/s * step FLOPs per sample / 1e9. The
 peak: before each configuration's timed blocks, the worker times float32 torch.mm of two 2048x2048
 matrices (on --device, after warm-up, repeated for about a second): 2 * 2048^3 * repetitions / seconds; on
@@ -94,16 +97,16 @@ CLASSES = 10
 FIXTURES = {"cnn": (1, 28, 28), "mlp": (1, 28, 28), "resnet": (3, 32, 32)}
 # ... and the networks built from torch/torchvision code, which the worker exports itself (build_network).
 TORCH_NETWORKS = {"mlp784": (1, 28, 28), "resnet18": (3, 32, 32), "vgg11": (3, 32, 32), "mobilenet_v2": (3, 32, 32),
-                  "vit": (3, 32, 32), "resnet50": (3, 224, 224), "unet": (3, 32, 32)}
+                  "vit": (3, 32, 32), "resnet50": (3, 224, 224), "unet": (3, 32, 32), "lstm": (32, 64)}
 # Timed steps per repeat: about a second of work at one thread on a small 2-core machine.
 DEFAULT_STEPS = {"cnn": 100, "mlp": 200, "resnet": 25, "mlp784": 200, "resnet18": 6, "vgg11": 2, "mobilenet_v2": 7,
-                 "vit": 4, "resnet50": 1, "unet": 4}
+                 "vit": 4, "resnet50": 1, "unet": 4, "lstm": 20}
 PEAK_N = 2048  # the float32 GEMM peak: torch.mm of two PEAK_N x PEAK_N matrices
 PEAK_SECONDS = 1.0
 
 
 def input_dims(name):
-    """(C, H, W) of the model's image input."""
+    """The sizes of one sample: (C, H, W) of an image, (T, features) of the lstm's sequence."""
     return FIXTURES[name] if name in FIXTURES else TORCH_NETWORKS[name]
 
 
@@ -153,10 +156,9 @@ def wait_for_idle(limit_s):
 def train_command(binary, name, batch, total, workdir, device="cpu", tf32=False, model=None, precision="fp32"):
     """The `onnxtrain train` command of `total` steps of `batch` and its --metrics file; `model`: the ONNX
     file (default: the fixture's, models/NAME_opset17.onnx)."""
-    c, h, w = input_dims(name)
     metrics = os.path.join(workdir, "metrics.jsonl")
     cmd = [binary, "train", model or fixture_path(name),
-           "--data", "synthetic:%d,%d,%d:%d:%d" % (c, h, w, CLASSES, batch * total),
+           "--data", "synthetic:%s:%d:%d" % (",".join(map(str, input_dims(name))), CLASSES, batch * total),
            "--batch", str(batch), "--epochs", "1", "--validation", "0", "--lr", str(LR),
            "--optimizer", "momentum", "--momentum", str(MOMENTUM), "--log-every", "1000000",
            "--metrics", metrics, "--device", device, "-o", os.path.join(workdir, "trained.onnx")]
@@ -251,6 +253,23 @@ def small_unet_class():
     return SmallUNet
 
 
+def lstm_classifier_class():
+    """The `lstm` network: nn.LSTM over the sequence, its last hidden state classified."""
+    from torch import nn
+
+    class LstmClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(64, 256, batch_first=True)
+            self.fc = nn.Linear(256, CLASSES)
+
+        def forward(self, x):
+            _, (h, _) = self.lstm(x)
+            return self.fc(h[-1])
+
+    return LstmClassifier
+
+
 def build_network(name):
     """The torch module of `name` in train() mode, seed 0: a fixture of models/make_fixtures.py or one of
     TORCH_NETWORKS (see the module's docstring)."""
@@ -284,6 +303,8 @@ def build_network(name):
         model = torchvision.models.resnet50(weights=None, num_classes=CLASSES)
     elif name == "unet":
         model = small_unet_class()()
+    elif name == "lstm":
+        model = lstm_classifier_class()()
     else:
         sys.exit("unknown model %s" % name)
     model.train()
@@ -386,6 +407,16 @@ def forward_flops(model, name):
         macs[0] += out.numel() * m.in_features
         macs[1] += out.numel() * m.in_features
 
+    def recurrent(m, inputs, out):  # every layer and direction: T steps of gates x H x (its input + H)
+        gates = {"LSTM": 4, "GRU": 3}.get(m.mode, 1)
+        steps = inputs[0].shape[1 if m.batch_first else 0]
+        directions = 2 if m.bidirectional else 1
+        for layer in range(m.num_layers):
+            width = m.input_size if layer == 0 else m.hidden_size * directions
+            n = steps * directions * gates * m.hidden_size * (width + m.hidden_size)
+            macs[0] += n
+            macs[1] += n
+
     def attention(m, inputs, out):
         n = attention_macs(m, inputs)
         macs[0] += n  # no padding: all of them are live
@@ -399,6 +430,7 @@ def forward_flops(model, name):
     hooks += [m.register_forward_hook(linear) for m in model.modules()
               if isinstance(m, nn.Linear) and id(m) not in out_projs]
     hooks += [m.register_forward_hook(attention) for m in attentions]
+    hooks += [m.register_forward_hook(recurrent) for m in model.modules() if isinstance(m, nn.RNNBase)]
     training = model.training
     model.eval()
     with torch.no_grad():

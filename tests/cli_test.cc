@@ -58,15 +58,15 @@ TEST(Cli, InspectJsonIsOneDocument) {
   EXPECT_TRUE(doc["untrainable_ops"].empty());
 }
 
-// A node that cannot be typed (an op without a schema that ONNX leaves untyped, an attribute onnxtrain
-// refuses) stopped inspect with the error that train gives; inspect now lists the model and says where
-// typing stopped (outside checks, 2026-12-06). train still refuses it.
+// A node that cannot be typed (an attribute onnxtrain refuses; the outside checks of 2026-12-06 met a dynamo
+// GRU, which onnxtrain lacked then) stopped inspect with the error that train gives; inspect now lists the
+// model and says where typing stopped. train still refuses it.
 TEST(Cli, InspectListsAModelPastANodeItCannotType) {
   const std::string data = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/";
   struct Case {
     std::string model, node, reason;
   };
-  for (const Case& c : {Case{data + "outside/gru_dynamo.onnx", "node 'node_gru__1' (GRU)", "no implementation of GRU"},
+  for (const Case& c : {Case{data + "recurrent/lstm_clip.onnx", "node 'lstm_clip' (LSTM)", "no clipped cell"},
                         Case{data + "resize/resize_antialias.onnx", "node 'shrink_aa' (Resize)", "antialias=1"}}) {
     CliRun r = run("inspect " + c.model);
     EXPECT_EQ(r.exit_code, 0) << r.output;

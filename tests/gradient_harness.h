@@ -90,5 +90,6 @@ std::vector<GradientCase> conv_matmul_gradient_cases();
 std::vector<GradientCase> pooling_softmax_gradient_cases();
 std::vector<GradientCase> normalisation_gradient_cases();
 std::vector<GradientCase> reduction_loss_gradient_cases();
+std::vector<GradientCase> recurrent_gradient_cases();
 
 }  // namespace onnxtrain::harness

@@ -52,7 +52,8 @@ const std::map<std::string, std::string> kNonDifferentiableOps = {
 std::vector<GradientCase> all_cases() {
   std::vector<GradientCase> cases;
   for (auto family : {elementwise_gradient_cases, data_movement_gradient_cases, conv_matmul_gradient_cases,
-                      pooling_softmax_gradient_cases, normalisation_gradient_cases, reduction_loss_gradient_cases}) {
+                      pooling_softmax_gradient_cases, normalisation_gradient_cases, reduction_loss_gradient_cases,
+                      recurrent_gradient_cases}) {
     for (GradientCase& c : family()) cases.push_back(std::move(c));
   }
   return cases;

@@ -56,6 +56,7 @@ void register_softmax_ops(OpRegistry& registry);
 void register_reduce_ops(OpRegistry& registry);
 void register_dropout_op(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
+void register_recurrent_ops(OpRegistry& registry);  // RNN, GRU, LSTM
 // --- onnxtrain's backward ops (domain kTrainingDomain), in graph/ops/training/ ---
 // --- elementwise ---
 void register_activation_grad_op(OpRegistry& registry);
@@ -87,6 +88,7 @@ void register_layer_norm_grad_op(OpRegistry& registry);
 // --- reductions and losses ---
 void register_loss_grad_ops(OpRegistry& registry);
 // --- end reductions and losses ---
+void register_recurrent_grad_op(OpRegistry& registry);
 // --- end backward ops ---
 
 }  // namespace onnxtrain

@@ -75,6 +75,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_loss_grad_ops(registry);
   // --- end reductions and losses ---
   // --- end backward ops ---
+  register_recurrent_ops(registry);
+  register_recurrent_grad_op(registry);
   (void)registry;
 }
 

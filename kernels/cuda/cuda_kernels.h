@@ -24,5 +24,6 @@ void register_cuda_lrn_kernels(KernelRegistry& registry);         // cuDNN LRN (
 void register_cuda_gemm_kernels(KernelRegistry& registry);        // cuBLAS Gemm, MatMul
 void register_cuda_data_movement_kernels(
     KernelRegistry& registry);  // shapes, copies, concat/split, slice, transpose, expand, gather, pad (+grads)
+void register_cuda_recurrent_kernels(KernelRegistry& registry);  // RNN, GRU, LSTM, RecurrentGrad (cuBLAS)
 
 }  // namespace onnxtrain

@@ -18,6 +18,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_cuda_lrn_kernels(registry);
   register_cuda_gemm_kernels(registry);
   register_cuda_data_movement_kernels(registry);
+  register_cuda_recurrent_kernels(registry);
 }
 
 }  // namespace onnxtrain

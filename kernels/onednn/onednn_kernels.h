@@ -35,6 +35,8 @@ void register_onednn_lrn_grad_kernels(KernelRegistry& registry);
 // --- backward: normalisation ---
 void register_onednn_batch_norm_grad_kernels(KernelRegistry& registry);
 void register_onednn_layer_norm_grad_kernels(KernelRegistry& registry);
+void register_onednn_recurrent_kernels(KernelRegistry& registry);  // RNN, GRU, LSTM (recurrent.cc)
+void register_onednn_recurrent_grad_kernel(KernelRegistry& registry);
 // --- end normalisation ---
 // --- backward: reductions and losses ---
 // --- end reductions and losses ---

@@ -35,6 +35,8 @@ void register_onednn_kernels(KernelRegistry& registry) {
   // --- end normalisation ---
   // --- backward: reductions and losses ---
   // --- end reductions and losses ---
+  register_onednn_recurrent_kernels(registry);
+  register_onednn_recurrent_grad_kernel(registry);
   (void)registry;
 }
 

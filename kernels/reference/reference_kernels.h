@@ -47,6 +47,7 @@ void register_reference_top_k_kernels(KernelRegistry& registry);
 void register_reference_scatter_elements_kernels(KernelRegistry& registry);
 void register_reference_gather_nd_kernels(KernelRegistry& registry);
 void register_reference_scatter_nd_kernels(KernelRegistry& registry);
+void register_reference_recurrent_kernels(KernelRegistry& registry);  // RNN, GRU, LSTM
 // --- backward ops (domain ai.onnxtrain) ---
 // --- backward: elementwise ---
 void register_reference_activation_grad_kernels(KernelRegistry& registry);
@@ -73,6 +74,7 @@ void register_reference_lrn_grad_kernels(KernelRegistry& registry);
 void register_reference_batch_norm_grad_kernels(KernelRegistry& registry);
 void register_reference_instance_norm_grad_kernels(KernelRegistry& registry);
 void register_reference_layer_norm_grad_kernels(KernelRegistry& registry);
+void register_reference_recurrent_grad_kernel(KernelRegistry& registry);
 // --- end normalisation ---
 // --- backward: reductions and losses ---
 void register_reference_loss_grad_kernels(KernelRegistry& registry);

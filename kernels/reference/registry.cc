@@ -43,6 +43,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_scatter_elements_kernels(registry);
   register_reference_gather_nd_kernels(registry);
   register_reference_scatter_nd_kernels(registry);
+  register_reference_recurrent_kernels(registry);
   // --- backward ops (domain ai.onnxtrain) ---
   // --- backward: elementwise ---
   register_reference_activation_grad_kernels(registry);
@@ -69,6 +70,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_batch_norm_grad_kernels(registry);
   register_reference_instance_norm_grad_kernels(registry);
   register_reference_layer_norm_grad_kernels(registry);
+  register_reference_recurrent_grad_kernel(registry);
   // --- end normalisation ---
   // --- backward: reductions and losses ---
   register_reference_loss_grad_kernels(registry);

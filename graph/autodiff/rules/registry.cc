@@ -58,6 +58,7 @@ GradientRegistry make_builtin_gradients() {
   r.add("", "ScatterElements", &scatter_elements_gradient);
   r.add("", "GatherND", &gather_nd_gradient);
   r.add("", "ScatterND", &scatter_nd_gradient);
+  for (const char* op : {"RNN", "GRU", "LSTM"}) r.add("", op, &recurrent_gradient);
   r.add("", "Dropout", &dropout_gradient);
   // --- end data movement ---
 

@@ -91,5 +91,6 @@ void reduce_l2_gradient(GradientContext& ctx);
 void softmax_cross_entropy_loss_gradient(GradientContext& ctx);    // losses.cc
 void negative_log_likelihood_loss_gradient(GradientContext& ctx);  // losses.cc
 // --- end reductions and losses ---
+void recurrent_gradient(GradientContext& ctx);  // RNN, GRU, LSTM
 
 }  // namespace onnxtrain::gradient_rules

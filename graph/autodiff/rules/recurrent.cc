@@ -1,0 +1,35 @@
+// RNN, GRU and LSTM: one RecurrentGrad node (graph/ops/training/recurrent_grad.cc) gives the gradients of
+// X, W, R, B, initial_h, initial_c and P that the loss needs, from the gradients reaching Y, Y_h and Y_c
+// (each may be absent: the loss reads only the last state, or only the sequence). Its kernels recompute the
+// forward's gates instead of keeping them: a (T, N, G·H) tensor per direction would otherwise live from the
+// forward to the backward, the same trade a checkpointed LSTM makes, for a third more products.
+#include "graph/autodiff/rules/rules.h"
+
+namespace onnxtrain::gradient_rules {
+
+void recurrent_gradient(GradientContext& ctx) {
+  std::vector<ValueId> inputs(11);
+  for (size_t i = 0; i < 8 && i < ctx.node().inputs.size(); ++i) {
+    if (ctx.has_input(i)) inputs[i] = ctx.input(i);
+  }
+  bool any_output_grad = false;
+  for (size_t o = 0; o < 3; ++o) {
+    inputs[8 + o] = ctx.output_grad(o);
+    any_output_grad = any_output_grad || inputs[8 + o].valid();
+  }
+  if (!any_output_grad) return;
+  // Output k of RecurrentGrad is the gradient of forward input kInputOf[k].
+  constexpr size_t kInputOf[] = {0, 1, 2, 3, 5, 6, 7};
+  std::vector<bool> wanted;
+  for (size_t input : kInputOf) wanted.push_back(ctx.needs_grad(input));
+  while (!wanted.empty() && !wanted.back()) wanted.pop_back();
+  if (wanted.empty()) return;
+  Attributes attrs = ctx.node().attributes;
+  attrs["cell"] = ctx.node().op_type;
+  const std::vector<ValueId> grads = ctx.emit("RecurrentGrad", inputs, attrs, wanted, kTrainingDomain);
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (grads[k].valid()) ctx.add_input_grad(kInputOf[k], grads[k]);
+  }
+}
+
+}  // namespace onnxtrain::gradient_rules

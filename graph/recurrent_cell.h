@@ -1,0 +1,46 @@
+// What the ONNX recurrent ops RNN, GRU and LSTM (opsets 7 and 14) compute, read from a node's attributes:
+// shared by their schemas (graph/ops/recurrent.cc), their backward op RecurrentGrad and the kernels
+// (kernels/reference/recurrent*.cc, kernels/cuda/recurrent.cu), so that every side refuses the same things.
+//
+// Inputs (X, W, R, B, sequence_lens, initial_h[, initial_c, P]), with D directions, G gates, H hidden:
+//   X (T, N, I), layout 1: (N, T, I); W (D, G·H, I); R (D, G·H, H); B (D, 2·G·H): W's bias then R's;
+//   sequence_lens (N) int32; initial_h and initial_c (D, N, H), layout 1: (N, D, H); P (D, 3·H): LSTM's
+//   peepholes i, o, f.
+// Outputs Y (T, D, N, H), layout 1: (N, T, D, H); Y_h and Y_c (D, N, H), layout 1: (N, D, H).
+// Gates, in ONNX's order: RNN i (tanh); GRU z, r, h (sigmoid, sigmoid, tanh); LSTM i, o, f, c (sigmoid
+// three times, tanh; C's output through tanh). The default activations are the only ones onnxtrain has,
+// as every exporter writes them: other activations, `clip` and LSTM's `input_forget` are refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/attributes.h"
+
+namespace onnxtrain {
+
+enum class RecurrentCellKind { Rnn, Gru, Lstm };
+
+struct RecurrentCell {
+  RecurrentCellKind kind = RecurrentCellKind::Rnn;
+  int64_t hidden = 0;      // hidden_size; 0 when the attribute is absent (then R's last dim says)
+  int64_t directions = 1;  // 2 for "bidirectional"
+  bool reverse = false;    // "reverse": the only direction runs from the last step to the first
+  int64_t layout = 0;      // 0: time-major (T, N, ...); 1: batch-major (N, T, ...)
+  bool linear_before_reset = false;  // GRU: r multiplies (H·Rhᵀ + Rbh) instead of H before the product
+
+  int64_t gates() const { return kind == RecurrentCellKind::Rnn ? 1 : kind == RecurrentCellKind::Gru ? 3 : 4; }
+  // Direction d of a bidirectional op runs backwards for d == 1.
+  bool runs_backwards(int64_t d) const { return reverse || d == 1; }
+};
+
+// "RNN", "GRU" or "LSTM" (a forward op type, or RecurrentGrad's `cell` attribute); false for anything else.
+bool recurrent_cell_kind(const std::string& op_type, RecurrentCellKind& kind);
+
+// The cell of a node of op `op_type` with these attributes. Returns an empty string when onnxtrain runs it,
+// else what it refuses (an unknown direction, layout or activation, `clip`, `input_forget`), for the caller
+// to raise against the node.
+std::string read_recurrent_cell(const std::string& op_type, const Attributes& attributes, RecurrentCell& cell);
+
+}  // namespace onnxtrain

@@ -1,0 +1,65 @@
+// RNN, GRU and LSTM in float32 on the CPU: each direction in turn (recurrent_steps.h), its input side one
+// product over all steps, each step a product of the state by Rᵀ and the gates in vectorised exp.
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/onednn/recurrent_steps.h"
+
+namespace onnxtrain {
+namespace onednn::recurrent {
+
+Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in) {
+  Operands o;
+  auto optional = [&](size_t i, bool present) {
+    return present && reference::has_view(in, i) ? in[i].as<const float>() : nullptr;
+  };
+  o.x = in[reference::kRecX].as<const float>();
+  o.w = in[reference::kRecW].as<const float>();
+  o.r = in[reference::kRecR].as<const float>();
+  o.b = optional(reference::kRecB, g.bias);
+  o.h0 = optional(reference::kRecInitialH, g.initial_h);
+  o.c0 = optional(reference::kRecInitialC, g.initial_c);
+  o.p = optional(reference::kRecPeepholes, g.peepholes);
+  const bool lengths = g.lengths && reference::has_view(in, reference::kRecLengths);
+  const TensorView* view = lengths ? &in[reference::kRecLengths] : nullptr;
+  if (view && view->dtype == DType::Int32) {
+    o.lengths = reference::checked_lengths(view->as<const int32_t>(), g);
+  } else {
+    o.lengths = reference::checked_lengths(view ? view->as<const int64_t>() : nullptr, g);
+  }
+  return o;
+}
+
+}  // namespace onednn::recurrent
+
+namespace {
+
+using namespace onednn::recurrent;
+
+class RecurrentKernel final : public Kernel {
+ public:
+  explicit RecurrentKernel(RecurrentGeometry g) : g_(std::move(g)) {}
+  void run(Stream&, std::span<const TensorView> in, std::span<const TensorView> out) override {
+    const Operands operands = operands_of(g_, in);
+    auto output = [&](size_t i) { return reference::has_view(out, i) ? out[i].as<float>() : nullptr; };
+    for (int64_t d = 0; d < g_.cell.directions; ++d) {
+      forward_direction(g_, operands, d, output(0), output(1), output(2), nullptr);
+    }
+  }
+
+ private:
+  RecurrentGeometry g_;
+};
+
+std::unique_ptr<Kernel> make_onednn_recurrent(const KernelSpec& spec) {
+  const auto checked = reference::check_recurrent(spec, /*backward=*/false);
+  if (checked.dtype != DType::Float32) reference::kernel_fail(spec, "the oneDNN kernel runs float32 only");
+  return std::make_unique<RecurrentKernel>(checked.geometry);
+}
+
+}  // namespace
+
+void register_onednn_recurrent_kernels(KernelRegistry& registry) {
+  for (const char* op : {"RNN", "GRU", "LSTM"}) registry.add(onednn::onednn_entry(op, &make_onednn_recurrent));
+}
+
+}  // namespace onnxtrain

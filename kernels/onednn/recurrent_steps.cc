@@ -1,0 +1,151 @@
+#include "kernels/onednn/recurrent_steps.h"
+
+#include <algorithm>
+#include <oneapi/dnnl/dnnl.h>
+
+#include "graph/error.h"
+#include "kernels/cpu/elementwise_vector_math.h"
+
+namespace onnxtrain::onednn::recurrent {
+
+void sigmoid_in_place(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = -v[i];
+  cpu::elementwise::vector_exp(v, v, n);
+  for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + v[i]);
+}
+
+void tanh_in_place(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = 2.0f * std::clamp(v[i], -9.0f, 9.0f);
+  cpu::elementwise::vector_expm1(v, v, n);
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (v[i] + 2.0f);
+}
+
+void product(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float* a,
+             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (rows == 0 || cols == 0) return;
+  const dnnl_status_t status = dnnl_sgemm(a_transposed ? 'T' : 'N', b_transposed ? 'T' : 'N', rows, cols, depth, 1.0f,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) throw Error("recurrent kernel: dnnl_sgemm failed with status " + std::to_string(status));
+}
+
+std::vector<float> input_products(const RecurrentGeometry& g, const Operands& in, int64_t d) {
+  const int64_t rows = g.steps * g.batch, gh = g.gated(), hs = g.hidden;
+  std::vector<float> xw(static_cast<size_t>(rows * gh));
+  product(false, true, rows, gh, g.input, in.x, g.input, in.w + d * gh * g.input, g.input, 0.0f, xw.data(), gh);
+  if (!in.b) return xw;
+  const float* wb = in.b + d * 2 * gh;
+  const float* rb = wb + gh;
+  const bool scaled_h = g.cell.kind == RecurrentCellKind::Gru && g.cell.linear_before_reset;
+  std::vector<float> bias(static_cast<size_t>(gh));
+  for (int64_t q = 0; q < gh; ++q) bias[q] = wb[q] + (scaled_h && q >= 2 * hs ? 0.0f : rb[q]);
+  for (int64_t row = 0; row < rows; ++row) {
+    float* out = xw.data() + row * gh;
+    for (int64_t q = 0; q < gh; ++q) out[q] += bias[q];
+  }
+  return xw;
+}
+
+namespace {
+
+// One LSTM row: pre holds X·Wᵀ + H·Rᵀ + biases (i, o, f, c̃); becomes the activated gates; c the cell state.
+void lstm_row(float* pre, const float* p, float* c, float* h, int64_t hs) {
+  if (p) {
+    for (int64_t j = 0; j < hs; ++j) pre[j] += p[j] * c[j], pre[2 * hs + j] += p[2 * hs + j] * c[j];
+  }
+  sigmoid_in_place(pre, hs);
+  sigmoid_in_place(pre + 2 * hs, hs);
+  tanh_in_place(pre + 3 * hs, hs);
+  for (int64_t j = 0; j < hs; ++j) c[j] = pre[2 * hs + j] * c[j] + pre[j] * pre[3 * hs + j];
+  if (p) {
+    for (int64_t j = 0; j < hs; ++j) pre[hs + j] += p[hs + j] * c[j];
+  }
+  sigmoid_in_place(pre + hs, hs);
+  std::copy_n(c, hs, h);
+  tanh_in_place(h, hs);
+  for (int64_t j = 0; j < hs; ++j) h[j] *= pre[hs + j];
+}
+
+}  // namespace
+
+void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d, float* y, float* y_h, float* y_c,
+                       Tape* tape) {
+  const int64_t n_rows = g.batch, hs = g.hidden, gh = g.gated(), steps = g.steps;
+  const RecurrentCellKind kind = g.cell.kind;
+  const bool gru = kind == RecurrentCellKind::Gru, lbr = g.cell.linear_before_reset;
+  const float* r = in.r + d * gh * hs;
+  const float* rb = in.b ? in.b + d * 2 * gh + gh : nullptr;
+  const float* p = in.p ? in.p + d * 3 * hs : nullptr;
+  const std::vector<float> xw = input_products(g, in, d);
+  std::vector<float> h(static_cast<size_t>(n_rows * hs), 0.0f), c(h.size(), 0.0f);
+  for (int64_t n = 0; n < n_rows; ++n) {
+    if (in.h0) std::copy_n(in.h0 + g.state_row(d, n), hs, h.begin() + n * hs);
+    if (in.c0) std::copy_n(in.c0 + g.state_row(d, n), hs, c.begin() + n * hs);
+  }
+  const size_t tape_rows = static_cast<size_t>(steps * n_rows);
+  if (tape) {
+    tape->gates.assign(tape_rows * gh, 0.0f);
+    tape->h_prev.assign(tape_rows * hs, 0.0f);
+    if (kind == RecurrentCellKind::Lstm) tape->c_prev.assign(tape_rows * hs, 0.0f), tape->c.assign(tape_rows * hs, 0.0f);
+    if (gru) (lbr ? tape->h_linear : tape->reset_h).assign(tape_rows * hs, 0.0f);
+  }
+  // GRU without linear_before_reset multiplies (r ⊙ H) by Rh once r is known: the first product stops at 2H.
+  const int64_t recurrent_cols = gru && !lbr ? 2 * hs : gh;
+  std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(hr.size()), reset_h(h.size());
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = g.time_of(d, s);
+    auto active = [&](int64_t n) { return t < in.lengths[n]; };
+    product(false, true, n_rows, recurrent_cols, hs, h.data(), hs, r, hs, 0.0f, hr.data(), gh);
+    for (int64_t n = 0; n < n_rows; ++n) {
+      if (!active(n)) continue;
+      const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+      float* a = gates.data() + n * gh;
+      const float* hrr = hr.data() + n * gh;
+      for (int64_t q = 0; q < (gru ? 2 * hs : gh); ++q) a[q] = xr[q] + hrr[q];
+      if (gru) {
+        sigmoid_in_place(a, 2 * hs);
+        for (int64_t j = 0; j < hs; ++j) reset_h[n * hs + j] = a[hs + j] * h[n * hs + j];
+      }
+    }
+    if (gru && !lbr) {  // hr's h block = (r ⊙ H)·Rhᵀ; Rbh is in xw
+      product(false, true, n_rows, hs, hs, reset_h.data(), hs, r + 2 * hs * hs, hs, 0.0f, hr.data() + 2 * hs, gh);
+    }
+    for (int64_t n = 0; n < n_rows; ++n) {
+      if (!active(n)) {
+        if (y) std::fill_n(y + g.y_row(t, d, n), hs, 0.0f);
+        continue;
+      }
+      const size_t row = static_cast<size_t>(s * n_rows + n);
+      float* a = gates.data() + n * gh;
+      float* hn = h.data() + n * hs;
+      float* cn = c.data() + n * hs;
+      if (tape) std::copy_n(hn, hs, tape->h_prev.begin() + row * hs);
+      if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->c_prev.begin() + row * hs);
+      const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+      const float* hrr = hr.data() + n * gh;
+      if (kind == RecurrentCellKind::Rnn) {
+        tanh_in_place(a, hs);
+        std::copy_n(a, hs, hn);
+      } else if (kind == RecurrentCellKind::Lstm) {
+        lstm_row(a, p, cn, hn, hs);
+        if (tape) std::copy_n(cn, hs, tape->c.begin() + row * hs);
+      } else {
+        for (int64_t j = 0; j < hs; ++j) {
+          const float lin = hrr[2 * hs + j] + (lbr && rb ? rb[2 * hs + j] : 0.0f);
+          if (tape && lbr) tape->h_linear[row * hs + j] = lin;
+          a[2 * hs + j] = xr[2 * hs + j] + (lbr ? a[hs + j] * lin : lin);
+        }
+        if (tape && !lbr) std::copy_n(reset_h.begin() + n * hs, hs, tape->reset_h.begin() + row * hs);
+        tanh_in_place(a + 2 * hs, hs);
+        for (int64_t j = 0; j < hs; ++j) hn[j] = (1.0f - a[j]) * a[2 * hs + j] + a[j] * hn[j];
+      }
+      if (tape) std::copy_n(a, gh, tape->gates.begin() + row * gh);
+      if (y) std::copy_n(hn, hs, y + g.y_row(t, d, n));
+    }
+  }
+  for (int64_t n = 0; n < n_rows; ++n) {
+    if (y_h) std::copy_n(h.begin() + n * hs, hs, y_h + g.state_row(d, n));
+    if (y_c) std::copy_n(c.begin() + n * hs, hs, y_c + g.state_row(d, n));
+  }
+}
+
+}  // namespace onnxtrain::onednn::recurrent

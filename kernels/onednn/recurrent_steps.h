@@ -1,0 +1,52 @@
+// The float32 CPU kernels of RNN, GRU and LSTM (recurrent.cc) and RecurrentGrad (recurrent_grad.cc): the
+// products as oneDNN sgemm calls, the gates in vectorised exp (kernels/cpu/elementwise_vector_math.h).
+// The input side of every step is one product over the whole sequence, X·Wᵀ (T·N rows); each step then
+// multiplies only the state, H·Rᵀ (N rows), as cuDNN's and oneDNN's RNN primitives do. The backward keeps
+// the gates' gradients of every step and makes dX, dW, dR and dB four products over all steps after the
+// loop, where the reference kernel (kernels/reference/recurrent_grad.cc, the same equations in double)
+// accumulates them step by step.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/reference/recurrent_geometry.h"
+
+namespace onnxtrain::onednn::recurrent {
+
+using reference::RecurrentGeometry;
+
+// sigmoid and tanh over n floats, in place. tanh(x) = expm1(2x) / (expm1(2x) + 2), exact near 0, with x
+// clamped to ±9, where tanh rounds to ±1 in float32.
+void sigmoid_in_place(float* v, int64_t n);
+void tanh_in_place(float* v, int64_t n);
+
+struct Operands {
+  const float *x = nullptr, *w = nullptr, *r = nullptr, *b = nullptr, *h0 = nullptr, *c0 = nullptr, *p = nullptr;
+  std::vector<int64_t> lengths;  // per batch row
+};
+
+// What one direction's backward reads, per step s in the order the direction ran (row s·N + n): the gates
+// after their activations (LSTM i, o, f, c̃; GRU z, r, h̃; RNN h), the state before the step, LSTM's cell
+// state before and after it, and GRU's H·Rhᵀ + Rbh (linear_before_reset) or r ⊙ H (without).
+struct Tape {
+  std::vector<float> gates, h_prev, c_prev, c, h_linear, reset_h;
+};
+
+// The operands of a forward node's kernel (or RecurrentGrad's inputs 0-7) as `g` reads them (recurrent.cc).
+Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in);
+
+// X·Wᵀ + the biases the input side carries, one row per row of X (X's own order): Wb, and Rb for every gate
+// whose recurrent product is not scaled by r (all but GRU's h gate under either linear_before_reset).
+std::vector<float> input_products(const RecurrentGeometry& g, const Operands& in, int64_t d);
+
+// Direction d forward: Y's rows (if y), Y_h and Y_c (if given), and the tape (if given).
+void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d, float* y, float* y_h, float* y_c,
+                       Tape* tape);
+
+// C (rows × cols) = A·B + beta·C in row-major float32 (oneDNN's sgemm), A or B read transposed.
+void product(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float* a,
+             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace onnxtrain::onednn::recurrent
