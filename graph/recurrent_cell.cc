@@ -25,10 +25,14 @@ std::string joined(const std::vector<std::string>& names) {
 }  // namespace
 
 bool recurrent_cell_kind(const std::string& op_type, RecurrentCellKind& kind) {
-  if (op_type == "RNN") kind = RecurrentCellKind::Rnn;
-  else if (op_type == "GRU") kind = RecurrentCellKind::Gru;
-  else if (op_type == "LSTM") kind = RecurrentCellKind::Lstm;
-  else return false;
+  if (op_type == "RNN")
+    kind = RecurrentCellKind::Rnn;
+  else if (op_type == "GRU")
+    kind = RecurrentCellKind::Gru;
+  else if (op_type == "LSTM")
+    kind = RecurrentCellKind::Lstm;
+  else
+    return false;
   return true;
 }
 

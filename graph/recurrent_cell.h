@@ -6,7 +6,10 @@
 //   X (T, N, I), layout 1: (N, T, I); W (D, G·H, I); R (D, G·H, H); B (D, 2·G·H): W's bias then R's;
 //   sequence_lens (N) int32; initial_h and initial_c (D, N, H), layout 1: (N, D, H); P (D, 3·H): LSTM's
 //   peepholes i, o, f.
-// Outputs Y (T, D, N, H), layout 1: (N, T, D, H); Y_h and Y_c (D, N, H), layout 1: (N, D, H).
+// Outputs Y (T, D, N, H), layout 1: (N, T, D, H); Y_h and Y_c (D, N, H), layout 1: (N, D, H). In training
+// graphs only, output 3 is onnxtrain's reserve (as cuDNN's reserve space): what the backward needs of each
+// step, kept from the forward so that RecurrentGrad need not run it again; D · T · N · reserve_width
+// elements of X's dtype, laid out as the device's kernels choose.
 // Gates, in ONNX's order: RNN i (tanh); GRU z, r, h (sigmoid, sigmoid, tanh); LSTM i, o, f, c (sigmoid
 // three times, tanh; C's output through tanh). The default activations are the only ones onnxtrain has,
 // as every exporter writes them: other activations, `clip` and LSTM's `input_forget` are refused.
@@ -24,13 +27,18 @@ enum class RecurrentCellKind { Rnn, Gru, Lstm };
 
 struct RecurrentCell {
   RecurrentCellKind kind = RecurrentCellKind::Rnn;
-  int64_t hidden = 0;      // hidden_size; 0 when the attribute is absent (then R's last dim says)
-  int64_t directions = 1;  // 2 for "bidirectional"
-  bool reverse = false;    // "reverse": the only direction runs from the last step to the first
-  int64_t layout = 0;      // 0: time-major (T, N, ...); 1: batch-major (N, T, ...)
+  int64_t hidden = 0;                // hidden_size; 0 when the attribute is absent (then R's last dim says)
+  int64_t directions = 1;            // 2 for "bidirectional"
+  bool reverse = false;              // "reverse": the only direction runs from the last step to the first
+  int64_t layout = 0;                // 0: time-major (T, N, ...); 1: batch-major (N, T, ...)
   bool linear_before_reset = false;  // GRU: r multiplies (H·Rhᵀ + Rbh) instead of H before the product
 
   int64_t gates() const { return kind == RecurrentCellKind::Rnn ? 1 : kind == RecurrentCellKind::Gru ? 3 : 4; }
+  // Per direction, step and batch row, the reserve holds the activated gates, the state before the step, and
+  // LSTM's cell state before and after it or GRU's H·Rhᵀ + Rbh (linear_before_reset) or r ⊙ H (without).
+  int64_t reserve_width(int64_t hidden_size) const {
+    return (gates() + 1 + (kind == RecurrentCellKind::Lstm ? 2 : kind == RecurrentCellKind::Gru ? 1 : 0)) * hidden_size;
+  }
   // Direction d of a bidirectional op runs backwards for d == 1.
   bool runs_backwards(int64_t d) const { return reverse || d == 1; }
 };

@@ -1,8 +1,8 @@
 // RNN, GRU and LSTM (opsets 7 and 14; graph/recurrent_cell.h has their inputs, outputs and what is
 // refused). Shape inference checks every given input's shape against X's and hidden_size and sets Y, Y_h
-// (and LSTM's Y_c). Cost: the two products of each gate per step, 2·T·N·D·G·H·(I + H) FLOPs, and about 6
-// elementwise FLOPs per gate element; the backward recomputes the forward (RecurrentGrad), so it counts
-// the products three times.
+// (and LSTM's Y_c), and the reserve (output 3) that the gradient rule adds in training graphs. Cost: the two products
+// of each gate per step, 2·T·N·D·G·H·(I + H) FLOPs, and about 6 elementwise FLOPs per gate element; the backward
+// recomputes the forward (RecurrentGrad), so it counts the products three times.
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/recurrent_cell.h"
@@ -51,8 +51,8 @@ void infer_recurrent(InferContext& ctx) {
   check_shape(ctx, kR, "R", {directions, gated, hidden});
   check_shape(ctx, kB, "B", {directions, Dim(2) * gated});
   check_shape(ctx, kSequenceLens, "sequence_lens", {batch});
-  const std::vector<Dim> state = cell.layout == 0 ? std::vector<Dim>{directions, batch, hidden}
-                                                  : std::vector<Dim>{batch, directions, hidden};
+  const std::vector<Dim> state =
+      cell.layout == 0 ? std::vector<Dim>{directions, batch, hidden} : std::vector<Dim>{batch, directions, hidden};
   check_shape(ctx, kInitialH, "initial_h", state);
   if (cell.kind == RecurrentCellKind::Lstm) {
     check_shape(ctx, kInitialC, "initial_c", state);
@@ -64,8 +64,11 @@ void infer_recurrent(InferContext& ctx) {
                    Shape(cell.layout == 0 ? std::vector<Dim>{steps, directions, batch, hidden}
                                           : std::vector<Dim>{batch, steps, directions, hidden}));
   }
-  for (size_t i = 1; i < ctx.output_count(); ++i) {
+  for (size_t i = 1; i < 3 && i < ctx.output_count(); ++i) {
     if (ctx.has_output(i)) ctx.set_output(i, dtype, Shape(state));
+  }
+  if (ctx.has_output(3)) {
+    ctx.set_output(3, dtype, Shape({directions * steps * batch * Dim(cell.reserve_width(1)) * hidden}));
   }
 }
 
@@ -93,7 +96,7 @@ void register_recurrent_ops(OpRegistry& registry) {
                   .min_inputs = 3,
                   .max_inputs = lstm ? 8 : 6,
                   .min_outputs = 0,
-                  .max_outputs = lstm ? 3 : 2,
+                  .max_outputs = 4,  // ONNX's 3 (LSTM) or 2, then the reserve
                   .input_kinds = {InputKind::Data, InputKind::Weight, InputKind::Weight, InputKind::Weight,
                                   InputKind::NonDifferentiable, InputKind::Data, InputKind::Data, InputKind::Weight},
                   .infer = &infer_recurrent,

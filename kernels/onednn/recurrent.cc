@@ -41,8 +41,10 @@ class RecurrentKernel final : public Kernel {
   void run(Stream&, std::span<const TensorView> in, std::span<const TensorView> out) override {
     const Operands operands = operands_of(g_, in);
     auto output = [&](size_t i) { return reference::has_view(out, i) ? out[i].as<float>() : nullptr; };
+    float* reserve = g_.reserve ? output(reference::kRecReserveOutput) : nullptr;
     for (int64_t d = 0; d < g_.cell.directions; ++d) {
-      forward_direction(g_, operands, d, output(0), output(1), output(2), nullptr);
+      Tape tape = reserve ? tape_of(g_, d, reserve) : Tape{};
+      forward_direction(g_, operands, d, output(0), output(1), output(2), reserve ? &tape : nullptr);
     }
   }
 

@@ -1,4 +1,4 @@
-// RecurrentGrad in float32 on the CPU: per direction, the forward again with its tape, then back through
+// RecurrentGrad in float32 on the CPU: per direction, the forward's tape (its reserve), then back through
 // time. Each step turns the state's gradient into the gates' pre-activation gradients (dGx on the X·Wᵀ
 // side, dGh on the H·Rᵀ side: they differ in GRU's h gate only) and the previous state's gradient (one
 // product by R); dX, dW, dR and dB are products over all steps once the loop is done (recurrent_steps.h).
@@ -26,8 +26,7 @@ class RecurrentGradKernel final : public Kernel {
  private:
   template <typename Output>
   void direction(const Operands& in, std::span<const TensorView> views, int64_t d, Output& output) const {
-    Tape tape;
-    forward_direction(g_, in, d, nullptr, nullptr, nullptr, &tape);
+    const Tape tape = tape_of(g_, d, views[ref::kRecReserve].as<float>());  // read only
     const int64_t n_rows = g_.batch, hs = g_.hidden, gh = g_.gated(), steps = g_.steps, rows = steps * n_rows;
     const RecurrentCellKind kind = g_.cell.kind;
     const bool gru = kind == RecurrentCellKind::Gru, lbr = g_.cell.linear_before_reset;
@@ -36,7 +35,7 @@ class RecurrentGradKernel final : public Kernel {
     const float* p = in.p ? in.p + d * 3 * hs : nullptr;
     auto view = [&](size_t i) { return ref::has_view(views, i) ? views[i].as<const float>() : nullptr; };
     const float *dy = view(ref::kRecDY), *dy_h = view(ref::kRecDYh), *dy_c = view(ref::kRecDYc);
-    std::vector<float> dp(static_cast<size_t>(3 * hs), 0.0f);  // LSTM's peepholes i, o, f
+    std::vector<float> dp(static_cast<size_t>(3 * hs), 0.0f);                             // LSTM's peepholes i, o, f
     std::vector<float> dgx(static_cast<size_t>(rows * gh), 0.0f), dgh(dgx.size(), 0.0f);  // X's rows; step rows
     std::vector<float> dh(static_cast<size_t>(n_rows * hs), 0.0f), dc(dh.size(), 0.0f), dhp(dh.size());
     std::vector<float> step(static_cast<size_t>(n_rows * gh)), d_reset_h(dh.size());
@@ -60,23 +59,22 @@ class RecurrentGradKernel final : public Kernel {
           for (int64_t j = 0; j < hs; ++j) dhn[j] += dyr[j];
         }
         const size_t row = static_cast<size_t>(s * n_rows + n);
-        const float* a = tape.gates.data() + row * gh;
-        const float* hp = tape.h_prev.data() + row * hs;
+        const float* a = tape.gates + row * gh;
+        const float* hp = tape.h_prev + row * hs;
         float* gx = step.data() + n * gh;
         float* gh_row = dgh_step + n * gh;
         std::fill_n(direct, hs, 0.0f);
         if (kind == RecurrentCellKind::Rnn) {
           for (int64_t j = 0; j < hs; ++j) gx[j] = dhn[j] * (1.0f - a[j] * a[j]);
         } else if (kind == RecurrentCellKind::Lstm) {
-          lstm_row_grad(a, tape.c_prev.data() + row * hs, tape.c.data() + row * hs, p, dhn, dc.data() + n * hs, gx,
-                        dp.data());
+          lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, p, dhn, dc.data() + n * hs, gx, dp.data());
         } else {
           for (int64_t j = 0; j < hs; ++j) {
             const float z = a[j], cand = a[2 * hs + j];
             gx[j] = dhn[j] * (hp[j] - cand) * z * (1.0f - z);
             gx[2 * hs + j] = dhn[j] * (1.0f - z) * (1.0f - cand * cand);
             direct[j] = dhn[j] * z;
-            if (lbr) gx[hs + j] = gx[2 * hs + j] * tape.h_linear[row * hs + j];  // dr, activated below
+            if (lbr) gx[hs + j] = gx[2 * hs + j] * tape.first[row * hs + j];  // dr, activated below
           }
         }
         std::copy_n(gx, gh, gh_row);
@@ -134,8 +132,8 @@ class RecurrentGradKernel final : public Kernel {
     for (int64_t n = 0; n < n_rows; ++n) {
       if (t >= in.lengths[n]) continue;
       const size_t row = static_cast<size_t>(s * n_rows + n);
-      const float* a = tape.gates.data() + row * gh;
-      const float* hp = tape.h_prev.data() + row * hs;
+      const float* a = tape.gates + row * gh;
+      const float* hp = tape.h_prev + row * hs;
       for (int64_t j = 0; j < hs; ++j) {
         const float rj = a[hs + j], d_rh = d_reset_h[n * hs + j];
         step[n * gh + hs + j] = d_rh * hp[j] * rj * (1.0f - rj);
@@ -152,14 +150,15 @@ class RecurrentGradKernel final : public Kernel {
                        const std::vector<float>& dgh, Output& output) const {
     const int64_t hs = g_.hidden, gh = g_.gated(), is = g_.input, rows = g_.steps * g_.batch;
     const bool reset_first = g_.cell.kind == RecurrentCellKind::Gru && !g_.cell.linear_before_reset;
-    if (float* dx = output(0)) product(false, false, rows, is, gh, dgx.data(), gh, in.w + d * gh * is, is, d ? 1.0f : 0.0f, dx, is);
+    if (float* dx = output(0))
+      product(false, false, rows, is, gh, dgx.data(), gh, in.w + d * gh * is, is, d ? 1.0f : 0.0f, dx, is);
     if (float* dw = output(1)) product(true, false, gh, is, rows, dgx.data(), gh, in.x, is, 0.0f, dw + d * gh * is, is);
     if (float* dr = output(2)) {
       dr += d * gh * hs;
       const int64_t plain = reset_first ? 2 * hs : gh;
-      product(true, false, plain, hs, rows, dgh.data(), gh, tape.h_prev.data(), hs, 0.0f, dr, hs);
+      product(true, false, plain, hs, rows, dgh.data(), gh, tape.h_prev, hs, 0.0f, dr, hs);
       if (reset_first) {
-        product(true, false, hs, hs, rows, dgh.data() + 2 * hs, gh, tape.reset_h.data(), hs, 0.0f, dr + 2 * hs * hs, hs);
+        product(true, false, hs, hs, rows, dgh.data() + 2 * hs, gh, tape.first, hs, 0.0f, dr + 2 * hs * hs, hs);
       }
     }
     if (float* db = output(3)) {

@@ -1,7 +1,8 @@
 #include "kernels/onednn/recurrent_steps.h"
 
-#include <algorithm>
 #include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
 
 #include "graph/error.h"
 #include "kernels/cpu/elementwise_vector_math.h"
@@ -45,6 +46,16 @@ std::vector<float> input_products(const RecurrentGeometry& g, const Operands& in
   return xw;
 }
 
+Tape tape_of(const RecurrentGeometry& g, int64_t d, float* reserve) {
+  Tape tape;
+  const reference::CpuReserveParts at = reference::cpu_reserve_parts(g, d);
+  tape.gates = reserve + at.gates;
+  tape.h_prev = reserve + at.h_prev;
+  tape.first = reserve + at.first;
+  tape.second = reserve + at.second;
+  return tape;
+}
+
 namespace {
 
 // One LSTM row: pre holds X·Wᵀ + H·Rᵀ + biases (i, o, f, c̃); becomes the activated gates; c the cell state.
@@ -81,13 +92,10 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
     if (in.h0) std::copy_n(in.h0 + g.state_row(d, n), hs, h.begin() + n * hs);
     if (in.c0) std::copy_n(in.c0 + g.state_row(d, n), hs, c.begin() + n * hs);
   }
-  const size_t tape_rows = static_cast<size_t>(steps * n_rows);
-  if (tape) {
-    tape->gates.assign(tape_rows * gh, 0.0f);
-    tape->h_prev.assign(tape_rows * hs, 0.0f);
-    if (kind == RecurrentCellKind::Lstm) tape->c_prev.assign(tape_rows * hs, 0.0f), tape->c.assign(tape_rows * hs, 0.0f);
-    if (gru) (lbr ? tape->h_linear : tape->reset_h).assign(tape_rows * hs, 0.0f);
-  }
+  // The backward's products read every row of the tape: rows past a sequence's length must hold zeros, not
+  // what the pooled buffer held (0 times NaN is NaN).
+  const bool shorter_rows = std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t l) { return l < steps; });
+  if (tape && shorter_rows) std::fill_n(tape->gates, steps * n_rows * g.reserve_width(), 0.0f);
   // GRU without linear_before_reset multiplies (r ⊙ H) by Rh once r is known: the first product stops at 2H.
   const int64_t recurrent_cols = gru && !lbr ? 2 * hs : gh;
   std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(hr.size()), reset_h(h.size());
@@ -118,8 +126,8 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
       float* a = gates.data() + n * gh;
       float* hn = h.data() + n * hs;
       float* cn = c.data() + n * hs;
-      if (tape) std::copy_n(hn, hs, tape->h_prev.begin() + row * hs);
-      if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->c_prev.begin() + row * hs);
+      if (tape) std::copy_n(hn, hs, tape->h_prev + row * hs);
+      if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->first + row * hs);
       const float* xr = xw.data() + g.x_row_index(t, n) * gh;
       const float* hrr = hr.data() + n * gh;
       if (kind == RecurrentCellKind::Rnn) {
@@ -127,18 +135,18 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
         std::copy_n(a, hs, hn);
       } else if (kind == RecurrentCellKind::Lstm) {
         lstm_row(a, p, cn, hn, hs);
-        if (tape) std::copy_n(cn, hs, tape->c.begin() + row * hs);
+        if (tape) std::copy_n(cn, hs, tape->second + row * hs);
       } else {
         for (int64_t j = 0; j < hs; ++j) {
           const float lin = hrr[2 * hs + j] + (lbr && rb ? rb[2 * hs + j] : 0.0f);
-          if (tape && lbr) tape->h_linear[row * hs + j] = lin;
+          if (tape && lbr) tape->first[row * hs + j] = lin;
           a[2 * hs + j] = xr[2 * hs + j] + (lbr ? a[hs + j] * lin : lin);
         }
-        if (tape && !lbr) std::copy_n(reset_h.begin() + n * hs, hs, tape->reset_h.begin() + row * hs);
+        if (tape && !lbr) std::copy_n(reset_h.begin() + n * hs, hs, tape->first + row * hs);
         tanh_in_place(a + 2 * hs, hs);
         for (int64_t j = 0; j < hs; ++j) hn[j] = (1.0f - a[j]) * a[2 * hs + j] + a[j] * hn[j];
       }
-      if (tape) std::copy_n(a, gh, tape->gates.begin() + row * gh);
+      if (tape) std::copy_n(a, gh, tape->gates + row * gh);
       if (y) std::copy_n(hn, hs, y + g.y_row(t, d, n));
     }
   }

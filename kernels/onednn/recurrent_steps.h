@@ -28,11 +28,15 @@ struct Operands {
 };
 
 // What one direction's backward reads, per step s in the order the direction ran (row s·N + n): the gates
-// after their activations (LSTM i, o, f, c̃; GRU z, r, h̃; RNN h), the state before the step, LSTM's cell
-// state before and after it, and GRU's H·Rhᵀ + Rbh (linear_before_reset) or r ⊙ H (without).
+// after their activations (LSTM i, o, f, c̃; GRU z, r, h̃; RNN h), the state before the step, and `first`
+// and `second`: LSTM's cell state before and after it, or GRU's H·Rhᵀ + Rbh (linear_before_reset) or r ⊙ H
+// (without). It points into the node's reserve (reference::cpu_reserve_parts).
 struct Tape {
-  std::vector<float> gates, h_prev, c_prev, c, h_linear, reset_h;
+  float *gates = nullptr, *h_prev = nullptr, *first = nullptr, *second = nullptr;
 };
+
+// Direction d's tape in `reserve` (the forward's output 3, the backward's input 11).
+Tape tape_of(const RecurrentGeometry& g, int64_t d, float* reserve);
 
 // The operands of a forward node's kernel (or RecurrentGrad's inputs 0-7) as `g` reads them (recurrent.cc).
 Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in);

@@ -12,7 +12,9 @@ void recurrent(const RecurrentGeometry& g, std::span<const TensorView> in, std::
   const RecurrentOperands<T> operands = recurrent_operands<T>(g, in);
   auto output = [&](size_t i) { return has_view(out, i) ? out[i].as<T>() : nullptr; };
   for (int64_t d = 0; d < g.cell.directions; ++d) {
-    recurrent_forward_direction<T>(g, operands, d, output(0), output(1), output(2), nullptr);
+    RecurrentTape tape;
+    recurrent_forward_direction<T>(g, operands, d, output(0), output(1), output(2), g.reserve ? &tape : nullptr);
+    if (g.reserve) pack_tape(g, d, tape, output(kRecReserveOutput));
   }
 }
 

@@ -88,7 +88,8 @@ void recurrent_forward_direction(const RecurrentGeometry& g, const RecurrentOper
     const size_t steps_rows = static_cast<size_t>(g.steps * n_rows);
     tape->gates.assign(steps_rows * gh, 0.0);
     tape->h_prev.assign(steps_rows * hs, 0.0);
-    if (kind == RecurrentCellKind::Lstm) tape->c_prev.assign(steps_rows * hs, 0.0), tape->c.assign(steps_rows * hs, 0.0);
+    if (kind == RecurrentCellKind::Lstm)
+      tape->c_prev.assign(steps_rows * hs, 0.0), tape->c.assign(steps_rows * hs, 0.0);
     if (g.cell.linear_before_reset) tape->h_linear.assign(steps_rows * hs, 0.0);
   }
   std::vector<double> pre(gh);
@@ -163,6 +164,41 @@ void recurrent_forward_direction(const RecurrentGeometry& g, const RecurrentOper
       if (y_c) y_c[g.state_row(d, n) + j] = static_cast<T>(c[n * hs + j]);
     }
   }
+}
+
+// Copies direction d's tape to the reserve (cpu_reserve_parts), or back: the forward kernel keeps it, the
+// backward reads it instead of running the forward again.
+template <typename T>
+void pack_tape(const RecurrentGeometry& g, int64_t d, const RecurrentTape& tape, T* reserve) {
+  const CpuReserveParts at = cpu_reserve_parts(g, d);
+  const int64_t rows = g.steps * g.batch, hs = g.hidden, gh = g.gated();
+  for (int64_t i = 0; i < rows * gh; ++i) reserve[at.gates + i] = static_cast<T>(tape.gates[i]);
+  for (int64_t i = 0; i < rows * hs; ++i) {
+    reserve[at.h_prev + i] = static_cast<T>(tape.h_prev[i]);
+    if (g.cell.kind == RecurrentCellKind::Lstm) {
+      reserve[at.first + i] = static_cast<T>(tape.c_prev[i]);
+      reserve[at.second + i] = static_cast<T>(tape.c[i]);
+    } else if (g.cell.kind == RecurrentCellKind::Gru) {  // r ⊙ H where the oneDNN kernel keeps that
+      const double reset_h = tape.gates[i / hs * gh + hs + i % hs] * tape.h_prev[i];
+      reserve[at.first + i] = static_cast<T>(g.cell.linear_before_reset ? tape.h_linear[i] : reset_h);
+    }
+  }
+}
+
+template <typename T>
+RecurrentTape unpack_tape(const RecurrentGeometry& g, int64_t d, const T* reserve) {
+  const CpuReserveParts at = cpu_reserve_parts(g, d);
+  const int64_t rows = g.steps * g.batch, hs = g.hidden, gh = g.gated();
+  auto part = [&](int64_t offset, int64_t count) {
+    return std::vector<double>(reserve + offset, reserve + offset + count);
+  };
+  RecurrentTape tape;
+  tape.gates = part(at.gates, rows * gh);
+  tape.h_prev = part(at.h_prev, rows * hs);
+  if (g.cell.kind == RecurrentCellKind::Lstm)
+    tape.c_prev = part(at.first, rows * hs), tape.c = part(at.second, rows * hs);
+  if (g.cell.linear_before_reset) tape.h_linear = part(at.first, rows * hs);
+  return tape;
 }
 
 }  // namespace onnxtrain::reference

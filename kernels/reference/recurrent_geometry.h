@@ -16,7 +16,9 @@ namespace onnxtrain::reference {
 
 // Input slots of the forward ops; RecurrentGrad has the same and then dY, dY_h, dY_c.
 enum RecurrentInput : size_t { kRecX, kRecW, kRecR, kRecB, kRecLengths, kRecInitialH, kRecInitialC, kRecPeepholes };
-inline constexpr size_t kRecDY = 8, kRecDYh = 9, kRecDYc = 10;
+inline constexpr size_t kRecDY = 8, kRecDYh = 9, kRecDYc = 10, kRecReserve = 11;
+// The forward's output slot of the reserve (graph/recurrent_cell.h).
+inline constexpr size_t kRecReserveOutput = 3;
 // RecurrentGrad's output k is the gradient of forward input kRecGradOf[k].
 inline constexpr size_t kRecGradOf[] = {kRecX, kRecW, kRecR, kRecB, kRecInitialH, kRecInitialC, kRecPeepholes};
 
@@ -24,8 +26,11 @@ struct RecurrentGeometry {
   RecurrentCell cell;
   int64_t steps = 0, batch = 0, input = 0, hidden = 0;
   bool bias = false, initial_h = false, initial_c = false, peepholes = false, lengths = false;
+  bool reserve = false;  // the forward writes its reserve (output 3), or the backward reads it (input 11)
 
   int64_t gated() const { return cell.gates() * hidden; }
+  int64_t reserve_width() const { return cell.reserve_width(hidden); }
+  int64_t reserve_elements() const { return cell.directions * steps * batch * reserve_width(); }
   // Offsets of the first element of a row of X (I values), Y (H) and a state (H).
   int64_t x_row(int64_t t, int64_t n) const { return x_row_index(t, n) * input; }
   int64_t x_row_index(int64_t t, int64_t n) const { return cell.layout == 0 ? t * batch + n : n * steps + t; }
@@ -38,6 +43,19 @@ struct RecurrentGeometry {
   // The time index of the s-th step direction d takes.
   int64_t time_of(int64_t d, int64_t s) const { return cell.runs_backwards(d) ? steps - 1 - s : s; }
 };
+
+// Where the parts of direction d's reserve start, on the CPU (the reference and oneDNN kernels alike, as
+// either may run the forward and the other the backward): rows in the order the direction ran (s·N + n),
+// first every row's gates, then every row's state before the step, then LSTM's cell state before and after
+// the step, or GRU's one extra (H·Rhᵀ + Rbh, or r ⊙ H).
+struct CpuReserveParts {
+  int64_t gates = 0, h_prev = 0, first = 0, second = 0;  // element offsets into the reserve
+};
+inline CpuReserveParts cpu_reserve_parts(const RecurrentGeometry& g, int64_t d) {
+  const int64_t rows = g.steps * g.batch, base = d * rows * g.reserve_width();
+  return {base, base + rows * g.gated(), base + rows * (g.gated() + g.hidden),
+          base + rows * (g.gated() + 2 * g.hidden)};
+}
 
 inline void require_recurrent_sizes(const KernelSpec& spec, size_t i, const char* name,
                                     const std::vector<int64_t>& expected) {
@@ -52,7 +70,8 @@ inline void require_recurrent_sizes(const KernelSpec& spec, size_t i, const char
 inline Checked<RecurrentGeometry> check_recurrent(const KernelSpec& spec, bool backward) {
   RecurrentGeometry g;
   const std::string op = backward ? spec.attributes.get_string("cell", "") : spec.op_type;
-  if (std::string refused = read_recurrent_cell(op, spec.attributes, g.cell); !refused.empty()) kernel_fail(spec, refused);
+  if (std::string refused = read_recurrent_cell(op, spec.attributes, g.cell); !refused.empty())
+    kernel_fail(spec, refused);
   const DType dtype = require_same_float_dtype(spec, {kRecX, kRecW, kRecR});
   const std::vector<int64_t>& x = require_input(spec, kRecX, "X").sizes;
   const std::vector<int64_t>& r = require_input(spec, kRecR, "R").sizes;
@@ -84,13 +103,19 @@ inline Checked<RecurrentGeometry> check_recurrent(const KernelSpec& spec, bool b
   }
   const std::vector<int64_t> y = g.cell.layout == 0 ? std::vector<int64_t>{g.steps, d, g.batch, g.hidden}
                                                     : std::vector<int64_t>{g.batch, g.steps, d, g.hidden};
+  const std::vector<int64_t> reserve{g.reserve_elements()};
   if (!backward) {
     if (has_output(spec, 0)) require_output(spec, 0, dtype, y);
-    for (size_t i = 1; i < spec.outputs.size(); ++i) {
+    for (size_t i = 1; i < kRecReserveOutput && i < spec.outputs.size(); ++i) {
       if (has_output(spec, i)) require_output(spec, i, dtype, state);
     }
+    g.reserve = has_output(spec, kRecReserveOutput);
+    if (g.reserve) require_output(spec, kRecReserveOutput, dtype, reserve);
     return {dtype, g};
   }
+  g.reserve = true;
+  require_input(spec, kRecReserve, "the forward's reserve");
+  require_recurrent_sizes(spec, kRecReserve, "the reserve", reserve);
   require_recurrent_sizes(spec, kRecDY, "dY", y);
   require_recurrent_sizes(spec, kRecDYh, "dY_h", state);
   require_recurrent_sizes(spec, kRecDYc, "dY_c", state);

@@ -1,5 +1,5 @@
-// RecurrentGrad: per direction, the forward again with its tape (recurrent_forward.h), then back through
-// time from the last step it ran to the first. At each step the gradient reaching the state (dY's row plus
+// RecurrentGrad: per direction, the forward's tape (from its reserve: recurrent_forward.h), then back
+// through time from the last step it ran to the first. At each step the gradient reaching the state (dY's row plus
 // what the later step sent back) becomes the gates' pre-activation gradients: dGx for the X·Wᵀ side,
 // dGh for the H·Rᵀ side (they differ only in GRU's h gate), from which dX, dW, dR, dB, dP and the
 // previous state's gradient follow. Rows past their sequence_lens pass the state's gradient through.
@@ -18,8 +18,7 @@ struct RecurrentGrads {
 template <typename T>
 void backward_direction(const RecurrentGeometry& g, const RecurrentOperands<T>& in, std::span<const TensorView> views,
                         int64_t d, RecurrentGrads& out) {
-  RecurrentTape tape;
-  recurrent_forward_direction<T>(g, in, d, nullptr, nullptr, nullptr, &tape);
+  const RecurrentTape tape = unpack_tape(g, d, views[kRecReserve].as<const T>());
   const int64_t n_rows = g.batch, hs = g.hidden, is = g.input, gh = g.gated();
   const RecurrentCellKind kind = g.cell.kind;
   const bool reset_first = kind == RecurrentCellKind::Gru && !g.cell.linear_before_reset;
@@ -145,7 +144,7 @@ void recurrent_grad(const RecurrentGeometry& g, std::span<const TensorView> in, 
                        std::vector<double>(state, 0.0),
                        std::vector<double>(dirs * 3 * g.hidden, 0.0)};
   for (int64_t d = 0; d < dirs; ++d) backward_direction<T>(g, operands, in, d, grads);
-  const std::vector<double>* by_output[] = {&grads.dx, &grads.dw, &grads.dr, &grads.db,
+  const std::vector<double>* by_output[] = {&grads.dx,  &grads.dw,  &grads.dr, &grads.db,
                                             &grads.dh0, &grads.dc0, &grads.dp};
   for (size_t k = 0; k < out.size() && k < std::size(by_output); ++k) {
     if (!has_view(out, k)) continue;

@@ -15,10 +15,10 @@ std::vector<GradientCase> recurrent_gradient_cases() {
   };
   // X (T 3, N 2, I 3), or (N, T, I) for layout 1, then W, R and B.
   auto weights = [&](int64_t directions, int64_t gates, bool batch_major = false) {
-    return std::vector<HarnessInput>{normal(batch_major ? std::vector<int64_t>{2, 3, 3} : std::vector<int64_t>{3, 2, 3}),
-                                     normal({directions, gates * hidden, 3}),
-                                     normal({directions, gates * hidden, hidden}),
-                                     normal({directions, 2 * gates * hidden})};
+    return std::vector<HarnessInput>{
+        normal(batch_major ? std::vector<int64_t>{2, 3, 3} : std::vector<int64_t>{3, 2, 3}),
+        normal({directions, gates * hidden, 3}), normal({directions, gates * hidden, hidden}),
+        normal({directions, 2 * gates * hidden})};
   };
   auto with = [](std::vector<HarnessInput> inputs, std::vector<HarnessInput> more) {
     inputs.insert(inputs.end(), more.begin(), more.end());
@@ -47,16 +47,17 @@ std::vector<GradientCase> recurrent_gradient_cases() {
                    .attributes = {{"hidden_size", hidden}, {"linear_before_reset", int64_t{1}}},
                    .inputs = with(weights(1, 3), {lengths, state(1, false)}),
                    .outputs = 2});
-  cases.push_back({.label = "LSTM peepholes initial states",
-                   .op_type = "LSTM",
-                   .attributes = {{"hidden_size", hidden}},
-                   .inputs = with(weights(1, 4), {omitted(), state(1, false), state(1, false), normal({1, 3 * hidden})}),
-                   .outputs = 3});
+  cases.push_back(
+      {.label = "LSTM peepholes initial states",
+       .op_type = "LSTM",
+       .attributes = {{"hidden_size", hidden}},
+       .inputs = with(weights(1, 4), {omitted(), state(1, false), state(1, false), normal({1, 3 * hidden})}),
+       .outputs = 3});
   cases.push_back({.label = "LSTM bidirectional layout 1 sequence_lens peepholes",
                    .op_type = "LSTM",
                    .attributes = {{"hidden_size", hidden}, {"direction", S("bidirectional")}, {"layout", int64_t{1}}},
-                   .inputs = with(weights(2, 4, true), {values({2, 3}, {2}, DType::Int32), state(2, true), state(2, true),
-                                                  normal({2, 3 * hidden})}),
+                   .inputs = with(weights(2, 4, true), {values({2, 3}, {2}, DType::Int32), state(2, true),
+                                                        state(2, true), normal({2, 3 * hidden})}),
                    .outputs = 3,
                    .opset = 14});
   cases.push_back({.label = "LSTM without bias, Y_c alone in the loss",

@@ -1,10 +1,10 @@
-// ai.onnxtrain::RecurrentGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c)
+// ai.onnxtrain::RecurrentGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c, reserve)
 //   → dX, dW, dR, dB, d_initial_h, d_initial_c, dP (each optional)
 // The backward of RNN, GRU and LSTM (attribute `cell`: the forward op type; the forward node's own
 // attributes beside it). Inputs 0-7 are the forward node's, omitted where it omitted them; the output
 // gradients 8-10 are omitted where the loss does not read that output. Output k is the gradient of input
-// k (k < 4) or k + 1 (the states and P), shaped like it. The kernels recompute the forward pass (its gates
-// at every step) before the backward through time: no tensor of the forward is kept for it but its inputs.
+// k (k < 4) or k + 1 (the states and P), shaped like it. `reserve` is the forward's output 3
+// (graph/recurrent_cell.h): what the backward through time reads of every step.
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/recurrent_cell.h"
@@ -20,10 +20,13 @@ constexpr size_t kInputOf[] = {0, 1, 2, 3, 5, 6, 7};
 void infer_recurrent_grad(InferContext& ctx) {
   RecurrentCell cell;
   const std::string op = ctx.node().attr_string("cell", "");
-  if (std::string refused = read_recurrent_cell(op, ctx.node().attributes, cell); !refused.empty()) fail_op(ctx, refused);
+  if (std::string refused = read_recurrent_cell(op, ctx.node().attributes, cell); !refused.empty())
+    fail_op(ctx, refused);
+  if (!ctx.has_input(11)) fail_op(ctx, "input 11, the forward's reserve, is required");
   for (size_t k = 0; k < ctx.output_count() && k < std::size(kInputOf); ++k) {
     if (!ctx.has_output(k)) continue;
-    if (!ctx.has_input(kInputOf[k])) fail_op(ctx, "output " + std::to_string(k) + " is the gradient of an omitted input");
+    if (!ctx.has_input(kInputOf[k]))
+      fail_op(ctx, "output " + std::to_string(k) + " is the gradient of an omitted input");
     ctx.set_output(k, ctx.input_dtype(0), ctx.input_shape(kInputOf[k]));
   }
 }
@@ -46,12 +49,12 @@ void register_recurrent_grad_op(OpRegistry& registry) {
   registry.add({.op_type = "RecurrentGrad",
                 .domain = kTrainingDomain,
                 .min_inputs = 3,
-                .max_inputs = 11,
+                .max_inputs = 12,
                 .min_outputs = 1,
                 .max_outputs = 7,
                 .input_kinds = {InputKind::Data, InputKind::Weight, InputKind::Weight, InputKind::Weight,
                                 InputKind::NonDifferentiable, InputKind::Data, InputKind::Data, InputKind::Weight,
-                                InputKind::Data, InputKind::Data, InputKind::Data},
+                                InputKind::Data, InputKind::Data, InputKind::Data, InputKind::NonDifferentiable},
                 .infer = &infer_recurrent_grad,
                 .cost = &recurrent_grad_cost});
 }
