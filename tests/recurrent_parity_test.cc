@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "frontend/importer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "tests/pytorch_reference.h"
 
 namespace onnxtrain {
@@ -47,6 +49,28 @@ TEST(RecurrentParity, GruBidirectionalFromInitialH) { expect_exports_match_pytor
 
 // A tanh RNN, TorchScript's export only: the dynamo exporter unrolls nn.RNN into MatMul, Add and Tanh.
 TEST(RecurrentParity, RnnTanh) { expect_exports_match_pytorch("rnn", 6, /*dynamo=*/false); }
+
+// The backward reads what the forward kept of each step (its reserve, output 3) instead of running the
+// forward again: the training graph has one LSTM node, and RecurrentGrad's input 11 is that node's output 3.
+TEST(RecurrentTraining, TheBackwardReadsTheForwardsReserve) {
+  const ImportedModel model = import_model(kDir + "lstm_ts.onnx");
+  const Graph& g = make_training_recipe(model.graph, {.loss = parse_loss_spec("cross-entropy")}).training.graph;
+  std::vector<const Node*> forwards, backwards;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op_type == "LSTM") forwards.push_back(&n);
+    if (n.op_type == "RecurrentGrad") backwards.push_back(&n);
+  }
+  ASSERT_EQ(forwards.size(), 1u);
+  ASSERT_EQ(backwards.size(), 1u);
+  ASSERT_EQ(forwards[0]->outputs.size(), 4u);
+  ASSERT_TRUE(forwards[0]->outputs[3].valid());
+  ASSERT_EQ(backwards[0]->inputs.size(), 12u);
+  EXPECT_EQ(backwards[0]->inputs[11], forwards[0]->outputs[3]);
+  // T 4 · D 1 · (a symbolic batch) rows of the gates (4·6), the state before the step (6) and LSTM's cell
+  // states (2·6).
+  EXPECT_EQ(g.value(forwards[0]->outputs[3]).shape.to_string(), "(" + std::to_string(4 * (24 + 6 + 12)) + "*batch)");
+}
 
 }  // namespace
 }  // namespace onnxtrain
