@@ -5,7 +5,10 @@
 //             strides), then per step H·Rᵀ into the gates' pre-activations and the cell (recurrent.cu).
 //             GRU without linear_before_reset needs r before its h gate's product: the product covers
 //             the z and r gates only, then r ⊙ H (a kernel) times Rhᵀ fills the h gate's columns.
-//   backward  the forward again, keeping its gates and states (RecurrentTape); then from the last step
+//   reserve   the forward's output 3 (training graphs): every direction's tape (RecurrentTape), the
+//             per-step gates and states the backward reads, written by the forward's cell kernels in
+//             place (reserve_tape), so RecurrentGrad (input 11) need not run the forward again.
+//   backward  the tape from the reserve (RecurrentGrad requires it); then from the last step
 //             the direction ran back to the first, the cell's gradient (a kernel) and dH += dGh·R (one
 //             product per step; GRU's reset-first h gate takes one more). dX, dW, dR, dB and dP read
 //             every step's gate gradients at once after the loop: one product or column sum each.
@@ -39,6 +42,8 @@ using reference::kRecInitialH;
 using reference::kRecLengths;
 using reference::kRecPeepholes;
 using reference::kRecR;
+using reference::kRecReserve;
+using reference::kRecReserveOutput;
 using reference::kRecW;
 using reference::kRecX;
 using reference::RecurrentGeometry;
@@ -123,7 +128,7 @@ void store_state(const RecurrentGeometry& g, const T* packed, int64_t d, T* stat
 // The device buffers of one run, carved from one workspace() block and reused by every direction (the
 // stream orders them). Sizes, with rows = T·N and G·H the gates: xw, dgx, dgh and tape.gates rows × G·H;
 // the other tape buffers rows × H; hr N × G·H; h, c, dh, dc, drh N × H. Absent where the cell or the pass
-// (forward or backward) does not use them.
+// does not use them: the tape lives in the reserve, and the backward runs no forward at all.
 template <typename T>
 struct RecurrentBuffers {
   int64_t* lengths = nullptr;
@@ -137,6 +142,7 @@ RecurrentBuffers<T> carve_buffers(const Stream& stream, const RecurrentGeometry&
   const size_t rows = static_cast<size_t>(g.steps * g.batch), gated = static_cast<size_t>(g.gated());
   const size_t batch = static_cast<size_t>(g.batch), hidden = static_cast<size_t>(g.hidden);
   const bool lstm = is_lstm(g), gru = g.cell.kind == RecurrentCellKind::Gru;
+  const bool forward = !backward;
   RecurrentBuffers<T> b;
   ScratchLayout layout;
   const size_t lengths_at = layout.add(batch * sizeof(int64_t));
@@ -144,16 +150,12 @@ RecurrentBuffers<T> carve_buffers(const Stream& stream, const RecurrentGeometry&
   auto piece = [&](T*& buffer, bool used, size_t elements) {
     if (used) pieces.emplace_back(&buffer, layout.add(elements * sizeof(T)));
   };
-  piece(b.xw, true, rows * gated);
-  piece(b.hr, true, batch * gated);
-  piece(b.h, true, batch * hidden);
-  piece(b.c, lstm, batch * hidden);
-  piece(b.tape.gates, backward, rows * gated);
-  piece(b.tape.h_prev, backward, rows * hidden);
-  piece(b.tape.c_prev, backward && lstm, rows * hidden);
-  piece(b.tape.c, backward && lstm, rows * hidden);
-  piece(b.tape.h_linear, backward && gru && g.cell.linear_before_reset, rows * hidden);
-  piece(b.tape.reset_h, resets_first(g), rows * hidden);
+  piece(b.xw, forward, rows * gated);
+  piece(b.hr, forward, batch * gated);
+  piece(b.h, forward, batch * hidden);
+  piece(b.c, forward && lstm, batch * hidden);
+  // An inference forward has no reserve, but its h gate reads r ⊙ H (GRU without linear_before_reset).
+  piece(b.tape.reset_h, forward && !g.reserve && resets_first(g), rows * hidden);
   piece(b.dgx, backward, rows * gated);
   piece(b.dgh, backward && gru, rows * gated);  // RNN and LSTM: dgh is dgx
   piece(b.dh, backward, batch * hidden);
@@ -164,6 +166,27 @@ RecurrentBuffers<T> carve_buffers(const Stream& stream, const RecurrentGeometry&
   for (const auto& [buffer, offset] : pieces) *buffer = reinterpret_cast<T*>(base + offset);
   if (!b.dgh) b.dgh = b.dgx;
   return b;
+}
+
+// Direction d's tape in the reserve: rows × G·H gates, then rows × H each of h_prev and LSTM's c_prev, c
+// or GRU's one extra (h_linear or reset_h), rows in X's order as every tape buffer (recurrent_launch.h),
+// so the products over all rows read it as they read the workspace's tape. The CPU's rows differ
+// (cpu_reserve_parts); a node's forward and backward run on one device.
+template <typename T>
+RecurrentTape<T> reserve_tape(const RecurrentGeometry& g, T* reserve, int64_t d) {
+  const int64_t rows = g.steps * g.batch, hs = g.hidden;
+  T* at = reserve + d * rows * g.reserve_width();
+  RecurrentTape<T> tape;
+  tape.gates = at, at += rows * g.gated();
+  tape.h_prev = at, at += rows * hs;
+  if (is_lstm(g)) {
+    tape.c_prev = at, tape.c = at + rows * hs;
+  } else if (g.cell.linear_before_reset) {
+    tape.h_linear = at;
+  } else if (resets_first(g)) {
+    tape.reset_h = at;
+  }
+  return tape;
 }
 
 // Direction d's slices of W, R, B and P.
@@ -201,10 +224,11 @@ RecurrentStep<T> direction_step(const RecurrentGeometry& g, const RecurrentBuffe
   return s;
 }
 
-// Runs direction d: Y's rows of d, Y_h and Y_c (each if given) and, with `keep_tape`, the tape.
+// Runs direction d: Y's rows of d, Y_h and Y_c (each if given) and the tape's non-null buffers (reset_h
+// is always needed where the cell resets first).
 template <typename T>
 void forward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Views in, int64_t d,
-                       const RecurrentBuffers<T>& b, bool keep_tape, T* y, T* y_h, T* y_c) {
+                       const RecurrentBuffers<T>& b, const RecurrentTape<T>& tape, T* y, T* y_h, T* y_c) {
   const int64_t rows = g.steps * g.batch, hs = g.hidden, gh = g.gated(), stride = row_stride(g);
   const DirectionWeights<T> w = direction_weights<T>(g, in, d);
   // X·Wᵀ: (rows, I)·(I, G·H) into xw, in X's row order.
@@ -213,11 +237,7 @@ void forward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Vie
   load_state<T>(g, optional_input<T>(in, kRecInitialH, g.initial_h), d, b.h, blas.stream);
   if (is_lstm(g)) load_state<T>(g, optional_input<T>(in, kRecInitialC, g.initial_c), d, b.c, blas.stream);
   RecurrentStep<T> step = direction_step(g, b, w);
-  if (keep_tape) {
-    step.tape = b.tape;
-  } else {
-    step.tape.reset_h = b.tape.reset_h;
-  }
+  step.tape = tape;
   for (int64_t s = 0; s < g.steps; ++s) {
     const int64_t t = g.time_of(d, s);
     step.time = t, step.first_row = first_row(g, t);
@@ -227,7 +247,7 @@ void forward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Vie
     if (resets_first(g)) {
       launch_gru_reset_product<T>(step, blas.stream);
       // (r ⊙ H)·Rhᵀ into hr's h gate block; r ⊙ H's rows of time t are strided like X's.
-      recurrent_gemm<T>(blas, true, false, hs, g.batch, hs, w.r + 2 * hs * hs, hs, b.tape.reset_h + step.first_row * hs,
+      recurrent_gemm<T>(blas, true, false, hs, g.batch, hs, w.r + 2 * hs * hs, hs, tape.reset_h + step.first_row * hs,
                         stride * hs, T(0), b.hr + 2 * hs, gh);
     }
     launch_recurrent_cell<T>(step, blas.stream);
@@ -240,14 +260,15 @@ void forward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Vie
 template <typename T>
 void backward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Views in, Views out, int64_t d,
                         const RecurrentBuffers<T>& b) {
-  forward_direction<T>(blas, g, in, d, b, /*keep_tape=*/true, nullptr, nullptr, nullptr);
+  // The backward kernels only read the tape, so the (const) reserve input serves as it is.
+  const RecurrentTape<T> tape = reserve_tape(g, const_cast<T*>(in[kRecReserve].as<const T>()), d);
   const int64_t rows = g.steps * g.batch, hs = g.hidden, gh = g.gated(), is = g.input, stride = row_stride(g);
   const DirectionWeights<T> w = direction_weights<T>(g, in, d);
   load_state<T>(g, optional_input<T>(in, kRecDYh, true), d, b.dh, blas.stream);
   if (is_lstm(g)) load_state<T>(g, optional_input<T>(in, kRecDYc, true), d, b.dc, blas.stream);
   const T* dy = optional_input<T>(in, kRecDY, true);
   RecurrentStep<T> step = direction_step(g, b, w);
-  step.tape = b.tape;
+  step.tape = tape;
   step.dh = b.dh, step.dc = b.dc, step.drh = b.drh, step.dgx = b.dgx, step.dgh = b.dgh;
   for (int64_t s = g.steps - 1; s >= 0; --s) {
     const int64_t t = g.time_of(d, s);
@@ -277,9 +298,9 @@ void backward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Vi
   }
   if (T* dr = output(2)) {  // dR = dGhᵀ·H_prev, and for the reset-first h gate dGhᵀ·(r ⊙ H_prev)
     dr += d * gh * hs;
-    recurrent_gemm<T>(blas, false, true, hs, gates_reading_h(g), rows, b.tape.h_prev, hs, b.dgh, gh, T(1), dr, hs);
+    recurrent_gemm<T>(blas, false, true, hs, gates_reading_h(g), rows, tape.h_prev, hs, b.dgh, gh, T(1), dr, hs);
     if (resets_first(g)) {
-      recurrent_gemm<T>(blas, false, true, hs, hs, rows, b.tape.reset_h, hs, b.dgh + 2 * hs, gh, T(1), dr + 2 * hs * hs,
+      recurrent_gemm<T>(blas, false, true, hs, hs, rows, tape.reset_h, hs, b.dgh + 2 * hs, gh, T(1), dr + 2 * hs * hs,
                         hs);
     }
   }
@@ -288,7 +309,7 @@ void backward_direction(const BlasOnStream& blas, const RecurrentGeometry& g, Vi
     launch_recurrent_column_sums<T>(b.dgh, rows, gh, gh, db + d * 2 * gh + gh, blas.stream);
   }
   if (T* dp = output(6); dp && is_lstm(g)) {
-    launch_peephole_grad<T>(b.dgx, b.tape.c_prev, b.tape.c, rows, hs, dp + d * 3 * hs, blas.stream);
+    launch_peephole_grad<T>(b.dgx, tape.c_prev, tape.c, rows, hs, dp + d * 3 * hs, blas.stream);
   }
 }
 
@@ -332,8 +353,10 @@ std::unique_ptr<Kernel> make_cuda_recurrent(const KernelSpec& spec) {
     const RecurrentBuffers<T> b = run.start<T>(stream, in, /*backward=*/false);
     const BlasOnStream blas{cublas_handle(stream), native_stream(stream)};
     auto output = [&](size_t i) { return has_view(out, i) ? out[i].as<T>() : nullptr; };
+    // A reserve keeps the whole tape; without one only what the forward itself reads (reset_h).
     for (int64_t d = 0; d < g.cell.directions; ++d) {
-      forward_direction<T>(blas, g, in, d, b, /*keep_tape=*/false, output(0), output(1), output(2));
+      const RecurrentTape<T> tape = g.reserve ? reserve_tape(g, out[kRecReserveOutput].as<T>(), d) : b.tape;
+      forward_direction<T>(blas, g, in, d, b, tape, output(0), output(1), output(2));
     }
   });
 }

@@ -16,8 +16,10 @@ namespace onnxtrain::cuda {
 
 enum class RecurrentCellType : int { Rnn, Gru, Lstm };
 
-// What the forward keeps for the backward, (rows, ·) each in X's row order; null where not kept. A row
-// past its sequence_lens gets zero gates and its kept state, so the products over all rows stay finite.
+// What the forward keeps for the backward, (rows, ·) each in X's row order; null where not kept. In the
+// workspace, or in the node's reserve (recurrent.cc's reserve_tape) where the backward reads it without
+// rerunning the forward. A row past its sequence_lens gets zero gates and its kept state, so the
+// products over all rows stay finite (and every element of the reserve is written).
 template <typename T>
 struct RecurrentTape {
   T* gates = nullptr;     // (rows, G·H): LSTM i, o, f, c̃; GRU z, r, h̃; RNN h

@@ -114,7 +114,9 @@ inline Checked<RecurrentGeometry> check_recurrent(const KernelSpec& spec, bool b
     return {dtype, g};
   }
   g.reserve = true;
-  require_input(spec, kRecReserve, "the forward's reserve");
+  if (require_input(spec, kRecReserve, "the forward's reserve").dtype != dtype) {
+    kernel_fail(spec, "the reserve must be X's dtype");
+  }
   require_recurrent_sizes(spec, kRecReserve, "the reserve", reserve);
   require_recurrent_sizes(spec, kRecDY, "dY", y);
   require_recurrent_sizes(spec, kRecDYh, "dY_h", state);
