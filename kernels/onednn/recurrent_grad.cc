@@ -35,7 +35,8 @@ class RecurrentGradKernel final : public Kernel {
     const float* p = in.p ? in.p + d * 3 * hs : nullptr;
     auto view = [&](size_t i) { return ref::has_view(views, i) ? views[i].as<const float>() : nullptr; };
     const float *dy = view(ref::kRecDY), *dy_h = view(ref::kRecDYh), *dy_c = view(ref::kRecDYc);
-    std::vector<float> dp(static_cast<size_t>(3 * hs), 0.0f);                             // LSTM's peepholes i, o, f
+    // LSTM's peepholes i, o, f, summed per block of rows (for_row_blocks), then over the blocks.
+    std::vector<float> dp(static_cast<size_t>(3 * hs * n_rows), 0.0f);
     std::vector<float> dgx(static_cast<size_t>(rows * gh), 0.0f), dgh(dgx.size(), 0.0f);  // X's rows; step rows
     std::vector<float> dh(static_cast<size_t>(n_rows * hs), 0.0f), dc(dh.size(), 0.0f), dhp(dh.size());
     std::vector<float> step(static_cast<size_t>(n_rows * gh)), d_reset_h(dh.size());
@@ -43,59 +44,70 @@ class RecurrentGradKernel final : public Kernel {
       if (dy_h) std::copy_n(dy_h + g_.state_row(d, n), hs, dh.begin() + n * hs);
       if (dy_c) std::copy_n(dy_c + g_.state_row(d, n), hs, dc.begin() + n * hs);
     }
-    for (int64_t s = steps - 1; s >= 0; --s) {
-      const int64_t t = g_.time_of(d, s);
-      std::fill(step.begin(), step.end(), 0.0f);
-      float* dgh_step = dgh.data() + s * n_rows * gh;
-      for (int64_t n = 0; n < n_rows; ++n) {
-        float* dhn = dh.data() + n * hs;
-        float* direct = dhp.data() + n * hs;  // the previous state's gradient but for the product by R
-        if (t >= in.lengths[n]) {             // past the row's length: the state passed through
-          std::copy_n(dhn, hs, direct);
-          continue;
-        }
-        if (dy) {
-          const float* dyr = dy + g_.y_row(t, d, n);
-          for (int64_t j = 0; j < hs; ++j) dhn[j] += dyr[j];
-        }
-        const size_t row = static_cast<size_t>(s * n_rows + n);
-        const float* a = tape.gates + row * gh;
-        const float* hp = tape.h_prev + row * hs;
-        float* gx = step.data() + n * gh;
-        float* gh_row = dgh_step + n * gh;
-        std::fill_n(direct, hs, 0.0f);
-        if (kind == RecurrentCellKind::Rnn) {
-          for (int64_t j = 0; j < hs; ++j) gx[j] = dhn[j] * (1.0f - a[j] * a[j]);
-        } else if (kind == RecurrentCellKind::Lstm) {
-          lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, p, dhn, dc.data() + n * hs, gx, dp.data());
-        } else {
-          for (int64_t j = 0; j < hs; ++j) {
-            const float z = a[j], cand = a[2 * hs + j];
-            gx[j] = dhn[j] * (hp[j] - cand) * z * (1.0f - z);
-            gx[2 * hs + j] = dhn[j] * (1.0f - z) * (1.0f - cand * cand);
-            direct[j] = dhn[j] * z;
-            if (lbr) gx[hs + j] = gx[2 * hs + j] * tape.first[row * hs + j];  // dr, activated below
+    for_row_blocks(n_rows, [&](int64_t block, int64_t first, int64_t end) {
+      for (int64_t s = steps - 1; s >= 0; --s) {
+        const int64_t t = g_.time_of(d, s);
+        std::fill(step.begin() + first * gh, step.begin() + end * gh, 0.0f);
+        float* dgh_step = dgh.data() + s * n_rows * gh;
+        for (int64_t n = first; n < end; ++n) {
+          float* dhn = dh.data() + n * hs;
+          float* direct = dhp.data() + n * hs;  // the previous state's gradient but for the product by R
+          if (t >= in.lengths[n]) {             // past the row's length: the state passed through
+            std::copy_n(dhn, hs, direct);
+            continue;
+          }
+          if (dy) {
+            const float* dyr = dy + g_.y_row(t, d, n);
+            for (int64_t j = 0; j < hs; ++j) dhn[j] += dyr[j];
+          }
+          const size_t row = static_cast<size_t>(s * n_rows + n);
+          const float* a = tape.gates + row * gh;
+          const float* hp = tape.h_prev + row * hs;
+          float* gx = step.data() + n * gh;
+          float* gh_row = dgh_step + n * gh;
+          std::fill_n(direct, hs, 0.0f);
+          if (kind == RecurrentCellKind::Rnn) {
+            for (int64_t j = 0; j < hs; ++j) gx[j] = dhn[j] * (1.0f - a[j] * a[j]);
+          } else if (kind == RecurrentCellKind::Lstm) {
+            lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, p, dhn, dc.data() + n * hs, gx,
+                          dp.data() + block * 3 * hs);
+          } else {
+            for (int64_t j = 0; j < hs; ++j) {
+              const float z = a[j], cand = a[2 * hs + j];
+              gx[j] = dhn[j] * (hp[j] - cand) * z * (1.0f - z);
+              gx[2 * hs + j] = dhn[j] * (1.0f - z) * (1.0f - cand * cand);
+              direct[j] = dhn[j] * z;
+              if (lbr) gx[hs + j] = gx[2 * hs + j] * tape.first[row * hs + j];  // dr, activated below
+            }
+          }
+          std::copy_n(gx, gh, gh_row);
+          if (gru && lbr) {
+            for (int64_t j = 0; j < hs; ++j) {
+              gh_row[2 * hs + j] = gx[2 * hs + j] * a[hs + j];
+              gx[hs + j] *= a[hs + j] * (1.0f - a[hs + j]);
+              gh_row[hs + j] = gx[hs + j];
+            }
           }
         }
-        std::copy_n(gx, gh, gh_row);
-        if (gru && lbr) {
-          for (int64_t j = 0; j < hs; ++j) {
-            gh_row[2 * hs + j] = gx[2 * hs + j] * a[hs + j];
-            gx[hs + j] *= a[hs + j] * (1.0f - a[hs + j]);
-            gh_row[hs + j] = gx[hs + j];
-          }
+        if (gru && !lbr)
+          reset_gate_grads(tape, s, t, in, r, first, end, step.data(), dgh_step, d_reset_h.data(), dhp.data());
+        // dH_prev = direct + dGh·R (over the columns the forward's first product had).
+        product(false, false, end - first, hs, recurrent_cols, dgh_step + first * gh, gh, r, hs, 1.0f,
+                dhp.data() + first * hs, hs);
+        for (int64_t n = first; n < end; ++n) {
+          if (t < in.lengths[n]) std::copy_n(step.begin() + n * gh, gh, dgx.begin() + g_.x_row_index(t, n) * gh);
         }
+        std::copy(dhp.begin() + first * hs, dhp.begin() + end * hs, dh.begin() + first * hs);
       }
-      if (gru && !lbr) reset_gate_grads(tape, s, t, in, r, step.data(), dgh_step, d_reset_h.data(), dhp.data());
-      // dH_prev = direct + dGh·R (over the columns the forward's first product had).
-      product(false, false, n_rows, hs, recurrent_cols, dgh_step, gh, r, hs, 1.0f, dhp.data(), hs);
-      for (int64_t n = 0; n < n_rows; ++n) {
-        if (t < in.lengths[n]) std::copy_n(step.begin() + n * gh, gh, dgx.begin() + g_.x_row_index(t, n) * gh);
-      }
-      std::swap(dh, dhp);
-    }
+    });
     weight_products(in, d, tape, dgx, dgh, output);
-    if (float* dp_out = output(6)) std::copy(dp.begin(), dp.end(), dp_out + d * 3 * hs);
+    if (float* dp_out = output(6)) {
+      for (int64_t j = 0; j < 3 * hs; ++j) {
+        float sum = 0.0f;
+        for (int64_t block = 0; block < n_rows; ++block) sum += dp[block * 3 * hs + j];
+        dp_out[d * 3 * hs + j] = sum;
+      }
+    }
     for (int64_t n = 0; n < n_rows; ++n) {
       if (float* dh0 = output(4)) std::copy_n(dh.begin() + n * hs, hs, dh0 + g_.state_row(d, n));
       if (float* dc0 = output(5)) std::copy_n(dc.begin() + n * hs, hs, dc0 + g_.state_row(d, n));
@@ -125,11 +137,12 @@ class RecurrentGradKernel final : public Kernel {
 
   // GRU without linear_before_reset: the h gate's product read r ⊙ H, so d(r ⊙ H) = dGh_h·Rh splits into r's
   // gradient (then through its sigmoid) and a part of the previous state's (added to dhp).
-  void reset_gate_grads(const Tape& tape, int64_t s, int64_t t, const Operands& in, const float* r, float* step,
-                        float* dgh_step, float* d_reset_h, float* dhp) const {
+  void reset_gate_grads(const Tape& tape, int64_t s, int64_t t, const Operands& in, const float* r, int64_t first,
+                        int64_t end, float* step, float* dgh_step, float* d_reset_h, float* dhp) const {
     const int64_t n_rows = g_.batch, hs = g_.hidden, gh = g_.gated();
-    product(false, false, n_rows, hs, hs, step + 2 * hs, gh, r + 2 * hs * hs, hs, 0.0f, d_reset_h, hs);
-    for (int64_t n = 0; n < n_rows; ++n) {
+    product(false, false, end - first, hs, hs, step + first * gh + 2 * hs, gh, r + 2 * hs * hs, hs, 0.0f,
+            d_reset_h + first * hs, hs);
+    for (int64_t n = first; n < end; ++n) {
       if (t >= in.lengths[n]) continue;
       const size_t row = static_cast<size_t>(s * n_rows + n);
       const float* a = tape.gates + row * gh;

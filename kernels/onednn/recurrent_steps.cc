@@ -99,57 +99,61 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
   // GRU without linear_before_reset multiplies (r ⊙ H) by Rh once r is known: the first product stops at 2H.
   const int64_t recurrent_cols = gru && !lbr ? 2 * hs : gh;
   std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(hr.size()), reset_h(h.size());
-  for (int64_t s = 0; s < steps; ++s) {
-    const int64_t t = g.time_of(d, s);
-    auto active = [&](int64_t n) { return t < in.lengths[n]; };
-    product(false, true, n_rows, recurrent_cols, hs, h.data(), hs, r, hs, 0.0f, hr.data(), gh);
-    for (int64_t n = 0; n < n_rows; ++n) {
-      if (!active(n)) continue;
-      const float* xr = xw.data() + g.x_row_index(t, n) * gh;
-      float* a = gates.data() + n * gh;
-      const float* hrr = hr.data() + n * gh;
-      for (int64_t q = 0; q < (gru ? 2 * hs : gh); ++q) a[q] = xr[q] + hrr[q];
-      if (gru) {
-        sigmoid_in_place(a, 2 * hs);
-        for (int64_t j = 0; j < hs; ++j) reset_h[n * hs + j] = a[hs + j] * h[n * hs + j];
-      }
-    }
-    if (gru && !lbr) {  // hr's h block = (r ⊙ H)·Rhᵀ; Rbh is in xw
-      product(false, true, n_rows, hs, hs, reset_h.data(), hs, r + 2 * hs * hs, hs, 0.0f, hr.data() + 2 * hs, gh);
-    }
-    for (int64_t n = 0; n < n_rows; ++n) {
-      if (!active(n)) {
-        if (y) std::fill_n(y + g.y_row(t, d, n), hs, 0.0f);
-        continue;
-      }
-      const size_t row = static_cast<size_t>(s * n_rows + n);
-      float* a = gates.data() + n * gh;
-      float* hn = h.data() + n * hs;
-      float* cn = c.data() + n * hs;
-      if (tape) std::copy_n(hn, hs, tape->h_prev + row * hs);
-      if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->first + row * hs);
-      const float* xr = xw.data() + g.x_row_index(t, n) * gh;
-      const float* hrr = hr.data() + n * gh;
-      if (kind == RecurrentCellKind::Rnn) {
-        tanh_in_place(a, hs);
-        std::copy_n(a, hs, hn);
-      } else if (kind == RecurrentCellKind::Lstm) {
-        lstm_row(a, p, cn, hn, hs);
-        if (tape) std::copy_n(cn, hs, tape->second + row * hs);
-      } else {
-        for (int64_t j = 0; j < hs; ++j) {
-          const float lin = hrr[2 * hs + j] + (lbr && rb ? rb[2 * hs + j] : 0.0f);
-          if (tape && lbr) tape->first[row * hs + j] = lin;
-          a[2 * hs + j] = xr[2 * hs + j] + (lbr ? a[hs + j] * lin : lin);
+  for_row_blocks(n_rows, [&](int64_t, int64_t first, int64_t end) {
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = g.time_of(d, s);
+      auto active = [&](int64_t n) { return t < in.lengths[n]; };
+      product(false, true, end - first, recurrent_cols, hs, h.data() + first * hs, hs, r, hs, 0.0f,
+              hr.data() + first * gh, gh);
+      for (int64_t n = first; n < end; ++n) {
+        if (!active(n)) continue;
+        const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+        float* a = gates.data() + n * gh;
+        const float* hrr = hr.data() + n * gh;
+        for (int64_t q = 0; q < (gru ? 2 * hs : gh); ++q) a[q] = xr[q] + hrr[q];
+        if (gru) {
+          sigmoid_in_place(a, 2 * hs);
+          for (int64_t j = 0; j < hs; ++j) reset_h[n * hs + j] = a[hs + j] * h[n * hs + j];
         }
-        if (tape && !lbr) std::copy_n(reset_h.begin() + n * hs, hs, tape->first + row * hs);
-        tanh_in_place(a + 2 * hs, hs);
-        for (int64_t j = 0; j < hs; ++j) hn[j] = (1.0f - a[j]) * a[2 * hs + j] + a[j] * hn[j];
       }
-      if (tape) std::copy_n(a, gh, tape->gates + row * gh);
-      if (y) std::copy_n(hn, hs, y + g.y_row(t, d, n));
+      if (gru && !lbr) {  // hr's h block = (r ⊙ H)·Rhᵀ; Rbh is in xw
+        product(false, true, end - first, hs, hs, reset_h.data() + first * hs, hs, r + 2 * hs * hs, hs, 0.0f,
+                hr.data() + first * gh + 2 * hs, gh);
+      }
+      for (int64_t n = first; n < end; ++n) {
+        if (!active(n)) {
+          if (y) std::fill_n(y + g.y_row(t, d, n), hs, 0.0f);
+          continue;
+        }
+        const size_t row = static_cast<size_t>(s * n_rows + n);
+        float* a = gates.data() + n * gh;
+        float* hn = h.data() + n * hs;
+        float* cn = c.data() + n * hs;
+        if (tape) std::copy_n(hn, hs, tape->h_prev + row * hs);
+        if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->first + row * hs);
+        const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+        const float* hrr = hr.data() + n * gh;
+        if (kind == RecurrentCellKind::Rnn) {
+          tanh_in_place(a, hs);
+          std::copy_n(a, hs, hn);
+        } else if (kind == RecurrentCellKind::Lstm) {
+          lstm_row(a, p, cn, hn, hs);
+          if (tape) std::copy_n(cn, hs, tape->second + row * hs);
+        } else {
+          for (int64_t j = 0; j < hs; ++j) {
+            const float lin = hrr[2 * hs + j] + (lbr && rb ? rb[2 * hs + j] : 0.0f);
+            if (tape && lbr) tape->first[row * hs + j] = lin;
+            a[2 * hs + j] = xr[2 * hs + j] + (lbr ? a[hs + j] * lin : lin);
+          }
+          if (tape && !lbr) std::copy_n(reset_h.begin() + n * hs, hs, tape->first + row * hs);
+          tanh_in_place(a + 2 * hs, hs);
+          for (int64_t j = 0; j < hs; ++j) hn[j] = (1.0f - a[j]) * a[2 * hs + j] + a[j] * hn[j];
+        }
+        if (tape) std::copy_n(a, gh, tape->gates + row * gh);
+        if (y) std::copy_n(hn, hs, y + g.y_row(t, d, n));
+      }
     }
-  }
+  });
   for (int64_t n = 0; n < n_rows; ++n) {
     if (y_h) std::copy_n(h.begin() + n * hs, hs, y_h + g.state_row(d, n));
     if (y_c) std::copy_n(c.begin() + n * hs, hs, y_c + g.state_row(d, n));
