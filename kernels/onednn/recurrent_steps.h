@@ -57,7 +57,8 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
 // product of 32 rows (an LSTM of 256 hidden, batch 32) hardly gains from a second thread inside oneDNN's
 // sgemm: 192 -> 175 us, and 6.6 ms beside a busy process; two threads with 16 rows each took 117-119 us in
 // both cases (a scratch program, 2026-12-07; README "Recurrent networks"). The block's own products must
-// not fork: they forked into two threads each, and a step took 208 ms instead of 32.
+// not fork: without omp_set_num_threads(1) below, 80% of a 2-thread run's samples were in libgomp (perf)
+// and a step took 208 ms.
 template <typename Body>
 void for_row_blocks(int64_t rows, const Body& body) {
   const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), rows));
