@@ -59,8 +59,14 @@ std::string read_recurrent_cell(const std::string& op_type, const Attributes& at
     for (int64_t d = 0; d < cell.directions; ++d) {
       for (const std::string& a : default_activations(cell.kind)) expected.push_back(a);
     }
+    if (given && cell.kind == RecurrentCellKind::Rnn &&
+        *given == std::vector<std::string>(static_cast<size_t>(cell.directions), "Relu")) {
+      cell.relu = true;
+      return {};
+    }
     if (!given || *given != expected) {
-      return "onnxtrain trains only the default activations (" + joined(expected) + ")" +
+      return "onnxtrain has only the default activations (" + joined(expected) + ")" +
+             (cell.kind == RecurrentCellKind::Rnn ? std::string(" and Relu") : std::string()) +
              (given ? ", got " + joined(*given) : std::string());
     }
   }

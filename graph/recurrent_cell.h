@@ -10,9 +10,9 @@
 // graphs only, output 3 is onnxtrain's reserve (as cuDNN's reserve space): what the backward needs of each
 // step, kept from the forward so that RecurrentGrad need not run it again; D · T · N · reserve_width
 // elements of X's dtype, laid out as the device's kernels choose.
-// Gates, in ONNX's order: RNN i (tanh); GRU z, r, h (sigmoid, sigmoid, tanh); LSTM i, o, f, c (sigmoid
-// three times, tanh; C's output through tanh). The default activations are the only ones onnxtrain has,
-// as every exporter writes them: other activations, `clip` and LSTM's `input_forget` are refused.
+// Gates, in ONNX's order: RNN i (tanh, or relu); GRU z, r, h (sigmoid, sigmoid, tanh); LSTM i, o, f, c
+// (sigmoid three times, tanh; C's output through tanh). The default activations, and RNN's Relu, are the
+// ones onnxtrain has, as exporters write them: others, `clip` and LSTM's `input_forget` are refused.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,7 @@ struct RecurrentCell {
   bool reverse = false;              // "reverse": the only direction runs from the last step to the first
   int64_t layout = 0;                // 0: time-major (T, N, ...); 1: batch-major (N, T, ...)
   bool linear_before_reset = false;  // GRU: r multiplies (H·Rhᵀ + Rbh) instead of H before the product
+  bool relu = false;                 // RNN: f is Relu, not Tanh (nn.RNN(nonlinearity="relu"))
 
   int64_t gates() const { return kind == RecurrentCellKind::Rnn ? 1 : kind == RecurrentCellKind::Gru ? 3 : 4; }
   // Per direction, step and batch row, the reserve holds the activated gates, the state before the step, and

@@ -475,6 +475,23 @@ TEST_F(CliReliability, ANodeWhoseConstantSizesFixTheBatchMakesAFixedBatch) {
   EXPECT_NE(r.output.find("(20 samples)"), std::string::npos) << r.output;
 }
 
+// A sequence-first model, (T 7, batch, F 5) as nn.LSTM's default layout exports (an outside check,
+// 2026-12-07): train said it had "a fixed batch of 7" and, at --batch 7, named an input 'labels' the model
+// lacks. train and eval now say where its batch is and how to export it batch-first
+// (tests/data/recurrent/make_sequence_first_export.py).
+TEST_F(CliReliability, ASequenceFirstModelIsToldToExportBatchFirst) {
+  const std::string model = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/recurrent/lstm_sequence_first_ts.onnx";
+  for (const std::string command :
+       {"train " + model + " --data synthetic:7,5:3:24 --batch 7 -o " + (dir_ / "out.onnx").string(),
+        "eval " + model + " --data synthetic:7,5:3:24"}) {
+    const CliRun r = run(command);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("reads its batch along axis 1 of input 'x' (7,batch,5)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("batch_first=True"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("fixed batch"), std::string::npos) << r.output;
+  }
+}
+
 // torch.chunk(3, dim=-1) in a dynamo export (opset 20): SplitToSequence along axis -1 with a scalar split,
 // which the Split rewrite left alone without a shape from ONNX's inference (an outside check: Phi-3 and
 // MaxViT's attention). It imports as a Split, runs as PyTorch does and trains.

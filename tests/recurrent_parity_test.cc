@@ -50,6 +50,10 @@ TEST(RecurrentParity, GruBidirectionalFromInitialH) { expect_exports_match_pytor
 // A tanh RNN, TorchScript's export only: the dynamo exporter unrolls nn.RNN into MatMul, Add and Tanh.
 TEST(RecurrentParity, RnnTanh) { expect_exports_match_pytorch("rnn", 6, /*dynamo=*/false); }
 
+// nn.RNN(nonlinearity="relu"): TorchScript writes the RNN node with activations ["Relu"] (an outside check,
+// 2026-12-07, found it refused).
+TEST(RecurrentParity, RnnRelu) { expect_exports_match_pytorch("rnn_relu", 6, /*dynamo=*/false); }
+
 // The backward reads what the forward kept of each step (its reserve, output 3) instead of running the
 // forward again: the training graph has one LSTM node, and RecurrentGrad's input 11 is that node's output 3.
 TEST(RecurrentTraining, TheBackwardReadsTheForwardsReserve) {

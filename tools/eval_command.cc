@@ -136,6 +136,7 @@ void score(const float* logits, const int64_t* labels, int64_t rows, int64_t cla
 void run_eval(const EvalOptions& o) {
   refuse_outputs_over_inputs({{"--json", o.json}}, data_spec_files("--data", o.data), {"the model evaluated", o.model});
   ImportedModel model = import_model(o.model);
+  if (const std::string why = batch_not_on_the_first_axis(o.model, model.graph); !why.empty()) throw Error(why);
   if (model.graph.inputs.empty() || model.graph.outputs.empty())
     throw Error(o.model + ": eval needs a model with a data input and an output");
   const DatasetOptions options = data_options(o, model);

@@ -72,6 +72,24 @@ std::string fixed_batch_text(const std::string& path, const Graph& model, const 
          "(take them from the input's shape, as a dynamic batch axis does)";
 }
 
+std::string batch_not_on_the_first_axis(const std::string& path, const Graph& model) {
+  if (model.inputs.empty() || model.outputs.empty()) return {};
+  const Value& input = model.value(model.inputs[0]);
+  const Shape& in = input.shape;
+  const Shape& out = model.value(model.outputs[0]).shape;
+  if (!in.rank_known || in.rank() < 2 || !in.dims[0].is_static()) return {};
+  if (!out.rank_known || out.rank() < 1 || !out.dims[0].is_symbolic()) return {};
+  for (size_t axis = 1; axis < in.dims.size(); ++axis) {
+    if (in.dims[axis] != out.dims[0]) continue;
+    return path + " reads its batch along axis " + std::to_string(axis) + " of input '" + input.name + "' " +
+           in.to_string() + " (its output '" + model.value(model.outputs[0]).name + "' is " + out.to_string() +
+           "), but onnxtrain reads samples along a data input's first axis. Export it batch-first: " +
+           "nn.LSTM/nn.GRU(..., batch_first=True), or a transpose inside forward(), with dynamic_axes={'" + input.name +
+           "': {0: 'batch'}}";
+  }
+  return {};
+}
+
 std::vector<std::string> unbound_sequence_dims(const Graph& graph) {
   std::vector<std::string> names;
   if (graph.inputs.empty()) return names;

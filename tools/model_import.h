@@ -33,6 +33,11 @@ std::optional<int64_t> fixed_batch(const Graph& model);
 // inside the graph (node 'n' (Resize) ...)", then `what`, then how to export a dynamic batch axis.
 std::string fixed_batch_text(const std::string& path, const Graph& model, const std::string& what);
 
+// Empty, or why `model` cannot be trained: its first data input has a number on axis 0 and its batch, the
+// symbol that leads the first output, on a later axis (a sequence-first (T, batch, F) input, nn.LSTM's
+// default layout), where onnxtrain reads samples along axis 0.
+std::string batch_not_on_the_first_axis(const std::string& path, const Graph& model);
+
 // The data options that fit `model`'s data inputs (train and eval start from these): integer ids where an
 // input is an integer type, the first input's name (an npz array of that name), the other inputs by name,
 // and the tokens per sample: seq_len, else the first input's static length.

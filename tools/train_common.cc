@@ -352,6 +352,7 @@ Dataset load_training_data_and_bind(const TrainOptions& o, ImportedModel& model)
                 (input == DType::Float64 ? std::string(": eval and run take this one as it is")
                                          : " and train with --precision fp16 or bf16 for mixed precision"));
   }
+  if (const std::string why = batch_not_on_the_first_axis(o.model, model.graph); !why.empty()) throw Error(why);
   if (const std::optional<int64_t> fixed = fixed_batch(model.graph)) {
     const bool splits = o.strategy == "dp" || o.strategy == "ps" || o.central_storage || o.replicas > 1 ||
                         o.micro_batches > 1 || o.accumulate > 1;

@@ -218,6 +218,7 @@ RecurrentStep<T> direction_step(const RecurrentGeometry& g, const RecurrentBuffe
   RecurrentStep<T> s;
   s.cell = cell_type(g);
   s.linear_before_reset = g.cell.linear_before_reset;
+  s.relu = g.cell.relu;
   s.batch = g.batch, s.hidden = g.hidden, s.lengths = b.lengths, s.row_stride = row_stride(g);
   s.xw = b.xw, s.hr = b.hr, s.wb = w.wb, s.rb = w.rb, s.p = w.p, s.h = b.h, s.c = b.c;
   s.y_stride = y_stride(g);

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kRecurrentBlock) recurrent_cell_kernel(Recurre
     };
     T out;
     if (s.cell == RecurrentCellType::Rnn) {
-      out = tanh_of(pre(j, true));
+      out = s.relu ? max(pre(j, true), T(0)) : tanh_of(pre(j, true));
       if (gates) gates[j] = out;
     } else if (s.cell == RecurrentCellType::Gru) {
       const T z = sigmoid_of(pre(j, true)), r = sigmoid_of(pre(hs + j, true));
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kRecurrentBlock) recurrent_cell_grad_kernel(Re
     const T dh = s.dh[e] + (s.dy ? s.dy[n * s.y_stride + j] : T(0));
     const T* gates = s.tape.gates + row * gh;
     if (s.cell == RecurrentCellType::Rnn) {
-      dgx[j] = dgh[j] = dh * (T(1) - gates[j] * gates[j]);
+      dgx[j] = dgh[j] = dh * (s.relu ? (gates[j] > T(0) ? T(1) : T(0)) : T(1) - gates[j] * gates[j]);
       s.dh[e] = T(0);
     } else if (s.cell == RecurrentCellType::Lstm) {
       const T* p = s.p;

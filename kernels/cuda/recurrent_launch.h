@@ -36,6 +36,7 @@ template <typename T>
 struct RecurrentStep {
   RecurrentCellType cell = RecurrentCellType::Rnn;
   bool linear_before_reset = false;
+  bool relu = false;  // RNN's f is Relu
   int64_t batch = 0, hidden = 0;
   int64_t time = 0;                  // the step's t: a row with lengths[n] <= t keeps its state
   const int64_t* lengths = nullptr;  // (N) sequence_lens, checked (launch_recurrent_lengths)

@@ -67,7 +67,8 @@ class RecurrentGradKernel final : public Kernel {
           float* gh_row = dgh_step + n * gh;
           std::fill_n(direct, hs, 0.0f);
           if (kind == RecurrentCellKind::Rnn) {
-            for (int64_t j = 0; j < hs; ++j) gx[j] = dhn[j] * (1.0f - a[j] * a[j]);
+            for (int64_t j = 0; j < hs; ++j)
+              gx[j] = dhn[j] * (g_.cell.relu ? (a[j] > 0.0f ? 1.0f : 0.0f) : 1.0f - a[j] * a[j]);
           } else if (kind == RecurrentCellKind::Lstm) {
             lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, p, dhn, dc.data() + n * hs, gx,
                           dp.data() + block * 3 * hs);

@@ -134,7 +134,11 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
         const float* xr = xw.data() + g.x_row_index(t, n) * gh;
         const float* hrr = hr.data() + n * gh;
         if (kind == RecurrentCellKind::Rnn) {
-          tanh_in_place(a, hs);
+          if (g.cell.relu) {
+            for (int64_t j = 0; j < hs; ++j) a[j] = std::max(a[j], 0.0f);
+          } else {
+            tanh_in_place(a, hs);
+          }
           std::copy_n(a, hs, hn);
         } else if (kind == RecurrentCellKind::Lstm) {
           lstm_row(a, p, cn, hn, hs);

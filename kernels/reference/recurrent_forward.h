@@ -119,7 +119,7 @@ void recurrent_forward_direction(const RecurrentGeometry& g, const RecurrentOper
       double* gates = tape ? tape->gates.data() + row * gh : nullptr;
       std::vector<double> out(hs), c_out(hs);
       if (kind == RecurrentCellKind::Rnn) {
-        for (int64_t j = 0; j < hs; ++j) out[j] = std::tanh(pre[j]);
+        for (int64_t j = 0; j < hs; ++j) out[j] = g.cell.relu ? std::max(pre[j], 0.0) : std::tanh(pre[j]);
         if (gates) std::copy_n(out.begin(), hs, gates);
       } else if (kind == RecurrentCellKind::Gru) {
         std::vector<double> z(hs), rr(hs);

@@ -55,7 +55,9 @@ void backward_direction(const RecurrentGeometry& g, const RecurrentOperands<T>& 
       }
       std::fill(dhp.begin(), dhp.end(), 0.0);
       if (kind == RecurrentCellKind::Rnn) {
-        for (int64_t j = 0; j < hs; ++j) dgx[j] = dgh[j] = dhr[j] * (1.0 - gates[j] * gates[j]);
+        for (int64_t j = 0; j < hs; ++j) {
+          dgx[j] = dgh[j] = dhr[j] * (g.cell.relu ? (gates[j] > 0.0 ? 1.0 : 0.0) : 1.0 - gates[j] * gates[j]);
+        }
       } else if (kind == RecurrentCellKind::Lstm) {
         const double* cp = tape.c_prev.data() + row * hs;
         const double* cc = tape.c.data() + row * hs;

@@ -37,6 +37,14 @@ std::vector<GradientCase> recurrent_gradient_cases() {
                    .inputs = with(weights(1, 1, true), {lengths}),
                    .outputs = 2,
                    .opset = 14});
+  // nn.RNN(nonlinearity="relu") as TorchScript writes it.
+  cases.push_back({.label = "RNN relu bidirectional",
+                   .op_type = "RNN",
+                   .attributes = {{"hidden_size", hidden},
+                                  {"direction", S("bidirectional")},
+                                  {"activations", std::vector<std::string>{"Relu", "Relu"}}},
+                   .inputs = with(weights(2, 1), {omitted(), state(2, false)}),
+                   .outputs = 2});
   cases.push_back({.label = "GRU bidirectional reset before the product",
                    .op_type = "GRU",
                    .attributes = {{"hidden_size", hidden}, {"direction", S("bidirectional")}},

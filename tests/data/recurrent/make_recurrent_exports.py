@@ -101,6 +101,14 @@ class Rnn(nn.Module):
         return self.fc(torch.cat([y.mean(0), h[0]], 1))
 
 
+class RnnRelu(Rnn):
+    """nn.RNN(nonlinearity="relu"): TorchScript writes activations ["Relu"] (an outside check, 2026-12-07)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(5, 6, nonlinearity="relu")
+
+
 def drop_node_metadata(path):
     model = onnx.load(path)
     for n in model.graph.node:
@@ -141,7 +149,8 @@ if __name__ == "__main__":
                                                             ("lstm_bidirectional", "LSTM", LstmBidirectional, 4),
                                                             ("gru", "GRU", Gru, 5),
                                                             ("gru_initial_h", "GRU", GruInitialH, 5),
-                                                            ("rnn", "RNN", Rnn, 4))):
+                                                            ("rnn", "RNN", Rnn, 4),
+                                                            ("rnn_relu", "RNN", RnnRelu, 4))):
         torch.manual_seed(seed)
         model = make()
         x = torch.randn(3, sequence, 5)
