@@ -6,6 +6,7 @@
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/onednn/recurrent_steps.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain {
 namespace {
@@ -37,7 +38,12 @@ class RecurrentGradKernel final : public Kernel {
     const float *dy = view(ref::kRecDY), *dy_h = view(ref::kRecDYh), *dy_c = view(ref::kRecDYc);
     // LSTM's peepholes i, o, f, summed per block of rows (for_row_blocks), then over the blocks.
     std::vector<float> dp(static_cast<size_t>(3 * hs * n_rows), 0.0f);
-    std::vector<float> dgx(static_cast<size_t>(rows * gh), 0.0f), dgh(dgx.size(), 0.0f);  // X's rows; step rows
+    // The gates' gradients of every step, by X's rows (dgx) and by step rows (dgh); rows past a sequence's
+    // length stay zero.
+    ScratchArena::Lease lease;
+    float* dgx = lease.take<float>(static_cast<size_t>(rows * gh));
+    float* dgh = lease.take<float>(static_cast<size_t>(rows * gh));
+    if (has_shorter_rows(g_, in)) std::fill_n(dgx, rows * gh, 0.0f), std::fill_n(dgh, rows * gh, 0.0f);
     std::vector<float> dh(static_cast<size_t>(n_rows * hs), 0.0f), dc(dh.size(), 0.0f), dhp(dh.size());
     std::vector<float> step(static_cast<size_t>(n_rows * gh)), d_reset_h(dh.size());
     for (int64_t n = 0; n < n_rows; ++n) {
@@ -48,7 +54,7 @@ class RecurrentGradKernel final : public Kernel {
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = g_.time_of(d, s);
         std::fill(step.begin() + first * gh, step.begin() + end * gh, 0.0f);
-        float* dgh_step = dgh.data() + s * n_rows * gh;
+        float* dgh_step = dgh + s * n_rows * gh;
         for (int64_t n = first; n < end; ++n) {
           float* dhn = dh.data() + n * hs;
           float* direct = dhp.data() + n * hs;  // the previous state's gradient but for the product by R
@@ -96,7 +102,7 @@ class RecurrentGradKernel final : public Kernel {
         product(false, false, end - first, hs, recurrent_cols, dgh_step + first * gh, gh, r, hs, 1.0f,
                 dhp.data() + first * hs, hs);
         for (int64_t n = first; n < end; ++n) {
-          if (t < in.lengths[n]) std::copy_n(step.begin() + n * gh, gh, dgx.begin() + g_.x_row_index(t, n) * gh);
+          if (t < in.lengths[n]) std::copy_n(step.begin() + n * gh, gh, dgx + g_.x_row_index(t, n) * gh);
         }
         std::copy(dhp.begin() + first * hs, dhp.begin() + end * hs, dh.begin() + first * hs);
       }
@@ -160,19 +166,19 @@ class RecurrentGradKernel final : public Kernel {
   // dX += dGx·W, dW = dGxᵀ·X, dR = dGhᵀ·H_prev (GRU's h rows without linear_before_reset: ·(r ⊙ H_prev)),
   // dB = the column sums of dGx and dGh.
   template <typename Output>
-  void weight_products(const Operands& in, int64_t d, const Tape& tape, const std::vector<float>& dgx,
-                       const std::vector<float>& dgh, Output& output) const {
+  void weight_products(const Operands& in, int64_t d, const Tape& tape, const float* dgx, const float* dgh,
+                       Output& output) const {
     const int64_t hs = g_.hidden, gh = g_.gated(), is = g_.input, rows = g_.steps * g_.batch;
     const bool reset_first = g_.cell.kind == RecurrentCellKind::Gru && !g_.cell.linear_before_reset;
     if (float* dx = output(0))
-      product(false, false, rows, is, gh, dgx.data(), gh, in.w + d * gh * is, is, d ? 1.0f : 0.0f, dx, is);
-    if (float* dw = output(1)) product(true, false, gh, is, rows, dgx.data(), gh, in.x, is, 0.0f, dw + d * gh * is, is);
+      product(false, false, rows, is, gh, dgx, gh, in.w + d * gh * is, is, d ? 1.0f : 0.0f, dx, is);
+    if (float* dw = output(1)) product(true, false, gh, is, rows, dgx, gh, in.x, is, 0.0f, dw + d * gh * is, is);
     if (float* dr = output(2)) {
       dr += d * gh * hs;
       const int64_t plain = reset_first ? 2 * hs : gh;
-      product(true, false, plain, hs, rows, dgh.data(), gh, tape.h_prev, hs, 0.0f, dr, hs);
+      product(true, false, plain, hs, rows, dgh, gh, tape.h_prev, hs, 0.0f, dr, hs);
       if (reset_first) {
-        product(true, false, hs, hs, rows, dgh.data() + 2 * hs, gh, tape.first, hs, 0.0f, dr + 2 * hs * hs, hs);
+        product(true, false, hs, hs, rows, dgh + 2 * hs, gh, tape.first, hs, 0.0f, dr + 2 * hs * hs, hs);
       }
     }
     if (float* db = output(3)) {

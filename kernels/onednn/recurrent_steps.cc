@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "kernels/cpu/elementwise_vector_math.h"
+#include "kernels/scratch_arena.h"
 
 namespace onnxtrain::onednn::recurrent {
 
@@ -29,21 +30,23 @@ void product(bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, i
   if (status != dnnl_success) throw Error("recurrent kernel: dnnl_sgemm failed with status " + std::to_string(status));
 }
 
-std::vector<float> input_products(const RecurrentGeometry& g, const Operands& in, int64_t d) {
+bool has_shorter_rows(const RecurrentGeometry& g, const Operands& in) {
+  return std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t l) { return l < g.steps; });
+}
+
+void input_products(const RecurrentGeometry& g, const Operands& in, int64_t d, float* xw) {
   const int64_t rows = g.steps * g.batch, gh = g.gated(), hs = g.hidden;
-  std::vector<float> xw(static_cast<size_t>(rows * gh));
-  product(false, true, rows, gh, g.input, in.x, g.input, in.w + d * gh * g.input, g.input, 0.0f, xw.data(), gh);
-  if (!in.b) return xw;
+  product(false, true, rows, gh, g.input, in.x, g.input, in.w + d * gh * g.input, g.input, 0.0f, xw, gh);
+  if (!in.b) return;
   const float* wb = in.b + d * 2 * gh;
   const float* rb = wb + gh;
   const bool scaled_h = g.cell.kind == RecurrentCellKind::Gru && g.cell.linear_before_reset;
   std::vector<float> bias(static_cast<size_t>(gh));
   for (int64_t q = 0; q < gh; ++q) bias[q] = wb[q] + (scaled_h && q >= 2 * hs ? 0.0f : rb[q]);
   for (int64_t row = 0; row < rows; ++row) {
-    float* out = xw.data() + row * gh;
+    float* out = xw + row * gh;
     for (int64_t q = 0; q < gh; ++q) out[q] += bias[q];
   }
-  return xw;
 }
 
 Tape tape_of(const RecurrentGeometry& g, int64_t d, float* reserve) {
@@ -86,7 +89,9 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
   const float* r = in.r + d * gh * hs;
   const float* rb = in.b ? in.b + d * 2 * gh + gh : nullptr;
   const float* p = in.p ? in.p + d * 3 * hs : nullptr;
-  const std::vector<float> xw = input_products(g, in, d);
+  ScratchArena::Lease lease;  // the step's working memory, kept by the thread from run to run
+  float* xw = lease.take<float>(static_cast<size_t>(steps * n_rows * gh));
+  input_products(g, in, d, xw);
   std::vector<float> h(static_cast<size_t>(n_rows * hs), 0.0f), c(h.size(), 0.0f);
   for (int64_t n = 0; n < n_rows; ++n) {
     if (in.h0) std::copy_n(in.h0 + g.state_row(d, n), hs, h.begin() + n * hs);
@@ -94,8 +99,7 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
   }
   // The backward's products read every row of the tape: rows past a sequence's length must hold zeros, not
   // what the pooled buffer held (0 times NaN is NaN).
-  const bool shorter_rows = std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t l) { return l < steps; });
-  if (tape && shorter_rows) std::fill_n(tape->gates, steps * n_rows * g.reserve_width(), 0.0f);
+  if (tape && has_shorter_rows(g, in)) std::fill_n(tape->gates, steps * n_rows * g.reserve_width(), 0.0f);
   // GRU without linear_before_reset multiplies (r ⊙ H) by Rh once r is known: the first product stops at 2H.
   const int64_t recurrent_cols = gru && !lbr ? 2 * hs : gh;
   std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(hr.size()), reset_h(h.size());
@@ -107,7 +111,7 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
               hr.data() + first * gh, gh);
       for (int64_t n = first; n < end; ++n) {
         if (!active(n)) continue;
-        const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+        const float* xr = xw + g.x_row_index(t, n) * gh;
         float* a = gates.data() + n * gh;
         const float* hrr = hr.data() + n * gh;
         for (int64_t q = 0; q < (gru ? 2 * hs : gh); ++q) a[q] = xr[q] + hrr[q];
@@ -131,7 +135,7 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
         float* cn = c.data() + n * hs;
         if (tape) std::copy_n(hn, hs, tape->h_prev + row * hs);
         if (tape && kind == RecurrentCellKind::Lstm) std::copy_n(cn, hs, tape->first + row * hs);
-        const float* xr = xw.data() + g.x_row_index(t, n) * gh;
+        const float* xr = xw + g.x_row_index(t, n) * gh;
         const float* hrr = hr.data() + n * gh;
         if (kind == RecurrentCellKind::Rnn) {
           if (g.cell.relu) {

@@ -44,9 +44,12 @@ Tape tape_of(const RecurrentGeometry& g, int64_t d, float* reserve);
 // The operands of a forward node's kernel (or RecurrentGrad's inputs 0-7) as `g` reads them (recurrent.cc).
 Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in);
 
-// X·Wᵀ + the biases the input side carries, one row per row of X (X's own order): Wb, and Rb for every gate
-// whose recurrent product is not scaled by r (all but GRU's h gate under either linear_before_reset).
-std::vector<float> input_products(const RecurrentGeometry& g, const Operands& in, int64_t d);
+// xw (T·N rows × G·H) = X·Wᵀ + the biases the input side carries, one row per row of X (X's own order): Wb, and Rb for
+// every gate whose recurrent product is not scaled by r (all but GRU's h gate under either linear_before_reset).
+void input_products(const RecurrentGeometry& g, const Operands& in, int64_t d, float* xw);
+
+// Whether some batch row is shorter than the sequence (sequence_lens): rows past it are never written.
+bool has_shorter_rows(const RecurrentGeometry& g, const Operands& in);
 
 // Direction d forward: Y's rows (if y), Y_h and Y_c (if given), and the tape (if given).
 void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d, float* y, float* y_h, float* y_c,
