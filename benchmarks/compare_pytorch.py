@@ -753,7 +753,7 @@ def main():
            " ".join("%.2f" % x for x in os.getloadavg()), steal_percent))
     print("float32 GEMM peak (%dx%d, about %g s after warm-up, the best of torch.mm's and oneDNN sgemm's samples "
           "before each configuration)%s: %s; GFLOP/s = samples/s x step MFLOP per sample (3 x the forward's 2 x multiply-adds "
-          "of every Conv, Linear and attention) / 1000 at the medians\n" %
+          "of every Conv, Linear, attention and recurrent layer) / 1000 at the medians\n" %
           (PEAK_N, PEAK_N, PEAK_SECONDS, " with TF32 allowed" if args.tf32 else "", fmt_peaks(peaks, peak_samples)))
     header = ("model", "batch", "threads", "onnxtrain samples/s", "torch samples/s", "ratio", "step MFLOP/sample",
               "onnxtrain GFLOP/s", "torch GFLOP/s", "onnxtrain % of peak", "% of peak, live taps")
@@ -773,8 +773,8 @@ def main():
                                 "by_threads": {str(t): v for t, v in sorted(peaks.items())},
                                 "samples_by_threads": {str(t): v for t, v in sorted(peak_samples.items())}},
                        "cpu_steal_percent": steal_percent,
-                       "flops": "forward: 2 x multiply-adds of every Conv, Linear and attention (projections, QK^T, "
-                                "PV) for one sample; step: 3 x forward; "
+                       "flops": "forward: 2 x multiply-adds of every Conv, Linear, recurrent layer and attention "
+                                "(projections, QK^T, PV) for one sample; step: 3 x forward; "
                                 "live: only the (output position, tap) pairs whose input lies inside the input",
                        "rows": rows}, f, indent=1)
 
