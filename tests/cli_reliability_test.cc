@@ -492,6 +492,33 @@ TEST_F(CliReliability, ASequenceFirstModelIsToldToExportBatchFirst) {
   }
 }
 
+// A GRU over packed sequences (pack_padded_sequence(enforce_sorted=False)) with a dynamic batch: the export
+// sorts the lengths with TopK(lengths, Shape(lengths)[0]), whose outputs were left unsized, and `run` and
+// `train` refused the model (an outside check, 2026-12-07). It runs as PyTorch does, and its first step's
+// loss is PyTorch's (tests/data/recurrent/make_packed_export.py).
+TEST_F(CliReliability, APackedSequenceGruWithADynamicBatchRunsAndTrains) {
+  const std::string dir = std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/recurrent/";
+  const onnxtrain::NpzArchive data = onnxtrain::read_npz(dir + "gru_packed_data.npz");
+  const onnxtrain::NpzArchive expected = onnxtrain::read_npz(dir + "gru_packed_expected.npz");
+  const std::string x = (dir_ / "x.npy").string(), lengths = (dir_ / "lengths.npy").string();
+  onnxtrain::write_npy(x, *data.find("x"));
+  onnxtrain::write_npy(lengths, *data.find("lengths"));
+  CliRun r =
+      run("run " + dir + "gru_packed_ts.onnx -i x=" + x + " -i lengths=" + lengths + " -o " + (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const onnxtrain::Tensor got = onnxtrain::read_npy((dir_ / "out" / "logits.npy").string());
+  const onnxtrain::Tensor& want = *expected.find("logits");
+  ASSERT_EQ(got.sizes(), want.sizes());
+  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  r = run("train " + dir + "gru_packed_ts.onnx --data npz:" + dir +
+          "gru_packed_data.npz --test-data none --normalize none --validation 0 --batch 4 --epochs 1 -o " +
+          (dir_ / "trained.onnx").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  char loss[32];
+  std::snprintf(loss, sizeof loss, "loss %.4f", expected.find("loss")->data<float>()[0]);
+  EXPECT_NE(r.output.find(std::string("step 1/1 epoch 1 ") + loss), std::string::npos) << loss << "\n" << r.output;
+}
+
 // torch.chunk(3, dim=-1) in a dynamo export (opset 20): SplitToSequence along axis -1 with a scalar split,
 // which the Split rewrite left alone without a shape from ONNX's inference (an outside check: Phi-3 and
 // MaxViT's attention). It imports as a Split, runs as PyTorch does and trains.

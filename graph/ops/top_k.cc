@@ -18,6 +18,7 @@ void infer_top_k(InferContext& ctx) {
   require_numeric(ctx, 0);
   const Shape& x = ctx.input_shape(0);
   std::optional<int64_t> k;
+  std::optional<Dim> k_dim;  // K known only as a size of the graph's shapes
   if (ctx.opset() < 10) {
     k = ctx.node().attr_int("k", -1);
   } else {
@@ -26,6 +27,10 @@ void infer_top_k(InferContext& ctx) {
     if (auto values = ctx.input_ints(1)) {
       if (values->size() != 1) fail_op(ctx, "K must hold one value, got " + std::to_string(values->size()));
       k = (*values)[0];
+    } else if (auto known = ctx.input_known(1); known && known->size() == 1) {
+      // K from the shapes, e.g. a whole axis of a dynamic batch (a packed sequence's lengths sorted:
+      // TopK(lengths, Shape(lengths)[0])): the outputs keep that symbol, where (?) left them unrunnable.
+      k_dim = (*known)[0];
     }
   }
   if (k && *k < 0) fail_op(ctx, "K must be 0 or more, got " + std::to_string(*k));
@@ -37,7 +42,7 @@ void infer_top_k(InferContext& ctx) {
       fail_op(ctx, "K " + std::to_string(*k) + " is more than the " + std::to_string(x.dims[axis].value()) +
                        " elements along axis " + std::to_string(axis) + " of X " + x.to_string());
     }
-    out.dims[axis] = k ? Dim(*k) : Dim();
+    out.dims[axis] = k ? Dim(*k) : k_dim.value_or(Dim());
   }
   ctx.set_output(0, ctx.input_dtype(0), out);
   ctx.set_output(1, DType::Int64, out);
