@@ -102,7 +102,11 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
   if (tape && has_shorter_rows(g, in)) std::fill_n(tape->gates, steps * n_rows * g.reserve_width(), 0.0f);
   // GRU without linear_before_reset multiplies (r ⊙ H) by Rh once r is known: the first product stops at 2H.
   const int64_t recurrent_cols = gru && !lbr ? 2 * hs : gh;
-  std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(hr.size()), reset_h(h.size());
+  std::vector<float> hr(static_cast<size_t>(n_rows * gh)), gates(tape ? 0 : hr.size()), reset_h(h.size());
+  // Where step s computes row n's gates: straight into the tape when the backward keeps them.
+  auto gates_of = [&](int64_t s, int64_t n) {
+    return tape ? tape->gates + (s * n_rows + n) * gh : gates.data() + n * gh;
+  };
   for_row_blocks(n_rows, [&](int64_t, int64_t first, int64_t end) {
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = g.time_of(d, s);
@@ -112,7 +116,7 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
       for (int64_t n = first; n < end; ++n) {
         if (!active(n)) continue;
         const float* xr = xw + g.x_row_index(t, n) * gh;
-        float* a = gates.data() + n * gh;
+        float* a = gates_of(s, n);
         const float* hrr = hr.data() + n * gh;
         for (int64_t q = 0; q < (gru ? 2 * hs : gh); ++q) a[q] = xr[q] + hrr[q];
         if (gru) {
@@ -130,7 +134,7 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
           continue;
         }
         const size_t row = static_cast<size_t>(s * n_rows + n);
-        float* a = gates.data() + n * gh;
+        float* a = gates_of(s, n);
         float* hn = h.data() + n * hs;
         float* cn = c.data() + n * hs;
         if (tape) std::copy_n(hn, hs, tape->h_prev + row * hs);
@@ -157,7 +161,6 @@ void forward_direction(const RecurrentGeometry& g, const Operands& in, int64_t d
           tanh_in_place(a + 2 * hs, hs);
           for (int64_t j = 0; j < hs; ++j) hn[j] = (1.0f - a[j]) * a[2 * hs + j] + a[j] * hn[j];
         }
-        if (tape) std::copy_n(a, gh, tape->gates + row * gh);
         if (y) std::copy_n(hn, hs, y + g.y_row(t, d, n));
       }
     }
