@@ -1,8 +1,8 @@
 // RNN, GRU and LSTM (opsets 7 and 14; graph/recurrent_cell.h has their inputs, outputs and what is
 // refused). Shape inference checks every given input's shape against X's and hidden_size and sets Y, Y_h
-// (and LSTM's Y_c), and the reserve (output 3) that the gradient rule adds in training graphs. Cost: the two products
-// of each gate per step, 2·T·N·D·G·H·(I + H) FLOPs, and about 6 elementwise FLOPs per gate element; the backward
-// recomputes the forward (RecurrentGrad), so it counts the products three times.
+// (and LSTM's Y_c), and the reserve (output 3) that the gradient rule adds in training graphs. Cost: the
+// two products of each gate per step, 2·T·N·D·G·H·(I + H) FLOPs, and about 6 elementwise FLOPs per gate
+// element; the backward (RecurrentGrad, from the reserve) twice the products: dX and dH, dW and dR.
 #include "graph/ops/op_helpers.h"
 #include "graph/ops/ops.h"
 #include "graph/recurrent_cell.h"
@@ -84,7 +84,7 @@ OpCost recurrent_cost(const CostContext& ctx) {
   const double gate_elements =
       static_cast<double>(x / *input) * static_cast<double>(cell.directions * cell.gates() * *hidden);
   const double products = 2 * gate_elements * static_cast<double>(*input + *hidden);
-  return {products + 6 * gate_elements, 3 * products + 16 * gate_elements};
+  return {products + 6 * gate_elements, 2 * products + 16 * gate_elements};
 }
 
 }  // namespace

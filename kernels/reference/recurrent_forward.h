@@ -1,6 +1,6 @@
 // The forward pass of RNN, GRU and LSTM over one direction, in double, optionally recording what the
-// backward through time needs (RecurrentTape): the reference forward kernel (recurrent.cc) runs it, and
-// RecurrentGrad's (recurrent_grad.cc) runs it again to recompute the gates. The equations are ONNX's
+// backward through time needs (RecurrentTape), which the reference forward kernel (recurrent.cc) packs
+// into its reserve for RecurrentGrad's (recurrent_grad.cc). The equations are ONNX's
 // (graph/recurrent_cell.h, onnx/defs/rnn/defs.cc): LSTM gates i, o, f, c with optional peepholes; GRU
 // gates z, r, h with linear_before_reset either way. A batch row past its sequence_lens keeps its
 // state and writes zeros to Y.

@@ -31,7 +31,7 @@ void infer_recurrent_grad(InferContext& ctx) {
   }
 }
 
-// The forward's products three times (the recomputed forward, then dX and dH, then dW and dR).
+// The forward's products twice: dX and dH, then dW and dR.
 OpCost recurrent_grad_cost(const CostContext& ctx) {
   const Shape &w = ctx.inputs[1], &r = ctx.inputs[2];
   if (!w.rank_known || !r.rank_known || w.rank() != 3 || r.rank() != 3) return {};
@@ -40,7 +40,7 @@ OpCost recurrent_grad_cost(const CostContext& ctx) {
   const int64_t x = ctx.input_numel(0);  // T·N·I
   if (!gated || !input || !hidden || !directions || *input < 1 || x == 0) return {};
   const double gate_elements = static_cast<double>(x / *input) * static_cast<double>(*directions * *gated);
-  return {3 * 2 * gate_elements * static_cast<double>(*input + *hidden) + 22 * gate_elements, 0};
+  return {2 * 2 * gate_elements * static_cast<double>(*input + *hidden) + 16 * gate_elements, 0};
 }
 
 }  // namespace
