@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Makes gru_dynamo.onnx, for tests/malformed_model_test.cc: a GRU classifier as torch's dynamo exporter
+"""Makes gru_dynamo.onnx, which tests/malformed_model_test.cc used until onnxtrain trained GRU (2026-12-07;
+that test now uses a Hardmax in an opset-18 model): a GRU classifier as torch's dynamo exporter
 writes it (torch 2.15, onnxscript; torch.onnx.export(..., dynamo=True, optimize=False), opset 18),
 nn.GRU(8, 32, batch_first=True) over (batch, 16, 8) and a Linear(32, 10) on the last step. onnxtrain has
 no GRU, and ONNX's shape inference gives its outputs no type in this export: the import must name the GRU
