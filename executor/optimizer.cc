@@ -60,6 +60,9 @@ void apply_optimizer_name(const std::string& name, OptimizerConfig& config) {
     config.kind = OptimizerKind::adamw;
   } else if (name == "adagrad") {
     config.kind = OptimizerKind::adagrad;
+    // torch.optim.Adagrad's eps is 1e-10, Adam's 1e-8 (OptimizerConfig's): `--optimizer adagrad` ran with
+    // 1e-8, 0.03 off torch's default in one step of a Linear (an outside check, 2026-12-07).
+    if (config.eps == OptimizerConfig{}.eps) config.eps = 1e-10;
   } else {
     throw Error("unknown optimizer '" + name + "' (expected sgd, momentum, nesterov, adam, adamw or adagrad)");
   }

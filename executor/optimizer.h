@@ -71,7 +71,7 @@ struct OptimizerConfig {
   // adam, adamw
   double beta1 = 0.9;
   double beta2 = 0.999;
-  double eps = 1e-8;  // adagrad too (torch's Adagrad default is 1e-10: set it)
+  double eps = 1e-8;  // adagrad too (torch's Adagrad default is 1e-10: apply_optimizer_name sets it)
   bool amsgrad = false;
   AdamConvention convention = AdamConvention::torch;
   double post_update_decay = 0;  // onnx convention: w ← (1 − c)·w after the update
@@ -88,7 +88,8 @@ struct OptimizerConfig {
 };
 
 // The command-line names: "sgd", "momentum" (sgd, momentum 0.9 unless given), "nesterov", "adam",
-// "adamw", "adagrad". Fills `config.kind` (and momentum/nesterov); throws Error listing the names.
+// "adamw", "adagrad" (eps 1e-10 unless given, torch's default). Fills `config.kind` (and momentum, nesterov,
+// adagrad's eps); throws Error listing the names.
 void apply_optimizer_name(const std::string& name, OptimizerConfig& config);
 const char* optimizer_kind_name(OptimizerKind kind);
 

@@ -56,6 +56,12 @@ struct TorchCase {
 
 LrSchedule constant_lr(double lr) { return {.kind = LrScheduleKind::constant, .base_lr = lr}; }
 
+OptimizerConfig named(const std::string& name) {
+  OptimizerConfig config;
+  apply_optimizer_name(name, config);
+  return config;
+}
+
 // The hyper-parameters of make_optimizer_fixtures.py's OPTIMIZERS and SCHEDULED tables.
 std::vector<TorchCase> torch_cases() {
   using K = OptimizerKind;
@@ -72,7 +78,8 @@ std::vector<TorchCase> torch_cases() {
       {"adam_amsgrad", {.kind = K::adam, .amsgrad = true}, constant_lr(0.01)},
       {"adamw", {.kind = K::adamw, .weight_decay = 0.1}, constant_lr(0.01)},
       {"adamw_amsgrad", {.kind = K::adamw, .weight_decay = 0.01, .beta2 = 0.95, .amsgrad = true}, constant_lr(0.02)},
-      {"adagrad", {.kind = K::adagrad, .eps = 1e-10}, constant_lr(0.1)},
+      // `--optimizer adagrad` as the command line names it, against torch.optim.Adagrad's defaults.
+      {"adagrad", named("adagrad"), constant_lr(0.1)},
       {"adagrad_decay",
        {.kind = K::adagrad, .weight_decay = 0.01, .eps = 1e-8, .lr_decay = 0.05, .initial_accumulator_value = 0.5},
        constant_lr(0.1)},
@@ -460,6 +467,18 @@ TEST(OptimizerConfig, RefusesWhatTorchRefuses) {
   EXPECT_EQ(config.momentum, 0.9);
   std::vector<float> w = {1.0f}, g = {1.0f, 2.0f};
   EXPECT_THROW(Optimizer(config).step({{"w", w, g}}), Error);
+}
+
+// `--optimizer adagrad` is torch.optim.Adagrad's default, eps 1e-10 (an outside check found 1e-8): with a
+// gradient of 1e-9 the first step moves w by lr·g/(|g| + eps) = 0.1/1.1 (eps 1e-8: 0.1/11).
+TEST(OptimizerTest, TheCommandLinesAdagradHasTorchsEps) {
+  EXPECT_EQ(named("adagrad").eps, 1e-10);
+  std::vector<float> w = {1.0f}, g = {1e-9f};
+  Optimizer(named("adagrad"), LrSchedule{.base_lr = 0.1}).step({{"w", w, g}});
+  EXPECT_NEAR(w[0], 1.0 - 0.1 / 1.1, 1e-6);
+  OptimizerConfig chosen{.eps = 1e-6};  // an eps given before the name stays
+  apply_optimizer_name("adagrad", chosen);
+  EXPECT_EQ(chosen.eps, 1e-6);
 }
 
 }  // namespace
