@@ -15,6 +15,7 @@
 // ones onnxtrain has, as exporters write them: others, `clip` and LSTM's `input_forget` are refused.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@
 namespace onnxtrain {
 
 enum class RecurrentCellKind { Rnn, Gru, Lstm };
+
+// RecurrentGrad's output k is the gradient of the forward's input kRecurrentGradientOf[k]: X, W, R, B, then
+// initial_h, initial_c and P (sequence_lens, input 4, has none). The schemas, the gradient rule and the
+// kernels all read it here.
+inline constexpr size_t kRecurrentGradientOf[] = {0, 1, 2, 3, 5, 6, 7};
 
 struct RecurrentCell {
   RecurrentCellKind kind = RecurrentCellKind::Rnn;

@@ -5,32 +5,6 @@
 #include "kernels/onednn/recurrent_steps.h"
 
 namespace onnxtrain {
-namespace onednn::recurrent {
-
-Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in) {
-  Operands o;
-  auto optional = [&](size_t i, bool present) {
-    return present && reference::has_view(in, i) ? in[i].as<const float>() : nullptr;
-  };
-  o.x = in[reference::kRecX].as<const float>();
-  o.w = in[reference::kRecW].as<const float>();
-  o.r = in[reference::kRecR].as<const float>();
-  o.b = optional(reference::kRecB, g.bias);
-  o.h0 = optional(reference::kRecInitialH, g.initial_h);
-  o.c0 = optional(reference::kRecInitialC, g.initial_c);
-  o.p = optional(reference::kRecPeepholes, g.peepholes);
-  const bool lengths = g.lengths && reference::has_view(in, reference::kRecLengths);
-  const TensorView* view = lengths ? &in[reference::kRecLengths] : nullptr;
-  if (view && view->dtype == DType::Int32) {
-    o.lengths = reference::checked_lengths(view->as<const int32_t>(), g);
-  } else {
-    o.lengths = reference::checked_lengths(view ? view->as<const int64_t>() : nullptr, g);
-  }
-  return o;
-}
-
-}  // namespace onednn::recurrent
-
 namespace {
 
 using namespace onednn::recurrent;
@@ -39,7 +13,7 @@ class RecurrentKernel final : public Kernel {
  public:
   explicit RecurrentKernel(RecurrentGeometry g) : g_(std::move(g)) {}
   void run(Stream&, std::span<const TensorView> in, std::span<const TensorView> out) override {
-    const Operands operands = operands_of(g_, in);
+    const Operands operands = reference::recurrent_operands<float>(g_, in);
     auto output = [&](size_t i) { return reference::has_view(out, i) ? out[i].as<float>() : nullptr; };
     float* reserve = g_.reserve ? output(reference::kRecReserveOutput) : nullptr;
     for (int64_t d = 0; d < g_.cell.directions; ++d) {

@@ -19,7 +19,7 @@ class RecurrentGradKernel final : public Kernel {
   explicit RecurrentGradKernel(RecurrentGeometry g) : g_(std::move(g)) {}
 
   void run(Stream&, std::span<const TensorView> in, std::span<const TensorView> out) override {
-    const Operands operands = operands_of(g_, in);
+    const Operands operands = ref::recurrent_operands<float>(g_, in);
     auto output = [&](size_t k) { return ref::has_view(out, k) ? out[k].as<float>() : nullptr; };
     for (int64_t d = 0; d < g_.cell.directions; ++d) direction(operands, in, d, output);
   }

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/reference/recurrent_geometry.h"
+#include "kernels/reference/recurrent_forward.h"
 
 namespace onnxtrain::onednn::recurrent {
 
@@ -25,10 +25,8 @@ using reference::RecurrentGeometry;
 void sigmoid_in_place(float* v, int64_t n);
 void tanh_in_place(float* v, int64_t n);
 
-struct Operands {
-  const float *x = nullptr, *w = nullptr, *r = nullptr, *b = nullptr, *h0 = nullptr, *c0 = nullptr, *p = nullptr;
-  std::vector<int64_t> lengths;  // per batch row
-};
+// The operands as the reference kernels read them (kernels/reference/recurrent_forward.h).
+using Operands = reference::RecurrentOperands<float>;
 
 // What one direction's backward reads, per step s in the order the direction ran (row s·N + n): the gates
 // after their activations (LSTM i, o, f, c̃; GRU z, r, h̃; RNN h), the state before the step, and `first`
@@ -40,9 +38,6 @@ struct Tape {
 
 // Direction d's tape in `reserve` (the forward's output 3, the backward's input 11).
 Tape tape_of(const RecurrentGeometry& g, int64_t d, float* reserve);
-
-// The operands of a forward node's kernel (or RecurrentGrad's inputs 0-7) as `g` reads them (recurrent.cc).
-Operands operands_of(const RecurrentGeometry& g, std::span<const TensorView> in);
 
 // xw (T·N rows × G·H) = X·Wᵀ + the biases the input side carries, one row per row of X (X's own order): Wb, and Rb for
 // every gate whose recurrent product is not scaled by r (all but GRU's h gate under either linear_before_reset).

@@ -19,8 +19,6 @@ enum RecurrentInput : size_t { kRecX, kRecW, kRecR, kRecB, kRecLengths, kRecInit
 inline constexpr size_t kRecDY = 8, kRecDYh = 9, kRecDYc = 10, kRecReserve = 11;
 // The forward's output slot of the reserve (graph/recurrent_cell.h).
 inline constexpr size_t kRecReserveOutput = 3;
-// RecurrentGrad's output k is the gradient of forward input kRecGradOf[k].
-inline constexpr size_t kRecGradOf[] = {kRecX, kRecW, kRecR, kRecB, kRecInitialH, kRecInitialC, kRecPeepholes};
 
 struct RecurrentGeometry {
   RecurrentCell cell;
@@ -121,10 +119,11 @@ inline Checked<RecurrentGeometry> check_recurrent(const KernelSpec& spec, bool b
   require_recurrent_sizes(spec, kRecDY, "dY", y);
   require_recurrent_sizes(spec, kRecDYh, "dY_h", state);
   require_recurrent_sizes(spec, kRecDYc, "dY_c", state);
-  for (size_t k = 0; k < spec.outputs.size() && k < std::size(kRecGradOf); ++k) {
+  for (size_t k = 0; k < spec.outputs.size() && k < std::size(kRecurrentGradientOf); ++k) {
     if (!has_output(spec, k)) continue;
-    if (!has_input(spec, kRecGradOf[k])) kernel_fail(spec, "output " + std::to_string(k) + " has no forward input");
-    require_output(spec, k, dtype, spec.inputs[kRecGradOf[k]].sizes);
+    if (!has_input(spec, kRecurrentGradientOf[k]))
+      kernel_fail(spec, "output " + std::to_string(k) + " has no forward input");
+    require_output(spec, k, dtype, spec.inputs[kRecurrentGradientOf[k]].sizes);
   }
   return {dtype, g};
 }

@@ -4,6 +4,7 @@
 // backward reads of each step in its reserve (output 3, as cuDNN's reserve space and PyTorch's LSTM do):
 // recomputing it instead cost a third more products, an LSTM at 0.66 of PyTorch's speed (README).
 #include "graph/autodiff/rules/rules.h"
+#include "graph/recurrent_cell.h"
 
 namespace onnxtrain::gradient_rules {
 
@@ -18,10 +19,8 @@ void recurrent_gradient(GradientContext& ctx) {
     any_output_grad = any_output_grad || inputs[8 + o].valid();
   }
   if (!any_output_grad) return;
-  // Output k of RecurrentGrad is the gradient of forward input kInputOf[k].
-  constexpr size_t kInputOf[] = {0, 1, 2, 3, 5, 6, 7};
   std::vector<bool> wanted;
-  for (size_t input : kInputOf) wanted.push_back(ctx.needs_grad(input));
+  for (size_t input : kRecurrentGradientOf) wanted.push_back(ctx.needs_grad(input));
   while (!wanted.empty() && !wanted.back()) wanted.pop_back();
   if (wanted.empty()) return;
   Attributes attrs = ctx.node().attributes;
@@ -29,7 +28,7 @@ void recurrent_gradient(GradientContext& ctx) {
   inputs[11] = ctx.require_output(3);
   const std::vector<ValueId> grads = ctx.emit("RecurrentGrad", inputs, attrs, wanted, kTrainingDomain);
   for (size_t k = 0; k < grads.size(); ++k) {
-    if (grads[k].valid()) ctx.add_input_grad(kInputOf[k], grads[k]);
+    if (grads[k].valid()) ctx.add_input_grad(kRecurrentGradientOf[k], grads[k]);
   }
 }
 

@@ -14,20 +14,17 @@ namespace {
 
 using namespace op_helpers;
 
-// Output k's forward input.
-constexpr size_t kInputOf[] = {0, 1, 2, 3, 5, 6, 7};
-
 void infer_recurrent_grad(InferContext& ctx) {
   RecurrentCell cell;
   const std::string op = ctx.node().attr_string("cell", "");
   if (std::string refused = read_recurrent_cell(op, ctx.node().attributes, cell); !refused.empty())
     fail_op(ctx, refused);
   if (!ctx.has_input(11)) fail_op(ctx, "input 11, the forward's reserve, is required");
-  for (size_t k = 0; k < ctx.output_count() && k < std::size(kInputOf); ++k) {
+  for (size_t k = 0; k < ctx.output_count() && k < std::size(kRecurrentGradientOf); ++k) {
     if (!ctx.has_output(k)) continue;
-    if (!ctx.has_input(kInputOf[k]))
+    if (!ctx.has_input(kRecurrentGradientOf[k]))
       fail_op(ctx, "output " + std::to_string(k) + " is the gradient of an omitted input");
-    ctx.set_output(k, ctx.input_dtype(0), ctx.input_shape(kInputOf[k]));
+    ctx.set_output(k, ctx.input_dtype(0), ctx.input_shape(kRecurrentGradientOf[k]));
   }
 }
 
