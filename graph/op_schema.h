@@ -87,6 +87,9 @@ struct CostContext {
 struct OpCost {
   double forward_flops = 0;
   double backward_flops = 0;
+  // Steps the op runs one after another within itself, each paying the device's fixed cost per step
+  // (DeviceDescription::step_overhead_s) beyond its FLOPs: a recurrent op's time steps, every direction.
+  double serial_steps = 0;
 };
 
 // Constant folding of one node: every input is a constant tensor (omitted inputs are empty tensors).

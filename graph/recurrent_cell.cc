@@ -73,4 +73,10 @@ std::string read_recurrent_cell(const std::string& op_type, const Attributes& at
   return {};
 }
 
+double recurrent_serial_steps(const RecurrentCell& cell, const Shape& x) {
+  if (!x.rank_known || x.rank() != 3) return 0;
+  const std::optional<int64_t> steps = x.dims[cell.layout == 0 ? 0 : 1].evaluate({});
+  return steps && *steps > 0 ? static_cast<double>(cell.directions * *steps) : 0;
+}
+
 }  // namespace onnxtrain

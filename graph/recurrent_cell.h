@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "graph/attributes.h"
+#include "graph/shape.h"
 
 namespace onnxtrain {
 
@@ -57,5 +58,9 @@ bool recurrent_cell_kind(const std::string& op_type, RecurrentCellKind& kind);
 // else what it refuses (an unknown direction, layout or activation, `clip`, `input_forget`), for the caller
 // to raise against the node.
 std::string read_recurrent_cell(const std::string& op_type, const Attributes& attributes, RecurrentCell& cell);
+
+// OpCost::serial_steps of the forward and of RecurrentGrad alike: every direction's T steps, one after
+// another (the kernels run the directions in turn); 0 while X's T is unknown.
+double recurrent_serial_steps(const RecurrentCell& cell, const Shape& x);
 
 }  // namespace onnxtrain

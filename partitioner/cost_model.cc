@@ -224,11 +224,13 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
     for (ValueId out : node.outputs)
       if (out.valid()) bytes += static_cast<double>(bytes_of(out));
 
-    double flops = 0;
+    OpCost op_cost;
     if (const OpSchema* schema = OpRegistry::builtin().find(node.domain, node.op_type)) {
-      flops = node_cost(g, id, *schema, bindings).forward_flops;
+      op_cost = node_cost(g, id, *schema, bindings);
     }
-    const double seconds = device.kernel_seconds(flops, bytes, compute_dtype(g, node), tensor_core_op(node));
+    const double flops = op_cost.forward_flops;
+    const double seconds = device.kernel_seconds(flops, bytes, compute_dtype(g, node), tensor_core_op(node)) +
+                           op_cost.serial_steps * device.step_overhead_s;
     if (forward) {
       cost.forward_flops += flops;
       cost.forward_bytes += bytes;

@@ -11,7 +11,9 @@
 //    backward nodes read it; a value the backward of several forward nodes reads is also listed in
 //    shared_kept, for the stages that hold a later reader and keep the copy they received;
 //  - seconds: per kernel device.kernel_seconds(flops, bytes) = overhead + max(compute at the efficiency,
-//    memory traffic), summed over the node's forward kernel and over its backward kernels.
+//    memory traffic), summed over the node's forward kernel and over its backward kernels; plus
+//    device.step_overhead_s for each step an op runs one after another within itself (OpCost::serial_steps:
+//    a recurrent op's time steps), which is what a small LSTM's time is made of.
 // Cuts: a value made by forward node p and used (by forward nodes, or by the backward nodes emitted for
 // them) up to node c crosses the cuts p < i <= c, once each; its gradient crosses the same cuts back when
 // it has one (the sweeps of build_training_graph: it depends on a trained value and the loss on it),

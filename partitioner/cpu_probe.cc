@@ -21,9 +21,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<Kernel> prepare(const std::string& op, int opset, std::vector<TensorDesc> inputs,
-                                std::vector<TensorDesc> outputs) {
+                                std::vector<TensorDesc> outputs, Attributes attributes = {}) {
   KernelSpec spec{.op_type = op,
                   .opset = opset,
+                  .attributes = std::move(attributes),
                   .inputs = std::move(inputs),
                   .outputs = std::move(outputs),
                   .node_name = "cpu probe " + op};
@@ -101,6 +102,18 @@ CpuProbe probe_local_cpu() {
     probe.kernel_overhead_s = *std::min_element(runs.begin(), runs.end());
     probe.busy = probe.kernel_overhead_s > 100e-6;
   }
+  {  // A recurrent step: an LSTM of 16 units over 16 steps of a batch of 16, writing the reserve as training
+     // does (Y, no Y_h or Y_c, the reserve: 7 values per unit, row and step; graph/recurrent_cell.h).
+    constexpr int64_t steps = 16, batch = 16, hidden = 16;
+    const std::vector<int64_t> x{steps, batch, hidden}, w{1, 4 * hidden, hidden}, y{steps, 1, batch, hidden};
+    const std::vector<int64_t> reserve{steps * batch * 7 * hidden};
+    auto lstm = prepare("LSTM", 14, {{DType::Float32, x}, {DType::Float32, w}, {DType::Float32, w}},
+                        {{DType::Float32, y}, {}, {}, {DType::Float32, reserve}}, {{"hidden_size", hidden}});
+    std::vector<Tensor> in = {random_tensor(x, rng), random_tensor(w, rng), random_tensor(w, rng)},
+                        out = {Tensor(DType::Float32, y), Tensor(), Tensor(), Tensor(DType::Float32, reserve)};
+    const std::vector<double> runs = time_runs(*lstm, in, out, 0.01, 5, 200);
+    probe.step_overhead_s = *std::min_element(runs.begin(), runs.end()) / steps;
+  }
   probe.probe_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return probe;
 }
@@ -116,6 +129,7 @@ DeviceDescription describe_local_cpu(const CpuProbe& probe) {
   d.compute_efficiency = 0.7;
   d.memory_efficiency = 1.0;
   d.kernel_overhead_s = std::min(probe.kernel_overhead_s, 20e-6);
+  d.step_overhead_s = std::min(probe.step_overhead_s, 60e-6);
   d.link = {"shared memory", probe.memory_bandwidth / 2, 1e-6};
   return d;
 }

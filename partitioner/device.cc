@@ -38,6 +38,16 @@ double DeviceDescription::kernel_seconds(double flops, double bytes, DType dtype
   return kernel_overhead_s + std::max(compute, memory);
 }
 
+DeviceDescription nominal_cpu() {
+  return {.name = "nominal CPU",
+          .source = "fixed",
+          .fp32_flops = 1e11,
+          .memory_bandwidth = 2e10,
+          .kernel_overhead_s = 1e-6,
+          .step_overhead_s = 3e-6,
+          .link = {"shared memory", 1e10, 1e-6}};
+}
+
 LinkDescription link_from_preset(std::string_view link) {
   const LinkPreset& p = find_link_preset(link);
   return {std::string(p.display_name), p.bandwidth, p.latency_s};
@@ -55,6 +65,7 @@ DeviceDescription device_from_preset(std::string_view device, std::string_view l
   d.memory_bytes = p.memory_bytes;
   d.memory_bandwidth = p.memory_bandwidth;
   d.kernel_overhead_s = kGpuKernelOverhead;
+  d.step_overhead_s = 2 * kGpuKernelOverhead;
   if (link.empty()) link = p.name.starts_with("a100") ? "pcie4-x16" : "pcie5-x16";
   d.link = link_from_preset(link);
   return d;
@@ -153,10 +164,10 @@ DeviceDescription parse_device_profile(const std::string& json_text, const std::
     throw Error(std::string("device profile: not valid JSON: ") + e.what()).in_file(source);
   }
   if (!doc.is_object()) throw r.error("", "must be a JSON object, got " + std::string(doc.type_name()));
-  r.check_keys(
-      doc, "",
-      {"preset", "name", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "fp64_flops", "use_tf32",
-       "memory_bytes", "memory_bandwidth", "compute_efficiency", "memory_efficiency", "kernel_overhead_s", "link"});
+  r.check_keys(doc, "",
+               {"preset", "name", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "fp64_flops", "use_tf32",
+                "memory_bytes", "memory_bandwidth", "compute_efficiency", "memory_efficiency", "kernel_overhead_s",
+                "step_overhead_s", "link"});
 
   DeviceDescription d;
   const bool preset = doc.contains("preset");
@@ -192,6 +203,8 @@ DeviceDescription parse_device_profile(const std::string& json_text, const std::
   r.number(doc, "", "compute_efficiency", d.compute_efficiency, false, fraction, "a fraction in (0, 1]");
   r.number(doc, "", "memory_efficiency", d.memory_efficiency, false, fraction, "a fraction in (0, 1]");
   r.number(doc, "", "kernel_overhead_s", d.kernel_overhead_s, false, non_negative, "seconds >= 0");
+  if (!doc.contains("step_overhead_s")) d.step_overhead_s = 2 * d.kernel_overhead_s;
+  r.number(doc, "", "step_overhead_s", d.step_overhead_s, false, non_negative, "seconds >= 0");
   if (doc.contains("link")) d.link = read_link(r, doc["link"]);
   return d;
 }

@@ -23,6 +23,7 @@
 //     "compute_efficiency": 0.5,         // optional, in (0, 1]
 //     "memory_efficiency": 0.8,          // optional, in (0, 1]
 //     "kernel_overhead_s": 5e-6,         // optional, >= 0
+//     "step_overhead_s": 10e-6,          // optional, >= 0: a recurrent step's fixed cost (default 2 kernels)
 //     "link": "nvlink4"                  // optional: a link preset name, or an object
 //     // "link": {"preset": "ib-ndr", "bandwidth": 40e9}   (a preset with overrides), or
 //     // "link": {"name": "10GbE", "bandwidth": 1.25e9, "latency_s": 20e-6}   (both numbers required)
@@ -58,7 +59,11 @@ struct DeviceDescription {
   double compute_efficiency = 0.5;  // the fraction of peak FLOP/s real kernels reach
   double memory_efficiency = 0.8;   // the fraction of peak bandwidth real kernels reach
   double kernel_overhead_s = 0;     // fixed cost per kernel (launch, dispatch)
-  LinkDescription link;             // between two devices of this kind
+  // Fixed cost of one time step of a recurrent op beyond its FLOPs: the state's small product and the gates'
+  // passes, one after another. Two kernel launches on a GPU (the CUDA kernels' cuBLAS call and cell kernel);
+  // on the CPU measured (cpu_probe.h): 3.2 us at 16 units on one EPYC core, four times the step's FLOPs.
+  double step_overhead_s = 0;
+  LinkDescription link;  // between two devices of this kind
 
   // Peak FLOP/s for kernels of this dtype: the dtype's own rate where known, else fp32 (fp64: half of it).
   // `tensor_core_op`: a Conv/MatMul/Gemm-like op, which use_tf32 moves to the TF32 rate.
@@ -71,6 +76,11 @@ struct DeviceDescription {
 // preset when named, else PCIe 5 for H100/H200 and PCIe 4 for A100. Throws Error for unknown names.
 DeviceDescription device_from_preset(std::string_view device, std::string_view link = "");
 LinkDescription link_from_preset(std::string_view link);
+
+// A fixed CPU, not this machine's measured rates (100 GFLOP/s, 20 GB/s, 1 us a kernel, 3 us a recurrent
+// step, shared memory at 10 GB/s): what `train` plans its pipeline stages with when it has no --plan, so that the
+// split, and with it every number of the run, does not depend on the load at start.
+DeviceDescription nominal_cpu();
 
 // `--device-profile FILE.json`: throws Error naming the file and the field at fault.
 DeviceDescription read_device_profile(const std::string& path);

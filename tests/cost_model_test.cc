@@ -279,6 +279,7 @@ TEST(Device, ProfileJson) {
   EXPECT_EQ(d.memory_bytes, 64'000'000'000u);
   EXPECT_DOUBLE_EQ(d.compute_efficiency, 0.6);
   EXPECT_DOUBLE_EQ(d.memory_efficiency, 0.8) << "default";
+  EXPECT_DOUBLE_EQ(d.step_overhead_s, 4e-6) << "default: a recurrent step costs two kernels";
   EXPECT_EQ(d.link.name, "10GbE");
   EXPECT_DOUBLE_EQ(d.link.latency_s, 20e-6);
 
@@ -289,6 +290,9 @@ TEST(Device, ProfileJson) {
   EXPECT_DOUBLE_EQ(h.memory_bandwidth, 4800e9);
   EXPECT_DOUBLE_EQ(h.compute_efficiency, 0.4);
   EXPECT_DOUBLE_EQ(h.link.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(h.step_overhead_s, 10e-6) << "the preset's two launches";
+  EXPECT_DOUBLE_EQ(parse_device_profile(R"({"preset": "h100", "step_overhead_s": 3e-5})", "s.json").step_overhead_s,
+                   3e-5);
 
   // Errors name the file and the field.
   auto expect_error = [](const std::string& json, const std::string& what) {
@@ -322,7 +326,7 @@ TEST(Device, ProfileJson) {
 
 TEST(Device, LocalCpuProbe) {
   const CpuProbe probe = probe_local_cpu();
-  for (double v : {probe.gemm_flops, probe.memory_bandwidth, probe.kernel_overhead_s}) {
+  for (double v : {probe.gemm_flops, probe.memory_bandwidth, probe.kernel_overhead_s, probe.step_overhead_s}) {
     EXPECT_TRUE(std::isfinite(v));
     EXPECT_GT(v, 0);
   }
@@ -334,9 +338,12 @@ TEST(Device, LocalCpuProbe) {
   EXPECT_GT(cpu.memory_bytes, 0u);
   EXPECT_GT(cpu.link.bandwidth, 0);
   EXPECT_LE(cpu.kernel_overhead_s, 20e-6);
-  std::printf("local CPU: %s; probe %.3f s, GEMM %.1f GFLOP/s, stream %.1f GB/s, kernel overhead %.2f us%s\n",
-              describe_device(cpu).c_str(), probe.probe_seconds, probe.gemm_flops / 1e9, probe.memory_bandwidth / 1e9,
-              probe.kernel_overhead_s * 1e6, probe.busy ? " (busy machine)" : "");
+  EXPECT_LE(cpu.step_overhead_s, 60e-6);
+  std::printf(
+      "local CPU: %s; probe %.3f s, GEMM %.1f GFLOP/s, stream %.1f GB/s, kernel overhead %.2f us, recurrent step "
+      "%.2f us%s\n",
+      describe_device(cpu).c_str(), probe.probe_seconds, probe.gemm_flops / 1e9, probe.memory_bandwidth / 1e9,
+      probe.kernel_overhead_s * 1e6, probe.step_overhead_s * 1e6, probe.busy ? " (busy machine)" : "");
 }
 
 TEST(NodeProfiler, MeasuresTheCnnAndReusesTheCache) {

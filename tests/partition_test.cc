@@ -12,6 +12,7 @@
 
 #include "executor/trainer.h"
 #include "frontend/importer.h"
+#include "graph/autodiff/training_recipe.h"
 #include "partitioner/cost_model.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
@@ -109,6 +110,29 @@ TEST(Partition, TransformersAreCutBetweenBlocks) {
       static_cast<long long>(free_cut), balanced.stages[1].first_name.c_str(),
       static_cast<long long>(profile.cut_activation_bytes[free_cut]), 1e3 * balanced.bottleneck_seconds);
   EXPECT_LE(blocks.bottleneck_seconds, 1.10 * balanced.bottleneck_seconds);
+}
+
+// An outside check (2026-12-07): `train --strategy pipedream --stages 2` without --plan cut this 2-layer
+// bidirectional LSTM (16 units, 12 steps; exported without constant folding) after the Slices and Concats that
+// rearrange its weights, both LSTMs on stage 1, because the cost model priced an LSTM by its FLOPs alone, a tenth of
+// its time at 16 units. With a step's fixed cost (DeviceDescription::step_overhead_s) train's nominal CPU puts one LSTM
+// on each stage.
+TEST(Partition, TrainsDefaultSplitOfATwoLayerLstmHasALayerOnEachStage) {
+  ImportedModel model =
+      import_model(std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/recurrent/lstm_two_layer_ts.onnx");
+  const TrainingRecipe recipe = make_training_recipe(model.graph, {.loss = parse_loss_spec("cross-entropy")});
+  const DeviceDescription cpu = nominal_cpu();
+  const CostProfile profile = build_cost_profile(recipe.training, 16, cpu);
+  for (int micro_batches : {1, 2}) {  // pipedream; gpipe over 2 micro-batches
+    const Plan plan = plan_pipeline(
+        profile,
+        {.stages = 2, .micro_batches = micro_batches, .link = {cpu.link.name, cpu.link.bandwidth, cpu.link.latency_s}});
+    for (const StagePlan& stage : plan.stages) {
+      const auto lstms = std::count_if(profile.nodes.begin() + stage.first_node, profile.nodes.begin() + stage.end_node,
+                                       [](const NodeCost& n) { return n.op_type == "LSTM"; });
+      EXPECT_EQ(lstms, 1) << "micro-batches " << micro_batches << ": the stage from " << stage.first_name;
+    }
+  }
 }
 
 TEST(Partition, CommandWritesAPlanTheExecutorCanReadAndAGraph) {

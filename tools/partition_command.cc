@@ -270,7 +270,8 @@ void add_partition_command(CLI::App& app) {
       "a JSON file describing the device and its link, rates in base units: {\"preset\": \"h100\" (optional: "
       "the keys below override it), \"name\", \"fp32_flops\", \"tf32_flops\", \"bf16_flops\", \"fp16_flops\" "
       "(FLOP/s), \"memory_bytes\", \"memory_bandwidth\" (bytes/s), \"compute_efficiency\" and "
-      "\"memory_efficiency\" (0 to 1), \"kernel_overhead_s\", \"link\": a preset name or {\"name\", "
+      "\"memory_efficiency\" (0 to 1), \"kernel_overhead_s\", \"step_overhead_s\" (a recurrent op's cost per time "
+      "step), \"link\": a preset name or {\"name\", "
       "\"bandwidth\", \"latency_s\"}}; without a preset name, fp32_flops, memory_bytes and "
       "memory_bandwidth are required, and an unknown key is an error");
   cmd->add_option("--replicas", o->replicas,

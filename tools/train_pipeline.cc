@@ -149,15 +149,9 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
                   std::to_string(o.stages));
     }
   } else {
-    // A fixed nominal CPU, not this machine's measured rates, so that the split (and with it every number
-    // of the run) does not depend on the load at start. `onnxtrain partition --profile -o plan.json` gives
-    // a measured plan for --plan.
-    DeviceDescription cpu{.name = "nominal CPU",
-                          .source = "fixed",
-                          .fp32_flops = 1e11,
-                          .memory_bandwidth = 2e10,
-                          .kernel_overhead_s = 1e-6,
-                          .link = {"shared memory", 1e10, 1e-6}};
+    // A fixed nominal CPU (partitioner/device.h): the split does not depend on the load at start.
+    // `onnxtrain partition --profile -o plan.json` gives a measured plan for --plan.
+    const DeviceDescription cpu = nominal_cpu();
     const CostProfile profile = build_cost_profile(training, micro_batch, cpu);
     plan = plan_pipeline(profile, {.stages = o.stages,
                                    .micro_batches = std::max<int64_t>(o.micro_batches, 1),

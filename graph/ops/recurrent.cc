@@ -84,7 +84,7 @@ OpCost recurrent_cost(const CostContext& ctx) {
   const double gate_elements =
       static_cast<double>(x / *input) * static_cast<double>(cell.directions * cell.gates() * *hidden);
   const double products = 2 * gate_elements * static_cast<double>(*input + *hidden);
-  return {products + 6 * gate_elements, 2 * products + 16 * gate_elements};
+  return {products + 6 * gate_elements, 2 * products + 16 * gate_elements, recurrent_serial_steps(cell, ctx.inputs[0])};
 }
 
 }  // namespace

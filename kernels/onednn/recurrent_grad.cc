@@ -46,6 +46,9 @@ class RecurrentGradKernel final : public Kernel {
     if (has_shorter_rows(g_, in)) std::fill_n(dgx, rows * gh, 0.0f), std::fill_n(dgh, rows * gh, 0.0f);
     std::vector<float> dh(static_cast<size_t>(n_rows * hs), 0.0f), dc(dh.size(), 0.0f), dhp(dh.size());
     std::vector<float> step(static_cast<size_t>(n_rows * gh)), d_reset_h(dh.size());
+    // LSTM: tanh of the step's cell state, for a block's rows in one call (per row it cost more than the
+    // products at 16 units).
+    std::vector<float> tanh_c(kind == RecurrentCellKind::Lstm ? dh.size() : 0);
     for (int64_t n = 0; n < n_rows; ++n) {
       if (dy_h) std::copy_n(dy_h + g_.state_row(d, n), hs, dh.begin() + n * hs);
       if (dy_c) std::copy_n(dy_c + g_.state_row(d, n), hs, dc.begin() + n * hs);
@@ -55,6 +58,10 @@ class RecurrentGradKernel final : public Kernel {
         const int64_t t = g_.time_of(d, s);
         std::fill(step.begin() + first * gh, step.begin() + end * gh, 0.0f);
         float* dgh_step = dgh + s * n_rows * gh;
+        if (!tanh_c.empty()) {
+          std::copy_n(tape.second + (s * n_rows + first) * hs, (end - first) * hs, tanh_c.begin() + first * hs);
+          tanh_in_place(tanh_c.data() + first * hs, (end - first) * hs);
+        }
         for (int64_t n = first; n < end; ++n) {
           float* dhn = dh.data() + n * hs;
           float* direct = dhp.data() + n * hs;  // the previous state's gradient but for the product by R
@@ -76,8 +83,8 @@ class RecurrentGradKernel final : public Kernel {
             for (int64_t j = 0; j < hs; ++j)
               gx[j] = dhn[j] * (g_.cell.relu ? (a[j] > 0.0f ? 1.0f : 0.0f) : 1.0f - a[j] * a[j]);
           } else if (kind == RecurrentCellKind::Lstm) {
-            lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, p, dhn, dc.data() + n * hs, gx,
-                          dp.data() + block * 3 * hs);
+            lstm_row_grad(a, tape.first + row * hs, tape.second + row * hs, tanh_c.data() + n * hs, p, dhn,
+                          dc.data() + n * hs, gx, dp.data() + block * 3 * hs);
           } else {
             for (int64_t j = 0; j < hs; ++j) {
               const float z = a[j], cand = a[2 * hs + j];
@@ -121,12 +128,11 @@ class RecurrentGradKernel final : public Kernel {
     }
   }
 
-  // LSTM's row: dh (the state's gradient) and dc (the cell's, replaced by the previous cell's) into gx.
-  void lstm_row_grad(const float* a, const float* cp, const float* cc, const float* p, const float* dh, float* dc,
-                     float* gx, float* dp) const {
+  // LSTM's row: dh (the state's gradient) and dc (the cell's, replaced by the previous cell's) into gx; tc is
+  // tanh(cc).
+  void lstm_row_grad(const float* a, const float* cp, const float* cc, const float* tc, const float* p, const float* dh,
+                     float* dc, float* gx, float* dp) const {
     const int64_t hs = g_.hidden;
-    std::vector<float> tc(cc, cc + hs);
-    tanh_in_place(tc.data(), hs);
     for (int64_t j = 0; j < hs; ++j) {
       const float ig = a[j], og = a[hs + j], fg = a[2 * hs + j], cand = a[3 * hs + j];
       const float dpo = dh[j] * tc[j] * og * (1.0f - og);

@@ -30,6 +30,8 @@ void infer_recurrent_grad(InferContext& ctx) {
 
 // The forward's products twice: dX and dH, then dW and dR.
 OpCost recurrent_grad_cost(const CostContext& ctx) {
+  RecurrentCell cell;
+  if (!read_recurrent_cell(ctx.node.attr_string("cell", ""), ctx.node.attributes, cell).empty()) return {};
   const Shape &w = ctx.inputs[1], &r = ctx.inputs[2];
   if (!w.rank_known || !r.rank_known || w.rank() != 3 || r.rank() != 3) return {};
   const std::optional<int64_t> gated = w.dims[1].evaluate({}), input = w.dims[2].evaluate({});
@@ -37,7 +39,8 @@ OpCost recurrent_grad_cost(const CostContext& ctx) {
   const int64_t x = ctx.input_numel(0);  // T·N·I
   if (!gated || !input || !hidden || !directions || *input < 1 || x == 0) return {};
   const double gate_elements = static_cast<double>(x / *input) * static_cast<double>(*directions * *gated);
-  return {2 * 2 * gate_elements * static_cast<double>(*input + *hidden) + 16 * gate_elements, 0};
+  return {2 * 2 * gate_elements * static_cast<double>(*input + *hidden) + 16 * gate_elements, 0,
+          recurrent_serial_steps(cell, ctx.inputs[0])};
 }
 
 }  // namespace
