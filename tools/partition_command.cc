@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/pipeline/schedule.h"
-#include "executor/weight_prediction.h"
 #include "frontend/importer.h"
 #include "graph/autodiff/training_recipe.h"
 #include "graph/error.h"
@@ -22,11 +21,11 @@
 #include "partitioner/plan_dot.h"
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
-#include "simulator/strategy_simulation.h"
 #include "tools/cli_choices.h"
 #include "tools/commands.h"
 #include "tools/model_import.h"
 #include "tools/output_paths.h"
+#include "tools/run_plan_options.h"
 #include "tools/text_format.h"
 
 namespace onnxtrain::cli {
@@ -188,18 +187,16 @@ void partition_model(const PartitionOptions& o) {
                  times.cache_note.empty() ? "" : "; ", times.cache_note.c_str());
   }
 
-  PlanOptions p;
-  p.stages = o.stages;
+  PlanOptions p =
+      run_plan_options({.stages = o.stages,
+                        .strategy = o.strategy,
+                        .micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages),
+                        .optimizer = o.optimizer,
+                        .prediction_metrics = o.prediction_metrics == "on",
+                        .cpu_executor = o.device == "cpu" && o.device_profile.empty(),
+                        .link = {device.link.name, device.link.bandwidth, device.link.latency_s}});
   p.replicas = o.replicas;
   p.devices = o.devices;
-  p.schedule = parse_pipeline_strategy(o.strategy);
-  p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4 * static_cast<int64_t>(o.stages);
-  p.link = {device.link.name, device.link.bandwidth, device.link.latency_s};
-  p.optimizer_slots = optimizer_state_slots(o.optimizer);
-  OptimizerConfig optimizer;
-  apply_optimizer_name(o.optimizer, optimizer);
-  p.prediction_average = gradient_estimate(optimizer) == GradientEstimate::kept_average;
-  p.prediction_metrics = o.prediction_metrics == "on";
   // The cap: --memory-cap, else the memory of a device given by name or profile (as simulate checks it;
   // an outside check's 1-byte profile planned 7 MiB stages without a word). The CPU has no fixed cap.
   if (!o.memory_cap.empty()) {
@@ -207,8 +204,6 @@ void partition_model(const PartitionOptions& o) {
   } else if ((o.device != "cpu" || !o.device_profile.empty()) && device.memory_bytes > 0) {
     p.memory_cap = static_cast<int64_t>(std::min<uint64_t>(device.memory_bytes, INT64_MAX));
   }
-  // As the CPU executor runs them: gradients summed in place, the update mirrored into the working weights.
-  p.gradients_into_sum = p.update_writes_working = o.device == "cpu" && o.device_profile.empty();
   Plan plan = o.split.empty() ? plan_pipeline(profile, p) : evaluate_split(profile, parse_split(o.split), p);
 
   if (o.json) {

@@ -37,6 +37,7 @@
 #include "partitioner/plan_io.h"
 #include "partitioner/planner.h"
 #include "tools/pipeline_trace.h"
+#include "tools/run_plan_options.h"
 #include "tools/text_file.h"
 #include "tools/train_epochs.h"
 #include "tools/train_options.h"
@@ -153,9 +154,13 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
     // `onnxtrain partition --profile -o plan.json` gives a measured plan for --plan.
     const DeviceDescription cpu = nominal_cpu();
     const CostProfile profile = build_cost_profile(training, micro_batch, cpu);
-    plan = plan_pipeline(profile, {.stages = o.stages,
-                                   .micro_batches = std::max<int64_t>(o.micro_batches, 1),
-                                   .link = {cpu.link.name, cpu.link.bandwidth, cpu.link.latency_s}});
+    plan = plan_pipeline(profile, run_plan_options({.stages = o.stages,
+                                                    .strategy = o.strategy,
+                                                    .micro_batches = o.micro_batches,
+                                                    .optimizer = o.optimizer,
+                                                    .prediction_metrics = o.prediction_metrics == "on",
+                                                    .cpu_executor = o.device == "cpu",
+                                                    .link = {cpu.link.name, cpu.link.bandwidth, cpu.link.latency_s}}));
   }
   std::vector<int64_t> starts;
   for (const StagePlan& s : plan.stages) starts.push_back(s.first_node);
