@@ -3,6 +3,8 @@
 //
 // The training graph is the one `onnxtrain train` runs (make_training_recipe builds it: loss attached, BatchNorm
 // in training mode), so a plan's node names are the executor's.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -67,6 +69,35 @@ int64_t parse_byte_size(const std::string& text) {
   if (!(value * scale < 9.2e18)) throw Error("--memory-cap '" + text + "' is beyond 9.2 EB, the largest size it takes");
   return static_cast<int64_t>(std::llround(value * scale));
 }
+
+// The OpenMP threads each stage (or replica) of the planned run gets, as the pipeline executor shares this
+// process's threads out (executor/pipeline/pipeline_trainer.cc): the CPU's probe and --profile measure with
+// that many. Measured with all of them, a 2-core machine's kernels cost 1 us of overhead against a stage's
+// 0.23 us (a 2-thread fork per tiny kernel), which priced a model of tiny nodes as if they were slow.
+int threads_per_stage(const PartitionOptions& o) {
+  int workers = o.stages;
+  if (o.devices > 0) {
+    workers = o.devices;
+  } else if (o.replicas.size() == 1) {
+    workers = o.stages * o.replicas[0];
+  } else if (!o.replicas.empty()) {
+    workers = 0;
+    for (int r : o.replicas) workers += r;
+  }
+  return std::max(1, omp_get_max_threads() / std::max(1, workers));
+}
+
+// Sets this thread's OpenMP thread count for its lifetime, then restores it.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 DeviceDescription device_of(const PartitionOptions& o) {
   if (!o.device_profile.empty()) return read_device_profile(o.device_profile);
@@ -165,6 +196,7 @@ void partition_model(const PartitionOptions& o) {
   const TrainingRecipe recipe = make_training_recipe(model.graph, t);  // the graph `onnxtrain train` runs
   const TrainingGraph& training = recipe.training;
 
+  const ScopedOmpThreads stage_threads(threads_per_stage(o));
   const DeviceDescription device = device_of(o);
   CostModelReport report;
   CostProfile profile = build_cost_profile(training, o.batch, device, &report);
@@ -257,7 +289,8 @@ void add_partition_command(CLI::App& app) {
                   "pipedream (default) | naive | spectrain | gpipe | 1f1b | 2bw: sets the weight copies and "
                   "activations each stage keeps");
   cmd->add_option("--device", o->device,
-                  "cpu (this machine, measured at start; the default) | a100 | h100 | h200 (datasheet presets)");
+                  "cpu (this machine, measured at start on the threads one stage gets; the default) | a100 | h100 | "
+                  "h200 (datasheet presets)");
   cmd->add_option("--link", o->link,
                   "link between stages: pcie4 | pcie5 | nvlink3 | nvlink4 | ib-hdr | ib-ndr (presets)");
   cmd->add_option(
