@@ -1,7 +1,7 @@
 // The local CPU as a DeviceDescription, measured at start: float32 FLOP/s from onnxtrain's own MatMul
 // kernel (oneDNN) on a 512×512×512 product, memory bandwidth from its Relu kernel streaming 64 MiB in and
 // out, the per-kernel overhead from a 16-element Relu and a recurrent step's from an LSTM of 16 units: each the best of
-// a few runs (a busy machine makes some runs wait for a core), about 0.1 s in all. Measuring with the kernels the
+// a few runs (a busy machine makes some runs wait for a core), about 0.2 s in all. Measuring with the kernels the
 // executor runs keeps the analytic times in their units. Part of onnxtrain_partitioner_profile (it needs the kernels
 // library).
 //

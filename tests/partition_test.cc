@@ -115,10 +115,10 @@ TEST(Partition, TransformersAreCutBetweenBlocks) {
 
 // An outside check (2026-12-07): `train --strategy pipedream --stages 2` without --plan cut this 2-layer
 // bidirectional LSTM (16 units, 12 steps; exported without constant folding) after the Slices and Concats that
-// rearrange its weights, both LSTMs on stage 1, because the cost model priced an LSTM by its FLOPs alone, a tenth of
-// its time at 16 units. With a step's fixed cost (DeviceDescription::step_overhead_s) train's nominal CPU puts one LSTM
-// on each stage.
-TEST(Partition, TrainsDefaultSplitOfATwoLayerLstmHasALayerOnEachStage) {
+// rearrange its weights, both LSTMs on stage 1, because the cost model priced an LSTM by its FLOPs alone, a quarter
+// of its time at 16 units. With a step's fixed cost (DeviceDescription::step_overhead_s), the nominal CPU train plans
+// on puts one LSTM on each stage.
+TEST(Partition, TheNominalCpuPutsALayerOfATwoLayerLstmOnEachStage) {
   ImportedModel model =
       import_model(std::string(ONNXTRAIN_SOURCE_DIR) + "/tests/data/recurrent/lstm_two_layer_ts.onnx");
   const TrainingRecipe recipe = make_training_recipe(model.graph, {.loss = parse_loss_spec("cross-entropy")});

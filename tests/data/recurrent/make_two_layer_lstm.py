@@ -5,7 +5,7 @@ gate order to ONNX's) with 90-odd Shape, Slice and Concat nodes before the LSTM 
 
 An outside check of 2026-12-07 found `train --strategy pipedream --stages 2` (no --plan) cutting this model
 after those weight nodes, with both LSTMs on stage 1: the cost model priced an LSTM by its FLOPs alone,
-and a step of 16 units costs ten times its FLOPs. tests/partition_test.cc checks that the planner now puts
+and a step of 16 units costs four times its FLOPs. tests/partition_test.cc checks that the planner now puts
 one LSTM on each stage.
 
 Run with a Python that has torch and onnx: python make_two_layer_lstm.py
@@ -33,5 +33,5 @@ torch.manual_seed(0)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     torch.onnx.export(TwoLayerLstm(), (torch.randn(4, 12, 8),), os.path.join(HERE, "lstm_two_layer_ts.onnx"),
-                      dynamo=False, opset_version=17, do_constant_folding=False, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+                      dynamo=False, opset_version=17, do_constant_folding=False, input_names=["x"],
+                      output_names=["logits"], dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
