@@ -186,6 +186,15 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
     for (ValueId out : g.node(order[i]).outputs)
       if (out.valid()) producer_position[out.index] = i;
 
+  // The trained tensors and running statistics the pipelines place on one stage each, as stage_graphs.cc
+  // decides it, and the first and last forward node owning a reader of each.
+  std::vector<bool> placed_once(g.value_count(), false);
+  for (const TrainingGraph::Gradient& gr : training.gradients)
+    if (g.value(gr.value).data && g.value(gr.value).dtype == DType::Float32) placed_once[gr.value.index] = true;
+  for (size_t v = 0; v < g.value_count(); ++v)
+    if (g.value(ValueId{static_cast<uint32_t>(v)}).role == ValueRole::State) placed_once[v] = true;
+  std::vector<size_t> first_owner(g.value_count(), kNone), last_owner(g.value_count(), kNone);
+
   std::vector<bool> initializer_counted(g.value_count(), false);
   std::vector<std::vector<size_t>> kept_by(g.value_count());  // every forward node whose backward reads it
   std::vector<size_t> last_reader(g.value_count(), kNone);    // last forward node using it, either pass
@@ -205,6 +214,10 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
       const int64_t b = bytes_of(in);
       bytes += static_cast<double>(b);
       if (v.data) {  // an initializer (or constant): memory of the stage that reads it first
+        if (placed_once[in.index]) {
+          first_owner[in.index] = std::min(first_owner[in.index], owner[i]);
+          last_owner[in.index] = last_owner[in.index] == kNone ? owner[i] : std::max(last_owner[in.index], owner[i]);
+        }
         if (!initializer_counted[in.index]) {
           initializer_counted[in.index] = true;
           (v.role == ValueRole::Parameter && !v.frozen ? cost.parameter_bytes : cost.state_bytes) += b;
@@ -264,6 +277,13 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
       // puts its producer; it says nothing about where the blocks are.
       if (from_data[v]) ++tensors_diff[p + 1], --tensors_diff[last_reader[v] + 1];
     }
+  }
+  profile.cut_splits_tied.assign(n + 1, "");
+  for (size_t v = 0; v < g.value_count(); ++v) {
+    if (first_owner[v] == kNone || last_owner[v] <= first_owner[v]) continue;
+    for (size_t c = first_owner[v] + 1; c <= last_owner[v]; ++c)
+      if (profile.cut_splits_tied[c].empty())
+        profile.cut_splits_tied[c] = g.value(ValueId{static_cast<uint32_t>(v)}).name;
   }
   profile.cut_activation_bytes.assign(n + 1, 0);
   profile.cut_gradient_bytes.assign(n + 1, 0);

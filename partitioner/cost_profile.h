@@ -46,6 +46,10 @@ struct CostProfile {
   std::vector<int> cut_gradient_tensors;
   std::vector<SharedKeptValue> shared_kept;  // empty in hand-made profiles
   bool has_attention = false;                // a Softmax feeds a MatMul: the model is made of attention blocks
+  // Per cut i: the name of a trained tensor (or running statistic) that nodes on both sides of it read, a
+  // tied weight, which the pipelines refuse to share between stages (executor/pipeline/stage_graphs.cc);
+  // "" where none does. Empty in hand-made profiles.
+  std::vector<std::string> cut_splits_tied;
   // Bytes/s the device's memory-bound loops reach (its bandwidth times its memory efficiency): the
   // planner prices each stage's optimizer update with it. 0 (hand-made profiles): updates cost nothing.
   double memory_bandwidth = 0;

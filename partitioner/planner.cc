@@ -512,15 +512,32 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
   validate(profile, options);
   const StagePricer pricer(profile, options);
   Solution<double> best;
+  const auto n = static_cast<int64_t>(profile.nodes.size());
+  // A cut between two readers of one trained tensor is never taken: the pipelines refuse tied weights.
+  auto keeps_tied_weights = [&](int64_t c) {
+    return c >= static_cast<int64_t>(profile.cut_splits_tied.size()) || profile.cut_splits_tied[c].empty();
+  };
+  auto untied = [&](int64_t i, int64_t j) { return keeps_tied_weights(i) && keeps_tied_weights(j); };
   auto fits = [&](int k, int64_t i, int64_t j) {
-    return options.memory_cap == 0 || pricer.memory_total(k, i, j) <= options.memory_cap;
+    return untied(i, j) && (options.memory_cap == 0 || pricer.memory_total(k, i, j) <= options.memory_cap);
   };
   const std::vector<int>& crossing = profile.cut_gradient_tensors;
-  const auto n = static_cast<int64_t>(profile.nodes.size());
   auto block_cut = [&](int64_t c) { return c == 0 || c == n || crossing.at(static_cast<size_t>(c)) == 1; };
   const bool found = solve_plan(
       pricer, options, [&](int k, int64_t i, int64_t j, int) { return fits(k, i, j); }, best);
   if (!found) {
+    Solution<double> any_untied;
+    PlanOptions uncapped = options;
+    uncapped.memory_cap = 0;
+    if (!solve_plan(
+            pricer, uncapped, [&](int, int64_t i, int64_t j, int) { return untied(i, j); }, any_untied)) {
+      const auto tied = std::find_if(profile.cut_splits_tied.begin(), profile.cut_splits_tied.end(),
+                                     [](const std::string& name) { return !name.empty(); });
+      throw Error("no split of " + describe_model(profile) + " into " + std::to_string(options.stages) +
+                  " stages keeps every trained tensor on one stage: '" + *tied +
+                  "' is read by nodes far apart (tied weights), and the pipelines update a tensor where it lives; "
+                  "train it with fewer stages or a replicated strategy (dp)");
+    }
     const int64_t need = smallest_memory_cap(profile, options);
     throw Error("no split of " + describe_model(profile) + " into " + std::to_string(options.stages) +
                 " stages fits the memory cap of " + format_bytes(options.memory_cap) + " per device (schedule " +
@@ -570,6 +587,11 @@ Plan evaluate_split(const CostProfile& profile, std::span<const int64_t> cuts, c
     if (i > 0 && cuts[i] <= cuts[i - 1])
       throw Error("split: cut positions must be strictly increasing, got " + std::to_string(cuts[i - 1]) + " then " +
                   std::to_string(cuts[i]) + " (a stage would be empty)");
+    if (static_cast<size_t>(cuts[i]) < profile.cut_splits_tied.size() &&
+        !profile.cut_splits_tied[static_cast<size_t>(cuts[i])].empty())
+      throw Error("split: cut position " + std::to_string(cuts[i]) + " has readers of the trained tensor '" +
+                  profile.cut_splits_tied[static_cast<size_t>(cuts[i])] +
+                  "' on both sides (tied weights), which the pipelines refuse: each trained tensor lives on one stage");
     bounds.push_back(cuts[i]);
   }
   bounds.push_back(n);

@@ -20,6 +20,7 @@
 #include "graph/op_schema.h"
 #include "partitioner/cpu_probe.h"
 #include "partitioner/node_profiler.h"
+#include "partitioner/planner.h"
 #include "tests/error_of.h"
 #include "tests/graph_builder.h"
 
@@ -247,6 +248,36 @@ TEST(CostModel, ResnetSkipConnectionsAndBatchScaling) {
   }
   EXPECT_GT(skip_cuts, 0);
   std::printf("resnet fixture: %zu nodes, %d cuts crossed by a residual branch\n", p1.nodes.size(), skip_cuts);
+}
+
+// x -> n0 MatMul(W0) -> n1 Relu -> n2 MatMul(W1) -> n3 Relu -> n4 MatMul(W0) -> n5 ReduceSum: W0 is read by
+// nodes 0 and 4, a tied weight. An outside check (2026-12-07) found the planner cutting between its readers and
+// `train` refusing the planner's own split (the pipelines update a trained tensor on the one stage it lives on).
+TEST(CostModel, TiedWeightsKeepTheirReadersOnOneStage) {
+  Graph g;
+  g.info.batch_symbols = {"N"};
+  ValueId x = g.add_value(
+      {.name = "x", .dtype = DType::Float32, .shape = Shape({Dim::symbol("N"), Dim(8)}), .role = ValueRole::Input});
+  g.inputs.push_back(x);
+  const ValueId w0 = add_parameter(g, "W0", {8, 8});
+  ValueId h = add_node(g, "n1", "Relu", {add_node(g, "n0", "MatMul", {x, w0})});
+  h = add_node(g, "n3", "Relu", {add_node(g, "n2", "MatMul", {h, add_parameter(g, "W1", {8, 8})})});
+  ValueId loss = add_node(g, "n5", "ReduceSum", {add_node(g, "n4", "MatMul", {h, w0})}, {{"keepdims", int64_t{0}}});
+  g.value(loss).name = "loss";
+  g.outputs = {loss};
+  const CostProfile p = build_cost_profile(build_training_graph(g, {.loss = "loss"}), 4, test_device());
+  ASSERT_EQ(p.cut_splits_tied.size(), 7u);
+  for (size_t c = 1; c <= 4; ++c) EXPECT_EQ(p.cut_splits_tied[c], "W0") << "cut " << c;
+  EXPECT_EQ(p.cut_splits_tied[5], "");
+  const PlanOptions two{.stages = 2, .link = {"l", 1e9, 0}};
+  EXPECT_EQ(plan_pipeline(p, two).stages[1].first_node, 5);
+  const std::vector<int64_t> across = {2};
+  EXPECT_NE(error_of([&] { evaluate_split(p, across, two); }).find("'W0' on both sides (tied weights)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              plan_pipeline(p, {.stages = 3, .link = {"l", 1e9, 0}});
+            }).find("keeps every trained tensor on one stage: 'W0'"),
+            std::string::npos);
 }
 
 TEST(Device, PresetsAndKernelTime) {
