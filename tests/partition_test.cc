@@ -153,6 +153,27 @@ TEST(Partition, TheCpuIsMeasuredWithTheThreadsOfAStage) {
   EXPECT_NE(r.output.find("2 threads)"), std::string::npos) << "one stage has every thread:\n" << r.output;
 }
 
+// A plan made for another run says so (an outside check, 2026-12-07): a bf16 plan given to an fp32 run names
+// --precision (only the other way round did), and a plan's replicas that the run does not train are noted,
+// where the run had dropped them without a word.
+TEST(Partition, APlanMadeForAnotherRunSaysHowItDiffers) {
+  const fs::path dir = scratch("other_run");
+  const std::string mlp = kModels + "mlp_opset17.onnx", bf16 = (dir / "bf16.json").string(),
+                    replicated = (dir / "replicated.json").string();
+  const std::string train = "train " + mlp +
+                            " --data synthetic:1,28,28:10:128 --batch 16 --epochs 1 --validation 0 --test-data none "
+                            "--strategy pipedream --stages 2 -o " +
+                            (dir / "out.onnx").string();
+  ASSERT_EQ(run("partition " + mlp + " --stages 2 --batch 16 --precision bf16 -o " + bf16).exit_code, 0);
+  CliRun r = run(train + " --plan " + bf16);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("partition --precision fp32"), std::string::npos) << r.output;
+  ASSERT_EQ(run("partition " + mlp + " --stages 2 --batch 16 --replicas 2 -o " + replicated).exit_code, 0);
+  r = run(train + " --plan " + replicated);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gives stage 0 2 replica(s); this run trains 1 per stage"), std::string::npos) << r.output;
+}
+
 TEST(Partition, CommandWritesAPlanTheExecutorCanReadAndAGraph) {
   const fs::path dir = scratch("cli");
   const std::string plan = (dir / "plan.json").string(), dot = (dir / "plan.dot").string();

@@ -140,14 +140,22 @@ std::vector<int64_t> stage_starts(const TrainOptions& o, const Graph& graph, con
     try {
       plan = read_plan(o.plan, forward_node_names(training));
     } catch (const Error& e) {
-      if (o.precision == "fp32") throw;
-      throw Error(std::string(e.what()) + " (a --precision " + o.precision +
-                  " run's graph has autocast's Cast nodes: make its plan with onnxtrain partition --precision " +
-                  o.precision + ")");
+      // A plan's node list is the training graph's for one precision: bf16's has autocast's Cast nodes.
+      throw Error(std::string(e.what()) + " (if the plan was made for another --precision: make it with onnxtrain " +
+                  "partition --precision " + o.precision + ")");
     }
     if (static_cast<int>(plan.stages.size()) != o.stages) {
       throw Error(o.plan + ": the plan has " + std::to_string(plan.stages.size()) + " stages; --stages is " +
                   std::to_string(o.stages));
+    }
+    for (size_t k = 0; k < plan.stages.size(); ++k) {
+      if (plan.stages[k].replicas != o.replicas) {
+        std::fprintf(stderr,
+                     "note: %s gives stage %zu %d replica(s); this run trains %d per stage (--replicas, across "
+                     "processes: mpirun or torchrun-style launch)\n",
+                     o.plan.c_str(), k, plan.stages[k].replicas, o.replicas);
+        break;
+      }
     }
   } else {
     // A fixed nominal CPU (partitioner/device.h): the split does not depend on the load at start.
