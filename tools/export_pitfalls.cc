@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <span>
 
 namespace onnxtrain::cli {
@@ -32,6 +33,14 @@ std::string zero_embedding_row(const Graph& graph, const Node& n) {
          "') is all zeros";
 }
 
+// Ops that take pieces of a tensor or change its shape or type, computing nothing from its values.
+bool moves_data_only(const Node& n) {
+  return std::ranges::any_of(
+      std::initializer_list<const char*>{"Slice", "Split", "Shape", "Size", "Concat", "Reshape", "Transpose",
+                                         "Unsqueeze", "Squeeze", "Flatten", "Expand", "Gather", "Cast"},
+      [&](const char* op) { return n.is_onnx_op(op); });
+}
+
 }  // namespace
 
 // What a PyTorch export commonly gets wrong and onnxtrain would otherwise train in silence
@@ -39,8 +48,8 @@ std::string zero_embedding_row(const Graph& graph, const Node& n) {
 // own log-softmax; and a deep convolutional network without any normalisation node, which is what
 // TorchScript's export from eval() and dynamo's default optimize=True leave of BatchNorm layers (folded
 // into the convolutions). The second can be a network built so, hence a note, not a warning. Also:
-// normalisation parameters the dynamo exporter merged, and an embedding table with one zero row (what
-// nn.Embedding(padding_idx=k) makes; the export drops padding_idx, so the row trains).
+// parameters the exporter merged, and an embedding table with one zero row (what nn.Embedding(padding_idx=k)
+// makes; the export drops padding_idx, so the row trains).
 std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& graph) {
   std::vector<std::string> lines;
   if (!graph.outputs.empty() && (o.loss == "cross-entropy" || o.loss == "softmax-cross-entropy")) {
@@ -57,13 +66,17 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
                         "and poor");
     }
   }
-  // With the normalisation nodes, the parameters they take as scale or bias: several nodes sharing one
-  // is what the dynamo exporter's default optimize=True makes of a fresh model's equal ones and zeros
-  // (PyTorch's layers each have their own), which would then train tied
-  // (tests/data/outside/make_tied_norm_export.py).
+  // A parameter that several nodes of one op read (through Identity too): what an exporter makes of layers
+  // whose initial values are equal (PyTorch's layers each have their own), which would then train tied.
+  // The dynamo exporter's default optimize=True merges a fresh model's normalisation ones and zeros
+  // (tests/data/outside/make_tied_norm_export.py); TorchScript's export merges every equal initializer,
+  // nn.TransformerEncoder's deep-copied layers whole (make_transformer_encoder_export.py). A weight tied on
+  // purpose (an embedding and the output layer) is read by nodes of different ops and not reported; nor are
+  // the ops that only take pieces of a weight or reshape it (an LSTM export's Slices of its W and R).
   int convs = 0, normalisations = 0;
-  std::map<ValueId, std::vector<std::string>> norm_users;
-  std::string padding_row;  // the first embedding with one all-zero row
+  std::map<std::pair<ValueId, std::string>, std::vector<std::string>> readers;  // (parameter, op) -> nodes
+  std::map<ValueId, ValueId> through_identity;  // an Identity's output -> the parameter it passes on
+  std::string padding_row;                      // the first embedding with one all-zero row
   for (NodeId id : graph.order()) {
     const Node& n = graph.node(id);
     convs += n.is_onnx_op("Conv") ? 1 : 0;
@@ -72,26 +85,35 @@ std::vector<std::string> export_pitfalls(const TrainOptions& o, const Graph& gra
                                                                "LayerNormalization", "GroupNormalization"},
                             [&](const char* op) { return n.is_onnx_op(op); });
     if (n.is_onnx_op("Gather") && padding_row.empty()) padding_row = zero_embedding_row(graph, n);
-    if (!normalisation) continue;
-    ++normalisations;
-    for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i)
-      if (n.inputs[i].valid() && graph.value(n.inputs[i]).role == ValueRole::Parameter)
-        norm_users[n.inputs[i]].push_back(n.name);
+    normalisations += normalisation ? 1 : 0;
+    for (ValueId in : n.inputs) {
+      if (!in.valid()) continue;
+      const auto passed = through_identity.find(in);
+      const ValueId source = passed != through_identity.end() ? passed->second : in;
+      if (graph.value(source).role != ValueRole::Parameter) continue;
+      if (n.is_onnx_op("Identity") && !n.outputs.empty()) {
+        through_identity[n.outputs[0]] = source;
+      } else if (!moves_data_only(n)) {
+        readers[{source, n.op_type}].push_back(n.name);
+      }
+    }
   }
-  int shared = 0;
+  std::set<ValueId> shared;
   std::string example;
-  for (const auto& [param, nodes] : norm_users) {
+  for (const auto& [key, nodes] : readers) {
     if (nodes.size() < 2) continue;
-    if (shared++ == 0)
-      example = "'" + graph.value(param).name + "' (" + std::to_string(nodes.size()) + " nodes: '" + nodes[0] + "', '" +
-                nodes[1] + "'" + (nodes.size() > 2 ? ", ..." : "") + ")";
+    if (shared.empty())
+      example = "'" + graph.value(key.first).name + "' (" + std::to_string(nodes.size()) + " " + key.second +
+                " nodes: '" + nodes[0] + "', '" + nodes[1] + "'" + (nodes.size() > 2 ? ", ..." : "") + ")";
+    shared.insert(key.first);
   }
-  if (shared > 0)
-    lines.push_back("warning: " + std::to_string(shared) + " normalisation parameter" + (shared > 1 ? "s are" : " is") +
-                    " shared by several nodes, e.g. " + example +
-                    ": they will train as one tensor. If each PyTorch layer has its own, the dynamo exporter merged "
-                    "them (equal initial values, optimize=True): export with torch.onnx.export(..., dynamo=True, "
-                    "optimize=False)");
+  if (!shared.empty())
+    lines.push_back("warning: " + std::to_string(shared.size()) + " parameter" + (shared.size() > 1 ? "s are" : " is") +
+                    " each read by several nodes of one op, e.g. " + example +
+                    ": each will train as one tensor. If each PyTorch layer has its own, the exporter merged equal "
+                    "initial values (TorchScript's export merges them all, nn.TransformerEncoder's deep-copied "
+                    "layers whole; dynamo's optimize=True the normalisation layers' ones and zeros): export with "
+                    "torch.onnx.export(..., dynamo=True, optimize=False)");
   if (!padding_row.empty())
     lines.push_back("warning: " + padding_row +
                     ", as nn.Embedding(padding_idx=...) makes it. The export does not record padding_idx, so that row "
