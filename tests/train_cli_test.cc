@@ -230,6 +230,8 @@ TEST(TrainCli, DataParallelAndGPipeRunsTrainWhatOneDeviceTrains) {
   const double error = std::stod(line.substr(line.find_last_of(' ') + 1));
   EXPECT_GT(error, 0) << line;
   EXPECT_LT(error, 1) << line;
+  EXPECT_NE(r.output.find("nan: the stage predicts\n  nothing"), std::string::npos) << "the legend says why:\n"
+                                                                                    << r.output;
   r = run(base + " --strategy spectrain --stages 2 --plan " + plan + " --prediction-metrics off -o " +
           (dir / "quiet.onnx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;

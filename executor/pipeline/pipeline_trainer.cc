@@ -544,7 +544,8 @@ std::string format_pipeline_report(const PipelineReport& r) {
        "  ones one device would use for that mini-batch (0: as one device)\n";
   if (r.strategy == PipelineStrategy::spectrain)
     o << "pred.error: |predicted - aimed-at weights| / |current - aimed-at weights|, the mean over the predictions\n"
-         "  scored (below 1: the prediction is closer than using the weights as they are)\n";
+         "  scored (below 1: the prediction is closer than using the weights as they are; nan: the stage predicts\n"
+         "  nothing, as the last stage, whose weights are always current, and a stage without weights)\n";
   return o.str();
 }
 
