@@ -101,6 +101,16 @@ std::vector<size_t> owning_forward_node(const TrainingGraph& training) {
   return owner;
 }
 
+std::vector<bool> lives_on_one_stage(const TrainingGraph& training) {
+  const Graph& g = training.graph;
+  std::vector<bool> one_stage(g.value_count(), false);
+  for (const TrainingGraph::Gradient& gr : training.gradients)
+    if (g.value(gr.value).data && g.value(gr.value).dtype == DType::Float32) one_stage[gr.value.index] = true;
+  for (size_t v = 0; v < g.value_count(); ++v)
+    if (g.value(ValueId{static_cast<uint32_t>(v)}).role == ValueRole::State) one_stage[v] = true;
+  return one_stage;
+}
+
 namespace {
 
 // Whether a MatMul reads `value` (or the CPU's FusedMatMul: graph/autodiff/fused_matmul.h), directly or
@@ -186,13 +196,8 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
     for (ValueId out : g.node(order[i]).outputs)
       if (out.valid()) producer_position[out.index] = i;
 
-  // The trained tensors and running statistics the pipelines place on one stage each, as stage_graphs.cc
-  // decides it, and the first and last forward node owning a reader of each.
-  std::vector<bool> placed_once(g.value_count(), false);
-  for (const TrainingGraph::Gradient& gr : training.gradients)
-    if (g.value(gr.value).data && g.value(gr.value).dtype == DType::Float32) placed_once[gr.value.index] = true;
-  for (size_t v = 0; v < g.value_count(); ++v)
-    if (g.value(ValueId{static_cast<uint32_t>(v)}).role == ValueRole::State) placed_once[v] = true;
+  // The tensors the pipelines keep on one stage, and the first and last forward node owning a reader of each.
+  const std::vector<bool> placed_once = lives_on_one_stage(training);
   std::vector<size_t> first_owner(g.value_count(), kNone), last_owner(g.value_count(), kNone);
 
   std::vector<bool> initializer_counted(g.value_count(), false);

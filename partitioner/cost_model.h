@@ -47,6 +47,12 @@ CostProfile build_cost_profile(const TrainingGraph& training, int64_t batch, con
 // belongs to: itself for forward nodes, the owner described above for backward nodes.
 std::vector<size_t> owning_forward_node(const TrainingGraph& training);
 
+// Per value of training.graph: whether the pipelines keep it on the one stage that updates it, so that nodes
+// of two stages may not both read it (tied weights): a trained float32 initializer (one with a gradient) or a
+// running statistic. Frozen parameters, buffers and constants are copied to every stage that reads them. The
+// planner's cuts (CostProfile::cut_splits_tied) and the executor's check (stage_graphs.cc) both use it.
+std::vector<bool> lives_on_one_stage(const TrainingGraph& training);
+
 // The costs of nodes [begin, end) as one stage: sums of the per-node fields, plus the bytes crossing
 // its two boundary cuts (received going forward = cut_activation_bytes[begin], sent = [end]).
 struct StageCost {

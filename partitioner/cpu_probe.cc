@@ -11,6 +11,7 @@
 
 #include "graph/error.h"
 #include "graph/host_resources.h"
+#include "graph/recurrent_cell.h"
 #include "kernels/backend_info.h"
 #include "kernels/kernel.h"
 
@@ -103,10 +104,11 @@ CpuProbe probe_local_cpu() {
     probe.busy = probe.kernel_overhead_s > 100e-6;
   }
   {  // A recurrent step: an LSTM of 16 units over 16 steps of a batch of 16, writing the reserve as training
-     // does (Y, no Y_h or Y_c, the reserve: 7 values per unit, row and step; graph/recurrent_cell.h).
+     // does (Y, no Y_h or Y_c, the reserve; graph/recurrent_cell.h).
     constexpr int64_t steps = 16, batch = 16, hidden = 16;
     const std::vector<int64_t> x{steps, batch, hidden}, w{1, 4 * hidden, hidden}, y{steps, 1, batch, hidden};
-    const std::vector<int64_t> reserve{steps * batch * 7 * hidden};
+    const RecurrentCell lstm_cell{.kind = RecurrentCellKind::Lstm};
+    const std::vector<int64_t> reserve{steps * batch * lstm_cell.reserve_width(hidden)};
     auto lstm = prepare("LSTM", 14, {{DType::Float32, x}, {DType::Float32, w}, {DType::Float32, w}},
                         {{DType::Float32, y}, {}, {}, {DType::Float32, reserve}}, {{"hidden_size", hidden}});
     std::vector<Tensor> in = {random_tensor(x, rng), random_tensor(w, rng), random_tensor(w, rng)},

@@ -506,6 +506,13 @@ Plan refine_by_makespan(const CostProfile& profile, const PlanOptions& options, 
   return plan;
 }
 
+// The trained tensor with readers on both sides of cut c (CostProfile::cut_splits_tied), or null.
+const std::string* tied_tensor_at(const CostProfile& profile, int64_t c) {
+  const auto at = static_cast<size_t>(c);
+  return at < profile.cut_splits_tied.size() && !profile.cut_splits_tied[at].empty() ? &profile.cut_splits_tied[at]
+                                                                                     : nullptr;
+}
+
 }  // namespace
 
 Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
@@ -514,10 +521,7 @@ Plan plan_pipeline(const CostProfile& profile, const PlanOptions& options) {
   Solution<double> best;
   const auto n = static_cast<int64_t>(profile.nodes.size());
   // A cut between two readers of one trained tensor is never taken: the pipelines refuse tied weights.
-  auto keeps_tied_weights = [&](int64_t c) {
-    return c >= static_cast<int64_t>(profile.cut_splits_tied.size()) || profile.cut_splits_tied[c].empty();
-  };
-  auto untied = [&](int64_t i, int64_t j) { return keeps_tied_weights(i) && keeps_tied_weights(j); };
+  auto untied = [&](int64_t i, int64_t j) { return !tied_tensor_at(profile, i) && !tied_tensor_at(profile, j); };
   auto fits = [&](int k, int64_t i, int64_t j) {
     return untied(i, j) && (options.memory_cap == 0 || pricer.memory_total(k, i, j) <= options.memory_cap);
   };
@@ -587,10 +591,8 @@ Plan evaluate_split(const CostProfile& profile, std::span<const int64_t> cuts, c
     if (i > 0 && cuts[i] <= cuts[i - 1])
       throw Error("split: cut positions must be strictly increasing, got " + std::to_string(cuts[i - 1]) + " then " +
                   std::to_string(cuts[i]) + " (a stage would be empty)");
-    if (static_cast<size_t>(cuts[i]) < profile.cut_splits_tied.size() &&
-        !profile.cut_splits_tied[static_cast<size_t>(cuts[i])].empty())
-      throw Error("split: cut position " + std::to_string(cuts[i]) + " has readers of the trained tensor '" +
-                  profile.cut_splits_tied[static_cast<size_t>(cuts[i])] +
+    if (const std::string* tied = tied_tensor_at(profile, cuts[i]))
+      throw Error("split: cut position " + std::to_string(cuts[i]) + " has readers of the trained tensor '" + *tied +
                   "' on both sides (tied weights), which the pipelines refuse: each trained tensor lives on one stage");
     bounds.push_back(cuts[i]);
   }

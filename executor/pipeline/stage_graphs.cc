@@ -192,12 +192,10 @@ std::vector<StageGraphs> split_training_graph(const TrainingGraph& training, std
 
   // Tied weights: a trained tensor (a parameter with a gradient) or running statistic is updated where
   // it lives, so exactly one stage may read it. Frozen parameters, buffers and constants are shared.
-  std::set<uint32_t> trained;
-  for (const TrainingGraph::Gradient& grad : training.gradients)
-    if (g.value(grad.value).data && g.value(grad.value).dtype == DType::Float32) trained.insert(grad.value.index);
+  const std::vector<bool> one_stage = lives_on_one_stage(training);
   for (const auto& [index, readers] : initializer_stages) {
     const Value& v = g.value(ValueId{index});
-    if ((!trained.contains(index) && v.role != ValueRole::State) || readers.size() < 2) continue;
+    if (!one_stage[index] || readers.size() < 2) continue;
     std::string list;
     for (int s : readers) list += (list.empty() ? "" : ", ") + std::to_string(s);
     throw Error(std::string(v.role == ValueRole::State ? "running statistic" : "parameter") + " '" + v.name +
